@@ -1,0 +1,13 @@
+"""Lethe: a memory layer for LLM agents that knows when to forget.
+
+    from engine import Memory
+    mem = Memory("agent.db", policy="policies/lifecycle.yaml", offline=True)
+"""
+from .clock import FixedClock
+from .errors import ExpectationError, FormulaError, LetheError, PolicyError, StoreError
+from .memory import History, Memory, MemoryRecord
+from .policy import Policy
+from .policy import load as load_policy
+
+__all__ = ["Memory", "MemoryRecord", "History", "Policy", "load_policy", "FixedClock",
+           "LetheError", "PolicyError", "FormulaError", "StoreError", "ExpectationError"]

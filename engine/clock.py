@@ -1,0 +1,68 @@
+"""The one clock: everything that needs "now" asks a Clock, nothing reads the wall clock.
+
+A clock is any zero-argument callable returning a datetime. The engine keeps times as
+naive ISO-8601 text (the seed article's format), so aware datetimes are converted to UTC
+and made naive at the boundary.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from typing import Callable
+
+Clock = Callable[[], dt.datetime]
+
+
+def system_clock() -> dt.datetime:
+    """The wall clock, used only when the caller injects nothing."""
+    return dt.datetime.now()
+
+
+class FixedClock:
+    """A clock that stands still until moved: for tests, scenarios and `--now`."""
+
+    def __init__(self, start: dt.datetime | str):
+        self.now = parse_time(start) if isinstance(start, str) else naive(start)
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+    def advance(self, delta: dt.timedelta) -> None:
+        self.now = self.now + delta
+
+    def set(self, when: dt.datetime) -> None:
+        self.now = naive(when)
+
+
+def naive(when: dt.datetime) -> dt.datetime:
+    if when.tzinfo is not None:
+        when = when.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return when
+
+
+def iso(when: dt.datetime) -> str:
+    """The stored text form: seconds precision, no zone, like the article's rows."""
+    return naive(when).isoformat(timespec="seconds")
+
+
+def parse_time(text: str) -> dt.datetime:
+    """ISO date or datetime text to a naive datetime; raises ValueError with the text."""
+    try:
+        return naive(dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00")))
+    except ValueError:
+        raise ValueError(f"not an ISO-8601 date or time: {text!r}") from None
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(text: str | int | float) -> dt.timedelta:
+    """'90m', '23h', '6d', '2w', '1d12h' (or a number of seconds) to a timedelta."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return dt.timedelta(seconds=text)
+    import re
+
+    s = str(text).strip().lower()
+    parts = re.findall(r"(\d+(?:\.\d+)?)\s*([smhdw])", s)
+    if not parts or re.sub(r"(\d+(?:\.\d+)?)\s*([smhdw])", "", s).strip():
+        raise ValueError(f"not a duration (use e.g. 90m, 23h, 6d, 2w): {text!r}")
+    return dt.timedelta(seconds=sum(float(n) * _UNITS[u] for n, u in parts))

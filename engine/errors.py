@@ -1,0 +1,50 @@
+"""The engine's own errors. The CLI turns these, and only these, into messages and exit codes."""
+from __future__ import annotations
+
+
+class LetheError(Exception):
+    """Base of every error the engine raises on purpose."""
+
+    exit_code = 2
+
+
+class PolicyError(LetheError):
+    """A policy or template mistake, located as file:line:col: key.path: message."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, file: str | None = None, line: int | None = None,
+                 col: int | None = None, path: str = "", excerpt: str = ""):
+        self.message, self.file, self.line, self.col = message, file, line, col
+        self.path, self.excerpt = path, excerpt
+        super().__init__(self.headline())
+
+    def headline(self) -> str:
+        where = ""
+        if self.file:
+            where = f"{self.file}:{self.line or 0}:{self.col or 0}: "
+        key = f"{self.path}: " if self.path else ""
+        return f"{where}{key}{self.message}"
+
+    def __str__(self) -> str:
+        return self.headline() + (f"\n{self.excerpt}" if self.excerpt else "")
+
+
+class FormulaError(LetheError):
+    """A formula that does not compile; `text` is the offending part, quoted in the message."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, offset: int = 0):
+        self.offset = offset
+        super().__init__(message)
+
+
+class StoreError(LetheError):
+    """A database that cannot be opened, upgraded or written as asked."""
+
+
+class ExpectationError(LetheError):
+    """A scenario or check whose expectation did not hold."""
+
+    exit_code = 1

@@ -1,0 +1,348 @@
+"""Formulas: a whitelisted, Python-like expression parsed with `ast` into a small typed IR.
+
+The IR is what the dialect turns into SQL text with `?` parameters; nothing from a policy
+is ever pasted into SQL. Names resolve, in order, to memory columns, time words, policy
+params (bound values), named scores (inlined formulas) and, where allowed, `relevance`.
+SQL-ish spellings are accepted for policy authors: `=` for `==`, `AND/OR/NOT`, `null`,
+`true`, `false`.
+"""
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from .errors import FormulaError
+
+NUM, TEXT, BOOL, TIME, JSON, NULL = "num", "text", "bool", "time", "json", "null"
+
+# Memory columns a formula may read, with their types.
+COLUMNS: dict[str, str] = {
+    "id": NUM, "content": TEXT, "summary": TEXT, "tags": JSON, "importance": NUM,
+    "confidence": NUM, "access_count": NUM, "decay_score": NUM, "status": TEXT,
+    "contradicted_by": NUM, "created_at": TIME, "last_accessed": TIME, "expires_at": TIME,
+    "namespace": TEXT, "kind": TEXT, "scene": TEXT, "rank": NUM,
+}
+TIME_WORDS = {"now": TIME, "idle_days": NUM, "age_days": NUM, "days_to_expiry": NUM}
+SCALAR_FUNCS = {  # name: (min args, max args)
+    "exp": (1, 1), "ln": (1, 1), "log": (1, 1), "floor": (1, 1), "ceil": (1, 1),
+    "abs": (1, 1), "pow": (2, 2), "min": (2, 8), "max": (2, 8), "coalesce": (2, 8),
+    "clamp": (3, 3), "sqrt": (1, 1),
+}
+AGGREGATES = {"avg", "max", "min", "sum", "count"}
+CONSTANT_NAMES = {"null": None, "None": None, "true": True, "True": True,
+                  "false": False, "False": False}
+
+
+# ---- IR ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Node:
+    type: str
+
+
+@dataclass(frozen=True)
+class Const(Node):
+    value: object
+
+
+@dataclass(frozen=True)
+class Col(Node):
+    name: str
+
+
+@dataclass(frozen=True)
+class TimeWord(Node):
+    name: str
+
+
+@dataclass(frozen=True)
+class Relevance(Node):
+    pass
+
+
+@dataclass(frozen=True)
+class Func(Node):
+    name: str
+    args: tuple
+
+
+@dataclass(frozen=True)
+class Agg(Node):
+    name: str
+    arg: Node
+
+
+@dataclass(frozen=True)
+class BinOp(Node):
+    op: str
+    left: Node
+    right: Node
+
+
+@dataclass(frozen=True)
+class Neg(Node):
+    arg: Node
+
+
+@dataclass(frozen=True)
+class Cmp(Node):
+    op: str
+    left: Node
+    right: Node
+
+
+@dataclass(frozen=True)
+class BoolOp(Node):
+    op: str
+    items: tuple
+
+
+@dataclass(frozen=True)
+class Not(Node):
+    arg: Node
+
+
+@dataclass(frozen=True)
+class IsNull(Node):
+    arg: Node
+    negated: bool
+
+
+@dataclass(frozen=True)
+class In(Node):
+    arg: Node
+    values: tuple
+    negated: bool
+
+
+@dataclass
+class Scope:
+    """What names a formula may use. `scores` are formula texts, compiled on demand."""
+
+    params: Mapping[str, object] = field(default_factory=dict)
+    scores: Mapping[str, str] = field(default_factory=dict)
+    allow_time: bool = True
+    allow_relevance: bool = False
+    allow_aggregates: bool = False
+
+
+def columns_of(node: Node) -> set[str]:
+    """Memory columns a compiled formula reads (time words count as their columns)."""
+    found: set[str] = set()
+    _walk(node, found)
+    return found
+
+
+def _walk(node: Node, found: set[str]) -> None:
+    if isinstance(node, Col):
+        found.add(node.name)
+    elif isinstance(node, TimeWord):
+        found.add("@" + node.name)
+    elif isinstance(node, Relevance):
+        found.add("@relevance")
+    for child in _children(node):
+        _walk(child, found)
+
+
+def _children(node: Node):
+    if isinstance(node, (Func, BoolOp)):
+        return node.args if isinstance(node, Func) else node.items
+    if isinstance(node, (BinOp, Cmp)):
+        return (node.left, node.right)
+    if isinstance(node, (Neg, Not, IsNull, Agg)):
+        return (node.arg,)
+    if isinstance(node, In):
+        return (node.arg, *node.values)
+    return ()
+
+
+# ---- parsing ------------------------------------------------------------------------
+def normalise(text: str) -> str:
+    """Accept SQL-ish spellings: `=` -> `==`, `AND/OR/NOT` -> lowercase, `<>` -> `!=`."""
+    out = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            kind, s = tok.type, tok.string
+            if kind == tokenize.OP and s == "=":
+                s = "=="
+            elif kind == tokenize.OP and s == "<>":
+                s = "!="
+            elif kind == tokenize.NAME and s in ("AND", "OR", "NOT", "IN", "IS"):
+                s = s.lower()
+            out.append((kind, s))
+        return tokenize.untokenize(out).strip()
+    except (tokenize.TokenError, IndentationError, SyntaxError) as exc:
+        raise FormulaError(f"cannot parse {text!r}: {exc}") from None
+
+
+def compile_formula(text: object, scope: Scope, _stack: tuple = ()) -> Node:
+    """Parse and type-check a formula (text or a bare number/bool) into IR."""
+    if isinstance(text, bool) or text is None:
+        return Const(BOOL if isinstance(text, bool) else NULL, text)
+    if isinstance(text, (int, float)):
+        return Const(NUM, text)
+    if not isinstance(text, str) or not text.strip():
+        raise FormulaError(f"a formula must be text or a number, got {text!r}")
+    try:
+        tree = ast.parse(normalise(text), mode="eval")
+    except SyntaxError as exc:
+        raise FormulaError(f"cannot parse {text!r}: {exc.msg}", (exc.offset or 1) - 1) from None
+    return _Compiler(text, scope, _stack).visit(tree.body)
+
+
+class _Compiler:
+    def __init__(self, text: str, scope: Scope, stack: tuple):
+        self.text, self.scope, self.stack = text, scope, stack
+
+    def fail(self, node: ast.AST, message: str):
+        snippet = ast.get_source_segment(normalise(self.text), node) or self.text
+        raise FormulaError(message.format(snippet=snippet), getattr(node, "col_offset", 0))
+
+    def visit(self, node: ast.AST) -> Node:
+        method = getattr(self, "visit_" + type(node).__name__, None)
+        if method is None:
+            self.fail(node, "not allowed in a formula: '{snippet}'")
+        return method(node)
+
+    def visit_Constant(self, node: ast.Constant) -> Node:
+        v = node.value
+        if isinstance(v, bool):
+            return Const(BOOL, v)
+        if isinstance(v, (int, float)):
+            return Const(NUM, v)
+        if isinstance(v, str):
+            return Const(TEXT, v)
+        if v is None:
+            return Const(NULL, None)
+        self.fail(node, "not allowed in a formula: '{snippet}'")
+
+    def visit_Name(self, node: ast.Name) -> Node:
+        name, s = node.id, self.scope
+        if name in CONSTANT_NAMES:
+            v = CONSTANT_NAMES[name]
+            return Const(NULL if v is None else BOOL, v)
+        if name in COLUMNS:
+            return Col(COLUMNS[name], name)
+        if name in TIME_WORDS:
+            if not s.allow_time:
+                self.fail(node, "time word '{snippet}' is not allowed here (the value is stored)")
+            return TimeWord(TIME_WORDS[name], name)
+        if name == "relevance":
+            if not s.allow_relevance:
+                self.fail(node, "'relevance' is only known in recall, where there is a query")
+            return Relevance(NUM)
+        if name in s.params:
+            value = s.params[name]
+            if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+                self.fail(node, "param '{snippet}' must be a number or text")
+            return Const(NUM if isinstance(value, (int, float)) else TEXT, value)
+        if name in s.scores:
+            if name in self.stack:
+                cycle = " -> ".join(self.stack + (name,))
+                self.fail(node, f"score '{name}' refers to itself: {cycle}")
+            try:
+                return compile_formula(s.scores[name], s, self.stack + (name,))
+            except FormulaError as exc:
+                raise FormulaError(f"in score '{name}': {exc}", node.col_offset) from None
+        self.fail(node, "unknown name '{snippet}'")
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> Node:
+        arg = self.visit(node.operand)
+        if isinstance(node.op, ast.Not):
+            return Not(BOOL, self.boolean(node.operand, arg))
+        if isinstance(node.op, (ast.USub, ast.UAdd)):
+            self.number(node.operand, arg)
+            if isinstance(node.op, ast.UAdd):
+                return arg
+            if isinstance(arg, Const):
+                return Const(NUM, -arg.value)
+            return Neg(NUM, arg)
+        self.fail(node, "operator not allowed: '{snippet}'")
+
+    _BIN = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+
+    def visit_BinOp(self, node: ast.BinOp) -> Node:
+        op = self._BIN.get(type(node.op))
+        if op is None:
+            self.fail(node, "operator not allowed (use + - * /): '{snippet}'")
+        left, right = self.visit(node.left), self.visit(node.right)
+        self.number(node.left, left)
+        self.number(node.right, right)
+        return BinOp(NUM, op, left, right)
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> Node:
+        op = "and" if isinstance(node.op, ast.And) else "or"
+        items = tuple(self.boolean(v, self.visit(v)) for v in node.values)
+        return BoolOp(BOOL, op, items)
+
+    _CMP = {ast.Eq: "=", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+
+    def visit_Compare(self, node: ast.Compare) -> Node:
+        parts, left_ast = [], node.left
+        left = self.visit(left_ast)
+        for op, right_ast in zip(node.ops, node.comparators):
+            parts.append(self.compare(node, op, left, right_ast))
+            left, left_ast = self.visit(right_ast), right_ast
+        return parts[0] if len(parts) == 1 else BoolOp(BOOL, "and", tuple(parts))
+
+    def compare(self, node, op, left: Node, right_ast: ast.AST) -> Node:
+        if isinstance(op, (ast.Is, ast.IsNot)):
+            right = self.visit(right_ast)
+            if not (isinstance(right, Const) and right.value is None):
+                self.fail(node, "'is' only compares with null: '{snippet}'")
+            return IsNull(BOOL, left, isinstance(op, ast.IsNot))
+        if isinstance(op, (ast.In, ast.NotIn)):
+            if not isinstance(right_ast, (ast.List, ast.Tuple, ast.Set)) or not right_ast.elts:
+                self.fail(node, "'in' needs a list of values: '{snippet}'")
+            values = tuple(self.visit(e) for e in right_ast.elts)
+            for v in values:
+                self.comparable(node, left, v)
+            return In(BOOL, left, values, isinstance(op, ast.NotIn))
+        sql_op = self._CMP.get(type(op))
+        if sql_op is None:
+            self.fail(node, "comparison not allowed: '{snippet}'")
+        right = self.visit(right_ast)
+        if isinstance(right, Const) and right.value is None and sql_op in ("=", "!="):
+            return IsNull(BOOL, left, sql_op == "!=")
+        self.comparable(node, left, right)
+        return Cmp(BOOL, sql_op, left, right)
+
+    def visit_Call(self, node: ast.Call) -> Node:
+        if not isinstance(node.func, ast.Name) or node.keywords:
+            self.fail(node, "only plain function calls are allowed: '{snippet}'")
+        name, n = node.func.id, len(node.args)
+        if self.scope.allow_aggregates and name in AGGREGATES and n == 1:
+            arg = self.visit(node.args[0])
+            self.number(node.args[0], arg)
+            return Agg(NUM, name, arg)
+        if name not in SCALAR_FUNCS:
+            hint = " (aggregates are only allowed in merge results)" if name in AGGREGATES else ""
+            self.fail(node, f"unknown function '{name}'{hint}: '{{snippet}}'")
+        lo, hi = SCALAR_FUNCS[name]
+        if not lo <= n <= hi:
+            self.fail(node, f"{name}() takes {lo if lo == hi else f'{lo} to {hi}'} arguments: '{{snippet}}'")
+        args = tuple(self.visit(a) for a in node.args)
+        if name == "coalesce":
+            return Func(args[0].type if args[0].type != NULL else args[-1].type, name, args)
+        for a_ast, a in zip(node.args, args):
+            self.number(a_ast, a)
+        return Func(NUM, name, args)
+
+    # -- type checks: few, but they catch the mistakes policy authors make
+    def number(self, node: ast.AST, value: Node) -> Node:
+        if value.type not in (NUM, NULL):
+            self.fail(node, f"'{{snippet}}' is {value.type}, a number is needed here")
+        return value
+
+    def boolean(self, node: ast.AST, value: Node) -> Node:
+        if value.type != BOOL:
+            self.fail(node, f"'{{snippet}}' is {value.type}, a condition is needed here")
+        return value
+
+    def comparable(self, node: ast.AST, left: Node, right: Node) -> None:
+        a, b = left.type, right.type
+        ok = a == b or NULL in (a, b) or {a, b} == {TIME, TEXT}
+        if not ok:
+            self.fail(node, f"cannot compare {a} with {b}: '{{snippet}}'")

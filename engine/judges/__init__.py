@@ -1,0 +1,1 @@
+"""Judges: providers that answer a rendered prompt (openai, rules, replay)."""

@@ -1,0 +1,193 @@
+"""Compile a policy into its plan: the SQL statements and parameters it will run.
+
+A pure function of the policy and a dialect; nothing here opens a database. `lethe
+compile` prints a plan, and the snapshot tests pin the plan of every shipped policy.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import expr as X
+from .dialect import DIALECTS, NOW, Dialect
+from .policy import Candidates, Pass, Policy, Rule
+
+NAMESPACE = object()  # marker parameter: the namespace the plan runs for
+QUERY = object()      # marker parameter: the full-text query of a recall
+LIMIT = object()      # marker parameter: a limit chosen at call time
+
+
+@dataclass
+class Statement:
+    label: str
+    sql: str
+    params: list = field(default_factory=list)
+
+    def bind(self, now: str, namespace: str, query: str | None = None,
+             limit: int | None = None) -> list:
+        table = {id(NOW): now, id(NAMESPACE): namespace, id(QUERY): query, id(LIMIT): limit}
+        return [table.get(id(p), p) if id(p) in table else p
+                for p in self.params]
+
+    def shown_params(self) -> list:
+        names = {id(NOW): ":now", id(NAMESPACE): ":namespace", id(QUERY): ":query",
+                 id(LIMIT): ":limit"}
+        return [names.get(id(p), p) for p in self.params]
+
+
+@dataclass
+class Plan:
+    policy: Policy
+    dialect: Dialect
+    passes: dict[str, list[Statement]]
+    recall: Statement
+    recall_query: Statement
+    rank_refresh: Statement
+    access: Statement | None
+
+
+def compile_policy(policy: Policy, dialect: str | Dialect = "sqlite") -> Plan:
+    d = DIALECTS[dialect] if isinstance(dialect, str) else dialect
+    passes = {name: pass_statements(policy, p, d) for name, p in policy.passes.items()}
+    rec = policy.recall
+    return Plan(
+        policy=policy, dialect=d, passes=passes,
+        recall=candidates_statement("recall", rec.candidates, d),
+        recall_query=candidates_statement("recall (with query)", rec.candidates, d, query=True),
+        rank_refresh=rank_refresh_statement(policy, d),
+        access=access_statement(policy, rec.on_access, d) if rec.on_access else None,
+    )
+
+
+def pass_statements(policy: Policy, p: Pass, d: Dialect) -> list[Statement]:
+    out = []
+    for i, rule in enumerate(p.rules):
+        out += rule_statements(policy, rule, d, f"{p.name}.rules[{i}]")
+    return out
+
+
+def rule_statements(policy: Policy, rule: Rule, d: Dialect, label: str,
+                    extra_where: tuple[str, list] | None = None) -> list[Statement]:
+    """A rule is an optional INSERT ... SELECT of its events, then one UPDATE.
+
+    Both read the same WHERE; the events go first so they see the rows before the change,
+    and both run in the caller's transaction."""
+    where_sql, where_params = _where(rule.when, d, extra_where)
+    out = []
+    if rule.event:
+        detail_sql, detail_params = _detail(rule, d, label)
+        out.append(Statement(
+            f"{label} event {rule.event}",
+            "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)\n"
+            f"SELECT \"id\", {d.placeholder}, {detail_sql}, {d.placeholder}\nFROM memories\n"
+            f"WHERE {where_sql}",
+            [rule.event, *detail_params, NOW, *where_params]))
+    if rule.set:
+        set_sql, set_params = _assignments(policy, rule.set, d)
+        out.append(Statement(f"{label} update", f"UPDATE memories\nSET {set_sql}\nWHERE {where_sql}",
+                             set_params + where_params))
+    return out
+
+
+def _where(when: X.Node | None, d: Dialect, extra=None) -> tuple[str, list]:
+    sql, params = f'"namespace" = {d.placeholder}', [NAMESPACE]
+    if when is not None:
+        w_sql, w_params = d.render(when)
+        sql, params = f"{sql} AND {w_sql}", params + w_params
+    if extra:
+        sql, params = f"{sql} AND {extra[0]}", params + list(extra[1])
+    return sql, params
+
+
+def _assignments(policy: Policy, sets: dict[str, X.Node], d: Dialect) -> tuple[str, list]:
+    parts, params = [], []
+    for col, node in sets.items():
+        sql, p = d.render(node)
+        parts.append(f"{d.quote(col)} = {sql}")
+        params += p
+    if set(sets) & X.columns_of(policy.rank):
+        # keep the stored rank current: computed from the values this UPDATE writes
+        sql, p = d.render(policy.rank, overrides=sets)
+        parts.append(f'"rank" = {sql}')
+        params += p
+    return ",\n    ".join(parts), params
+
+
+def _detail(rule: Rule, d: Dialect, label: str) -> tuple[str, list]:
+    """Event detail as JSON: the rule, and each set column's value before and after."""
+    before, after, params_b, params_a = [], [], [], []
+    for col, node in rule.set.items():
+        before.append(f"{d.placeholder}, {d.quote(col)}")
+        params_b.append(col)
+        sql, p = d.render(node)
+        after.append(f"{d.placeholder}, {sql}")
+        params_a += [col, *p]
+    obj = d.json_object
+    sql = (f"{obj}({d.placeholder}, {d.placeholder}, {d.placeholder}, {obj}({', '.join(before)}), "
+           f"{d.placeholder}, {obj}({', '.join(after)}))")
+    return sql, ["rule", label, "from", *params_b, "to", *params_a]
+
+
+def order_sql(order: list[tuple[X.Node, bool]], d: Dialect, rel: str | None) -> tuple[str, list]:
+    parts, params = [], []
+    for node, desc in order:
+        sql, p = d.render(node, relevance_sql=rel)
+        parts.append(f"{sql} {'DESC' if desc else 'ASC'}")
+        params += p
+    parts.append('"id" DESC')  # ties: newest first, and a total order for snapshots
+    return ", ".join(parts), params
+
+
+def candidates_statement(label: str, c: Candidates, d: Dialect, query: bool = False) -> Statement:
+    """SELECT over memories in the policy's order; with a query, only full-text matches,
+    and `relevance` is bm25 mapped onto 0..1 (x / (1 + x), x = -bm25)."""
+    rel = "(-fts.score / (1.0 - fts.score))" if query else "0.0"
+    where_sql, where_params = d.render(c.where, relevance_sql=rel)
+    o_sql, o_params = order_sql(c.order, d, rel)
+    join = ""
+    if query:
+        join = ("\nJOIN (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts\n"
+                f"      WHERE memories_fts MATCH {d.placeholder}) AS fts ON fts.fts_id = memories.id")
+    sql = (f"SELECT memories.*, {rel} AS relevance\nFROM memories{join}\n"
+           f"WHERE \"namespace\" = {d.placeholder} AND {where_sql}\n"
+           f"ORDER BY {o_sql}\nLIMIT {d.placeholder}")
+    params = ([QUERY] if query else []) + [NAMESPACE, *where_params, *o_params, LIMIT]
+    return Statement(label, sql, params)
+
+
+def rank_refresh_statement(policy: Policy, d: Dialect) -> Statement:
+    """Recompute the stored rank for a namespace (after adoption or a rank formula change)."""
+    sql, p = d.render(policy.rank)
+    return Statement("rank refresh", f'UPDATE memories SET "rank" = {sql}\nWHERE "namespace" = {d.placeholder}',
+                     p + [NAMESPACE])
+
+
+def access_statement(policy: Policy, rule: Rule, d: Dialect) -> Statement:
+    """on_access: one UPDATE for all chosen memories; their ids come from a JSON array."""
+    set_sql, set_params = _assignments(policy, rule.set, d)
+    return Statement("recall on_access",
+                     f"UPDATE memories\nSET {set_sql}\nWHERE \"namespace\" = {d.placeholder} "
+                     f"AND \"id\" IN (SELECT value FROM json_each({d.placeholder}))",
+                     set_params + [NAMESPACE, LIMIT])
+
+
+def render_plan(plan: Plan) -> str:
+    """The plan as reviewable text: every statement with its parameters."""
+    blocks = [f"-- policy: {plan.policy.name}  dialect: {plan.dialect.name}"]
+    for name, statements in plan.passes.items():
+        every = plan.policy.passes[name].every
+        blocks.append(f"\n-- pass {name} (every {every or 'on demand'})")
+        if plan.policy.passes[name].cluster:
+            blocks.append("-- then: cluster and merge through judges")
+        for st in statements:
+            blocks.append(_show(st))
+    blocks.append("\n-- recall")
+    blocks.append(_show(plan.recall))
+    blocks.append(_show(plan.recall_query))
+    if plan.access:
+        blocks.append(_show(plan.access))
+    blocks.append(_show(plan.rank_refresh))
+    return "\n".join(blocks) + "\n"
+
+
+def _show(st: Statement) -> str:
+    return f"-- {st.label}\n{st.sql};\n-- params: {st.shown_params()!r}"

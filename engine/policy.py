@@ -1,0 +1,468 @@
+"""Policies: load YAML (with `extends:`), validate every key, compile every formula.
+
+Loading never touches a database. A loaded `Policy` holds typed IR for every formula, so
+anything that does not compile is refused here, at load time, with file:line:col.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+from dataclasses import dataclass, field
+
+from . import expr as X
+from . import prompts, yamldoc
+from .clock import parse_duration
+from .errors import FormulaError, PolicyError
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROJECT_DIR = os.path.dirname(HERE)
+POLICY_DIRS = [os.path.join(os.getcwd(), "policies"), os.path.join(PROJECT_DIR, "policies")]
+
+STATUSES = ("active", "archived", "superseded", "expired", "compressed")
+PROVIDERS = ("openai", "rules", "replay")
+STEP_KINDS = ("gate", "confidence", "contradiction", "expiry", "fused", "extract", "summarise")
+DEFAULT_RANK = "importance * confidence * decay_score"
+# columns a policy may write, and how their values are read
+SETTABLE = {"importance": X.NUM, "confidence": X.NUM, "access_count": X.NUM,
+            "decay_score": X.NUM, "status": "status", "last_accessed": X.TIME,
+            "expires_at": X.TIME, "kind": X.TEXT, "scene": X.TEXT}
+
+
+@dataclass
+class Model:
+    name: str
+    provider: str
+    model: str = ""
+    temperature: float = 0.0
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout: float = 30.0
+    max_retries: int = 2
+    file: str | None = None
+
+
+@dataclass
+class Rule:
+    when: X.Node | None
+    set: dict[str, X.Node]
+    event: str | None
+    source: dict = field(default_factory=dict)
+
+
+@dataclass
+class Candidates:
+    where: X.Node
+    order: list[tuple[X.Node, bool]]  # (formula, descending)
+    limit: int
+    min: int = 0
+    k: int = 20
+    source: dict = field(default_factory=dict)
+
+
+@dataclass
+class Judgment:
+    """A model call a step or pass makes: which model, which template, over which rows."""
+
+    model: str
+    prompt: str
+    candidates: Candidates | None = None
+    fallback: str = "rules"
+    options: dict = field(default_factory=dict)
+
+
+@dataclass
+class WriteStep:
+    step: str
+    judgment: Judgment
+
+
+@dataclass
+class Pass:
+    name: str
+    every: dt.timedelta | None
+    rules: list[Rule] = field(default_factory=list)
+    cluster: Judgment | None = None
+    merge: Judgment | None = None
+    merge_result: dict[str, X.Node] = field(default_factory=dict)
+
+
+@dataclass
+class Recall:
+    candidates: Candidates
+    select: Judgment | None = None
+    top_n: int = 6
+    on_access: Rule | None = None
+
+
+@dataclass
+class Policy:
+    name: str
+    path: str
+    doc: yamldoc.Doc
+    db: str | None
+    models: dict[str, Model]
+    params: dict[str, object]
+    scores: dict[str, str]
+    rank: X.Node
+    rank_text: str
+    write: list[WriteStep]
+    passes: dict[str, Pass]
+    recall: Recall
+    prompt_dirs: tuple[str, ...]
+    description: str = ""
+
+    def scope(self, **kw) -> X.Scope:
+        return X.Scope(params=self.params, scores=self.scores, **kw)
+
+
+# ---- finding and loading ------------------------------------------------------------
+def resolve(ref: str, relative_to: str | None = None) -> str:
+    """A policy path, or a bare name looked up in ./policies and the project's policies/."""
+    candidates = []
+    if relative_to:
+        candidates.append(os.path.join(os.path.dirname(relative_to), ref))
+    candidates.append(ref)
+    if not ref.endswith((".yaml", ".yml")) and "/" not in ref:
+        base = os.path.dirname(relative_to) if relative_to else None
+        dirs = ([base] if base else []) + POLICY_DIRS
+        candidates += [os.path.join(d, ref + ".yaml") for d in dirs]
+    for c in candidates:
+        if os.path.isfile(c):
+            return c
+    raise PolicyError(f"policy not found: {ref!r} (looked in {', '.join(dict.fromkeys(candidates))})")
+
+
+def load(ref: str) -> Policy:
+    """Load, merge `extends:`, validate and compile a policy. Raises PolicyError."""
+    doc = _load_doc(resolve(ref), ())
+    return _Builder(doc).build()
+
+
+def _load_doc(path: str, chain: tuple) -> yamldoc.Doc:
+    real = os.path.realpath(path)
+    if real in chain:
+        raise PolicyError(f"'extends' goes round in a circle: {' -> '.join(chain + (real,))}", path, 1, 1)
+    doc = yamldoc.load(path)
+    if not isinstance(doc.data, dict):
+        raise doc.error((), "a policy must be a mapping of keys (name, models, passes, ...)")
+    parent = doc.data.get("extends")
+    if parent is None:
+        return doc
+    if not isinstance(parent, str):
+        raise doc.error(("extends",), "extends must be a policy path or name")
+    try:
+        base_path = resolve(parent, relative_to=path)
+    except PolicyError as exc:
+        raise doc.error(("extends",), exc.message) from None
+    base = _load_doc(base_path, chain + (real,))
+    merged = yamldoc.merge(base, doc)
+    merged.data.pop("extends", None)
+    return merged
+
+
+# ---- validation ---------------------------------------------------------------------
+TOP_KEYS = {"name", "extends", "description", "db", "prompts", "models", "params", "scores",
+            "write", "passes", "recall"}
+
+
+class _Builder:
+    def __init__(self, doc: yamldoc.Doc):
+        self.doc = doc
+        self.d = doc.data
+
+    # helpers -------------------------------------------------------------------------
+    def fail(self, path, message, of_key=False):
+        raise self.doc.error(path, message, of_key)
+
+    def keys(self, value, path, allowed, required=()):
+        if not isinstance(value, dict):
+            self.fail(path, f"must be a mapping, got {type(value).__name__}")
+        for k in value:
+            if k not in allowed:
+                close = _closest(k, allowed)
+                hint = f" (did you mean '{close}'?)" if close else ""
+                self.fail(path + (k,), f"unknown key '{k}'{hint}; known: {', '.join(sorted(allowed))}",
+                          of_key=True)
+        for k in required:
+            if k not in value:
+                self.fail(path, f"missing required key '{k}'")
+        return value
+
+    def typed(self, value, path, kinds, what):
+        if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+            self.fail(path, f"must be {what}, got {value!r}")
+        return value
+
+    def formula(self, text, path, scope, want=None):
+        try:
+            node = X.compile_formula(text, scope)
+        except FormulaError as exc:
+            self.fail(path, str(exc))
+        if want and node.type not in (want, X.NULL) and not (want == X.TIME and node.type == X.TEXT):
+            label = {X.BOOL: "a condition", X.NUM: "a number", X.TIME: "a time"}[want]
+            self.fail(path, f"must be {label}, but '{text}' is {node.type}")
+        return node
+
+    # sections -------------------------------------------------------------------------
+    def build(self) -> Policy:
+        d = self.keys(self.d, (), TOP_KEYS, required=("name",))
+        name = self.typed(d["name"], ("name",), (str,), "text")
+        params = self.params()
+        scores = self.scores(params)
+        prompt_dirs = self.prompt_dirs()
+        self.policy = Policy(
+            name=name, path=self.doc.file, doc=self.doc, db=d.get("db"),
+            models=self.models(), params=params, scores=scores, rank=None, rank_text="",
+            write=[], passes={}, recall=None, prompt_dirs=prompt_dirs,
+            description=str(d.get("description", "")))
+        self.policy.rank_text = str(scores.get("rank", DEFAULT_RANK))
+        self.policy.rank = self.rank()
+        self.policy.write = self.write()
+        self.policy.passes = self.passes()
+        self.policy.recall = self.recall()
+        return self.policy
+
+    def params(self) -> dict:
+        params = self.d.get("params") or {}
+        self.keys(params, ("params",), set(params))
+        for k, v in params.items():
+            self.check_name(k, ("params", k))
+            self.typed(v, ("params", k), (int, float, str), "a number or text")
+        return params
+
+    def scores(self, params) -> dict:
+        scores = self.d.get("scores") or {}
+        self.keys(scores, ("scores",), set(scores))
+        for k, v in scores.items():
+            if k != "rank":
+                self.check_name(k, ("scores", k))
+            if k in params:
+                self.fail(("scores", k), f"'{k}' is both a param and a score")
+        for k, v in scores.items():
+            self.formula(v, ("scores", k), X.Scope(params, scores, allow_relevance=True))
+        return scores
+
+    def check_name(self, name, path):
+        if not re.fullmatch(r"[a-z_][a-z0-9_]*", name):
+            self.fail(path, f"'{name}' is not a valid name (lowercase letters, digits, _)", True)
+        taken = X.COLUMNS.keys() | X.TIME_WORDS.keys() | X.SCALAR_FUNCS.keys() | {"relevance"}
+        if name in taken or name in X.CONSTANT_NAMES:
+            self.fail(path, f"'{name}' is already a column, time word or function", True)
+
+    def rank(self) -> X.Node:
+        path = ("scores", "rank")
+        node = self.formula(self.policy.rank_text, path, self.policy.scope(allow_time=False),
+                            X.NUM)
+        if "rank" in X.columns_of(node):
+            self.fail(path, "the stored rank cannot refer to itself")
+        return node
+
+    def prompt_dirs(self) -> tuple:
+        here = os.path.dirname(os.path.abspath(self.doc.file))
+        dirs = []
+        if "prompts" in self.d:
+            p = self.typed(self.d["prompts"], ("prompts",), (str,), "a folder path")
+            dirs.append(os.path.normpath(os.path.join(here, p)))
+        dirs += [os.path.normpath(os.path.join(here, "..", "prompts")),
+                 os.path.join(here, "prompts"), os.path.join(PROJECT_DIR, "prompts")]
+        return tuple(dict.fromkeys(d for d in dirs))
+
+    def models(self) -> dict:
+        out = {"rules": Model("rules", "rules")}
+        models = self.d.get("models") or {}
+        self.keys(models, ("models",), set(models))
+        allowed = {"provider", "model", "temperature", "base_url", "api_key_env", "timeout",
+                   "max_retries", "file"}
+        for name, spec in models.items():
+            p = ("models", name)
+            self.keys(spec, p, allowed, required=("provider",))
+            prov = spec["provider"]
+            if prov not in PROVIDERS:
+                self.fail(p + ("provider",), f"unknown provider '{prov}'; known: {', '.join(PROVIDERS)}")
+            if prov == "openai" and not isinstance(spec.get("model"), str):
+                self.fail(p, "an openai model needs 'model: <name>'")
+            for k in ("temperature", "timeout"):
+                if k in spec:
+                    self.typed(spec[k], p + (k,), (int, float), "a number")
+            if "max_retries" in spec:
+                self.typed(spec["max_retries"], p + ("max_retries",), (int,), "a whole number")
+            for k in ("model", "base_url", "api_key_env", "file"):
+                if k in spec:
+                    self.typed(spec[k], p + (k,), (str,), "text")
+            out[name] = Model(name=name, **spec)
+        return out
+
+    def judgment(self, spec, path, extra=()) -> Judgment:
+        allowed = {"model", "prompt", "candidates", "fallback", *extra}
+        self.keys(spec, path, allowed, required=("model", "prompt"))
+        model = spec["model"]
+        if model not in self.policy.models:
+            self.fail(path + ("model",), f"unknown model '{model}'; this policy defines: "
+                      f"{', '.join(sorted(self.policy.models))}")
+        prompt = self.typed(spec["prompt"], path + ("prompt",), (str,), "a template file name")
+        try:
+            prompts.check(prompt, self.policy.prompt_dirs)
+        except PolicyError as exc:
+            if exc.file:  # the template itself is broken: point there
+                raise
+            self.fail(path + ("prompt",), exc.message)
+        fallback = spec.get("fallback", "rules")
+        if fallback not in ("rules", "skip", "keep"):
+            self.fail(path + ("fallback",), "fallback must be rules, skip or keep")
+        cand = self.candidates(spec["candidates"], path + ("candidates",)) \
+            if "candidates" in spec else None
+        options = {k: spec[k] for k in extra if k in spec}
+        return Judgment(model, prompt, cand, fallback, options)
+
+    def candidates(self, spec, path, default_order=None, allow_relevance=False) -> Candidates:
+        self.keys(spec, path, {"where", "order", "limit", "min", "k"})
+        where = self.formula(spec.get("where", "status = 'active'"), path + ("where",),
+                             self.policy.scope(allow_relevance=allow_relevance), X.BOOL)
+        order = self.order(spec.get("order", default_order or "rank"), path + ("order",),
+                           allow_relevance)
+        ints = {}
+        for k, default in (("limit", 60), ("min", 0), ("k", 20)):
+            v = spec.get(k, default)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                self.fail(path + (k,), f"must be a whole number >= 0, got {v!r}")
+            ints[k] = v
+        return Candidates(where, order, ints["limit"], ints["min"], ints["k"], dict(spec))
+
+    def order(self, text, path, allow_relevance=False) -> list:
+        if not isinstance(text, str):
+            text = str(text)
+        items = []
+        for part in _split_top(text):
+            m = re.fullmatch(r"(.*?)(?:\s+(asc|desc|ASC|DESC))?", part.strip())
+            node = self.formula(m.group(1), path, self.policy.scope(allow_relevance=allow_relevance))
+            if node.type not in (X.NUM, X.TIME, X.TEXT):
+                self.fail(path, f"cannot order by {node.type}: '{m.group(1)}'")
+            items.append((node, (m.group(2) or "desc").lower() == "desc"))
+        return items
+
+    def write(self) -> list:
+        steps = self.d.get("write") or []
+        if not isinstance(steps, list):
+            self.fail(("write",), "write must be a list of steps")
+        out = []
+        for i, spec in enumerate(steps):
+            p = ("write", i)
+            if not isinstance(spec, dict) or "step" not in spec:
+                self.fail(p, "each write step needs 'step: <kind>'")
+            kind = spec["step"]
+            if kind not in STEP_KINDS:
+                self.fail(p + ("step",), f"unknown step '{kind}'; known: {', '.join(STEP_KINDS)}")
+            rest = {k: v for k, v in spec.items() if k != "step"}
+            out.append(WriteStep(kind, self.judgment(rest, p, extra=("top_k",))))
+        return out
+
+    def passes(self) -> dict:
+        passes = self.d.get("passes") or {}
+        self.keys(passes, ("passes",), set(passes))
+        out = {}
+        for name, spec in passes.items():
+            p = ("passes", name)
+            self.check_pass_name(name, p)
+            self.keys(spec, p, {"every", "rules", "cluster", "merge", "description"})
+            every = None
+            if spec.get("every") is not None:
+                try:
+                    every = parse_duration(spec["every"])
+                except ValueError as exc:
+                    self.fail(p + ("every",), str(exc))
+            ps = Pass(name, every)
+            rules = spec.get("rules") or []
+            if not isinstance(rules, list):
+                self.fail(p + ("rules",), "rules must be a list")
+            ps.rules = [self.rule(r, p + ("rules", i)) for i, r in enumerate(rules)]
+            if ("cluster" in spec) != ("merge" in spec):
+                self.fail(p, "a compression pass needs both 'cluster' and 'merge'")
+            if "cluster" in spec:
+                ps.cluster = self.judgment(spec["cluster"], p + ("cluster",))
+                ps.merge = self.judgment(spec["merge"], p + ("merge",), extra=("result",))
+                ps.merge_result = self.merge_result(spec["merge"].get("result") or {},
+                                                    p + ("merge", "result"))
+            if not ps.rules and not ps.cluster:
+                self.fail(p, "a pass needs rules, or cluster and merge")
+            out[name] = ps
+        return out
+
+    def check_pass_name(self, name, path):
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", name):
+            self.fail(path, f"'{name}' is not a valid pass name", of_key=True)
+
+    def rule(self, spec, path, need_when=True) -> Rule:
+        self.keys(spec, path, {"when", "set", "event"}, required=("when",) if need_when else ())
+        when = self.formula(spec["when"], path + ("when",), self.policy.scope(), X.BOOL) \
+            if "when" in spec else None
+        sets = spec.get("set") or {}
+        self.keys(sets, path + ("set",), set(sets))
+        compiled = {c: self.set_value(c, v, path + ("set", c)) for c, v in sets.items()}
+        event = spec.get("event")
+        if event is not None and not (isinstance(event, str) and re.fullmatch(r"[a-z_][a-z0-9_-]*", event)):
+            self.fail(path + ("event",), f"event must be a short lowercase word, got {event!r}")
+        if not compiled and not event:
+            self.fail(path, "a rule needs 'set' or 'event'")
+        return Rule(when, compiled, event, dict(spec))
+
+    def set_value(self, col, value, path) -> X.Node:
+        if col not in SETTABLE:
+            why = "cannot be set by a policy" if col in X.COLUMNS else "unknown column"
+            self.fail(path, f"'{col}' {why}; settable: {', '.join(SETTABLE)}", of_key=True)
+        kind = SETTABLE[col]
+        if kind == "status":
+            if value not in STATUSES:
+                self.fail(path, f"status must be one of {', '.join(STATUSES)}, got {value!r}")
+            return X.Const(X.TEXT, value)
+        if kind == X.TEXT:
+            if value is not None and not isinstance(value, str):
+                self.fail(path, f"must be text, got {value!r}")
+            return X.Const(X.TEXT if value is not None else X.NULL, value)
+        return self.formula(value, path, self.policy.scope(), kind)
+
+    def merge_result(self, spec, path) -> dict:
+        allowed = {"importance", "confidence", "access_count", "decay_score"}
+        self.keys(spec, path, allowed)
+        scope = self.policy.scope(allow_aggregates=True, allow_time=False)
+        return {c: self.formula(v, path + (c,), scope, X.NUM) for c, v in spec.items()}
+
+    def recall(self) -> Recall:
+        spec = self.d.get("recall") or {}
+        p = ("recall",)
+        self.keys(spec, p, {"where", "order", "limit", "select", "on_access"})
+        cand = self.candidates({k: v for k, v in spec.items() if k in ("where", "order", "limit")},
+                               p, allow_relevance=True)
+        rec = Recall(cand)
+        if "select" in spec:
+            sel = spec["select"]
+            rec.select = self.judgment(sel, p + ("select",), extra=("top_n",))
+            top_n = sel.get("top_n", 6)
+            if isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1:
+                self.fail(p + ("select", "top_n"), f"must be a whole number >= 1, got {top_n!r}")
+            rec.top_n = top_n
+        if "on_access" in spec:
+            rec.on_access = self.rule(spec["on_access"], p + ("on_access",), need_when=False)
+        return rec
+
+
+def _split_top(text: str) -> list[str]:
+    """Split 'a desc, max(b, c) asc' on commas outside parentheses."""
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    return [p for p in parts if p.strip()]
+
+
+def _closest(word: str, options) -> str | None:
+    import difflib
+
+    found = difflib.get_close_matches(word, list(options), n=1, cutoff=0.7)
+    return found[0] if found else None

@@ -1,0 +1,80 @@
+"""Prompt templates: Jinja in a sandbox, strict about undefined names.
+
+Memory text reaches a template only as data (variables), never as template source, so a
+memory that contains `{{ ... }}` is printed, not run. Syntax errors carry the template
+file and line.
+"""
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from .errors import PolicyError
+
+
+def _tojson(value) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+@lru_cache(maxsize=32)
+def environment(dirs: tuple[str, ...]) -> ImmutableSandboxedEnvironment:
+    env = ImmutableSandboxedEnvironment(
+        loader=jinja2.FileSystemLoader(list(dirs)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["tojson"] = _tojson
+    return env
+
+
+def find(name: str, dirs: tuple[str, ...]) -> str | None:
+    for d in dirs:
+        path = os.path.join(d, name)
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def check(name: str, dirs: tuple[str, ...]) -> None:
+    """Parse a template: a missing file or a syntax error is a PolicyError at file:line."""
+    path = find(name, dirs)
+    if path is None:
+        raise PolicyError(f"template '{name}' not found in {', '.join(dirs) or '(no prompt dirs)'}")
+    try:
+        environment(dirs).get_template(name)
+    except jinja2.TemplateSyntaxError as exc:
+        raise PolicyError(f"template syntax error: {exc.message}",
+                          os.path.relpath(path), exc.lineno, 1) from None
+
+
+def render(name: str, dirs: tuple[str, ...], variables: dict) -> str:
+    """Render a template with variables; an undefined name or a sandbox violation is a PolicyError."""
+    path = find(name, dirs) or name
+    try:
+        return environment(dirs).get_template(name).render(**variables).strip() + "\n"
+    except jinja2.TemplateSyntaxError as exc:
+        raise PolicyError(f"template syntax error: {exc.message}", os.path.relpath(path),
+                          exc.lineno, 1) from None
+    except jinja2.UndefinedError as exc:
+        raise PolicyError(f"template uses an undefined name: {exc.message}",
+                          os.path.relpath(path), _line_of(exc), 1) from None
+    except jinja2.exceptions.SecurityError as exc:
+        raise PolicyError(f"template tried something the sandbox forbids: {exc}",
+                          os.path.relpath(path), _line_of(exc), 1) from None
+
+
+def _line_of(exc: BaseException) -> int:
+    tb = exc.__traceback__
+    line = 1
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.endswith((".j2", ".jinja", ".txt")):
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line

@@ -1,0 +1,160 @@
+"""YAML that remembers where every key came from, and refuses duplicate keys.
+
+`load(path)` returns a `Doc`: plain Python data plus the file, line and column of every
+key path, so a mistake found anywhere later can be reported as `file:line:col: path:
+message` with a numbered excerpt, the way dbt reports its YAML errors.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import yaml
+
+from .errors import PolicyError
+
+Path = tuple  # a key path like ("passes", "decay", "rules", 1, "when")
+
+
+@dataclass(frozen=True)
+class Mark:
+    file: str
+    line: int
+    col: int
+
+
+@dataclass
+class Doc:
+    data: object
+    file: str
+    values: dict = field(default_factory=dict)  # path -> Mark of the value
+    keys: dict = field(default_factory=dict)    # path -> Mark of the key
+
+    def mark(self, path: Path, of_key: bool = False) -> Mark | None:
+        """The closest known position of `path` (walking up to a parent if needed)."""
+        p = tuple(path)
+        while True:
+            found = (self.keys.get(p) if of_key else None) or self.values.get(p)
+            if found or not p:
+                return found
+            p = p[:-1]
+
+    def error(self, path: Path, message: str, of_key: bool = False) -> PolicyError:
+        m = self.mark(path, of_key)
+        if m is None:
+            return PolicyError(message, self.file, 1, 1, dotted(path))
+        return PolicyError(message, m.file, m.line, m.col, dotted(path), excerpt(m))
+
+
+def dotted(path: Path) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def excerpt(m: Mark, around: int = 2) -> str:
+    """Numbered lines around a mark with a caret under the column."""
+    try:
+        with open(m.file, encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return ""
+    lo, hi = max(1, m.line - around), min(len(lines), m.line + around)
+    width = len(str(hi))
+    rows = []
+    for n in range(lo, hi + 1):
+        rows.append(f"  {n:>{width}} | {lines[n - 1]}")
+        if n == m.line:
+            rows.append(f"  {' ' * width} | {' ' * max(0, m.col - 1)}^")
+    return "\n".join(rows)
+
+
+def load(path: str) -> Doc:
+    """Parse a YAML file into a Doc; syntax errors and duplicate keys are PolicyErrors."""
+    shown = os.path.relpath(path) if not os.path.isabs(str(path)) else str(path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise PolicyError(f"cannot read policy: {exc.strerror}", shown, 1, 1) from None
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        doc = Doc(None, shown)
+        doc.data = {} if node is None else _convert(node, (), doc, loader)
+    except yaml.MarkedYAMLError as exc:
+        mk = exc.problem_mark or exc.context_mark
+        m = Mark(shown, mk.line + 1, mk.column + 1)
+        msg = f"YAML syntax error: {exc.problem or exc.context}"
+        raise PolicyError(msg, m.file, m.line, m.col, "", excerpt(m)) from None
+    finally:
+        loader.dispose()
+    return doc
+
+
+def _mark(doc: Doc, node) -> Mark:
+    return Mark(doc.file, node.start_mark.line + 1, node.start_mark.column + 1)
+
+
+def _convert(node, path: Path, doc: Doc, loader):
+    doc.values[path] = _mark(doc, node)
+    if isinstance(node, yaml.MappingNode):
+        out = {}
+        for knode, vnode in node.value:
+            key = loader.construct_object(knode, deep=True)
+            kpath = path + (key,)
+            if not isinstance(key, str) or key == "<<":
+                doc.keys[kpath] = _mark(doc, knode)
+                raise doc.error(kpath, f"keys must be plain names, got {key!r}", of_key=True)
+            if key in out:
+                first = doc.keys[kpath].line
+                doc.keys[kpath] = _mark(doc, knode)
+                raise doc.error(kpath, f"duplicate key '{key}' (first given at line {first})",
+                                of_key=True)
+            doc.keys[kpath] = _mark(doc, knode)
+            out[key] = _convert(vnode, kpath, doc, loader)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_convert(v, path + (i,), doc, loader) for i, v in enumerate(node.value)]
+    return loader.construct_object(node, deep=True)
+
+
+def merge(base: Doc, child: Doc) -> Doc:
+    """`extends`: the child's keys win; mappings merge deeply; lists are replaced whole."""
+    out = Doc(_merge(base.data, child.data), child.file)
+    for p, m in base.values.items():
+        out.values[p] = m
+    for p, m in base.keys.items():
+        out.keys[p] = m
+    _forget_replaced(out, child)
+    out.values.update(child.values)
+    out.keys.update(child.keys)
+    return out
+
+
+def _merge(a, b):
+    if isinstance(a, dict) and isinstance(b, dict):
+        merged = dict(a)
+        for k, v in b.items():
+            merged[k] = _merge(a[k], v) if k in a else v
+        return merged
+    return b
+
+
+def _forget_replaced(out: Doc, child: Doc) -> None:
+    # positions under a list the child replaced belong to the base's list: drop them
+    lists = [p for p, m in child.values.items() if _is_list_at(child.data, p)]
+    for lp in lists:
+        for table in (out.values, out.keys):
+            for p in [p for p in table if p[: len(lp)] == lp and len(p) > len(lp)]:
+                del table[p]
+
+
+def _is_list_at(data, path: Path) -> bool:
+    for part in path:
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):
+            return False
+    return isinstance(data, list)
