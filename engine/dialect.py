@@ -61,9 +61,9 @@ class Dialect:
             else:
                 out.add(self.placeholder, int(n.value) if isinstance(n.value, bool) else n.value)
         elif isinstance(n, X.Col):
-            if n.name in ov:
+            if n.name in ov:  # the new value is computed from the row's old values
                 out.add("(")
-                e(ov[n.name])
+                self._emit(ov[n.name], out, {}, rel)
                 out.add(")")
             else:
                 out.add(self.quote(n.name))

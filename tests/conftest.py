@@ -1,0 +1,47 @@
+"""Shared fixtures: a fixed clock, a fresh store on a tmp path, and a Memory factory."""
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import pytest
+
+from engine import FixedClock, Memory
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+POLICIES = os.path.join(ROOT, "policies")
+START = dt.datetime(2026, 1, 5, 9, 0, 0)
+
+
+@pytest.fixture(autouse=True)
+def _no_real_model(monkeypatch):
+    # no test may reach a real endpoint with a developer's real settings
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "LETHE_DB", "LETHE_POLICY", "LETHE_NAMESPACE"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture
+def clock():
+    return FixedClock(START)
+
+
+@pytest.fixture
+def db_path(tmp_path):
+    return str(tmp_path / "memory.db")
+
+
+@pytest.fixture
+def memory(db_path, clock):
+    """A factory: memory("lifecycle") opens the shipped policy of that name, offline."""
+    opened = []
+
+    def make(policy="lifecycle", namespace="default", **kw):
+        path = policy if policy.endswith(".yaml") else os.path.join(POLICIES, policy + ".yaml")
+        mem = Memory(kw.pop("db", db_path), policy=path, namespace=namespace, offline=True,
+                     clock=clock, **kw)
+        opened.append(mem)
+        return mem
+
+    yield make
+    for mem in opened:
+        mem.close()

@@ -1,0 +1,78 @@
+"""The store: migrations, adopting the article's database in place, append-only events."""
+import sqlite3
+
+import pytest
+
+from bench import seed_article
+from engine.store import MIGRATIONS, Store
+from tests.conftest import START
+
+
+def test_new_database_has_every_migration_and_wal(db_path, clock):
+    store = Store(db_path, clock)
+    names = [r[0] for r in store.db.execute("SELECT name FROM lethe_migrations ORDER BY rowid")]
+    assert names == [m.__name__ for m in MIGRATIONS]
+    assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert store.db.execute("PRAGMA busy_timeout").fetchone()[0] == 30000
+    cols = {r[1] for r in store.db.execute("PRAGMA table_info(memories)")}
+    assert {"id", "content", "summary", "tags", "importance", "confidence", "access_count",
+            "decay_score", "status", "contradicted_by", "created_at", "last_accessed",
+            "expires_at", "namespace", "kind", "scene", "rank"} <= cols
+
+
+def test_reopening_applies_nothing_twice(db_path, clock):
+    Store(db_path, clock).close()
+    assert Store(db_path, clock).migrate() == []
+
+
+def test_article_database_is_adopted_in_place_losing_nothing(tmp_path, clock, memory):
+    path = str(tmp_path / "agent_memory.db")
+    seed_article.generate(path, 500, START)
+    raw = sqlite3.connect(path)
+    before = raw.execute("SELECT * FROM memories ORDER BY id").fetchall()
+    events_before = raw.execute("SELECT count(*) FROM memory_events").fetchone()[0]
+    raw.close()
+
+    mem = memory("lifecycle", db=path)
+    after = mem.store.db.execute(
+        "SELECT id, content, summary, tags, importance, confidence, access_count, decay_score, "
+        "status, contradicted_by, created_at, last_accessed, expires_at FROM memories ORDER BY id"
+    ).fetchall()
+    assert [tuple(r) for r in after] == before
+    assert mem.store.db.execute("SELECT count(*) FROM memory_events").fetchone()[0] == events_before
+    # adopted rows belong to the default namespace and get their stored rank
+    row = mem.store.db.execute("SELECT namespace, rank, importance * confidence * decay_score "
+                               "FROM memories WHERE id = 1").fetchone()
+    assert row[0] == "default" and row[1] == pytest.approx(row[2])
+    # and the full-text index covers the old rows
+    hits = mem.store.db.execute("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'prefers'")
+    assert hits.fetchone()[0] > 0
+
+
+def test_events_are_append_only(memory):
+    mem = memory()
+    mid = mem.add("User prefers tabs")
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        mem.store.db.execute("UPDATE memory_events SET event_type = 'x' WHERE memory_id = ?", (mid,))
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        mem.store.db.execute("DELETE FROM memory_events WHERE memory_id = ?", (mid,))
+
+
+def test_full_text_index_follows_content_changes(memory):
+    mem = memory()
+    mid = mem.add("User prefers tabs")
+    mem.store.db.execute("UPDATE memories SET content = 'User prefers spaces', summary = 'spaces' WHERE id = ?", (mid,))
+    _match = lambda w: mem.store.db.execute(  # noqa: E731
+        "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?", (w,)).fetchall()
+    match = lambda w: [tuple(r) for r in _match(w)]  # noqa: E731
+    assert match("spaces") == [(mid,)]
+    assert match("tabs") == []
+
+
+def test_transaction_rolls_back_everything(memory):
+    mem = memory()
+    with pytest.raises(RuntimeError):
+        with mem.store.transaction() as db:
+            mem.store.insert_memory(db, {"content": "half-written", "namespace": "default"})
+            raise RuntimeError("crash")
+    assert mem.store.db.execute("SELECT count(*) FROM memories").fetchone()[0] == 0
