@@ -197,8 +197,10 @@ def why(db, policy, namespace, now, offline, memory_id, json_):
 @click.argument("content")
 @click.option("--summary", help="Short form for recall indexes (default: the first 120 characters).")
 @click.option("--tags", help="Comma-separated tags.")
-@click.option("--importance", type=click.FloatRange(0, 10), default=5.0, show_default=True)
-@click.option("--confidence", type=click.FloatRange(0, 1), default=1.0, show_default=True)
+@click.option("--importance", type=click.FloatRange(0, 10), default=5.0, show_default=True,
+              help="How much this matters, 0-10.")
+@click.option("--confidence", type=click.FloatRange(0, 1), default=1.0, show_default=True,
+              help="How sure we are, 0-1 (1.0: stated explicitly).")
 @click.option("--expires-at", metavar="ISO", help="When this stops being true.")
 @json_option
 def add(db, policy, namespace, now, offline, content, summary, tags, importance, confidence,

@@ -1,0 +1,61 @@
+-- policy: scheduled-sql  dialect: sqlite
+
+-- pass decay (every 1 day, 0:00:00)
+-- decay.rules[0] update
+UPDATE memories
+SET "decay_score" = ("decay_score" * ?),
+    "rank" = (("importance" * "confidence") * (("decay_score" * ?)))
+WHERE "namespace" = ? AND (("status" = ?) AND ((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0) >= ?));
+-- params: [0.9, 0.9, ':namespace', 'active', ':now', 30]
+-- decay.rules[1] event archived
+INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
+SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status"), ?, json_object(?, ?)), ?
+FROM memories
+WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" < ?));
+-- params: ['archived', 'rule', 'decay.rules[1]', 'from', 'status', 'to', 'status', 'archived', ':now', ':namespace', 'active', 0.1]
+-- decay.rules[1] update
+UPDATE memories
+SET "status" = ?
+WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" < ?));
+-- params: ['archived', ':namespace', 'active', 0.1]
+
+-- pass expiry (every 1 day, 0:00:00)
+-- expiry.rules[0] event expired
+INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
+SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status"), ?, json_object(?, ?)), ?
+FROM memories
+WHERE "namespace" = ? AND (("status" = ?) AND ("expires_at" < ?));
+-- params: ['expired', 'rule', 'expiry.rules[0]', 'from', 'status', 'to', 'status', 'expired', ':now', ':namespace', 'active', ':now']
+-- expiry.rules[0] update
+UPDATE memories
+SET "status" = ?
+WHERE "namespace" = ? AND (("status" = ?) AND ("expires_at" < ?));
+-- params: ['expired', ':namespace', 'active', ':now']
+
+-- recall
+-- recall
+SELECT memories.*, 0.0 AS relevance
+FROM memories
+WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" >= ?))
+ORDER BY "rank" DESC, "id" DESC
+LIMIT ?;
+-- params: [':namespace', 'active', 0.1, ':limit']
+-- recall (with query)
+SELECT memories.*, (-fts.score / (1.0 - fts.score)) AS relevance
+FROM memories
+JOIN (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts
+      WHERE memories_fts MATCH ?) AS fts ON fts.fts_id = memories.id
+WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" >= ?))
+ORDER BY "rank" DESC, "id" DESC
+LIMIT ?;
+-- params: [':query', ':namespace', 'active', 0.1, ':limit']
+-- recall on_access
+UPDATE memories
+SET "access_count" = ("access_count" + ?),
+    "last_accessed" = ?
+WHERE "namespace" = ? AND "id" IN (SELECT value FROM json_each(?));
+-- params: [1, ':now', ':namespace', ':limit']
+-- rank refresh
+UPDATE memories SET "rank" = (("importance" * "confidence") * "decay_score")
+WHERE "namespace" = ?;
+-- params: [':namespace']

@@ -1,0 +1,63 @@
+-- policy: lifecycle  dialect: postgres
+
+-- pass expiry (every 1:00:00)
+-- expiry.rules[0] event expired
+INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
+SELECT "id", %s, json_build_object(%s, %s, %s, json_build_object(%s, "status"), %s, json_build_object(%s, %s)), %s
+FROM memories
+WHERE "namespace" = %s AND (("status" = %s) AND ("expires_at" < %s));
+-- params: ['expired', 'rule', 'expiry.rules[0]', 'from', 'status', 'to', 'status', 'expired', ':now', ':namespace', 'active', ':now']
+-- expiry.rules[0] update
+UPDATE memories
+SET "status" = %s
+WHERE "namespace" = %s AND (("status" = %s) AND ("expires_at" < %s));
+-- params: ['expired', ':namespace', 'active', ':now']
+
+-- pass decay (every 23:00:00)
+-- decay.rules[0] update
+UPDATE memories
+SET "decay_score" = least(%s, (exp(((%s * floor((extract(epoch from (%s)::timestamp - (coalesce("last_accessed", "created_at"))::timestamp) / 86400.0))) * 1.0 / %s)) + least(%s, ("access_count" * %s)))),
+    "rank" = (("importance" * "confidence") * (least(%s, (exp(((%s * floor((extract(epoch from (%s)::timestamp - (coalesce("last_accessed", "created_at"))::timestamp) / 86400.0))) * 1.0 / %s)) + least(%s, ("access_count" * %s))))))
+WHERE "namespace" = %s AND ("status" = %s);
+-- params: [1.0, -0.693, ':now', 30, 0.3, 0.03, 1.0, -0.693, ':now', 30, 0.3, 0.03, ':namespace', 'active']
+-- decay.rules[1] event archived
+INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
+SELECT "id", %s, json_build_object(%s, %s, %s, json_build_object(%s, "status", %s, "decay_score"), %s, json_build_object(%s, %s, %s, %s)), %s
+FROM memories
+WHERE "namespace" = %s AND (("status" = %s) AND ("decay_score" < %s));
+-- params: ['archived', 'rule', 'decay.rules[1]', 'from', 'status', 'decay_score', 'to', 'status', 'archived', 'decay_score', 0, ':now', ':namespace', 'active', 0.1]
+-- decay.rules[1] update
+UPDATE memories
+SET "status" = %s,
+    "decay_score" = %s,
+    "rank" = (("importance" * "confidence") * (%s))
+WHERE "namespace" = %s AND (("status" = %s) AND ("decay_score" < %s));
+-- params: ['archived', 0, 0, ':namespace', 'active', 0.1]
+
+-- recall
+-- recall
+SELECT memories.*, 0.0 AS relevance
+FROM memories
+WHERE "namespace" = %s AND (("status" = %s) AND ("decay_score" > %s))
+ORDER BY "rank" DESC, "id" DESC
+LIMIT %s;
+-- params: [':namespace', 'active', 0.15, ':limit']
+-- recall (with query)
+SELECT memories.*, (-fts.score / (1.0 - fts.score)) AS relevance
+FROM memories
+JOIN (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts
+      WHERE memories_fts MATCH %s) AS fts ON fts.fts_id = memories.id
+WHERE "namespace" = %s AND (("status" = %s) AND ("decay_score" > %s))
+ORDER BY "rank" DESC, "id" DESC
+LIMIT %s;
+-- params: [':query', ':namespace', 'active', 0.15, ':limit']
+-- recall on_access
+UPDATE memories
+SET "access_count" = ("access_count" + %s),
+    "last_accessed" = %s
+WHERE "namespace" = %s AND "id" IN (SELECT value FROM json_each(%s));
+-- params: [1, ':now', ':namespace', ':limit']
+-- rank refresh
+UPDATE memories SET "rank" = (("importance" * "confidence") * "decay_score")
+WHERE "namespace" = %s;
+-- params: [':namespace']

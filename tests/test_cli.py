@@ -1,0 +1,92 @@
+"""The command line: help everywhere, JSON output, exit codes, and the data commands."""
+import json
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from engine.cli import main
+from tests.conftest import POLICIES
+
+LIFECYCLE = f"{POLICIES}/lifecycle.yaml"
+
+
+def all_commands(group=main, prefix=()):
+    for name, cmd in group.commands.items():
+        yield prefix + (name,), cmd
+        if isinstance(cmd, click.Group):
+            yield from all_commands(cmd, prefix + (name,))
+
+
+@pytest.mark.parametrize("path,cmd", list(all_commands()), ids=lambda v: " ".join(v) if isinstance(v, tuple) else "")
+def test_every_command_has_help(path, cmd):
+    assert cmd.help and len(cmd.help.strip()) > 20, f"{' '.join(path)} has no help text"
+    for flag in ("--help", "-h"):
+        result = CliRunner().invoke(main, [*path, flag])
+        assert result.exit_code == 0 and "Usage:" in result.output
+    for param in cmd.params:
+        if isinstance(param, click.Option) and param.name not in ("help",):
+            assert param.help, f"{' '.join(path)} {param.opts[0]} has no help"
+
+
+def test_data_commands_take_json():
+    for name in ("validate", "compile", "run", "ls", "why", "add"):
+        assert "json_" in [p.name for p in main.commands[name].params], name
+
+
+def run(*args, input=None):
+    return CliRunner().invoke(main, list(args), input=input)
+
+
+def test_add_run_ls_why_round_trip(db_path):
+    base = ("--db", db_path, "--policy", LIFECYCLE)
+    out = run("add", "User prefers tabs over spaces", *base, "--importance", "8",
+              "--now", "2026-01-05T09:00:00", "--json")
+    assert out.exit_code == 0, out.output
+    mid = json.loads(out.output)["id"]
+    run("add", "Deadline is March 15", *base, "--expires-at", "2026-03-15",
+        "--now", "2026-01-05T09:00:00")
+
+    ls = json.loads(run("ls", *base, "--json", "--now", "2026-01-06T09:00:00").output)
+    assert [m["content"] for m in ls][0] == "User prefers tabs over spaces"
+
+    ran = run("run", *base, "--now", "2026-05-01T00:00:00")
+    assert ran.exit_code == 0
+    assert "expiry: 1 changed, 1 expired" in ran.output
+    assert "decay: 2 changed, 1 archived" in ran.output
+
+    why = run("why", str(mid), *base)
+    assert why.exit_code == 0
+    assert "[archived] User prefers tabs over spaces" in why.output
+    assert "archived" in why.output.splitlines()[-1]
+    again = run("run", *base, "--now", "2026-05-01T00:10:00")
+    assert again.output.strip() == "nothing due"
+
+
+def test_exit_codes(db_path, tmp_path):
+    assert run("validate", LIFECYCLE).exit_code == 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\npasses:\n  decay:\n    rules:\n      - when: \"recency > 1\"\n        set: {decay_score: 0}\n")
+    out = run("validate", str(bad))
+    assert out.exit_code == 1
+    assert "bad.yaml:5:" in out.output and "unknown name 'recency'" in out.output
+    assert "Traceback" not in out.output
+    assert run("why", "99", "--db", db_path, "--policy", LIFECYCLE).exit_code == 2
+    assert run("run", "--db", db_path, "--policy", LIFECYCLE, "--pass", "nope").exit_code == 2
+    assert run("ls", "--limit", "zero", "--db", db_path).exit_code == 2
+    assert run("ls").exit_code == 2  # no database given
+    assert run("frobnicate").exit_code == 2
+
+
+def test_db_from_environment(db_path, monkeypatch):
+    monkeypatch.setenv("LETHE_DB", db_path)
+    assert run("add", "from the environment", "--policy", LIFECYCLE).exit_code == 0
+    assert "from the environment" in run("ls", "--policy", LIFECYCLE).output
+
+
+def test_compile_prints_sql_and_params():
+    out = run("compile", LIFECYCLE)
+    assert out.exit_code == 0
+    assert "UPDATE memories" in out.output and "-- params:" in out.output
+    data = json.loads(run("compile", LIFECYCLE, "--json").output)
+    assert set(data) == {"expiry", "decay", "recall"}

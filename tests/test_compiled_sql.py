@@ -1,0 +1,31 @@
+"""The compiled SQL of every shipped policy, pinned: any change to it shows up in review."""
+import glob
+import os
+
+import pytest
+
+from engine.plan import compile_policy, render_plan
+from engine.policy import load
+from tests.conftest import POLICIES
+from tests.snapshot_ext import SQLSnapshot
+
+SHIPPED = sorted(os.path.basename(p)[:-5] for p in glob.glob(f"{POLICIES}/*.yaml"))
+
+
+@pytest.fixture
+def sql_snapshot(snapshot):
+    return snapshot.use_extension(SQLSnapshot)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_compiled_sql(name, sql_snapshot):
+    assert render_plan(compile_policy(load(f"{POLICIES}/{name}.yaml"))) == sql_snapshot
+
+
+@pytest.mark.parametrize("name", ["lifecycle", "scheduled-sql"])
+def test_compiled_sql_postgres(name, sql_snapshot):
+    assert render_plan(compile_policy(load(f"{POLICIES}/{name}.yaml"), "postgres")) == sql_snapshot
+
+
+def test_every_shipped_policy_is_snapshotted():
+    assert {"archive", "coding-agent", "lifecycle", "scheduled-sql"} <= set(SHIPPED)
