@@ -78,13 +78,19 @@ class Memory:
     """
 
     def __init__(self, db_path: str, policy: str | Policy = f"policies/{DEFAULT_POLICY}.yaml",
-                 namespace: str = "default", offline: bool = False, clock: Clock | None = None):
+                 namespace: str = "default", offline: bool = False, clock: Clock | None = None,
+                 record: str | None = None, replay: str | None = None):
+        from .judges import Judges
+        from .write import Writer
+
         self.policy = policy if isinstance(policy, Policy) else load(policy)
         self.namespace = namespace
         self.offline = offline
         self.clock = clock or system_clock
         self.store = Store(db_path, self.clock)
         self.plan: Plan = compile_policy(self.policy)
+        self.judges = Judges(self.policy, self.store, namespace, offline, record, replay)
+        self.writer = Writer(self, self.judges)
         self._sync_rank()
 
     def close(self) -> None:
@@ -97,31 +103,58 @@ class Memory:
         self.close()
 
     # -- writing
+    def remember(self, user: str, assistant: str) -> list[int]:
+        """Judge a conversation turn and store what is worth keeping; returns the ids stored
+        or reinforced. The turn is saved first: if a model is unreachable it stays pending
+        (see `pending()`), `run_due()` retries it, and this returns []."""
+        if not isinstance(user, str) or not isinstance(assistant, str):
+            raise LetheError("remember() takes the user's and the assistant's text")
+        return self.writer.remember(user, assistant)
+
     def add(self, content: str, *, summary: str | None = None, tags: Iterable[str] | None = None,
-            importance: float = 5.0, confidence: float = 1.0, expires_at=None,
-            kind: str | None = None, scene: str | None = None, event: str = "created") -> int:
-        """Store a memory as given (no judges), with its rank and a 'created' event."""
+            importance: float | None = None, confidence: float | None = None, expires_at=None,
+            kind: str | None = None, scene: str | None = None, judged: bool = True) -> int:
+        """Store a memory: every write step of the policy except the gate runs (values given
+        here win over judgments). `judged=False` stores it exactly as given."""
         if not isinstance(content, str) or not content.strip():
             raise LetheError("a memory needs non-empty content")
-        now = self.store.now()
-        row = {"content": content, "summary": summary if summary is not None else content[:120],
-               "tags": json.dumps(list(tags or []), ensure_ascii=False),
-               "importance": float(importance), "confidence": float(confidence),
-               "access_count": 0, "decay_score": 1.0, "status": "active",
-               "created_at": now, "last_accessed": None,
-               "expires_at": _time_or_none(expires_at), "namespace": self.namespace,
-               "kind": kind, "scene": scene}
+        fields = {"summary": summary, "tags": list(tags) if tags else None,
+                  "importance": importance, "confidence": confidence,
+                  "expires_at": _time_or_none(expires_at), "kind": kind, "scene": scene}
+        if judged:
+            return self.writer.add(content, fields)
         with self.store.transaction() as db:
-            new_id = self.store.insert_memory(db, row)
-            self._refresh_rank(db, [new_id])
-            self.store.event(db, new_id, event, {"importance": row["importance"],
-                                                 "confidence": row["confidence"]})
+            return self.insert(db, content, **fields)
+
+    def insert(self, db, content: str, *, summary=None, tags=None, importance=None,
+               confidence=None, expires_at=None, kind=None, scene=None,
+               event: str = "created", detail=None) -> int:
+        """Insert one memory with its rank and its 'created' event, in the caller's transaction."""
+        row = {"content": content, "summary": summary if summary else content[:120],
+               "tags": json.dumps(list(tags or []), ensure_ascii=False),
+               "importance": float(5.0 if importance is None else importance),
+               "confidence": float(1.0 if confidence is None else confidence),
+               "access_count": 0, "decay_score": 1.0, "status": "active",
+               "created_at": self.store.now(), "last_accessed": None,
+               "expires_at": expires_at, "namespace": self.namespace, "kind": kind, "scene": scene}
+        new_id = self.store.insert_memory(db, row)
+        self.refresh_rank(db, [new_id])
+        self.store.event(db, new_id, event, {"importance": row["importance"],
+                                             "confidence": row["confidence"],
+                                             "expires_at": expires_at, **(detail or {})})
         return new_id
 
-    def _refresh_rank(self, db, ids: list[int]) -> None:
+    def refresh_rank(self, db, ids: list[int]) -> None:
         st = self.plan.rank_refresh
         db.execute(st.sql + ' AND "id" IN (SELECT value FROM json_each(?))',
                    st.bind(self.store.now(), self.namespace) + [json.dumps(ids)])
+
+    def pending(self) -> list[dict]:
+        """Turns saved but not yet judged (a model was unreachable)."""
+        rows = self.store.db.execute("SELECT id, user_text, assistant_text, attempts, last_error, "
+                                     "created_at FROM inbox WHERE namespace = ? AND status = "
+                                     "'pending' ORDER BY id", (self.namespace,))
+        return [dict(r) for r in rows]
 
     def _sync_rank(self) -> None:
         """Recompute stored ranks when the rank formula differs from the one they were
@@ -155,25 +188,44 @@ class Memory:
         p = self.policy.passes[name]
         result = P.run_rules(self.store, self.plan, name, self.namespace, progress)
         if p.cluster is not None:
-            result.notes.append("compression (cluster and merge) is not built yet: skipped")
+            from .compress import compress
+
+            compress(self, p, result)
         return result
 
     def due(self) -> list[str]:
         return P.due(self.store, self.plan, self.namespace, self.clock())
 
     def run_due(self, progress=None) -> list[P.PassResult]:
-        """Run every pass whose schedule has come round at the clock's now."""
-        return self.run(self.due(), progress)
+        """Retry pending turns, then run every pass whose schedule has come round."""
+        retried = self.writer.retry_pending()
+        results = self.run(self.due(), progress)
+        if retried:
+            left = len(self.pending())
+            results.insert(0, P.PassResult("pending", self.store.now(), retried - left,
+                                           notes=[f"{left} still pending"] if left else []))
+        return results
 
     # -- reading
-    def candidates(self, query: str | None = None, limit: int | None = None) -> list[MemoryRecord]:
+    def candidates(self, query: str | None = None, limit: int | None = None,
+                   scored: bool = False) -> list[MemoryRecord]:
         """Recall candidates in the policy's recall order, before any model picks among them.
-        With a query, only memories that match it in full text."""
+        With a query: only memories matching it in full text, or with `scored=True` all
+        candidates, each with its `relevance` to the query (0 when it shares no word)."""
         limit = self.policy.recall.candidates.limit if limit is None else int(limit)
         fts = fts_query(query) if query else None
-        st = self.plan.recall_query if fts else self.plan.recall
+        st = self.plan.recall
+        if fts:
+            st = self.plan.recall_scored if scored else self.plan.recall_query
         rows = self.store.db.execute(st.sql, st.bind(self.store.now(), self.namespace, fts, limit))
         return [MemoryRecord.from_row(r) for r in rows]
+
+    def recall(self, query: str, top_n: int | None = None) -> list[MemoryRecord]:
+        """What the agent should know for `query`: the policy's candidates, picked by its
+        select judge (at most top_n), with their access recorded."""
+        from .recall import recall
+
+        return recall(self, query, top_n)
 
     def get(self, memory_id: int) -> MemoryRecord | None:
         row = self.store.get(memory_id)
@@ -199,9 +251,20 @@ class Memory:
         return {r[0]: r[1] for r in rows}
 
 
-def fts_query(text: str) -> str | None:
-    """A user's words as a safe FTS5 query: alphanumeric tokens, quoted, OR-ed."""
+STOPWORDS = frozenset("""a an and are as at be been but by can could did do does for from had
+has have he her his how i if in into is it its just me my no not now of on or our she so
+than that the their them then there these they this to too us was we were what when where
+which who why will with would you your also about after again all am any because before
+being both each few more most other over same some such only own very should""".split())
+
+
+def fts_query(text: str, content_words: bool = False) -> str | None:
+    """Words as a safe FTS5 query: alphanumeric tokens, quoted, OR-ed. `content_words`
+    drops stopwords and one-letter tokens (for relevance between memories)."""
     tokens = re.findall(r"\w+", text or "")
+    if content_words:
+        tokens = [t for t in tokens if len(t) > 1 and t.lower() not in STOPWORDS]
+    tokens = list(dict.fromkeys(t.lower() for t in tokens))[:64]
     return " OR ".join(f'"{t}"' for t in tokens) if tokens else None
 
 

@@ -41,8 +41,11 @@ class Plan:
     passes: dict[str, list[Statement]]
     recall: Statement
     recall_query: Statement
+    recall_scored: Statement
     rank_refresh: Statement
     access: Statement | None
+    write_candidates: dict[str, Statement] = field(default_factory=dict)
+    cluster_candidates: dict[str, Statement] = field(default_factory=dict)
 
 
 def compile_policy(policy: Policy, dialect: str | Dialect = "sqlite") -> Plan:
@@ -52,10 +55,30 @@ def compile_policy(policy: Policy, dialect: str | Dialect = "sqlite") -> Plan:
     return Plan(
         policy=policy, dialect=d, passes=passes,
         recall=candidates_statement("recall", rec.candidates, d),
-        recall_query=candidates_statement("recall (with query)", rec.candidates, d, query=True),
+        recall_query=candidates_statement("recall (matching a query)", rec.candidates, d, query=True),
+        recall_scored=candidates_statement("recall (scored by a query)", rec.candidates, d,
+                                           query=True, keep_unmatched=True),
         rank_refresh=rank_refresh_statement(policy, d),
         access=access_statement(policy, rec.on_access, d) if rec.on_access else None,
+        write_candidates={s.step: write_candidates_statement(s.step, s.judgment.candidates, d)
+                          for s in policy.write if s.step in ("contradiction", "fused")},
+        cluster_candidates={name: candidates_statement(f"{name} cluster candidates",
+                                                       p.cluster.candidates or DEFAULT_CANDIDATES(), d)
+                            for name, p in policy.passes.items() if p.cluster},
     )
+
+
+def DEFAULT_CANDIDATES() -> Candidates:
+    return Candidates(X.Cmp(X.BOOL, "=", X.Col(X.TEXT, "status"), X.Const(X.TEXT, "active")),
+                      [(X.Col(X.NUM, "rank"), True)], limit=80, k=20)
+
+
+def write_candidates_statement(step: str, c: Candidates | None, d: Dialect) -> Statement:
+    """What a new memory is compared with: the policy's candidates, most relevant first,
+    K of them (LIMIT is bound to K at run time), so a write costs the same at any size."""
+    c = c or DEFAULT_CANDIDATES()
+    by_relevance = Candidates(c.where, [(X.Relevance(X.NUM), True), *c.order], c.limit, c.min, c.k)
+    return candidates_statement(f"{step} candidates", by_relevance, d, query=True)
 
 
 def pass_statements(policy: Policy, p: Pass, d: Dialect) -> list[Statement]:
@@ -137,15 +160,17 @@ def order_sql(order: list[tuple[X.Node, bool]], d: Dialect, rel: str | None) -> 
     return ", ".join(parts), params
 
 
-def candidates_statement(label: str, c: Candidates, d: Dialect, query: bool = False) -> Statement:
-    """SELECT over memories in the policy's order; with a query, only full-text matches,
-    and `relevance` is bm25 mapped onto 0..1 (x / (1 + x), x = -bm25)."""
-    rel = "(-fts.score / (1.0 - fts.score))" if query else "0.0"
+def candidates_statement(label: str, c: Candidates, d: Dialect, query: bool = False,
+                         keep_unmatched: bool = False) -> Statement:
+    """SELECT over memories in the policy's order; with a query, only full-text matches
+    (or, keeping unmatched rows, all of them with relevance 0), and `relevance` is bm25
+    mapped onto 0..1 (x / (1 + x), x = -bm25)."""
+    rel = "coalesce(-fts.score / (1.0 - fts.score), 0.0)" if query else "0.0"
     where_sql, where_params = d.render(c.where, relevance_sql=rel)
     o_sql, o_params = order_sql(c.order, d, rel)
     join = ""
     if query:
-        join = ("\nJOIN (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts\n"
+        join = ("\n" + ("LEFT JOIN" if keep_unmatched else "JOIN") + " (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts\n"
                 f"      WHERE memories_fts MATCH {d.placeholder}) AS fts ON fts.fts_id = memories.id")
     sql = (f"SELECT memories.*, {rel} AS relevance\nFROM memories{join}\n"
            f"WHERE \"namespace\" = {d.placeholder} AND {where_sql}\n"
@@ -183,9 +208,12 @@ def render_plan(plan: Plan) -> str:
     blocks.append("\n-- recall")
     blocks.append(_show(plan.recall))
     blocks.append(_show(plan.recall_query))
+    blocks.append(_show(plan.recall_scored))
     if plan.access:
         blocks.append(_show(plan.access))
     blocks.append(_show(plan.rank_refresh))
+    for st in [*plan.write_candidates.values(), *plan.cluster_candidates.values()]:
+        blocks.append(_show(st))
     return "\n".join(blocks) + "\n"
 
 

@@ -113,6 +113,17 @@ def m005_engine_state(db):
         outcome TEXT, detail TEXT, occurred_at TEXT)""")
 
 
+@migration
+def m006_inbox(db):
+    """Turns are written here before any model is called, so an outage loses nothing."""
+    db.execute("""CREATE TABLE IF NOT EXISTS inbox (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, namespace TEXT NOT NULL,
+        user_text TEXT NOT NULL, assistant_text TEXT NOT NULL,
+        status TEXT NOT NULL DEFAULT 'pending', attempts INTEGER NOT NULL DEFAULT 0,
+        last_error TEXT, memory_ids TEXT, created_at TEXT, updated_at TEXT)""")
+    db.execute("CREATE INDEX IF NOT EXISTS inbox_pending ON inbox(namespace, status, id)")
+
+
 class Store:
     """A connection to one database file, upgraded to the current schema on open."""
 

@@ -89,4 +89,4 @@ def test_compile_prints_sql_and_params():
     assert out.exit_code == 0
     assert "UPDATE memories" in out.output and "-- params:" in out.output
     data = json.loads(run("compile", LIFECYCLE, "--json").output)
-    assert set(data) == {"expiry", "decay", "recall"}
+    assert set(data) == {"expiry", "decay", "compression", "recall"}

@@ -84,13 +84,13 @@ def test_a_failing_pass_changes_nothing(memory, clock):
     assert {mem.get(i).decay_score for i in ids} == {1.0}
     assert mem.store.db.execute("SELECT count(*) FROM memory_events WHERE event_type = 'archived'"
                                 ).fetchone()[0] == 0
-    assert mem.due() == ["expiry", "decay"]  # not recorded as run either
+    assert mem.due() == ["expiry", "decay", "compression"]  # not recorded as run either
 
 
 def test_run_due_follows_every_and_survives_a_restart(memory, clock, db_path):
     mem = memory()
-    assert mem.due() == ["expiry", "decay"]
-    assert [r.name for r in mem.run_due()] == ["expiry", "decay"]
+    assert mem.due() == ["expiry", "decay", "compression"]
+    assert [r.name for r in mem.run_due()] == ["expiry", "decay", "compression"]
     assert mem.due() == []
     clock.advance(dt.timedelta(hours=1))
     assert mem.due() == ["expiry"]
@@ -99,6 +99,8 @@ def test_run_due_follows_every_and_survives_a_restart(memory, clock, db_path):
     assert again.due() == ["expiry"]
     clock.advance(dt.timedelta(hours=22))
     assert again.due() == ["expiry", "decay"]
+    clock.advance(dt.timedelta(days=6))
+    assert again.due() == ["expiry", "decay", "compression"]
 
 
 def test_namespaces_do_not_touch_each_other(memory, clock, db_path):

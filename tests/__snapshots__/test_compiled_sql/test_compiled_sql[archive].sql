@@ -8,10 +8,19 @@ WHERE "namespace" = ? AND ("status" = ?)
 ORDER BY "rank" DESC, "created_at" DESC, "id" DESC
 LIMIT ?;
 -- params: [':namespace', 'active', ':limit']
--- recall (with query)
-SELECT memories.*, (-fts.score / (1.0 - fts.score)) AS relevance
+-- recall (matching a query)
+SELECT memories.*, coalesce(-fts.score / (1.0 - fts.score), 0.0) AS relevance
 FROM memories
 JOIN (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts
+      WHERE memories_fts MATCH ?) AS fts ON fts.fts_id = memories.id
+WHERE "namespace" = ? AND ("status" = ?)
+ORDER BY "rank" DESC, "created_at" DESC, "id" DESC
+LIMIT ?;
+-- params: [':query', ':namespace', 'active', ':limit']
+-- recall (scored by a query)
+SELECT memories.*, coalesce(-fts.score / (1.0 - fts.score), 0.0) AS relevance
+FROM memories
+LEFT JOIN (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts
       WHERE memories_fts MATCH ?) AS fts ON fts.fts_id = memories.id
 WHERE "namespace" = ? AND ("status" = ?)
 ORDER BY "rank" DESC, "created_at" DESC, "id" DESC

@@ -34,6 +34,9 @@ SET "status" = ?,
 WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" < ?));
 -- params: ['archived', 0, 0, ':namespace', 'active', 0.1]
 
+-- pass compression (every 6 days, 0:00:00)
+-- then: cluster and merge through judges
+
 -- recall
 -- recall
 SELECT memories.*, 0.0 AS relevance
@@ -42,10 +45,19 @@ WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" > ?))
 ORDER BY "rank" DESC, "id" DESC
 LIMIT ?;
 -- params: [':namespace', 'active', 0.15, ':limit']
--- recall (with query)
-SELECT memories.*, (-fts.score / (1.0 - fts.score)) AS relevance
+-- recall (matching a query)
+SELECT memories.*, coalesce(-fts.score / (1.0 - fts.score), 0.0) AS relevance
 FROM memories
 JOIN (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts
+      WHERE memories_fts MATCH ?) AS fts ON fts.fts_id = memories.id
+WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" > ?))
+ORDER BY "rank" DESC, "id" DESC
+LIMIT ?;
+-- params: [':query', ':namespace', 'active', 0.15, ':limit']
+-- recall (scored by a query)
+SELECT memories.*, coalesce(-fts.score / (1.0 - fts.score), 0.0) AS relevance
+FROM memories
+LEFT JOIN (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts
       WHERE memories_fts MATCH ?) AS fts ON fts.fts_id = memories.id
 WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" > ?))
 ORDER BY "rank" DESC, "id" DESC
@@ -61,3 +73,19 @@ WHERE "namespace" = ? AND "id" IN (SELECT value FROM json_each(?));
 UPDATE memories SET "rank" = (("importance" * "confidence") * "decay_score")
 WHERE "namespace" = ?;
 -- params: [':namespace']
+-- contradiction candidates
+SELECT memories.*, coalesce(-fts.score / (1.0 - fts.score), 0.0) AS relevance
+FROM memories
+JOIN (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts
+      WHERE memories_fts MATCH ?) AS fts ON fts.fts_id = memories.id
+WHERE "namespace" = ? AND ("status" = ?)
+ORDER BY coalesce(-fts.score / (1.0 - fts.score), 0.0) DESC, "importance" DESC, "created_at" DESC, "id" DESC
+LIMIT ?;
+-- params: [':query', ':namespace', 'active', ':limit']
+-- compression cluster candidates
+SELECT memories.*, 0.0 AS relevance
+FROM memories
+WHERE "namespace" = ? AND ("status" = ?)
+ORDER BY "importance" DESC, "access_count" DESC, "id" DESC
+LIMIT ?;
+-- params: [':namespace', 'active', ':limit']

@@ -34,6 +34,9 @@ SET "status" = %s,
 WHERE "namespace" = %s AND (("status" = %s) AND ("decay_score" < %s));
 -- params: ['archived', 0, 0, ':namespace', 'active', 0.1]
 
+-- pass compression (every 6 days, 0:00:00)
+-- then: cluster and merge through judges
+
 -- recall
 -- recall
 SELECT memories.*, 0.0 AS relevance
@@ -42,10 +45,19 @@ WHERE "namespace" = %s AND (("status" = %s) AND ("decay_score" > %s))
 ORDER BY "rank" DESC, "id" DESC
 LIMIT %s;
 -- params: [':namespace', 'active', 0.15, ':limit']
--- recall (with query)
-SELECT memories.*, (-fts.score / (1.0 - fts.score)) AS relevance
+-- recall (matching a query)
+SELECT memories.*, coalesce(-fts.score / (1.0 - fts.score), 0.0) AS relevance
 FROM memories
 JOIN (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts
+      WHERE memories_fts MATCH %s) AS fts ON fts.fts_id = memories.id
+WHERE "namespace" = %s AND (("status" = %s) AND ("decay_score" > %s))
+ORDER BY "rank" DESC, "id" DESC
+LIMIT %s;
+-- params: [':query', ':namespace', 'active', 0.15, ':limit']
+-- recall (scored by a query)
+SELECT memories.*, coalesce(-fts.score / (1.0 - fts.score), 0.0) AS relevance
+FROM memories
+LEFT JOIN (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts
       WHERE memories_fts MATCH %s) AS fts ON fts.fts_id = memories.id
 WHERE "namespace" = %s AND (("status" = %s) AND ("decay_score" > %s))
 ORDER BY "rank" DESC, "id" DESC
@@ -61,3 +73,19 @@ WHERE "namespace" = %s AND "id" IN (SELECT value FROM json_each(%s));
 UPDATE memories SET "rank" = (("importance" * "confidence") * "decay_score")
 WHERE "namespace" = %s;
 -- params: [':namespace']
+-- contradiction candidates
+SELECT memories.*, coalesce(-fts.score / (1.0 - fts.score), 0.0) AS relevance
+FROM memories
+JOIN (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts
+      WHERE memories_fts MATCH %s) AS fts ON fts.fts_id = memories.id
+WHERE "namespace" = %s AND ("status" = %s)
+ORDER BY coalesce(-fts.score / (1.0 - fts.score), 0.0) DESC, "importance" DESC, "created_at" DESC, "id" DESC
+LIMIT %s;
+-- params: [':query', ':namespace', 'active', ':limit']
+-- compression cluster candidates
+SELECT memories.*, 0.0 AS relevance
+FROM memories
+WHERE "namespace" = %s AND ("status" = %s)
+ORDER BY "importance" DESC, "access_count" DESC, "id" DESC
+LIMIT %s;
+-- params: [':namespace', 'active', ':limit']

@@ -1,0 +1,204 @@
+"""The remember pipeline: gate, confidence, contradiction, expiry (or one fused call).
+
+A turn is written to the inbox before any model is called. All judging happens outside
+a write transaction; the result (the new memory, what it supersedes or reinforces, and
+every event) is applied in one transaction. A model that cannot be reached leaves the
+turn pending for `run_due()` to retry; nothing is lost.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from .judges import JudgeUnavailable, Judges
+from .judges.answers import today
+from .policy import WriteStep
+
+
+@dataclass
+class Judged:
+    """What the judges decided about one new memory."""
+
+    save: bool = True
+    content: str = ""
+    summary: str | None = None
+    tags: list = field(default_factory=list)
+    importance: float = 5.0
+    confidence: float = 1.0
+    expires_at: str | None = None
+    supersedes: list[int] = field(default_factory=list)
+    confirms: list[int] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+class Writer:
+    def __init__(self, mem, judges: Judges):
+        self.mem, self.judges = mem, judges
+
+    # -- entry points
+    def remember(self, user: str, assistant: str) -> list[int]:
+        store = self.mem.store
+        with store.transaction() as db:
+            turn = db.execute("INSERT INTO inbox (namespace, user_text, assistant_text, created_at, "
+                              "updated_at) VALUES (?, ?, ?, ?, ?)",
+                              (self.mem.namespace, user, assistant, store.now(), store.now())).lastrowid
+        return self.process(turn)
+
+    def process(self, turn_id: int) -> list[int]:
+        """Judge one inbox turn and apply it; on an outage, leave it pending."""
+        store = self.mem.store
+        row = store.db.execute("SELECT * FROM inbox WHERE id = ?", (turn_id,)).fetchone()
+        try:
+            judged = self.judge_turn(row["user_text"], row["assistant_text"])
+        except JudgeUnavailable as exc:
+            store.db.execute("UPDATE inbox SET attempts = attempts + 1, last_error = ?, "
+                             "updated_at = ? WHERE id = ?", (str(exc)[:500], store.now(), turn_id))
+            return []
+        with store.transaction() as db:
+            ids = self.apply(db, judged, source={"turn": turn_id}) if judged.save else []
+            db.execute("UPDATE inbox SET status = ?, memory_ids = ?, attempts = attempts + 1, "
+                       "updated_at = ? WHERE id = ?",
+                       ("done" if judged.save else "dropped", json.dumps(ids), store.now(), turn_id))
+        return ids
+
+    def retry_pending(self, limit: int = 100) -> int:
+        rows = self.mem.store.db.execute(
+            "SELECT id FROM inbox WHERE namespace = ? AND status = 'pending' ORDER BY id LIMIT ?",
+            (self.mem.namespace, limit)).fetchall()
+        done = 0
+        for r in rows:
+            before = self.mem.store.db.execute("SELECT status FROM inbox WHERE id = ?", (r[0],)).fetchone()
+            if before[0] == "pending":
+                self.process(r[0])
+                done += 1
+        return done
+
+    def add(self, content: str, fields: dict) -> int:
+        """Store given content: every write step but the gate (a fused step keeps the given
+        content); fields given by the caller win over judgments; an outage falls back to rules."""
+        given = {k for k, v in fields.items() if v is not None}
+        judged = Judged(content=content, summary=fields.get("summary"),
+                        tags=list(fields.get("tags") or []),
+                        importance=fields.get("importance") or 5.0,
+                        confidence=fields.get("confidence"), expires_at=fields.get("expires_at"))
+        given |= {"content", "summary"}
+        for step in self.mem.policy.write:
+            if step.step == "gate" or step.step in given:
+                continue
+            if step.step == "expiry" and "expires_at" in given:
+                continue
+            self.run_step(step, judged, {"user": content, "assistant": ""},
+                          outage_fallback=True, given=given)
+        if judged.confidence is None:
+            judged.confidence = 1.0
+        with self.mem.store.transaction() as db:
+            ids = self.apply(db, judged, source={"add": True}, extra=fields)
+        return ids[0]
+
+    # -- judging
+    def judge_turn(self, user: str, assistant: str) -> Judged:
+        judged = Judged(content=user.strip())
+        turn = {"user": user, "assistant": assistant}
+        for step in self.mem.policy.write:
+            self.run_step(step, judged, turn)
+            if not judged.save:
+                break
+        if judged.confidence is None:
+            judged.confidence = 1.0
+        return judged
+
+    def variables(self, judged: Judged, turn: dict, candidates=None) -> dict:
+        now = self.mem.clock()
+        return {**turn, "now": now, "today": today(now),
+                "memory": {"content": judged.content, "summary": judged.summary or judged.content[:120],
+                           "tags": judged.tags},
+                "candidates": candidates or []}
+
+    def run_step(self, step: WriteStep, judged: Judged, turn: dict, outage_fallback=False,
+                 given=frozenset()) -> None:
+        kind, j = step.step, step.judgment
+        shown = self.candidates(step, judged, turn) if kind in ("contradiction", "fused") else []
+        variables = self.variables(judged, turn, shown)
+        try:
+            value, note = self.judges.ask(kind, j, variables)
+        except JudgeUnavailable:
+            if not outage_fallback:
+                raise
+            value, note = self.judges.fallback(kind, j, variables, "model unreachable"), \
+                f"{kind}: model unreachable, rules answered"
+        if note:
+            judged.notes.append(note)
+        if value is not None:
+            self.take(kind, value, judged, {c["n"]: c["id"] for c in shown}, given)
+
+    def take(self, kind: str, value, judged: Judged, local: dict[int, int],
+             given=frozenset()) -> None:
+        """Fold a checked answer into the judgment; candidate numbers not shown are dropped,
+        and fields the caller gave explicitly are kept."""
+        found = dict(value) if isinstance(value, dict) else {}
+        if kind in ("gate", "fused"):
+            if not found["save"]:
+                judged.save = "content" in given  # add() always stores what it was given
+                return
+        if kind == "confidence":
+            found = {"confidence": value}
+        if kind == "expiry":
+            found = {"expires_at": value}
+        if kind in ("contradiction", "fused"):
+            found["supersedes"] = [local[n] for n in dict.fromkeys(found["supersedes"]) if n in local]
+            found["confirms"] = [local[n] for n in dict.fromkeys(found["confirms"])
+                                 if n in local and local[n] not in found["supersedes"]]
+        for name in ("content", "summary", "tags", "importance", "confidence", "expires_at",
+                     "supersedes", "confirms"):
+            if name in found and name not in given:
+                setattr(judged, name, found[name])
+
+    def candidates(self, step: WriteStep, judged: Judged, turn: dict) -> list[dict]:
+        """The policy's candidate query narrowed to the K most relevant to the new memory,
+        shown to the model under local numbers 1..K, never database ids."""
+        from .memory import fts_query
+
+        text = judged.content if step.step == "contradiction" else \
+            f"{turn.get('user', '')} {judged.content}"
+        query = fts_query(text, content_words=True)
+        if not query:
+            return []
+        st = self.mem.plan.write_candidates[step.step]
+        k = step.judgment.candidates.k if step.judgment.candidates else 20
+        rows = self.mem.store.db.execute(st.sql, st.bind(self.mem.store.now(), self.mem.namespace,
+                                                         query, k)).fetchall()
+        return [{"n": i, "id": r["id"], "content": r["content"], "summary": r["summary"],
+                 "created_at": r["created_at"], "importance": r["importance"]}
+                for i, r in enumerate(rows, 1)]
+
+    # -- applying
+    def apply(self, db, judged: Judged, source: dict, extra: dict | None = None) -> list[int]:
+        """Store, supersede and reinforce, with their events, in the caller's transaction."""
+        if judged.confirms and not judged.supersedes:
+            return [self.reinforce(db, mid, source) for mid in judged.confirms]
+        extra = extra or {}
+        new_id = self.mem.insert(db, judged.content, summary=judged.summary, tags=judged.tags,
+                                 importance=judged.importance, confidence=judged.confidence,
+                                 expires_at=judged.expires_at, kind=extra.get("kind"),
+                                 scene=extra.get("scene"), detail=source)
+        for note in judged.notes:
+            self.mem.store.event(db, new_id, "judge_fallback", note)
+        for old in judged.supersedes:
+            self.supersede(db, old, new_id, judged.content)
+        return [new_id]
+
+    def supersede(self, db, old: int, new_id: int, content: str) -> None:
+        cur = db.execute("UPDATE memories SET status = 'superseded', contradicted_by = ? "
+                         "WHERE id = ? AND namespace = ? AND status = 'active'",
+                         (new_id, old, self.mem.namespace))
+        if cur.rowcount:
+            self.mem.store.event(db, old, "superseded", f"superseded by #{new_id}: {content[:100]}")
+
+    def reinforce(self, db, mid: int, source: dict) -> int:
+        bump = float(self.mem.policy.params.get("reinforce_bump", 0.1))
+        db.execute("UPDATE memories SET confidence = min(1.0, confidence + ?), "
+                   "access_count = access_count + 1, last_accessed = ? "
+                   "WHERE id = ? AND namespace = ?", (bump, self.mem.store.now(), mid, self.mem.namespace))
+        self.mem.refresh_rank(db, [mid])
+        self.mem.store.event(db, mid, "reinforced", {"bump": bump, **source})
+        return mid
