@@ -68,13 +68,23 @@ def store_options(f):
     return f
 
 
-def open_memory(db, policy, namespace, now, offline) -> Memory:
+def model_options(f):
+    """--record / --replay on every command that may call a model."""
+    f = click.option("--replay", metavar="FILE", type=click.Path(dir_okay=False),
+                     help="Answer every judgment from answers recorded in FILE.")(f)
+    f = click.option("--record", metavar="FILE", type=click.Path(dir_okay=False),
+                     help="Append every model answer to FILE (JSON lines) for --replay.")(f)
+    return f
+
+
+def open_memory(db, policy, namespace, now, offline, record=None, replay=None) -> Memory:
     pol = policy_mod.load(policy)
     path = db or pol.db
     if not path:
         raise click.UsageError("no database: pass --db FILE or set LETHE_DB")
     clock = FixedClock(now) if now else None
-    return Memory(path, policy=pol, namespace=namespace, offline=offline, clock=clock)
+    return Memory(path, policy=pol, namespace=namespace, offline=offline, clock=clock,
+                  record=record, replay=replay)
 
 
 def emit(data, json_: bool, text) -> None:
@@ -131,14 +141,17 @@ def compile_(policy, dialect, json_):
 # ---- data commands ------------------------------------------------------------------
 @main.command()
 @store_options
+@model_options
 @click.option("--pass", "pass_names", multiple=True, metavar="NAME",
-              help="Run this pass now (repeatable). Without it: every pass that is due.")
+              help="Run this pass now (repeatable). Without it: pending turns, then every due pass.")
 @json_option
-def run(db, policy, namespace, now, offline, pass_names, json_):
+def run(db, policy, namespace, now, offline, record, replay, pass_names, json_):
     """Run passes (decay, expiry, ...) as the policy declares them, each in one transaction."""
-    with open_memory(db, policy, namespace, now, offline) as mem:
-        names = list(pass_names) or mem.due()
-        results = _run_with_progress(mem, names, json_)
+    with open_memory(db, policy, namespace, now, offline, record, replay) as mem:
+        if pass_names:
+            results = _run_with_progress(mem, list(pass_names), json_)
+        else:
+            results = mem.run_due(progress=None)
     data = [r.as_dict() for r in results]
     lines = [f"{r.name}: {r.changed} changed"
              + "".join(f", {n} {e}" for e, n in sorted(r.events.items()))
@@ -194,24 +207,112 @@ def why(db, policy, namespace, now, offline, memory_id, json_):
 
 @main.command()
 @store_options
+@model_options
 @click.argument("content")
 @click.option("--summary", help="Short form for recall indexes (default: the first 120 characters).")
 @click.option("--tags", help="Comma-separated tags.")
-@click.option("--importance", type=click.FloatRange(0, 10), default=5.0, show_default=True,
-              help="How much this matters, 0-10.")
-@click.option("--confidence", type=click.FloatRange(0, 1), default=1.0, show_default=True,
-              help="How sure we are, 0-1 (1.0: stated explicitly).")
+@click.option("--importance", type=click.FloatRange(0, 10),
+              help="How much this matters, 0-10 (default 5).")
+@click.option("--confidence", type=click.FloatRange(0, 1),
+              help="How sure we are, 0-1 (default: the confidence judge's rating).")
 @click.option("--expires-at", metavar="ISO", help="When this stops being true.")
 @json_option
-def add(db, policy, namespace, now, offline, content, summary, tags, importance, confidence,
-        expires_at, json_):
-    """Store CONTENT as a memory directly (no gate)."""
+@click.option("--raw", is_flag=True, help="Store exactly as given: no judges at all.")
+def add(db, policy, namespace, now, offline, record, replay, content, summary, tags, importance,
+        confidence, expires_at, json_, raw):
+    """Store CONTENT as a memory. Every write step of the policy runs except the gate
+    (confidence, contradiction, expiry); values given as options win over judgments."""
     tag_list = [t.strip() for t in (tags or "").split(",") if t.strip()]
-    with open_memory(db, policy, namespace, now, offline) as mem:
+    with open_memory(db, policy, namespace, now, offline, record, replay) as mem:
         new_id = mem.add(content, summary=summary, tags=tag_list, importance=importance,
-                         confidence=confidence, expires_at=expires_at)
+                         confidence=confidence, expires_at=expires_at, judged=not raw)
         record = mem.get(new_id)
-    emit(record.as_dict(), json_, f"added #{new_id}")
+    emit(record.as_dict(), json_, f"#{new_id} [{record.status}] {record.content}"
+         f"  (confidence {record.confidence:g}, expires {record.expires_at or '-'})")
+
+
+@main.command()
+@store_options
+@model_options
+@click.argument("user")
+@click.argument("assistant", default="")
+@json_option
+def remember(db, policy, namespace, now, offline, record, replay, user, assistant, json_):
+    """Judge one conversation turn (USER said, ASSISTANT answered) and store what is worth
+    keeping. If a model is unreachable the turn stays pending (see `lethe pending`)."""
+    with open_memory(db, policy, namespace, now, offline, record, replay) as mem:
+        ids = mem.remember(user, assistant)
+        records = [mem.get(i) for i in ids]
+        pending = len(mem.pending())
+    data = {"ids": ids, "memories": [r.as_dict() for r in records], "pending": pending}
+    lines = [f"#{r.id} [{r.status}] {r.content}" for r in records] or ["nothing stored"]
+    if pending:
+        lines.append(f"{pending} turn(s) pending: a model was unreachable; `lethe run` retries them")
+    emit(data, json_, lines)
+
+
+@main.command()
+@store_options
+@model_options
+@click.argument("query")
+@click.option("--top", "top_n", type=click.IntRange(min=1), help="At most this many (default: the policy's top_n).")
+@json_option
+def recall(db, policy, namespace, now, offline, record, replay, query, top_n, json_):
+    """What the agent should know for QUERY: the policy's candidates, picked by its select
+    judge; the chosen memories' access is recorded."""
+    with open_memory(db, policy, namespace, now, offline, record, replay) as mem:
+        records = mem.recall(query, top_n)
+    lines = [f"#{r.id} (conf {r.confidence:.2f} fresh {r.decay_score:.2f}) {r.content}" for r in records]
+    emit([r.as_dict() for r in records], json_, lines or ["(nothing recalled)"])
+
+
+@main.command()
+@store_options
+@json_option
+def pending(db, policy, namespace, now, offline, json_):
+    """List turns saved but not yet judged because a model was unreachable."""
+    with open_memory(db, policy, namespace, now, offline) as mem:
+        rows = mem.pending()
+    lines = [f"turn {r['id']} ({r['attempts']} attempts, last error: {r['last_error'] or '-'}): "
+             f"{r['user_text'][:80]}" for r in rows]
+    emit(rows, json_, lines or ["nothing pending"])
+
+
+@main.command()
+@store_options
+@json_option
+def costs(db, policy, namespace, now, offline, json_):
+    """Sum every logged model call per step and model: calls, tokens, latency, outcomes."""
+    with open_memory(db, policy, namespace, now, offline) as mem:
+        rows = [dict(r) for r in mem.store.db.execute(
+            "SELECT step, model, count(*) AS calls, sum(prompt_tokens) AS prompt_tokens, "
+            "sum(completion_tokens) AS completion_tokens, round(avg(latency_ms), 1) AS avg_latency_ms, "
+            "sum(outcome = 'ok') AS ok, sum(outcome != 'ok') AS failed FROM model_calls "
+            "WHERE namespace = ? GROUP BY step, model ORDER BY step, model", (namespace,))]
+    lines = [f"{r['step']:<14} {r['model']:<14} {r['calls']:>5} calls  {r['prompt_tokens']:>8} in  "
+             f"{r['completion_tokens']:>7} out  {r['avg_latency_ms']:>8} ms avg  {r['failed']} failed"
+             for r in rows]
+    emit(rows, json_, lines or ["no model calls logged"])
+
+
+@main.command()
+@click.argument("policy")
+@click.argument("step")
+@click.option("--vars", "vars_file", type=click.File("r"), metavar="FILE.json",
+              help="Template variables as JSON (default: {}).")
+def render(policy, step, vars_file):
+    """Print the prompt POLICY's STEP (gate, confidence, contradiction, expiry, fused,
+    cluster, merge, select, ...) renders to, with variables from --vars."""
+    from .prompts import render as render_template
+
+    pol = policy_mod.load(policy)
+    judgment = policy_mod.find_judgment(pol, step)
+    try:
+        variables = json.load(vars_file) if vars_file else {}
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--vars") from None
+    variables.setdefault("today", "2026-01-05")
+    click.echo(render_template(judgment.prompt, pol.prompt_dirs, variables), nl=False)
 
 
 if __name__ == "__main__":  # pragma: no cover

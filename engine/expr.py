@@ -32,7 +32,7 @@ SCALAR_FUNCS = {  # name: (min args, max args)
     "clamp": (3, 3), "sqrt": (1, 1),
 }
 AGGREGATES = {"avg", "max", "min", "sum", "count"}
-CONSTANT_NAMES = {"null": None, "None": None, "true": True, "True": True,
+CONSTANT_NAMES = {"null": None, "None": None, "NULL": None, "true": True, "True": True,
                   "false": False, "False": False}
 
 
@@ -160,19 +160,32 @@ def _children(node: Node):
 
 # ---- parsing ------------------------------------------------------------------------
 def normalise(text: str) -> str:
-    """Accept SQL-ish spellings: `=` -> `==`, `AND/OR/NOT` -> lowercase, `<>` -> `!=`."""
-    out = []
+    """Accept SQL-ish spellings: `=` -> `==`, `AND/OR/NOT` -> lowercase, `<>` -> `!=`.
+
+    Spacing is kept, so columns and quoted snippets match the text as written."""
+    lines = text.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    pos = lambda rc: starts[rc[0] - 1] + rc[1]  # noqa: E731
+    out, last, prev = [], 0, None
     try:
         for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            kind, s = tok.type, tok.string
-            if kind == tokenize.OP and s == "=":
+            if tok.type in (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER):
+                continue
+            a, b, s = pos(tok.start), pos(tok.end), tok.string
+            if tok.type == tokenize.OP and s == "=":
                 s = "=="
-            elif kind == tokenize.OP and s == "<>":
-                s = "!="
-            elif kind == tokenize.NAME and s in ("AND", "OR", "NOT", "IN", "IS"):
+            elif tok.type == tokenize.OP and s == ">" and prev is not None \
+                    and prev.string == "<" and prev.end == tok.start:
+                out[-1], s = "!", "="
+            elif tok.type == tokenize.NAME and s in ("AND", "OR", "NOT", "IN", "IS"):
                 s = s.lower()
-            out.append((kind, s))
-        return tokenize.untokenize(out).strip()
+            out.append(text[last:a])
+            out.append(s)
+            last, prev = b, tok
+        out.append(text[last:])
+        return "".join(out).strip()
     except (tokenize.TokenError, IndentationError, SyntaxError) as exc:
         raise FormulaError(f"cannot parse {text!r}: {exc}") from None
 
@@ -282,9 +295,10 @@ class _Compiler:
     def visit_Compare(self, node: ast.Compare) -> Node:
         parts, left_ast = [], node.left
         left = self.visit(left_ast)
-        for op, right_ast in zip(node.ops, node.comparators):
+        for i, (op, right_ast) in enumerate(zip(node.ops, node.comparators)):
             parts.append(self.compare(node, op, left, right_ast))
-            left, left_ast = self.visit(right_ast), right_ast
+            if i + 1 < len(node.ops):  # a chain: the right side is the next left side
+                left, left_ast = self.visit(right_ast), right_ast
         return parts[0] if len(parts) == 1 else BoolOp(BOOL, "and", tuple(parts))
 
     def compare(self, node, op, left: Node, right_ast: ast.AST) -> Node:

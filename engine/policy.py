@@ -155,6 +155,9 @@ def _load_doc(path: str, chain: tuple) -> yamldoc.Doc:
         base_path = resolve(parent, relative_to=path)
     except PolicyError as exc:
         raise doc.error(("extends",), exc.message) from None
+    if os.path.realpath(base_path) in chain + (real,):
+        circle = " -> ".join(chain + (real, os.path.realpath(base_path)))
+        raise doc.error(("extends",), f"'extends' goes round in a circle: {circle}")
     base = _load_doc(base_path, chain + (real,))
     merged = yamldoc.merge(base, doc)
     merged.data.pop("extends", None)
@@ -466,3 +469,21 @@ def _closest(word: str, options) -> str | None:
 
     found = difflib.get_close_matches(word, list(options), n=1, cutoff=0.7)
     return found[0] if found else None
+
+
+def find_judgment(policy: Policy, step: str) -> Judgment:
+    """A step's judgment by name: a write step kind, `cluster`/`merge` (of the first
+    compression pass, or `PASS.cluster`), or `select`."""
+    for w in policy.write:
+        if w.step == step:
+            return w.judgment
+    pass_name, _, part = step.rpartition(".")
+    for name, p in policy.passes.items():
+        if p.cluster and (not pass_name or pass_name == name) and part in ("cluster", "merge"):
+            return p.cluster if part == "cluster" else p.merge
+    if step == "select" and policy.recall.select:
+        return policy.recall.select
+    known = [w.step for w in policy.write] + [f"{n}.{k}" for n, p in policy.passes.items()
+                                              if p.cluster for k in ("cluster", "merge")]
+    known += ["select"] if policy.recall.select else []
+    raise PolicyError(f"policy '{policy.name}' has no step '{step}'; it has: {', '.join(known) or '(none)'}")

@@ -60,6 +60,8 @@ def excerpt(m: Mark, around: int = 2) -> str:
             lines = fh.read().splitlines()
     except OSError:
         return ""
+    if m.line > len(lines):  # an error at the end of the stream: show an empty last line
+        lines.append("")
     lo, hi = max(1, m.line - around), min(len(lines), m.line + around)
     width = len(str(hi))
     rows = []
