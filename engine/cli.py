@@ -315,5 +315,8 @@ def render(policy, step, vars_file):
     click.echo(render_template(judgment.prompt, pol.prompt_dirs, variables), nl=False)
 
 
+# commands that live in their own modules register themselves on `main`
+from . import cli_agent, cli_scenarios  # noqa: E402,F401
+
 if __name__ == "__main__":  # pragma: no cover
     main()

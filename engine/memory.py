@@ -79,7 +79,7 @@ class Memory:
 
     def __init__(self, db_path: str, policy: str | Policy = f"policies/{DEFAULT_POLICY}.yaml",
                  namespace: str = "default", offline: bool = False, clock: Clock | None = None,
-                 record: str | None = None, replay: str | None = None):
+                 record: str | None = None, replay: str | None = None, scripted=None):
         from .judges import Judges
         from .write import Writer
 
@@ -89,7 +89,8 @@ class Memory:
         self.clock = clock or system_clock
         self.store = Store(db_path, self.clock)
         self.plan: Plan = compile_policy(self.policy)
-        self.judges = Judges(self.policy, self.store, namespace, offline, record, replay)
+        # scripted: an object with .take(step) -> answer or None (a scenario's `judged:`)
+        self.judges = Judges(self.policy, self.store, namespace, offline, record, replay, scripted)
         self.writer = Writer(self, self.judges)
         self._sync_rank()
 

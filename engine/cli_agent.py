@@ -1,0 +1,1 @@
+"""CLI commands for agents at work: daemon (the scheduler) and chat."""
