@@ -38,6 +38,7 @@ class MemoryRecord:
     scene: str | None = None
     rank: float | None = None
     relevance: float | None = None
+    scene_summary: str | None = None
 
     @classmethod
     def from_row(cls, row) -> "MemoryRecord":
@@ -217,8 +218,11 @@ class Memory:
         fts = fts_query(query) if query else None
         st = self.plan.recall
         if fts:
-            st = self.plan.recall_scored if scored else self.plan.recall_query
-        rows = self.store.db.execute(st.sql, st.bind(self.store.now(), self.namespace, fts, limit))
+            filtering = not scored or self.policy.recall.match == "filter"
+            st = self.plan.recall_query if filtering else self.plan.recall_scored
+        rows = self.store.db.execute(st.sql, st.bind(self.store.now(), self.namespace, fts, limit)).fetchall()
+        if not rows and fts and scored:  # `match: filter` and nothing matched: the top ones
+            return self.candidates(None, limit)
         return [MemoryRecord.from_row(r) for r in rows]
 
     def recall(self, query: str, top_n: int | None = None) -> list[MemoryRecord]:
@@ -229,8 +233,20 @@ class Memory:
         return recall(self, query, top_n)
 
     def get(self, memory_id: int) -> MemoryRecord | None:
-        row = self.store.get(memory_id)
+        row = self.store.db.execute(
+            "SELECT memories.*, scenes.summary AS scene_summary FROM memories LEFT JOIN scenes "
+            "ON scenes.namespace = memories.namespace AND scenes.scene = memories.scene "
+            "WHERE memories.id = ?", (memory_id,)).fetchone()
         return MemoryRecord.from_row(row) if row else None
+
+    def recall_context(self, query: str, top_n: int | None = None) -> str:
+        """The text an agent puts in its prompt: the summaries of the scenes the recalled
+        memories belong to, then the memories themselves."""
+        records = self.recall(query, top_n)
+        scenes = dict.fromkeys((r.scene, r.scene_summary) for r in records if r.scene_summary)
+        lines = [f"[{scene}] {summary}" for scene, summary in scenes]
+        lines += [f"- {r.content}" for r in records]
+        return "\n".join(lines)
 
     def history(self, memory_id: int) -> History:
         """A memory's whole story: its events, what superseded it, what it merged into."""

@@ -93,6 +93,7 @@ class Recall:
     select: Judgment | None = None
     top_n: int = 6
     on_access: Rule | None = None
+    match: str = "score"  # score: every candidate, scored by relevance; filter: matches only
 
 
 @dataclass
@@ -433,7 +434,7 @@ class _Builder:
     def recall(self) -> Recall:
         spec = self.d.get("recall") or {}
         p = ("recall",)
-        self.keys(spec, p, {"where", "order", "limit", "select", "on_access"})
+        self.keys(spec, p, {"where", "order", "limit", "select", "on_access", "match", "top_n"})
         cand = self.candidates({k: v for k, v in spec.items() if k in ("where", "order", "limit")},
                                p, allow_relevance=True)
         rec = Recall(cand)
@@ -446,6 +447,15 @@ class _Builder:
             rec.top_n = top_n
         if "on_access" in spec:
             rec.on_access = self.rule(spec["on_access"], p + ("on_access",), need_when=False)
+        rec.match = spec.get("match", "score")
+        if rec.match not in ("score", "filter"):
+            self.fail(p + ("match",), "match must be 'score' (rank every candidate by relevance) "
+                      "or 'filter' (full-text matches only; the top candidates when none match)")
+        if "top_n" in spec:
+            top_n = spec["top_n"]
+            if isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1:
+                self.fail(p + ("top_n",), f"must be a whole number >= 1, got {top_n!r}")
+            rec.top_n = top_n
         return rec
 
 

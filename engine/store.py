@@ -124,6 +124,15 @@ def m006_inbox(db):
     db.execute("CREATE INDEX IF NOT EXISTS inbox_pending ON inbox(namespace, status, id)")
 
 
+@migration
+def m007_scenes(db):
+    """Seed C: one short, reusable summary per scene, re-written after each exchange."""
+    db.execute("""CREATE TABLE IF NOT EXISTS scenes (
+        namespace TEXT NOT NULL, scene TEXT NOT NULL, summary TEXT, updated_at TEXT,
+        PRIMARY KEY (namespace, scene))""")
+    db.execute("CREATE INDEX IF NOT EXISTS memories_scene ON memories(namespace, scene)")
+
+
 class Store:
     """A connection to one database file, upgraded to the current schema on open."""
 

@@ -29,6 +29,8 @@ class Judged:
     supersedes: list[int] = field(default_factory=list)
     confirms: list[int] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    kind: str | None = None
+    scene: str | None = None
 
 
 class Writer:
@@ -49,16 +51,22 @@ class Writer:
         store = self.mem.store
         row = store.db.execute("SELECT * FROM inbox WHERE id = ?", (turn_id,)).fetchone()
         try:
-            judged = self.judge_turn(row["user_text"], row["assistant_text"])
+            items = self.judge_turn(row["user_text"], row["assistant_text"])
         except JudgeUnavailable as exc:
             store.db.execute("UPDATE inbox SET attempts = attempts + 1, last_error = ?, "
                              "updated_at = ? WHERE id = ?", (str(exc)[:500], store.now(), turn_id))
             return []
         with store.transaction() as db:
-            ids = self.apply(db, judged, source={"turn": turn_id}) if judged.save else []
+            again = db.execute("SELECT status, memory_ids FROM inbox WHERE id = ?", (turn_id,)).fetchone()
+            if again["status"] != "pending":  # another process judged it meanwhile
+                return json.loads(again["memory_ids"] or "[]")
+            ids = []
+            for judged in items:
+                ids += self.apply(db, judged, source={"turn": turn_id})
             db.execute("UPDATE inbox SET status = ?, memory_ids = ?, attempts = attempts + 1, "
                        "updated_at = ? WHERE id = ?",
-                       ("done" if judged.save else "dropped", json.dumps(ids), store.now(), turn_id))
+                       ("done" if items else "dropped", json.dumps(ids), store.now(), turn_id))
+        self.summarise_scenes({j.scene for j in items if j.scene})
         return ids
 
     def retry_pending(self, limit: int = 100) -> int:
@@ -96,16 +104,63 @@ class Writer:
         return ids[0]
 
     # -- judging
-    def judge_turn(self, user: str, assistant: str) -> Judged:
-        judged = Judged(content=user.strip())
+    def judge_turn(self, user: str, assistant: str) -> list[Judged]:
+        """The memories a turn yields: one, none (the gate said no), or several cells
+        (an extract step); steps after `extract` judge each cell."""
+        items = [Judged(content=user.strip())]
         turn = {"user": user, "assistant": assistant}
         for step in self.mem.policy.write:
-            self.run_step(step, judged, turn)
-            if not judged.save:
-                break
-        if judged.confidence is None:
-            judged.confidence = 1.0
-        return judged
+            if step.step == "summarise":
+                continue  # runs after the cells are stored
+            if step.step == "extract":
+                items = self.extract(step, turn)
+                continue
+            for judged in items:
+                if judged.save:
+                    self.run_step(step, judged, turn)
+        return [j for j in items if j.save and j.content.strip()]
+
+    def extract(self, step: WriteStep, turn: dict) -> list[Judged]:
+        """Seed C: the exchange as cells {scene, kind, salience, content}; salience 0-1 is
+        stored as importance 0-10 (times the policy's `salience_scale`, default 10)."""
+        variables = {**self.variables(Judged(), turn), "cells": []}
+        cells, note = self.judges.ask("extract", step.judgment, variables)
+        if cells is None:
+            self.log_event(None, "extract_failed", note or "no usable cells")
+            return []
+        scale = float(self.mem.policy.params.get("salience_scale", 10))
+        return [Judged(content=c["content"], importance=round(c["salience"] * scale, 3),
+                       kind=c["kind"], scene=c["scene"], notes=[note] if note else [])
+                for c in cells]
+
+    def log_event(self, memory_id, event_type: str, detail) -> None:
+        with self.mem.store.transaction() as db:
+            self.mem.store.event(db, memory_id, event_type, detail)
+
+    def summarise_scenes(self, scenes: set[str]) -> None:
+        """Re-summarise every scene a turn touched from its cells by salience, and upsert."""
+        step = next((s for s in self.mem.policy.write if s.step == "summarise"), None)
+        if step is None or not scenes:
+            return
+        for scene in sorted(scenes):
+            rows = self.mem.store.db.execute(
+                "SELECT content, kind, importance FROM memories WHERE namespace = ? AND scene = ? "
+                "AND status = 'active' ORDER BY importance DESC, id DESC LIMIT 20",
+                (self.mem.namespace, scene)).fetchall()
+            cells = [{"content": r["content"], "kind": r["kind"], "salience": r["importance"] / 10}
+                     for r in rows]
+            variables = {**self.variables(Judged(), {}), "scene": scene, "cells": cells}
+            try:
+                summary, _ = self.judges.ask("summarise", step.judgment, variables)
+            except JudgeUnavailable as exc:
+                self.log_event(None, "summarise_failed", f"scene {scene}: {exc}")
+                continue
+            if summary:
+                self.mem.store.db.execute(
+                    "INSERT INTO scenes (namespace, scene, summary, updated_at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (namespace, scene) DO UPDATE SET summary = excluded.summary, "
+                    "updated_at = excluded.updated_at",
+                    (self.mem.namespace, scene, summary, self.mem.store.now()))
 
     def variables(self, judged: Judged, turn: dict, candidates=None) -> dict:
         now = self.mem.clock()
@@ -179,8 +234,8 @@ class Writer:
         extra = extra or {}
         new_id = self.mem.insert(db, judged.content, summary=judged.summary, tags=judged.tags,
                                  importance=judged.importance, confidence=judged.confidence,
-                                 expires_at=judged.expires_at, kind=extra.get("kind"),
-                                 scene=extra.get("scene"), detail=source)
+                                 expires_at=judged.expires_at, kind=extra.get("kind") or judged.kind,
+                                 scene=extra.get("scene") or judged.scene, detail=source)
         for note in judged.notes:
             self.mem.store.event(db, new_id, "judge_fallback", note)
         for old in judged.supersedes:

@@ -1,0 +1,32 @@
+-- policy: scenes  dialect: sqlite
+
+-- recall
+-- recall
+SELECT memories.*, 0.0 AS relevance
+FROM memories
+WHERE "namespace" = ? AND ("status" = ?)
+ORDER BY 0.0 DESC, "importance" DESC, "id" DESC
+LIMIT ?;
+-- params: [':namespace', 'active', ':limit']
+-- recall (matching a query)
+SELECT memories.*, coalesce(-fts.score / (1.0 - fts.score), 0.0) AS relevance
+FROM memories
+JOIN (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts
+      WHERE memories_fts MATCH ?) AS fts ON fts.fts_id = memories.id
+WHERE "namespace" = ? AND ("status" = ?)
+ORDER BY coalesce(-fts.score / (1.0 - fts.score), 0.0) DESC, "importance" DESC, "id" DESC
+LIMIT ?;
+-- params: [':query', ':namespace', 'active', ':limit']
+-- recall (scored by a query)
+SELECT memories.*, coalesce(-fts.score / (1.0 - fts.score), 0.0) AS relevance
+FROM memories
+LEFT JOIN (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts
+      WHERE memories_fts MATCH ?) AS fts ON fts.fts_id = memories.id
+WHERE "namespace" = ? AND ("status" = ?)
+ORDER BY coalesce(-fts.score / (1.0 - fts.score), 0.0) DESC, "importance" DESC, "id" DESC
+LIMIT ?;
+-- params: [':query', ':namespace', 'active', ':limit']
+-- rank refresh
+UPDATE memories SET "rank" = "importance"
+WHERE "namespace" = ?;
+-- params: [':namespace']
