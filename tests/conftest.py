@@ -35,9 +35,13 @@ def memory(db_path, clock):
     """A factory: memory("lifecycle") opens the shipped policy of that name, offline."""
     opened = []
 
-    def make(policy="lifecycle", namespace="default", **kw):
-        path = policy if policy.endswith(".yaml") else os.path.join(POLICIES, policy + ".yaml")
-        mem = Memory(kw.pop("db", db_path), policy=path, namespace=namespace, offline=True,
+    def make(policy="lifecycle", namespace="default", offline=None, **kw):
+        """A policy given as a path (a test's own, pointing at the fake server) runs with its
+        models; a shipped policy given by name runs offline unless told otherwise."""
+        remote = policy.endswith(".yaml")
+        path = policy if remote else os.path.join(POLICIES, policy + ".yaml")
+        offline = (not remote) if offline is None else offline
+        mem = Memory(kw.pop("db", db_path), policy=path, namespace=namespace, offline=offline,
                      clock=clock, **kw)
         opened.append(mem)
         return mem

@@ -1,0 +1,57 @@
+-- policy: scenes-decay  dialect: sqlite
+
+-- pass decay (every 1 day, 0:00:00)
+-- decay.rules[0] update
+UPDATE memories
+SET "decay_score" = min(?, (exp(((? * floor((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0))) * 1.0 / ?)) + min(?, ("access_count" * ?))))
+WHERE "namespace" = ? AND ("status" = ?);
+-- params: [1.0, -0.693, ':now', 30, 0.3, 0.03, ':namespace', 'active']
+-- decay.rules[1] event archived
+INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
+SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status", ?, "decay_score"), ?, json_object(?, ?, ?, ?)), ?
+FROM memories
+WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" < ?));
+-- params: ['archived', 'rule', 'decay.rules[1]', 'from', 'status', 'decay_score', 'to', 'status', 'archived', 'decay_score', 0, ':now', ':namespace', 'active', 0.1]
+-- decay.rules[1] update
+UPDATE memories
+SET "status" = ?,
+    "decay_score" = ?
+WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" < ?));
+-- params: ['archived', 0, ':namespace', 'active', 0.1]
+
+-- recall
+-- recall
+SELECT memories.*, 0.0 AS relevance
+FROM memories
+WHERE "namespace" = ? AND ("status" = ?)
+ORDER BY 0.0 DESC, "importance" DESC, "id" DESC
+LIMIT ?;
+-- params: [':namespace', 'active', ':limit']
+-- recall (matching a query)
+SELECT memories.*, coalesce(-fts.score / (1.0 - fts.score), 0.0) AS relevance
+FROM memories
+JOIN (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts
+      WHERE memories_fts MATCH ?) AS fts ON fts.fts_id = memories.id
+WHERE "namespace" = ? AND ("status" = ?)
+ORDER BY coalesce(-fts.score / (1.0 - fts.score), 0.0) DESC, "importance" DESC, "id" DESC
+LIMIT ?;
+-- params: [':query', ':namespace', 'active', ':limit']
+-- recall (scored by a query)
+SELECT memories.*, coalesce(-fts.score / (1.0 - fts.score), 0.0) AS relevance
+FROM memories
+LEFT JOIN (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts
+      WHERE memories_fts MATCH ?) AS fts ON fts.fts_id = memories.id
+WHERE "namespace" = ? AND ("status" = ?)
+ORDER BY coalesce(-fts.score / (1.0 - fts.score), 0.0) DESC, "importance" DESC, "id" DESC
+LIMIT ?;
+-- params: [':query', ':namespace', 'active', ':limit']
+-- recall on_access
+UPDATE memories
+SET "access_count" = ("access_count" + ?),
+    "last_accessed" = ?
+WHERE "namespace" = ? AND "id" IN (SELECT value FROM json_each(?));
+-- params: [1, ':now', ':namespace', ':limit']
+-- rank refresh
+UPDATE memories SET "rank" = "importance"
+WHERE "namespace" = ?;
+-- params: [':namespace']
