@@ -22,5 +22,8 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
 
+soak: $(STAMP)
+	$(BIN)/python -m pytest -m soak
+
 clean:
 	rm -rf $(VENV) demo-out .pytest_cache
