@@ -200,11 +200,13 @@ class Memory:
 
     def run_due(self, progress=None) -> list[P.PassResult]:
         """Retry pending turns, then run every pass whose schedule has come round."""
-        retried = self.writer.retry_pending()
+        before = len(self.pending())
+        if before:
+            self.writer.retry_pending()
         results = self.run(self.due(), progress)
-        if retried:
+        if before:
             left = len(self.pending())
-            results.insert(0, P.PassResult("pending", self.store.now(), retried - left,
+            results.insert(0, P.PassResult("pending", self.store.now(), before - left,
                                            notes=[f"{left} still pending"] if left else []))
         return results
 

@@ -70,16 +70,19 @@ class Writer:
         return ids
 
     def retry_pending(self, limit: int = 100) -> int:
+        """Judge pending turns, oldest first; stop at the first that stays pending (the
+        model is still down, so trying the rest now would only wait on timeouts)."""
         rows = self.mem.store.db.execute(
             "SELECT id FROM inbox WHERE namespace = ? AND status = 'pending' ORDER BY id LIMIT ?",
             (self.mem.namespace, limit)).fetchall()
-        done = 0
+        tried = 0
         for r in rows:
-            before = self.mem.store.db.execute("SELECT status FROM inbox WHERE id = ?", (r[0],)).fetchone()
-            if before[0] == "pending":
-                self.process(r[0])
-                done += 1
-        return done
+            tried += 1
+            self.process(r[0])
+            status = self.mem.store.db.execute("SELECT status FROM inbox WHERE id = ?", (r[0],)).fetchone()
+            if status[0] == "pending":
+                break
+        return tried
 
     def add(self, content: str, fields: dict) -> int:
         """Store given content: every write step but the gate (a fused step keeps the given
