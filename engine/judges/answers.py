@@ -116,9 +116,12 @@ def expiry(obj) -> str | None:
     if not isinstance(obj, str):
         raise BadAnswer(f"expires_at must be an ISO date or null, got {obj!r}")
     try:
-        return iso(parse_time(obj))
+        when = parse_time(obj)
     except ValueError as exc:
         raise BadAnswer(str(exc)) from None
+    if len(obj.strip()) == 10:  # a bare date: true through the end of that day
+        when = when.replace(hour=23, minute=59, second=59)
+    return iso(when)
 
 
 def cluster(obj) -> list[list[int]]:

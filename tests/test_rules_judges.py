@@ -1,0 +1,626 @@
+"""The offline `rules` judges: seed examples from the article, plus cases of our own that
+are not paraphrases of them, positives and negatives, to show the rules generalise."""
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+import pytest
+
+from engine.judges import rules
+
+TODAY = dt.datetime(2026, 1, 5, 9, 0, 0)  # a Monday
+
+
+def supersedes(new: str, old: str) -> bool:
+    return rules.contradiction(new, [(1, old)])["supersedes"] == [1]
+
+
+def confirms(new: str, old: str) -> bool:
+    return rules.contradiction(new, [(1, old)])["confirms"] == [1]
+
+
+# --------------------------------------------------------------------------- helpers
+
+@pytest.mark.parametrize("a, b", [
+    ("migrated", "migrating"), ("stopped", "stop"), ("planned", "planning"),
+    ("deadlines", "deadline"), ("libraries", "library"), ("readable", "reading"),
+])
+def test_stem_maps_inflections_together(a, b):
+    assert rules.stem(a) == rules.stem(b)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("I stopped using poetry, it's uv now", ["stop", "poetry", "uv"]),
+    ("Prefers code that is easy to read", ["pref", "cod", "read"]),
+    ("We host on Postgres via VS Code", ["host", "postgresql", "vscode"]),
+])
+def test_tokens_drop_stopwords_fold_synonyms_and_names(text, expected):
+    assert rules.tokens(text) == expected
+
+
+# --------------------------------------------------------------------------- contradiction
+
+@pytest.mark.parametrize("old, new", [
+    # seed examples
+    ("uses PostgreSQL", "migrated to MySQL"),
+    ("deadline is March 15", "deadline pushed to April 1"),
+    ("I manage dependencies with poetry.", "I stopped using poetry, it's uv now."),
+    ("prefers tabs", "switched to spaces"),
+    # our own
+    ("The team tracks tickets in Jira", "We moved our tickets from Jira to Linear"),
+    ("Indent Python with 4 spaces", "Switched to 2 spaces for indentation"),
+    ("User's editor is VS Code", "I use Neovim now"),
+    ("Prefers dark mode", "Prefers light mode these days"),
+    ("The standup is at 9:30", "Standup moved to 10:00"),
+    ("Lives in London", "I no longer live in London, I moved to Berlin"),
+    ("Drinks coffee every morning", "I don't drink coffee anymore"),
+    ("The release is scheduled for May 3", "The release slipped to May 10"),
+    ("Deploys the site to Heroku", "We migrated hosting to Fly.io"),
+    ("The API is written in Flask", "Rewrote the API in FastAPI"),
+    ("Design review with the UX team is on Thursday",
+     "The design review was rescheduled to Friday"),
+    ("Budget for the pilot is $5,000", "Budget for the pilot was increased to $8,000"),
+    ("Always run the full test suite before pushing",
+     "Never run the full test suite before pushing"),
+    ("Uses Python 3.11 for the service", "Upgraded the service to Python 3.12"),
+    ("Works at Google as an SRE", "I left Google and joined Stripe"),
+    ("Our main database is MongoDB", "The main database is PostgreSQL now"),
+    ("The default shell is bash", "Changed the default shell to zsh"),
+    ("Chat happens on Slack", "We ditched Slack for Discord"),
+    ("Tickets are tracked in Jira", "We're on Linear now for tickets"),
+    ("Drinks coffee every morning", "I quit coffee."),
+    # a move, a wait that ended, the other end of a scale
+    ("User lives in Berlin", "I moved to Lisbon last month"),
+    ("User is blocked on the security review", "The security review passed"),
+    ("User prefers short answers", "I like long detailed answers now"),
+])
+def test_contradiction_supersedes_replacements(old, new):
+    assert rules.contradiction(new, [(7, old)]) == {"supersedes": [7], "confirms": []}
+
+
+@pytest.mark.parametrize("old, new", [
+    # seed examples
+    ("likes Python", "also uses JavaScript"),
+    ("working on the study tracker", "added auth to the study tracker"),
+    # our own: additive facts
+    ("Uses pytest for unit tests", "Also uses Playwright for end-to-end tests"),
+    ("Likes Python", "Likes Rust too"),
+    ("Uses PostgreSQL for the orders service", "Uses Redis for caching sessions"),
+    # progressions
+    ("Working on the billing service", "Finished the invoices endpoint in the billing service"),
+    ("The API is slow under load", "Added a cache in front of the API"),
+    ("Working on the study tracker", "The study tracker now has auth"),
+    # unrelated
+    ("Prefers tabs", "Switched the database to MySQL"),
+    ("Report deadline is Friday", "Meeting with Bob on Monday"),
+    ("I've used Python for 10 years", "Learning Rust on weekends"),
+    # same thing on the new side: agrees, does not replace
+    ("Works at a startup in Berlin", "Moved to Berlin last year"),
+    # several members can coexist when the contexts differ
+    ("Uses vim for quick edits", "Uses VS Code for large refactors"),
+    ("Likes Python", "Doesn't like Java"),
+    # a value added next to the old one is not a move
+    ("Deadline is March 15", "Deadline is March 15, and the demo is on March 10"),
+    # a change about something else that shares a word
+    ("Prefers dark chocolate", "Switched to dark mode"),
+    ("The project uses PostgreSQL", "Moved the project deadline to April"),
+    ("Prefers concise commit messages", "Changed the commit hook to run ruff"),
+    ("Works on the mobile app", "Moved the mobile app standup to 10am"),
+    ("The frontend uses React", "We replaced the date picker library in the frontend"),
+    # a change cue over one slot leaves a different use of the same kind of tool alone
+    ("The study tracker has a SQLite cache", "We migrated the app to MySQL"),
+    # only the clause with the cue counts; "CI does it" is a reason
+    ("CI runs on GitHub Actions",
+     "Running tests before committing is no longer required, CI does it"),
+    # ambiguous without world knowledge (a MacBook is a laptop); we stay conservative
+    ("User's laptop runs Windows 11", "Got a new MacBook, now on macOS"),
+])
+def test_contradiction_leaves_additions_progress_and_unrelated(old, new):
+    assert not supersedes(new, old)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("prefers readable code", "likes code to be easy to read"),
+    ("Lives in Berlin", "Is based in Berlin"),
+    ("The deadline is March 15", "Deadline: March 15th"),
+    ("Uses PostgreSQL", "Our database is Postgres"),
+    ("Prefers short answers", "Likes brief replies"),
+    ("Prefers tabs over spaces", "Likes tabs more than spaces"),
+])
+def test_contradiction_confirms_restatements(old, new):
+    assert rules.contradiction(new, [(3, old)]) == {"supersedes": [], "confirms": [3]}
+
+
+@pytest.mark.parametrize("old, new", [
+    ("Working on the study tracker", "Added auth to the study tracker"),  # progress
+    ("Prefers tabs", "Prefers spaces"),                                   # a swap
+    ("Deadline is March 15", "Deadline is April 1"),                      # a move
+    ("Likes spicy food", "Doesn't like spicy food"),                      # a flip
+])
+def test_contradiction_does_not_confirm_changes(old, new):
+    assert not confirms(new, old)
+
+
+def test_contradiction_sorts_mixed_candidates():
+    result = rules.contradiction("We migrated from PostgreSQL to MySQL", [
+        (1, "The app stores data in PostgreSQL"),
+        (2, "Prefers tabs"),
+        (3, "Uses MySQL for everything"),
+        (4, "Deadline is March 15"),
+    ])
+    assert result == {"supersedes": [1], "confirms": []}
+
+
+STORE = [
+    "User manages dependencies with poetry.", "User prefers tabs for indentation.",
+    "The project deadline is March 15.", "User likes Python.",
+    "User is working on the study tracker.", "The app uses PostgreSQL.",
+    "User lives in Berlin.", "Always run tests before committing.",
+    "CI runs on GitHub Actions.", "The study tracker has a SQLite cache.",
+    "Weekly sync with the team on Tuesdays.", "Team size is 5 engineers.",
+]
+
+
+@pytest.mark.parametrize("new, expected", [
+    ("I stopped using poetry, it's uv now.", [1]),
+    ("Deadline got pushed to April 1.", [3]),
+    ("Also picked up Rust.", []),
+    ("Added auth to the study tracker.", []),
+    ("We migrated the app to MySQL.", [6]),
+    ("Moved the weekly sync to Thursdays.", [11]),
+    ("The team grew to 7 engineers.", [12]),
+    ("Running tests before committing is no longer required, CI does it.", [8]),
+])
+def test_contradiction_against_a_whole_store_touches_only_the_slot(new, expected):
+    candidates = list(enumerate(STORE, start=1))
+    assert rules.contradiction(new, candidates)["supersedes"] == expected
+
+
+def test_contradiction_empty_inputs():
+    assert rules.contradiction("anything", []) == {"supersedes": [], "confirms": []}
+    assert rules.contradiction("", [(1, "Uses PostgreSQL")]) == {"supersedes": [], "confirms": []}
+
+
+# --------------------------------------------------------------------------- confidence
+
+@pytest.mark.parametrize("content, expected", [
+    ("I use Neovim for everything.", 1.0),
+    ("We decided to deploy on Fridays.", 1.0),
+    ("Never commit directly to main.", 1.0),
+    ("The project deadline is June 1.", 1.0),
+    ("The launch is in May.", 1.0),                    # the month, not the modal
+    ("I could not get the build to pass.", 1.0),       # past ability, not a hedge
+    ("User manages dependencies with poetry.", 1.0),
+    ("I think the staging server runs Ubuntu.", 0.7),
+    ("I believe Alice owns the billing service.", 0.7),
+    ("Pretty sure we pinned numpy to 1.26.", 0.7),
+    ("The API probably needs pagination.", 0.5),
+    ("It seems the user prefers short answers.", 0.5),
+    ("I guess we'll use Docker.", 0.5),
+    ("I'm considering a move to Kotlin.", 0.3),
+    ("We might switch to GraphQL.", 0.3),
+    ("Thinking about learning Go.", 0.3),
+    ("We may need a bigger server.", 0.3),
+    ("Does uv support workspaces?", 0.3),
+    ("I think we probably use Redis.", 0.3),           # two hedges drop a rung
+    ("Maybe I'll try Rust someday.", 0.1),
+    ("Perhaps the cache is the culprit.", 0.1),
+    ("Wondering whether Svelte is any good.", 0.1),
+    ("thinking about maybe trying Elixir", 0.1),
+])
+def test_confidence_scale(content, expected):
+    assert rules.confidence(content) == expected
+
+
+# --------------------------------------------------------------------------- expiry
+
+@pytest.mark.parametrize("content, expected", [
+    # seed: a wait has a natural end, 14 days out by our horizon
+    ("Waiting to hear back from Alice about the API spec", "2026-01-19"),
+    ("The deadline is March 15", "2026-03-15"),
+    ("deadline pushed from March 15 to April 1", "2026-04-01"),
+    ("This sprint we focus on the importer", "2026-01-19"),
+    ("Keep the legacy endpoint until v2", "2026-04-05"),
+    # our own: absolute dates
+    ("Code freeze on 2026-02-10", "2026-02-10"),
+    ("Conference talk on 15 April", "2026-04-15"),
+    ("Submit taxes by April 15th", "2026-04-15"),
+    ("Report due 3/20", "2026-03-20"),
+    ("Dentist appointment on January 2", "2027-01-02"),   # passed this year: next one
+    ("Visa expires 15 March 2027", "2027-03-15"),
+    ("The offsite is in May", "2026-05-31"),
+    # relative dates
+    ("Demo is tomorrow", "2026-01-06"),
+    ("Tonight's deploy needs a rollback plan", "2026-01-05"),
+    ("On call this week", "2026-01-11"),
+    ("The design review is next Wednesday", "2026-01-14"),
+    ("Ship the invoice export by Friday", "2026-01-09"),
+    ("Finish the report in two weeks", "2026-01-19"),
+    ("Ship the beta by the end of the quarter", "2026-03-31"),
+    ("Q2 goal: launch the mobile app", "2026-06-30"),
+    ("Close the books at the end of the month", "2026-01-31"),
+    ("On vacation for two weeks", "2026-01-19"),
+    # dateless temporary states (horizons)
+    ("Blocked on the security review", "2026-01-19"),
+    ("Temporarily pinned numpy below 2.0", "2026-02-04"),
+    ("Using a mock server until the real API is ready", "2026-02-04"),
+    ("I have an interview coming up", "2026-01-19"),
+    # a date wins over a horizon
+    ("Waiting for Bob's reply until Friday", "2026-01-09"),
+    # ranges end on their last day; said on a Monday, "until Monday" is next week
+    ("The conference is Mar 3-5", "2026-03-05"),
+    ("Hold off on deploys until Monday", "2026-01-12"),
+    ("It's due in 48 hours", "2026-01-07"),
+    ("Out of office until the 12th", "2026-01-12"),
+    ("Ship it by Feb 29", "2028-02-29"),  # the next February 29th
+])
+def test_expiry_finds_the_natural_end(content, expected):
+    assert rules.expiry(content, TODAY) == expected
+
+
+@pytest.mark.parametrize("content", [
+    "Prefers tabs",
+    "I manage dependencies with poetry.",
+    "My birthday is March 15",             # yearly, not an end
+    "Team standup every Monday at 10",     # recurring
+    "Gym on Mondays",
+    "I've used Python for 5 years",        # a past span
+    "Has used vim since March 2019",
+    "Since March 3 we use uv",             # a start date
+    "Started at Acme on 2024-03-01",       # in the past
+    "We may need more RAM",                # modal 'may', not the month
+    "The weather is lovely",
+    "The budget is 3/4 spent",             # a fraction, not March 4
+])
+def test_expiry_none_for_permanent_facts(content):
+    assert rules.expiry(content, TODAY) is None
+
+
+def test_expiry_accepts_a_date_and_never_returns_the_past():
+    assert rules.expiry("Demo is tomorrow", TODAY.date()) == "2026-01-06"
+    assert rules.expiry("Demo is tomorrow", "2026-01-05T09:00:00") == "2026-01-06"
+    assert rules.expiry("Launch was on 2025-11-01", TODAY) is None
+
+
+# --------------------------------------------------------------------------- gate
+
+@pytest.mark.parametrize("user, kind", [
+    ("I manage dependencies with poetry.", "tool"),
+    ("Please always answer in British English.", "instruction"),
+    ("Never run migrations on Fridays.", "instruction"),
+    ("We decided to go with FastAPI for the backend.", "decision"),
+    ("The grant application is due on March 3.", "deadline"),
+    ("I'm a data engineer at a fintech startup.", "fact"),
+    ("Our CI runs on GitHub Actions.", "tool"),
+    ("Switched our frontend from Vue to Svelte.", "migration"),
+    ("I hate long-winded answers; keep it brief.", "preference"),
+    ("Next step is to add OAuth to the dashboard.", "plan"),
+    ("I'm blocked on the legal review.", "waiting"),
+    ("Might try Zig sometime.", "curiosity"),
+    ("My name is Priya.", "fact"),
+    ("I live in Lisbon.", "fact"),
+    ("We're planning to launch the beta next month.", "plan"),
+    ("Meeting with the auditors on Thursday.", "deadline"),
+    ("Why does my app crash when uploads exceed 10MB?", "bug"),
+    ("We ended up picking Auth0 over Keycloak.", "decision"),
+    ("I'll be out next week.", "deadline"),
+    ("Remind me to renew the domain.", "task"),
+    ("Our Stripe webhook returns 400 on retries.", "fact"),
+])
+def test_gate_saves_durable_turns(user, kind):
+    verdict = rules.gate(user, "Noted.")
+    assert verdict["save"] is True
+    assert kind in verdict["tags"]
+    assert 1 <= verdict["importance"] <= 10
+    assert verdict["content"] and len(verdict["summary"]) <= 120
+
+
+@pytest.mark.parametrize("user", [
+    "Hello there!",
+    "Thanks, that was really helpful!",
+    "Good morning! How are you?",
+    "lol nice",
+    "ok cool",
+    "what's 2+2",
+    "What time is it in Tokyo?",
+    "What's the capital of France?",
+    "How do I reverse a list in Python?",
+    "Convert 30 celsius to fahrenheit.",
+    "Tell me a joke about cats.",
+    "Can you explain what a monad is?",
+    "What is 15% of 80?",
+    "The weather is lovely today.",
+    "What's my name?",
+])
+def test_gate_skips_small_talk_and_lookups(user):
+    assert rules.gate(user, "Sure!")["save"] is False
+
+
+def test_gate_content_keeps_the_key_nouns():
+    verdict = rules.gate("I manage dependencies with poetry.", "Noted.")
+    assert verdict["content"] == "User manages dependencies with poetry."
+    assert "poetry" in verdict["tags"]
+
+
+@pytest.mark.parametrize("user, expected", [
+    ("I really like small pull requests.", "User really likes small pull requests."),
+    ("I'm moving the API to Go.", "User is moving the API to Go."),
+    ("Hi! I don't use Docker at home.", "User does not use Docker at home."),
+    ("Always ask me before deleting files.", "Always ask the user before deleting files."),
+])
+def test_gate_content_is_third_person(user, expected):
+    assert rules.gate(user, "Ok.")["content"] == expected
+
+
+def test_gate_keeps_the_fix_of_a_bug():
+    verdict = rules.gate("Our tests fail with 'database is locked' in CI.",
+                         "The fix is to enable WAL mode and set a busy timeout.")
+    assert verdict["save"] and "bug" in verdict["tags"]
+    assert "database is locked" in verdict["content"]
+    assert "Fix: The fix is to enable WAL mode" in verdict["content"]
+
+
+@pytest.mark.parametrize("higher, lower", [
+    ("Never push directly to main.", "I'm thinking about maybe trying Rust someday."),
+    ("We decided on SQLite for storage.", "I use a MacBook."),
+    ("The launch deadline is June 1.", "I like green tea."),
+])
+def test_gate_importance_ranks_instructions_decisions_deadlines_over_curiosities(higher, lower):
+    assert rules.gate(higher, "")["importance"] > rules.gate(lower, "")["importance"]
+
+
+def test_gate_summary_is_cut_at_120_characters():
+    user = ("We decided to move the whole analytics pipeline from nightly batch jobs on "
+            "Airflow to streaming with Kafka and Flink, starting with the billing events "
+            "and then the product usage events.")
+    verdict = rules.gate(user, "Got it.")
+    assert verdict["save"] and len(verdict["summary"]) <= 120
+    assert verdict["summary"].endswith("...") and "Kafka" in verdict["content"]
+
+
+# --------------------------------------------------------------------------- cluster
+
+@pytest.mark.parametrize("candidates, expected", [
+    # seed: three wordings of 'keep code readable'
+    ([(1, "Always write readable code"), (2, "Prefers code that is easy to read"),
+      (3, "Keep code readable and clear"), (4, "Uses PostgreSQL")], [[1, 2, 3]]),
+    ([(1, "Answer in short sentences"), (2, "Prefers brief, concise answers"),
+      (3, "Keep replies short")], [[1, 2, 3]]),
+    ([(1, "Uses PostgreSQL"), (2, "The database is Postgres")], [[1, 2]]),
+    ([(1, "Likes dark mode"), (2, "Prefers a dark theme")], [[1, 2]]),
+    ([(1, "Lives in Berlin"), (2, "Based in Berlin"), (3, "Works at a bank")], [[1, 2]]),
+    ([(1, "Deploy with Docker"), (2, "Uses Docker for deployment")], [[1, 2]]),
+    ([(1, "Uses uv for dependencies"), (2, "Manages packages with uv")], [[1, 2]]),
+    # two groups and a loner, output sorted
+    ([(9, "Prefers tabs"), (4, "Lives in Berlin"), (7, "Likes tabs"),
+      (2, "Is based in Berlin"), (5, "Deadline is March 15")], [[2, 4], [7, 9]]),
+    # negatives: conflicting members, values or polarity never group
+    ([(1, "Uses PostgreSQL"), (2, "Uses MySQL")], []),
+    ([(1, "Deadline is March 15"), (2, "Deadline is April 1")], []),
+    ([(1, "Prefers tabs"), (2, "Prefers spaces")], []),
+    ([(1, "Always run tests before committing"),
+      (2, "Never run tests before committing")], []),
+    ([(1, "Uses Python for data analysis"), (2, "Uses Python for web scraping")], []),
+    ([(1, "Likes hiking"), (2, "Works at a bank"), (3, "Uses vim")], []),
+    ([(1, "Only one memory")], []),
+    ([], []),
+])
+def test_cluster_groups_paraphrases(candidates, expected):
+    assert rules.cluster(candidates) == expected
+
+
+def test_cluster_threshold_controls_looseness():
+    candidates = [(1, "User prefers Python for data analysis"),
+                  (2, "Uses Python for data analysis work")]
+    assert rules.cluster(candidates, threshold=0.5) == [[1, 2]]
+    assert rules.cluster(candidates, threshold=0.9) == []
+
+
+def test_cluster_is_deterministic_whatever_the_input_order():
+    a = [(3, "Keep code readable"), (1, "Prefers readable code"), (2, "Likes tabs"),
+         (5, "Prefers tabs")]
+    assert rules.cluster(a) == rules.cluster(list(reversed(a))) == [[1, 3], [2, 5]]
+
+
+# --------------------------------------------------------------------------- merge
+
+def test_merge_keeps_the_most_informative_wording():
+    merged = rules.merge(["Prefers code that is easy to read", "Always write readable code",
+                          "Keep code readable and clear"])
+    assert merged["content"] == "Always write readable code."
+    assert merged["summary"] == merged["content"]
+    assert "readable" in merged["tags"]
+
+
+def test_merge_does_not_lose_distinct_facts():
+    merged = rules.merge(["Uses PostgreSQL", "Our database is Postgres 16 on RDS",
+                          "Uses PostgreSQL"])
+    assert "RDS" in merged["content"] and "16" in merged["content"]
+    assert "postgresql" in merged["tags"]
+
+
+def test_merge_appends_members_that_add_words():
+    merged = rules.merge(["Prefers short answers", "Prefers short answers with code examples"])
+    assert merged["content"] == "Prefers short answers with code examples."
+    merged = rules.merge(["Lives in Berlin", "Based in Berlin, near Kreuzberg"])
+    assert "Kreuzberg" in merged["content"]
+
+
+def test_merge_summary_fits_and_empty_is_safe():
+    long = ["Deploys every service with Docker Compose on a single Hetzner box in Falkenstein "
+            "and backs up the volumes nightly to object storage with restic and rclone"] * 2
+    assert len(rules.merge(long)["summary"]) <= 120
+    assert rules.merge([]) == {"content": "", "summary": "", "tags": []}
+
+
+# --------------------------------------------------------------------------- select
+
+MEMORIES = [
+    (1, "User stopped using poetry, it's uv now."),
+    (2, "Prefers tabs for indentation"),
+    (3, "The project deadline is March 15"),
+    (4, "Our database is PostgreSQL 16"),
+    (5, "Edits code in Neovim"),
+    (6, "Uses ruff for linting"),
+    (7, "Demo for the client on Friday"),
+    (8, "Prefers code that is easy to read"),
+    (9, "Deploys the API to Fly.io"),
+]
+
+
+@pytest.mark.parametrize("query, expected_first", [
+    ("which dependency manager should I use in the commands?", 1),
+    ("what database do we use?", 4),
+    ("when is the deadline?", 3),
+    ("which editor does the user like?", 5),
+    ("how should I lint this file?", 6),
+    ("anything happening on Friday?", 7),
+    ("postgres connection settings", 4),
+    ("tabs or spaces?", 2),
+    ("make the code more readable", 8),
+    ("where do deployments go?", 9),
+    ("packages to install with uv", 1),
+    ("indentation style", 2),
+    ("the demo for the client", 7),
+])
+def test_select_puts_the_fitting_memory_first(query, expected_first):
+    assert rules.select(query, MEMORIES, 6)[0] == expected_first
+
+
+@pytest.mark.parametrize("query", [
+    "what's the weather like?",
+    "tell me a joke",
+    "hello",
+    "",
+])
+def test_select_returns_nothing_when_nothing_fits(query):
+    assert rules.select(query, MEMORIES, 6) == []
+
+
+def test_select_counts_a_slot_word_once():
+    candidates = [(1, "Tickets are tracked in Jira"), (2, "User is working on the study tracker"),
+                  (3, "The study tracker has a SQLite cache")]
+    assert rules.select("tell me about the study tracker", candidates, 3)[:2] == [2, 3]
+
+
+def test_select_uses_stance_only_for_preference_queries():
+    candidates = [(1, "Prefers tabs"), (2, "Lives in Berlin"), (3, "Likes short answers")]
+    assert rules.select("what are the user's preferences?", candidates, 5) == [1, 3]
+    assert rules.select("what's the weather like?", candidates, 5) == []
+
+
+def test_select_respects_top_n_and_edge_cases():
+    many = [(i, f"Note {i} about the billing service") for i in range(1, 10)]
+    assert rules.select("billing service", many, 3) == [1, 2, 3]  # ties keep input order
+    assert rules.select("billing", many, 0) == []
+    assert rules.select("billing", [], 5) == []
+
+
+def test_select_ranks_rare_words_above_common_ones():
+    candidates = [(1, "The project uses Python"), (2, "The project has a Kafka cluster"),
+                  (3, "The project is called Atlas")]
+    assert rules.select("project kafka topics", candidates, 3)[0] == 2
+
+
+def test_select_drops_weak_matches_far_below_the_best():
+    candidates = [(1, "Uses pytest for unit tests with fixtures and pytest-xdist"),
+                  (2, "Unit conversion table lives in utils")]
+    assert rules.select("pytest fixtures", candidates, 6) == [1]
+
+
+# --------------------------------------------------------------------------- extract_cells
+
+@pytest.mark.parametrize("user, kind, scene", [
+    ("We decided to use SQLite for storage.", "decision", "storage"),
+    ("The memory summaries could drift over time.", "risk", "memory-summaries"),
+    ("We plan to ship the importer by March 3.", "plan", "importer"),
+    ("I prefer terse answers.", "preference", "terse-answers"),
+    ("Need to add retries to the webhook handler.", "task", "retries-webhook"),
+    ("Our API uses FastAPI.", "fact", "web-framework"),
+    ("Never store secrets in the repository.", "preference", "store-secrets"),
+    ("There's a risk the migration breaks old clients.", "risk", "migration-clients"),
+    ("We will use Postgres for the analytics warehouse.", "decision", "storage"),
+    ("The importer must handle CSV files with BOMs.", "task", "importer-csv"),
+    ("Let's go with Redis for the job queue.", "decision", "cache"),
+    ("We'll release v2 next sprint.", "plan", "release"),
+    ("I work at a logistics company in Rotterdam.", "fact", "logistics-rotterdam"),
+])
+def test_extract_cells_kind_and_scene(user, kind, scene):
+    cells = rules.extract_cells(user, "")
+    assert len(cells) == 1
+    cell = cells[0]
+    assert (cell["kind"], cell["scene"]) == (kind, scene)
+    assert cell["content"] == user and 0 <= cell["salience"] <= 1
+    assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", cell["scene"])
+
+
+@pytest.mark.parametrize("user, assistant", [
+    ("Hi there! Thanks!", "You're welcome!"),
+    ("What's the capital of France?", "Paris."),
+    ("Good morning", "Good morning! How can I help?"),
+    ("The sky is blue.", "Indeed."),
+    ("How do I reverse a list in Python?", "Use reversed() or slicing with [::-1]."),
+])
+def test_extract_cells_gives_nothing_for_chatter(user, assistant):
+    assert rules.extract_cells(user, assistant) == []
+
+
+def test_extract_cells_one_per_sentence_in_order():
+    cells = rules.extract_cells(
+        "Hi! We decided to use SQLite for storage. The memory summaries might drift. "
+        "I prefer short answers.", "Great. Let's go with FTS5 for search.")
+    assert [c["kind"] for c in cells] == ["decision", "risk", "preference", "decision"]
+    assert cells[0]["scene"] == "storage" and cells[3]["scene"] == "search"
+
+
+def test_extract_cells_ignores_assistant_explanations():
+    cells = rules.extract_cells("We use Django.", "Django is a batteries-included framework. "
+                                "It ships an ORM.")
+    assert [c["content"] for c in cells] == ["We use Django."]
+
+
+def test_extract_cells_salience_follows_kind_emphasis_and_hedging():
+    def salience(text):
+        return rules.extract_cells(text, "")[0]["salience"]
+    assert salience("We decided to drop Python 3.8.") > salience("Our API runs on port 8080.")
+    assert salience("We must rotate the API keys.") > salience("We should rotate the API keys.")
+    assert salience("We decided on Kafka.") > salience("We maybe decided on Kafka.")
+
+
+# --------------------------------------------------------------------------- summarise_scene
+
+def test_summarise_scene_orders_by_salience():
+    cells = [{"content": "Uses SQLite", "salience": 0.4},
+             {"content": "Decided to add FTS5", "salience": 0.9},
+             {"content": "WAL mode is on", "salience": 0.6}]
+    assert rules.summarise_scene(cells) == "Decided to add FTS5. WAL mode is on. Uses SQLite."
+
+
+def test_summarise_scene_skips_repeats_and_stays_under_100_words():
+    cells = [{"content": "Prefers readable code", "salience": 0.8},
+             {"content": "prefers readable code", "salience": 0.5}]
+    cells += [{"content": f"Fact number {i} about the storage layer and its many tables",
+               "salience": 0.3} for i in range(30)]
+    summary = rules.summarise_scene(cells)
+    assert summary.startswith("Prefers readable code. Fact number 0")
+    assert summary.count("readable") == 1
+    assert len(summary.split()) < 100
+
+
+def test_summarise_scene_empty_and_oversized():
+    assert rules.summarise_scene([]) == ""
+    huge = {"content": " ".join(["word"] * 300), "salience": 1.0}
+    assert len(rules.summarise_scene([huge]).split()) < 100
+
+
+# --------------------------------------------------------------------------- helpers, public
+
+def test_similarity_is_zero_on_conflict_and_one_on_paraphrase():
+    assert rules.similarity("prefers readable code", "likes code that is easy to read") == 1.0
+    assert rules.similarity("Uses PostgreSQL", "Uses MySQL") == 0.0
+    assert rules.similarity("Always run tests", "Never run tests") == 0.0
+
+
+def test_read_dates_skips_start_dates():
+    assert rules.read_dates("From March 3 to March 10", TODAY.date()) == [dt.date(2026, 3, 10)]
