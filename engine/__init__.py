@@ -8,6 +8,7 @@ from .errors import ExpectationError, FormulaError, LetheError, PolicyError, Sto
 from .memory import History, Memory, MemoryRecord
 from .policy import Policy
 from .policy import load as load_policy
+from .scheduler import Scheduler
 
 __all__ = ["Memory", "MemoryRecord", "History", "Policy", "load_policy", "FixedClock",
-           "LetheError", "PolicyError", "FormulaError", "StoreError", "ExpectationError"]
+           "Scheduler", "LetheError", "PolicyError", "FormulaError", "StoreError", "ExpectationError"]

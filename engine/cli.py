@@ -256,11 +256,15 @@ def remember(db, policy, namespace, now, offline, record, replay, user, assistan
 @model_options
 @click.argument("query")
 @click.option("--top", "top_n", type=click.IntRange(min=1), help="At most this many (default: the policy's top_n).")
+@click.option("--explain", is_flag=True, help="Show every candidate's score parts and why others "
+              "were left out; records no access.")
 @json_option
-def recall(db, policy, namespace, now, offline, record, replay, query, top_n, json_):
+def recall(db, policy, namespace, now, offline, record, replay, query, top_n, explain, json_):
     """What the agent should know for QUERY: the policy's candidates, picked by its select
     judge; the chosen memories' access is recorded."""
     with open_memory(db, policy, namespace, now, offline, record, replay) as mem:
+        if explain:
+            return cli_agent.show_explanation(mem, query, top_n, json_)
         records = mem.recall(query, top_n)
     lines = [f"#{r.id} (conf {r.confidence:.2f} fresh {r.decay_score:.2f}) {r.content}" for r in records]
     emit([r.as_dict() for r in records], json_, lines or ["(nothing recalled)"])

@@ -1,1 +1,171 @@
-"""CLI commands for agents at work: daemon (the scheduler) and chat."""
+"""CLI commands for agents at work: daemon (the scheduler), chat, and `recall --explain`."""
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+
+import click
+
+from .cli import emit, json_option, main, model_options, open_memory, store_options
+
+
+# ---- recall --explain ---------------------------------------------------------------
+def show_explanation(mem, query: str, top_n: int | None, json_: bool) -> None:
+    """Print why recall returns what it returns for QUERY (called by `lethe recall --explain`)."""
+    from .recall import explain
+
+    ex = explain(mem, query, top_n)
+    emit(ex.as_dict(), json_, explanation_lines(ex))
+
+
+def explanation_lines(ex) -> list[str]:
+    picking = (f"select: {ex.select}, top {ex.top_n}" if ex.select
+               else f"top {ex.top_n}, no select step")
+    lines = [f"recall {ex.query!r} with policy {ex.policy}",
+             f"  where {ex.where}; order by {ex.order}; limit {ex.limit}; {picking}",
+             f"  {'pos':>3} {'id':>6}  pick  {'rank':>7} {'imp':>6} {'conf':>5} {'decay':>5} "
+             f"{'rel':>5}  {'order key':>9}  summary"]
+    for c in ex.candidates:
+        m, key = c.memory, c.order_keys[0] if c.order_keys else None
+        lines.append(f"  {c.position:>3} {'#' + str(m.id):>6}  {'yes' if c.chosen else '-':<4}  "
+                     f"{m.rank or 0:7.3f} {m.importance:6.1f} {m.confidence:5.2f} {m.decay_score:5.2f} "
+                     f"{m.relevance or 0:5.2f}  {_num(key):>9}  {(m.summary or m.content)[:60]}")
+    if not ex.candidates:
+        lines.append("  (no candidates)")
+    f = ex.filtered
+    out = ", ".join(f"{n} {reason.replace('_', ' ')}" for reason, n in f.items()
+                    if reason not in ("below_floor",))
+    lines.append(f"left out: {out}, {f.get('below_floor', 0)} below the recall floor "
+                 f"(failing: {ex.where})")
+    lines.append(f"also: {ex.beyond_limit} eligible beyond the limit of {ex.limit}, "
+                 f"{ex.not_chosen} candidates not picked")
+    return lines
+
+
+def _num(v) -> str:
+    return f"{v:.3f}" if isinstance(v, (int, float)) else str(v if v is not None else "-")
+
+
+# ---- daemon -------------------------------------------------------------------------
+@main.command()
+@store_options
+@model_options
+@click.option("--interval", type=click.FloatRange(min=0.01), default=60.0, show_default=True,
+              metavar="SECONDS", help="Seconds between ticks; each tick runs whatever is due.")
+@json_option
+def daemon(db, policy, namespace, now, offline, record, replay, interval, json_):
+    """Run the scheduler in the foreground: every --interval seconds, pending turns and due
+    passes, never at the same time as another scheduler on the same store and namespace.
+    Stops cleanly on Ctrl-C (SIGINT) or SIGTERM."""
+    from .scheduler import Scheduler
+
+    stop = threading.Event()
+    with open_memory(db, policy, namespace, now, offline, record, replay) as mem:
+        sched = Scheduler(mem, interval, on_tick=lambda results: _report_tick(results, json_))
+        handlers = {s: signal.signal(s, lambda *_: stop.set())
+                    for s in (signal.SIGINT, signal.SIGTERM)}
+        click.echo(f"lethe daemon: policy {mem.policy.name}, {mem.store.path}, namespace "
+                   f"{namespace}, every {interval:g}s (holder {sched.holder}); Ctrl-C stops",
+                   err=True)
+        try:
+            sched.start()
+            while not stop.wait(0.25):
+                pass
+        finally:
+            stopped = sched.stop()
+            for s, h in handlers.items():
+                signal.signal(s, h)
+        click.echo("lethe daemon: stopped" if stopped else
+                   "lethe daemon: stopped (a model call was still out; its pass will run again)",
+                   err=True)
+
+
+def _report_tick(results, json_: bool) -> None:
+    if results is None:
+        why = "another scheduler holds the lease"
+        data, lines = {"skipped": why}, [f"skipped: {why}"]
+    elif not results:
+        return  # nothing was due: stay quiet
+    else:
+        data = {"ran": [r.as_dict() for r in results]}
+        lines = [f"{r.ran_at}  {r.name}: {r.changed} changed"
+                 + "".join(f", {n} {e}" for e, n in sorted(r.events.items()))
+                 + "".join(f" ({note})" for note in r.notes) for r in results]
+    if json_:
+        click.echo(json.dumps(data, ensure_ascii=False, default=str))
+    else:
+        emit(data, False, lines)
+    sys.stdout.flush()
+
+
+# ---- chat ---------------------------------------------------------------------------
+@main.command()
+@store_options
+@model_options
+@click.option("--answer-model", default="gpt-4o-mini", show_default=True,
+              envvar="LETHE_ANSWER_MODEL",
+              help="The chat model that answers (env LETHE_ANSWER_MODEL); judges use the "
+                   "policy's models.")
+@click.option("--base-url", metavar="URL",
+              help="OpenAI-compatible endpoint of the chat model (default $OPENAI_BASE_URL, then "
+                   "api.openai.com). With --offline, the only way to get answers.")
+@click.option("--no-answer", is_flag=True,
+              help="Never ask a chat model: show what was recalled and stored.")
+@click.option("--template", default="chat.j2", show_default=True,
+              help="Prompt template for the chat model, looked up in the policy's prompt folders.")
+@click.option("--top", "top_n", type=click.IntRange(min=1),
+              help="Recall at most this many memories a turn.")
+@json_option
+def chat(db, policy, namespace, now, offline, record, replay, answer_model, base_url, no_answer,
+         template, top_n, json_):
+    """Chat in the terminal with an agent that uses its memory: each message is recalled
+    against the store, answered by --answer-model with the recalled memories in its prompt,
+    then remembered. --offline keeps the judges on their built-in rules and, without
+    --base-url, shows what was recalled and stored instead of an answer (as does having no
+    OPENAI_API_KEY). Reads messages line by line from stdin; /quit or end of input ends."""
+    from .chat import ChatSession, chat_model_for
+
+    model, why_not = chat_model_for(answer_model, base_url, offline, not no_answer)
+    interactive = sys.stdin.isatty()
+    with open_memory(db, policy, namespace, now, offline, record, replay) as mem:
+        session = ChatSession(mem, model, template, top_n, no_model_note=why_not)
+        if why_not and not json_:
+            click.echo(f"({why_not}; showing what is recalled and stored)")
+        try:
+            for user in _messages(interactive):
+                turn = session.turn(user)
+                if json_:  # one JSON object a line, as turns happen
+                    click.echo(json.dumps(turn.as_dict(), ensure_ascii=False, default=str))
+                else:
+                    emit(None, False, _turn_lines(turn, said=why_not))
+        except KeyboardInterrupt:  # Ctrl-C mid-turn: the turn is in the inbox, nothing lost
+            click.echo("", err=True)
+        finally:
+            session.close()
+
+
+def _messages(interactive: bool):
+    while True:
+        if interactive:
+            click.echo("you> ", nl=False)
+        line = sys.stdin.readline()
+        if not line or line.strip() in ("/quit", "/exit"):
+            return
+        if line.strip():
+            yield line.strip()
+
+
+def _turn_lines(turn, said: str | None) -> list[str]:
+    lines = [f"  recalled #{m.id} (conf {m.confidence:.2f}, fresh {m.decay_score:.2f}): {m.content}"
+             for m in turn.recalled] or ["  recalled nothing"]
+    if turn.answer is not None:
+        lines.append(f"assistant> {turn.answer}")
+    elif turn.note and turn.note != said:  # why there is no answer, unless said at the start
+        lines.append(f"  ({turn.note})")
+    lines += ([f"  stored #{m.id} [{m.status}]: {m.content}" for m in turn.stored]
+              or ["  stored nothing"])
+    if turn.pending:
+        lines.append(f"  {turn.pending} turn(s) wait for a judge model; `lethe run` retries them")
+    return lines

@@ -1,1 +1,36 @@
 """CLI commands for scenarios: experiment."""
+from __future__ import annotations
+
+import click
+
+from .cli import emit, json_option, main
+from .errors import ExpectationError
+
+
+@main.command()
+@click.argument("scenarios", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--policy", "-p", "policies", multiple=True, required=True, metavar="POLICY",
+              help="Policy file, or a name in ./policies (repeatable: one column each).")
+@click.option("--offline", is_flag=True,
+              help="Use the built-in rules judges for every model (no network, no key).")
+@click.option("--report", metavar="FILE.html", type=click.Path(dir_okay=False),
+              help="Also write a self-contained HTML report with charts to FILE.html.")
+@click.option("--keep", metavar="DIR", type=click.Path(file_okay=False),
+              help="Keep each run's database in DIR (for `lethe why` afterwards).")
+@json_option
+def experiment(scenarios, policies, offline, report, keep, json_):
+    """Play every SCENARIO under every --policy, each on a fresh store, and print the
+    matrix of expectations met, end counts by status, stale recalls and model use.
+    Exit 0 when every expectation of every run holds, 1 otherwise."""
+    from .experiment import run_experiment, text_lines
+
+    exp = run_experiment(list(scenarios), list(policies), offline=offline, keep=keep)
+    lines = text_lines(exp)
+    if report:
+        from .report import write_report
+
+        write_report(exp, report)
+        lines.append(f"report: {report}")
+    emit(exp.as_dict(), json_, lines)
+    if not exp.ok:
+        raise ExpectationError(f"{len(exp.missed())} expectation(s) missed")

@@ -1,55 +1,100 @@
-"""`make demo`: adopt an article-format database and run the lifecycle policy over it, offline."""
+"""`make demo`: the shipped scenarios under the store-and-retrieve archive and under seed A's
+lifecycle, offline, through the same `run_experiment` that `lethe experiment` runs.
+
+It prints the matrix, then where the archive recalls stale facts and the lifecycle does
+not, then what the lifecycle superseded, archived, expired and compressed, and writes the
+HTML report with charts to demo-out/experiment.html.
+"""
 from __future__ import annotations
 
-import datetime as dt
+import glob
 import os
-import shutil
 
-from .clock import FixedClock
-from .memory import Memory
+from .clock import parse_time
+from .experiment import Experiment, Run, run_experiment, text_lines
 from .policy import PROJECT_DIR
 
 OUT = "demo-out"
+POLICIES = ("archive", "lifecycle")
 
 
 def main() -> None:
-    from bench.seed_article import generate
+    scenarios = [_shown(p) for p in sorted(glob.glob(os.path.join(PROJECT_DIR, "scenarios", "*.yaml")))]
+    policies = [_shown(os.path.join(PROJECT_DIR, "policies", f"{p}.yaml")) for p in POLICIES]
+    print(f"Playing {len(scenarios)} scenarios from scenarios/ under policies/archive.yaml "
+          "(store and retrieve, forget nothing) and policies/lifecycle.yaml (seed A), offline.\n")
+    exp = run_experiment(scenarios, policies, offline=True)
+    for line in text_lines(exp, missed=False):
+        print(line)
+    archive, lifecycle = exp.policies
+    summary = exp.summary()
+    print("\n" + "; ".join(f"{name} meets {s['met']}/{s['total']} expectations"
+                           for name, s in summary.items())
+          + ".\n(Every miss, with file:line: lethe experiment scenarios/*.yaml --policy "
+          "policies/archive.yaml --offline)")
+    print("\nWhere the archive recalls stale facts and the lifecycle does not:")
+    for line in stale_comparison(exp, archive, lifecycle) or ["  (nowhere)"]:
+        print(line)
+    print("\nWhat the lifecycle did:")
+    for line in lifecycle_changes([r for r in exp.runs if r.policy is lifecycle]):
+        print(line)
+    report = write_report(exp)
+    if report:
+        print(f"\nCharts of memories by status over time: {report}")
+    print("Try: .venv/bin/lethe experiment scenarios/*.yaml --policy policies/lifecycle.yaml "
+          "--offline --report demo-out/experiment.html")
+
+
+def stale_comparison(exp: Experiment, archive, lifecycle) -> list[str]:
+    """Each recall where the archive returned a stale memory and the lifecycle did not."""
+    lines = []
+    for s in exp.scenarios:
+        a, b = exp.run(s, archive), exp.run(s, lifecycle)
+        for ra, rb in zip(a.playback.recalls, b.playback.recalls):
+            if not ra["stale"] or rb["stale"]:
+                continue
+            lines.append(f"  {s.name}, day {_day(s, ra['at'])}: \"{ra['query']}\"")
+            lines.append(f"    archive recalled:   {' | '.join(ra['stale'])}   <- stale")
+            lines.append(f"    lifecycle recalled: {' | '.join(rb['recalled']) or '(nothing)'}")
+    return lines
+
+
+def lifecycle_changes(runs: list[Run]) -> list[str]:
+    lines = []
+    verbs = {"superseded": "by", "compressed": "merged into", "archived": "", "expired": ""}
+    for status, verb in verbs.items():
+        found = [(r, c) for r in runs for c in r.changes if c["status"] == status]
+        lines.append(f"  {status} ({len(found)}):")
+        for r, c in found:
+            by = f"  -> {verb} \"{c['by']}\"" if verb and c["by"] else ""
+            lines.append(f"    day {_day(r.scenario, c['at'])}: \"{c['content']}\"{by}")
+    return lines
+
+
+def _day(scenario, at: str | None) -> str:
+    if not at:
+        return "?"
+    days = (parse_time(at) - scenario.start).total_seconds() / 86400
+    return f"{days:.0f}"
+
+
+def _shown(path: str) -> str:
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
+def write_report(exp: Experiment) -> str | None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print("\n(no matplotlib: pip install -e '.[report]' for the HTML report with charts)")
+        return None
+    from .report import write_report as write
 
     os.makedirs(OUT, exist_ok=True)
-    path = os.path.join(OUT, "agent_memory.db")
-    for suffix in ("", "-wal", "-shm"):
-        if os.path.exists(path + suffix):
-            os.remove(path + suffix)
-    start = dt.datetime(2026, 1, 5, 9, 0)
-    generate(path, 5000, start)
-    print(f"1. An article-format agent_memory.db with 5,000 memories: {path}")
-    clock = FixedClock(start)
-    policy = os.path.join(PROJECT_DIR, "policies", "lifecycle.yaml")
-    with Memory(path, policy=policy, clock=clock, offline=True) as mem:
-        print(f"2. Adopted in place by policies/lifecycle.yaml: {_counts(mem)}")
-        for day in (1, 30, 90):
-            clock.set(start + dt.timedelta(days=day))
-            results = mem.run_due()
-            done = "; ".join(f"{r.name}: {r.changed} changed {r.events}" for r in results)
-            print(f"3. Day {day:>3}, passes due: {done}")
-            print(f"   statuses now: {_counts(mem)}")
-        top = mem.candidates(limit=3)
-        print("4. What recall would consider first:")
-        for m in top:
-            print(f"   #{m.id} rank {m.rank:.2f} (imp {m.importance:g} conf {m.confidence:g} "
-                  f"fresh {m.decay_score:.2f}) {m.summary}")
-        archived = mem.store.db.execute("SELECT memory_id FROM memory_events WHERE event_type = "
-                                        "'archived' ORDER BY id LIMIT 1").fetchone()
-        if archived:
-            h = mem.history(archived[0])
-            print(f"5. Why is #{h.memory.id} archived? (lethe why {h.memory.id} --db {path})")
-            for e in h.events:
-                print(f"   {e['occurred_at']} {e['event_type']}: {e['detail']}")
-    print(f"\nTry: .venv/bin/lethe ls --db {path} --now {(start + dt.timedelta(days=90)).isoformat()}")
-
-
-def _counts(mem: Memory) -> str:
-    return ", ".join(f"{n} {s}" for s, n in sorted(mem.counts().items()))
+    path = os.path.join(OUT, "experiment.html")
+    write(exp, path)
+    return path
 
 
 if __name__ == "__main__":

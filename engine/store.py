@@ -133,6 +133,15 @@ def m007_scenes(db):
     db.execute("CREATE INDEX IF NOT EXISTS memories_scene ON memories(namespace, scene)")
 
 
+@migration
+def m008_leases(db):
+    """Who may run passes on a namespace, and until when: schedulers take this row before
+    running passes and give it back after, so two processes never run them at once."""
+    db.execute("""CREATE TABLE IF NOT EXISTS leases (
+        namespace TEXT PRIMARY KEY, holder TEXT NOT NULL, acquired_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL)""")
+
+
 class Store:
     """A connection to one database file, upgraded to the current schema on open."""
 

@@ -1,0 +1,257 @@
+"""The scheduler: `run_due()` on a background thread, and never two at once per store.
+
+Two schedulers (threads, or processes such as two daemons) must not run passes on the
+same store and namespace at the same time. Before running passes a scheduler takes the
+namespace's row in `leases` with one atomic upsert inside BEGIN IMMEDIATE, and deletes it
+when the passes are done. A holder that dies leaves a row that expires `lease_ttl` later;
+then anyone may take it over. A long pass keeps its lease by renewing it between
+statements, inside its own transaction: nobody can take the lease while that
+transaction holds the write lock, and the renewal is visible the moment it commits.
+
+The scheduler works over its own connection to the file, so the agent's recall and
+remember, on theirs, keep reading during a pass (WAL) and wait for nothing but SQLite's
+write lock. Times come from the memory's clock; only the sleep between ticks is real time.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import socket
+import sqlite3
+import threading
+import uuid
+from typing import Callable
+
+from .clock import Clock, iso, parse_duration
+from .errors import LetheError
+from .passes import PassResult
+
+log = logging.getLogger("lethe.scheduler")
+DEFAULT_TTL = dt.timedelta(minutes=15)
+
+
+class LeaseBusy(LetheError):
+    """Another scheduler holds the lease: it is running passes on this store right now."""
+
+
+class _Stopped(Exception):
+    """Raised between a pass's statements when the scheduler stops: the pass rolls back."""
+
+
+def default_holder() -> str:
+    """host:pid:random, so a lease row says who holds it and no two holders share a name."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Lease:
+    """The namespace's row in `leases` (namespace, holder, acquired_at, expires_at).
+
+    It has its own connection, so taking it never waits behind a Python lock, and gives
+    up after `wait` seconds when another process holds SQLite's write lock (then someone
+    is busy writing, and the next tick tries again)."""
+
+    def __init__(self, path: str, namespace: str, clock: Clock, ttl: dt.timedelta = DEFAULT_TTL,
+                 holder: str | None = None, wait: float = 1.0):
+        self.namespace, self.clock, self.ttl, self.wait = namespace, clock, ttl, wait
+        self.holder = holder or default_holder()
+        self.db = sqlite3.connect(path, timeout=wait, isolation_level=None, check_same_thread=False)
+        self.db.row_factory = sqlite3.Row
+
+    def acquire(self) -> bool:
+        """Take the lease if nobody holds it, it has expired, or it is already ours."""
+        now = self.clock()
+        return self._write(
+            "INSERT INTO leases (namespace, holder, acquired_at, expires_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (namespace) DO UPDATE SET holder = excluded.holder, "
+            "acquired_at = excluded.acquired_at, expires_at = excluded.expires_at "
+            "WHERE leases.holder = excluded.holder OR leases.expires_at <= excluded.acquired_at",
+            (self.namespace, self.holder, iso(now), iso(now + self.ttl)), self.wait)
+
+    def release(self) -> None:
+        """Give the lease back (only ours: a lease taken over after expiry is left alone)."""
+        self._write("DELETE FROM leases WHERE namespace = ? AND holder = ?",
+                    (self.namespace, self.holder), 30.0)
+
+    def renew_sql(self) -> tuple[str, tuple]:
+        """The statement that extends our lease by `ttl` from now, for the caller's transaction."""
+        return ("UPDATE leases SET expires_at = ? WHERE namespace = ? AND holder = ?",
+                (iso(self.clock() + self.ttl), self.namespace, self.holder))
+
+    def current(self) -> dict | None:
+        row = self.db.execute("SELECT * FROM leases WHERE namespace = ?", (self.namespace,)).fetchone()
+        return dict(row) if row else None
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _write(self, sql: str, params: tuple, wait: float) -> bool:
+        self.db.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:  # the write lock stayed taken for `wait` seconds
+            return False
+        try:
+            changed = self.db.execute(sql, params).rowcount
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+        return changed == 1
+
+
+class Scheduler:
+    """Runs `memory.run_due()` every `interval` seconds on a background thread.
+
+    >>> sched = Scheduler(mem, interval=60).start()   # or: with Scheduler(mem): ...
+    >>> sched.force_run()                               # every pass, now
+    >>> sched.stop()                                    # returns within a second
+
+    `on_tick(results)` is called after each tick with the pass results, or None when
+    another holder had the lease. A tick that fails is logged and kept in `last_error`;
+    the scheduler carries on.
+    """
+
+    def __init__(self, memory, interval: float = 60.0, *, lease_ttl=DEFAULT_TTL,
+                 on_tick: Callable[[list[PassResult] | None], None] | None = None,
+                 holder: str | None = None):
+        if memory.store.path in ("", ":memory:"):
+            raise LetheError("the scheduler needs a database file: it opens its own connection to it")
+        self.memory = memory
+        self.interval = float(interval)
+        self.lease_ttl = lease_ttl if isinstance(lease_ttl, dt.timedelta) else parse_duration(lease_ttl)
+        self.on_tick = on_tick
+        self.holder = holder or default_holder()
+        self.ticks = 0
+        self.last_results: list[PassResult] | None = None
+        self.last_error: BaseException | None = None
+        self._stopping = threading.Event()
+        self._run_lock = threading.Lock()      # the thread and force_run take turns
+        self._thread: threading.Thread | None = None
+        self._own = None                       # the scheduler's Memory on its own connection
+        self._lease: Lease | None = None
+        self._open()
+
+    # -- lifecycle
+    def start(self) -> "Scheduler":
+        """Start the background thread (its first tick runs at once); returns self."""
+        if self.running:
+            return self
+        self._stopping.clear()
+        self._thread = threading.Thread(target=self._loop, daemon=True,
+                                        name=f"lethe-scheduler-{self.memory.namespace}")
+        self._thread.start()
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def stop(self, timeout: float = 1.0) -> bool:
+        """Stop the thread and join it, waiting at most `timeout` seconds. A pass caught
+        half-way is rolled back (it runs again on the next tick). False only when the thread
+        is still waiting on a model's answer; it then exits as soon as that returns."""
+        self._stopping.set()
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout / 2)
+            own = self._own
+            if thread.is_alive() and own is not None:
+                try:
+                    own.store.db.interrupt()  # a long statement aborts; its pass rolls back
+                except sqlite3.ProgrammingError:  # closed meanwhile: the thread is done
+                    pass
+                thread.join(timeout / 2)
+            if thread.is_alive():
+                return False
+            self._thread = None
+        self.close()
+        return True
+
+    def close(self) -> None:
+        """Close the scheduler's own connections (force_run reopens them)."""
+        with self._run_lock:
+            if self._own is not None:
+                self._own.close()
+                self._lease.close()
+                self._own = self._lease = None
+
+    def __enter__(self) -> "Scheduler":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- running passes
+    def tick(self, progress: Callable[[str], None] | None = None) -> list[PassResult] | None:
+        """Once, now: pending turns and due passes, under the lease. None when another
+        holder has the lease (it is running passes on this store)."""
+        return self._under_lease(None, progress)
+
+    def force_run(self, passes=None, progress: Callable[[str], None] | None = None) -> list[PassResult]:
+        """Run every pass of the policy (or the named ones) now, due or not, in the
+        caller's thread and under the lease. Raises LeaseBusy when another holder has it."""
+        names = list(passes) if passes else list(self.memory.policy.passes)
+        results = self._under_lease(names, progress)
+        if results is None:
+            held = self._lease.current() if self._lease else None
+            raise LeaseBusy(f"another scheduler is running passes on namespace "
+                            f"'{self.memory.namespace}'" + (f" ({held['holder']})" if held else ""))
+        return results
+
+    def _under_lease(self, names: list[str] | None, progress) -> list[PassResult] | None:
+        with self._run_lock:
+            mem, lease = self._open()
+            if not lease.acquire():
+                return None
+            try:
+                hook = self._hook(mem, lease, progress)
+                return mem.run_due(progress=hook) if names is None else mem.run(names, progress=hook)
+            finally:
+                lease.release()
+
+    def _hook(self, mem, lease: Lease, progress):
+        """Called before each statement of a pass, inside the pass's transaction: renew the
+        lease when a third of it is spent, report progress, stop if asked to."""
+        renewed = [mem.clock()]
+        in_thread = threading.current_thread() is self._thread
+
+        def hook(label: str) -> None:
+            if mem.clock() - renewed[0] >= lease.ttl / 3:
+                mem.store.db.execute(*lease.renew_sql())
+                renewed[0] = mem.clock()
+            if progress:
+                progress(label)
+            if in_thread and self._stopping.is_set():  # the last moment before the statement
+                raise _Stopped()
+        return hook
+
+    def _open(self):
+        if self._own is None:
+            from .memory import Memory
+
+            m = self.memory
+            self._own = Memory(m.store.path, policy=m.policy, namespace=m.namespace,
+                               offline=m.offline, clock=m.clock, record=m.judges.record,
+                               replay=m.judges.replay, scripted=m.judges.scripted)
+            self._lease = Lease(m.store.path, m.namespace, m.clock, self.lease_ttl, self.holder)
+        return self._own, self._lease
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                results = self.tick()
+            except _Stopped:
+                break
+            except Exception as exc:  # a failing tick is logged; the next one may succeed
+                if self._stopping.is_set():   # interrupted by stop(): not a failure
+                    break
+                self.last_error = exc
+                log.exception("scheduler tick failed")
+            else:
+                self.ticks += 1
+                self.last_results = results
+                if self.on_tick:
+                    self.on_tick(results)
+            self._stopping.wait(self.interval)
+        self.close()  # stop() may have given up waiting for us: give the connections back

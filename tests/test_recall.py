@@ -1,0 +1,207 @@
+"""Recall: order and filtering per shipped policy (snapshots), relevance, access, --explain."""
+import datetime as dt
+import glob
+import json
+import os
+
+import pytest
+from click.testing import CliRunner
+from syrupy.extensions.json import JSONSnapshotExtension
+
+from engine.cli import main
+from engine.clock import iso
+from engine.recall import explain, reasons_statement
+from tests.conftest import POLICIES
+
+SHIPPED = sorted(os.path.basename(p)[:-5] for p in glob.glob(f"{POLICIES}/*.yaml"))
+DAY = dt.timedelta(days=1)
+QUERIES = ["which dependency manager and database does the project use?",
+           "what editor do I like?", "good morning"]
+
+
+@pytest.fixture
+def json_snapshot(snapshot):
+    return snapshot.use_extension(JSONSnapshotExtension)
+
+
+def add(mem, text, **kw):
+    return mem.add(text, judged=False, **kw)
+
+
+def seed_store(mem, clock) -> dict[str, int]:
+    """110 days of one agent's memories: one ages out, one fades below the recall floor,
+    one is superseded, one expires, four stay fresh."""
+    ids = {"weather": add(mem, "User asked about the weather in Lisbon", importance=2),
+           "poetry": add(mem, "Dependencies of the project are managed with poetry", importance=7)}
+    mem.run_due()
+    clock.advance(20 * DAY)
+    ids["editor"] = add(mem, "The favourite editor of the user is Neovim", importance=6)
+    mem.run_due()
+    clock.advance(80 * DAY)
+    ids["database"] = add(mem, "The project uses PostgreSQL 16 for its main database",
+                          importance=8, confidence=0.9)
+    ids["tabs"] = add(mem, "User prefers tabs over spaces", importance=6, confidence=0.7)
+    ids["blocked"] = add(mem, "Release is blocked until the security review",
+                         importance=5, expires_at=clock() + 5 * DAY)
+    ids["uv"] = add(mem, "Dependencies of the project are managed with uv now", importance=7)
+    with mem.store.transaction() as db:
+        mem.writer.supersede(db, ids["poetry"], ids["uv"], "Dependencies ... uv now")
+    mem.run_due()
+    clock.advance(10 * DAY)
+    mem.run_due()
+    return ids
+
+
+def stable(ex: dict) -> dict:
+    """An explanation without database ids, floats rounded: what a reviewer reads."""
+    names = {c["id"]: c["summary"] for c in ex["candidates"]}
+    r = lambda v: round(v, 4) if isinstance(v, float) else v  # noqa: E731
+    return {**{k: ex[k] for k in ("where", "order", "limit", "select", "top_n", "filtered",
+                                  "eligible", "beyond_limit", "not_chosen")},
+            "chosen": [names[i] for i in ex["chosen"]],
+            "candidates": [{k: ([r(x) for x in v] if isinstance(v, list) else r(v))
+                            for k, v in c.items() if k != "id"} for c in ex["candidates"]]}
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_recall_order_and_filtering_per_policy(name, memory, clock, json_snapshot):
+    mem = memory(name)
+    seed_store(mem, clock)
+    seen = {}
+    for query in QUERIES:
+        ex = explain(mem, query).as_dict()
+        got = mem.recall(query)
+        assert [m.id for m in got] == ex["chosen"], "explain shows what recall returns"
+        assert all(m.status == "active" for m in got)
+        seen[query] = {"explain": stable(ex), "recalled": [m.content for m in got]}
+    assert seen == json_snapshot
+
+
+def test_recall_never_returns_what_is_gone(memory, clock):
+    mem = memory("lifecycle")
+    ids = seed_store(mem, clock)
+    statuses = {k: mem.get(i).status for k, i in ids.items()}
+    assert statuses == {"weather": "archived", "poetry": "superseded", "editor": "active",
+                        "database": "active", "tabs": "active", "blocked": "expired",
+                        "uv": "active"}
+    got = {q: [m.id for m in mem.recall(q)] for q in (
+        "weather in Lisbon", "release blocked security review", "editor Neovim",
+        "poetry dependencies")}
+    assert got == {"weather in Lisbon": [], "release blocked security review": [],
+                   "editor Neovim": [],  # faded below the recall floor
+                   "poetry dependencies": [ids["uv"]]}  # what replaced it
+
+
+def test_recalled_memory_lives_120_days_unrecalled_one_is_archived(memory, clock):
+    mem = memory("lifecycle")
+    kept = add(mem, "The favourite editor of the user is Neovim", importance=6)
+    dropped = add(mem, "User asked about the weather in Lisbon", importance=6)
+    for day in range(1, 121):
+        clock.advance(DAY)
+        mem.run_due()
+        if day % 21 == 0:  # every three weeks the agent needs its editor
+            assert [m.id for m in mem.recall("which editor do I use?")] == [kept]
+        # what recall would pick (explain records no access, so the weather stays unrecalled)
+        assert all(c.memory.status == "active" for c in explain(mem, "weather in Lisbon").chosen)
+    assert mem.get(kept).status == "active" and mem.get(kept).access_count == 5
+    assert mem.get(dropped).status == "archived"
+    assert [m.id for m in mem.recall("weather in Lisbon")] == []
+
+
+def write_policy(tmp_path, name, body) -> str:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(f"name: {name}\nextends: {POLICIES}/lifecycle.yaml\n{body}")
+    return str(path)
+
+
+def test_relevance_is_bm25_between_0_and_1(memory, clock):
+    mem = memory("lifecycle")
+    db_id = add(mem, "The project database is PostgreSQL", importance=5)
+    others = [add(mem, f"Unrelated note number {i} about green tea", importance=8) for i in range(8)]
+    scored = {m.id: m.relevance for m in mem.candidates("which database?", scored=True)}
+    assert set(scored) == {db_id, *others}
+    assert 0.3 < scored[db_id] < 1.0
+    assert all(scored[o] == 0.0 for o in others)
+    assert [m.id for m in mem.candidates("which database?")] == [db_id]  # unscored: matches only
+
+
+def test_relevance_in_the_order_formula(memory, clock, tmp_path):
+    plain = memory("lifecycle")
+    db_id = add(plain, "The project database is PostgreSQL", importance=5)
+    for i in range(8):
+        add(plain, f"Unrelated note number {i} about green tea", importance=8)
+    assert plain.candidates("database", scored=True)[0].id != db_id  # rank alone: importance 8 first
+    relevant = memory(write_policy(tmp_path, "relevant", 'recall:\n  order: "rank * (0.5 + relevance)"\n'))
+    first = relevant.candidates("database", scored=True)[0]
+    assert first.id == db_id
+    assert explain(relevant, "database").candidates[0].order_keys == [
+        pytest.approx(first.rank * (0.5 + first.relevance))]
+
+
+def test_recall_records_access_of_the_chosen_only(memory, clock):
+    mem = memory("lifecycle")
+    db_id = add(mem, "The project uses PostgreSQL 16 for its main database", importance=8)
+    tea = add(mem, "User drinks green tea in the morning", importance=8)
+    clock.advance(3 * DAY)
+    explain(mem, "which database?")  # explaining records nothing
+    assert mem.get(db_id).access_count == 0
+    assert [m.id for m in mem.recall("which database?")] == [db_id]
+    assert [m.id for m in mem.recall("what database again?")] == [db_id]
+    chosen, other = mem.get(db_id), mem.get(tea)
+    assert (chosen.access_count, chosen.last_accessed) == (2, iso(clock()))
+    assert (other.access_count, other.last_accessed) == (0, None)
+
+
+def test_without_a_select_step_the_top_n_are_recalled_and_accessed(memory, clock):
+    mem = memory("scheduled-sql")  # no select step: the first top_n in rank order
+    ids = [add(mem, f"note {i}", importance=i) for i in range(1, 9)]
+    got = mem.recall("anything", top_n=3)
+    assert [m.id for m in got] == ids[::-1][:3]
+    assert [mem.get(i).access_count for i in ids] == [0] * 5 + [1] * 3
+
+
+def test_explain_counts_every_reason_with_one_group_by(memory, clock):
+    mem = memory("lifecycle")
+    ids = [add(mem, f"fact number {i} about databases", importance=5) for i in range(12)]
+    mem.store.db.execute("UPDATE memories SET status = 'compressed' WHERE id IN (?, ?)", ids[:2])
+    mem.store.db.execute("UPDATE memories SET status = 'archived' WHERE id = ?", (ids[2],))
+    mem.store.db.execute("UPDATE memories SET status = 'superseded' WHERE id = ?", (ids[3],))
+    mem.store.db.execute("UPDATE memories SET status = 'expired' WHERE id IN (?, ?, ?)", ids[4:7])
+    mem.store.db.execute("UPDATE memories SET decay_score = 0.12 WHERE id = ?", (ids[7],))
+    mem.store.db.execute("UPDATE memories SET status = 'parked' WHERE id = ?", (ids[8],))
+    ex = explain(mem, "databases")
+    assert ex.filtered == {"archived": 1, "superseded": 1, "expired": 3, "compressed": 2,
+                           "below_floor": 1, "parked": 1}
+    assert ex.eligible == len(ex.candidates) == 3
+    st = reasons_statement(mem.policy, mem.plan.dialect, True)
+    assert st.sql.count("SELECT") == 1 and "GROUP BY reason" in st.sql
+
+
+def test_explain_counts_what_the_limit_cut(memory, clock, tmp_path):
+    mem = memory(write_policy(tmp_path, "short", "recall:\n  limit: 2\n"))
+    for i in range(5):
+        add(mem, f"fact number {i}", importance=i + 1)
+    ex = explain(mem, "fact")
+    assert (ex.eligible, len(ex.candidates), ex.beyond_limit) == (5, 2, 3)
+    assert [c.memory.importance for c in ex.candidates] == [5, 4]
+
+
+def test_recall_explain_on_the_command_line(db_path, memory, clock):
+    mem = memory("lifecycle", db=db_path)
+    seed_store(mem, clock)
+    base = ["recall", "which database does the project use?", "--db", db_path, "--policy",
+            f"{POLICIES}/lifecycle.yaml", "--offline", "--now", iso(clock()), "--explain"]
+    text = CliRunner().invoke(main, base)
+    assert text.exit_code == 0, text.output
+    assert "PostgreSQL 16" in text.output
+    assert ("left out: 1 archived, 1 superseded, 1 expired, 0 compressed, 1 below the recall floor"
+            in text.output)
+    data = json.loads(CliRunner().invoke(main, base + ["--json"]).output)
+    assert data["filtered"]["below_floor"] == 1
+    chosen = {c["summary"]: c for c in data["candidates"] if c["chosen"]}
+    pg = chosen["The project uses PostgreSQL 16 for its main database"]
+    assert (pg["importance"], pg["confidence"]) == (8.0, 0.9)
+    assert pg["decay"] == pytest.approx(0.7937, abs=1e-4)  # ten idle days, half-life 30
+    assert pg["rank"] == pytest.approx(8.0 * 0.9 * pg["decay"])
+    assert 0 < pg["relevance"] < 1
+    assert mem.get(pg["id"]).access_count == 0  # --explain records no access

@@ -1,0 +1,204 @@
+"""The scheduler: start/stop/force_run, the lease across processes, and `lethe daemon`."""
+import datetime as dt
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from engine import FixedClock, Memory, Scheduler
+from engine.clock import iso
+from engine.scheduler import Lease, LeaseBusy
+from tests.conftest import POLICIES, ROOT, START
+
+# one pass, due hourly, that writes an event per active memory (a pass run twice shows
+# up as twice the events), then a second statement, so that a pass has a middle
+TICKING = """name: ticking
+models:
+  offline: {provider: rules}
+passes:
+  tick:
+    every: 1h
+    rules:
+      - {when: "status = 'active'", event: ticked}
+      - {when: "status = 'active'", set: {decay_score: 1.0}}
+"""
+
+
+@pytest.fixture
+def ticking(tmp_path, db_path):
+    policy = tmp_path / "ticking.yaml"
+    policy.write_text(TICKING)
+    with Memory(db_path, policy=str(policy), offline=True, clock=FixedClock(START)) as mem:
+        for i in range(5):
+            mem.add(f"fact {i}", judged=False)
+    return str(policy)
+
+
+def ticked(db_path) -> int:
+    with Memory(db_path, policy=f"{POLICIES}/archive.yaml") as mem:
+        return mem.store.db.execute(
+            "SELECT count(*) FROM memory_events WHERE event_type = 'ticked'").fetchone()[0]
+
+
+def wait_for(condition, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_start_runs_due_passes_and_stop_returns_within_a_second(memory, clock):
+    mem = memory("lifecycle")
+    mem.add("User prefers tabs over spaces", judged=False)
+    ticks = []
+    sched = Scheduler(mem, interval=3600, on_tick=ticks.append).start()
+    assert wait_for(lambda: ticks)
+    assert [r.name for r in ticks[0]] == ["expiry", "decay", "compression"]
+    started = time.monotonic()
+    assert sched.stop() is True
+    assert time.monotonic() - started < 1.0  # it was sleeping for an hour: stop woke it
+    assert not sched.running
+    assert not [t for t in threading.enumerate() if t.name.startswith("lethe-scheduler")]
+    runs = mem.store.db.execute("SELECT pass FROM pass_runs ORDER BY pass").fetchall()
+    assert [r[0] for r in runs] == ["compression", "decay", "expiry"]
+
+
+def test_ticks_follow_the_clock(memory, clock):
+    mem = memory("lifecycle")
+    ticks = []
+    sched = Scheduler(mem, interval=0.02, on_tick=lambda r: ticks.append([p.name for p in r])).start()
+    assert wait_for(lambda: len(ticks) >= 3)
+    clock.advance(dt.timedelta(hours=1, minutes=1))
+    assert wait_for(lambda: ["expiry"] in ticks)
+    assert sched.stop()
+    assert ticks[0] == ["expiry", "decay", "compression"]
+    assert ticks[1] == ticks[2] == []  # until the clock moved, nothing was due
+    assert [t for t in ticks if t] == [["expiry", "decay", "compression"], ["expiry"]]
+
+
+def test_force_run_runs_every_pass_now(memory, clock):
+    mem = memory("lifecycle")
+    sched = Scheduler(mem)
+    assert [r.name for r in sched.force_run()] == ["expiry", "decay", "compression"]
+    assert mem.due() == []
+    assert [r.name for r in sched.force_run(["decay"])] == ["decay"]  # due or not
+    assert sched.stop()
+
+
+def test_a_pass_caught_by_stop_is_rolled_back_and_runs_later(ticking, db_path):
+    mem = Memory(db_path, policy=ticking, offline=True, clock=FixedClock(START))
+    in_pass = threading.Event()
+
+    class SlowScheduler(Scheduler):
+        def tick(self, progress=None):  # what a long pass looks like: slow statements
+            return super().tick(progress=lambda label: (in_pass.set(), time.sleep(0.4)))
+
+    sched = SlowScheduler(mem, interval=3600).start()
+    assert in_pass.wait(5)
+    started = time.monotonic()
+    assert sched.stop() is True
+    assert time.monotonic() - started < 1.0
+    assert ticked(db_path) == 0 and mem.due() == ["tick"]  # all or nothing: nothing
+    assert mem.store.db.execute("SELECT count(*) FROM leases").fetchone()[0] == 0
+    assert [r.name for r in Scheduler(mem).force_run()] == ["tick"]
+    assert ticked(db_path) == 5
+    mem.close()
+
+
+def test_a_held_lease_skips_the_tick_and_an_expired_one_is_taken_over(ticking, db_path):
+    clock = FixedClock(START)
+    mem = Memory(db_path, policy=ticking, offline=True, clock=clock)
+    other = Lease(db_path, "default", clock, dt.timedelta(minutes=15), holder="elsewhere:1")
+    assert other.acquire()
+    sched = Scheduler(mem)
+    assert sched.tick() is None
+    with pytest.raises(LeaseBusy, match="elsewhere:1"):
+        sched.force_run()
+    assert ticked(db_path) == 0
+    clock.advance(dt.timedelta(minutes=16))  # the holder died: its lease ran out
+    assert [r.name for r in sched.tick()] == ["tick"]
+    assert other.current() is None  # given back after the passes: free for anyone
+    assert other.acquire()
+    sched.stop()
+    other.close()
+    mem.close()
+
+
+def test_a_long_pass_renews_its_lease(ticking, db_path):
+    clock = FixedClock(START)
+    mem = Memory(db_path, policy=ticking, offline=True, clock=clock)
+    sched = Scheduler(mem, lease_ttl="15m")
+    seen = []
+
+    def an_hour_a_statement(label):  # looked at inside the pass, on the scheduler's connection
+        clock.advance(dt.timedelta(hours=1))
+        seen.append(sched._own.store.db.execute("SELECT expires_at FROM leases").fetchone()[0])
+    sched.tick(progress=an_hour_a_statement)
+    assert seen == [iso(START + dt.timedelta(minutes=15)),  # taken at 09:00 for 15 minutes
+                    iso(START + dt.timedelta(hours=1, minutes=15))]  # renewed at 10:00
+    sched.stop()
+    mem.close()
+
+
+def _race(db_path, policy, barrier, results):
+    """One process: open the store, wait for the other, then tick with a slow pass."""
+    mem = Memory(db_path, policy=policy, offline=True, clock=FixedClock(START))
+    sched = Scheduler(mem)
+    barrier.wait()
+    ran = sched.tick(progress=lambda label: time.sleep(0.5))
+    results.put(None if ran is None else [r.name for r in ran])
+    sched.stop()
+    mem.close()
+
+
+def test_two_processes_one_pass(ticking, db_path):
+    ctx = multiprocessing.get_context("fork")
+    barrier, results = ctx.Barrier(2), ctx.Queue()
+    procs = [ctx.Process(target=_race, args=(db_path, ticking, barrier, results)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(20)
+        assert p.exitcode == 0
+    outcomes = [results.get(timeout=1), results.get(timeout=1)]
+    # one ran the pass; the other found the lease taken (None), or took it afterwards and
+    # found nothing due ([]), depending on who got SQLite's write lock when
+    assert sorted(outcomes, key=str) in ([None, ["tick"]], [["tick"], []])
+    assert ticked(db_path) == 5  # five memories, one event each: the pass ran once
+
+
+def test_memory_without_a_file_is_refused(clock):
+    mem = Memory(":memory:", policy=f"{POLICIES}/lifecycle.yaml", offline=True, clock=clock)
+    with pytest.raises(Exception, match="needs a database file"):
+        Scheduler(mem)
+    mem.close()
+
+
+def _daemon(db_path, *extra):
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-c", "from engine.cli import main; main()", "daemon", "--db", db_path,
+         "--policy", f"{POLICIES}/lifecycle.yaml", "--offline", "--interval", "0.1", *extra],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_daemon_stops_cleanly_on_a_signal(db_path, sig):
+    proc = _daemon(db_path, "--json")
+    try:
+        first = proc.stdout.readline()  # the first tick: every pass is due on a new store
+        assert '"pass": "expiry"' in first
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=3)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "lethe daemon: stopped" in err and "Traceback" not in err
