@@ -39,12 +39,13 @@ def compress(mem, p: Pass, result: PassResult) -> None:
         members = [by_n[n] for n in dict.fromkeys(group) if n in by_n and n not in used]
         if len(members) < 2:
             continue
-        new_id = _merge_group(mem, p, members, result)
+        new_id = _merge_group(mem, p, members, result, [note] if note else [])
         if new_id:
             used |= {m["n"] for m in members}
 
 
-def _merge_group(mem, p: Pass, members: list[dict], result: PassResult) -> int | None:
+def _merge_group(mem, p: Pass, members: list[dict], result: PassResult,
+                 notes: list[str]) -> int | None:
     now = mem.clock()
     try:
         merged, note = mem.judges.ask("merge", p.merge, {"memories": members, "now": now,
@@ -56,9 +57,12 @@ def _merge_group(mem, p: Pass, members: list[dict], result: PassResult) -> int |
         result.notes.append(f"merge answer unusable, originals kept: {note}")
         return None
     ids = [m["id"] for m in members]
+    notes = notes + ([note] if note else [])
     try:
         with mem.store.transaction() as db:
             new_id = _write_merge(mem, db, p, ids, merged)
+            for n in notes:  # a judgment the fallback made, not the model: say so
+                mem.store.event(db, new_id, "judge_fallback", n)
     except _Conflict as exc:
         result.notes.append(str(exc))
         return None

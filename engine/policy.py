@@ -193,6 +193,14 @@ class _Builder:
                 self.fail(path, f"missing required key '{k}'")
         return value
 
+    def mapping(self, value, path) -> dict:
+        """A section whose keys are the author's own names (params, models, passes...)."""
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            self.fail(path, f"must be a mapping, got {type(value).__name__}")
+        return value
+
     def typed(self, value, path, kinds, what):
         if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
             self.fail(path, f"must be {what}, got {value!r}")
@@ -228,16 +236,14 @@ class _Builder:
         return self.policy
 
     def params(self) -> dict:
-        params = self.d.get("params") or {}
-        self.keys(params, ("params",), set(params))
+        params = self.mapping(self.d.get("params"), ("params",))
         for k, v in params.items():
             self.check_name(k, ("params", k))
             self.typed(v, ("params", k), (int, float, str), "a number or text")
         return params
 
     def scores(self, params) -> dict:
-        scores = self.d.get("scores") or {}
-        self.keys(scores, ("scores",), set(scores))
+        scores = self.mapping(self.d.get("scores"), ("scores",))
         for k, v in scores.items():
             if k != "rank":
                 self.check_name(k, ("scores", k))
@@ -274,8 +280,7 @@ class _Builder:
 
     def models(self) -> dict:
         out = {"rules": Model("rules", "rules")}
-        models = self.d.get("models") or {}
-        self.keys(models, ("models",), set(models))
+        models = self.mapping(self.d.get("models"), ("models",))
         allowed = {"provider", "model", "temperature", "base_url", "api_key_env", "timeout",
                    "max_retries", "file"}
         for name, spec in models.items():
@@ -300,7 +305,7 @@ class _Builder:
     def judgment(self, spec, path, extra=()) -> Judgment:
         allowed = {"model", "prompt", "candidates", "fallback", *extra}
         self.keys(spec, path, allowed, required=("model", "prompt"))
-        model = spec["model"]
+        model = self.typed(spec["model"], path + ("model",), (str,), "a model name")
         if model not in self.policy.models:
             self.fail(path + ("model",), f"unknown model '{model}'; this policy defines: "
                       f"{', '.join(sorted(self.policy.models))}")
@@ -362,8 +367,7 @@ class _Builder:
         return out
 
     def passes(self) -> dict:
-        passes = self.d.get("passes") or {}
-        self.keys(passes, ("passes",), set(passes))
+        passes = self.mapping(self.d.get("passes"), ("passes",))
         out = {}
         for name, spec in passes.items():
             p = ("passes", name)
@@ -400,8 +404,7 @@ class _Builder:
         self.keys(spec, path, {"when", "set", "event"}, required=("when",) if need_when else ())
         when = self.formula(spec["when"], path + ("when",), self.policy.scope(), X.BOOL) \
             if "when" in spec else None
-        sets = spec.get("set") or {}
-        self.keys(sets, path + ("set",), set(sets))
+        sets = self.mapping(spec.get("set"), path + ("set",))
         compiled = {c: self.set_value(c, v, path + ("set", c)) for c, v in sets.items()}
         event = spec.get("event")
         if event is not None and not (isinstance(event, str) and re.fullmatch(r"[a-z_][a-z0-9_-]*", event)):

@@ -17,7 +17,9 @@ from .errors import PolicyError
 
 
 def _tojson(value) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, jinja2.Undefined):
+        value._fail_with_undefined_error()  # StrictUndefined: name the missing variable
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 @lru_cache(maxsize=32)
@@ -67,6 +69,9 @@ def render(name: str, dirs: tuple[str, ...], variables: dict) -> str:
                           os.path.relpath(path), _line_of(exc), 1) from None
     except jinja2.exceptions.SecurityError as exc:
         raise PolicyError(f"template tried something the sandbox forbids: {exc}",
+                          os.path.relpath(path), _line_of(exc), 1) from None
+    except (OverflowError, ArithmeticError, TypeError, ValueError, LookupError) as exc:
+        raise PolicyError(f"template failed: {type(exc).__name__}: {exc}",
                           os.path.relpath(path), _line_of(exc), 1) from None
 
 

@@ -90,7 +90,7 @@ class Writer:
         given = {k for k, v in fields.items() if v is not None}
         judged = Judged(content=content, summary=fields.get("summary"),
                         tags=list(fields.get("tags") or []),
-                        importance=fields.get("importance") or 5.0,
+                        importance=5.0 if fields.get("importance") is None else fields["importance"],
                         confidence=fields.get("confidence"), expires_at=fields.get("expires_at"))
         given |= {"content", "summary"}
         for step in self.mem.policy.write:
@@ -233,7 +233,13 @@ class Writer:
     def apply(self, db, judged: Judged, source: dict, extra: dict | None = None) -> list[int]:
         """Store, supersede and reinforce, with their events, in the caller's transaction."""
         if judged.confirms and not judged.supersedes:
-            return [self.reinforce(db, mid, source) for mid in judged.confirms]
+            kept = [mid for mid in judged.confirms if self.reinforce(db, mid, source)]
+            for mid in kept:
+                for note in judged.notes:
+                    self.mem.store.event(db, mid, "judge_fallback", note)
+            if kept:
+                return kept
+            # every confirmed memory changed meanwhile: the turn is a memory of its own
         extra = extra or {}
         new_id = self.mem.insert(db, judged.content, summary=judged.summary, tags=judged.tags,
                                  importance=judged.importance, confidence=judged.confidence,
@@ -252,11 +258,15 @@ class Writer:
         if cur.rowcount:
             self.mem.store.event(db, old, "superseded", f"superseded by #{new_id}: {content[:100]}")
 
-    def reinforce(self, db, mid: int, source: dict) -> int:
+    def reinforce(self, db, mid: int, source: dict) -> bool:
+        """Confidence + bump, one more access, now; False if the memory is no longer active."""
         bump = float(self.mem.policy.params.get("reinforce_bump", 0.1))
-        db.execute("UPDATE memories SET confidence = min(1.0, confidence + ?), "
-                   "access_count = access_count + 1, last_accessed = ? "
-                   "WHERE id = ? AND namespace = ?", (bump, self.mem.store.now(), mid, self.mem.namespace))
+        cur = db.execute("UPDATE memories SET confidence = min(1.0, confidence + ?), "
+                         "access_count = access_count + 1, last_accessed = ? "
+                         "WHERE id = ? AND namespace = ? AND status = 'active'",
+                         (bump, self.mem.store.now(), mid, self.mem.namespace))
+        if not cur.rowcount:
+            return False
         self.mem.refresh_rank(db, [mid])
         self.mem.store.event(db, mid, "reinforced", {"bump": bump, **source})
-        return mid
+        return True

@@ -798,8 +798,6 @@ def test_a_bad_merge_answer_is_merged_by_the_rules_judge_by_default(fake_openai,
         assert events(mem, ids[key])[-1][2] == f"merged into #{new['id']}"
 
 
-@pytest.mark.xfail(strict=True, reason="engine/compress.py: the note Judges.ask returns when the "
-                   "fallback answered (merge and cluster) is dropped, so no event records it")
 def test_a_merge_answered_by_the_fallback_says_so_in_an_event(fake_openai, lethe):
     judge = Judge(cluster=lambda p: {"clusters": [pick(p, "tabs")]}, merge="sure!")
     mem = lethe(served(fake_openai, judge).base_url)

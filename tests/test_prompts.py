@@ -171,9 +171,6 @@ def test_a_missing_variable_outside_tojson_is_a_policy_error(tmp_path):
     assert "cluster.j2" in out.output and "'candidates' is undefined" in out.output
 
 
-@pytest.mark.xfail(strict=True, reason="engine/prompts.py _tojson: json.dumps(StrictUndefined) raises "
-                   "TypeError, so a variable missing under `| tojson` (every shipped template uses it) "
-                   "is an internal error, not a PolicyError naming the variable")
 def test_cli_render_names_a_missing_variable_under_tojson(tmp_path):
     path = tmp_path / "vars.json"
     path.write_text(json.dumps({"today": TODAY}))
@@ -212,10 +209,6 @@ def test_template_escapes_fail_with_a_policy_error(tmp_path, source):
     assert "evil.j2:1" in str(err.value)
 
 
-@pytest.mark.xfail(strict=True, raises=(OverflowError, ZeroDivisionError),
-                   reason="engine/prompts.py render() turns only syntax, undefined-name and "
-                   "SecurityError into PolicyError; the sandbox's range limit (OverflowError) and "
-                   "other template runtime errors escape raw")
 @pytest.mark.parametrize("source", ["{% for i in range(10**7) %}{% endfor %}", "{{ 1 / 0 }}"])
 def test_template_runtime_errors_are_policy_errors(tmp_path, source):
     dirs = _evil_dir(tmp_path, source)

@@ -254,8 +254,6 @@ def test_add_skips_the_gate_and_keeps_the_callers_values(fake_openai, lethe):
     assert memories(mem)[mid2]["expires_at"] == "2026-05-01T00:00:00"
 
 
-@pytest.mark.xfail(strict=True, reason="engine/write.py Writer.add: `importance=fields.get('importance') "
-                   "or 5.0` turns a given importance of 0 into 5.0")
 def test_add_keeps_an_importance_of_zero(fake_openai, lethe):
     mem = lethe(served(fake_openai, Judge()).base_url)
     mid = mem.add("A passing curiosity about eels", importance=0)
@@ -279,8 +277,6 @@ def test_a_memory_changed_meanwhile_is_not_superseded_again(fake_openai, lethe, 
     assert rows[new]["status"] == "active"
 
 
-@pytest.mark.xfail(strict=True, reason="engine/write.py Writer.reinforce does not check that the "
-                   "confirmed memory is still active when the judgment is applied; the turn is dropped")
 def test_a_confirmation_of_a_memory_superseded_meanwhile_keeps_the_turn(fake_openai, lethe, db_path):
     """Judging happens outside the write transaction. If another writer supersedes the
     memory the model confirms while the model is thinking, the turn must not vanish into a
@@ -503,9 +499,6 @@ def test_costs_sums_model_calls_per_step_and_model(fake_openai, lethe, db_path, 
     assert "confidence" in text and "3 calls" in text and "1 failed" in text
 
 
-@pytest.mark.xfail(strict=True, reason="engine/write.py Writer.apply: when the answer reinforces "
-                   "(confirms, no supersedes) it returns before writing judged.notes, so a fallback "
-                   "that answered leaves no 'judge_fallback' event")
 def test_a_fallback_that_reinforces_still_leaves_an_event(fake_openai, lethe):
     judge = Judge(contradiction="sure!")
     mem = lethe(served(fake_openai, judge).base_url)
