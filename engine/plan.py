@@ -165,18 +165,38 @@ def candidates_statement(label: str, c: Candidates, d: Dialect, query: bool = Fa
     """SELECT over memories in the policy's order; with a query, only full-text matches
     (or, keeping unmatched rows, all of them with relevance 0), and `relevance` is bm25
     mapped onto 0..1 (x / (1 + x), x = -bm25)."""
+    uses_relevance = any("@relevance" in X.columns_of(n) for n in [c.where, *[o for o, _ in c.order]])
+    if query and keep_unmatched and not uses_relevance:
+        return _scored_in_recall_order(label, c, d)
     rel = "coalesce(-fts.score / (1.0 - fts.score), 0.0)" if query else "0.0"
     where_sql, where_params = d.render(c.where, relevance_sql=rel)
     o_sql, o_params = order_sql(c.order, d, rel)
-    join = ""
-    if query:
-        join = ("\n" + ("LEFT JOIN" if keep_unmatched else "JOIN") + " (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts\n"
-                f"      WHERE memories_fts MATCH {d.placeholder}) AS fts ON fts.fts_id = memories.id")
-    sql = (f"SELECT memories.*, {rel} AS relevance\nFROM memories{join}\n"
+    fts = ("(SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts\n"
+           f"      WHERE memories_fts MATCH {d.placeholder}) AS fts")
+    if not query:
+        source = "memories"
+    elif keep_unmatched:  # every candidate, ordered partly by its relevance
+        source = f"memories\nLEFT JOIN {fts} ON fts.fts_id = memories.id"
+    else:  # matches first (CROSS JOIN fixes the order): never one full-text query per row
+        source = f"{fts}\nCROSS JOIN memories ON memories.id = fts.fts_id"
+    sql = (f"SELECT memories.*, {rel} AS relevance\nFROM {source}\n"
            f"WHERE \"namespace\" = {d.placeholder} AND {where_sql}\n"
            f"ORDER BY {o_sql}\nLIMIT {d.placeholder}")
     params = ([QUERY] if query else []) + [NAMESPACE, *where_params, *o_params, LIMIT]
     return Statement(label, sql, params)
+
+
+def _scored_in_recall_order(label: str, c: Candidates, d: Dialect) -> Statement:
+    """The policy's order does not read relevance: take candidates in index order, and
+    score only those (one rowid-bounded full-text lookup each), never every match."""
+    where_sql, where_params = d.render(c.where)
+    o_sql, o_params = order_sql(c.order, d, None)
+    rel = ("coalesce((SELECT -s / (1.0 - s) FROM (SELECT bm25(memories_fts) AS s FROM memories_fts\n"
+           f"      WHERE memories_fts MATCH {d.placeholder} AND rowid = memories.id)), 0.0)")
+    sql = (f"SELECT memories.*, {rel} AS relevance\nFROM memories\n"
+           f"WHERE \"namespace\" = {d.placeholder} AND {where_sql}\n"
+           f"ORDER BY {o_sql}\nLIMIT {d.placeholder}")
+    return Statement(label, sql, [QUERY, NAMESPACE, *where_params, *o_params, LIMIT])
 
 
 def rank_refresh_statement(policy: Policy, d: Dialect) -> Statement:

@@ -29,9 +29,9 @@ LIMIT ?;
 -- params: [':namespace', 'active', ':limit']
 -- recall (matching a query)
 SELECT memories.*, coalesce(-fts.score / (1.0 - fts.score), 0.0) AS relevance
-FROM memories
-JOIN (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts
-      WHERE memories_fts MATCH ?) AS fts ON fts.fts_id = memories.id
+FROM (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts
+      WHERE memories_fts MATCH ?) AS fts
+CROSS JOIN memories ON memories.id = fts.fts_id
 WHERE "namespace" = ? AND ("status" = ?)
 ORDER BY coalesce(-fts.score / (1.0 - fts.score), 0.0) DESC, "importance" DESC, "id" DESC
 LIMIT ?;

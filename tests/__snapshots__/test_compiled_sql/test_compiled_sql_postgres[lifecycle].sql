@@ -47,18 +47,17 @@ LIMIT %s;
 -- params: [':namespace', 'active', 0.15, ':limit']
 -- recall (matching a query)
 SELECT memories.*, coalesce(-fts.score / (1.0 - fts.score), 0.0) AS relevance
-FROM memories
-JOIN (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts
-      WHERE memories_fts MATCH %s) AS fts ON fts.fts_id = memories.id
+FROM (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts
+      WHERE memories_fts MATCH %s) AS fts
+CROSS JOIN memories ON memories.id = fts.fts_id
 WHERE "namespace" = %s AND (("status" = %s) AND ("decay_score" > %s))
 ORDER BY "rank" DESC, "id" DESC
 LIMIT %s;
 -- params: [':query', ':namespace', 'active', 0.15, ':limit']
 -- recall (scored by a query)
-SELECT memories.*, coalesce(-fts.score / (1.0 - fts.score), 0.0) AS relevance
+SELECT memories.*, coalesce((SELECT -s / (1.0 - s) FROM (SELECT bm25(memories_fts) AS s FROM memories_fts
+      WHERE memories_fts MATCH %s AND rowid = memories.id)), 0.0) AS relevance
 FROM memories
-LEFT JOIN (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts
-      WHERE memories_fts MATCH %s) AS fts ON fts.fts_id = memories.id
 WHERE "namespace" = %s AND (("status" = %s) AND ("decay_score" > %s))
 ORDER BY "rank" DESC, "id" DESC
 LIMIT %s;
@@ -75,9 +74,9 @@ WHERE "namespace" = %s;
 -- params: [':namespace']
 -- contradiction candidates
 SELECT memories.*, coalesce(-fts.score / (1.0 - fts.score), 0.0) AS relevance
-FROM memories
-JOIN (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts
-      WHERE memories_fts MATCH %s) AS fts ON fts.fts_id = memories.id
+FROM (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts
+      WHERE memories_fts MATCH %s) AS fts
+CROSS JOIN memories ON memories.id = fts.fts_id
 WHERE "namespace" = %s AND ("status" = %s)
 ORDER BY coalesce(-fts.score / (1.0 - fts.score), 0.0) DESC, "importance" DESC, "created_at" DESC, "id" DESC
 LIMIT %s;
