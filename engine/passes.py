@@ -29,19 +29,59 @@ class PassResult:
 
 def run_rules(store: Store, plan: Plan, name: str, namespace: str,
               progress: Callable[[str], None] | None = None) -> PassResult:
-    """Execute one pass's rule statements and record the run, all in one transaction."""
+    """Execute one pass's rule statements and record the run, all in one transaction;
+    a pass with `batch: N` commits every N ids instead (see `run_batched`)."""
+    if plan.policy.passes[name].batch:
+        return run_batched(store, plan, name, namespace, progress)
     now = store.now()
     result = PassResult(name, now)
     with store.transaction() as db:
-        for st in plan.passes[name]:
-            if progress:
-                progress(st.label)
-            cur = db.execute(st.sql, st.bind(now, namespace))
-            if st.sql.startswith("INSERT INTO memory_events"):
-                event = st.params[0]
-                result.events[event] = result.events.get(event, 0) + max(cur.rowcount, 0)
-            else:
-                result.changed += max(cur.rowcount, 0)
+        _apply(db, plan.passes[name], result, now, namespace, progress)
+        record_run(db, namespace, name, now, result.changed)
+    return result
+
+
+def _apply(db, statements, result: PassResult, now: str, namespace: str, progress,
+           id_range: tuple[int, int] | None = None) -> None:
+    for st in statements:
+        if progress:
+            progress(st.label)
+        sql, params = st.sql, st.bind(now, namespace)
+        if id_range:
+            sql, params = sql + ' AND "id" >= ? AND "id" < ?', params + list(id_range)
+        cur = db.execute(sql, params)
+        if st.sql.startswith("INSERT INTO memory_events"):
+            event = st.params[0]
+            result.events[event] = result.events.get(event, 0) + max(cur.rowcount, 0)
+        else:
+            result.changed += max(cur.rowcount, 0)
+
+
+def run_batched(store: Store, plan: Plan, name: str, namespace: str, progress=None) -> PassResult:
+    """A pass over a huge store, committed in id ranges so readers and writers are never
+    held up for long. Every rule reads and writes only its own row, so running all rules
+    range by range gives the same rows as one transaction. Each range commits together
+    with the cursor, and a resumed run keeps the `now` it started with: after a crash the
+    next run finishes the same pass, and no row is ever passed over or done twice."""
+    size = plan.policy.passes[name].batch
+    state = store.db.execute("SELECT cursor, run_now FROM pass_progress WHERE namespace = ? "
+                             "AND pass = ?", (namespace, name)).fetchone()
+    now = state["run_now"] if state else store.now()
+    result = PassResult(name, now, notes=["resumed an interrupted run"] if state else [])
+    lo, top = store.db.execute("SELECT min(id), max(id) FROM memories WHERE namespace = ?",
+                               (namespace,)).fetchone()
+    lo = state["cursor"] if state else (lo or 0)
+    top = top or 0
+    while lo <= top:
+        hi = lo + size
+        with store.transaction() as db:
+            _apply(db, plan.passes[name], result, now, namespace, progress, (lo, hi))
+            db.execute("INSERT INTO pass_progress (namespace, pass, cursor, run_now) VALUES "
+                       "(?, ?, ?, ?) ON CONFLICT (namespace, pass) DO UPDATE SET cursor = "
+                       "excluded.cursor", (namespace, name, hi, now))
+        lo = hi
+    with store.transaction() as db:
+        db.execute("DELETE FROM pass_progress WHERE namespace = ? AND pass = ?", (namespace, name))
         record_run(db, namespace, name, now, result.changed)
     return result
 
@@ -57,10 +97,14 @@ def due(store: Store, plan: Plan, namespace: str, now: dt.datetime) -> list[str]
     """Passes whose `every` has elapsed since their last recorded run (never run: due)."""
     last = {r["pass"]: r["last_run_at"] for r in store.db.execute(
         "SELECT pass, last_run_at FROM pass_runs WHERE namespace = ?", (namespace,))}
+    unfinished = {r[0] for r in store.db.execute(
+        "SELECT pass FROM pass_progress WHERE namespace = ?", (namespace,))}
     out = []
     for name, p in plan.policy.passes.items():
-        if p.every is None:
+        if name in unfinished:  # a batched run was interrupted: finish it first
+            out.append(name)
+        elif p.every is None:
             continue
-        if name not in last or now - parse_time(last[name]) >= p.every:
+        elif name not in last or now - parse_time(last[name]) >= p.every:
             out.append(name)
     return out

@@ -85,6 +85,7 @@ class Pass:
     cluster: Judgment | None = None
     merge: Judgment | None = None
     merge_result: dict[str, X.Node] = field(default_factory=dict)
+    batch: int | None = None  # commit every N ids instead of once (huge stores)
 
 
 @dataclass
@@ -372,7 +373,7 @@ class _Builder:
         for name, spec in passes.items():
             p = ("passes", name)
             self.check_pass_name(name, p)
-            self.keys(spec, p, {"every", "rules", "cluster", "merge", "description"})
+            self.keys(spec, p, {"every", "rules", "cluster", "merge", "description", "batch"})
             every = None
             if spec.get("every") is not None:
                 try:
@@ -393,6 +394,11 @@ class _Builder:
                                                     p + ("merge", "result"))
             if not ps.rules and not ps.cluster:
                 self.fail(p, "a pass needs rules, or cluster and merge")
+            if spec.get("batch") is not None:
+                b = spec["batch"]
+                if isinstance(b, bool) or not isinstance(b, int) or b < 1:
+                    self.fail(p + ("batch",), f"must be a whole number of rows >= 1, got {b!r}")
+                ps.batch = b
             out[name] = ps
         return out
 

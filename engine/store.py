@@ -142,6 +142,14 @@ def m008_leases(db):
         expires_at TEXT NOT NULL)""")
 
 
+@migration
+def m009_pass_progress(db):
+    """Where an unfinished batched pass stopped, and the `now` it runs with."""
+    db.execute("""CREATE TABLE IF NOT EXISTS pass_progress (
+        namespace TEXT NOT NULL, pass TEXT NOT NULL, cursor INTEGER NOT NULL,
+        run_now TEXT NOT NULL, PRIMARY KEY (namespace, pass))""")
+
+
 class Store:
     """A connection to one database file, upgraded to the current schema on open."""
 
