@@ -11,7 +11,7 @@ from .clock import Clock, iso, parse_time, system_clock
 from .errors import LetheError
 from .plan import Plan, compile_policy
 from .policy import Policy, load
-from .store import Store
+from .store import RECALL_INDEX, Store
 
 DEFAULT_POLICY = "lifecycle"
 
@@ -168,7 +168,10 @@ class Memory:
         if row and row[0] == signature:
             return
         with self.store.transaction() as db:
+            # every rank changes: rebuilding the recall index once beats moving each entry
+            db.execute("DROP INDEX IF EXISTS memories_recall")
             db.execute(st.sql, st.bind(self.store.now(), self.namespace))
+            db.execute(RECALL_INDEX)
             db.execute("INSERT INTO policy_state (namespace, policy, rank_formula, updated_at) "
                        "VALUES (?, ?, ?, ?) ON CONFLICT (namespace) DO UPDATE SET "
                        "policy = excluded.policy, rank_formula = excluded.rank_formula, "

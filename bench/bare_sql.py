@@ -1,0 +1,69 @@
+"""The hand-written baseline: the lifecycle policy's expiry + decay passes as plain SQL.
+
+Run as its own process (the benchmark times the whole process, like `lethe run`):
+
+    python bench/bare_sql.py DB NOW_ISO
+
+One transaction: expiry (INSERT events SELECT + UPDATE status), decay (UPDATE
+decay_score and the stored rank = importance * confidence * new decay_score for active
+rows), archive below 0.1 (INSERT events SELECT + UPDATE status, decay_score, rank).
+The same columns and event rows Lethe writes, with the same formula (whole idle days
+from julianday, rounded to the millisecond, as the engine's dialect does). Prints the
+counts as JSON. Imports nothing but the standard library.
+"""
+import json
+import sqlite3
+import sys
+
+FRESH = ("min(1.0, exp(-0.693 * floor(round((julianday(:now) - julianday(coalesce("
+         "last_accessed, created_at))) * 86400000.0) / 86400000.0) / 30)"
+         " + min(0.3, access_count * 0.03))")
+
+STATEMENTS = [
+    ("expired_events",
+     "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
+     "SELECT id, 'expired', json_object('rule', 'expiry', 'from', json_object('status', status), "
+     "'to', json_object('status', 'expired')), :now "
+     "FROM memories WHERE status = 'active' AND expires_at < :now"),
+    ("expired",
+     "UPDATE memories SET status = 'expired' WHERE status = 'active' AND expires_at < :now"),
+    ("decayed",
+     f"UPDATE memories SET decay_score = {FRESH}, rank = importance * confidence * ({FRESH}) "
+     "WHERE status = 'active'"),
+    ("archived_events",
+     "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
+     "SELECT id, 'archived', json_object('rule', 'decay', 'from', json_object('status', status, "
+     "'decay_score', decay_score), 'to', json_object('status', 'archived', 'decay_score', 0)), :now "
+     "FROM memories WHERE status = 'active' AND decay_score < 0.1"),
+    ("archived",
+     "UPDATE memories SET status = 'archived', decay_score = 0.0, rank = 0.0 "
+     "WHERE status = 'active' AND decay_score < 0.1"),
+]
+
+
+def connect(db_path: str) -> sqlite3.Connection:
+    db = sqlite3.connect(db_path, isolation_level=None)
+    db.execute("PRAGMA synchronous = NORMAL")  # what the engine's store uses with WAL
+    return db
+
+
+def run(db: sqlite3.Connection, now: str) -> dict:
+    """All five statements in one transaction; returns each one's row count."""
+    counts = {}
+    db.execute("BEGIN IMMEDIATE")
+    for name, sql in STATEMENTS:
+        counts[name] = db.execute(sql, {"now": now}).rowcount
+    db.execute("COMMIT")
+    return counts
+
+
+def main(db_path: str, now: str) -> dict:
+    db = connect(db_path)
+    try:
+        return run(db, now)
+    finally:
+        db.close()
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(sys.argv[1], sys.argv[2])))

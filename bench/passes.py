@@ -1,0 +1,263 @@
+"""Pass benchmark: expiry + decay (with archiving) at N rows, three ways.
+
+For each N, on fresh copies of one cached article-format database:
+
+* adopt   - the first open of an article database by the engine (migrations, FTS
+            rebuild, rank refresh), in-process, on its own copy. That copy becomes the
+            cached adopted database the other Lethe measurements copy from.
+* lethe   - the whole process `lethe run --db COPY --policy policies/lifecycle.yaml
+            --pass expiry --pass decay --now T` on an adopted copy.
+* bare    - the whole process `python bench/bare_sql.py COPY T`: the same work as
+            hand-written SQL in one transaction, on an adopted copy.
+* article - the article's per-row loop (bench.seed_article.article_expiry +
+            article_decay) in-process on a raw (not adopted) copy, skipped when it
+            would take more than ARTICLE_CAP_S.
+* in-process - the same two, without process start, imports, policy load and open:
+            Memory.run(["expiry", "decay"]) vs bare_sql.run, each + close (supplementary:
+            shows what the process-level ratio is made of).
+* startup - `lethe --version` vs `python -c pass`: the fixed cost of a process that
+            imports the engine, which dominates at small N.
+
+Then checks that all three agree: status counts, event counts, and decay_score (and
+the stored rank) on a sample of ids, to 1e-9.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import datasets as D
+from .seed_article import article_decay, article_expiry
+
+LETHE_GOAL = 1.5          # lethe process time / bare SQL process time
+ARTICLE_CAP_S = 120.0     # do not run the article loop when it would take longer
+SAMPLE = 2000             # ids compared per N
+TOL = 1e-9
+
+
+def _lethe_cmd() -> list[str]:
+    exe = Path(sys.executable).with_name("lethe")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "engine.cli"]
+
+
+def _timed(cmd: list[str]) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=D.ROOT, capture_output=True, text=True)
+    secs = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr}")
+    return secs, proc.stdout
+
+
+def run_lethe(copy: Path) -> tuple[float, dict]:
+    secs, out = _timed(_lethe_cmd() + ["run", "--db", str(copy), "--policy", str(D.POLICY),
+                                       "--pass", "expiry", "--pass", "decay",
+                                       "--now", D.T_ISO, "--json"])
+    res = {r["pass"]: r for r in json.loads(out)}
+    return secs, {"expired": res["expiry"]["events"].get("expired", 0),
+                  "archived": res["decay"]["events"].get("archived", 0)}
+
+
+def run_bare(copy: Path) -> tuple[float, dict]:
+    secs, out = _timed([sys.executable, str(D.ROOT / "bench" / "bare_sql.py"), str(copy),
+                        D.T_ISO])
+    c = json.loads(out)
+    return secs, {"expired": c["expired"], "archived": c["archived"]}
+
+
+def inproc_lethe(copy: Path) -> float:
+    """The pass alone: Memory.run(expiry, decay) + close, on an adopted copy opened first."""
+    from engine import FixedClock, Memory
+
+    mem = Memory(str(copy), policy=str(D.POLICY), clock=FixedClock(D.T))
+    t0 = time.perf_counter()
+    mem.run(["expiry", "decay"])
+    mem.close()
+    return time.perf_counter() - t0
+
+
+def inproc_bare(copy: Path) -> float:
+    """The hand-written statements alone (+ close), on a connection opened first."""
+    from . import bare_sql
+
+    db = bare_sql.connect(str(copy))
+    t0 = time.perf_counter()
+    bare_sql.run(db, D.T_ISO)
+    db.close()
+    return time.perf_counter() - t0
+
+
+def run_article(copy: Path) -> tuple[float, dict]:
+    conn = sqlite3.connect(str(copy))
+    try:
+        t0 = time.perf_counter()
+        expired = article_expiry(conn, D.T)
+        _, archived = article_decay(conn, D.T)
+        secs = time.perf_counter() - t0
+    finally:
+        conn.close()
+    return secs, {"expired": expired, "archived": archived}
+
+
+def startup() -> tuple[float, float]:
+    """Median wall time of `lethe --version` and of `python -c pass` (5 runs each)."""
+    lethe = [_timed(_lethe_cmd() + ["--version"])[0] for _ in range(5)]
+    bare = [_timed([sys.executable, "-c", "import sqlite3, json"])[0] for _ in range(5)]
+    return statistics.median(lethe), statistics.median(bare)
+
+
+# -- agreement -------------------------------------------------------------------------
+def _snapshot(path: Path, ids: list[int]) -> dict:
+    conn = sqlite3.connect(str(path))
+    try:
+        cols = {r[1] for r in conn.execute("PRAGMA table_info(memories)")}
+        rank = "rank" if "rank" in cols else "importance * confidence * decay_score"
+        marks = ",".join("?" * len(ids))
+        rows = conn.execute(f"SELECT id, status, decay_score, {rank} FROM memories "
+                            f"WHERE id IN ({marks})", ids).fetchall()
+        return {
+            "status": dict(conn.execute("SELECT status, count(*) FROM memories GROUP BY status")),
+            "events": dict(conn.execute("SELECT event_type, count(*) FROM memory_events "
+                                        "GROUP BY event_type")),
+            "rows": {r[0]: r[1:] for r in rows},
+        }
+    finally:
+        conn.close()
+
+
+def agree(n: int, runs: dict[str, tuple[Path, dict]]) -> list[str]:
+    """Problems found comparing the runs' results (empty: they agree)."""
+    step = max(1, n // SAMPLE)
+    ids = list(range(1, n + 1, step))
+    snaps = {name: (_snapshot(path, ids), counts) for name, (path, counts) in runs.items()}
+    problems = []
+    names = list(snaps)
+    ref = names[0]
+    (rs, rc) = snaps[ref]
+    for other in names[1:]:
+        (os_, oc) = snaps[other]
+        if rc != oc:
+            problems.append(f"{ref} counted {rc}, {other} counted {oc}")
+        if rs["status"] != os_["status"]:
+            problems.append(f"status counts differ: {ref} {rs['status']} vs {other} {os_['status']}")
+        if rs["events"] != os_["events"]:
+            problems.append(f"events differ: {ref} {rs['events']} vs {other} {os_['events']}")
+        bad = 0
+        for i in ids:
+            a, b = rs["rows"].get(i), os_["rows"].get(i)
+            if a is None or b is None or a[0] != b[0] or abs(a[1] - b[1]) > TOL \
+                    or abs((a[2] or 0.0) - (b[2] or 0.0)) > TOL:
+                if bad < 3:
+                    problems.append(f"id {i}: {ref} {a} vs {other} {b}")
+                bad += 1
+        if bad:
+            problems.append(f"{bad} of {len(ids)} sampled rows differ between {ref} and {other}")
+    return problems
+
+
+# -- the benchmark ---------------------------------------------------------------------
+def bench(sizes, repeat: int | None = None, log=print) -> tuple[list[dict], list[str]]:
+    """Returns (table rows, problems)."""
+    rows: list[dict] = []
+    problems: list[str] = []
+    rate = None  # article loop seconds per row, from the last size it ran at
+
+    s_lethe, s_bare = startup()
+    rows.append(dict(measure="process startup (s)", n="-", value=s_lethe, baseline=s_bare,
+                     note="lethe --version vs python -c 'import sqlite3'"))
+
+    for n in sizes:
+        reps = repeat or (5 if n <= 100_000 else 2)
+        log(f"passes at N={D.label(n)} ({reps} run{'s' if reps > 1 else ''} each)")
+        raw = D.raw(n, log)
+
+        copy = D.work_copy(raw, "adopt")
+        t_adopt = D.adopt(copy)
+        base = D.keep_adopted(n, copy)
+        log(f"  adopt {t_adopt:.2f} s")
+        rows.append(dict(measure="adopt article db (s)", n=n, value=t_adopt, baseline=None,
+                         note="in-process Memory() open: migrations, FTS rebuild, rank refresh"))
+
+        lethe_t, bare_t = [], []
+        for r in range(reps):  # interleaved, each on a fresh copy
+            lc = D.work_copy(base, "lethe")
+            t, lethe_counts = run_lethe(lc)
+            lethe_t.append(t)
+            bc = D.work_copy(base, "bare")
+            t, bare_counts = run_bare(bc)
+            bare_t.append(t)
+            if r < reps - 1:
+                D.drop(lc)
+                D.drop(bc)
+        t_l, t_b = statistics.median(lethe_t), statistics.median(bare_t)
+        log(f"  lethe {t_l:.3f} s, bare SQL {t_b:.3f} s  (runs: "
+            f"{', '.join(f'{x:.3f}' for x in lethe_t)} / {', '.join(f'{x:.3f}' for x in bare_t)})")
+        rows.append(dict(measure="pass: lethe / bare SQL (s)", n=n, value=t_l, baseline=t_b,
+                         goal=LETHE_GOAL,
+                         note="whole processes, expiry+decay, adopted copy"))
+
+        in_l, in_b = [], []
+        for _ in range(reps):
+            c = D.work_copy(base, "lethe-inproc")
+            in_l.append(inproc_lethe(c))
+            D.drop(c)
+            c = D.work_copy(base, "bare-inproc")
+            in_b.append(inproc_bare(c))
+            D.drop(c)
+        i_l, i_b = statistics.median(in_l), statistics.median(in_b)
+        log(f"  in-process: lethe {i_l:.3f} s, bare SQL {i_b:.3f} s")
+        rows.append(dict(measure="pass in-process: lethe / bare (s)", n=n, value=i_l,
+                         baseline=i_b, goal=LETHE_GOAL, informative=True,
+                         note="Memory.run(expiry, decay) vs bare_sql.run, both + close; "
+                              "no process start, policy load or open"))
+
+        runs = {"lethe": (lc, lethe_counts), "bare": (bc, bare_counts)}
+        estimate = rate * n if rate is not None else None
+        if estimate is None and n > 100_000:
+            estimate = _calibrate(log) * n
+        ac = None
+        if estimate is not None and estimate > ARTICLE_CAP_S:
+            log(f"  article loop not run: estimated {estimate:.0f} s > {ARTICLE_CAP_S:.0f} s")
+            rows.append(dict(measure="pass: lethe vs article loop (s)", n=n, value=t_l,
+                             baseline=None, note=f"article loop not run (est. {estimate:.0f} s)"))
+        else:
+            ac = D.work_copy(raw, "article")
+            t_a, art_counts = run_article(ac)
+            rate = t_a / n
+            log(f"  article loop {t_a:.3f} s")
+            runs["article"] = (ac, art_counts)
+            rows.append(dict(measure="pass: lethe vs article loop (s)", n=n, value=t_l,
+                             baseline=t_a, speedup=True,
+                             note="article: in-process per-row loop on a raw (unindexed) copy"))
+
+        found = agree(n, runs)
+        sampled = math.ceil(n / max(1, n // SAMPLE))
+        if found:
+            problems += [f"passes N={D.label(n)}: {p}" for p in found]
+        log(f"  agreement ({', '.join(runs)}; {lethe_counts['expired']} expired, "
+            f"{lethe_counts['archived']} archived, {sampled} rows sampled): "
+            f"{'OK' if not found else 'MISMATCH'}")
+        rows.append(dict(measure="pass: results agree", n=n, value="yes" if not found else "NO",
+                         baseline=None, check=not found,
+                         note=f"{lethe_counts['expired']} expired, {lethe_counts['archived']} "
+                              f"archived; {', '.join(runs)}"))
+        for p in (lc, bc, ac):
+            if p is not None:
+                D.drop(p)
+    return rows, problems
+
+
+def _calibrate(log) -> float:
+    """Seconds per row of the article loop, measured on the 10k database."""
+    n = 10_000
+    copy = D.work_copy(D.raw(n, log), "calibrate")
+    try:
+        return run_article(copy)[0] / n
+    finally:
+        D.drop(copy)
