@@ -1,0 +1,97 @@
+"""A pytest plugin for policy authors: pin what a policy does to a scenario.
+
+Installed with Lethe (entry point `pytest11`), it gives every test the fixture
+`lethe_scenario`, which plays a scenario file under a policy on a fresh store, offline,
+and returns a stable dump of the store to compare with syrupy's `snapshot`:
+
+    def test_my_policy(lethe_scenario, snapshot):
+        assert lethe_scenario("scenarios/poetry-to-uv.yaml", "policies/my-agent.yaml") == snapshot
+
+The dump lists memories in the order they were written, by content, with status, rounded
+scores and events; database ids are replaced by the content they point at, so the dump
+changes only when what the policy does changes.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+from .memory import Memory
+
+
+def dump(mem: Memory, digits: int = 4) -> dict:
+    """The store of one namespace as reviewable data: no ids, no wall times."""
+    db = mem.store.db
+    rows = db.execute("SELECT * FROM memories WHERE namespace = ? ORDER BY id",
+                      (mem.namespace,)).fetchall()
+    content = {r["id"]: r["content"] for r in rows}
+    memories = []
+    for r in rows:
+        events = db.execute("SELECT event_type, detail, occurred_at FROM memory_events "
+                            "WHERE memory_id = ? ORDER BY id", (r["id"],)).fetchall()
+        memories.append({
+            "content": r["content"], "status": r["status"], "kind": r["kind"], "scene": r["scene"],
+            "importance": _round(r["importance"], digits), "confidence": _round(r["confidence"], digits),
+            "decay_score": _round(r["decay_score"], digits), "access_count": r["access_count"],
+            "created_at": r["created_at"], "expires_at": r["expires_at"],
+            "superseded_by": content.get(r["contradicted_by"]),
+            "events": [[e["occurred_at"], e["event_type"], _detail(e["detail"], content, digits)]
+                       for e in events]})
+    scenes = {s: t for s, t in db.execute(
+        "SELECT scene, summary FROM scenes WHERE namespace = ? ORDER BY scene", (mem.namespace,))}
+    return {"memories": memories, "scenes": scenes} if scenes else {"memories": memories}
+
+
+def _round(value, digits):
+    return round(value, digits) if isinstance(value, float) else value
+
+
+def _detail(detail, content: dict, digits: int):
+    if detail is None:
+        return None
+    try:
+        data = json.loads(detail)
+    except ValueError:
+        return re.sub(r"#(\d+)", lambda m: f"«{content.get(int(m.group(1)), m.group(0))[:60]}»", detail)
+    return _scrub(data, content, digits)
+
+
+def _scrub(value, content: dict, digits: int):
+    if isinstance(value, float):
+        return round(value, digits)
+    if isinstance(value, dict):
+        return {k: _scrub(v, content, digits) for k, v in value.items()
+                if k not in ("turn",)}  # inbox row ids are volatile
+    if isinstance(value, list):
+        return [_scrub(v, content, digits) for v in value]
+    return value
+
+
+def play(scenario_path: str, policy: str, db_path: str, offline: bool = True) -> dict:
+    """Play a scenario under a policy on a fresh store; the store's dump plus the checks."""
+    from .experiment import run_one
+    from .policy import load as load_policy
+    from .scenario import load as load_scenario
+
+    run = run_one(load_scenario(scenario_path), load_policy(policy), db_path, offline)
+    with Memory(db_path, policy=run.policy, offline=True) as mem:
+        out = dump(mem)
+    out["checks"] = [f"{'ok  ' if c['ok'] else 'MISS'} {c['what']}" for c in
+                     (c.as_dict() for c in run.playback.checks)]
+    return out
+
+
+@pytest.fixture
+def lethe_scenario(tmp_path):
+    """`lethe_scenario(scenario_file, policy)` -> a stable dump of the store afterwards."""
+    count = {"n": 0}
+
+    def run(scenario_path: str, policy: str, offline: bool = True) -> dict:
+        count["n"] += 1
+        return play(scenario_path, policy, os.path.join(tmp_path, f"scenario-{count['n']}.db"),
+                    offline)
+
+    return run

@@ -1,0 +1,42 @@
+"""Every shipped policy played through every shipped scenario, pinned with the
+`lethe_scenario` fixture users get from the plugin (engine/testing.py)."""
+import glob
+import os
+
+import pytest
+from syrupy.extensions.json import JSONSnapshotExtension
+
+from tests.conftest import POLICIES, ROOT
+
+SCENARIOS = sorted(glob.glob(os.path.join(ROOT, "scenarios", "**", "*.yaml"), recursive=True))
+SHIPPED = sorted(glob.glob(os.path.join(POLICIES, "*.yaml")))
+
+
+def name(path):
+    return os.path.relpath(path, ROOT).replace(os.sep, "/")[:-5]
+
+
+@pytest.fixture
+def json_snapshot(snapshot):
+    return snapshot.use_extension(JSONSnapshotExtension)
+
+
+@pytest.mark.parametrize("policy", SHIPPED, ids=name)
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=name)
+def test_policy_under_scenario(lethe_scenario, json_snapshot, scenario, policy):
+    assert lethe_scenario(scenario, policy) == json_snapshot
+
+
+def test_the_plugin_is_registered_through_its_entry_point(pytestconfig):
+    assert pytestconfig.pluginmanager.has_plugin("lethe")
+
+
+def test_the_dump_has_no_ids_and_changes_with_behaviour(lethe_scenario):
+    scenario = os.path.join(ROOT, "scenarios", "postgres-to-mysql.yaml")
+    lifecycle = lethe_scenario(scenario, os.path.join(POLICIES, "lifecycle.yaml"))
+    archive = lethe_scenario(scenario, os.path.join(POLICIES, "archive.yaml"))
+    assert lifecycle != archive
+    superseded = [m for m in lifecycle["memories"] if m["status"] == "superseded"]
+    assert superseded and all("MySQL" in m["superseded_by"] for m in superseded)
+    assert "#" not in repr([e for m in lifecycle["memories"] for e in m["events"]])
+    assert lethe_scenario(scenario, os.path.join(POLICIES, "lifecycle.yaml")) == lifecycle
