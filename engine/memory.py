@@ -294,5 +294,8 @@ def _time_or_none(value) -> str | None:
     if value is None or value == "":
         return None
     if isinstance(value, str):
-        return iso(parse_time(value))
+        when = parse_time(value)
+        if len(value.strip()) == 10:  # a bare date: true through the end of that day
+            when = when.replace(hour=23, minute=59, second=59)
+        return iso(when)
     return iso(value)

@@ -159,7 +159,11 @@ def _add(doc, value, path: tuple) -> dict:
         raise doc.error(path + ("tags",), "tags must be a list of text")
     out["tags"] = tags
     if value.get("expires_at") is not None:
-        out["expires_at"] = iso(_time(doc, path + ("expires_at",), value["expires_at"]))
+        when = value["expires_at"]
+        out["expires_at"] = iso(_time(doc, path + ("expires_at",), when))
+        if isinstance(when, dt.date) and not isinstance(when, dt.datetime) or \
+                isinstance(when, str) and len(when.strip()) == 10:
+            out["expires_at"] = out["expires_at"][:10]  # a bare date: add() makes it the day's end
     for key in ("summary", "kind", "scene"):
         if value.get(key) is not None:
             out[key] = _text(doc, value[key], path + (key,), key)

@@ -104,7 +104,7 @@ def test_load_the_issue_format(write):
     assert [st.action for st in s.steps] == ["add", "add", "remember", "advance", "advance", "advance",
                                             "run", "run", "recall", "expect_status"]
     assert s.start == dt.datetime(2026, 1, 5, 9)
-    assert s.steps[1].arg["expires_at"] == "2026-03-15T00:00:00"
+    assert s.steps[1].arg["expires_at"] == "2026-03-15"  # add() keeps it through that day
     assert s.steps[4].arg["delta"] == dt.timedelta(hours=12)
     assert s.steps[6].arg == ["decay", "expiry"] and s.steps[7].arg == "due"
     assert s.steps[9].judged == {"expiry": "null"}
@@ -126,7 +126,7 @@ def test_add_and_expect_status(write):
     assert [c.ok for c in run.playback.checks] == [True, True, True, False]
     assert "found: [active] User prefers tabs over spaces." in run.playback.checks[3].detail
     assert run.changes == [{"status": "expired", "content": "Release freeze until the audit ends",
-                            "at": "2026-01-10T01:00:00", "by": None}]
+                            "at": "2026-01-11T00:00:00", "by": None}]  # true all of Jan 10
 
 
 def test_remember_goes_through_the_gate(write):
@@ -192,7 +192,7 @@ def test_run_named_passes_due_and_missing(write):
     run = play(write("""
         name: run
         steps:
-          - add: {content: "Call Bob tomorrow", expires_at: 2026-01-06}
+          - add: {content: "Call Bob tomorrow morning", expires_at: "2026-01-06T08:00:00"}
           - run: [expiry]
           - expect_status: {"Bob": active}
           - advance: 23h                # nothing is due before 24h... except hourly expiry

@@ -251,7 +251,7 @@ def test_add_skips_the_gate_and_keeps_the_callers_values(fake_openai, lethe):
     mid2 = mem.add("User prefers dark mode", expires_at="2026-05-01")
     assert judge.asked[2:] == ["confidence", "contradiction"]   # expiry given: not asked
     assert memories(mem)[mid2]["confidence"] == 0.3
-    assert memories(mem)[mid2]["expires_at"] == "2026-05-01T00:00:00"
+    assert memories(mem)[mid2]["expires_at"] == "2026-05-01T23:59:59"  # a bare date: its whole day
 
 
 def test_add_keeps_an_importance_of_zero(fake_openai, lethe):
