@@ -148,10 +148,9 @@ def compile_(policy, dialect, json_):
 def run(db, policy, namespace, now, offline, record, replay, pass_names, json_):
     """Run passes (decay, expiry, ...) as the policy declares them, each in one transaction."""
     with open_memory(db, policy, namespace, now, offline, record, replay) as mem:
-        if pass_names:
-            results = _run_with_progress(mem, list(pass_names), json_)
-        else:
-            results = mem.run_due(progress=None)
+        names = list(pass_names) or mem.due()
+        run_them = (lambda progress: mem.run(names, progress)) if pass_names else mem.run_due
+        results = _with_progress(mem, names, run_them, json_)
     data = [r.as_dict() for r in results]
     lines = [f"{r.name}: {r.changed} changed"
              + "".join(f", {n} {e}" for e, n in sorted(r.events.items()))
@@ -159,12 +158,13 @@ def run(db, policy, namespace, now, offline, record, replay, pass_names, json_):
     emit(data, json_, lines or ["nothing due"])
 
 
-def _run_with_progress(mem: Memory, names: list[str], quiet: bool):
+def _with_progress(mem: Memory, names: list[str], run_them, quiet: bool):
+    """A progress bar on a terminal, one tick per statement of the passes about to run."""
     steps = sum(max(1, len(mem.plan.passes.get(n, []))) for n in names)
     if quiet or not sys.stderr.isatty() or not names:
-        return mem.run(names)
+        return run_them(None)
     with click.progressbar(length=steps, label="running passes", file=sys.stderr) as bar:
-        return mem.run(names, progress=lambda label: bar.update(1))
+        return run_them(lambda label: bar.update(1))
 
 
 @main.command(name="ls")
