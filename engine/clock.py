@@ -58,11 +58,17 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 def parse_duration(text: str | int | float) -> dt.timedelta:
     """'90m', '23h', '6d', '2w', '1d12h' (or a number of seconds) to a timedelta."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return dt.timedelta(seconds=text)
+        try:
+            return dt.timedelta(seconds=text)
+        except (OverflowError, ValueError):
+            raise ValueError(f"not a usable duration: {text!r}") from None
     import re
 
     s = str(text).strip().lower()
     parts = re.findall(r"(\d+(?:\.\d+)?)\s*([smhdw])", s)
     if not parts or re.sub(r"(\d+(?:\.\d+)?)\s*([smhdw])", "", s).strip():
         raise ValueError(f"not a duration (use e.g. 90m, 23h, 6d, 2w): {text!r}")
-    return dt.timedelta(seconds=sum(float(n) * _UNITS[u] for n, u in parts))
+    try:
+        return dt.timedelta(seconds=sum(float(n) * _UNITS[u] for n, u in parts))
+    except OverflowError:
+        raise ValueError(f"duration too long: {text!r}") from None

@@ -198,11 +198,32 @@ def compile_formula(text: object, scope: Scope, _stack: tuple = ()) -> Node:
         return Const(NUM, text)
     if not isinstance(text, str) or not text.strip():
         raise FormulaError(f"a formula must be text or a number, got {text!r}")
+    if len(text) > MAX_FORMULA:
+        raise FormulaError(f"a formula is at most {MAX_FORMULA} characters, this one has {len(text)}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise FormulaError(f"a formula must be valid text (no lone surrogates): {text!r}") from None
     try:
         tree = ast.parse(normalise(text), mode="eval")
+        return _Compiler(text, scope, _stack).visit(tree.body)
     except SyntaxError as exc:
         raise FormulaError(f"cannot parse {text!r}: {exc.msg}", (exc.offset or 1) - 1) from None
-    return _Compiler(text, scope, _stack).visit(tree.body)
+    except (RecursionError, MemoryError):
+        raise FormulaError(f"formula too deeply nested: {text[:60]!r}...") from None
+
+
+MAX_FORMULA = 4000
+INT64 = 2 ** 63 - 1
+
+
+def _bindable_number(value, compiler, node):
+    """SQLite binds integers up to 64 bits; larger ones (or inf/nan) are mistakes."""
+    if isinstance(value, int) and abs(value) > INT64:
+        compiler.fail(node, "number too large for the database: '{snippet}'")
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        compiler.fail(node, "not a finite number: '{snippet}'")
+    return value
 
 
 class _Compiler:
@@ -224,7 +245,7 @@ class _Compiler:
         if isinstance(v, bool):
             return Const(BOOL, v)
         if isinstance(v, (int, float)):
-            return Const(NUM, v)
+            return Const(NUM, _bindable_number(v, self, node))
         if isinstance(v, str):
             return Const(TEXT, v)
         if v is None:
@@ -250,7 +271,9 @@ class _Compiler:
             value = s.params[name]
             if isinstance(value, bool) or not isinstance(value, (int, float, str)):
                 self.fail(node, "param '{snippet}' must be a number or text")
-            return Const(NUM if isinstance(value, (int, float)) else TEXT, value)
+            if isinstance(value, str):
+                return Const(TEXT, value)
+            return Const(NUM, _bindable_number(value, self, node))
         if name in s.scores:
             if name in self.stack:
                 cycle = " -> ".join(self.stack + (name,))
@@ -270,7 +293,7 @@ class _Compiler:
             if isinstance(node.op, ast.UAdd):
                 return arg
             if isinstance(arg, Const):
-                return Const(NUM, -arg.value)
+                return Const(NULL, None) if arg.value is None else Const(NUM, -arg.value)
             return Neg(NUM, arg)
         self.fail(node, "operator not allowed: '{snippet}'")
 
@@ -328,7 +351,13 @@ class _Compiler:
             self.fail(node, "only plain function calls are allowed: '{snippet}'")
         name, n = node.func.id, len(node.args)
         if self.scope.allow_aggregates and name in AGGREGATES and n == 1:
-            arg = self.visit(node.args[0])
+            if getattr(self, "in_aggregate", False):
+                self.fail(node, "an aggregate inside an aggregate is not allowed: '{snippet}'")
+            self.in_aggregate = True
+            try:
+                arg = self.visit(node.args[0])
+            finally:
+                self.in_aggregate = False
             self.number(node.args[0], arg)
             return Agg(NUM, name, arg)
         if name not in SCALAR_FUNCS:

@@ -111,6 +111,8 @@ class Memory:
         (see `pending()`), `run_due()` retries it, and this returns []."""
         if not isinstance(user, str) or not isinstance(assistant, str):
             raise LetheError("remember() takes the user's and the assistant's text")
+        _valid_text(user, "the user's text")
+        _valid_text(assistant, "the assistant's text")
         return self.writer.remember(user, assistant)
 
     def add(self, content: str, *, summary: str | None = None, tags: Iterable[str] | None = None,
@@ -120,6 +122,9 @@ class Memory:
         here win over judgments). `judged=False` stores it exactly as given."""
         if not isinstance(content, str) or not content.strip():
             raise LetheError("a memory needs non-empty content")
+        tags = list(tags) if tags else None
+        for name, text in (("content", content), ("summary", summary), *(("a tag", t) for t in tags or [])):
+            _valid_text(text, name)
         fields = {"summary": summary, "tags": list(tags) if tags else None,
                   "importance": importance, "confidence": confidence,
                   "expires_at": _time_or_none(expires_at), "kind": kind, "scene": scene}
@@ -191,11 +196,15 @@ class Memory:
 
     def _run_one(self, name: str, progress=None) -> P.PassResult:
         p = self.policy.passes[name]
-        result = P.run_rules(self.store, self.plan, name, self.namespace, progress)
-        if p.cluster is not None:
-            from .compress import compress
+        if p.cluster is None:
+            return P.run_rules(self.store, self.plan, name, self.namespace, progress)
+        from .compress import compress
 
-            compress(self, p, result)
+        # recorded only once every merge is done: a crash mid-compression leaves it due
+        result = P.run_rules(self.store, self.plan, name, self.namespace, progress, record=False)
+        compress(self, p, result)
+        with self.store.transaction() as db:
+            P.record_run(db, self.namespace, name, result.ran_at, result.changed)
         return result
 
     def due(self) -> list[str]:
@@ -241,7 +250,7 @@ class Memory:
         row = self.store.db.execute(
             "SELECT memories.*, scenes.summary AS scene_summary FROM memories LEFT JOIN scenes "
             "ON scenes.namespace = memories.namespace AND scenes.scene = memories.scene "
-            "WHERE memories.id = ?", (memory_id,)).fetchone()
+            "WHERE memories.id = ? AND memories.namespace = ?", (memory_id, self.namespace)).fetchone()
         return MemoryRecord.from_row(row) if row else None
 
     def recall_context(self, query: str, top_n: int | None = None) -> str:
@@ -288,6 +297,18 @@ def fts_query(text: str, content_words: bool = False) -> str | None:
         tokens = [t for t in tokens if len(t) > 1 and t.lower() not in STOPWORDS]
     tokens = list(dict.fromkeys(t.lower() for t in tokens))[:64]
     return " OR ".join(f'"{t}"' for t in tokens) if tokens else None
+
+
+def _valid_text(text, what: str) -> None:
+    """Text SQLite can store as UTF-8: lone surrogates (invalid UTF-8) are refused."""
+    if text is None:
+        return
+    if not isinstance(text, str):
+        raise LetheError(f"{what} must be text, got {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise LetheError(f"{what} is not valid UTF-8 text ({exc.reason} at {exc.start})") from None
 
 
 def _time_or_none(value) -> str | None:

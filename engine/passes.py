@@ -28,16 +28,18 @@ class PassResult:
 
 
 def run_rules(store: Store, plan: Plan, name: str, namespace: str,
-              progress: Callable[[str], None] | None = None) -> PassResult:
+              progress: Callable[[str], None] | None = None, record: bool = True) -> PassResult:
     """Execute one pass's rule statements and record the run, all in one transaction;
-    a pass with `batch: N` commits every N ids instead (see `run_batched`)."""
+    a pass with `batch: N` commits every N ids instead (see `run_batched`). With
+    `record=False` the caller records the run when its own work is done."""
     if plan.policy.passes[name].batch:
         return run_batched(store, plan, name, namespace, progress)
     now = store.now()
     result = PassResult(name, now)
     with store.transaction() as db:
         _apply(db, plan.passes[name], result, now, namespace, progress)
-        record_run(db, namespace, name, now, result.changed)
+        if record:
+            record_run(db, namespace, name, now, result.changed)
     return result
 
 
@@ -64,10 +66,11 @@ def run_batched(store: Store, plan: Plan, name: str, namespace: str, progress=No
     with the cursor, and a resumed run keeps the `now` it started with: after a crash the
     next run finishes the same pass, and no row is ever passed over or done twice."""
     size = plan.policy.passes[name].batch
-    state = store.db.execute("SELECT cursor, run_now FROM pass_progress WHERE namespace = ? "
+    state = store.db.execute("SELECT cursor, run_now, changed FROM pass_progress WHERE namespace = ? "
                              "AND pass = ?", (namespace, name)).fetchone()
     now = state["run_now"] if state else store.now()
     result = PassResult(name, now, notes=["resumed an interrupted run"] if state else [])
+    result.changed = state["changed"] if state else 0  # rows the interrupted run already did
     lo, top = store.db.execute("SELECT min(id), max(id) FROM memories WHERE namespace = ?",
                                (namespace,)).fetchone()
     lo = state["cursor"] if state else (lo or 0)
@@ -76,9 +79,10 @@ def run_batched(store: Store, plan: Plan, name: str, namespace: str, progress=No
         hi = lo + size
         with store.transaction() as db:
             _apply(db, plan.passes[name], result, now, namespace, progress, (lo, hi))
-            db.execute("INSERT INTO pass_progress (namespace, pass, cursor, run_now) VALUES "
-                       "(?, ?, ?, ?) ON CONFLICT (namespace, pass) DO UPDATE SET cursor = "
-                       "excluded.cursor", (namespace, name, hi, now))
+            db.execute("INSERT INTO pass_progress (namespace, pass, cursor, run_now, changed) "
+                       "VALUES (?, ?, ?, ?, ?) ON CONFLICT (namespace, pass) DO UPDATE SET "
+                       "cursor = excluded.cursor, changed = excluded.changed",
+                       (namespace, name, hi, now, result.changed))
         lo = hi
     with store.transaction() as db:
         db.execute("DELETE FROM pass_progress WHERE namespace = ? AND pass = ?", (namespace, name))

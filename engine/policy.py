@@ -344,7 +344,7 @@ class _Builder:
             text = str(text)
         items = []
         for part in _split_top(text):
-            m = re.fullmatch(r"(.*?)(?:\s+(asc|desc|ASC|DESC))?", part.strip())
+            m = re.fullmatch(r"(.*?)(?:\s+(asc|desc|ASC|DESC))?", part.strip(), re.S)
             node = self.formula(m.group(1), path, self.policy.scope(allow_relevance=allow_relevance))
             if node.type not in (X.NUM, X.TIME, X.TEXT):
                 self.fail(path, f"cannot order by {node.type}: '{m.group(1)}'")
@@ -378,7 +378,7 @@ class _Builder:
             if spec.get("every") is not None:
                 try:
                     every = parse_duration(spec["every"])
-                except ValueError as exc:
+                except (ValueError, OverflowError) as exc:
                     self.fail(p + ("every",), str(exc))
             ps = Pass(name, every)
             rules = spec.get("rules") or []

@@ -37,6 +37,8 @@ def environment(dirs: tuple[str, ...]) -> ImmutableSandboxedEnvironment:
 
 
 def find(name: str, dirs: tuple[str, ...]) -> str | None:
+    if not _plain(name):
+        return None
     for d in dirs:
         path = os.path.join(d, name)
         if os.path.isfile(path):
@@ -44,13 +46,24 @@ def find(name: str, dirs: tuple[str, ...]) -> str | None:
     return None
 
 
+def _plain(name: str) -> bool:
+    """A template name is a path inside the prompt folders: no absolute paths, no '..'."""
+    parts = name.replace("\\", "/").split("/")
+    return bool(name) and not os.path.isabs(name) and ".." not in parts and "\x00" not in name
+
+
 def check(name: str, dirs: tuple[str, ...]) -> None:
     """Parse a template: a missing file or a syntax error is a PolicyError at file:line."""
+    if not _plain(name):
+        raise PolicyError(f"template '{name}' must be a name inside the prompt folders "
+                          "(no absolute path, no '..')")
     path = find(name, dirs)
     if path is None:
         raise PolicyError(f"template '{name}' not found in {', '.join(dirs) or '(no prompt dirs)'}")
     try:
         environment(dirs).get_template(name)
+    except jinja2.TemplateNotFound as exc:
+        raise PolicyError(f"template '{exc.name}' not found in {', '.join(dirs)}") from None
     except jinja2.TemplateSyntaxError as exc:
         raise PolicyError(f"template syntax error: {exc.message}",
                           os.path.relpath(path), exc.lineno, 1) from None

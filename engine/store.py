@@ -148,7 +148,8 @@ def m009_pass_progress(db):
     """Where an unfinished batched pass stopped, and the `now` it runs with."""
     db.execute("""CREATE TABLE IF NOT EXISTS pass_progress (
         namespace TEXT NOT NULL, pass TEXT NOT NULL, cursor INTEGER NOT NULL,
-        run_now TEXT NOT NULL, PRIMARY KEY (namespace, pass))""")
+        run_now TEXT NOT NULL, changed INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (namespace, pass))""")
 
 
 class Store:

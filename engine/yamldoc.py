@@ -80,8 +80,9 @@ def load(path: str) -> Doc:
             text = fh.read()
     except OSError as exc:
         raise PolicyError(f"cannot read policy: {exc.strerror}", shown, 1, 1) from None
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
+        loader = yaml.SafeLoader(text)  # the reader refuses some characters right away
         node = loader.get_single_node()
         doc = Doc(None, shown)
         doc.data = {} if node is None else _convert(node, (), doc, loader)
@@ -90,8 +91,15 @@ def load(path: str) -> Doc:
         m = Mark(shown, mk.line + 1, mk.column + 1)
         msg = f"YAML syntax error: {exc.problem or exc.context}"
         raise PolicyError(msg, m.file, m.line, m.col, "", excerpt(m)) from None
+    except yaml.YAMLError as exc:  # e.g. a character YAML does not allow (NUL)
+        at = getattr(exc, "position", None)
+        line = text.count("\n", 0, at) + 1 if isinstance(at, int) else 1
+        raise PolicyError(f"YAML error: {getattr(exc, 'reason', exc)}", shown, line, 1) from None
+    except RecursionError:
+        raise PolicyError("YAML nested too deeply", shown, 1, 1) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return doc
 
 

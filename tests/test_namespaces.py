@@ -1,0 +1,162 @@
+"""Namespaces: two agents, two policies, one file. One agent's passes, recall and remember
+never read or change the other agent's memories, events, runs or inbox."""
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+SHARED = [
+    "I use PostgreSQL for the billing service.",
+    "The deadline for the study tracker is March 15.",
+    "I prefer tabs over spaces in Python code.",
+]
+CLUSTER = ["The billing service stores invoices in PostgreSQL",
+           "Billing service invoices are stored in PostgreSQL",
+           "Invoices of the billing service live in PostgreSQL"]
+FILLER = ["User runs nightly reports at 2am", "The CLI is written in Go"]
+
+
+@pytest.fixture
+def agents(memory):
+    """alice runs the lifecycle policy (30-day half-life), bob the coding-agent policy
+    (90 days), in the same file, with the same memories."""
+    alice = memory("lifecycle", namespace="alice")
+    bob = memory("coding-agent", namespace="bob")
+    for mem in (alice, bob):
+        for text in SHARED:
+            assert mem.remember(text, "Noted.")
+        for text in CLUSTER + FILLER:
+            mem.add(text, judged=False)
+    return alice, bob
+
+
+def rows(mem, namespace: str) -> dict:
+    """Everything stored for a namespace, as plain tuples."""
+    db = mem.store.db
+    q = lambda sql: [tuple(r) for r in db.execute(sql, (namespace,))]  # noqa: E731
+    return {
+        "memories": q("SELECT * FROM memories WHERE namespace = ? ORDER BY id"),
+        "events": q("SELECT * FROM memory_events WHERE memory_id IN "
+                    "(SELECT id FROM memories WHERE namespace = ?) ORDER BY id"),
+        "pass_runs": q("SELECT * FROM pass_runs WHERE namespace = ? ORDER BY pass"),
+        "inbox": q("SELECT * FROM inbox WHERE namespace = ? ORDER BY id"),
+        "policy_state": q("SELECT * FROM policy_state WHERE namespace = ?"),
+    }
+
+
+def test_the_two_agents_share_one_file(agents):
+    alice, bob = agents
+    assert alice.store.path == bob.store.path
+    assert alice.counts() == bob.counts() == {"active": len(SHARED) + len(CLUSTER) + len(FILLER)}
+    assert {r[0] for r in alice.store.db.execute("SELECT namespace FROM policy_state")} == {"alice", "bob"}
+
+
+def test_passes_of_one_agent_never_touch_the_other(agents, clock):
+    alice, bob = agents
+    total = len(SHARED) + len(CLUSTER) + len(FILLER)
+    clock.advance(dt.timedelta(days=1))
+    before = rows(bob, "bob")
+    results = {r.name: r for r in alice.run_due()}
+    assert results["compression"].events.get("compressed", 0) >= len(CLUSTER)  # alice merged...
+    clock.advance(dt.timedelta(days=120))
+    results = {r.name: r for r in alice.run_due()}
+    assert results["decay"].events.get("archived", 0) > 0                       # ...and forgot
+    assert results["expiry"].events.get("expired", 0) > 0
+    assert rows(bob, "bob") == before                                            # bob: untouched
+    assert bob.counts() == {"active": total}
+
+    before = rows(alice, "alice")
+    results = {r.name: r for r in bob.run_due()}
+    assert rows(alice, "alice") == before
+    merged = results["compression"].events.get("compressed", 0)
+    assert merged >= len(CLUSTER)
+    # bob's own policy: a 90-day half-life keeps 121-day-old memories (0.39 > 0.1)
+    assert results["decay"].events.get("archived", 0) == 0
+    counts = bob.counts()
+    assert counts.get("archived", 0) == 0 and counts["expired"] == 1
+    assert counts["compressed"] == merged and sum(counts.values()) == total + 1
+
+
+def test_named_passes_and_the_cli_respect_the_namespace(agents, clock):
+    from click.testing import CliRunner
+
+    from engine.cli import main
+    from tests.conftest import POLICIES
+
+    alice, bob = agents
+    before = rows(bob, "bob")
+    clock.advance(dt.timedelta(days=200))
+    alice.run(["expiry", "decay"])
+    result = CliRunner().invoke(main, ["run", "--db", alice.store.path, "--policy",
+                                       f"{POLICIES}/lifecycle.yaml", "--namespace", "alice",
+                                       "--now", clock().isoformat(), "--offline", "--json"])
+    assert result.exit_code == 0, result.output
+    assert rows(bob, "bob") == before
+
+
+def test_recall_reads_only_its_own_namespace(agents):
+    alice, bob = agents
+    before = rows(bob, "bob")
+    for query in ("which database does billing use?", "tabs or spaces?", "study tracker deadline",
+                  "PostgreSQL invoices billing"):
+        got = alice.recall(query)
+        assert got and {m.namespace for m in got} == {"alice"}
+        assert {m.namespace for m in alice.candidates(query, scored=True)} == {"alice"}
+        assert {m.namespace for m in alice.candidates(query)} <= {"alice"}
+    assert rows(bob, "bob") == before  # bob's access counts and last_accessed unchanged
+    assert any(m.access_count for m in alice.candidates(None, limit=100))
+
+
+def test_a_contradiction_supersedes_only_the_agents_own_memory(agents):
+    alice, bob = agents
+    before = rows(alice, "alice")
+    ids = bob.remember("We migrated the billing service from PostgreSQL to MySQL.", "Got it.")
+    assert ids
+    old = bob.store.db.execute("SELECT id, status, contradicted_by FROM memories WHERE "
+                               "namespace = 'bob' AND content LIKE '%uses PostgreSQL%'").fetchone()
+    assert old["status"] == "superseded" and old["contradicted_by"] == ids[0]
+    assert rows(alice, "alice") == before
+    mine = alice.store.db.execute("SELECT status FROM memories WHERE namespace = 'alice' "
+                                  "AND content LIKE '%uses PostgreSQL%'").fetchall()
+    assert [r[0] for r in mine] == ["active"]
+
+
+def test_a_restatement_reinforces_only_the_agents_own_memory(memory, agents):
+    alice, bob = agents
+    only_alice = alice.add("User deploys the docs site every Tuesday", judged=False)
+    before = rows(alice, "alice")
+    ids = bob.add("User deploys the docs site every Tuesday")
+    assert ids != only_alice and bob.get(ids).namespace == "bob"
+    assert rows(alice, "alice") == before
+
+
+def test_pending_turns_belong_to_their_agent(agents):
+    alice, bob = agents
+    with alice.store.transaction() as db:  # a turn alice saved while her model was down
+        db.execute("INSERT INTO inbox (namespace, user_text, assistant_text, created_at, updated_at) "
+                   "VALUES ('alice', 'I use Redis for caching.', 'ok', ?, ?)",
+                   (alice.store.now(), alice.store.now()))
+    assert bob.pending() == [] and len(alice.pending()) == 1
+    bob.run_due()
+    assert len(alice.pending()) == 1  # bob's run_due does not judge alice's turns
+    alice.run_due()
+    assert alice.pending() == []
+    assert any("Redis" in m.content for m in alice.recall("Redis caching"))
+    assert not any("Redis" in m.content for m in bob.candidates("Redis caching", limit=50))
+
+
+def test_a_different_rank_formula_is_synced_only_for_its_namespace(memory, agents):
+    alice, bob = agents
+    before = rows(alice, "alice")
+    carol = memory("archive", namespace="bob")  # a policy with rank = importance * confidence
+    assert rows(alice, "alice") == before
+    r = carol.store.db.execute("SELECT count(*) FROM memories WHERE namespace = 'bob' AND "
+                               "abs(rank - importance * confidence) > 1e-9").fetchone()[0]
+    assert r == 0
+
+
+def test_get_and_history_do_not_read_another_namespace(agents):
+    alice, bob = agents
+    bob_id = bob.candidates(None, limit=1)[0].id
+    assert alice.get(bob_id) is None
