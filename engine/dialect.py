@@ -39,6 +39,10 @@ class Dialect:
               "sqrt": "sqrt"}
     _AGGS = {"avg": "avg", "max": "max", "min": "min", "sum": "sum", "count": "count"}
 
+    def unindexed(self, ident: str) -> str:
+        """A column the planner must not pick an index for (SQLite's unary `+`)."""
+        return "+" + self.quote(ident)
+
     def quote(self, ident: str) -> str:
         if ident not in X.COLUMNS and not ident.replace("_", "").isalnum():
             raise FormulaError(f"not an identifier: {ident!r}")
@@ -168,6 +172,9 @@ class PostgresDialect(Dialect):
     placeholder = "%s"
     json_object = "json_build_object"
     _FUNCS = {**Dialect._FUNCS, "min": "least", "max": "greatest", "log": "log"}
+
+    def unindexed(self, ident: str) -> str:
+        return self.quote(ident)  # PostgreSQL's planner needs no such hint here
 
     def _days_between(self, later, earlier, out: SQL) -> None:
         out.add("(extract(epoch from (")

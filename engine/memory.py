@@ -152,9 +152,8 @@ class Memory:
         return new_id
 
     def refresh_rank(self, db, ids: list[int]) -> None:
-        st = self.plan.rank_refresh
-        db.execute(st.sql + ' AND "id" IN (SELECT value FROM json_each(?))',
-                   st.bind(self.store.now(), self.namespace) + [json.dumps(ids)])
+        st = self.plan.rank_refresh_ids
+        db.execute(st.sql, st.bind(self.store.now(), self.namespace, ids=ids))
 
     def pending(self) -> list[dict]:
         """Turns saved but not yet judged (a model was unreachable)."""
@@ -224,7 +223,7 @@ class Memory:
 
     # -- reading
     def candidates(self, query: str | None = None, limit: int | None = None,
-                   scored: bool = False) -> list[MemoryRecord]:
+                   scored: bool = False, relevance: bool = True) -> list[MemoryRecord]:
         """Recall candidates in the policy's recall order, before any model picks among them.
         With a query: only memories matching it in full text, or with `scored=True` all
         candidates, each with its `relevance` to the query (0 when it shares no word)."""
@@ -234,6 +233,10 @@ class Memory:
         if fts:
             filtering = not scored or self.policy.recall.match == "filter"
             st = self.plan.recall_query if filtering else self.plan.recall_scored
+            if scored and not filtering and not relevance and not self.plan.recall_reads_relevance:
+                # bm25 needs each query word's document count: costly at a million rows,
+                # and nothing here reads it (the select judge reads the text itself)
+                st, fts = self.plan.recall, None
         rows = self.store.db.execute(st.sql, st.bind(self.store.now(), self.namespace, fts, limit)).fetchall()
         if not rows and fts and scored:  # `match: filter` and nothing matched: the top ones
             return self.candidates(None, limit)
@@ -289,14 +292,35 @@ which who why will with would you your also about after again all am any because
 being both each few more most other over same some such only own very should""".split())
 
 
-def fts_query(text: str, content_words: bool = False) -> str | None:
-    """Words as a safe FTS5 query: alphanumeric tokens, quoted, OR-ed. `content_words`
-    drops stopwords and one-letter tokens (for relevance between memories)."""
+def words(text: str, content_words: bool = False) -> list[str]:
+    """Alphanumeric tokens, lowercased, once each (at most 64). `content_words` drops
+    stopwords and one-letter tokens (for relevance between memories)."""
     tokens = re.findall(r"\w+", text or "")
     if content_words:
         tokens = [t for t in tokens if len(t) > 1 and t.lower() not in STOPWORDS]
-    tokens = list(dict.fromkeys(t.lower() for t in tokens))[:64]
-    return " OR ".join(f'"{t}"' for t in tokens) if tokens else None
+    return list(dict.fromkeys(t.lower() for t in tokens))[:64]
+
+
+def fts_query(text: str, content_words: bool = False, joiner: str = " OR ") -> str | None:
+    """Words as a safe FTS5 query: tokens quoted (never FTS syntax), OR-ed."""
+    tokens = words(text, content_words)
+    return joiner.join(f'"{t}"' for t in tokens) if tokens else None
+
+
+RARE = 2000  # a word in more memories than this does not pick contradiction candidates
+
+
+def distinctive_query(db, text: str) -> str | None:
+    """An FTS5 query for the memories most like `text`, whose cost does not grow with the
+    store: words found in more than RARE memories are left out (their counts stop at
+    RARE + 1, so counting is bounded too); when every word is that common, all of them
+    must match."""
+    tokens = words(text, content_words=True)
+    if not tokens:
+        return None
+    count = "SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?)"
+    rare = [t for t in tokens if db.execute(count, (f'"{t}"', RARE + 1)).fetchone()[0] <= RARE]
+    return " OR ".join(f'"{t}"' for t in rare) if rare else " AND ".join(f'"{t}"' for t in tokens)
 
 
 def _valid_text(text, what: str) -> None:

@@ -48,10 +48,7 @@ def _apply(db, statements, result: PassResult, now: str, namespace: str, progres
     for st in statements:
         if progress:
             progress(st.label)
-        sql, params = st.sql, st.bind(now, namespace)
-        if id_range:
-            sql, params = sql + ' AND "id" >= ? AND "id" < ?', params + list(id_range)
-        cur = db.execute(sql, params)
+        cur = db.execute(st.sql, st.bind(now, namespace, id_range=id_range or (0, 0)))
         if st.sql.startswith("INSERT INTO memory_events"):
             event = st.params[0]
             result.events[event] = result.events.get(event, 0) + max(cur.rowcount, 0)

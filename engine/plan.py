@@ -5,6 +5,7 @@ compile` prints a plan, and the snapshot tests pin the plan of every shipped pol
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from . import expr as X
@@ -14,6 +15,9 @@ from .policy import Candidates, Pass, Policy, Rule
 NAMESPACE = object()  # marker parameter: the namespace the plan runs for
 QUERY = object()      # marker parameter: the full-text query of a recall
 LIMIT = object()      # marker parameter: a limit chosen at call time
+IDS = object()        # marker parameter: memory ids, as a JSON array
+FROM_ID = object()    # marker parameters: the id range one batch of a batched pass covers
+TO_ID = object()
 
 
 @dataclass
@@ -23,14 +27,17 @@ class Statement:
     params: list = field(default_factory=list)
 
     def bind(self, now: str, namespace: str, query: str | None = None,
-             limit: int | None = None) -> list:
-        table = {id(NOW): now, id(NAMESPACE): namespace, id(QUERY): query, id(LIMIT): limit}
+             limit: int | None = None, ids: list[int] | None = None,
+             id_range: tuple[int, int] = (0, 0)) -> list:
+        table = {id(NOW): now, id(NAMESPACE): namespace, id(QUERY): query, id(LIMIT): limit,
+                 id(IDS): json.dumps(ids or []), id(FROM_ID): id_range[0], id(TO_ID): id_range[1]}
         return [table.get(id(p), p) if id(p) in table else p
                 for p in self.params]
 
     def shown_params(self) -> list:
         names = {id(NOW): ":now", id(NAMESPACE): ":namespace", id(QUERY): ":query",
-                 id(LIMIT): ":limit"}
+                 id(LIMIT): ":limit", id(IDS): ":ids", id(FROM_ID): ":from_id",
+                 id(TO_ID): ":to_id"}
         return [names.get(id(p), p) for p in self.params]
 
 
@@ -43,8 +50,10 @@ class Plan:
     recall_query: Statement
     recall_scored: Statement
     rank_refresh: Statement
+    rank_refresh_ids: Statement
     access: Statement | None
     write_candidates: dict[str, Statement] = field(default_factory=dict)
+    recall_reads_relevance: bool = False
     cluster_candidates: dict[str, Statement] = field(default_factory=dict)
 
 
@@ -59,7 +68,10 @@ def compile_policy(policy: Policy, dialect: str | Dialect = "sqlite") -> Plan:
         recall_scored=candidates_statement("recall (scored by a query)", rec.candidates, d,
                                            query=True, keep_unmatched=True),
         rank_refresh=rank_refresh_statement(policy, d),
+        rank_refresh_ids=rank_refresh_statement(policy, d, by_ids=True),
         access=access_statement(policy, rec.on_access, d) if rec.on_access else None,
+        recall_reads_relevance=any("@relevance" in X.columns_of(n) for n in
+                                   [rec.candidates.where, *[o for o, _ in rec.candidates.order]]),
         write_candidates={s.step: write_candidates_statement(s.step, s.judgment.candidates, d)
                           for s in policy.write if s.step in ("contradiction", "fused")},
         cluster_candidates={name: candidates_statement(f"{name} cluster candidates",
@@ -82,9 +94,13 @@ def write_candidates_statement(step: str, c: Candidates | None, d: Dialect) -> S
 
 
 def pass_statements(policy: Policy, p: Pass, d: Dialect) -> list[Statement]:
+    """A batched pass's statements cover one id range each time they run; the namespace
+    test is then written `+namespace` so SQLite walks the id range, not the namespace."""
+    batch = (f'"id" >= {d.placeholder} AND "id" < {d.placeholder}', [FROM_ID, TO_ID]) \
+        if p.batch else None
     out = []
     for i, rule in enumerate(p.rules):
-        out += rule_statements(policy, rule, d, f"{p.name}.rules[{i}]")
+        out += rule_statements(policy, rule, d, f"{p.name}.rules[{i}]", batch)
     return out
 
 
@@ -112,7 +128,8 @@ def rule_statements(policy: Policy, rule: Rule, d: Dialect, label: str,
 
 
 def _where(when: X.Node | None, d: Dialect, extra=None) -> tuple[str, list]:
-    sql, params = f'"namespace" = {d.placeholder}', [NAMESPACE]
+    ns = d.unindexed("namespace") if extra else d.quote("namespace")
+    sql, params = f"{ns} = {d.placeholder}", [NAMESPACE]
     if when is not None:
         w_sql, w_params = d.render(when)
         sql, params = f"{sql} AND {w_sql}", params + w_params
@@ -199,20 +216,28 @@ def _scored_in_recall_order(label: str, c: Candidates, d: Dialect) -> Statement:
     return Statement(label, sql, [QUERY, NAMESPACE, *where_params, *o_params, LIMIT])
 
 
-def rank_refresh_statement(policy: Policy, d: Dialect) -> Statement:
-    """Recompute the stored rank for a namespace (after adoption or a rank formula change)."""
+def rank_refresh_statement(policy: Policy, d: Dialect, by_ids: bool = False) -> Statement:
+    """Recompute the stored rank for a namespace (after adoption or a rank formula change),
+    or for a few memories by id (after a write the passes did not make)."""
     sql, p = d.render(policy.rank)
-    return Statement("rank refresh", f'UPDATE memories SET "rank" = {sql}\nWHERE "namespace" = {d.placeholder}',
-                     p + [NAMESPACE])
+    if not by_ids:
+        return Statement("rank refresh", f'UPDATE memories SET "rank" = {sql}\n'
+                         f'WHERE "namespace" = {d.placeholder}', p + [NAMESPACE])
+    # +namespace: look the ids up by primary key, not by walking the namespace's index
+    return Statement("rank refresh (by id)", f'UPDATE memories SET "rank" = {sql}\n'
+                     f'WHERE {d.unindexed("namespace")} = {d.placeholder} '
+                     f'AND "id" IN (SELECT value FROM json_each({d.placeholder}))',
+                     p + [NAMESPACE, IDS])
 
 
 def access_statement(policy: Policy, rule: Rule, d: Dialect) -> Statement:
     """on_access: one UPDATE for all chosen memories; their ids come from a JSON array."""
     set_sql, set_params = _assignments(policy, rule.set, d)
     return Statement("recall on_access",
-                     f"UPDATE memories\nSET {set_sql}\nWHERE \"namespace\" = {d.placeholder} "
+                     # +namespace: look the ids up by primary key, not by the namespace index
+                     f"UPDATE memories\nSET {set_sql}\nWHERE {d.unindexed('namespace')} = {d.placeholder} "
                      f"AND \"id\" IN (SELECT value FROM json_each({d.placeholder}))",
-                     set_params + [NAMESPACE, LIMIT])
+                     set_params + [NAMESPACE, IDS])
 
 
 def render_plan(plan: Plan) -> str:
@@ -232,6 +257,7 @@ def render_plan(plan: Plan) -> str:
     if plan.access:
         blocks.append(_show(plan.access))
     blocks.append(_show(plan.rank_refresh))
+    blocks.append(_show(plan.rank_refresh_ids))
     for st in [*plan.write_candidates.values(), *plan.cluster_candidates.values()]:
         blocks.append(_show(st))
     return "\n".join(blocks) + "\n"

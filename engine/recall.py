@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from . import expr as X
 from .judges import JudgeUnavailable
 from .judges.answers import today
-from .plan import LIMIT, NAMESPACE, QUERY, Statement
+from .plan import IDS, LIMIT, NAMESPACE, QUERY, Statement
 
 # bm25 onto 0..1, as the compiled recall statements map it (plan.candidates_statement)
 RELEVANCE_SQL = "coalesce(-fts.score / (1.0 - fts.score), 0.0)"
@@ -23,11 +23,11 @@ STATUSES = ("archived", "superseded", "expired", "compressed")
 
 
 def recall(mem, query: str, top_n: int | None = None) -> list:
-    candidates, chosen = choose(mem, query, top_n)
+    candidates, chosen = choose(mem, query, top_n, relevance=False)
     if chosen and mem.plan.access is not None:
         st = mem.plan.access
         with mem.store.transaction() as db:
-            db.execute(st.sql, st.bind(mem.store.now(), mem.namespace, None, json.dumps(chosen)))
+            db.execute(st.sql, st.bind(mem.store.now(), mem.namespace, ids=chosen))
     by_id = {c.id: c for c in candidates}
     out = []
     for mid in chosen:
@@ -37,12 +37,13 @@ def recall(mem, query: str, top_n: int | None = None) -> list:
     return out
 
 
-def choose(mem, query: str, top_n: int | None = None) -> tuple[list, list[int]]:
+def choose(mem, query: str, top_n: int | None = None,
+           relevance: bool = True) -> tuple[list, list[int]]:
     """The candidates in the policy's recall order (each with its relevance to `query`),
     and the ids the select judge picks among them (the first `top_n` without a judge)."""
     rec = mem.policy.recall
     top_n = top_n or rec.top_n
-    candidates = mem.candidates(query, scored=True)
+    candidates = mem.candidates(query, scored=True, relevance=relevance)
     if rec.select is not None and candidates:
         chosen = _select(mem, rec, query, candidates, top_n)
     else:
@@ -193,15 +194,15 @@ def order_keys_statement(policy, d, query: bool) -> Statement:
         params += p
     join = ("\n" + FTS_JOIN.format(p=d.placeholder)) if query else ""
     sql = (f"SELECT memories.id, {', '.join(parts)}\nFROM memories{join}\n"
-           f"WHERE \"namespace\" = {d.placeholder} "
+           f"WHERE {d.unindexed('namespace')} = {d.placeholder} "
            f"AND memories.id IN (SELECT value FROM json_each({d.placeholder}))")
     return Statement("recall explain: order keys", sql,
-                     [*params, *([QUERY] if query else []), NAMESPACE, LIMIT])
+                     [*params, *([QUERY] if query else []), NAMESPACE, IDS])
 
 
 def _order_keys(mem, fts: str | None, ids: list[int]) -> dict[int, list]:
     if not ids:
         return {}
     st = order_keys_statement(mem.policy, mem.plan.dialect, bool(fts))
-    rows = mem.store.db.execute(st.sql, st.bind(mem.store.now(), mem.namespace, fts, json.dumps(ids)))
+    rows = mem.store.db.execute(st.sql, st.bind(mem.store.now(), mem.namespace, fts, ids=ids))
     return {r[0]: list(r[1:]) for r in rows}

@@ -148,8 +148,14 @@ def m009_pass_progress(db):
     """Where an unfinished batched pass stopped, and the `now` it runs with."""
     db.execute("""CREATE TABLE IF NOT EXISTS pass_progress (
         namespace TEXT NOT NULL, pass TEXT NOT NULL, cursor INTEGER NOT NULL,
-        run_now TEXT NOT NULL, changed INTEGER NOT NULL DEFAULT 0,
-        PRIMARY KEY (namespace, pass))""")
+        run_now TEXT NOT NULL, PRIMARY KEY (namespace, pass))""")
+
+
+@migration
+def m010_pass_progress_count(db):
+    """How many rows an interrupted batched pass had changed, so its total stays true."""
+    if "changed" not in _columns(db, "pass_progress"):
+        db.execute("ALTER TABLE pass_progress ADD COLUMN changed INTEGER NOT NULL DEFAULT 0")
 
 
 class Store:

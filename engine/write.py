@@ -214,11 +214,11 @@ class Writer:
     def candidates(self, step: WriteStep, judged: Judged, turn: dict) -> list[dict]:
         """The policy's candidate query narrowed to the K most relevant to the new memory,
         shown to the model under local numbers 1..K, never database ids."""
-        from .memory import fts_query
+        from .memory import distinctive_query
 
         text = judged.content if step.step == "contradiction" else \
             f"{turn.get('user', '')} {judged.content}"
-        query = fts_query(text, content_words=True)
+        query = distinctive_query(self.mem.store.db, text)
         if not query:
             return []
         st = self.mem.plan.write_candidates[step.step]

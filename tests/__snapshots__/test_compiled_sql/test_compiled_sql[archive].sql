@@ -29,3 +29,7 @@ LIMIT ?;
 UPDATE memories SET "rank" = ("importance" * "confidence")
 WHERE "namespace" = ?;
 -- params: [':namespace']
+-- rank refresh (by id)
+UPDATE memories SET "rank" = ("importance" * "confidence")
+WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?));
+-- params: [':namespace', ':ids']

@@ -66,12 +66,16 @@ LIMIT ?;
 UPDATE memories
 SET "access_count" = ("access_count" + ?),
     "last_accessed" = ?
-WHERE "namespace" = ? AND "id" IN (SELECT value FROM json_each(?));
--- params: [1, ':now', ':namespace', ':limit']
+WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?));
+-- params: [1, ':now', ':namespace', ':ids']
 -- rank refresh
 UPDATE memories SET "rank" = (("importance" * "confidence") * "decay_score")
 WHERE "namespace" = ?;
 -- params: [':namespace']
+-- rank refresh (by id)
+UPDATE memories SET "rank" = (("importance" * "confidence") * "decay_score")
+WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?));
+-- params: [':namespace', ':ids']
 -- contradiction candidates
 SELECT memories.*, coalesce(-fts.score / (1.0 - fts.score), 0.0) AS relevance
 FROM (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts

@@ -49,9 +49,13 @@ LIMIT ?;
 UPDATE memories
 SET "access_count" = ("access_count" + ?),
     "last_accessed" = ?
-WHERE "namespace" = ? AND "id" IN (SELECT value FROM json_each(?));
--- params: [1, ':now', ':namespace', ':limit']
+WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?));
+-- params: [1, ':now', ':namespace', ':ids']
 -- rank refresh
 UPDATE memories SET "rank" = "importance"
 WHERE "namespace" = ?;
 -- params: [':namespace']
+-- rank refresh (by id)
+UPDATE memories SET "rank" = "importance"
+WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?));
+-- params: [':namespace', ':ids']

@@ -30,3 +30,7 @@ LIMIT ?;
 UPDATE memories SET "rank" = "importance"
 WHERE "namespace" = ?;
 -- params: [':namespace']
+-- rank refresh (by id)
+UPDATE memories SET "rank" = "importance"
+WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?));
+-- params: [':namespace', ':ids']

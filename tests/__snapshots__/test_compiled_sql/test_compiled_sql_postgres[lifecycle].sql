@@ -67,11 +67,15 @@ UPDATE memories
 SET "access_count" = ("access_count" + %s),
     "last_accessed" = %s
 WHERE "namespace" = %s AND "id" IN (SELECT value FROM json_each(%s));
--- params: [1, ':now', ':namespace', ':limit']
+-- params: [1, ':now', ':namespace', ':ids']
 -- rank refresh
 UPDATE memories SET "rank" = (("importance" * "confidence") * "decay_score")
 WHERE "namespace" = %s;
 -- params: [':namespace']
+-- rank refresh (by id)
+UPDATE memories SET "rank" = (("importance" * "confidence") * "decay_score")
+WHERE "namespace" = %s AND "id" IN (SELECT value FROM json_each(%s));
+-- params: [':namespace', ':ids']
 -- contradiction candidates
 SELECT memories.*, coalesce(-fts.score / (1.0 - fts.score), 0.0) AS relevance
 FROM (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts
