@@ -1,8 +1,9 @@
 """Run the benchmarks and print one plain table.
 
-    python -m bench.run                                # passes + recall at 10k, 100k, 1M
+    python -m bench.run                                # every part (make bench)
     python -m bench.run passes --sizes 10000,100000    # one part, some sizes
     python -m bench.run recall --sizes 1M
+    python -m bench.run write | tokens | contention | peak   # rows 3-6 (see bench/RESULTS.md)
 
 Data is cached under bench/data/ (gitignored). A goal in parentheses is shown for reference only (not counted as met or missed).
 Exit status 1 when results disagree
@@ -26,6 +27,8 @@ def _num(x) -> str:
         return "-"
     if isinstance(x, str):
         return x
+    if isinstance(x, int) and not isinstance(x, bool):
+        return str(x)
     if x >= 100:
         return f"{x:.1f}"
     if x >= 1:
@@ -93,12 +96,14 @@ def _load() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n")[0])
-    ap.add_argument("part", nargs="?", choices=("all", "passes", "recall"), default="all")
+    ap.add_argument("part", nargs="?", choices=("all", "passes", "recall", "write", "tokens", "contention", "peak"), default="all")
     ap.add_argument("--sizes", type=D.parse_sizes,
                     default=list(D.DEFAULT_SIZES), help="comma-separated, e.g. 10k,100k,1M")
     ap.add_argument("--repeat", type=int, default=None,
                     help="runs per pass measurement (default 5 up to 100k, 2 above)")
     ap.add_argument("--calls", type=int, default=200, help="recall calls per N")
+    ap.add_argument("--token-sizes", type=D.parse_sizes, default=[100, 10_000, 1_000_000],
+                    help="stored memories for the prompt-token row (default 100,10k,1M)")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a goal is missed too")
     args = ap.parse_args(argv)
 
@@ -114,6 +119,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.part in ("all", "recall"):
         from . import recall
         r, p = recall.bench(args.sizes, args.calls, log)
+        rows += r
+        problems += p
+    if args.part in ("all", "write"):
+        from . import write
+        r, p = write.latency(log=log)
+        rows += r
+        problems += p
+    if args.part in ("all", "tokens"):
+        from . import write
+        r, p = write.tokens(args.token_sizes, log=log)
+        rows += r
+        problems += p
+    if args.part in ("all", "contention"):
+        from . import concurrent
+        r, p = concurrent.bench(max(args.sizes), log)
+        rows += r
+        problems += p
+    if args.part in ("all", "peak"):
+        from . import peak
+        r, p = peak.bench(args.sizes, log)
         rows += r
         problems += p
     elapsed = time.perf_counter() - t0
