@@ -74,6 +74,16 @@ def test_tokens_drop_stopwords_fold_synonyms_and_names(text, expected):
     ("User lives in Berlin", "I moved to Lisbon last month"),
     ("User is blocked on the security review", "The security review passed"),
     ("User prefers short answers", "I like long detailed answers now"),
+    # a negation elsewhere in the sentence seals the switch rather than undoing it
+    ("User uses VS Code for everything.", "I switched to Neovim last month and I'm not going back."),
+    ("Manages dependencies with poetry", "Moved to uv and never looked back."),
+    ("The team tracks work in Jira", "We moved to Linear, and there's no going back."),
+    ("Team chats on Slack", "We switched to Discord and honestly nobody misses Slack."),
+    ("Uses Emacs for everything", "I use Helix now and I don't miss Emacs at all."),
+    # a device is a kind of thing the old memory named (a MacBook is a laptop)
+    ("User's laptop runs Windows 11", "Got a new MacBook, now on macOS"),
+    ("User's laptop runs Ubuntu", "Bought a ThinkPad, running Fedora now"),
+    ("User's phone is an Android", "Got an iPhone, so I'm on iOS now"),
 ])
 def test_contradiction_supersedes_replacements(old, new):
     assert rules.contradiction(new, [(7, old)]) == {"supersedes": [7], "confirms": []}
@@ -113,8 +123,14 @@ def test_contradiction_supersedes_replacements(old, new):
     # only the clause with the cue counts; "CI does it" is a reason
     ("CI runs on GitHub Actions",
      "Running tests before committing is no longer required, CI does it"),
-    # ambiguous without world knowledge (a MacBook is a laptop); we stay conservative
-    ("User's laptop runs Windows 11", "Got a new MacBook, now on macOS"),
+    # a new laptop says nothing about the server; a denied member was never held
+    ("My server runs Ubuntu", "Got a new MacBook, now on macOS"),
+    ("The build server runs Linux", "Bought a new MacBook, now on macOS"),
+    ("User doesn't like Java", "I switched to Kotlin and I'm not going back"),
+    ("Uses vim for quick edits",
+     "I switched to VS Code for large refactors and I'm not going back."),
+    ("Likes Python", "Also started learning Rust, and I don't regret it."),
+    ("Orders are stored in PostgreSQL", "For the analytics warehouse, we switched to ClickHouse"),
 ])
 def test_contradiction_leaves_additions_progress_and_unrelated(old, new):
     assert not supersedes(new, old)
@@ -307,6 +323,47 @@ def test_expiry_accepts_a_date_and_never_returns_the_past():
     ("I'll be out next week.", "deadline"),
     ("Remind me to renew the domain.", "task"),
     ("Our Stripe webhook returns 400 on retries.", "fact"),
+    # imperatives about how to work are standing instructions
+    ("Keep code readable.", "instruction"),
+    ("Please write readable code.", "instruction"),
+    ("Deploy from the release branch for now.", "instruction"),
+    ("Until the CI fix lands, deploy from the release branch.", "instruction"),
+    ("Keep functions small.", "instruction"),
+    ("Avoid global state in the services.", "instruction"),
+    ("Write docstrings for every public function.", "instruction"),
+    ("Use pnpm in the frontend.", "instruction"),
+    ("Stick to snake_case for file names.", "instruction"),
+    ("Answer in Spanish.", "instruction"),
+    ("Run the linter before every commit.", "instruction"),
+    ("For now, skip the flaky integration tests.", "instruction"),
+    ("Format dates as ISO 8601.", "instruction"),
+    ("Call me Sam.", "instruction"),
+    ("Be concise.", "instruction"),
+    # what matters to the user is a preference
+    ("Readable code matters to me.", "preference"),
+    ("Readability of the code matters most to me.", "preference"),
+    ("Please keep the code readable, I care about readability more than cleverness.",
+     "preference"),
+    ("Good documentation matters a lot to me.", "preference"),
+    ("Consistency is important to us.", "preference"),
+    ("We value small pull requests.", "preference"),
+    # facts about the user's projects, team and tools
+    ("The API spec covers the billing endpoints.", "fact"),
+    ("The billing service talks to Stripe.", "fact"),
+    ("The docs live in the wiki.", "fact"),
+    ("The frontend talks to the API through a gateway.", "fact"),
+    ("Priya leads the platform team.", "fact"),
+    ("Marco is our designer.", "fact"),
+    ("We're rewriting the parser in Rust.", "fact"),
+    ("The team meets on Mondays.", "schedule"),
+    ("The analytics job runs nightly.", "schedule"),
+    ("We meet with the client every Thursday.", "schedule"),
+    # progress reports
+    ("I added auth to the study tracker.", "progress"),
+    ("We shipped the new onboarding flow.", "progress"),
+    ("Just merged the refactor of the auth module.", "progress"),
+    ("Finally got the webhook handler working.", "progress"),
+    ("I've implemented rate limiting in the gateway.", "progress"),
 ])
 def test_gate_saves_durable_turns(user, kind):
     verdict = rules.gate(user, "Noted.")
@@ -332,6 +389,34 @@ def test_gate_saves_durable_turns(user, kind):
     "What is 15% of 80?",
     "The weather is lovely today.",
     "What's my name?",
+    # small talk, one-off questions and one-off requests, worded as imperatives too
+    "Hi! How are you today?",
+    "Thanks, that's all for now.",
+    "What's the capital of Australia?",
+    "Can you explain recursion?",
+    "Please explain recursion.",
+    "Never mind.",
+    "Have a nice weekend!",
+    "It's so hot today.",
+    "Write a haiku about autumn.",
+    "Write Python code to reverse a string.",
+    "Write me a cover letter.",
+    "Help me plan a birthday party.",
+    "Summarize this article for me.",
+    "Add a docstring to this function.",
+    "Use simpler words in that answer.",
+    "Use the first option.",
+    "Rewrite that paragraph.",
+    "Run the tests.",
+    "Check the build.",
+    "Answer the question.",
+    "Make it shorter.",
+    "Keep going.",
+    "Keep it up!",
+    "Be right back.",
+    "Fixed it, thanks!",
+    "Ask me anything.",
+    "Explain the difference between TCP and UDP.",
 ])
 def test_gate_skips_small_talk_and_lookups(user):
     assert rules.gate(user, "Sure!")["save"] is False
@@ -359,6 +444,14 @@ def test_gate_keeps_the_fix_of_a_bug():
     assert verdict["save"] and "bug" in verdict["tags"]
     assert "database is locked" in verdict["content"]
     assert "Fix: The fix is to enable WAL mode" in verdict["content"]
+
+
+def test_gate_directive_is_tagged_and_ranked_as_an_instruction():
+    verdict = rules.gate("Deploy from the release branch for now.", "Will do.")
+    assert verdict["tags"][0] == "instruction"
+    assert verdict["content"] == "Deploy from the release branch for now."
+    assert rules.gate("Always squash before merging.", "")["importance"] >= verdict["importance"]
+    assert verdict["importance"] > rules.gate("I like green tea.", "")["importance"]
 
 
 @pytest.mark.parametrize("higher, lower", [
@@ -392,6 +485,15 @@ def test_gate_summary_is_cut_at_120_characters():
     ([(1, "Lives in Berlin"), (2, "Based in Berlin"), (3, "Works at a bank")], [[1, 2]]),
     ([(1, "Deploy with Docker"), (2, "Uses Docker for deployment")], [[1, 2]]),
     ([(1, "Uses uv for dependencies"), (2, "Manages packages with uv")], [[1, 2]]),
+    # the same preference with different elaborations or contrasts
+    ([(1, "Prefers code that is easy to read over clever one-liners"),
+      (2, "Likes clear, readable code with descriptive names"), (3, "Prefers tabs"),
+      (4, "Likes short answers")], [[1, 2]]),
+    ([(1, "Wants readable code rather than clever tricks"),
+      (2, "Prefers clean code with self-documenting names"), (3, "Uses PostgreSQL")], [[1, 2]]),
+    ([(1, "Prefers short answers with code examples"),
+      (2, "Likes brief replies over long explanations"), (3, "Prefers readable code")],
+     [[1, 2]]),
     # two groups and a loner, output sorted
     ([(9, "Prefers tabs"), (4, "Lives in Berlin"), (7, "Likes tabs"),
       (2, "Is based in Berlin"), (5, "Deadline is March 15")], [[2, 4], [7, 9]]),
@@ -402,6 +504,10 @@ def test_gate_summary_is_cut_at_120_characters():
     ([(1, "Always run tests before committing"),
       (2, "Never run tests before committing")], []),
     ([(1, "Uses Python for data analysis"), (2, "Uses Python for web scraping")], []),
+    ([(1, "Prefers readable code over clever code"),
+      (2, "Prefers short answers over long ones")], []),
+    ([(1, "Prefers readable code"), (2, "Prefers readable commit messages")], []),
+    ([(1, "Prefers readable code with type hints"), (2, "Likes type hints in Python")], []),
     ([(1, "Likes hiking"), (2, "Works at a bank"), (3, "Uses vim")], []),
     ([(1, "Only one memory")], []),
     ([], []),
@@ -498,6 +604,51 @@ def test_select_returns_nothing_when_nothing_fits(query):
     assert rules.select(query, MEMORIES, 6) == []
 
 
+PLACES = [
+    (1, "User prefers tabs."), (2, "User moved to Lisbon last week."),
+    (3, "The project deadline is March 15."), (4, "Our database is PostgreSQL 16"),
+    (5, "The team meets on Mondays."), (6, "The standup moved to 10am."),
+    (7, "Deploys the API to Fly.io"),
+]
+
+
+@pytest.mark.parametrize("query", [
+    "what city does the user live in?", "where do I live now?", "where is the user based?",
+    "which country am I in?", "what's my home town?",
+])
+def test_select_a_place_question_finds_where_the_user_moved(query):
+    assert rules.select(query, PLACES, 6)[0] == 2
+
+
+@pytest.mark.parametrize("query, expected_first", [
+    ("when does the team meet?", 5),
+    ("when is the standup?", 6),
+    ("where do deployments go?", 7),   # a place for a thing, not for the user
+])
+def test_select_question_words_do_not_pull_in_unrelated_memories(query, expected_first):
+    picked = rules.select(query, PLACES, 6)
+    assert picked[0] == expected_first and 2 not in picked
+
+
+@pytest.mark.parametrize("query", [
+    "what do you know about me?", "tell me about myself",
+    "what have you learned about me so far?", "what do you remember?",
+])
+def test_select_a_broad_question_about_the_user_returns_the_top_candidates(query):
+    picked = rules.select(query, PLACES, 3)
+    assert picked == [1, 2, 4]  # about the user first, in the given order
+    assert rules.select(query, PLACES, 10)[:3] == [1, 2, 4]
+    assert len(rules.select(query, PLACES, 10)) == len(PLACES)
+
+
+@pytest.mark.parametrize("query", [
+    "what do you know about Rust?", "where is the bathroom?", "what time is it?",
+    "when was the Eiffel tower built?",
+])
+def test_select_broad_and_question_rules_stay_quiet_off_topic(query):
+    assert rules.select(query, PLACES, 6) == []
+
+
 def test_select_counts_a_slot_word_once():
     candidates = [(1, "Tickets are tracked in Jira"), (2, "User is working on the study tracker"),
                   (3, "The study tracker has a SQLite cache")]
@@ -533,18 +684,24 @@ def test_select_drops_weak_matches_far_below_the_best():
 
 @pytest.mark.parametrize("user, kind, scene", [
     ("We decided to use SQLite for storage.", "decision", "storage"),
-    ("The memory summaries could drift over time.", "risk", "memory-summaries"),
+    ("The memory summaries could drift over time.", "risk", "summaries"),
     ("We plan to ship the importer by March 3.", "plan", "importer"),
-    ("I prefer terse answers.", "preference", "terse-answers"),
-    ("Need to add retries to the webhook handler.", "task", "retries-webhook"),
+    ("I prefer terse answers.", "preference", "answers"),
+    ("Need to add retries to the webhook handler.", "task", "retries"),
     ("Our API uses FastAPI.", "fact", "web-framework"),
-    ("Never store secrets in the repository.", "preference", "store-secrets"),
-    ("There's a risk the migration breaks old clients.", "risk", "migration-clients"),
+    ("Never store secrets in the repository.", "preference", "security"),
+    ("There's a risk the migration breaks old clients.", "risk", "migration"),
     ("We will use Postgres for the analytics warehouse.", "decision", "storage"),
-    ("The importer must handle CSV files with BOMs.", "task", "importer-csv"),
+    ("The importer must handle CSV files with BOMs.", "task", "importer"),
     ("Let's go with Redis for the job queue.", "decision", "cache"),
     ("We'll release v2 next sprint.", "plan", "release"),
-    ("I work at a logistics company in Rotterdam.", "fact", "logistics-rotterdam"),
+    ("I work at a logistics company in Rotterdam.", "fact", "work"),
+    # a topic noun names the scene, not the first words of the sentence
+    ("One risk: the scene summaries might drift over time and lose details.", "risk",
+     "summaries"),
+    ("The plan is to ship the first version by June 30.", "plan", "release"),
+    ("I'm building an agent whose goal is to remember what users tell it.", "fact", "goals"),
+    ("Deadline for the first version is June 30.", "fact", "schedule"),
 ])
 def test_extract_cells_kind_and_scene(user, kind, scene):
     cells = rules.extract_cells(user, "")
@@ -564,6 +721,23 @@ def test_extract_cells_kind_and_scene(user, kind, scene):
 ])
 def test_extract_cells_gives_nothing_for_chatter(user, assistant):
     assert rules.extract_cells(user, assistant) == []
+
+
+@pytest.mark.parametrize("sentences", [
+    ["The memory summaries could drift over time.", "Summaries should stay under 100 words.",
+     "We decided to summarise each scene after every exchange."],
+    ["We plan to ship the importer by March 3.", "The importer must handle CSV files."],
+    ["We'll release v2 next sprint.", "The plan is to ship the first version by June 30.",
+     "We pushed the launch to July."],
+    ["We decided to use SQLite for storage.", "The database file lives in ~/.lethe.",
+     "Let's go with Postgres for the analytics warehouse."],
+    ["Our main goal is fewer stale answers.", "The aim is to never forget a user's name."],
+    ["I work at a logistics company in Rotterdam.", "I changed jobs, now at a bank."],
+])
+def test_extract_cells_reuse_one_scene_for_one_topic_across_exchanges(sentences):
+    cells = [rules.extract_cells(text, "") for text in sentences]
+    assert all(len(found) == 1 for found in cells)
+    assert len({found[0]["scene"] for found in cells}) == 1
 
 
 def test_extract_cells_one_per_sentence_in_order():

@@ -347,8 +347,6 @@ def test_offline_additions_and_progress_supersede_nothing(offline, first, second
     assert event_types(offline, a) == ["created"]
 
 
-@pytest.mark.xfail(strict=True, reason="engine/judges/rules.py gate() drops a progress report "
-                   "('I added auth to the study tracker.'), a fact about the user's project")
 def test_offline_gate_keeps_progress_on_a_project(offline):
     offline.remember("I'm working on the study tracker.", "Cool")
     assert offline.remember("I added auth to the study tracker.", "Nice") != []

@@ -67,6 +67,8 @@ _PHRASES = (
     (r"\btest (runner|framework)\b", "testframework"),
     (r"\b(easy|easier|simple|simpler) to (read|understand|follow)\b", "readable"),
     (r"\bhuman[- ]readable\b", "readable"), (r"\bto[- ]do\b", "todo"),
+    (r"\bone[- ]liners?\b", "oneliner"), (r"\bself[- ](documenting|explanatory)\b",
+                                            r"self\1"),
     (r"\bdue date\b", "deadline"),
 )
 
@@ -77,7 +79,8 @@ _SYNONYMS = {
                     "want wants wanted fond".split(), "prefer"),
     **dict.fromkeys("hate hates hated dislikes disliked detest avoid avoids".split(), "dislike"),
     **dict.fromkeys("keep keeps consistently".split(), "always"),
-    **dict.fromkeys("clear clean legible understandable readability".split(), "readable"),
+    **dict.fromkeys("clear clean legible understandable readability descriptive "
+                    "selfdocumenting selfexplanatory".split(), "readable"),
     **dict.fromkeys("db dbs databases datastore".split(), "database"),
     **dict.fromkeys("lives living based reside resides located".split(), "live"),
     **dict.fromkeys("repo repos".split(), "repository"),
@@ -91,6 +94,9 @@ _SYNONYMS = {
     "config": "configuration", "docs": "documentation", "due": "deadline",
     "indentation": "indent", "indents": "indent", "indenting": "indent",
 }
+
+_NOUN_SYNONYMS = frozenset(_SYNONYMS.values()) - {"prefer", "dislike", "always", "readable",
+                                                   "live", "fast", "short"}
 
 # Lexicon: members of one slot are interchangeable, so replacing one by another is a
 # strong sign of supersession. `exclusive` slots normally hold one member at a time (one
@@ -112,6 +118,7 @@ _CATEGORIES: dict[str, tuple[bool, str, str]] = {
     "cloud": (False, "aws gcp azure digitalocean heroku vercel netlify flyio cloudflare "
               "linode hetzner", "cloud hosting host deploy deployment"),
     "os": (False, "linux ubuntu debian fedora archlinux macos windows freebsd centos", "os"),
+    "mobile-os": (True, "ios android", "mobile phone"),
     "indentation": (True, "tabs spaces", "indent"),
     "theme": (True, "darkmode lightmode", "theme"),
     "shell": (True, "bash zsh fish powershell", "shell terminal"),
@@ -139,6 +146,15 @@ _ALIASES = {
     "sqlite3": "sqlite", "nvim": "neovim", "js": "javascript", "ts": "typescript",
     "py": "python", "python3": "python", "nodejs": "node", "k8s": "kubernetes",
     "osx": "macos", "mac": "macos", "gcloud": "gcp", "tab": "tabs", "space": "spaces",
+}
+# Things that are a kind of something the user may have named instead: a MacBook is a
+# laptop running macOS, so "got a new MacBook" speaks of the user's laptop.
+_IMPLIES = {
+    **dict.fromkeys("macbook macbooks thinkpad thinkpads chromebook ultrabook notebook "
+                    "xps".split(), ("laptop",)),
+    **dict.fromkeys("imac desktop workstation".split(), ("computer",)),
+    **dict.fromkeys("iphone pixel galaxy smartphone".split(), ("phone",)),
+    **dict.fromkeys("ipad tablet".split(), ("tablet",)),
 }
 _SCENE_OF_CATEGORY = {
     "database": "storage", "python-packaging": "dependencies", "js-packaging": "dependencies",
@@ -208,13 +224,25 @@ def _canon(word: str) -> str:
     word = _ALIASES.get(word, word)
     if word in _MEMBER_OF:
         return word  # product names are kept whole; stemming 'pandas' helps nobody
+    if word not in _SYNONYMS and word.endswith("s"):
+        # a plural noun folds like its singular: 'jobs' like 'job', 'glitches' like 'glitch'
+        # (verbs and adjectives are left alone: 'clears' is not 'clear' code)
+        for single in (word[:-1], word[:-2]):
+            if _SYNONYMS.get(single) in _NOUN_SYNONYMS:
+                word = single
+                break
     return stem(_SYNONYMS.get(word, word))
 
 
 @lru_cache(maxsize=4096)
 def _tokens(text: str) -> tuple[str, ...]:
     words = _WORD_RE.findall(_normalise(text))
-    return tuple(_canon(w) for w in words if w not in STOPWORDS)
+    out: list[str] = []
+    for word in words:
+        if word not in STOPWORDS:
+            out.append(_canon(word))
+            out += [w for w in _IMPLIES.get(word, ()) if w not in out]
+    return tuple(out)
 
 
 def tokens(text: str) -> list[str]:
@@ -241,6 +269,7 @@ _CUE_WORDS = _stems(
     "another besides next step")
 # Words too common to say two memories are about the same thing.
 _GENERIC = _stems("project team application code work thing system time company people way "
+                  "everything anything everywhere something whatever "
                   "part tool tools user new old main good")
 # Words that are values of a slot rather than the slot: dates and amounts.
 _MONTHS = {
@@ -518,6 +547,11 @@ def read_dates(text: str, today: date) -> list[date]:
 
 # --------------------------------------------------------------------------- reading
 
+# Negative words that affirm: "not going back" seals a switch, "no doubt" is a yes.
+_NOT_NEGATION = re.compile(r"\b(?:not|never|no) (?:going |gonna |looking |looked |look |"
+                           r"went |turning )?back\b|\bno (?:doubt|regrets|question|problem|"
+                           r"worries|going back)\b|\bnot (?:bad|only)\b|\bnever looked back\b|"
+                           r"\bcan not (?:wait|recommend \w+ enough)\b")
 _NEGATION = re.compile(r"\b(not|no|never|without|stopped|quit|dislike\w*|hate\w*|avoid\w*|"
                        r"nobody|nothing|neither|nor|out of|away from)\b")
 _STRONG_CHANGE = re.compile(
@@ -526,7 +560,8 @@ _STRONG_CHANGE = re.compile(
     r"pushed|postponed|delayed|rescheduled|bumped|brought forward|cancel+ed|went back to|"
     r"converted|transitioned|upgraded|downgraded|is now|are now|now (uses?|prefers?|on)|"
     r"slipped|slid|rewr(o|i)te|rewritten|increased|decreased|raised|lowered|reduced|"
-    r"extended|left(?![- ](side|hand|panel|column|sidebar|corner|over|click))|resigned)\b")
+    r"extended|left(?![- ](side|hand|panel|column|sidebar|corner|over|click))|resigned|"
+    r"(not|never|nobody|no one) miss(es|ed)?)\b")
 _WEAK_CHANGE = re.compile(r"(?<!for )\bnow\b|\bthese days\b|\bnowadays\b|\bstarted using\b|"
                           r"\bpicked up\b|\bactually\b")
 _ADDITIVE = re.compile(r"\b(also|as well|too|in addition|additionally|another|besides|both|"
@@ -537,7 +572,8 @@ _PROGRESSION = re.compile(r"\b(added|adding|finished|finishing|implemented|imple
 # What comes after these words is the thing being left behind ("stopped using poetry").
 _OLD_SIDE = re.compile(r"\b(?:from|instead of|rather than|no longer(?: use| using| uses| on)?|"
                        r"stopped(?: using| with)?|replaced|ditched|dropped|quit|abandoned|"
-                       r"gave up(?: on)?|not using|away from|left|resigned from)\s+([\w.+#\- ]+)")
+                       r"gave up(?: on)?|not using|away from|left|resigned from|"
+                       r"(?:not|never|nobody|no one) miss(?:es|ed)?)\s+([\w.+#\- ]+)")
 # What comes after these words is the new value ("moved to Berlin").
 _NEW_SIDE = re.compile(r"\b(?:to|with|onto|into|now)\s+([\w.+#\- ]+)")
 _SIDE_BREAK = frozenset("to with for and but because since as in on at now it is are "
@@ -591,7 +627,8 @@ def read(text: str) -> Reading:
     topic = frozenset(w for w in concepts
                       if w not in _STANCE and w not in _CUE_WORDS and not _is_value(w))
     return Reading(norm, concepts, topic, members, slots, _values(norm, text),
-                   bool(_NEGATION.search(norm)), bool(_STRONG_CHANGE.search(norm)),
+                   bool(_NEGATION.search(_NOT_NEGATION.sub(" ", norm))),
+                   bool(_STRONG_CHANGE.search(norm)),
                    bool(_WEAK_CHANGE.search(norm)), bool(_ADDITIVE.search(norm)),
                    bool(_PROGRESSION.search(norm)))
 
@@ -628,12 +665,40 @@ def _gist(reading: Reading) -> frozenset[str]:
     return frozenset(w for w in words if not _SLOT_OF.get(w, set()) & held)
 
 
+# After these words a text elaborates or names what it is preferred over: "readable code
+# over clever one-liners", "clear code with descriptive names". Those words say less
+# about what the memory is than the words before them.
+_TAIL = re.compile(r"\b(?:over|rather than|instead of|more than|than|with|such as|including|"
+                   r"especially|particularly|except|e\.g\.?|like)\b")
+_TAIL_WEIGHT = 0.5
+
+
+def _weights(reading: Reading) -> dict[str, float]:
+    """The gist of a text, each word weighted 1 in the main part and less in a tail."""
+    gist = _gist(reading)
+    m = _TAIL.search(reading.text)
+    if not m or not set(_tokens(reading.text[:m.start()])) & gist:
+        return dict.fromkeys(gist, 1.0)
+    main = set(_tokens(reading.text[:m.start()]))
+    # a named tool is the substance of a memory wherever it stands ("manages deps with uv")
+    return {w: 1.0 if w in main or w in _MEMBER_OF or _is_value(w) else _TAIL_WEIGHT
+            for w in gist}
+
+
 def similarity(a: str, b: str) -> float:
-    """How far two texts say the same thing, 0..1 (0 when they conflict)."""
+    """How far two texts say the same thing, 0..1 (0 when they conflict).
+
+    A weighted Jaccard overlap of their gists: words of a trailing elaboration or contrast
+    ("... over clever one-liners", "... with descriptive names") weigh half."""
     ra, rb = read(a), read(b)
     if _conflict(ra, rb):
         return 0.0
-    return _jaccard(_gist(ra), _gist(rb))
+    wa, wb = _weights(ra), _weights(rb)
+    words = wa.keys() | wb.keys()
+    if not words:
+        return 0.0
+    shared = sum(min(wa.get(w, 0.0), wb.get(w, 0.0)) for w in words)
+    return shared / sum(max(wa.get(w, 0.0), wb.get(w, 0.0)) for w in words)
 
 
 def _sentences(text: str) -> list[str]:
@@ -709,7 +774,9 @@ def contradiction(new: str, candidates: list[tuple[int, str]]) -> dict:
     subject, a move ("I moved to Lisbon" vs "lives in Berlin"), a wait that ended
     ("blocked on the review" / "the review passed"), or the other end of a scale ("short"
     / "detailed" answers). Additive ("also", "too") and progress ("added", "finished")
-    wording never supersedes. Confirm = the same content words (after stemming and
+    wording never supersedes. Negative words that affirm the change ("... and I'm not
+    going back", "nobody misses Slack") do not block it, and a member the text denies
+    ("doesn't like Java") is never the one that replaces. Confirm = the same content words (after stemming and
     synonyms) with no conflict in polarity, lexicon member, date or amount."""
     fresh = read(new or "")
     supersedes, confirms = [], []
@@ -735,9 +802,9 @@ def _replaces(n: Reading, o: Reading) -> bool:
 
 def _member_swap(n: Reading, o: Reading) -> bool:
     """A lexicon slot now holds a member the old memory did not, and lost one it had."""
-    if n.negative and not n.strong_change:
-        return False  # "doesn't like Java" introduces nothing
-    mine, theirs = _members_by_category(n), _members_by_category(o)
+    # only members a text does not deny: "doesn't like Java" introduces nothing, and
+    # "I use Helix now and I don't miss Emacs" introduces Helix
+    mine, theirs = _held(n), _held(o)
     for category in sorted(mine.keys() & theirs.keys()):
         if not (mine[category] - theirs[category]) or not (theirs[category] - mine[category]):
             continue
@@ -747,6 +814,20 @@ def _member_swap(n: Reading, o: Reading) -> bool:
         elif not n.progression and _same_context(n, o, category):
             return True
     return False
+
+
+def _held(r: Reading) -> dict[str, set[str]]:
+    """Lexicon members per slot, leaving out those in a clause that denies them."""
+    if not r.negative:
+        return _members_by_category(r)
+    grouped: dict[str, set[str]] = {}
+    for clause in re.split(r"[,;]|\b(?:and|but)\b", r.text):
+        if _NEGATION.search(_NOT_NEGATION.sub(" ", clause)):
+            continue
+        for word in _tokens(clause):
+            for category in _MEMBER_OF.get(word, ()):
+                grouped.setdefault(category, set()).add(word)
+    return grouped
 
 
 def _contexts(n: Reading, o: Reading, category: str) -> tuple[set[str], set[str]]:
@@ -765,6 +846,13 @@ def _compatible_use(n: Reading, o: Reading, category: str) -> bool:
     mine, theirs = (c - _STANCE for c in _contexts(n, o, category))
     if mine & theirs:
         return True
+    # a clause joined by 'and'/'but'/'because' is a comment on the change ("... and I'm
+    # not going back", "... because the plugins are better"), not where the member is used
+    held = {m for c, m in n.members if c == category}
+    clauses = re.split(r"[;]|\b(?:and|but|because|since|so|as)\b", n.text)
+    using = [c for c in clauses if held & set(_tokens(c))]
+    if using and len(using) < len(clauses):
+        mine = _contexts(read(" ".join(using)), o, category)[0] - _STANCE
     if mine and theirs:
         return False
     return len(mine | theirs) <= 2
@@ -954,6 +1042,28 @@ def expiry(content: str, today: datetime | date | str) -> str | None:
 # --------------------------------------------------------------------------- gate
 
 _DAY_RE = _WEEKDAY_RE + "|tomorrow|tonight|today|next week|end of"
+# Nouns that make a statement about the user's work: a project, its parts, its people.
+_WORK_NOUNS = (r"(apis?|specs?|specification|app|apps|application|services?|servers?|"
+               r"databases?|db|repo|repository|codebase|monorepo|backend|frontend|pipelines?|"
+               r"ci|builds?|tests?|test suite|team|squad|standups?|stand-ups?|meetings?|sync|"
+               r"retros?|sprints?|releases?|deploys?|deployments?|cluster|schema|docs|"
+               r"documentation|endpoints?|modules?|library|libraries|packages?|config|"
+               r"configuration|staging|production|prod|branch|branches|workflow|roadmap|"
+               r"budget|clients?|customers?|product|dashboard|tracker|bot|agent|jobs?|cron|"
+               r"queue|cache|bucket|website|site|dataset|project|projects|company|office|"
+               r"manager|boss|lead|org|organi[sz]ation|department|stack|infra|infrastructure|"
+               r"cli|sdk|scripts?|migrations?|microservices?|containers?|instances?|tooling|"
+               r"editor|laptop|machine|plugins?|extensions?|integrations?|webhooks?|features?|"
+               r"ui|tickets?|backlog|board|wiki|readme|invoices?|billing|auth|login|"
+               r"style guide|linter|formatter|framework|on-?call|rota|rotation|code ?base) ")
+_WORK_NOUN = re.compile(rf"\b{_WORK_NOUNS.strip()}\b")
+# What such a subject does: a present-tense verb (or a plain 'is').
+_WORK_VERBS = (r"(is|are|was|were|has|have|had|will|can|must|should|needs?|runs?|uses?|"
+               r"takes?|lives?|depends?|pass|passes|fails?|covers?|calls?|goes|gets?|costs?|"
+               r"requires?|supports?|handles?|belongs?|meets?|owns?|stores?|sends?|returns?|"
+               r"expects?|reads?|writes?|talks?|hits?|starts?|ends?|happens?|includes?|"
+               r"contains?|lacks?|relies|rely|sits?|lives|points?|targets?|builds?|deploys?|"
+               r"ships?|serves?|syncs?|reports?|works?|belongs)")
 # (kind, importance, cue). Importance follows the article: explicit instructions,
 # decisions and deadlines matter most; curiosities least.
 _GATE_SIGNALS = tuple((kind, weight, re.compile(cue)) for kind, weight, cue in (
@@ -967,7 +1077,8 @@ _GATE_SIGNALS = tuple((kind, weight, re.compile(cue)) for kind, weight, cue in (
                     r"ended up|selected)\b"),
     ("deadline", 8, rf"\b(deadline|due|launch(es|ing)? on|release date|ships? (on|by)|"
                     rf"by ({_DAY_RE}))\b"),
-    ("migration", 7, r"\b(switched|switching|migrated|migrating|mov(e|ed|ing) (\w+ ){0,3}"
+    ("migration", 7, r"\b(switched|switching|migrated|migrating|ported|porting|"
+                     r"mov(e|ed|ing) (\w+ ){0,3}"
                      r"(from|to|over|away)|"
                      r"replaced|stopped|no longer|anymore|ditched|dropped|upgraded|"
                      r"downgraded|instead of)\b"),
@@ -980,7 +1091,11 @@ _GATE_SIGNALS = tuple((kind, weight, re.compile(cue)) for kind, weight, cue in (
     ("waiting", 6, r"\b(blocked|waiting|on hold|pending|awaiting)\b"),
     ("task", 6, r"\b(remind me|todo|need to|have to|must|do not forget|action item)\b"),
     ("preference", 6, r"\b(prefer\w*|(i|we) (really |do |also )?(like|love|hate|dislike|"
-                      r"enjoy)|favou?rite|would rather|fan of|can not stand)\b"),
+                      r"enjoy|value|care (a lot |deeply |most |more )?(about|for))|"
+                      r"favou?rite|would rather|fan of|can not stand|"
+                      r"(matters?|counts?) (\w+ ){0,2}(to|for) (me|us)|"
+                      r"(is|are) (\w+ )?important (to|for) (me|us)|(i|we) find (\w+ ){1,3}"
+                      r"(important|essential|crucial))\b"),
     ("fact", 5, r"\b(i am (a|an|the|from|based|working|using|on|allergic|vegan|vegetarian|"
                 r"diabetic|colou?rblind|left-handed|married|retired|pregnant)|my name|"
                 r"i work|we work|i live|we are based|(my|our) (role|job|title|team|company|"
@@ -996,7 +1111,19 @@ _GATE_SIGNALS = tuple((kind, weight, re.compile(cue)) for kind, weight, cue in (
                 r"needs?|gets?|lives?|sends?|stores?|calls?|depends)|heads up|fyi|"
                 r"for context|just so you know|for your information|(we|i) have (a|an|\d+|two|"
                 r"three|four|five|several) (?!question|quick|idea|doubt|minute|second|"
-                r"moment|feeling|thought|suggestion|problem)\w+)\b"),
+                r"moment|feeling|thought|suggestion|problem)\w+|"
+                r"(i am|we are|i have been|we have been) (currently |now |still )?(working on|"
+                r"building|developing|writing|maintaining|learning|studying|migrating|"
+                r"porting|rewriting|refactoring|designing|running)|"
+                rf"(^|\b(the|our|my) )(\w+ ){{0,3}}?{_WORK_NOUNS}(\w+ )?(now )?{_WORK_VERBS})\b"),
+    ("progress", 5, r"\b(i|we)( have| had)?( just| finally| now| already| recently)? "
+                    r"(added|built|finished|implemented|completed|shipped|launched|released|"
+                    r"deployed|merged|set up|wrote|rewrote|refactored|integrated|created|"
+                    r"published|fixed|got \w+ working|hooked up|wired up)\b|"
+                    r"^(just |finally )?got (\w+ ){1,4}working|"
+                    r"^(just |finally )?(added|built|finished|implemented|completed|shipped|"
+                    r"launched|released|merged|set up|rewrote|refactored|integrated|"
+                    r"published|wired up|hooked up)\b"),
     ("tool", 5, r"\b(i|we) (\w+ )?(use|used|run|ran|deploy|deployed|host|manage|maintain|"
                 r"write|wrote|build|built|develop|code|work in|work with)\b"),
     ("curiosity", 3, r"\b(thinking (about|of)|considering|wondering about|toying with|"
@@ -1004,9 +1131,27 @@ _GATE_SIGNALS = tuple((kind, weight, re.compile(cue)) for kind, weight, cue in (
                      r"switching|learning|using|adopting|moving|migrating|building|getting)|"
                      r"\b(might|maybe) (try|switch|learn|use|move)\b"),
 ))
+_PERSON_ROLE = re.compile(r"[A-Z][a-z]+(?: [A-Z][a-z]+)? (?:(owns|leads|manages|maintains|"
+                          r"reports to|works on|is (?:our|my) \w+)|runs|handles|reviews|"
+                          r"approves|builds|designs|is the \w+)\b")
+# Any other past-tense deed on a piece of the user's work: 'we ported the CLI to Go'.
+_DID_WORK = re.compile(rf"\b(i|we)( have| had)?( just| finally| already| recently)? [a-z]+ed "
+                       rf"((the|our|my|a|an|some|new) )?(\w+ ){{0,2}}?{_WORK_NOUNS.strip()}\b")
+# Kinds found outside the cue table: an imperative rule, and a recurring schedule.
+_EXTRA_WEIGHTS = {"directive": 7, "schedule": 5}
+_PROGRESS_VERBS = _stems("add added build built finish finished implement implemented "
+                         "complete completed ship shipped launch launched release released "
+                         "deploy deployed merge merged set wrote rewrote refactor refactored "
+                         "integrate integrated create created publish published fix fixed "
+                         "hook hooked wire wired working just finally")
 _OWNERSHIP = re.compile(r"\b(my|our|mine|ours|i am|we are|i have|we have|i use|we use)\b")
 _REQUEST = re.compile(r"^(what|why|how|when|where|who|which|whats|can you|could you|"
-                      r"would you|will you|tell me|show me|explain|give me|convert|"
+                      r"would you|will you|tell me|show me|explain|give me|help me|write me|"
+                      r"find me|make me|get me|suggest|recommend|summari[sz]e|convert|"
+                      r"(compose|draft|generate|create|make|write|give|show|find|rewrite|fix|"
+                      r"describe|check|compute|solve|design|brainstorm|outline|proofread|"
+                      r"review|refactor|debug|plan|book|order|buy) (a|an|me|us|this|that|these|"
+                      r"those|some|it)\b|"
                       r"translate|calculate|define|list)\b")
 _FIRST_PERSON = re.compile(r"\b(i|we|my|our|me|us)\b")
 _EVENT = re.compile(r"\b(meeting|call|interview|demo|release|launch|review|appointment|"
@@ -1017,6 +1162,87 @@ _FIX = re.compile(r"\b(fix|fixed|fixes|solution|solved?|resolved?|the (issue|pro
                   r"upgrade|downgrade|install|add|remove|use|switch)\b")
 
 
+# Imperatives about how to work. A verb of keeping or choosing ("keep", "use", "avoid")
+# states a standing rule whatever follows; a verb of doing ("write", "deploy", "run") does
+# so only with a general object or a manner ("write readable code", "deploy from the
+# release branch", "run the tests before pushing"), not on one specific thing ("run the
+# tests", "write a function that...").
+_RULE_VERBS = frozenset("keep use avoid prefer stick default follow favor favour stay be "
+                        "treat call address refer spell target limit pin stop".split())
+_ACTION_VERBS = frozenset("write deploy run test commit push add put format name document "
+                          "comment store log answer reply respond start begin end check lint "
+                          "annotate include exclude prefix wrap sort structure indent merge "
+                          "rebase squash tag release ship cite ask mention skip split "
+                          "organise organize group label".split())
+_LEAD_IN = re.compile(r"^(?:please|kindly|also|just|and|so|then|always|only|generally|"
+                      r"ideally|for now|from now on|going forward|in general|by default|"
+                      r"in (?:the )?future|here|in (?:this|our|my|the) (?:project|repo|"
+                      r"repository|codebase|team))\s+")
+_SUBORDINATE = re.compile(r"^(?:when|whenever|if|until|till|unless|before|after|once|while|"
+                          r"since|because|as|for|during|in case|even)\b")
+# After the verb, these point at one thing in this conversation: a one-off request.
+_ONE_OFF_OBJECT = frozenset("a an this that these those something some here one another "
+                            "it them me us".split())
+_DEICTIC = re.compile(r"\b(this|these|those|the following|below|above|attached|"
+                      r"(in|on|to|for|from|with|like|of|use) that)\b")
+_ORDINAL_REF = re.compile(r"^the (first|second|third|last|previous|other|same|next|"
+                          r"former|latter|above|below|following)\b")
+_POLICY = re.compile(r"\b(before|after|when|whenever|instead of|rather than|over|unless|"
+                     r"every|each|all|any|only|by default|for now|until|from now on|"
+                     r"going forward|in (the )?future)\b")
+_MANNER = frozenset("from in with using on to before after without as via into over under "
+                    "at by for through within between".split())
+_KEEP_IDIOM = frozenset("going up on trying coming at working in track calm quiet".split())
+_BE_IDIOM = frozenset("right back there honest ready quick patient serious sure".split())
+_ADVERB_WORDS = frozenset("always only consistently never also just still strictly "
+                          "really".split())
+
+
+def _directive(norm: str) -> bool:
+    """Does this sentence give a standing instruction in the imperative?"""
+    if _DEICTIC.search(norm):
+        return False
+    for clause in re.split(r"[,;:]|\s[-\u2013\u2014]\s|\b(?:and|but|so|then)\b", norm):
+        clause = clause.strip(" \"'()")
+        while True:
+            stripped = _LEAD_IN.sub("", clause, count=1)
+            if stripped == clause:
+                break
+            clause = stripped
+        if _SUBORDINATE.match(clause):
+            continue
+        words = _WORD_RE.findall(clause)
+        if len(words) < 2 or (words[0] not in _RULE_VERBS and words[0] not in _ACTION_VERBS):
+            continue
+        verb, rest = words[0], words[1:]
+        while rest and rest[0] in _ADVERB_WORDS:
+            rest = rest[1:]
+        if not rest or (rest[0] in _ONE_OFF_OBJECT and not (
+                (verb in ("call", "address", "refer", "ask") and rest[0] == "me")
+                or (verb == "keep" and rest[0] in ("it", "them") and len(rest) > 1
+                        and rest[1] not in _KEEP_IDIOM))):
+            continue
+        if (verb == "keep" and rest[0] in _KEEP_IDIOM) or (verb == "be" and rest[0] in _BE_IDIOM):
+            continue  # 'keep going', 'keep it up', 'be right back' are chatter
+        if _ORDINAL_REF.match(" ".join(rest)):
+            continue  # 'use the first option' picks among answers just given
+        content = [w for w in rest if w not in STOPWORDS]
+        if not [w for w in content if _canon(w) not in _GENERIC]:
+            continue  # 'ask me anything', 'keep everything'
+        if verb in _RULE_VERBS:
+            return True
+        if _POLICY.search(norm):
+            return True  # 'run the tests before pushing', 'for now, skip the flaky tests'
+        if rest[0] in _MANNER:
+            return True  # how or where: 'deploy from the release branch', 'answer in Spanish'
+        if re.search(r"\b(a|an)\b", " ".join(rest)):
+            continue  # 'write a function that...', 'write code to reverse a string'
+        if (any(_canon(w) in _MEMBER_OF for w in content)
+                or (len(content) >= 2 and rest[0] not in ("the", "my", "our", "your"))):
+            return True  # a general object: 'write readable code', 'use tabs'
+    return False
+
+
 def _is_request(sentence: str, norm: str) -> bool:
     return sentence.rstrip().endswith("?") or bool(_REQUEST.match(norm.strip(" \"'")))
 
@@ -1024,13 +1250,28 @@ def _is_request(sentence: str, norm: str) -> bool:
 def _signals(sentence: str) -> list[str]:
     """Kinds of durable information in one user sentence (empty: nothing to keep)."""
     norm = _normalise(sentence)
+    if _is_small_talk(norm):
+        return []  # 'never mind', 'thanks again'
     found = [kind for kind, _, cue in _GATE_SIGNALS if cue.search(norm)]
+    role = _PERSON_ROLE.match(sentence.strip())
+    if "fact" not in found and role and (
+            role[1] or _FIRST_PERSON.search(norm) or _WORK_NOUN.search(norm)):
+        found.append("fact")  # someone the user works with, and what they do
+    if "instruction" not in found and _directive(norm):
+        found.insert(0, "directive")
+    if "progress" not in found and _DID_WORK.search(norm) and not _STRONG_CHANGE.search(norm):
+        found.append("progress")  # a change ('we moved the standup') is not progress
+    if "progress" in found and not (read(sentence).topic - _PROGRESS_VERBS - _GENERIC):
+        found.remove("progress")  # 'fixed it!' says nothing about what
+    if (_RECURRING.search(norm) and "deadline" not in found
+            and (_FIRST_PERSON.search(norm) or _WORK_NOUN.search(norm))):
+        found.append("schedule")  # 'the team meets on Mondays', 'I run every morning'
     if _is_request(sentence, norm):
         # A lookup or request keeps only explicit rules, or news about the user's own
         # things ("why does my app crash?"); asking for a fact ("what's my name?") is not
         # telling one.
         if not _OWNERSHIP.search(norm):
-            return [k for k in found if k == "instruction"]
+            return [k for k in found if k in ("instruction", "directive")]
         found = [k for k in found if k not in ("fact", "tool")]
         if not found:
             return []
@@ -1099,7 +1340,8 @@ def _fix_sentence(assistant: str) -> str | None:
 
 def _tags(kinds: list[str], texts: list[str]) -> list[str]:
     """Kinds first, then lexicon categories and members, then frequent keywords."""
-    tags = list(dict.fromkeys(kinds))
+    # an imperative rule is tagged as the instruction it is
+    tags = list(dict.fromkeys("instruction" if k == "directive" else k for k in kinds))
     for text in texts:
         for category, member in sorted(read(text).members):
             tags += [category, member]
@@ -1125,11 +1367,14 @@ def _keywords(texts: list[str], limit: int) -> list[str]:
 def gate(user: str, assistant: str) -> dict:
     """Should this user/assistant turn be saved as a memory?
 
-    Saves turns whose user side states something durable: an instruction (always/never),
-    a decision, a deadline or dated event, a migration, a bug, a plan, a wait, a
-    preference, a fact about the user or their project, a tool in use, or (at low
-    importance) an idea being considered. Greetings, thanks, small talk and one-off
-    lookups are not saved. `content` is the user's durable sentences in the third person
+    Saves turns whose user side states something durable: an instruction (always/never,
+    or an imperative about how to work: "keep code readable", "deploy from the release
+    branch for now"), a decision, a deadline or dated event, a migration, a bug, a plan,
+    a wait, a preference (including what "matters" to the user), a fact about the user,
+    their project, team or tools, a recurring schedule, a progress report ("I added auth
+    to the tracker"), or (at low importance) an idea being considered. Greetings, thanks,
+    small talk, one-off lookups and one-off requests ("write a haiku", "run the tests",
+    "fix this function") are not saved. `content` is the user's durable sentences in the third person
     (key nouns untouched), plus the assistant's fix when the turn is about a bug."""
     kinds: list[str] = []
     picked: list[str] = []
@@ -1149,7 +1394,7 @@ def gate(user: str, assistant: str) -> dict:
 
 
 def _importance(kinds: list[str], content: str) -> int:
-    weights = {kind: weight for kind, weight, _ in _GATE_SIGNALS}
+    weights = {kind: weight for kind, weight, _ in _GATE_SIGNALS} | _EXTRA_WEIGHTS
     score = max(weights[k] for k in kinds)
     if len(kinds) >= 3:
         score += 1  # several durable facets in one turn
@@ -1163,9 +1408,11 @@ def _importance(kinds: list[str], content: str) -> int:
 def cluster(candidates: list[tuple[int, str]], threshold: float = 0.5) -> list[list[int]]:
     """Groups (2+ local numbers) of candidates that say the same thing in other words.
 
-    Similarity is the Jaccard overlap of normalised content words (stemmed, synonyms
-    folded, stance words like 'prefer'/'always' left out), forced to 0 when two texts
-    conflict (polarity, lexicon member, date or amount). Groups grow by average linkage:
+    Similarity is the (weighted) Jaccard overlap of normalised content words (stemmed,
+    synonyms folded, stance words like 'prefer'/'always' left out; words in a trailing
+    elaboration or contrast - "... with descriptive names", "... over clever one-liners" -
+    weigh half), forced to 0 when two texts conflict (polarity, lexicon member, date or
+    amount). Groups grow by average linkage:
     the closest pair of groups merges while its mean similarity reaches `threshold`."""
     texts = {number: text or "" for number, text in candidates}
     groups = [[number] for number in sorted(texts)]
@@ -1216,11 +1463,20 @@ def select(query: str, candidates: list[tuple[int, str]], top_n: int) -> list[in
 
     Each shared content word scores its rarity among the candidates (IDF), and a query
     naming a slot ('which dependency manager', 'what database') also matches candidates
-    holding a member of that slot (uv, PostgreSQL). Candidates scoring under a quarter
-    of the best are dropped; ties keep the given order. [] when nothing is shared."""
+    holding a member of that slot (uv, PostgreSQL). Question words ask for a kind of
+    answer: 'where do I live' / 'what city' match a memory of where the user lives or
+    moved to; 'when ...' favours on-topic memories holding a date. A broad question about
+    the user ('what do you know about me?') returns the top candidates, those about the
+    user first, in the given order. Candidates scoring under a quarter of the best are
+    dropped; ties keep the given order. [] when nothing is shared."""
     if top_n <= 0 or not candidates:
         return []
     q = read(query or "")
+    if _about_the_user(q):
+        # "what do you know about me?": everything about the user, in the given order
+        mine = [n for n, text in candidates if _FIRST_PERSON.search(_normalise(text or ""))
+                or re.search(r"\buser\b", (text or "").lower())]
+        return (mine + [n for n, _ in candidates if n not in mine])[:top_n]
     # 'like' in "what's the weather like?" is no preference: stance words count only when
     # the query has nothing else ("what are my preferences?").
     wanted = (q.topic | {w for w in q.concepts if _is_value(w)}) or (q.concepts & _STANCE)
@@ -1231,6 +1487,10 @@ def select(query: str, candidates: list[tuple[int, str]], top_n: int) -> list[in
             namers.setdefault(category, set()).add(word)
     readings = [(number, read(text or "")) for number, text in candidates]
     total = len(readings)
+    # question words that ask for a kind of answer: 'where do I live' wants a place the
+    # user lives in or moved to; 'when is the demo' prefers memories holding a date
+    asks = {name for name, (asked, _) in _ASKED_SLOTS.items() if asked(q)}
+    holders = {name: sum(1 for _, r in readings if _ASKED_SLOTS[name][1](r)) for name in asks}
     scored = []
     for position, (number, r) in enumerate(readings):
         # sorted, so float sums (and hence ties) do not depend on set order
@@ -1238,6 +1498,10 @@ def select(query: str, candidates: list[tuple[int, str]], top_n: int) -> list[in
         for category in sorted(namers.keys() & {c for c, _ in r.members}):
             if not namers[category] & r.concepts:  # a word already matched counts once
                 score += math.log(1 + total / _df_slot(readings, category))
+        for name in sorted(asks):
+            words, holds, topical = _SLOT_WORDS[name], _ASKED_SLOTS[name][1], name in _BOOSTS
+            if holds(r) and not (wanted & r.concepts & words) and (score > 0 or not topical):
+                score += math.log(1 + total / holders[name]) * (0.5 if topical else 1.0)
         if score > 0:
             scored.append((-score, position, number))
     scored.sort()
@@ -1245,6 +1509,52 @@ def select(query: str, candidates: list[tuple[int, str]], top_n: int) -> list[in
         return []
     floor = -scored[0][0] / 4
     return [number for score, _, number in scored if -score >= floor][:top_n]
+
+
+_PLACE_WORDS = _stems("live city town country hometown address neighbourhood neighborhood "
+                      "relocate relocated home")
+_TIME_WORDS = _stems("deadline schedule date time day when")
+_SLOT_WORDS = {"place": _PLACE_WORDS, "time": _TIME_WORDS}
+_BOOSTS = frozenset({"time"})  # a date only helps a memory already on topic
+_MOVED_TO = re.compile(r"\b(?:moved|relocated|moving|relocating) (?:back )?to ([a-z][\w-]*)|"
+                       r"\b(?:i am|is|are|we are|am) (?:originally )?from [a-z]")
+
+
+def _asks_place(q: Reading) -> bool:
+    return bool(q.concepts & _PLACE_WORDS) or bool(
+        re.match(r"where\b", q.text) and re.search(r"\b(i|me|user|we|he|she|they)\b", q.text)
+        and not (q.topic - _PLACE_WORDS - _GENERIC))
+
+
+def _holds_place(r: Reading) -> bool:
+    m = _MOVED_TO.search(r.text)
+    moved_to_place = bool(m) and (m[1] is None or (m[1] not in STOPWORDS
+                                                   and _canon(m[1]) not in _MEMBER_OF))
+    return _canon("live") in r.concepts or moved_to_place
+
+
+def _asks_time(q: Reading) -> bool:
+    return bool(re.match(r"(when|what time|what day|which day|what date|how soon|"
+                         r"how long until|by when|until when)\b", q.text))
+
+
+def _holds_time(r: Reading) -> bool:
+    return bool(r.values) or bool(r.concepts & _stems("deadline schedule due"))
+
+
+_ASKED_SLOTS = {"place": (_asks_place, _holds_place), "time": (_asks_time, _holds_time)}
+_ABOUT_WORDS = _stems("know knows remember remembers learn learned learnt stored store have "
+                      "far lately recently yet already till "
+                      "saved save memory memories note notes recall tell told anything "
+                      "everything information info profile summary summarise summarize")
+
+
+def _about_the_user(q: Reading) -> bool:
+    """'What do you know about me?', 'tell me about myself': no topic but the user."""
+    if not re.search(r"\b(know|remember|learn\w*|stored|saved|recall|notes?|profile|"
+                     r"tell me about|summari[sz]e)\b", q.text):
+        return False
+    return not (q.topic - _ABOUT_WORDS - _GENERIC - _stems("myself yourself user"))
 
 
 def _df(readings: list[tuple[int, Reading]], word: str) -> int:
@@ -1282,7 +1592,8 @@ _SMALL_TALK = re.compile(
     r"cheers|bye|goodbye|see you|ok|okay|cool|great|nice|awesome|perfect|sure|yes|yep|"
     r"nope|no|lol|haha|got it|sounds good|noted|understood|how are you( doing)?|"
     r"(so|very) much|a lot|for (the|your) help|appreciate it|have a (good|nice|great) "
-    r"(day|one|weekend)|you are (great|awesome|the best)|there|again|will do)\b")
+    r"(day|one|weekend)|you are (great|awesome|the best)|there|again|will do|never ?mind|"
+    r"no worries|no problem|my bad|all good)\b")
 _PROJECT_WORDS = re.compile(r"\b(project|app|application|api|service|repo|repository|"
                             r"codebase|backend|frontend|server|database|schema|pipeline|"
                             r"deploy\w*|production|staging|release|tests?|build|team|"
@@ -1294,7 +1605,10 @@ _SCENE_SKIP = frozenset("""add adds added adding fix fixes fixed handle handles 
 run runs ran keep try tries tried want wants support supports switch switched switching
 migrate migrated migrating move moved moving replace replaced stop stopped drop dropped
 finish finished implement implemented start started change changed break breaks broke
-push pushed upgrade upgraded rewrite rewrote""".split())
+push pushed upgrade upgraded rewrite rewrote hear heard wait waiting waited await awaiting
+tell told ask asked think thought know knew see saw look looking talk talked say said need
+needs hope expect try trying help helping go going come coming give gave take took bring
+send sent receive find found remember forget learn learning feel back""".split())
 
 
 def _kind(norm: str) -> str:
@@ -1308,25 +1622,76 @@ def _is_small_talk(norm: str) -> bool:
     return not _tokens(_SMALL_TALK.sub(" ", norm))
 
 
+# Topic nouns that name a scene, most specific first (the order breaks ties): a sentence
+# about "the memory summaries" is filed under summaries, one about the goal of a memory
+# agent under goals. Every wording of the topic lands in the same scene across exchanges.
+_THEMES = tuple((scene, _stems(words)) for scene, words in (
+    ("goals", "goal goals aim aims objective objectives mission purpose"),
+    ("summaries", "summary summaries summarise summarize summarising summarizing digest recap"),
+    ("schedule", "deadline deadlines schedule timeline milestone milestones due calendar "
+                 "standup meeting meetings"),
+    ("release", "release releases version versions launch rollout mvp beta"),
+    ("security", "security secret secrets credential credentials password passwords "
+                 "vulnerability vulnerabilities encryption"),
+    ("auth", "auth authentication login logins oauth sso signup"),
+    ("performance", "performance latency slow slowness speed throughput"),
+    ("answers", "answer answers reply replies response responses tone"),
+    ("code-style", "style readable naming formatting indent"),
+    ("testing", "test tests testing coverage"),
+    ("deployment", "deploy deploys deployment deployments hosting"),
+    ("storage", "database storage persistence"),
+    ("search", "search retrieval"),
+    ("bugs", "bug bugs crash crashes error errors regression"),
+    ("work", "work job employer career"),
+    ("memory", "memory memories remember remembers recall scene scenes"),
+))
+_THEME_RANK = {scene: rank for rank, (scene, _) in enumerate(_THEMES)}
+_ORDINALS = frozenset("one two three four five first second third fourth fifth last next "
+                      "previous final initial other".split())
+_BE_WORDS = frozenset("am is are was were be been being".split())
+
+
 def _scene(sentence: str) -> str:
-    """A short lowercase slug: the lexicon slot if any ('storage'), else two topic words."""
+    """A short lowercase slug naming the topic, the same for the same topic every time.
+
+    The lexicon slot of a named tool ('storage' for SQLite), else a topic noun from a
+    small theme list ('summaries', 'schedule', 'release', 'goals'), else the first topic
+    word of the sentence (verbs, ordinals, dates and stance words skipped)."""
     r = read(sentence)
-    hits: dict[str, int] = {}
+    hits: dict[str, float] = {}
     for category, _ in r.members:
-        hits[category] = hits.get(category, 0) + 2
+        scene = _SCENE_OF_CATEGORY.get(category, category)
+        hits[scene] = hits.get(scene, 0) + 2
     for category in r.slots:
-        hits[category] = hits.get(category, 0) + 1
+        scene = _SCENE_OF_CATEGORY.get(category, category)
+        hits[scene] = hits.get(scene, 0) + 1
     if hits:
-        best = min(hits, key=lambda c: (-hits[c], c))
-        return _SCENE_OF_CATEGORY.get(best, best)
-    words = []
-    for word in _WORD_RE.findall(_normalise(sentence)):
+        return min(hits, key=lambda c: (-hits[c], c))
+    for scene, words in _THEMES:
+        found = len(words & r.concepts)
+        if found:
+            hits[scene] = hits.get(scene, 0) + found
+    if hits:
+        return min(hits, key=lambda c: (-hits[c], _THEME_RANK[c]))
+    norm = _normalise(sentence)
+    raw = _WORD_RE.findall(norm)
+
+    def topical(i: int, word: str) -> bool:
         key = _canon(word)
-        if (word.isalpha() and len(word) > 2 and word not in STOPWORDS
-                and word not in _SCENE_SKIP and not _is_value(key) and word not in words
-                and key not in _GENERIC | _STANCE | _KIND_CUE_WORDS):
-            words.append(word)
-    return "-".join(words[:2]) or "general"
+        return (word.isalpha() and len(word) > 2 and word not in STOPWORDS
+                and word not in _SCENE_SKIP and word not in _ORDINALS and not _is_value(key)
+                and key not in _GENERIC | _STANCE | _KIND_CUE_WORDS
+                and not (word.endswith("ed") and len(word) > 4)  # a participle
+                and not (word.endswith("ing") and i > 0 and raw[i - 1] in _BE_WORDS))
+    # "... about the API spec" names its topic outright
+    about = re.search(r"\b(?:about|regarding|concerning|re)\s+(?:(?:the|our|my|a|an|their)\s+)?"
+                      r"([a-z][\w-]*)", norm)
+    if about and about[1] in raw and topical(raw.index(about[1]), about[1]):
+        return about[1]
+    for i, word in enumerate(raw):
+        if topical(i, word):
+            return word
+    return "general"
 
 
 def _cell(sentence: str, from_user: bool) -> dict | None:
@@ -1337,7 +1702,7 @@ def _cell(sentence: str, from_user: bool) -> dict | None:
     if kind == "fact":
         # a fact needs an owner: the user, their project, or a named tool
         grounded = (_FIRST_PERSON.search(norm) or _PROJECT_WORDS.search(norm)
-                    or read(sentence).members)
+                    or _WORK_NOUN.search(norm) or _EVENT.search(norm) or read(sentence).members)
         if not from_user or not grounded:
             return None
     if not from_user and kind == "preference":
