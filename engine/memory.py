@@ -315,11 +315,16 @@ def distinctive_query(db, text: str) -> str | None:
     store: words found in more than RARE memories are left out (their counts stop at
     RARE + 1, so counting is bounded too); when every word is that common, all of them
     must match."""
+    from .judges.rules import related_words
+
     tokens = words(text, content_words=True)
     if not tokens:
         return None
+    # a replacement names another member of the same slot: "MySQL" should find "PostgreSQL"
+    related = [r for t in tokens for r in related_words(t) if r not in tokens]
     count = "SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?)"
-    rare = [t for t in tokens if db.execute(count, (f'"{t}"', RARE + 1)).fetchone()[0] <= RARE]
+    rare = [t for t in dict.fromkeys(tokens + related)
+            if db.execute(count, (f'"{t}"', RARE + 1)).fetchone()[0] <= RARE][:64]
     return " OR ".join(f'"{t}"' for t in rare) if rare else " AND ".join(f'"{t}"' for t in tokens)
 
 

@@ -17,7 +17,8 @@ from click.testing import CliRunner
 from engine import Memory
 from engine.cli import main
 from engine.fake_openai import FakeOpenAI, Reply
-from tests.conftest import START
+from engine.write import Judged
+from tests.conftest import POLICIES, START
 from tests.fake_server import closed_port_url, fake_openai  # noqa: F401  (fixture)
 from tests.test_judges import (DEFAULTS, Judge, calls, event_types, events, inbox, lethe,  # noqa: F401
                                memories, outcomes, pick, policy_file, seed, served)
@@ -505,3 +506,23 @@ def test_a_fallback_that_reinforces_still_leaves_an_event(fake_openai, lethe):
     assert outcomes(mem, "contradiction") == ["bad_answer", "bad_answer", "fallback"]
     assert "reinforced" in event_types(mem, old)
     assert "judge_fallback" in event_types(mem, old)
+
+
+def test_candidates_bring_in_the_other_members_of_a_slot_and_skip_common_words(tmp_path):
+    """A replacement rarely repeats the old words: "MySQL" must still be compared with
+    "PostgreSQL". And a word in thousands of memories must not pick candidates, so the
+    query stays small at any store size."""
+    from engine import Memory
+    from engine.memory import RARE, distinctive_query
+
+    mem = Memory(str(tmp_path / "m.db"), policy=f"{POLICIES}/lifecycle.yaml", offline=True)
+    with mem.store.transaction() as db:
+        for i in range(RARE + 5):
+            mem.insert(db, f"note {i} about the project")
+        old = mem.insert(db, "Our app stores everything in PostgreSQL.")
+    query = distinctive_query(mem.store.db, "We moved the project to MySQL.")
+    assert '"postgresql"' in query and '"project"' not in query
+    rows = mem.writer.candidates(mem.policy.write[2], Judged(content="We moved the project to MySQL."), {})
+    assert [r["id"] for r in rows] == [old]
+    assert distinctive_query(mem.store.db, "the project notes") == '"project" AND "notes"'
+    mem.close()

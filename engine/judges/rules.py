@@ -22,6 +22,7 @@ from typing import Callable, NamedTuple
 __all__ = [
     "gate", "confidence", "contradiction", "expiry", "cluster", "merge", "select",
     "extract_cells", "summarise_scene", "tokens", "stem", "similarity", "read_dates",
+    "related_words",
 ]
 
 # --------------------------------------------------------------------------- words
@@ -243,6 +244,19 @@ def _tokens(text: str) -> tuple[str, ...]:
             out.append(_canon(word))
             out += [w for w in _IMPLIES.get(word, ()) if w not in out]
     return tuple(out)
+
+
+def related_words(word: str) -> list[str]:
+    """Words a replacement of `word` may use instead: the other members of its lexicon
+    categories, and the words naming the slot (mysql -> postgresql, sqlite, ..., database).
+    Empty for words outside the lexicon."""
+    name = _ALIASES.get(word.lower(), word.lower())
+    out: list[str] = []
+    for category in sorted(_MEMBER_OF.get(name, ())):
+        _, names, slots = _CATEGORIES[category]
+        out += [n for n in names.split() if n != name] + slots.split()
+    out += [alias for alias, target in _ALIASES.items() if target in out]
+    return list(dict.fromkeys(out))
 
 
 def tokens(text: str) -> list[str]:
