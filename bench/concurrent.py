@@ -11,7 +11,7 @@ On a fresh copy of the adopted N-row database (N = the largest size, 1M by defau
    OperationalError after the store's busy timeout) are counted, not raised.
 
 Twice: with policies/lifecycle.yaml (the decay pass is one transaction: a writer has to
-wait for all of it) and with a policy that extends it with ``batch: 20000`` for decay
+wait for all of it) and with a policy that extends it with ``batch: 2000`` for decay
 and expiry (committed per id range, see engine/passes.py run_batched). Goal: p99 of
 both calls under 50 ms during the pass, and no "database is locked".
 """
@@ -32,7 +32,7 @@ from .write import QUERIES, TURNS_TEXT
 
 P99_GOAL_MS = 50.0
 IDLE_OPS = 30       # of each kind, measured once (on the first variant's copy)
-BATCH = 20_000
+BATCH = 2_000
 
 
 def _p99(xs: list[float]) -> float:
