@@ -202,14 +202,7 @@ def concurrent_remember(mem, pool: ThreadPoolExecutor, user: str, assistant: str
             judges.log(step.step, step.judgment.model, answer, "ok", None, start)
             writer.take(step.step, value, judged, {c["n"]: c["id"] for c in shown})
     items = [judged] if judged.save and judged.content.strip() else []
-    with store.transaction() as db:
-        ids = []
-        for j in items:
-            ids += writer.apply(db, j, source={"turn": turn_id})
-        db.execute("UPDATE inbox SET status = ?, memory_ids = ?, attempts = attempts + 1, "
-                   "updated_at = ? WHERE id = ?",
-                   ("done" if items else "dropped", json.dumps(ids), store.now(), turn_id))
-    return ids
+    return writer.finish(turn_id, items)
 
 
 def _timed_ask(provider, step, prompt, variables):

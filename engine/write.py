@@ -56,6 +56,12 @@ class Writer:
             store.db.execute("UPDATE inbox SET attempts = attempts + 1, last_error = ?, "
                              "updated_at = ? WHERE id = ?", (str(exc)[:500], store.now(), turn_id))
             return []
+        return self.finish(turn_id, items)
+
+    def finish(self, turn_id: int, items: list[Judged]) -> list[int]:
+        """Apply a judged turn and close its inbox row, in one transaction (which first
+        checks the turn is still pending), then re-summarise the scenes it touched."""
+        store = self.mem.store
         with store.transaction() as db:
             again = db.execute("SELECT status, memory_ids FROM inbox WHERE id = ?", (turn_id,)).fetchone()
             if again["status"] != "pending":  # another process judged it meanwhile
