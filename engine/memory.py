@@ -172,10 +172,17 @@ class Memory:
         if row and row[0] == signature:
             return
         with self.store.transaction() as db:
-            # every rank changes: rebuilding the recall index once beats moving each entry
-            db.execute("DROP INDEX IF EXISTS memories_recall")
+            # when most of the file's ranks change, rebuilding the recall index once beats
+            # moving each entry; a small namespace in a big file just updates its rows
+            mine = db.execute("SELECT count(*) FROM memories WHERE namespace = ?",
+                              (self.namespace,)).fetchone()[0]
+            total = db.execute("SELECT coalesce(max(rowid), 0) FROM memories").fetchone()[0]
+            rebuild = mine > 10_000 and mine * 2 > total
+            if rebuild:
+                db.execute("DROP INDEX IF EXISTS memories_recall")
             db.execute(st.sql, st.bind(self.store.now(), self.namespace))
-            db.execute(RECALL_INDEX)
+            if rebuild:
+                db.execute(RECALL_INDEX)
             db.execute("INSERT INTO policy_state (namespace, policy, rank_formula, updated_at) "
                        "VALUES (?, ?, ?, ?) ON CONFLICT (namespace) DO UPDATE SET "
                        "policy = excluded.policy, rank_formula = excluded.rank_formula, "
