@@ -155,6 +155,10 @@ class Memory:
         st = self.plan.rank_refresh_ids
         db.execute(st.sql, st.bind(self.store.now(), self.namespace, ids=ids))
 
+    def _pending_count(self) -> int:
+        return self.store.db.execute("SELECT count(*) FROM inbox WHERE namespace = ? AND "
+                                     "status = 'pending'", (self.namespace,)).fetchone()[0]
+
     def pending(self) -> list[dict]:
         """Turns saved but not yet judged (a model was unreachable)."""
         rows = self.store.db.execute("SELECT id, user_text, assistant_text, attempts, last_error, "
@@ -218,12 +222,12 @@ class Memory:
 
     def run_due(self, progress=None) -> list[P.PassResult]:
         """Retry pending turns, then run every pass whose schedule has come round."""
-        before = len(self.pending())
+        before = self._pending_count()
         if before:
             self.writer.retry_pending()
         results = self.run(self.due(), progress)
         if before:
-            left = len(self.pending())
+            left = self._pending_count()
             results.insert(0, P.PassResult("pending", self.store.now(), before - left,
                                            notes=[f"{left} still pending"] if left else []))
         return results
