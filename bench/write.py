@@ -174,7 +174,7 @@ def concurrent_remember(mem, pool: ThreadPoolExecutor, user: str, assistant: str
     checks, model_calls rows and apply transaction as engine/write.py; only the three
     model calls after the gate are in flight together."""
     from engine import prompts
-    from engine.judges import answers
+    from engine import steps
     from engine.write import Judged
 
     store, writer, judges = mem.store, mem.writer, mem.judges
@@ -198,7 +198,7 @@ def concurrent_remember(mem, pool: ThreadPoolExecutor, user: str, assistant: str
                                                   variables)))
         for step, shown, fut in jobs:
             answer, start = fut.result()
-            value = answers.parse(step.step, answer.value)   # a bad answer is a bench bug
+            value = steps.parse(step.step, answer.value)   # a bad answer is a bench bug
             judges.log(step.step, step.judgment.model, answer, "ok", None, start)
             writer.take(step.step, value, judged, {c["n"]: c["id"] for c in shown})
     items = [judged] if judged.save and judged.content.strip() else []

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from . import prompts
 from .judges import Answer, JudgeUnavailable
-from .judges.answers import today
+from .answers import today
 from .judges.openai import OpenAIProvider
 
 DEFAULT_MODEL = "gpt-4o-mini"

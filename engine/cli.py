@@ -288,11 +288,7 @@ def pending(db, policy, namespace, now, offline, json_):
 def costs(db, policy, namespace, now, offline, json_):
     """Sum every logged model call per step and model: calls, tokens, latency, outcomes."""
     with open_memory(db, policy, namespace, now, offline) as mem:
-        rows = [dict(r) for r in mem.store.db.execute(
-            "SELECT step, model, count(*) AS calls, sum(prompt_tokens) AS prompt_tokens, "
-            "sum(completion_tokens) AS completion_tokens, round(avg(latency_ms), 1) AS avg_latency_ms, "
-            "sum(outcome = 'ok') AS ok, sum(outcome != 'ok') AS failed FROM model_calls "
-            "WHERE namespace = ? GROUP BY step, model ORDER BY step, model", (namespace,))]
+        rows = mem.store.costs(namespace)
     lines = [f"{r['step']:<14} {r['model']:<14} {r['calls']:>5} calls  {r['prompt_tokens']:>8} in  "
              f"{r['completion_tokens']:>7} out  {r['avg_latency_ms']:>8} ms avg  {r['failed']} failed"
              for r in rows]

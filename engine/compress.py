@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from .judges import JudgeUnavailable
-from .judges.answers import today
+from .answers import today
 from .passes import PassResult
 from .policy import Pass
 from .plan import DEFAULT_CANDIDATES

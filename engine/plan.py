@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass, field
 
 from . import expr as X
+from . import steps
 from .dialect import DIALECTS, NOW, Dialect
 from .policy import Candidates, Pass, Policy, Rule
 
@@ -73,7 +74,7 @@ def compile_policy(policy: Policy, dialect: str | Dialect = "sqlite") -> Plan:
         recall_reads_relevance=any("@relevance" in X.columns_of(n) for n in
                                    [rec.candidates.where, *[o for o, _ in rec.candidates.order]]),
         write_candidates={s.step: write_candidates_statement(s.step, s.judgment.candidates, d)
-                          for s in policy.write if s.step in ("contradiction", "fused")},
+                          for s in policy.write if steps.kind(s.step).shows_candidates},
         cluster_candidates={name: candidates_statement(f"{name} cluster candidates",
                                                        p.cluster.candidates or DEFAULT_CANDIDATES(), d)
                             for name, p in policy.passes.items() if p.cluster},

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from . import expr as X
 from . import prompts, yamldoc
 from .clock import parse_duration
+from .steps import WRITE_KINDS
 from .errors import FormulaError, PolicyError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -21,7 +22,7 @@ POLICY_DIRS = [os.path.join(os.getcwd(), "policies"), os.path.join(PROJECT_DIR, 
 
 STATUSES = ("active", "archived", "superseded", "expired", "compressed")
 PROVIDERS = ("openai", "rules", "replay")
-STEP_KINDS = ("gate", "confidence", "contradiction", "expiry", "fused", "extract", "summarise")
+STEP_KINDS = WRITE_KINDS
 DEFAULT_RANK = "importance * confidence * decay_score"
 # columns a policy may write, and how their values are read
 SETTABLE = {"importance": X.NUM, "confidence": X.NUM, "access_count": X.NUM,

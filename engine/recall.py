@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from . import expr as X
 from .judges import JudgeUnavailable
-from .judges.answers import today
+from .answers import today
 from .plan import IDS, LIMIT, NAMESPACE, QUERY, Statement
 
 # bm25 onto 0..1, as the compiled recall statements map it (plan.candidates_statement)

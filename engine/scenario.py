@@ -27,7 +27,7 @@ from . import passes as P
 from . import yamldoc
 from .clock import FixedClock, iso, parse_duration, parse_time
 from .errors import LetheError, PolicyError
-from .judges.answers import PARSERS
+from .steps import KINDS
 from .policy import STATUSES
 
 ACTIONS = ("add", "remember", "advance", "run", "recall", "expect_status")
@@ -239,9 +239,9 @@ def _judged(doc, value, path: tuple) -> dict:
     if not isinstance(value, dict):
         raise doc.error(path, "judged takes {step_name: answer, ...}")
     for step in value:
-        if step not in PARSERS:
+        if step not in KINDS:
             raise doc.error(path + (step,), f"unknown judge step '{step}' (known: "
-                            f"{', '.join(PARSERS)})", of_key=True)
+                            f"{', '.join(KINDS)})", of_key=True)
     # a YAML null is the answer "no date" / "nothing": keep it distinct from "no answer"
     return {k: ("null" if v is None else v) for k, v in value.items()}
 

@@ -227,6 +227,14 @@ class Store:
     def get(self, memory_id: int) -> sqlite3.Row | None:
         return self.db.execute("SELECT * FROM memories WHERE id = ?", (memory_id,)).fetchone()
 
+    def costs(self, namespace: str) -> list[dict]:
+        """Every logged model call summed per step and model: calls, tokens, latency, outcomes."""
+        return [dict(r) for r in self.db.execute(
+            "SELECT step, model, count(*) AS calls, sum(prompt_tokens) AS prompt_tokens, "
+            "sum(completion_tokens) AS completion_tokens, round(avg(latency_ms), 1) AS avg_latency_ms, "
+            "sum(outcome = 'ok') AS ok, sum(outcome != 'ok') AS failed FROM model_calls "
+            "WHERE namespace = ? GROUP BY step, model ORDER BY step, model", (namespace,))]
+
     def events(self, memory_id: int) -> list[sqlite3.Row]:
         return self.db.execute("SELECT * FROM memory_events WHERE memory_id = ? ORDER BY id",
                                (memory_id,)).fetchall()

@@ -11,7 +11,8 @@ import json
 from dataclasses import dataclass, field
 
 from .judges import JudgeUnavailable, Judges
-from .judges.answers import today
+from . import steps
+from .answers import today
 from .policy import WriteStep
 
 
@@ -181,7 +182,7 @@ class Writer:
     def run_step(self, step: WriteStep, judged: Judged, turn: dict, outage_fallback=False,
                  given=frozenset()) -> None:
         kind, j = step.step, step.judgment
-        shown = self.candidates(step, judged, turn) if kind in ("contradiction", "fused") else []
+        shown = self.candidates(step, judged, turn) if steps.kind(kind).shows_candidates else []
         variables = self.variables(judged, turn, shown)
         try:
             value, note = self.judges.ask(kind, j, variables)

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from .. import prompts
 from ..errors import LetheError
 from ..policy import Judgment, Model, Policy
-from . import answers
-from .answers import BadAnswer
+from .. import steps
+from ..answers import BadAnswer
 from .openai import JudgeUnavailable
 
 SYSTEM = ("You are the memory manager of an AI assistant. Answer with JSON only, exactly in "
@@ -151,7 +151,7 @@ class Judges:
                 self.log(step, judgment.model, None, "unavailable", str(exc), start)
                 raise
             try:
-                value = answers.parse(step, a.value)
+                value = steps.parse(step, a.value)
                 self.log(step, judgment.model, a, "ok", None, start)
                 return value, None
             except BadAnswer as exc:
@@ -162,7 +162,7 @@ class Judges:
 
     def fallback(self, step: str, judgment: Judgment, variables: dict, problem: str):
         if judgment.fallback == "rules":
-            value = answers.parse(step, self.rules.ask(step, "", variables).value)
+            value = steps.parse(step, self.rules.ask(step, "", variables).value)
             self.log(step, "rules", None, "fallback", problem, time.perf_counter())
             return value
         return None  # skip / keep: the caller leaves things as they are

@@ -10,7 +10,7 @@ import datetime as dt
 import json
 import re
 
-from ..clock import iso, parse_time
+from .clock import iso, parse_time
 
 
 class BadAnswer(ValueError):
@@ -183,16 +183,6 @@ def summarise(obj) -> str:
         obj = obj.get("summary")
     words = _text(obj, "summary").split()
     return " ".join(words[:100])
-
-
-PARSERS = {"gate": gate, "confidence": confidence, "contradiction": contradiction,
-           "expiry": expiry, "cluster": cluster, "merge": merge, "select": select,
-           "fused": fused, "extract": extract, "summarise": summarise}
-
-
-def parse(step: str, answer) -> object:
-    """A provider's answer (text or an object) to the step's validated value."""
-    return PARSERS[step](parse_json(answer))
 
 
 def today(now: dt.datetime) -> str:
