@@ -14,9 +14,7 @@ from .cli import emit, json_option, main, model_options, open_memory, store_opti
 # ---- recall --explain ---------------------------------------------------------------
 def show_explanation(mem, query: str, top_n: int | None, json_: bool) -> None:
     """Print why recall returns what it returns for QUERY (called by `lethe recall --explain`)."""
-    from .recall import explain
-
-    ex = explain(mem, query, top_n)
+    ex = mem.explain(query, top_n)
     emit(ex.as_dict(), json_, explanation_lines(ex))
 
 

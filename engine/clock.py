@@ -7,6 +7,7 @@ and made naive at the boundary.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Callable
 
 Clock = Callable[[], dt.datetime]
@@ -52,6 +53,15 @@ def parse_time(text: str) -> dt.datetime:
         raise ValueError(f"not an ISO-8601 date or time: {text!r}") from None
 
 
+def until_end_of_day(text: str) -> dt.datetime:
+    """An expiry as written: a bare date (2026-03-15) is true through the end of that day,
+    a date and time is that moment. The one place this rule lives."""
+    when = parse_time(text)
+    if len(text.strip()) == 10:
+        when = when.replace(hour=23, minute=59, second=59)
+    return when
+
+
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
@@ -62,8 +72,6 @@ def parse_duration(text: str | int | float) -> dt.timedelta:
             return dt.timedelta(seconds=text)
         except (OverflowError, ValueError):
             raise ValueError(f"not a usable duration: {text!r}") from None
-    import re
-
     s = str(text).strip().lower()
     parts = re.findall(r"(\d+(?:\.\d+)?)\s*([smhdw])", s)
     if not parts or re.sub(r"(\d+(?:\.\d+)?)\s*([smhdw])", "", s).strip():

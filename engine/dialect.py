@@ -43,6 +43,10 @@ class Dialect:
         """A column the planner must not pick an index for (SQLite's unary `+`)."""
         return "+" + self.quote(ident)
 
+    def ids_in(self) -> str:
+        """`IN (...)` over memory ids bound as one JSON array (one parameter, any length)."""
+        return f"IN (SELECT value FROM json_each({self.placeholder}))"
+
     def quote(self, ident: str) -> str:
         if ident not in X.COLUMNS and not ident.replace("_", "").isalnum():
             raise FormulaError(f"not an identifier: {ident!r}")
@@ -175,6 +179,9 @@ class PostgresDialect(Dialect):
 
     def unindexed(self, ident: str) -> str:
         return self.quote(ident)  # PostgreSQL's planner needs no such hint here
+
+    def ids_in(self) -> str:
+        return f"IN (SELECT value::bigint FROM json_array_elements_text({self.placeholder}::json))"
 
     def _days_between(self, later, earlier, out: SQL) -> None:
         out.add("(extract(epoch from (")

@@ -168,39 +168,13 @@ def counts(mem: Memory) -> dict[str, int]:
 
 def changes(mem: Memory) -> list[dict]:
     """Every memory no longer active: its status, when, and what replaced or absorbed it."""
-    rows = mem.store.db.execute(
-        "SELECT m.id, m.content, m.status, r.content AS replaced_by, "
-        "(SELECT occurred_at FROM memory_events e WHERE e.memory_id = m.id "
-        " ORDER BY e.id DESC LIMIT 1) AS at, "
-        "(SELECT detail FROM memory_events e WHERE e.memory_id = m.id AND "
-        " e.event_type = 'compressed' ORDER BY e.id DESC LIMIT 1) AS merge_detail "
-        "FROM memories m LEFT JOIN memories r ON r.id = m.contradicted_by "
-        "WHERE m.namespace = ? AND m.status != 'active' ORDER BY m.id", (mem.namespace,))
-    out = []
-    for r in rows:
-        by = r["replaced_by"]
-        found = re.match(r"merged into #(\d+)", r["merge_detail"] or "")
-        if r["status"] == "compressed" and found:
-            into = mem.get(int(found.group(1)))
-            by = into.content if into else None
-        out.append({"status": r["status"], "content": r["content"], "at": r["at"], "by": by})
-    return out
+    return [{"status": r["status"], "content": r["content"], "at": r["at"], "by": r["replaced_by"]}
+            for r in mem.store.changes(mem.namespace)]
 
 
 def model_use(mem: Memory) -> dict:
     """Model calls and tokens from `model_calls`: totals, and calls by step."""
-    db = mem.store.db
-    total = db.execute("SELECT count(*), coalesce(sum(prompt_tokens), 0), "
-                       "coalesce(sum(completion_tokens), 0) FROM model_calls WHERE namespace = ?",
-                       (mem.namespace,)).fetchone()
-    by_step = {r[0]: r[1] for r in db.execute(
-        "SELECT step, count(*) FROM model_calls WHERE namespace = ? GROUP BY step ORDER BY step",
-        (mem.namespace,))}
-    by_provider = {r[0] or "none": r[1] for r in db.execute(
-        "SELECT provider, count(*) FROM model_calls WHERE namespace = ? GROUP BY provider "
-        "ORDER BY provider", (mem.namespace,))}
-    return {"calls": total[0], "prompt_tokens": total[1], "completion_tokens": total[2],
-            "tokens": total[1] + total[2], "by_step": by_step, "by_provider": by_provider}
+    return mem.store.model_use(mem.namespace)
 
 
 def _check_keys(p: Policy) -> None:

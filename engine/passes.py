@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .clock import parse_time
-from .plan import Plan
-from .store import Store
+from .context import Context
 
 
 @dataclass
@@ -27,85 +26,76 @@ class PassResult:
                 "events": self.events, "notes": self.notes}
 
 
-def run_rules(store: Store, plan: Plan, name: str, namespace: str,
-              progress: Callable[[str], None] | None = None, record: bool = True) -> PassResult:
+def run_rules(ctx: Context, name: str, progress: Callable[[str], None] | None = None,
+              record: bool = True) -> PassResult:
     """Execute one pass's rule statements and record the run, all in one transaction;
     a pass with `batch: N` commits every N ids instead (see `run_batched`). With
     `record=False` the caller records the run when its own work is done."""
-    if plan.policy.passes[name].batch:
-        return run_batched(store, plan, name, namespace, progress)
-    now = store.now()
+    if ctx.policy.passes[name].batch:
+        return run_batched(ctx, name, progress)
+    now = ctx.now()
     result = PassResult(name, now)
-    with store.transaction() as db:
-        _apply(db, plan.passes[name], result, now, namespace, progress)
+    with ctx.store.transaction():
+        _apply(ctx, ctx.plan.passes[name], result, now, progress)
         if record:
-            record_run(db, namespace, name, now, result.changed)
+            ctx.store.record_run(ctx.namespace, name, now, result.changed)
     return result
 
 
-def _apply(db, statements, result: PassResult, now: str, namespace: str, progress,
+def _apply(ctx: Context, statements, result: PassResult, now: str, progress,
            id_range: tuple[int, int] | None = None) -> None:
     for st in statements:
         if progress:
             progress(st.label)
-        cur = db.execute(st.sql, st.bind(now, namespace, id_range=id_range or (0, 0)))
+        n = ctx.store.run(st, ctx.namespace, now, id_range=id_range or (0, 0))
         if st.sql.startswith("INSERT INTO memory_events"):
             event = st.params[0]
-            result.events[event] = result.events.get(event, 0) + max(cur.rowcount, 0)
+            result.events[event] = result.events.get(event, 0) + n
         else:
-            result.changed += max(cur.rowcount, 0)
+            result.changed += n
 
 
-def run_batched(store: Store, plan: Plan, name: str, namespace: str, progress=None) -> PassResult:
+def run_batched(ctx: Context, name: str, progress=None) -> PassResult:
     """A pass over a huge store, committed in id ranges so readers and writers are never
     held up for long. Every rule reads and writes only its own row, so running all rules
     range by range gives the same rows as one transaction. Each range commits together
     with the cursor, and a resumed run keeps the `now` it started with: after a crash the
     next run finishes the same pass, and no row is ever passed over or done twice."""
-    size = plan.policy.passes[name].batch
-    state = store.db.execute("SELECT cursor, run_now, changed FROM pass_progress WHERE namespace = ? "
-                             "AND pass = ?", (namespace, name)).fetchone()
-    now = state["run_now"] if state else store.now()
+    store, ns = ctx.store, ctx.namespace
+    size = ctx.policy.passes[name].batch
+    state = store.progress(ns, name)
+    now = state["run_now"] if state else ctx.now()
     result = PassResult(name, now, notes=["resumed an interrupted run"] if state else [])
     result.changed = state["changed"] if state else 0  # rows the interrupted run already did
-    lo, top = store.db.execute("SELECT min(id), max(id) FROM memories WHERE namespace = ?",
-                               (namespace,)).fetchone()
-    lo = state["cursor"] if state else (lo or 0)
-    top = top or 0
+    lo, top = store.id_bounds(ns)
+    lo = state["cursor"] if state else lo
     while lo <= top:
         hi = lo + size
-        with store.transaction() as db:
-            _apply(db, plan.passes[name], result, now, namespace, progress, (lo, hi))
-            db.execute("INSERT INTO pass_progress (namespace, pass, cursor, run_now, changed) "
-                       "VALUES (?, ?, ?, ?, ?) ON CONFLICT (namespace, pass) DO UPDATE SET "
-                       "cursor = excluded.cursor, changed = excluded.changed",
-                       (namespace, name, hi, now, result.changed))
+        with store.transaction():
+            _apply(ctx, ctx.plan.passes[name], result, now, progress, (lo, hi))
+            store.save_progress(ns, name, hi, now, result.changed)
         lo = hi
-    with store.transaction() as db:
-        db.execute("DELETE FROM pass_progress WHERE namespace = ? AND pass = ?", (namespace, name))
-        record_run(db, namespace, name, now, result.changed)
+    with store.transaction():
+        store.clear_progress(ns, name)
+        store.record_run(ns, name, now, result.changed)
     return result
 
 
-def record_run(db, namespace: str, name: str, now: str, changed: int) -> None:
-    db.execute("INSERT INTO pass_runs (namespace, pass, last_run_at, rows_changed) "
-               "VALUES (?, ?, ?, ?) ON CONFLICT (namespace, pass) DO UPDATE SET "
-               "last_run_at = excluded.last_run_at, rows_changed = excluded.rows_changed",
-               (namespace, name, now, changed))
+def next_due(last_run: str | None, every: dt.timedelta | None, now: dt.datetime) -> dt.datetime | None:
+    """When a pass is next due: `every` after its last run, now if it never ran, never
+    (None) if it runs only on demand. The one place this rule lives."""
+    if every is None:
+        return None
+    return now if last_run is None else parse_time(last_run) + every
 
 
-def due(store: Store, plan: Plan, namespace: str, now: dt.datetime) -> list[str]:
+def due(ctx: Context, now: dt.datetime) -> list[str]:
     """Passes whose `every` has elapsed since their last recorded run (never run: due)."""
-    last = {r["pass"]: r["last_run_at"] for r in store.db.execute(
-        "SELECT pass, last_run_at FROM pass_runs WHERE namespace = ?", (namespace,))}
-    unfinished = {r[0] for r in store.db.execute(
-        "SELECT pass FROM pass_progress WHERE namespace = ?", (namespace,))}
+    last = ctx.store.last_runs(ctx.namespace)
+    unfinished = ctx.store.unfinished(ctx.namespace)
     out = []
-    for name, p in plan.policy.passes.items():
-        if name in unfinished:  # a batched run was interrupted: finish it first
-            out.append(name)
-        elif p.every is None:
-            continue
-        elif name not in last or now - parse_time(last[name]) >= p.every:
-            out.append(name)
+    for name, p in ctx.policy.passes.items():
+        when = next_due(last.get(name), p.every, now)
+        if name in unfinished or (when is not None and when <= now):
+            out.append(name)  # an interrupted batched run is finished first
     return out

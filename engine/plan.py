@@ -19,6 +19,8 @@ LIMIT = object()      # marker parameter: a limit chosen at call time
 IDS = object()        # marker parameter: memory ids, as a JSON array
 FROM_ID = object()    # marker parameters: the id range one batch of a batched pass covers
 TO_ID = object()
+NEW_ID = object()     # marker parameter: the memory that supersedes or absorbs others
+TEXT = object()       # marker parameter: event text written by the engine (never SQL)
 
 
 @dataclass
@@ -29,16 +31,18 @@ class Statement:
 
     def bind(self, now: str, namespace: str, query: str | None = None,
              limit: int | None = None, ids: list[int] | None = None,
-             id_range: tuple[int, int] = (0, 0)) -> list:
+             id_range: tuple[int, int] = (0, 0), new_id: int | None = None,
+             text: str | None = None) -> list:
         table = {id(NOW): now, id(NAMESPACE): namespace, id(QUERY): query, id(LIMIT): limit,
-                 id(IDS): json.dumps(ids or []), id(FROM_ID): id_range[0], id(TO_ID): id_range[1]}
+                 id(IDS): json.dumps(ids or []), id(FROM_ID): id_range[0], id(TO_ID): id_range[1],
+                 id(NEW_ID): new_id, id(TEXT): text}
         return [table.get(id(p), p) if id(p) in table else p
                 for p in self.params]
 
     def shown_params(self) -> list:
         names = {id(NOW): ":now", id(NAMESPACE): ":namespace", id(QUERY): ":query",
                  id(LIMIT): ":limit", id(IDS): ":ids", id(FROM_ID): ":from_id",
-                 id(TO_ID): ":to_id"}
+                 id(TO_ID): ":to_id", id(NEW_ID): ":new_id", id(TEXT): ":text"}
         return [names.get(id(p), p) for p in self.params]
 
 
@@ -56,6 +60,13 @@ class Plan:
     write_candidates: dict[str, Statement] = field(default_factory=dict)
     recall_reads_relevance: bool = False
     cluster_candidates: dict[str, Statement] = field(default_factory=dict)
+    supersede: Statement | None = None
+    reinforce: Statement | None = None
+    merge_values: dict[str, Statement] = field(default_factory=dict)
+    merge_absorb_events: Statement | None = None
+    merge_absorb: Statement | None = None
+    explain_reasons: dict[bool, Statement] = field(default_factory=dict)   # by "has a query"
+    explain_order_keys: dict[bool, Statement] = field(default_factory=dict)
 
 
 def compile_policy(policy: Policy, dialect: str | Dialect = "sqlite") -> Plan:
@@ -78,6 +89,14 @@ def compile_policy(policy: Policy, dialect: str | Dialect = "sqlite") -> Plan:
         cluster_candidates={name: candidates_statement(f"{name} cluster candidates",
                                                        p.cluster.candidates or DEFAULT_CANDIDATES(), d)
                             for name, p in policy.passes.items() if p.cluster},
+        supersede=supersede_statement(d),
+        reinforce=reinforce_statement(policy, d),
+        merge_values={name: merge_values_statement(p, d)
+                      for name, p in policy.passes.items() if p.cluster},
+        merge_absorb_events=absorb_events_statement(d),
+        merge_absorb=absorb_statement(d),
+        explain_reasons={q: reasons_statement(policy, d, q) for q in (False, True)},
+        explain_order_keys={q: order_keys_statement(policy, d, q) for q in (False, True)},
     )
 
 
@@ -227,7 +246,7 @@ def rank_refresh_statement(policy: Policy, d: Dialect, by_ids: bool = False) -> 
     # +namespace: look the ids up by primary key, not by walking the namespace's index
     return Statement("rank refresh (by id)", f'UPDATE memories SET "rank" = {sql}\n'
                      f'WHERE {d.unindexed("namespace")} = {d.placeholder} '
-                     f'AND "id" IN (SELECT value FROM json_each({d.placeholder}))',
+                     f'AND "id" {d.ids_in()}',
                      p + [NAMESPACE, IDS])
 
 
@@ -237,7 +256,7 @@ def access_statement(policy: Policy, rule: Rule, d: Dialect) -> Statement:
     return Statement("recall on_access",
                      # +namespace: look the ids up by primary key, not by the namespace index
                      f"UPDATE memories\nSET {set_sql}\nWHERE {d.unindexed('namespace')} = {d.placeholder} "
-                     f"AND \"id\" IN (SELECT value FROM json_each({d.placeholder}))",
+                     f"AND \"id\" {d.ids_in()}",
                      set_params + [NAMESPACE, IDS])
 
 
@@ -261,8 +280,114 @@ def render_plan(plan: Plan) -> str:
     blocks.append(_show(plan.rank_refresh_ids))
     for st in [*plan.write_candidates.values(), *plan.cluster_candidates.values()]:
         blocks.append(_show(st))
+    blocks.append("\n-- write, merge and explain")
+    for st in [plan.supersede, plan.reinforce, *plan.merge_values.values(),
+               *([plan.merge_absorb_events, plan.merge_absorb] if plan.merge_values else []),
+               *plan.explain_reasons.values(), *plan.explain_order_keys.values()]:
+        blocks.append(_show(st))
     return "\n".join(blocks) + "\n"
 
 
 def _show(st: Statement) -> str:
     return f"-- {st.label}\n{st.sql};\n-- params: {st.shown_params()!r}"
+
+
+# ---- what a write, a merge and an explain run (compiled too: `lethe compile` shows them)
+def supersede_statement(d: Dialect) -> Statement:
+    """The memories a new one contradicts become superseded, linked to it."""
+    return Statement("write: supersede", f'UPDATE memories SET "status" = {d.placeholder}, '
+                     f'"contradicted_by" = {d.placeholder}\nWHERE {d.unindexed("namespace")} = '
+                     f'{d.placeholder} AND "id" {d.ids_in()} AND "status" = {d.placeholder}',
+                     ["superseded", NEW_ID, NAMESPACE, IDS, "active"])
+
+
+def reinforce_statement(policy: Policy, d: Dialect) -> Statement:
+    """A turn that confirms a memory: confidence + `reinforce_bump` (param, default 0.1, at
+    most 1.0), one more access, accessed now; its rank follows."""
+    bump = "reinforce_bump" if "reinforce_bump" in policy.params else "0.1"
+    scope = policy.scope()
+    sets = {"confidence": X.compile_formula(f"min(1.0, confidence + {bump})", scope),
+            "access_count": X.compile_formula("access_count + 1", scope),
+            "last_accessed": X.compile_formula("now", scope)}
+    set_sql, set_params = _assignments(policy, sets, d)
+    return Statement("write: reinforce", f"UPDATE memories\nSET {set_sql}\n"
+                     f'WHERE {d.unindexed("namespace")} = {d.placeholder} AND "id" {d.ids_in()} '
+                     f'AND "status" = {d.placeholder}', set_params + [NAMESPACE, IDS, "active"])
+
+
+MERGE_DEFAULTS = {"importance": "max(importance)", "confidence": "avg(confidence)",
+                  "access_count": "max(access_count)", "decay_score": "1.0"}
+
+
+def merge_values_statement(p: Pass, d: Dialect) -> Statement:
+    """A merged memory's values: the pass's `merge.result` formulas (avg, max, ... over the
+    cluster), the defaults for the rest, in one SELECT over the cluster's ids."""
+    scope = X.Scope(params={}, scores={}, allow_aggregates=True, allow_time=False)
+    parts, params = [], []
+    for col, default in MERGE_DEFAULTS.items():
+        node = p.merge_result.get(col) or X.compile_formula(default, scope)
+        sql, ps = d.render(node)
+        parts.append(f"{sql} AS {d.quote(col)}")
+        params += ps
+    return Statement(f"{p.name}: merged values", f"SELECT {', '.join(parts)}\nFROM memories\n"
+                     f'WHERE {d.unindexed("namespace")} = {d.placeholder} AND "id" {d.ids_in()}',
+                     params + [NAMESPACE, IDS])
+
+
+def absorb_events_statement(d: Dialect) -> Statement:
+    return Statement("merge: events of the absorbed", "INSERT INTO memory_events (memory_id, "
+                     f"event_type, detail, occurred_at)\nSELECT \"id\", {d.placeholder}, "
+                     f"{d.placeholder}, {d.placeholder} FROM memories\nWHERE "
+                     f'{d.unindexed("namespace")} = {d.placeholder} AND "id" {d.ids_in()} '
+                     f'AND "status" = {d.placeholder}',
+                     ["compressed", TEXT, NOW, NAMESPACE, IDS, "active"])
+
+
+def absorb_statement(d: Dialect) -> Statement:
+    return Statement("merge: absorb the cluster", f'UPDATE memories SET "status" = {d.placeholder}, '
+                     f'"merged_into" = {d.placeholder}\nWHERE {d.unindexed("namespace")} = '
+                     f'{d.placeholder} AND "id" {d.ids_in()} AND "status" = {d.placeholder}',
+                     ["compressed", NEW_ID, NAMESPACE, IDS, "active"])
+
+
+# ---- recall --explain
+# bm25 onto 0..1, as the compiled recall statements map it (candidates_statement)
+RELEVANCE_SQL = "coalesce(-fts.score / (1.0 - fts.score), 0.0)"
+FTS_JOIN = ("LEFT JOIN (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts "
+            "WHERE memories_fts MATCH {p}) AS fts ON fts.fts_id = memories.id")
+
+def reasons_statement(policy, d, query: bool) -> Statement:
+    """Every memory of a namespace counted by why recall would or would not consider it:
+    'eligible' when it passes recall.where (and, for `match: filter`, matches the query;
+    'no_match' when it does not), else its status when not active, else 'below_floor'.
+    One GROUP BY: its cost is one scan, whatever the reasons."""
+    where = policy.recall.candidates.where
+    filtering = query and policy.recall.match == "filter"
+    join = filtering or (query and "@relevance" in X.columns_of(where))
+    where_sql, where_params = d.render(where, relevance_sql=RELEVANCE_SQL if join else "0.0")
+    passing = ("CASE WHEN fts.fts_id IS NULL THEN 'no_match' ELSE 'eligible' END"
+               if filtering else "'eligible'")
+    sql = (f"SELECT CASE WHEN {where_sql} THEN {passing} "
+           "WHEN coalesce(\"status\", '') <> 'active' THEN coalesce(\"status\", 'unknown') "
+           "ELSE 'below_floor' END AS reason, count(*) AS n\nFROM memories"
+           + (("\n" + FTS_JOIN.format(p=d.placeholder)) if join else "")
+           + f"\nWHERE \"namespace\" = {d.placeholder}\nGROUP BY reason")
+    return Statement("recall explain: reasons" + (" (with a query)" if query else ""), sql,
+                     [*where_params, *([QUERY] if join else []), NAMESPACE])
+
+
+def order_keys_statement(policy, d, query: bool) -> Statement:
+    """The value of each recall `order` term for the memories whose ids are bound as a
+    JSON array (in the LIMIT slot, as the on_access statement binds its ids)."""
+    rel = RELEVANCE_SQL if query else "0.0"
+    parts, params = [], []
+    for i, (node, _desc) in enumerate(policy.recall.candidates.order):
+        sql, p = d.render(node, relevance_sql=rel)
+        parts.append(f"{sql} AS key_{i}")
+        params += p
+    join = ("\n" + FTS_JOIN.format(p=d.placeholder)) if query else ""
+    sql = (f"SELECT memories.id, {', '.join(parts)}\nFROM memories{join}\n"
+           f"WHERE {d.unindexed('namespace')} = {d.placeholder} "
+           f"AND memories.id {d.ids_in()}")
+    return Statement("recall explain: order keys" + (" (with a query)" if query else ""), sql,
+                     [*params, *([QUERY] if query else []), NAMESPACE, IDS])

@@ -6,61 +6,85 @@ score parts, and how many memories were left out and why, counted by one GROUP B
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
-from . import expr as X
-from .judges import JudgeUnavailable
 from .answers import today
-from .plan import IDS, LIMIT, NAMESPACE, QUERY, Statement
+from .context import Context
+from .judges import JudgeUnavailable
+from .records import MemoryRecord
+from .text import fts_query
 
-# bm25 onto 0..1, as the compiled recall statements map it (plan.candidates_statement)
-RELEVANCE_SQL = "coalesce(-fts.score / (1.0 - fts.score), 0.0)"
-FTS_JOIN = ("LEFT JOIN (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts "
-            "WHERE memories_fts MATCH {p}) AS fts ON fts.fts_id = memories.id")
 # statuses recall explains by name, in this order; others found are listed after them
 STATUSES = ("archived", "superseded", "expired", "compressed")
 
 
-def recall(mem, query: str, top_n: int | None = None) -> list:
-    candidates, chosen = choose(mem, query, top_n, relevance=False)
-    if chosen and mem.plan.access is not None:
-        st = mem.plan.access
-        with mem.store.transaction() as db:
-            db.execute(st.sql, st.bind(mem.store.now(), mem.namespace, ids=chosen))
-    by_id = {c.id: c for c in candidates}
+def candidates(ctx: Context, query: str | None = None, limit: int | None = None,
+               scored: bool = False, relevance: bool = True) -> list[MemoryRecord]:
+    """Recall candidates in the policy's recall order, before any model picks among them.
+    With a query: only memories matching it in full text, or with `scored=True` all
+    candidates, each with its `relevance` to the query (0 when it shares no word)."""
+    plan, rec = ctx.plan, ctx.policy.recall
+    limit = rec.candidates.limit if limit is None else int(limit)
+    fts = fts_query(query) if query else None
+    st = plan.recall
+    if fts:
+        filtering = not scored or rec.match == "filter"
+        st = plan.recall_query if filtering else plan.recall_scored
+        if scored and not filtering and not relevance and not plan.recall_reads_relevance:
+            # bm25 needs each query word's document count: costly at a million rows,
+            # and nothing here reads it (the select judge reads the text itself)
+            st, fts = plan.recall, None
+    rows = ctx.store.fetch(st, ctx.namespace, query=fts, limit=limit)
+    if not rows and fts and scored:  # `match: filter` and nothing matched: the top ones
+        return candidates(ctx, None, limit)
+    return [MemoryRecord.from_row(r) for r in rows]
+
+
+def get(ctx: Context, memory_id: int) -> MemoryRecord | None:
+    row = ctx.store.get(memory_id, ctx.namespace)
+    return MemoryRecord.from_row(row) if row else None
+
+
+def recall(ctx: Context, query: str, top_n: int | None = None) -> list[MemoryRecord]:
+    """What the agent should know for `query`: the policy's candidates, picked by its
+    select judge (at most top_n), with their access recorded."""
+    shown, chosen = choose(ctx, query, top_n, relevance=False)
+    if chosen and ctx.plan.access is not None:
+        with ctx.store.transaction():
+            ctx.store.run(ctx.plan.access, ctx.namespace, ids=chosen)
+    by_id = {c.id: c for c in shown}
     out = []
     for mid in chosen:
-        fresh = mem.get(mid)
+        fresh = get(ctx, mid)
         fresh.relevance = by_id[mid].relevance
         out.append(fresh)
     return out
 
 
-def choose(mem, query: str, top_n: int | None = None,
+def choose(ctx: Context, query: str, top_n: int | None = None,
            relevance: bool = True) -> tuple[list, list[int]]:
     """The candidates in the policy's recall order (each with its relevance to `query`),
     and the ids the select judge picks among them (the first `top_n` without a judge)."""
-    rec = mem.policy.recall
+    rec = ctx.policy.recall
     top_n = top_n or rec.top_n
-    candidates = mem.candidates(query, scored=True, relevance=relevance)
-    if rec.select is not None and candidates:
-        chosen = _select(mem, rec, query, candidates, top_n)
+    shown = candidates(ctx, query, scored=True, relevance=relevance)
+    if rec.select is not None and shown:
+        chosen = _select(ctx, rec, query, shown, top_n)
     else:
-        chosen = [c.id for c in candidates[:top_n]]
-    return candidates, chosen
+        chosen = [c.id for c in shown[:top_n]]
+    return shown, chosen
 
 
-def _select(mem, rec, query: str, candidates: list, top_n: int) -> list[int]:
+def _select(ctx: Context, rec, query: str, candidates: list, top_n: int) -> list[int]:
     shown = [{"n": i, "id": c.id, "summary": c.summary or c.content[:120], "content": c.content,
               "confidence": c.confidence, "decay_score": c.decay_score}
              for i, c in enumerate(candidates, 1)]
-    now = mem.clock()
+    now = ctx.clock()
     variables = {"query": query, "candidates": shown, "top_n": top_n, "now": now, "today": today(now)}
     try:
-        picked, _ = mem.judges.ask("select", rec.select, variables)
+        picked, _ = ctx.judges.ask("select", rec.select, variables)
     except JudgeUnavailable:  # recall must answer: the rules judge picks instead
-        picked = mem.judges.fallback("select", rec.select, variables, "model unreachable")
+        picked = ctx.judges.fallback("select", rec.select, variables, "model unreachable")
     local = {c["n"]: c["id"] for c in shown}
     return [local[n] for n in dict.fromkeys(picked or []) if n in local][:top_n]
 
@@ -123,57 +147,34 @@ class Explanation:
                 "beyond_limit": self.beyond_limit, "not_chosen": self.not_chosen}
 
 
-def explain(mem, query: str, top_n: int | None = None) -> Explanation:
+def explain(ctx: Context, query: str, top_n: int | None = None) -> Explanation:
     """What recall would return for `query` and why: every candidate with its importance,
     confidence, decay, relevance, rank and order keys, which ones the select step picks,
     and counts of the memories left out (archived, superseded, expired, compressed, below
     the recall floor, beyond the candidate limit). Records no access: explaining a recall
     does not change what the next one returns."""
-    from .memory import fts_query
-
-    rec = mem.policy.recall
-    candidates, picks = choose(mem, query, top_n)
+    rec = ctx.policy.recall
+    shown, picks = choose(ctx, query, top_n)
     fts = fts_query(query) if query else None
-    keys = _order_keys(mem, fts, [c.id for c in candidates])
+    keys = _order_keys(ctx, fts, [c.id for c in shown])
     explained = [Explained(c, i, c.id in picks, keys.get(c.id, []))
-                 for i, c in enumerate(candidates, 1)]
-    counts = _reasons(mem, fts)
+                 for i, c in enumerate(shown, 1)]
+    counts = _reasons(ctx, fts)
     eligible = counts.pop("eligible", 0)
     src = rec.candidates.source
-    return Explanation(query, mem.policy.name, str(src.get("where", "status = 'active'")),
+    return Explanation(query, ctx.policy.name, str(src.get("where", "status = 'active'")),
                        str(src.get("order", "rank")), rec.candidates.limit,
                        f"{rec.select.model} via {rec.select.prompt}" if rec.select else None,
                        top_n or rec.top_n, explained, counts, eligible, picks)
 
 
-def reasons_statement(policy, d, query: bool) -> Statement:
-    """Every memory of a namespace counted by why recall would or would not consider it:
-    'eligible' when it passes recall.where (and, for `match: filter`, matches the query;
-    'no_match' when it does not), else its status when not active, else 'below_floor'.
-    One GROUP BY: its cost is one scan, whatever the reasons."""
-    where = policy.recall.candidates.where
-    filtering = query and policy.recall.match == "filter"
-    join = filtering or (query and "@relevance" in X.columns_of(where))
-    where_sql, where_params = d.render(where, relevance_sql=RELEVANCE_SQL if join else "0.0")
-    passing = ("CASE WHEN fts.fts_id IS NULL THEN 'no_match' ELSE 'eligible' END"
-               if filtering else "'eligible'")
-    sql = (f"SELECT CASE WHEN {where_sql} THEN {passing} "
-           "WHEN coalesce(\"status\", '') <> 'active' THEN coalesce(\"status\", 'unknown') "
-           "ELSE 'below_floor' END AS reason, count(*) AS n\nFROM memories"
-           + (("\n" + FTS_JOIN.format(p=d.placeholder)) if join else "")
-           + f"\nWHERE \"namespace\" = {d.placeholder}\nGROUP BY reason")
-    return Statement("recall explain: reasons", sql,
-                     [*where_params, *([QUERY] if join else []), NAMESPACE])
-
-
-def _reasons(mem, fts: str | None) -> dict[str, int]:
-    st = reasons_statement(mem.policy, mem.plan.dialect, bool(fts))
-    found = {r["reason"]: r["n"] for r in mem.store.db.execute(st.sql, st.bind(
-        mem.store.now(), mem.namespace, fts))}
+def _reasons(ctx: Context, fts: str | None) -> dict[str, int]:
+    st = ctx.plan.explain_reasons[bool(fts)]
+    found = {r["reason"]: r["n"] for r in ctx.store.fetch(st, ctx.namespace, query=fts)}
     out = {s: found.pop(s, 0) for s in STATUSES}
     out["below_floor"] = found.pop("below_floor", 0)
     eligible = found.pop("eligible", 0)
-    if fts and mem.policy.recall.match == "filter":
+    if fts and ctx.policy.recall.match == "filter":
         no_match = found.pop("no_match", 0)
         if not eligible:  # nothing matched: `match: filter` recalls from the top candidates
             eligible, no_match = no_match, 0
@@ -183,26 +184,8 @@ def _reasons(mem, fts: str | None) -> dict[str, int]:
     return out
 
 
-def order_keys_statement(policy, d, query: bool) -> Statement:
-    """The value of each recall `order` term for the memories whose ids are bound as a
-    JSON array (in the LIMIT slot, as the on_access statement binds its ids)."""
-    rel = RELEVANCE_SQL if query else "0.0"
-    parts, params = [], []
-    for i, (node, _desc) in enumerate(policy.recall.candidates.order):
-        sql, p = d.render(node, relevance_sql=rel)
-        parts.append(f"{sql} AS key_{i}")
-        params += p
-    join = ("\n" + FTS_JOIN.format(p=d.placeholder)) if query else ""
-    sql = (f"SELECT memories.id, {', '.join(parts)}\nFROM memories{join}\n"
-           f"WHERE {d.unindexed('namespace')} = {d.placeholder} "
-           f"AND memories.id IN (SELECT value FROM json_each({d.placeholder}))")
-    return Statement("recall explain: order keys", sql,
-                     [*params, *([QUERY] if query else []), NAMESPACE, IDS])
-
-
-def _order_keys(mem, fts: str | None, ids: list[int]) -> dict[int, list]:
+def _order_keys(ctx: Context, fts: str | None, ids: list[int]) -> dict[int, list]:
     if not ids:
         return {}
-    st = order_keys_statement(mem.policy, mem.plan.dialect, bool(fts))
-    rows = mem.store.db.execute(st.sql, st.bind(mem.store.now(), mem.namespace, fts, ids=ids))
+    rows = ctx.store.fetch(ctx.plan.explain_order_keys[bool(fts)], ctx.namespace, query=fts, ids=ids)
     return {r[0]: list(r[1:]) for r in rows}

@@ -11,6 +11,7 @@ import html
 import io
 import re
 
+from .errors import LetheError
 from .experiment import Experiment, Run
 from .policy import STATUSES
 
@@ -185,8 +186,6 @@ def _pyplot():
     try:
         import matplotlib
     except ImportError:
-        from .errors import LetheError
-
         raise LetheError("--report needs matplotlib: pip install 'lethe[report]'") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -18,12 +18,12 @@ import datetime as dt
 import logging
 import os
 import socket
-import sqlite3
 import threading
 import uuid
 from typing import Callable
 
-from .clock import Clock, iso, parse_duration
+from . import runner
+from .clock import parse_duration
 from .errors import LetheError
 from .passes import PassResult
 
@@ -42,62 +42,6 @@ class _Stopped(Exception):
 def default_holder() -> str:
     """host:pid:random, so a lease row says who holds it and no two holders share a name."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-class Lease:
-    """The namespace's row in `leases` (namespace, holder, acquired_at, expires_at).
-
-    It has its own connection, so taking it never waits behind a Python lock, and gives
-    up after `wait` seconds when another process holds SQLite's write lock (then someone
-    is busy writing, and the next tick tries again)."""
-
-    def __init__(self, path: str, namespace: str, clock: Clock, ttl: dt.timedelta = DEFAULT_TTL,
-                 holder: str | None = None, wait: float = 1.0):
-        self.namespace, self.clock, self.ttl, self.wait = namespace, clock, ttl, wait
-        self.holder = holder or default_holder()
-        self.db = sqlite3.connect(path, timeout=wait, isolation_level=None, check_same_thread=False)
-        self.db.row_factory = sqlite3.Row
-
-    def acquire(self) -> bool:
-        """Take the lease if nobody holds it, it has expired, or it is already ours."""
-        now = self.clock()
-        return self._write(
-            "INSERT INTO leases (namespace, holder, acquired_at, expires_at) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (namespace) DO UPDATE SET holder = excluded.holder, "
-            "acquired_at = excluded.acquired_at, expires_at = excluded.expires_at "
-            "WHERE leases.holder = excluded.holder OR leases.expires_at <= excluded.acquired_at",
-            (self.namespace, self.holder, iso(now), iso(now + self.ttl)), self.wait)
-
-    def release(self) -> None:
-        """Give the lease back (only ours: a lease taken over after expiry is left alone)."""
-        self._write("DELETE FROM leases WHERE namespace = ? AND holder = ?",
-                    (self.namespace, self.holder), 30.0)
-
-    def renew_sql(self) -> tuple[str, tuple]:
-        """The statement that extends our lease by `ttl` from now, for the caller's transaction."""
-        return ("UPDATE leases SET expires_at = ? WHERE namespace = ? AND holder = ?",
-                (iso(self.clock() + self.ttl), self.namespace, self.holder))
-
-    def current(self) -> dict | None:
-        row = self.db.execute("SELECT * FROM leases WHERE namespace = ?", (self.namespace,)).fetchone()
-        return dict(row) if row else None
-
-    def close(self) -> None:
-        self.db.close()
-
-    def _write(self, sql: str, params: tuple, wait: float) -> bool:
-        self.db.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
-        try:
-            self.db.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError:  # the write lock stayed taken for `wait` seconds
-            return False
-        try:
-            changed = self.db.execute(sql, params).rowcount
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        self.db.execute("COMMIT")
-        return changed == 1
 
 
 class Scheduler:
@@ -128,8 +72,8 @@ class Scheduler:
         self._stopping = threading.Event()
         self._run_lock = threading.Lock()      # the thread and force_run take turns
         self._thread: threading.Thread | None = None
-        self._own = None                       # the scheduler's Memory on its own connection
-        self._lease: Lease | None = None
+        self._own = None                       # the scheduler's context, on its own connection
+        self._lease = None
         self._open()
 
     # -- lifecycle
@@ -157,10 +101,7 @@ class Scheduler:
             thread.join(timeout / 2)
             own = self._own
             if thread.is_alive() and own is not None:
-                try:
-                    own.store.db.interrupt()  # a long statement aborts; its pass rolls back
-                except sqlite3.ProgrammingError:  # closed meanwhile: the thread is done
-                    pass
+                own.store.interrupt()  # a long statement aborts; its pass rolls back
                 thread.join(timeout / 2)
             if thread.is_alive():
                 return False
@@ -172,7 +113,7 @@ class Scheduler:
         """Close the scheduler's own connections (force_run reopens them)."""
         with self._run_lock:
             if self._own is not None:
-                self._own.close()
+                self._own.store.close()
                 self._lease.close()
                 self._own = self._lease = None
 
@@ -201,25 +142,25 @@ class Scheduler:
 
     def _under_lease(self, names: list[str] | None, progress) -> list[PassResult] | None:
         with self._run_lock:
-            mem, lease = self._open()
+            ctx, lease = self._open()
             if not lease.acquire():
                 return None
             try:
-                hook = self._hook(mem, lease, progress)
-                return mem.run_due(progress=hook) if names is None else mem.run(names, progress=hook)
+                hook = self._hook(ctx, lease, progress)
+                return runner.run_due(ctx, hook) if names is None else runner.run(ctx, names, hook)
             finally:
                 lease.release()
 
-    def _hook(self, mem, lease: Lease, progress):
+    def _hook(self, ctx, lease, progress):
         """Called before each statement of a pass, inside the pass's transaction: renew the
         lease when a third of it is spent, report progress, stop if asked to."""
-        renewed = [mem.clock()]
+        renewed = [ctx.clock()]
         in_thread = threading.current_thread() is self._thread
 
         def hook(label: str) -> None:
-            if mem.clock() - renewed[0] >= lease.ttl / 3:
-                mem.store.db.execute(*lease.renew_sql())
-                renewed[0] = mem.clock()
+            if ctx.clock() - renewed[0] >= lease.ttl / 3:
+                ctx.store.renew_lease(lease)
+                renewed[0] = ctx.clock()
             if progress:
                 progress(label)
             if in_thread and self._stopping.is_set():  # the last moment before the statement
@@ -228,13 +169,9 @@ class Scheduler:
 
     def _open(self):
         if self._own is None:
-            from .memory import Memory
-
-            m = self.memory
-            self._own = Memory(m.store.path, policy=m.policy, namespace=m.namespace,
-                               offline=m.offline, clock=m.clock, record=m.judges.record,
-                               replay=m.judges.replay, scripted=m.judges.scripted)
-            self._lease = Lease(m.store.path, m.namespace, m.clock, self.lease_ttl, self.holder)
+            ctx = self.memory.context
+            self._own = ctx.reopen()
+            self._lease = self._own.store.lease(ctx.namespace, self.lease_ttl, self.holder)
         return self._own, self._lease
 
     def _loop(self) -> None:

@@ -19,19 +19,19 @@ import re
 
 import pytest
 
+from .experiment import run_one
 from .memory import Memory
+from .policy import load as load_policy
+from .scenario import load as load_scenario
 
 
 def dump(mem: Memory, digits: int = 4) -> dict:
     """The store of one namespace as reviewable data: no ids, no wall times."""
-    db = mem.store.db
-    rows = db.execute("SELECT * FROM memories WHERE namespace = ? ORDER BY id",
-                      (mem.namespace,)).fetchall()
+    rows = mem.store.memories(mem.namespace)
     content = {r["id"]: r["content"] for r in rows}
     memories = []
     for r in rows:
-        events = db.execute("SELECT event_type, detail, occurred_at FROM memory_events "
-                            "WHERE memory_id = ? ORDER BY id", (r["id"],)).fetchall()
+        events = mem.store.events(r["id"])
         memories.append({
             "content": r["content"], "status": r["status"], "kind": r["kind"], "scene": r["scene"],
             "importance": _round(r["importance"], digits), "confidence": _round(r["confidence"], digits),
@@ -40,8 +40,7 @@ def dump(mem: Memory, digits: int = 4) -> dict:
             "superseded_by": content.get(r["contradicted_by"]),
             "events": [[e["occurred_at"], e["event_type"], _detail(e["detail"], content, digits)]
                        for e in events]})
-    scenes = {s: t for s, t in db.execute(
-        "SELECT scene, summary FROM scenes WHERE namespace = ? ORDER BY scene", (mem.namespace,))}
+    scenes = mem.store.scenes(mem.namespace)
     return {"memories": memories, "scenes": scenes} if scenes else {"memories": memories}
 
 
@@ -72,10 +71,6 @@ def _scrub(value, content: dict, digits: int):
 
 def play(scenario_path: str, policy: str, db_path: str, offline: bool = True) -> dict:
     """Play a scenario under a policy on a fresh store; the store's dump plus the checks."""
-    from .experiment import run_one
-    from .policy import load as load_policy
-    from .scenario import load as load_scenario
-
     run = run_one(load_scenario(scenario_path), load_policy(policy), db_path, offline)
     with Memory(db_path, policy=run.policy, offline=True) as mem:
         out = dump(mem)

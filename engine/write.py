@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from .judges import JudgeUnavailable, Judges
 from . import steps
 from .answers import today
+from .context import Context
+from .judges import JudgeUnavailable
+from .judges.rules import related_words
 from .policy import WriteStep
+from .text import words
 
 
 @dataclass
@@ -34,60 +37,90 @@ class Judged:
     scene: str | None = None
 
 
+# ---- storing one memory -----------------------------------------------------------------
+def store_memory(ctx: Context, content: str, *, summary=None, tags=None, importance=None,
+                 confidence=None, expires_at=None, kind=None, scene=None, access_count=0,
+                 decay_score=1.0, event: str = "created", detail=None) -> int:
+    """Insert one memory with its rank and its creation event, in the caller's transaction."""
+    row = {"content": content, "summary": summary if summary else content[:120],
+           "tags": json.dumps(list(tags or []), ensure_ascii=False),
+           "importance": float(5.0 if importance is None else importance),
+           "confidence": float(1.0 if confidence is None else confidence),
+           "access_count": int(access_count), "decay_score": float(decay_score),
+           "status": "active", "created_at": ctx.now(), "last_accessed": None,
+           "expires_at": expires_at, "namespace": ctx.namespace, "kind": kind, "scene": scene}
+    new_id = ctx.store.insert_memory(row)
+    refresh_rank(ctx, [new_id])
+    ctx.store.event(new_id, event, {"importance": row["importance"], "confidence": row["confidence"],
+                                    "expires_at": expires_at, **(detail or {})})
+    return new_id
+
+
+def refresh_rank(ctx: Context, ids: list[int]) -> None:
+    ctx.store.run(ctx.plan.rank_refresh_ids, ctx.namespace, ids=ids)
+
+
+RARE = 2000  # a word in more memories than this does not pick contradiction candidates
+
+
+def distinctive_query(ctx: Context, text: str) -> str | None:
+    """An FTS5 query for the memories most like `text`, whose cost does not grow with the
+    store: words found in more than RARE memories are left out (their counts stop at
+    RARE + 1, so counting is bounded too); when every word is that common, all of them
+    must match."""
+    tokens = words(text, content_words=True)
+    if not tokens:
+        return None
+    # a replacement names another member of the same slot: "MySQL" should find "PostgreSQL"
+    related = [r for t in tokens for r in related_words(t) if r not in tokens]
+    rare = [t for t in dict.fromkeys(tokens + related)
+            if ctx.store.match_count(f'"{t}"', RARE) <= RARE][:64]
+    return " OR ".join(f'"{t}"' for t in rare) if rare else " AND ".join(f'"{t}"' for t in tokens)
+
+
+# ---- the pipeline ---------------------------------------------------------------------
 class Writer:
-    def __init__(self, mem, judges: Judges):
-        self.mem, self.judges = mem, judges
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
 
     # -- entry points
     def remember(self, user: str, assistant: str) -> list[int]:
-        store = self.mem.store
-        with store.transaction() as db:
-            turn = db.execute("INSERT INTO inbox (namespace, user_text, assistant_text, created_at, "
-                              "updated_at) VALUES (?, ?, ?, ?, ?)",
-                              (self.mem.namespace, user, assistant, store.now(), store.now())).lastrowid
+        turn = self.ctx.store.add_turn(self.ctx.namespace, user, assistant)
         return self.process(turn)
 
     def process(self, turn_id: int) -> list[int]:
         """Judge one inbox turn and apply it; on an outage, leave it pending."""
-        store = self.mem.store
-        row = store.db.execute("SELECT * FROM inbox WHERE id = ?", (turn_id,)).fetchone()
+        row = self.ctx.store.turn(turn_id)
         try:
             items = self.judge_turn(row["user_text"], row["assistant_text"])
         except JudgeUnavailable as exc:
-            store.db.execute("UPDATE inbox SET attempts = attempts + 1, last_error = ?, "
-                             "updated_at = ? WHERE id = ?", (str(exc)[:500], store.now(), turn_id))
+            self.ctx.store.turn_failed(turn_id, str(exc))
             return []
         return self.finish(turn_id, items)
 
     def finish(self, turn_id: int, items: list[Judged]) -> list[int]:
         """Apply a judged turn and close its inbox row, in one transaction (which first
         checks the turn is still pending), then re-summarise the scenes it touched."""
-        store = self.mem.store
-        with store.transaction() as db:
-            again = db.execute("SELECT status, memory_ids FROM inbox WHERE id = ?", (turn_id,)).fetchone()
+        store = self.ctx.store
+        with store.transaction():
+            again = store.turn(turn_id)
             if again["status"] != "pending":  # another process judged it meanwhile
                 return json.loads(again["memory_ids"] or "[]")
             ids = []
             for judged in items:
-                ids += self.apply(db, judged, source={"turn": turn_id})
-            db.execute("UPDATE inbox SET status = ?, memory_ids = ?, attempts = attempts + 1, "
-                       "updated_at = ? WHERE id = ?",
-                       ("done" if items else "dropped", json.dumps(ids), store.now(), turn_id))
+                ids += self.apply(judged, source={"turn": turn_id})
+            store.close_turn(turn_id, "done" if items else "dropped", ids)
         self.summarise_scenes({j.scene for j in items if j.scene})
         return ids
 
     def retry_pending(self, limit: int = 100) -> int:
         """Judge pending turns, oldest first; stop at the first that stays pending (the
         model is still down, so trying the rest now would only wait on timeouts)."""
-        rows = self.mem.store.db.execute(
-            "SELECT id FROM inbox WHERE namespace = ? AND status = 'pending' ORDER BY id LIMIT ?",
-            (self.mem.namespace, limit)).fetchall()
         tried = 0
-        for r in rows:
+        for turn_id in self.ctx.store.pending_ids(self.ctx.namespace, limit):
             tried += 1
-            self.process(r[0])
-            status = self.mem.store.db.execute("SELECT status FROM inbox WHERE id = ?", (r[0],)).fetchone()
-            if status[0] == "pending":
+            self.process(turn_id)
+            if self.ctx.store.turn(turn_id)["status"] == "pending":
                 break
         return tried
 
@@ -100,7 +133,7 @@ class Writer:
                         importance=5.0 if fields.get("importance") is None else fields["importance"],
                         confidence=fields.get("confidence"), expires_at=fields.get("expires_at"))
         given |= {"content", "summary"}
-        for step in self.mem.policy.write:
+        for step in self.ctx.policy.write:
             if step.step == "gate" or step.step in given:
                 continue
             if step.step == "expiry" and "expires_at" in given:
@@ -109,8 +142,8 @@ class Writer:
                           outage_fallback=True, given=given)
         if judged.confidence is None:
             judged.confidence = 1.0
-        with self.mem.store.transaction() as db:
-            ids = self.apply(db, judged, source={"add": True}, extra=fields)
+        with self.ctx.store.transaction():
+            ids = self.apply(judged, source={"add": True}, extra=fields)
         return ids[0]
 
     # -- judging
@@ -119,8 +152,8 @@ class Writer:
         (an extract step); steps after `extract` judge each cell."""
         items = [Judged(content=user.strip())]
         turn = {"user": user, "assistant": assistant}
-        for step in self.mem.policy.write:
-            if step.step == "summarise":
+        for step in self.ctx.policy.write:
+            if steps.kind(step.step).after_store:
                 continue  # runs after the cells are stored
             if step.step == "extract":
                 items = self.extract(step, turn)
@@ -134,46 +167,39 @@ class Writer:
         """Seed C: the exchange as cells {scene, kind, salience, content}; salience 0-1 is
         stored as importance 0-10 (times the policy's `salience_scale`, default 10)."""
         variables = {**self.variables(Judged(), turn), "cells": []}
-        cells, note = self.judges.ask("extract", step.judgment, variables)
+        cells, note = self.ctx.judges.ask("extract", step.judgment, variables)
         if cells is None:
             self.log_event(None, "extract_failed", note or "no usable cells")
             return []
-        scale = float(self.mem.policy.params.get("salience_scale", 10))
+        scale = float(self.ctx.policy.params.get("salience_scale", 10))
         return [Judged(content=c["content"], importance=round(c["salience"] * scale, 3),
                        kind=c["kind"], scene=c["scene"], notes=[note] if note else [])
                 for c in cells]
 
     def log_event(self, memory_id, event_type: str, detail) -> None:
-        with self.mem.store.transaction() as db:
-            self.mem.store.event(db, memory_id, event_type, detail)
+        with self.ctx.store.transaction():
+            self.ctx.store.event(memory_id, event_type, detail)
 
     def summarise_scenes(self, scenes: set[str]) -> None:
         """Re-summarise every scene a turn touched from its cells by salience, and upsert."""
-        step = next((s for s in self.mem.policy.write if s.step == "summarise"), None)
+        step = next((s for s in self.ctx.policy.write if s.step == "summarise"), None)
         if step is None or not scenes:
             return
         for scene in sorted(scenes):
-            rows = self.mem.store.db.execute(
-                "SELECT content, kind, importance FROM memories WHERE namespace = ? AND scene = ? "
-                "AND status = 'active' ORDER BY importance DESC, id DESC LIMIT 20",
-                (self.mem.namespace, scene)).fetchall()
+            rows = self.ctx.store.scene_cells(self.ctx.namespace, scene)
             cells = [{"content": r["content"], "kind": r["kind"], "salience": r["importance"] / 10}
                      for r in rows]
             variables = {**self.variables(Judged(), {}), "scene": scene, "cells": cells}
             try:
-                summary, _ = self.judges.ask("summarise", step.judgment, variables)
+                summary, _ = self.ctx.judges.ask("summarise", step.judgment, variables)
             except JudgeUnavailable as exc:
                 self.log_event(None, "summarise_failed", f"scene {scene}: {exc}")
                 continue
             if summary:
-                self.mem.store.db.execute(
-                    "INSERT INTO scenes (namespace, scene, summary, updated_at) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT (namespace, scene) DO UPDATE SET summary = excluded.summary, "
-                    "updated_at = excluded.updated_at",
-                    (self.mem.namespace, scene, summary, self.mem.store.now()))
+                self.ctx.store.save_scene(self.ctx.namespace, scene, summary)
 
     def variables(self, judged: Judged, turn: dict, candidates=None) -> dict:
-        now = self.mem.clock()
+        now = self.ctx.clock()
         return {**turn, "now": now, "today": today(now),
                 "memory": {"content": judged.content, "summary": judged.summary or judged.content[:120],
                            "tags": judged.tags},
@@ -185,95 +211,85 @@ class Writer:
         shown = self.candidates(step, judged, turn) if steps.kind(kind).shows_candidates else []
         variables = self.variables(judged, turn, shown)
         try:
-            value, note = self.judges.ask(kind, j, variables)
+            value, note = self.ctx.judges.ask(kind, j, variables)
         except JudgeUnavailable:
             if not outage_fallback:
                 raise
-            value, note = self.judges.fallback(kind, j, variables, "model unreachable"), \
+            value, note = self.ctx.judges.fallback(kind, j, variables, "model unreachable"), \
                 f"{kind}: model unreachable, rules answered"
         if note:
             judged.notes.append(note)
         if value is not None:
-            self.take(kind, value, judged, {c["n"]: c["id"] for c in shown}, given)
-
-    def take(self, kind: str, value, judged: Judged, local: dict[int, int],
-             given=frozenset()) -> None:
-        """Fold a checked answer into the judgment; candidate numbers not shown are dropped,
-        and fields the caller gave explicitly are kept."""
-        found = dict(value) if isinstance(value, dict) else {}
-        if kind in ("gate", "fused"):
-            if not found["save"]:
-                judged.save = "content" in given  # add() always stores what it was given
-                return
-        if kind == "confidence":
-            found = {"confidence": value}
-        if kind == "expiry":
-            found = {"expires_at": value}
-        if kind in ("contradiction", "fused"):
-            found["supersedes"] = [local[n] for n in dict.fromkeys(found["supersedes"]) if n in local]
-            found["confirms"] = [local[n] for n in dict.fromkeys(found["confirms"])
-                                 if n in local and local[n] not in found["supersedes"]]
-        for name in ("content", "summary", "tags", "importance", "confidence", "expires_at",
-                     "supersedes", "confirms"):
-            if name in found and name not in given:
-                setattr(judged, name, found[name])
+            take(kind, value, judged, {c["n"]: c["id"] for c in shown}, given)
 
     def candidates(self, step: WriteStep, judged: Judged, turn: dict) -> list[dict]:
         """The policy's candidate query narrowed to the K most relevant to the new memory,
         shown to the model under local numbers 1..K, never database ids."""
-        from .memory import distinctive_query
-
         text = judged.content if step.step == "contradiction" else \
             f"{turn.get('user', '')} {judged.content}"
-        query = distinctive_query(self.mem.store.db, text)
+        query = distinctive_query(self.ctx, text)
         if not query:
             return []
-        st = self.mem.plan.write_candidates[step.step]
         k = step.judgment.candidates.k if step.judgment.candidates else 20
-        rows = self.mem.store.db.execute(st.sql, st.bind(self.mem.store.now(), self.mem.namespace,
-                                                         query, k)).fetchall()
+        rows = self.ctx.store.fetch(self.ctx.plan.write_candidates[step.step], self.ctx.namespace,
+                                    query=query, limit=k)
         return [{"n": i, "id": r["id"], "content": r["content"], "summary": r["summary"],
                  "created_at": r["created_at"], "importance": r["importance"]}
                 for i, r in enumerate(rows, 1)]
 
     # -- applying
-    def apply(self, db, judged: Judged, source: dict, extra: dict | None = None) -> list[int]:
+    def apply(self, judged: Judged, source: dict, extra: dict | None = None) -> list[int]:
         """Store, supersede and reinforce, with their events, in the caller's transaction."""
+        store = self.ctx.store
         if judged.confirms and not judged.supersedes:
-            kept = [mid for mid in judged.confirms if self.reinforce(db, mid, source)]
+            kept = [mid for mid in judged.confirms if self.reinforce(mid, source)]
             for mid in kept:
                 for note in judged.notes:
-                    self.mem.store.event(db, mid, "judge_fallback", note)
+                    store.event(mid, "judge_fallback", note)
             if kept:
                 return kept
             # every confirmed memory changed meanwhile: the turn is a memory of its own
         extra = extra or {}
-        new_id = self.mem.insert(db, judged.content, summary=judged.summary, tags=judged.tags,
-                                 importance=judged.importance, confidence=judged.confidence,
-                                 expires_at=judged.expires_at, kind=extra.get("kind") or judged.kind,
-                                 scene=extra.get("scene") or judged.scene, detail=source)
+        new_id = store_memory(self.ctx, judged.content, summary=judged.summary, tags=judged.tags,
+                              importance=judged.importance, confidence=judged.confidence,
+                              expires_at=judged.expires_at, kind=extra.get("kind") or judged.kind,
+                              scene=extra.get("scene") or judged.scene, detail=source)
         for note in judged.notes:
-            self.mem.store.event(db, new_id, "judge_fallback", note)
+            store.event(new_id, "judge_fallback", note)
         for old in judged.supersedes:
-            self.supersede(db, old, new_id, judged.content)
+            self.supersede(old, new_id, judged.content)
         return [new_id]
 
-    def supersede(self, db, old: int, new_id: int, content: str) -> None:
-        cur = db.execute("UPDATE memories SET status = 'superseded', contradicted_by = ? "
-                         "WHERE id = ? AND namespace = ? AND status = 'active'",
-                         (new_id, old, self.mem.namespace))
-        if cur.rowcount:
-            self.mem.store.event(db, old, "superseded", f"superseded by #{new_id}: {content[:100]}")
+    def supersede(self, old: int, new_id: int, content: str) -> None:
+        if self.ctx.store.run(self.ctx.plan.supersede, self.ctx.namespace, ids=[old], new_id=new_id):
+            self.ctx.store.event(old, "superseded", f"superseded by #{new_id}: {content[:100]}")
 
-    def reinforce(self, db, mid: int, source: dict) -> bool:
+    def reinforce(self, mid: int, source: dict) -> bool:
         """Confidence + bump, one more access, now; False if the memory is no longer active."""
-        bump = float(self.mem.policy.params.get("reinforce_bump", 0.1))
-        cur = db.execute("UPDATE memories SET confidence = min(1.0, confidence + ?), "
-                         "access_count = access_count + 1, last_accessed = ? "
-                         "WHERE id = ? AND namespace = ? AND status = 'active'",
-                         (bump, self.mem.store.now(), mid, self.mem.namespace))
-        if not cur.rowcount:
+        if not self.ctx.store.run(self.ctx.plan.reinforce, self.ctx.namespace, ids=[mid]):
             return False
-        self.mem.refresh_rank(db, [mid])
-        self.mem.store.event(db, mid, "reinforced", {"bump": bump, **source})
+        bump = float(self.ctx.policy.params.get("reinforce_bump", 0.1))
+        self.ctx.store.event(mid, "reinforced", {"bump": bump, **source})
         return True
+
+
+def take(kind: str, value, judged: Judged, local: dict[int, int], given=frozenset()) -> None:
+    """Fold a checked answer into the judgment; candidate numbers not shown are dropped,
+    and fields the caller gave explicitly are kept."""
+    found = dict(value) if isinstance(value, dict) else {}
+    if kind in ("gate", "fused"):
+        if not found["save"]:
+            judged.save = "content" in given  # add() always stores what it was given
+            return
+    if kind == "confidence":
+        found = {"confidence": value}
+    if kind == "expiry":
+        found = {"expires_at": value}
+    if kind in ("contradiction", "fused"):
+        found["supersedes"] = [local[n] for n in dict.fromkeys(found["supersedes"]) if n in local]
+        found["confirms"] = [local[n] for n in dict.fromkeys(found["confirms"])
+                             if n in local and local[n] not in found["supersedes"]]
+    for name in ("content", "summary", "tags", "importance", "confidence", "expires_at",
+                 "supersedes", "confirms"):
+        if name in found and name not in given:
+            setattr(judged, name, found[name])

@@ -201,7 +201,7 @@ def formula_db(tmp_path_factory):
         mem.store.db.execute("UPDATE memories SET last_accessed = 'not a date', kind = 'fact' "
                              "WHERE id = 3")
     db = sqlite3.connect(path)
-    from engine.store import _ensure_math
+    from engine.store.sqlite import _ensure_math
 
     _ensure_math(db)
     yield db
@@ -483,7 +483,7 @@ def assert_safe_plan(policy) -> None:
 def run_plan(plan, db_path: str) -> None:
     """Execute every statement of an accepted plan on a real store, then roll back."""
     db = sqlite3.connect(db_path, isolation_level=None)
-    from engine.store import _ensure_math
+    from engine.store.sqlite import _ensure_math
 
     _ensure_math(db)
     now = START.isoformat()

@@ -10,7 +10,6 @@ from syrupy.extensions.json import JSONSnapshotExtension
 
 from engine.cli import main
 from engine.clock import iso
-from engine.recall import explain, reasons_statement
 from tests.conftest import POLICIES
 
 SHIPPED = sorted(os.path.basename(p)[:-5] for p in glob.glob(f"{POLICIES}/*.yaml"))
@@ -45,7 +44,7 @@ def seed_store(mem, clock) -> dict[str, int]:
                          importance=5, expires_at=clock() + 5 * DAY)
     ids["uv"] = add(mem, "Dependencies of the project are managed with uv now", importance=7)
     with mem.store.transaction() as db:
-        mem.writer.supersede(db, ids["poetry"], ids["uv"], "Dependencies ... uv now")
+        mem.writer.supersede(ids["poetry"], ids["uv"], "Dependencies ... uv now")
     mem.run_due()
     clock.advance(10 * DAY)
     mem.run_due()
@@ -69,7 +68,7 @@ def test_recall_order_and_filtering_per_policy(name, memory, clock, json_snapsho
     seed_store(mem, clock)
     seen = {}
     for query in QUERIES:
-        ex = explain(mem, query).as_dict()
+        ex = mem.explain(query).as_dict()
         got = mem.recall(query)
         assert [m.id for m in got] == ex["chosen"], "explain shows what recall returns"
         assert all(m.status == "active" for m in got)
@@ -102,7 +101,7 @@ def test_recalled_memory_lives_120_days_unrecalled_one_is_archived(memory, clock
         if day % 21 == 0:  # every three weeks the agent needs its editor
             assert [m.id for m in mem.recall("which editor do I use?")] == [kept]
         # what recall would pick (explain records no access, so the weather stays unrecalled)
-        assert all(c.memory.status == "active" for c in explain(mem, "weather in Lisbon").chosen)
+        assert all(c.memory.status == "active" for c in mem.explain("weather in Lisbon").chosen)
     assert mem.get(kept).status == "active" and mem.get(kept).access_count == 5
     assert mem.get(dropped).status == "archived"
     assert [m.id for m in mem.recall("weather in Lisbon")] == []
@@ -134,7 +133,7 @@ def test_relevance_in_the_order_formula(memory, clock, tmp_path):
     relevant = memory(write_policy(tmp_path, "relevant", 'recall:\n  order: "rank * (0.5 + relevance)"\n'))
     first = relevant.candidates("database", scored=True)[0]
     assert first.id == db_id
-    assert explain(relevant, "database").candidates[0].order_keys == [
+    assert relevant.explain("database").candidates[0].order_keys == [
         pytest.approx(first.rank * (0.5 + first.relevance))]
 
 
@@ -143,7 +142,7 @@ def test_recall_records_access_of_the_chosen_only(memory, clock):
     db_id = add(mem, "The project uses PostgreSQL 16 for its main database", importance=8)
     tea = add(mem, "User drinks green tea in the morning", importance=8)
     clock.advance(3 * DAY)
-    explain(mem, "which database?")  # explaining records nothing
+    mem.explain("which database?")  # explaining records nothing
     assert mem.get(db_id).access_count == 0
     assert [m.id for m in mem.recall("which database?")] == [db_id]
     assert [m.id for m in mem.recall("what database again?")] == [db_id]
@@ -169,11 +168,11 @@ def test_explain_counts_every_reason_with_one_group_by(memory, clock):
     mem.store.db.execute("UPDATE memories SET status = 'expired' WHERE id IN (?, ?, ?)", ids[4:7])
     mem.store.db.execute("UPDATE memories SET decay_score = 0.12 WHERE id = ?", (ids[7],))
     mem.store.db.execute("UPDATE memories SET status = 'parked' WHERE id = ?", (ids[8],))
-    ex = explain(mem, "databases")
+    ex = mem.explain("databases")
     assert ex.filtered == {"archived": 1, "superseded": 1, "expired": 3, "compressed": 2,
                            "below_floor": 1, "parked": 1}
     assert ex.eligible == len(ex.candidates) == 3
-    st = reasons_statement(mem.policy, mem.plan.dialect, True)
+    st = mem.plan.explain_reasons[True]
     assert st.sql.count("SELECT") == 1 and "GROUP BY reason" in st.sql
 
 
@@ -181,7 +180,7 @@ def test_explain_counts_what_the_limit_cut(memory, clock, tmp_path):
     mem = memory(write_policy(tmp_path, "short", "recall:\n  limit: 2\n"))
     for i in range(5):
         add(mem, f"fact number {i}", importance=i + 1)
-    ex = explain(mem, "fact")
+    ex = mem.explain("fact")
     assert (ex.eligible, len(ex.candidates), ex.beyond_limit) == (5, 2, 3)
     assert [c.memory.importance for c in ex.candidates] == [5, 4]
 

@@ -12,7 +12,8 @@ import pytest
 
 from engine import FixedClock, Memory, Scheduler
 from engine.clock import iso
-from engine.scheduler import Lease, LeaseBusy
+from engine.scheduler import LeaseBusy
+from engine.store.lease import SqliteLease as Lease
 from tests.conftest import POLICIES, ROOT, START
 
 # one pass, due hourly, that writes an event per active memory (a pass run twice shows

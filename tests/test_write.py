@@ -513,16 +513,16 @@ def test_candidates_bring_in_the_other_members_of_a_slot_and_skip_common_words(t
     "PostgreSQL". And a word in thousands of memories must not pick candidates, so the
     query stays small at any store size."""
     from engine import Memory
-    from engine.memory import RARE, distinctive_query
+    from engine.write import RARE, distinctive_query, store_memory
 
     mem = Memory(str(tmp_path / "m.db"), policy=f"{POLICIES}/lifecycle.yaml", offline=True)
     with mem.store.transaction() as db:
         for i in range(RARE + 5):
-            mem.insert(db, f"note {i} about the project")
-        old = mem.insert(db, "Our app stores everything in PostgreSQL.")
-    query = distinctive_query(mem.store.db, "We moved the project to MySQL.")
+            store_memory(mem.context, f"note {i} about the project")
+        old = store_memory(mem.context, "Our app stores everything in PostgreSQL.")
+    query = distinctive_query(mem.context, "We moved the project to MySQL.")
     assert '"postgresql"' in query and '"project"' not in query
     rows = mem.writer.candidates(mem.policy.write[2], Judged(content="We moved the project to MySQL."), {})
     assert [r["id"] for r in rows] == [old]
-    assert distinctive_query(mem.store.db, "the project notes") == '"project" AND "notes"'
+    assert distinctive_query(mem.context, "the project notes") == '"project" AND "notes"'
     mem.close()

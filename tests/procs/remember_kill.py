@@ -20,6 +20,7 @@ import json
 from _common import die, policy_path
 
 from engine import FixedClock, Memory
+from engine import write
 from engine.write import Writer
 
 POINTS = ("inbox", "judging", "insert", "supersede", "inbox_done", "commit", "after_commit", "none")
@@ -61,7 +62,7 @@ def main() -> None:
     elif a.point == "judging":
         wrap(Writer, "run_step", after=lambda self, step, *r, **k: step.step == "contradiction")
     elif a.point == "insert":
-        wrap(Memory, "insert", after=lambda *_a, **_k: True)
+        wrap(write, "store_memory", after=lambda *_a, **_k: True)
     elif a.point == "supersede":
         wrap(Writer, "supersede", after=lambda *_a, **_k: True)
     elif a.point in ("inbox_done", "commit"):

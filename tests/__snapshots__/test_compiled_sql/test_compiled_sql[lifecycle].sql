@@ -92,3 +92,54 @@ WHERE "namespace" = ? AND ("status" = ?)
 ORDER BY "importance" DESC, "access_count" DESC, "id" DESC
 LIMIT ?;
 -- params: [':namespace', 'active', ':limit']
+
+-- write, merge and explain
+-- write: supersede
+UPDATE memories SET "status" = ?, "contradicted_by" = ?
+WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?)) AND "status" = ?;
+-- params: ['superseded', ':new_id', ':namespace', ':ids', 'active']
+-- write: reinforce
+UPDATE memories
+SET "confidence" = min(?, ("confidence" + ?)),
+    "access_count" = ("access_count" + ?),
+    "last_accessed" = ?,
+    "rank" = (("importance" * (min(?, ("confidence" + ?)))) * "decay_score")
+WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?)) AND "status" = ?;
+-- params: [1.0, 0.1, 1, ':now', 1.0, 0.1, ':namespace', ':ids', 'active']
+-- compression: merged values
+SELECT min(?, (avg("importance") * ?)) AS "importance", ? AS "confidence", max("access_count") AS "access_count", ? AS "decay_score"
+FROM memories
+WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?));
+-- params: [10, 1.2, 0.85, 1.0, ':namespace', ':ids']
+-- merge: events of the absorbed
+INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
+SELECT "id", ?, ?, ? FROM memories
+WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?)) AND "status" = ?;
+-- params: ['compressed', ':text', ':now', ':namespace', ':ids', 'active']
+-- merge: absorb the cluster
+UPDATE memories SET "status" = ?, "merged_into" = ?
+WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?)) AND "status" = ?;
+-- params: ['compressed', ':new_id', ':namespace', ':ids', 'active']
+-- recall explain: reasons
+SELECT CASE WHEN (("status" = ?) AND ("decay_score" > ?)) THEN 'eligible' WHEN coalesce("status", '') <> 'active' THEN coalesce("status", 'unknown') ELSE 'below_floor' END AS reason, count(*) AS n
+FROM memories
+WHERE "namespace" = ?
+GROUP BY reason;
+-- params: ['active', 0.15, ':namespace']
+-- recall explain: reasons (with a query)
+SELECT CASE WHEN (("status" = ?) AND ("decay_score" > ?)) THEN 'eligible' WHEN coalesce("status", '') <> 'active' THEN coalesce("status", 'unknown') ELSE 'below_floor' END AS reason, count(*) AS n
+FROM memories
+WHERE "namespace" = ?
+GROUP BY reason;
+-- params: ['active', 0.15, ':namespace']
+-- recall explain: order keys
+SELECT memories.id, "rank" AS key_0
+FROM memories
+WHERE +"namespace" = ? AND memories.id IN (SELECT value FROM json_each(?));
+-- params: [':namespace', ':ids']
+-- recall explain: order keys (with a query)
+SELECT memories.id, "rank" AS key_0
+FROM memories
+LEFT JOIN (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts WHERE memories_fts MATCH ?) AS fts ON fts.fts_id = memories.id
+WHERE +"namespace" = ? AND memories.id IN (SELECT value FROM json_each(?));
+-- params: [':query', ':namespace', ':ids']

@@ -59,3 +59,40 @@ WHERE "namespace" = ?;
 UPDATE memories SET "rank" = "importance"
 WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?));
 -- params: [':namespace', ':ids']
+
+-- write, merge and explain
+-- write: supersede
+UPDATE memories SET "status" = ?, "contradicted_by" = ?
+WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?)) AND "status" = ?;
+-- params: ['superseded', ':new_id', ':namespace', ':ids', 'active']
+-- write: reinforce
+UPDATE memories
+SET "confidence" = min(?, ("confidence" + ?)),
+    "access_count" = ("access_count" + ?),
+    "last_accessed" = ?
+WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?)) AND "status" = ?;
+-- params: [1.0, 0.1, 1, ':now', ':namespace', ':ids', 'active']
+-- recall explain: reasons
+SELECT CASE WHEN ("status" = ?) THEN 'eligible' WHEN coalesce("status", '') <> 'active' THEN coalesce("status", 'unknown') ELSE 'below_floor' END AS reason, count(*) AS n
+FROM memories
+WHERE "namespace" = ?
+GROUP BY reason;
+-- params: ['active', ':namespace']
+-- recall explain: reasons (with a query)
+SELECT CASE WHEN ("status" = ?) THEN CASE WHEN fts.fts_id IS NULL THEN 'no_match' ELSE 'eligible' END WHEN coalesce("status", '') <> 'active' THEN coalesce("status", 'unknown') ELSE 'below_floor' END AS reason, count(*) AS n
+FROM memories
+LEFT JOIN (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts WHERE memories_fts MATCH ?) AS fts ON fts.fts_id = memories.id
+WHERE "namespace" = ?
+GROUP BY reason;
+-- params: ['active', ':query', ':namespace']
+-- recall explain: order keys
+SELECT memories.id, 0.0 AS key_0, "importance" AS key_1
+FROM memories
+WHERE +"namespace" = ? AND memories.id IN (SELECT value FROM json_each(?));
+-- params: [':namespace', ':ids']
+-- recall explain: order keys (with a query)
+SELECT memories.id, coalesce(-fts.score / (1.0 - fts.score), 0.0) AS key_0, "importance" AS key_1
+FROM memories
+LEFT JOIN (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts WHERE memories_fts MATCH ?) AS fts ON fts.fts_id = memories.id
+WHERE +"namespace" = ? AND memories.id IN (SELECT value FROM json_each(?));
+-- params: [':query', ':namespace', ':ids']

@@ -66,7 +66,7 @@ LIMIT %s;
 UPDATE memories
 SET "access_count" = ("access_count" + %s),
     "last_accessed" = %s
-WHERE "namespace" = %s AND "id" IN (SELECT value FROM json_each(%s));
+WHERE "namespace" = %s AND "id" IN (SELECT value::bigint FROM json_array_elements_text(%s::json));
 -- params: [1, ':now', ':namespace', ':ids']
 -- rank refresh
 UPDATE memories SET "rank" = (("importance" * "confidence") * "decay_score")
@@ -74,7 +74,7 @@ WHERE "namespace" = %s;
 -- params: [':namespace']
 -- rank refresh (by id)
 UPDATE memories SET "rank" = (("importance" * "confidence") * "decay_score")
-WHERE "namespace" = %s AND "id" IN (SELECT value FROM json_each(%s));
+WHERE "namespace" = %s AND "id" IN (SELECT value::bigint FROM json_array_elements_text(%s::json));
 -- params: [':namespace', ':ids']
 -- contradiction candidates
 SELECT memories.*, coalesce(-fts.score / (1.0 - fts.score), 0.0) AS relevance
@@ -92,3 +92,54 @@ WHERE "namespace" = %s AND ("status" = %s)
 ORDER BY "importance" DESC, "access_count" DESC, "id" DESC
 LIMIT %s;
 -- params: [':namespace', 'active', ':limit']
+
+-- write, merge and explain
+-- write: supersede
+UPDATE memories SET "status" = %s, "contradicted_by" = %s
+WHERE "namespace" = %s AND "id" IN (SELECT value::bigint FROM json_array_elements_text(%s::json)) AND "status" = %s;
+-- params: ['superseded', ':new_id', ':namespace', ':ids', 'active']
+-- write: reinforce
+UPDATE memories
+SET "confidence" = least(%s, ("confidence" + %s)),
+    "access_count" = ("access_count" + %s),
+    "last_accessed" = %s,
+    "rank" = (("importance" * (least(%s, ("confidence" + %s)))) * "decay_score")
+WHERE "namespace" = %s AND "id" IN (SELECT value::bigint FROM json_array_elements_text(%s::json)) AND "status" = %s;
+-- params: [1.0, 0.1, 1, ':now', 1.0, 0.1, ':namespace', ':ids', 'active']
+-- compression: merged values
+SELECT least(%s, (avg("importance") * %s)) AS "importance", %s AS "confidence", max("access_count") AS "access_count", %s AS "decay_score"
+FROM memories
+WHERE "namespace" = %s AND "id" IN (SELECT value::bigint FROM json_array_elements_text(%s::json));
+-- params: [10, 1.2, 0.85, 1.0, ':namespace', ':ids']
+-- merge: events of the absorbed
+INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
+SELECT "id", %s, %s, %s FROM memories
+WHERE "namespace" = %s AND "id" IN (SELECT value::bigint FROM json_array_elements_text(%s::json)) AND "status" = %s;
+-- params: ['compressed', ':text', ':now', ':namespace', ':ids', 'active']
+-- merge: absorb the cluster
+UPDATE memories SET "status" = %s, "merged_into" = %s
+WHERE "namespace" = %s AND "id" IN (SELECT value::bigint FROM json_array_elements_text(%s::json)) AND "status" = %s;
+-- params: ['compressed', ':new_id', ':namespace', ':ids', 'active']
+-- recall explain: reasons
+SELECT CASE WHEN (("status" = %s) AND ("decay_score" > %s)) THEN 'eligible' WHEN coalesce("status", '') <> 'active' THEN coalesce("status", 'unknown') ELSE 'below_floor' END AS reason, count(*) AS n
+FROM memories
+WHERE "namespace" = %s
+GROUP BY reason;
+-- params: ['active', 0.15, ':namespace']
+-- recall explain: reasons (with a query)
+SELECT CASE WHEN (("status" = %s) AND ("decay_score" > %s)) THEN 'eligible' WHEN coalesce("status", '') <> 'active' THEN coalesce("status", 'unknown') ELSE 'below_floor' END AS reason, count(*) AS n
+FROM memories
+WHERE "namespace" = %s
+GROUP BY reason;
+-- params: ['active', 0.15, ':namespace']
+-- recall explain: order keys
+SELECT memories.id, "rank" AS key_0
+FROM memories
+WHERE "namespace" = %s AND memories.id IN (SELECT value::bigint FROM json_array_elements_text(%s::json));
+-- params: [':namespace', ':ids']
+-- recall explain: order keys (with a query)
+SELECT memories.id, "rank" AS key_0
+FROM memories
+LEFT JOIN (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts WHERE memories_fts MATCH %s) AS fts ON fts.fts_id = memories.id
+WHERE "namespace" = %s AND memories.id IN (SELECT value::bigint FROM json_array_elements_text(%s::json));
+-- params: [':query', ':namespace', ':ids']

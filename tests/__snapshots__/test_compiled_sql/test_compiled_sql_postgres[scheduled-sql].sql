@@ -61,7 +61,7 @@ LIMIT %s;
 UPDATE memories
 SET "access_count" = ("access_count" + %s),
     "last_accessed" = %s
-WHERE "namespace" = %s AND "id" IN (SELECT value FROM json_each(%s));
+WHERE "namespace" = %s AND "id" IN (SELECT value::bigint FROM json_array_elements_text(%s::json));
 -- params: [1, ':now', ':namespace', ':ids']
 -- rank refresh
 UPDATE memories SET "rank" = (("importance" * "confidence") * "decay_score")
@@ -69,5 +69,42 @@ WHERE "namespace" = %s;
 -- params: [':namespace']
 -- rank refresh (by id)
 UPDATE memories SET "rank" = (("importance" * "confidence") * "decay_score")
-WHERE "namespace" = %s AND "id" IN (SELECT value FROM json_each(%s));
+WHERE "namespace" = %s AND "id" IN (SELECT value::bigint FROM json_array_elements_text(%s::json));
 -- params: [':namespace', ':ids']
+
+-- write, merge and explain
+-- write: supersede
+UPDATE memories SET "status" = %s, "contradicted_by" = %s
+WHERE "namespace" = %s AND "id" IN (SELECT value::bigint FROM json_array_elements_text(%s::json)) AND "status" = %s;
+-- params: ['superseded', ':new_id', ':namespace', ':ids', 'active']
+-- write: reinforce
+UPDATE memories
+SET "confidence" = least(%s, ("confidence" + %s)),
+    "access_count" = ("access_count" + %s),
+    "last_accessed" = %s,
+    "rank" = (("importance" * (least(%s, ("confidence" + %s)))) * "decay_score")
+WHERE "namespace" = %s AND "id" IN (SELECT value::bigint FROM json_array_elements_text(%s::json)) AND "status" = %s;
+-- params: [1.0, 0.1, 1, ':now', 1.0, 0.1, ':namespace', ':ids', 'active']
+-- recall explain: reasons
+SELECT CASE WHEN (("status" = %s) AND ("decay_score" >= %s)) THEN 'eligible' WHEN coalesce("status", '') <> 'active' THEN coalesce("status", 'unknown') ELSE 'below_floor' END AS reason, count(*) AS n
+FROM memories
+WHERE "namespace" = %s
+GROUP BY reason;
+-- params: ['active', 0.1, ':namespace']
+-- recall explain: reasons (with a query)
+SELECT CASE WHEN (("status" = %s) AND ("decay_score" >= %s)) THEN 'eligible' WHEN coalesce("status", '') <> 'active' THEN coalesce("status", 'unknown') ELSE 'below_floor' END AS reason, count(*) AS n
+FROM memories
+WHERE "namespace" = %s
+GROUP BY reason;
+-- params: ['active', 0.1, ':namespace']
+-- recall explain: order keys
+SELECT memories.id, "rank" AS key_0
+FROM memories
+WHERE "namespace" = %s AND memories.id IN (SELECT value::bigint FROM json_array_elements_text(%s::json));
+-- params: [':namespace', ':ids']
+-- recall explain: order keys (with a query)
+SELECT memories.id, "rank" AS key_0
+FROM memories
+LEFT JOIN (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts WHERE memories_fts MATCH %s) AS fts ON fts.fts_id = memories.id
+WHERE "namespace" = %s AND memories.id IN (SELECT value::bigint FROM json_array_elements_text(%s::json));
+-- params: [':query', ':namespace', ':ids']

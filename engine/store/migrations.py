@@ -1,19 +1,14 @@
-"""The store: one SQLite file, its schema as a list of migrations, and transactions.
+"""The schema, as a list of migrations: each a small function, run once per database in
+the order written, recorded in `lethe_migrations` (llm's habit).
 
-The `memories` table keeps the seed article's column names and status words, so an
-existing `agent_memory.db` is adopted in place: opening it runs the migrations it lacks.
-WAL and a busy timeout are always on. `memory_events` is append-only (triggers refuse
-UPDATE and DELETE), and a status change and its event are written in one transaction.
+m001 is the seed article's schema exactly, so an existing `agent_memory.db` is adopted in
+place: opening it runs only the migrations it lacks. Never edit a migration that has
+shipped; append a new one.
 """
 from __future__ import annotations
 
-import contextlib
-import json
 import sqlite3
 from typing import Callable
-
-from .clock import Clock, iso, system_clock
-from .errors import StoreError
 
 MIGRATIONS: list[Callable] = []
 RECALL_INDEX = "CREATE INDEX IF NOT EXISTS memories_recall ON memories(namespace, status, rank, id)"
@@ -158,109 +153,14 @@ def m010_pass_progress_count(db):
         db.execute("ALTER TABLE pass_progress ADD COLUMN changed INTEGER NOT NULL DEFAULT 0")
 
 
-class Store:
-    """A connection to one database file, upgraded to the current schema on open."""
-
-    def __init__(self, path: str, clock: Clock | None = None, timeout: float = 30.0):
-        self.path = str(path)
-        self.clock = clock or system_clock
-        try:
-            self.db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None,
-                                      check_same_thread=False)
-            self.db.row_factory = sqlite3.Row
-            self.db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-            self.db.execute("PRAGMA journal_mode = WAL")
-            self.db.execute("PRAGMA synchronous = NORMAL")
-            # a pass rewrites index entries all over the table: a 64 MiB page cache halves
-            # a million-row decay (measured in bench/)
-            self.db.execute("PRAGMA cache_size = -65536")
-            _ensure_math(self.db)
-            self.migrate()
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"cannot open {self.path}: {exc}") from None
-
-    def now(self) -> str:
-        return iso(self.clock())
-
-    def close(self) -> None:
-        self.db.close()
-
-    @contextlib.contextmanager
-    def transaction(self):
-        """BEGIN IMMEDIATE ... COMMIT; anything raised inside rolls the whole thing back."""
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.db
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        self.db.execute("COMMIT")
-
-    def migrate(self) -> list[str]:
-        self.db.execute("""CREATE TABLE IF NOT EXISTS lethe_migrations (
-            name TEXT PRIMARY KEY, applied_at TEXT)""")
-        applied = []
-        for fn in MIGRATIONS:
-            with self.transaction() as db:
-                # re-checked inside the write lock: two processes may open a new file at once
-                if db.execute("SELECT 1 FROM lethe_migrations WHERE name = ?",
-                              (fn.__name__,)).fetchone():
-                    continue
-                fn(db)
-                db.execute("INSERT INTO lethe_migrations VALUES (?, ?)", (fn.__name__, self.now()))
-                applied.append(fn.__name__)
-        return applied
-
-    # -- small reads and writes used across the engine
-    def insert_memory(self, db, fields: dict) -> int:
-        cols = list(fields)
-        sql = (f"INSERT INTO memories ({', '.join(cols)}) "
-               f"VALUES ({', '.join('?' for _ in cols)})")
-        return db.execute(sql, [fields[c] for c in cols]).lastrowid
-
-    def event(self, db, memory_id: int, event_type: str, detail=None) -> None:
-        if detail is not None and not isinstance(detail, str):
-            detail = json.dumps(detail, ensure_ascii=False, sort_keys=True)
-        db.execute("INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
-                   "VALUES (?, ?, ?, ?)", (memory_id, event_type, detail, self.now()))
-
-    def get(self, memory_id: int) -> sqlite3.Row | None:
-        return self.db.execute("SELECT * FROM memories WHERE id = ?", (memory_id,)).fetchone()
-
-    def costs(self, namespace: str) -> list[dict]:
-        """Every logged model call summed per step and model: calls, tokens, latency, outcomes."""
-        return [dict(r) for r in self.db.execute(
-            "SELECT step, model, count(*) AS calls, sum(prompt_tokens) AS prompt_tokens, "
-            "sum(completion_tokens) AS completion_tokens, round(avg(latency_ms), 1) AS avg_latency_ms, "
-            "sum(outcome = 'ok') AS ok, sum(outcome != 'ok') AS failed FROM model_calls "
-            "WHERE namespace = ? GROUP BY step, model ORDER BY step, model", (namespace,))]
-
-    def events(self, memory_id: int) -> list[sqlite3.Row]:
-        return self.db.execute("SELECT * FROM memory_events WHERE memory_id = ? ORDER BY id",
-                               (memory_id,)).fetchall()
-
-
-def _ensure_math(db: sqlite3.Connection) -> None:
-    """Builds of SQLite without the math functions get Python ones (slower, same results)."""
-    try:
-        db.execute("SELECT exp(0), ln(1), log10(1), floor(0.5), ceil(0.5), pow(2, 2), sqrt(4)")
-        return
-    except sqlite3.OperationalError:
-        pass
-    import math
-
-    for name, fn, n in (("exp", math.exp, 1), ("ln", math.log, 1), ("log10", math.log10, 1),
-                        ("floor", math.floor, 1), ("ceil", math.ceil, 1), ("pow", math.pow, 2),
-                        ("sqrt", math.sqrt, 1)):
-        db.create_function(name, n, _null_safe(fn), deterministic=True)
-
-
-def _null_safe(fn):
-    def wrapped(*args):
-        if any(a is None for a in args):
-            return None
-        try:
-            return fn(*args)
-        except (ValueError, OverflowError):
-            return None
-    return wrapped
+@migration
+def m011_merged_into(db):
+    """What a compressed memory was merged into, as a column (not text parsed out of an
+    event); filled in for memories compressed before this migration from their event."""
+    if "merged_into" not in _columns(db, "memories"):
+        db.execute("ALTER TABLE memories ADD COLUMN merged_into INTEGER REFERENCES memories(id)")
+    db.execute("""UPDATE memories SET merged_into = (
+        SELECT CAST(substr(e.detail, 14) AS INTEGER) FROM memory_events e
+        WHERE e.memory_id = memories.id AND e.event_type = 'compressed'
+          AND e.detail LIKE 'merged into #%' ORDER BY e.id DESC LIMIT 1)
+        WHERE status = 'compressed' AND merged_into IS NULL""")

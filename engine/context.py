@@ -1,0 +1,68 @@
+"""The context every step runs in: the store, the compiled plan, the policy, the
+namespace, the clock and the judges. Write, recall, compress, passes and the scheduler
+receive one of these, never the whole `Memory`.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+
+from .clock import Clock
+from .judges import Judges
+from .plan import Plan, compile_policy
+from .policy import Policy
+from .store import open_store
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """How judgments are answered: `offline` (rules for every model), `record`/`replay`
+    (a file of answers), `scripted` (a scenario's `judged:` answers)."""
+
+    offline: bool = False
+    record: str | None = None
+    replay: str | None = None
+    scripted: object = None
+
+
+@dataclass
+class Context:
+    store: object            # a backend of engine.store
+    plan: Plan
+    policy: Policy
+    namespace: str
+    clock: Clock
+    judges: Judges
+    settings: JudgeSettings = field(default_factory=JudgeSettings)
+
+    def now(self) -> str:
+        return self.store.now()
+
+    def reopen(self) -> "Context":
+        """The same context on a connection of its own (a scheduler's thread)."""
+        store = self.store.reopen()
+        return replace(self, store=store, judges=make_judges(self.policy, store, self.namespace,
+                                                             self.settings))
+
+
+def make_judges(policy: Policy, store, namespace: str, s: JudgeSettings) -> Judges:
+    return Judges(policy, store, namespace, s.offline, s.record, s.replay, s.scripted)
+
+
+def open_context(target: str, policy: Policy, namespace: str, clock: Clock,
+                 settings: JudgeSettings) -> Context:
+    store = open_store(target, clock)
+    plan = compile_policy(policy, store.dialect)
+    ctx = Context(store, plan, policy, namespace, clock,
+                  make_judges(policy, store, namespace, settings), settings)
+    sync_rank(ctx)
+    return ctx
+
+
+def sync_rank(ctx: Context) -> None:
+    """Recompute stored ranks when the rank formula differs from the one they were
+    computed with (a new policy, or an adopted article database)."""
+    st = ctx.plan.rank_refresh
+    signature = json.dumps([st.sql, [repr(p) for p in st.shown_params()]])
+    if ctx.store.rank_signature(ctx.namespace) != signature:
+        ctx.store.rebuild_rank(st, ctx.namespace, ctx.policy.name, signature)

@@ -1,0 +1,62 @@
+"""What the engine hands out: a memory (`MemoryRecord`) and its story (`History`)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields
+
+
+@dataclass
+class MemoryRecord:
+    """One memory, as the engine hands it out."""
+
+    id: int
+    content: str
+    summary: str | None = None
+    tags: list = field(default_factory=list)
+    importance: float = 5.0
+    confidence: float = 1.0
+    access_count: int = 0
+    decay_score: float = 1.0
+    status: str = "active"
+    contradicted_by: int | None = None
+    created_at: str | None = None
+    last_accessed: str | None = None
+    expires_at: str | None = None
+    namespace: str = "default"
+    kind: str | None = None
+    scene: str | None = None
+    rank: float | None = None
+    relevance: float | None = None
+    scene_summary: str | None = None
+    merged_into: int | None = None
+
+    @classmethod
+    def from_row(cls, row) -> "MemoryRecord":
+        keys = row.keys()
+        data = {f.name: row[f.name] for f in fields(cls) if f.name in keys}
+        data["tags"] = parse_tags(data.get("tags"))
+        return cls(**data)
+
+    def as_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def parse_tags(raw) -> list:
+    """Tags as stored: a JSON array (Lethe), or comma-separated text (older rows)."""
+    if not raw:
+        return []
+    try:
+        value = json.loads(raw)
+        return value if isinstance(value, list) else [str(value)]
+    except (TypeError, ValueError):
+        return [t.strip() for t in str(raw).split(",") if t.strip()]
+
+
+@dataclass
+class History:
+    """Everything that happened to one memory, and what replaced or absorbed it."""
+
+    memory: MemoryRecord
+    events: list[dict]
+    superseded_by: MemoryRecord | None = None
+    merged_into: MemoryRecord | None = None
