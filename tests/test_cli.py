@@ -1,5 +1,10 @@
-"""The command line: help everywhere, JSON output, exit codes, and the data commands."""
+"""The command line: help everywhere, JSON output, exit codes, the data commands, and the
+package's shape (command modules import only `base` and the engine)."""
+import ast
 import json
+import pathlib
+import subprocess
+import sys
 
 import click
 import pytest
@@ -90,3 +95,44 @@ def test_compile_prints_sql_and_params():
     assert "UPDATE memories" in out.output and "-- params:" in out.output
     data = json.loads(run("compile", LIFECYCLE, "--json").output)
     assert set(data) == {"expiry", "decay", "compression", "recall"}
+
+
+CLI_DIR = pathlib.Path(__file__).parent.parent / "engine" / "cli"
+COMMAND_MODULES = sorted(p.stem for p in CLI_DIR.glob("*.py") if not p.stem.startswith("__"))
+
+
+def imports(tree, inside_functions: bool):
+    """(level, module) of every `from ... import` at the top of a module, or inside its functions."""
+    funcs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    nodes = [n for f in funcs for n in ast.walk(f)] if inside_functions else tree.body
+    return [(n.level, n.module or "") for n in nodes if isinstance(n, ast.ImportFrom)] + \
+        [(0, a.name) for n in nodes if isinstance(n, ast.Import) for a in n.names]
+
+
+@pytest.mark.parametrize("name", COMMAND_MODULES)
+def test_command_modules_never_import_the_group(name):
+    tree = ast.parse((CLI_DIR / f"{name}.py").read_text())
+    for level, module in imports(tree, inside_functions=False):
+        if level == 1:  # a sibling in engine/cli: only base, and base none at all
+            assert module == "base" and name != "base", f"{name}.py imports .{module}"
+        assert not module.startswith("engine"), f"{name}.py imports {module}: use a relative import"
+    ours = [(lv, m) for lv, m in imports(tree, inside_functions=True) if lv or m.startswith("engine")]
+    assert not ours, f"{name}.py imports our modules inside a function: {ours}"
+
+
+@pytest.mark.parametrize("name", COMMAND_MODULES)
+def test_each_cli_module_imports_on_its_own(name):
+    """In a fresh interpreter, so an import cycle cannot hide behind modules already loaded."""
+    out = subprocess.run([sys.executable, "-c", f"import engine.cli.{name}"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+
+
+def test_python_m_engine_cli_is_lethe():
+    out = subprocess.run([sys.executable, "-m", "engine.cli", "validate", LIFECYCLE],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"ok    {LIFECYCLE}")
+    help_ = subprocess.run([sys.executable, "-m", "engine.cli", "daemon", "-h"],
+                           capture_output=True, text=True)
+    assert help_.returncode == 0 and "--interval" in help_.stdout

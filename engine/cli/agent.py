@@ -1,4 +1,4 @@
-"""CLI commands for agents at work: daemon (the scheduler), chat, and `recall --explain`."""
+"""Commands for an agent at work: recall (and `--explain`), daemon (the scheduler), chat."""
 from __future__ import annotations
 
 import json
@@ -8,12 +8,33 @@ import threading
 
 import click
 
-from .cli import emit, json_option, main, model_options, open_memory, store_options
+from ..chat import ChatSession, chat_model_for
+from ..scheduler import Scheduler
+from .base import emit, json_option, model_options, open_memory, store_options
 
 
-# ---- recall --explain ---------------------------------------------------------------
+# ---- recall -------------------------------------------------------------------------
+@click.command()
+@store_options
+@model_options
+@click.argument("query")
+@click.option("--top", "top_n", type=click.IntRange(min=1), help="At most this many (default: the policy's top_n).")
+@click.option("--explain", is_flag=True, help="Show every candidate's score parts and why others "
+              "were left out; records no access.")
+@json_option
+def recall(db, policy, namespace, now, offline, record, replay, query, top_n, explain, json_):
+    """What the agent should know for QUERY: the policy's candidates, picked by its select
+    judge; the chosen memories' access is recorded."""
+    with open_memory(db, policy, namespace, now, offline, record, replay) as mem:
+        if explain:
+            return show_explanation(mem, query, top_n, json_)
+        records = mem.recall(query, top_n)
+    lines = [f"#{r.id} (conf {r.confidence:.2f} fresh {r.decay_score:.2f}) {r.content}" for r in records]
+    emit([r.as_dict() for r in records], json_, lines or ["(nothing recalled)"])
+
+
 def show_explanation(mem, query: str, top_n: int | None, json_: bool) -> None:
-    """Print why recall returns what it returns for QUERY (called by `lethe recall --explain`)."""
+    """Print why recall returns what it returns for QUERY (`lethe recall --explain`)."""
     ex = mem.explain(query, top_n)
     emit(ex.as_dict(), json_, explanation_lines(ex))
 
@@ -47,7 +68,7 @@ def _num(v) -> str:
 
 
 # ---- daemon -------------------------------------------------------------------------
-@main.command()
+@click.command()
 @store_options
 @model_options
 @click.option("--interval", type=click.FloatRange(min=0.01), default=60.0, show_default=True,
@@ -57,8 +78,6 @@ def daemon(db, policy, namespace, now, offline, record, replay, interval, json_)
     """Run the scheduler in the foreground: every --interval seconds, pending turns and due
     passes, never at the same time as another scheduler on the same store and namespace.
     Stops cleanly on Ctrl-C (SIGINT) or SIGTERM."""
-    from .scheduler import Scheduler
-
     stop = threading.Event()
     with open_memory(db, policy, namespace, now, offline, record, replay) as mem:
         sched = Scheduler(mem, interval, on_tick=lambda results: _report_tick(results, json_))
@@ -99,7 +118,7 @@ def _report_tick(results, json_: bool) -> None:
 
 
 # ---- chat ---------------------------------------------------------------------------
-@main.command()
+@click.command()
 @store_options
 @model_options
 @click.option("--answer-model", default="gpt-4o-mini", show_default=True,
@@ -123,8 +142,6 @@ def chat(db, policy, namespace, now, offline, record, replay, answer_model, base
     then remembered. --offline keeps the judges on their built-in rules and, without
     --base-url, shows what was recalled and stored instead of an answer (as does having no
     OPENAI_API_KEY). Reads messages line by line from stdin; /quit or end of input ends."""
-    from .chat import ChatSession, chat_model_for
-
     model, why_not = chat_model_for(answer_model, base_url, offline, not no_answer)
     interactive = sys.stdin.isatty()
     with open_memory(db, policy, namespace, now, offline, record, replay) as mem:

@@ -1,15 +1,17 @@
-"""CLI commands for scenarios: experiment."""
+"""Commands on scenarios: experiment."""
 from __future__ import annotations
 
 import sys
 
 import click
 
-from .cli import emit, json_option, main
-from .errors import ExpectationError
+from ..errors import ExpectationError
+from ..experiment import run_experiment, text_lines
+from ..report import write_report
+from .base import emit, json_option
 
 
-@main.command()
+@click.command()
 @click.argument("scenarios", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--policy", "-p", "policies", multiple=True, required=True, metavar="POLICY",
               help="Policy file, or a name in ./policies (repeatable: one column each).")
@@ -24,13 +26,9 @@ def experiment(scenarios, policies, offline, report, keep, json_):
     """Play every SCENARIO under every --policy, each on a fresh store, and print the
     matrix of expectations met, end counts by status, stale recalls and model use.
     Exit 0 when every expectation of every run holds, 1 otherwise."""
-    from .experiment import run_experiment, text_lines
-
     exp = run_experiment(list(scenarios), list(policies), offline=offline, keep=keep)
     lines = text_lines(exp)
     if report:
-        from .report import write_report
-
         write_report(exp, report)
         lines.append(f"report: {report}")
     emit(exp.as_dict(), json_, lines)

@@ -1,0 +1,4 @@
+"""`python -m engine.cli`: the same commands as `lethe`."""
+from . import main
+
+main()

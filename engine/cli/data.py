@@ -1,0 +1,146 @@
+"""Commands on a store's memories: run, ls, why, add, remember, pending, costs."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..memory import Memory
+from .base import emit, json_option, model_options, open_memory, store_options
+
+
+@click.command()
+@store_options
+@model_options
+@click.option("--pass", "pass_names", multiple=True, metavar="NAME",
+              help="Run this pass now (repeatable). Without it: pending turns, then every due pass.")
+@json_option
+def run(db, policy, namespace, now, offline, record, replay, pass_names, json_):
+    """Run passes (decay, expiry, ...) as the policy declares them, each in one transaction."""
+    with open_memory(db, policy, namespace, now, offline, record, replay) as mem:
+        names = list(pass_names) or mem.due()
+        run_them = (lambda progress: mem.run(names, progress)) if pass_names else mem.run_due
+        results = _with_progress(mem, names, run_them, json_)
+    data = [r.as_dict() for r in results]
+    lines = [f"{r.name}: {r.changed} changed"
+             + "".join(f", {n} {e}" for e, n in sorted(r.events.items()))
+             + "".join(f" ({note})" for note in r.notes) for r in results]
+    emit(data, json_, lines or ["nothing due"])
+
+
+def _with_progress(mem: Memory, names: list[str], run_them, quiet: bool):
+    """A progress bar on a terminal, one tick per statement of the passes about to run."""
+    steps = sum(max(1, len(mem.plan.passes.get(n, []))) for n in names)
+    if quiet or not sys.stderr.isatty() or not names:
+        return run_them(None)
+    with click.progressbar(length=steps, label="running passes", file=sys.stderr) as bar:
+        return run_them(lambda label: bar.update(1))
+
+
+@click.command(name="ls")
+@store_options
+@click.option("--query", "-q", help="Only memories matching these words (full text).")
+@click.option("--limit", type=click.IntRange(min=1), help="At most this many (default: the policy's).")
+@json_option
+def ls(db, policy, namespace, now, offline, query, limit, json_):
+    """List recall candidates in the policy's recall order (what recall would consider)."""
+    with open_memory(db, policy, namespace, now, offline) as mem:
+        records = mem.candidates(query, limit)
+    lines = [f"#{r.id:<6} rank {r.rank or 0:6.3f}  imp {r.importance:4.1f}  conf {r.confidence:4.2f}  "
+             f"fresh {r.decay_score:4.2f}  {r.summary or r.content[:120]}" for r in records]
+    emit([r.as_dict() for r in records], json_, lines or ["(no candidates)"])
+
+
+@click.command()
+@store_options
+@click.argument("memory_id", type=int)
+@json_option
+def why(db, policy, namespace, now, offline, memory_id, json_):
+    """Show a memory's whole history: its events, what superseded it, what it merged into."""
+    with open_memory(db, policy, namespace, now, offline) as mem:
+        h = mem.history(memory_id)
+    m = h.memory
+    data = {"memory": m.as_dict(), "events": h.events,
+            "superseded_by": h.superseded_by.as_dict() if h.superseded_by else None,
+            "merged_into": h.merged_into.as_dict() if h.merged_into else None}
+    lines = [f"#{m.id} [{m.status}] {m.content}",
+             f"  importance {m.importance}  confidence {m.confidence}  decay {m.decay_score}  "
+             f"accessed {m.access_count}x  created {m.created_at}  expires {m.expires_at or '-'}"]
+    for e in h.events:
+        lines.append(f"  {e['occurred_at']}  {e['event_type']:<12} {e['detail'] or ''}")
+    if h.superseded_by:
+        lines.append(f"  superseded by #{h.superseded_by.id}: {h.superseded_by.content[:100]}")
+    if h.merged_into:
+        lines.append(f"  merged into #{h.merged_into.id}: {h.merged_into.content[:100]}")
+    emit(data, json_, lines)
+
+
+@click.command()
+@store_options
+@model_options
+@click.argument("content")
+@click.option("--summary", help="Short form for recall indexes (default: the first 120 characters).")
+@click.option("--tags", help="Comma-separated tags.")
+@click.option("--importance", type=click.FloatRange(0, 10),
+              help="How much this matters, 0-10 (default 5).")
+@click.option("--confidence", type=click.FloatRange(0, 1),
+              help="How sure we are, 0-1 (default: the confidence judge's rating).")
+@click.option("--expires-at", metavar="ISO", help="When this stops being true.")
+@json_option
+@click.option("--raw", is_flag=True, help="Store exactly as given: no judges at all.")
+def add(db, policy, namespace, now, offline, record, replay, content, summary, tags, importance,
+        confidence, expires_at, json_, raw):
+    """Store CONTENT as a memory. Every write step of the policy runs except the gate
+    (confidence, contradiction, expiry); values given as options win over judgments."""
+    tag_list = [t.strip() for t in (tags or "").split(",") if t.strip()]
+    with open_memory(db, policy, namespace, now, offline, record, replay) as mem:
+        new_id = mem.add(content, summary=summary, tags=tag_list, importance=importance,
+                         confidence=confidence, expires_at=expires_at, judged=not raw)
+        record = mem.get(new_id)
+    emit(record.as_dict(), json_, f"#{new_id} [{record.status}] {record.content}"
+         f"  (confidence {record.confidence:g}, expires {record.expires_at or '-'})")
+
+
+@click.command()
+@store_options
+@model_options
+@click.argument("user")
+@click.argument("assistant", default="")
+@json_option
+def remember(db, policy, namespace, now, offline, record, replay, user, assistant, json_):
+    """Judge one conversation turn (USER said, ASSISTANT answered) and store what is worth
+    keeping. If a model is unreachable the turn stays pending (see `lethe pending`)."""
+    with open_memory(db, policy, namespace, now, offline, record, replay) as mem:
+        ids = mem.remember(user, assistant)
+        records = [mem.get(i) for i in ids]
+        pending = len(mem.pending())
+    data = {"ids": ids, "memories": [r.as_dict() for r in records], "pending": pending}
+    lines = [f"#{r.id} [{r.status}] {r.content}" for r in records] or ["nothing stored"]
+    if pending:
+        lines.append(f"{pending} turn(s) pending: a model was unreachable; `lethe run` retries them")
+    emit(data, json_, lines)
+
+
+@click.command()
+@store_options
+@json_option
+def pending(db, policy, namespace, now, offline, json_):
+    """List turns saved but not yet judged because a model was unreachable."""
+    with open_memory(db, policy, namespace, now, offline) as mem:
+        rows = mem.pending()
+    lines = [f"turn {r['id']} ({r['attempts']} attempts, last error: {r['last_error'] or '-'}): "
+             f"{r['user_text'][:80]}" for r in rows]
+    emit(rows, json_, lines or ["nothing pending"])
+
+
+@click.command()
+@store_options
+@json_option
+def costs(db, policy, namespace, now, offline, json_):
+    """Sum every logged model call per step and model: calls, tokens, latency, outcomes."""
+    with open_memory(db, policy, namespace, now, offline) as mem:
+        rows = mem.store.costs(namespace)
+    lines = [f"{r['step']:<14} {r['model']:<14} {r['calls']:>5} calls  {r['prompt_tokens']:>8} in  "
+             f"{r['completion_tokens']:>7} out  {r['avg_latency_ms']:>8} ms avg  {r['failed']} failed"
+             for r in rows]
+    emit(rows, json_, lines or ["no model calls logged"])
