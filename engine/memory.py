@@ -78,7 +78,7 @@ class Memory:
     >>> mem.add("User prefers tabs over spaces", importance=6)
     """
 
-    def __init__(self, db_path: str, policy: str | Policy = f"policies/{DEFAULT_POLICY}.yaml",
+    def __init__(self, db_path: str, policy: str | Policy = DEFAULT_POLICY,
                  namespace: str = "default", offline: bool = False, clock: Clock | None = None,
                  record: str | None = None, replay: str | None = None, scripted=None):
         from .judges import Judges
