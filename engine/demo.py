@@ -12,15 +12,19 @@ import os
 
 from .clock import parse_time
 from .experiment import Experiment, Run, run_experiment, text_lines
-from .policy import PROJECT_DIR
 
 OUT = "demo-out"
+# the checkout's scenarios: `make demo` runs from the repository root
+SCENARIOS = os.path.join("scenarios", "*.yaml")
+# bare names: ./policies/NAME.yaml, else the ones that ship with the package
 POLICIES = ("archive", "lifecycle")
 
 
 def main() -> None:
-    scenarios = [_shown(p) for p in sorted(glob.glob(os.path.join(PROJECT_DIR, "scenarios", "*.yaml")))]
-    policies = [_shown(os.path.join(PROJECT_DIR, "policies", f"{p}.yaml")) for p in POLICIES]
+    scenarios = sorted(glob.glob(SCENARIOS))
+    if not scenarios:
+        raise SystemExit(f"no scenarios in {SCENARIOS}: run the demo from the repository root")
+    policies = list(POLICIES)
     print(f"Playing {len(scenarios)} scenarios from scenarios/ under policies/archive.yaml "
           "(store and retrieve, forget nothing) and policies/lifecycle.yaml (seed A), offline.\n")
     exp = run_experiment(scenarios, policies, offline=True)
@@ -76,11 +80,6 @@ def _day(scenario, at: str | None) -> str:
         return "?"
     days = (parse_time(at) - scenario.start).total_seconds() / 86400
     return f"{days:.0f}"
-
-
-def _shown(path: str) -> str:
-    rel = os.path.relpath(path)
-    return path if rel.startswith("..") else rel
 
 
 def write_report(exp: Experiment) -> str | None:

@@ -54,7 +54,8 @@ def store_options(f):
                      show_default=True, help="The agent whose memories to use (env LETHE_NAMESPACE).")(f)
     f = click.option("--policy", "-p", default=DEFAULT_POLICY, envvar="LETHE_POLICY",
                      show_default=True,
-                     help="Policy file, or a name in ./policies (env LETHE_POLICY).")(f)
+                     help="Policy file, or a name: ./policies/NAME.yaml, else the shipped one "
+                          "(env LETHE_POLICY).")(f)
     f = click.option("--db", envvar="LETHE_DB",
                      help="SQLite database file (env LETHE_DB; default: the policy's `db:`).")(f)
     return f

@@ -14,7 +14,7 @@ from .base import emit, json_option
 @click.command()
 @click.argument("scenarios", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--policy", "-p", "policies", multiple=True, required=True, metavar="POLICY",
-              help="Policy file, or a name in ./policies (repeatable: one column each).")
+              help="Policy file, or a name in ./policies or shipped (repeatable: one column each).")
 @click.option("--offline", is_flag=True,
               help="Use the built-in rules judges for every model (no network, no key).")
 @click.option("--report", metavar="FILE.html", type=click.Path(dir_okay=False),

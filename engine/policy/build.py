@@ -1,178 +1,29 @@
-"""Policies: load YAML (with `extends:`), validate every key, compile every formula.
+"""The validating builder: a merged policy document in, a typed `Policy` out.
 
-Loading never touches a database. A loaded `Policy` holds typed IR for every formula, so
-anything that does not compile is refused here, at load time, with file:line:col.
+Every key is checked against what its section allows, every formula is compiled against
+the policy's params and scores, every template is parsed; the first mistake is a
+PolicyError at file:line:col naming the key.
 """
 from __future__ import annotations
 
-import datetime as dt
+import difflib
 import os
 import re
-from dataclasses import dataclass, field
 
-from . import expr as X
-from . import prompts, yamldoc
-from .clock import parse_duration
-from .steps import WRITE_KINDS
-from .errors import FormulaError, PolicyError
+from .. import expr as X
+from .. import prompts, resources, yamldoc
+from ..clock import parse_duration
+from ..errors import FormulaError, PolicyError
+from .types import (DEFAULT_RANK, PROVIDERS, SETTABLE, STATUSES, STEP_KINDS, Candidates,
+                    Judgment, Model, Pass, Policy, Recall, Rule, WriteStep)
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PROJECT_DIR = os.path.dirname(HERE)
-POLICY_DIRS = [os.path.join(os.getcwd(), "policies"), os.path.join(PROJECT_DIR, "policies")]
-
-STATUSES = ("active", "archived", "superseded", "expired", "compressed")
-PROVIDERS = ("openai", "rules", "replay")
-STEP_KINDS = WRITE_KINDS
-DEFAULT_RANK = "importance * confidence * decay_score"
-# columns a policy may write, and how their values are read
-SETTABLE = {"importance": X.NUM, "confidence": X.NUM, "access_count": X.NUM,
-            "decay_score": X.NUM, "status": "status", "last_accessed": X.TIME,
-            "expires_at": X.TIME, "kind": X.TEXT, "scene": X.TEXT}
-
-
-@dataclass
-class Model:
-    name: str
-    provider: str
-    model: str = ""
-    temperature: float = 0.0
-    base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    timeout: float = 30.0
-    max_retries: int = 2
-    file: str | None = None
-
-
-@dataclass
-class Rule:
-    when: X.Node | None
-    set: dict[str, X.Node]
-    event: str | None
-    source: dict = field(default_factory=dict)
-
-
-@dataclass
-class Candidates:
-    where: X.Node
-    order: list[tuple[X.Node, bool]]  # (formula, descending)
-    limit: int
-    min: int = 0
-    k: int = 20
-    source: dict = field(default_factory=dict)
-
-
-@dataclass
-class Judgment:
-    """A model call a step or pass makes: which model, which template, over which rows."""
-
-    model: str
-    prompt: str
-    candidates: Candidates | None = None
-    fallback: str = "rules"
-    options: dict = field(default_factory=dict)
-
-
-@dataclass
-class WriteStep:
-    step: str
-    judgment: Judgment
-
-
-@dataclass
-class Pass:
-    name: str
-    every: dt.timedelta | None
-    rules: list[Rule] = field(default_factory=list)
-    cluster: Judgment | None = None
-    merge: Judgment | None = None
-    merge_result: dict[str, X.Node] = field(default_factory=dict)
-    batch: int | None = None  # commit every N ids instead of once (huge stores)
-
-
-@dataclass
-class Recall:
-    candidates: Candidates
-    select: Judgment | None = None
-    top_n: int = 6
-    on_access: Rule | None = None
-    match: str = "score"  # score: every candidate, scored by relevance; filter: matches only
-
-
-@dataclass
-class Policy:
-    name: str
-    path: str
-    doc: yamldoc.Doc
-    db: str | None
-    models: dict[str, Model]
-    params: dict[str, object]
-    scores: dict[str, str]
-    rank: X.Node
-    rank_text: str
-    write: list[WriteStep]
-    passes: dict[str, Pass]
-    recall: Recall
-    prompt_dirs: tuple[str, ...]
-    description: str = ""
-
-    def scope(self, **kw) -> X.Scope:
-        return X.Scope(params=self.params, scores=self.scores, **kw)
-
-
-# ---- finding and loading ------------------------------------------------------------
-def resolve(ref: str, relative_to: str | None = None) -> str:
-    """A policy path, or a bare name looked up in ./policies and the project's policies/."""
-    candidates = []
-    if relative_to:
-        candidates.append(os.path.join(os.path.dirname(relative_to), ref))
-    candidates.append(ref)
-    if not ref.endswith((".yaml", ".yml")) and "/" not in ref:
-        base = os.path.dirname(relative_to) if relative_to else None
-        dirs = ([base] if base else []) + POLICY_DIRS
-        candidates += [os.path.join(d, ref + ".yaml") for d in dirs]
-    for c in candidates:
-        if os.path.isfile(c):
-            return c
-    raise PolicyError(f"policy not found: {ref!r} (looked in {', '.join(dict.fromkeys(candidates))})")
-
-
-def load(ref: str) -> Policy:
-    """Load, merge `extends:`, validate and compile a policy. Raises PolicyError."""
-    doc = _load_doc(resolve(ref), ())
-    return _Builder(doc).build()
-
-
-def _load_doc(path: str, chain: tuple) -> yamldoc.Doc:
-    real = os.path.realpath(path)
-    if real in chain:
-        raise PolicyError(f"'extends' goes round in a circle: {' -> '.join(chain + (real,))}", path, 1, 1)
-    doc = yamldoc.load(path)
-    if not isinstance(doc.data, dict):
-        raise doc.error((), "a policy must be a mapping of keys (name, models, passes, ...)")
-    parent = doc.data.get("extends")
-    if parent is None:
-        return doc
-    if not isinstance(parent, str):
-        raise doc.error(("extends",), "extends must be a policy path or name")
-    try:
-        base_path = resolve(parent, relative_to=path)
-    except PolicyError as exc:
-        raise doc.error(("extends",), exc.message) from None
-    if os.path.realpath(base_path) in chain + (real,):
-        circle = " -> ".join(chain + (real, os.path.realpath(base_path)))
-        raise doc.error(("extends",), f"'extends' goes round in a circle: {circle}")
-    base = _load_doc(base_path, chain + (real,))
-    merged = yamldoc.merge(base, doc)
-    merged.data.pop("extends", None)
-    return merged
-
-
-# ---- validation ---------------------------------------------------------------------
 TOP_KEYS = {"name", "extends", "description", "db", "prompts", "models", "params", "scores",
             "write", "passes", "recall"}
 
 
-class _Builder:
+class Builder:
+    """Builds one `Policy` from its merged document; `build()` raises at the first mistake."""
+
     def __init__(self, doc: yamldoc.Doc):
         self.doc = doc
         self.d = doc.data
@@ -271,13 +122,16 @@ class _Builder:
         return node
 
     def prompt_dirs(self) -> tuple:
+        """Where templates are looked for, in order: the policy's own `prompts:` folder,
+        `prompts/` beside the policy's folder (policies/ next to prompts/) and inside it,
+        then the templates that ship with the package."""
         here = os.path.dirname(os.path.abspath(self.doc.file))
         dirs = []
         if "prompts" in self.d:
             p = self.typed(self.d["prompts"], ("prompts",), (str,), "a folder path")
             dirs.append(os.path.normpath(os.path.join(here, p)))
         dirs += [os.path.normpath(os.path.join(here, "..", "prompts")),
-                 os.path.join(here, "prompts"), os.path.join(PROJECT_DIR, "prompts")]
+                 os.path.join(here, "prompts"), resources.shipped_prompts_dir()]
         return tuple(dict.fromkeys(d for d in dirs))
 
     def models(self) -> dict:
@@ -485,25 +339,6 @@ def _split_top(text: str) -> list[str]:
 
 
 def _closest(word: str, options) -> str | None:
-    import difflib
-
     found = difflib.get_close_matches(word, list(options), n=1, cutoff=0.7)
     return found[0] if found else None
 
-
-def find_judgment(policy: Policy, step: str) -> Judgment:
-    """A step's judgment by name: a write step kind, `cluster`/`merge` (of the first
-    compression pass, or `PASS.cluster`), or `select`."""
-    for w in policy.write:
-        if w.step == step:
-            return w.judgment
-    pass_name, _, part = step.rpartition(".")
-    for name, p in policy.passes.items():
-        if p.cluster and (not pass_name or pass_name == name) and part in ("cluster", "merge"):
-            return p.cluster if part == "cluster" else p.merge
-    if step == "select" and policy.recall.select:
-        return policy.recall.select
-    known = [w.step for w in policy.write] + [f"{n}.{k}" for n, p in policy.passes.items()
-                                              if p.cluster for k in ("cluster", "merge")]
-    known += ["select"] if policy.recall.select else []
-    raise PolicyError(f"policy '{policy.name}' has no step '{step}'; it has: {', '.join(known) or '(none)'}")

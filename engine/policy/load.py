@@ -1,0 +1,72 @@
+"""Finding a policy file and loading it: paths, bare names, `extends:` chains.
+
+A path (it has a folder part or ends in .yaml/.yml) is used as given, relative to the
+working directory. A bare name is ./policies/NAME.yaml in the working directory at call
+time, then the policy of that name that ships with the package (`engine.resources`);
+`extends: NAME` first looks beside the extending file. Loading never touches a database.
+"""
+from __future__ import annotations
+
+import os
+
+from .. import resources, yamldoc
+from ..errors import PolicyError
+from .build import Builder
+from .types import Policy
+
+
+def is_path(ref: str) -> bool:
+    """A reference that names a file rather than a policy by its bare name."""
+    return "/" in ref or os.sep in ref or ref.endswith((".yaml", ".yml"))
+
+
+def resolve(ref: str, relative_to: str | None = None) -> str:
+    """The file a policy reference names; `relative_to` is the file whose `extends:` it is.
+    Not found: a PolicyError listing where it looked (and the shipped names, for a name)."""
+    candidates = list(dict.fromkeys(_candidates(ref, relative_to)))
+    for c in candidates:
+        if os.path.isfile(c):
+            return c
+    shipped = "" if is_path(ref) else \
+        f"; shipped policies: {', '.join(resources.shipped_policy_names()) or '(none)'}"
+    raise PolicyError(f"policy not found: {ref!r} (looked in {', '.join(candidates)}{shipped})")
+
+
+def _candidates(ref: str, relative_to: str | None) -> list[str]:
+    beside = [os.path.dirname(relative_to)] if relative_to else []
+    if is_path(ref):
+        return [os.path.join(d, ref) for d in beside] + [ref]
+    dirs = beside + [os.path.join(os.getcwd(), "policies"), resources.shipped_policies_dir()]
+    return [os.path.join(d, ref + resources.POLICY_SUFFIX) for d in dirs]
+
+
+def load(ref: str) -> Policy:
+    """Load, merge `extends:`, validate and compile a policy. Raises PolicyError."""
+    doc = _load_doc(resolve(ref), ())
+    return Builder(doc).build()
+
+
+def _load_doc(path: str, chain: tuple) -> yamldoc.Doc:
+    real = os.path.realpath(path)
+    if real in chain:
+        raise PolicyError(f"'extends' goes round in a circle: {' -> '.join(chain + (real,))}", path, 1, 1)
+    doc = yamldoc.load(path)
+    if not isinstance(doc.data, dict):
+        raise doc.error((), "a policy must be a mapping of keys (name, models, passes, ...)")
+    parent = doc.data.get("extends")
+    if parent is None:
+        return doc
+    if not isinstance(parent, str):
+        raise doc.error(("extends",), "extends must be a policy path or name")
+    try:
+        base_path = resolve(parent, relative_to=path)
+    except PolicyError as exc:
+        raise doc.error(("extends",), exc.message) from None
+    if os.path.realpath(base_path) in chain + (real,):
+        circle = " -> ".join(chain + (real, os.path.realpath(base_path)))
+        raise doc.error(("extends",), f"'extends' goes round in a circle: {circle}")
+    base = _load_doc(base_path, chain + (real,))
+    merged = yamldoc.merge(base, doc)
+    merged.data.pop("extends", None)
+    return merged
+

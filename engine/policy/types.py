@@ -1,0 +1,132 @@
+"""What a loaded policy is: the typed sections the builder produces, and the words a policy
+may use (statuses, providers, step kinds, settable columns).
+
+Every formula in these dataclasses is already compiled IR (`expr.Node`): a `Policy` that
+exists has passed validation.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from .. import expr as X
+from .. import yamldoc
+from ..errors import PolicyError
+from ..steps import WRITE_KINDS
+
+STATUSES = ("active", "archived", "superseded", "expired", "compressed")
+PROVIDERS = ("openai", "rules", "replay")
+STEP_KINDS = WRITE_KINDS
+DEFAULT_RANK = "importance * confidence * decay_score"
+# columns a policy may write, and how their values are read
+SETTABLE = {"importance": X.NUM, "confidence": X.NUM, "access_count": X.NUM,
+            "decay_score": X.NUM, "status": "status", "last_accessed": X.TIME,
+            "expires_at": X.TIME, "kind": X.TEXT, "scene": X.TEXT}
+
+
+@dataclass
+class Model:
+    name: str
+    provider: str
+    model: str = ""
+    temperature: float = 0.0
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout: float = 30.0
+    max_retries: int = 2
+    file: str | None = None
+
+
+@dataclass
+class Rule:
+    when: X.Node | None
+    set: dict[str, X.Node]
+    event: str | None
+    source: dict = field(default_factory=dict)
+
+
+@dataclass
+class Candidates:
+    where: X.Node
+    order: list[tuple[X.Node, bool]]  # (formula, descending)
+    limit: int
+    min: int = 0
+    k: int = 20
+    source: dict = field(default_factory=dict)
+
+
+@dataclass
+class Judgment:
+    """A model call a step or pass makes: which model, which template, over which rows."""
+
+    model: str
+    prompt: str
+    candidates: Candidates | None = None
+    fallback: str = "rules"
+    options: dict = field(default_factory=dict)
+
+
+@dataclass
+class WriteStep:
+    step: str
+    judgment: Judgment
+
+
+@dataclass
+class Pass:
+    name: str
+    every: dt.timedelta | None
+    rules: list[Rule] = field(default_factory=list)
+    cluster: Judgment | None = None
+    merge: Judgment | None = None
+    merge_result: dict[str, X.Node] = field(default_factory=dict)
+    batch: int | None = None  # commit every N ids instead of once (huge stores)
+
+
+@dataclass
+class Recall:
+    candidates: Candidates
+    select: Judgment | None = None
+    top_n: int = 6
+    on_access: Rule | None = None
+    match: str = "score"  # score: every candidate, scored by relevance; filter: matches only
+
+
+@dataclass
+class Policy:
+    name: str
+    path: str
+    doc: yamldoc.Doc
+    db: str | None
+    models: dict[str, Model]
+    params: dict[str, object]
+    scores: dict[str, str]
+    rank: X.Node
+    rank_text: str
+    write: list[WriteStep]
+    passes: dict[str, Pass]
+    recall: Recall
+    prompt_dirs: tuple[str, ...]
+    description: str = ""
+
+    def scope(self, **kw) -> X.Scope:
+        return X.Scope(params=self.params, scores=self.scores, **kw)
+
+
+
+def find_judgment(policy: Policy, step: str) -> Judgment:
+    """A step's judgment by name: a write step kind, `cluster`/`merge` (of the first
+    compression pass, or `PASS.cluster`), or `select`."""
+    for w in policy.write:
+        if w.step == step:
+            return w.judgment
+    pass_name, _, part = step.rpartition(".")
+    for name, p in policy.passes.items():
+        if p.cluster and (not pass_name or pass_name == name) and part in ("cluster", "merge"):
+            return p.cluster if part == "cluster" else p.merge
+    if step == "select" and policy.recall.select:
+        return policy.recall.select
+    known = [w.step for w in policy.write] + [f"{n}.{k}" for n, p in policy.passes.items()
+                                              if p.cluster for k in ("cluster", "merge")]
+    known += ["select"] if policy.recall.select else []
+    raise PolicyError(f"policy '{policy.name}' has no step '{step}'; it has: {', '.join(known) or '(none)'}")

@@ -1,0 +1,44 @@
+"""Where the shipped policies and prompts are: package data found through importlib.resources.
+
+A wheel installed in another project carries `lifecycle` and its templates inside the
+`engine.shipped` package, so a bare policy name resolves wherever the process runs. In a
+checkout (or an editable install) the same package links to the top-level `policies/` and
+`prompts/`. Nothing is computed at import time: the working directory and the installed
+package are read when a policy is looked up.
+"""
+from __future__ import annotations
+
+import os
+from importlib import resources
+
+POLICY_SUFFIX = ".yaml"
+
+
+def _shipped(folder: str) -> str:
+    # realpath: in a checkout the link leads to the top-level folder, and errors and
+    # prompt folders then name the file an author would edit
+    return os.path.realpath(os.fspath(resources.files("engine.shipped") / folder))
+
+
+def shipped_policies_dir() -> str:
+    """The folder of the policies that ship with the package."""
+    return _shipped("policies")
+
+
+def shipped_prompts_dir() -> str:
+    """The folder of the prompt templates that ship with the package."""
+    return _shipped("prompts")
+
+
+def shipped_policy_names() -> list[str]:
+    """The bare names of the shipped policies (`lifecycle`, `archive`, ...), sorted."""
+    folder = shipped_policies_dir()
+    if not os.path.isdir(folder):
+        return []
+    return sorted(f[:-len(POLICY_SUFFIX)] for f in os.listdir(folder) if f.endswith(POLICY_SUFFIX))
+
+
+def shipped_policy(name: str) -> str | None:
+    """The shipped policy file for a bare name, or None when no such policy ships."""
+    path = os.path.join(shipped_policies_dir(), name + POLICY_SUFFIX)
+    return path if os.path.isfile(path) else None
