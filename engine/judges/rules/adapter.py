@@ -1,0 +1,53 @@
+"""The `rules` provider's answers: the same template variables a model sees, judged by
+the deterministic functions of this package, returned in each step's answer shape."""
+from __future__ import annotations
+
+from .compression import cluster, merge
+from .expiring import expiry
+from .gating import gate
+from .hedging import confidence
+from .recall import select
+from .scenes import extract_cells, summarise_scene
+from .superseding import contradiction
+
+
+def _pairs(candidates) -> list[tuple[int, str]]:
+    return [(c["n"], c.get("content") or c.get("summary") or "") for c in candidates or []]
+
+
+def _content(v: dict) -> str:
+    mem = v.get("memory") or {}
+    return mem.get("content") or v.get("content") or ""
+
+
+def answer(step: str, v: dict) -> object:
+    if step == "gate":
+        return gate(v["user"], v["assistant"])
+    if step == "confidence":
+        return {"confidence": confidence(_content(v))}
+    if step == "contradiction":
+        return contradiction(_content(v), _pairs(v.get("candidates")))
+    if step == "expiry":
+        return {"expires_at": expiry(_content(v), v["now"])}
+    if step == "fused":
+        return _fused(v)
+    if step == "cluster":
+        return {"clusters": cluster(_pairs(v.get("candidates")))}
+    if step == "merge":
+        return merge([m["content"] for m in v["memories"]])
+    if step == "select":
+        return {"ids": select(v["query"], _pairs(v.get("candidates")), v.get("top_n", 6))}
+    if step == "extract":
+        return {"cells": extract_cells(v["user"], v["assistant"])}
+    if step == "summarise":
+        return {"summary": summarise_scene(v["cells"])}
+    raise ValueError(f"the rules provider has no judge for step '{step}'")
+
+
+def _fused(v: dict) -> dict:
+    g = gate(v["user"], v["assistant"])
+    if not g.get("save"):
+        return {"save": False}
+    c = contradiction(g["content"], _pairs(v.get("candidates")))
+    return {**g, "confidence": confidence(g["content"]), **c,
+            "expires_at": expiry(g["content"], v["now"])}

@@ -1,0 +1,60 @@
+"""The compression judges: `cluster` finds memories that say the same thing in other
+words, `merge` writes one memory for such a group."""
+from __future__ import annotations
+
+from itertools import combinations
+
+from .phrasing import tags
+from .reading import as_sentence, gist, read, similarity, summary
+from .words import GENERIC
+
+
+def cluster(candidates: list[tuple[int, str]], threshold: float = 0.5) -> list[list[int]]:
+    """Groups (2+ local numbers) of candidates that say the same thing in other words.
+
+    Similarity is the (weighted) Jaccard overlap of normalised content words (stemmed,
+    synonyms folded, stance words like 'prefer'/'always' left out; words in a trailing
+    elaboration or contrast - "... with descriptive names", "... over clever one-liners" -
+    weigh half), forced to 0 when two texts conflict (polarity, lexicon member, date or
+    amount). Groups grow by average linkage:
+    the closest pair of groups merges while its mean similarity reaches `threshold`."""
+    texts = {number: text or "" for number, text in candidates}
+    groups = [[number] for number in sorted(texts)]
+    sim = {(a, b): similarity(texts[a], texts[b]) for a, b in combinations(sorted(texts), 2)}
+
+    def link(g: list[int], h: list[int]) -> float:
+        pairs = [sim[(min(a, b), max(a, b))] for a in g for b in h]
+        return sum(pairs) / len(pairs)
+
+    while True:
+        best = None
+        for i, g in enumerate(groups):
+            for j in range(i + 1, len(groups)):
+                score = link(g, groups[j])
+                if score >= threshold and (best is None or score > best[0]):
+                    best = (score, i, j)
+        if best is None:
+            break
+        _, i, j = best
+        groups[i] = sorted(groups[i] + groups.pop(j))
+    return sorted(g for g in groups if len(g) >= 2)
+
+
+def merge(contents: list[str]) -> dict:
+    """One memory from a cluster: {"content", "summary" (<=120 chars), "tags"}.
+
+    The most informative wording (most distinct content words, then longest) leads; any
+    other member that adds a content word the lead lacks is appended, so no distinct fact
+    is lost. Exact and near-exact repeats are dropped."""
+    unique = list(dict.fromkeys(c.strip() for c in contents if c and c.strip()))
+    if not unique:
+        return {"content": "", "summary": "", "tags": []}
+    ranked = sorted(unique, key=lambda t: (-len(read(t).concepts), -len(t), unique.index(t)))
+    parts, covered = [ranked[0]], set(gist(read(ranked[0])))
+    for text in ranked[1:]:
+        extra = gist(read(text)) - covered - GENERIC
+        if extra:
+            parts.append(text)
+            covered |= gist(read(text))
+    content = " ".join(as_sentence(p) for p in parts)
+    return {"content": content, "summary": summary(content), "tags": tags([], unique)}

@@ -1,0 +1,270 @@
+"""Dates: find the dates a text mentions and resolve them against a given "today".
+
+Month, weekday and number words come from `lexicon/dates.yaml`; the patterns around them
+are code. Nothing here reads the clock: "today" is always passed in.
+"""
+from __future__ import annotations
+
+import calendar
+import re
+from datetime import date, timedelta
+from functools import lru_cache
+from typing import Callable, NamedTuple
+
+from .data import lexicon, words
+from .words import normalise
+
+_LEXICON = lexicon("dates")
+MONTHS: dict[str, int] = dict(_LEXICON["months"])
+WEEKDAYS: tuple[str, ...] = tuple(words(_LEXICON["weekdays"]))
+_NUMBER_WORDS: dict[str, int] = dict(_LEXICON["number_words"])
+
+_MONTH_RE = "|".join(sorted(MONTHS, key=len, reverse=True))
+FULL_MONTH_RE = "|".join(m for m in MONTHS if len(m) > 3 or m == "may")
+WEEKDAY_RE = "|".join(WEEKDAYS)
+DAY_RE = WEEKDAY_RE + "|tomorrow|tonight|today|next week|end of"
+_AMOUNT_RE = r"(\d+|" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + ")"
+# A date right after these words is a start, not an end ("since March", "from May 2").
+_START_BEFORE = re.compile(r"(since|as of|starting|started|start|began|beginning|from|joined|"
+                           r"born|founded|effective|last|every|each)\s+(on\s+|in\s+|the\s+)?$")
+
+
+class DateMention(NamedTuple):
+    """A date found in text: where it is, a comparable label, and how to resolve it."""
+    start: int
+    end: int
+    label: str                                  # e.g. '03-15', 'friday', 'next week'
+    resolve: Callable[[date], date | None]      # today -> the date meant
+    absolute: bool = True                       # a calendar date, not 'tomorrow'
+    is_start: bool = False                      # 'since March 3': begins, does not end
+
+
+def _month_end(year: int, month: int) -> date:
+    return date(year, month, calendar.monthrange(year, month)[1])
+
+
+def _next_on_or_after(today: date, month: int, day: int) -> date | None:
+    """A day without a year means its next occurrence on or after today."""
+    for year in range(today.year, today.year + 5):  # 5 years reach the next February 29th
+        try:
+            candidate = date(year, month, day)
+        except ValueError:
+            continue  # February 29th outside a leap year; February 30th never matches
+        if candidate >= today:
+            return candidate
+    return None
+
+
+def _absolute(year: str | None, month: int, day: int) -> Callable[[date], date | None]:
+    if year:
+        def fixed(today: date) -> date | None:
+            try:
+                return date(int(year), month, day)
+            except ValueError:
+                return None
+        return fixed
+    return lambda today: _next_on_or_after(today, month, day)
+
+
+def _next_day_of_month(today: date, day: int) -> date | None:
+    for months in range(0, 3):  # short months lack a 31st: look a little further
+        first = _add_months(today.replace(day=1), months)
+        if day <= calendar.monthrange(first.year, first.month)[1]:
+            candidate = first.replace(day=day)
+            if candidate >= today:
+                return candidate
+    return None
+
+
+def _month_of(year: str | None, month: int) -> Callable[[date], date]:
+    """A month without a day ends with the month: 'by June' -> June 30."""
+    def end(today: date) -> date:
+        if year:
+            return _month_end(int(year), month)
+        y = today.year if month >= today.month else today.year + 1
+        return _month_end(y, month)
+    return end
+
+
+def _full_year(text: str | None) -> str | None:
+    if text and len(text) == 2:
+        return "20" + text
+    return text
+
+
+# '3/15' only after a date word or with a year, so '3/4 spent' stays a fraction
+_SLASH_DATE = re.compile(r"(?:\b(?:on|by|due|until|till|before|after|from|to|for|dated|"
+                         r"deadline|is|at)\s+|[,:]\s*|^)(\d{1,2})/(\d{1,2})(?![\d/])|"
+                         r"(?<![\d/.])(\d{1,2})/(\d{1,2})/(\d{2}|\d{4})(?![\d/])")
+
+
+def _slash_mentions(text: str) -> list[DateMention]:
+    found = []
+    for m in _SLASH_DATE.finditer(text):
+        start, first, second, year = ((m.start(), m[3], m[4], _full_year(m[5])) if m[3]
+                                      else (m.start(1), m[1], m[2], None))
+        if year is None and re.match(r"\s*(spent|done|complete|full|of)\b", text[m.end():]):
+            continue
+        a, b = int(first), int(second)
+        month, day = (a, b) if a <= 12 else (b, a)  # US order unless the first is a day
+        if 1 <= month <= 12 and 1 <= day <= 31:
+            found.append(DateMention(start, m.end(), f"{month:02d}-{day:02d}",
+                                     _absolute(year, month, day)))
+    return found
+
+
+def _absolute_mentions(text: str, original: str) -> list[DateMention]:
+    found: list[DateMention] = []
+    for m in re.finditer(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b", text):
+        found.append(DateMention(m.start(), m.end(), f"{int(m[2]):02d}-{int(m[3]):02d}",
+                                 _absolute(m[1], int(m[2]), int(m[3]))))
+    for m in re.finditer(rf"\b({_MONTH_RE})\.?\s+(\d{{1,2}})\b(?!:)"
+                         rf"(?:\s*[-\u2013]\s*(\d{{1,2}})\b)?(?:,?\s+(\d{{4}}))?", text):
+        # a range 'Mar 3-5' ends on its last day
+        month, day = MONTHS[m[1]], int(m[3] or m[2])
+        found.append(DateMention(m.start(), m.end(), f"{month:02d}-{day:02d}",
+                                 _absolute(m[4], month, day)))
+    for m in re.finditer(rf"\b(\d{{1,2}})\s+(?:of\s+)?({_MONTH_RE})\b\.?(?:,?\s+(\d{{4}}))?",
+                         text):
+        month, day = MONTHS[m[2]], int(m[1])
+        found.append(DateMention(m.start(), m.end(), f"{month:02d}-{day:02d}",
+                                 _absolute(m[3], month, day)))
+    found += _slash_mentions(text)
+    found += _month_mentions(text, original)
+    for m in re.finditer(r"\b(?:by|in|until|till|before|during|end of)\s+(20\d\d)\b", text):
+        found.append(DateMention(m.start(1), m.end(), m[1],
+                                 lambda today, y=int(m[1]): date(y, 12, 31)))
+    return found
+
+
+def _month_mentions(text: str, original: str) -> list[DateMention]:
+    found = []
+    for m in re.finditer(rf"\b({_MONTH_RE})\s+(\d{{4}})\b", text):
+        found.append(DateMention(m.start(), m.end(), f"{MONTHS[m[1]]:02d}",
+                                 _month_of(m[2], MONTHS[m[1]])))
+    pattern = (rf"\b(?:in|by|until|till|before|after|during|through|for|to|from|since|"
+               rf"around|this|next|last|end of|early|mid|late)"
+               rf"[\s-]+(?:the\s+end\s+of\s+)?({FULL_MONTH_RE})\b")
+    # 'may' is usually the modal verb: it is a month only when written 'May' mid-sentence
+    may_is_month = bool(re.search(r"(?<![.!?]\s)(?<=\s)May\b", original))
+    for m in re.finditer(pattern, text):
+        if m[1] == "may" and not may_is_month:
+            continue
+        found.append(DateMention(m.start(1), m.end(), f"{MONTHS[m[1]]:02d}",
+                                 _month_of(None, MONTHS[m[1]])))
+    for m in re.finditer(r"\b(?:until|till|by|before) the (\d{1,2})\b(?! ?[a-z])", text):
+        # 'until the 12th': the next 12th of a month
+        found.append(DateMention(m.start(), m.end(), f"day-{m[1]}",
+                                 lambda today, d=int(m[1]): _next_day_of_month(today, d)))
+    for m in re.finditer(r"\bq([1-4])(?:\s+(\d{4}))?\b", text):
+        quarter_end = int(m[1]) * 3
+        found.append(DateMention(m.start(), m.end(), f"q{m[1]}",
+                                 _month_of(m[2], quarter_end)))
+    return found
+
+
+def _week_end(today: date, weeks_ahead: int = 0) -> date:
+    return today + timedelta(days=6 - today.weekday() + 7 * weeks_ahead)
+
+
+def _quarter_end(today: date, ahead: int = 0) -> date:
+    index = (today.month - 1) // 3 + ahead
+    year, quarter = today.year + index // 4, index % 4
+    return _month_end(year, quarter * 3 + 3)
+
+
+def _add_months(today: date, months: int) -> date:
+    year, month = divmod(today.month - 1 + months, 12)
+    year += today.year
+    return date(year, month + 1, min(today.day, calendar.monthrange(year, month + 1)[1]))
+
+
+def _month_end_after(today: date, months: int) -> date:
+    shifted = _add_months(today.replace(day=1), months)
+    return _month_end(shifted.year, shifted.month)
+
+
+def _after(amount: int, unit: str) -> Callable[[date], date]:
+    unit = unit.rstrip("s")
+    if unit == "month":
+        return lambda today: _add_months(today, amount)
+    if unit == "hour":
+        return lambda today: today + timedelta(days=amount // 24)
+    days = {"day": 1, "week": 7, "year": 365}[unit] * amount
+    return lambda today: today + timedelta(days=days)
+
+
+def _weekday(name: str, next_week: bool) -> Callable[[date], date]:
+    index = WEEKDAYS.index(name)
+    if next_week:
+        # 'next Friday' is read as the Friday of next calendar week (Monday-Sunday).
+        return lambda today: today + timedelta(days=7 - today.weekday() + index)
+    # A bare weekday is the next one after today: said on a Monday, "until Monday" means
+    # a week later (the same day would have been called "today").
+    return lambda today: today + timedelta(days=(index - today.weekday() - 1) % 7 + 1)
+
+
+# Relative expressions, most specific first; each maps a match to a resolver.
+_RELATIVE: tuple[tuple[str, Callable[[re.Match], Callable[[date], date]]], ...] = (
+    (r"\bday after tomorrow\b", lambda m: lambda t: t + timedelta(days=2)),
+    (r"\btomorrow\b", lambda m: lambda t: t + timedelta(days=1)),
+    (r"\b(today|tonight|this (morning|afternoon|evening|session|conversation)|later today|"
+     r"eod|end of (the )?day)\b", lambda m: lambda t: t),
+    (r"\bend of next week\b|\bnext weekend\b", lambda m: lambda t: _week_end(t, 1)),
+    (r"\bnext week\b", lambda m: lambda t: _week_end(t, 1)),
+    (r"\b(this week|end of (the )?week|eow|this weekend|by the weekend|over the weekend)\b",
+     lambda m: lambda t: _week_end(t)),
+    (r"\bend of next month\b|\bnext month\b", lambda m: lambda t: _month_end_after(t, 1)),
+    (r"\b(this month|end of (the )?month|eom)\b", lambda m: lambda t: _month_end(t.year, t.month)),
+    (r"\bnext quarter\b", lambda m: lambda t: _quarter_end(t, 1)),
+    (r"\b(this quarter|end of (the )?quarter|eoq)\b", lambda m: lambda t: _quarter_end(t)),
+    (r"\bnext year\b", lambda m: lambda t: date(t.year + 1, 12, 31)),
+    (r"\b(this year|end of (the )?year|eoy)\b", lambda m: lambda t: date(t.year, 12, 31)),
+    # A sprint is taken as two weeks, the most common length.
+    (r"\bnext sprint\b", lambda m: lambda t: t + timedelta(days=28)),
+    (r"\b(this|current|the) sprint\b|\bend of (the )?sprint\b",
+     lambda m: lambda t: t + timedelta(days=14)),
+    (rf"\b(?:in|within|for the next|next)\s+{_AMOUNT_RE}\s+(hour|day|week|month|year)s?\b",
+     lambda m: _after(_NUMBER_WORDS.get(m[1]) or int(m[1]), m[2])),
+    (rf"\b{_AMOUNT_RE}\s+(day|week|month|year)s?\s+from now\b",
+     lambda m: _after(_NUMBER_WORDS.get(m[1]) or int(m[1]), m[2])),
+    (rf"\bnext ({WEEKDAY_RE})\b", lambda m: _weekday(m[1], True)),
+    (rf"\b({WEEKDAY_RE})\b", lambda m: _weekday(m[1], False)),
+)
+# 'for two weeks' is an end only when the sentence is not about the past
+# ("I've used Python for 5 years" has no end date).
+_FOR_SPAN = re.compile(rf"\bfor\s+{_AMOUNT_RE}\s+(day|week|month)s?\b")
+_PAST_MARKERS = re.compile(r"\b(have|has|had|been|was|were|ago|past|last|over the)\b")
+
+
+def _relative_mentions(text: str) -> list[DateMention]:
+    found = []
+    for pattern, build in _RELATIVE:
+        for m in re.finditer(pattern, text):
+            found.append(DateMention(m.start(), m.end(), m[0], build(m), False))
+    if not _PAST_MARKERS.search(text):
+        for m in _FOR_SPAN.finditer(text):
+            amount = _NUMBER_WORDS.get(m[1]) or int(m[1])
+            found.append(DateMention(m.start(), m.end(), m[0], _after(amount, m[2]), False))
+    return found
+
+
+@lru_cache(maxsize=2048)
+def date_mentions(original: str) -> tuple[DateMention, ...]:
+    """Every date `original` mentions, in order; absolute dates win over overlapping
+    relative words ('Friday March 3' is one date)."""
+    text = normalise(original)
+    chosen: list[DateMention] = []
+    for mention in _absolute_mentions(text, original) + _relative_mentions(text):
+        if any(mention.start < c.end and c.start < mention.end for c in chosen):
+            continue
+        if _START_BEFORE.search(text[max(0, mention.start - 25):mention.start]):
+            mention = mention._replace(is_start=True)  # 'since March 3' ends nothing
+        chosen.append(mention)
+    return tuple(sorted(chosen, key=lambda m: m.start))
+
+
+def read_dates(text: str, today: date) -> list[date]:
+    """Every end date mentioned in `text` (not start dates), resolved against `today`."""
+    resolved = (m.resolve(today) for m in date_mentions(text) if not m.is_start)
+    return [d for d in resolved if d is not None]

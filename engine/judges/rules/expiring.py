@@ -1,0 +1,58 @@
+"""The expiry judge: the natural end date of a memory, if it has one."""
+from __future__ import annotations
+
+import re
+from datetime import date, datetime, timedelta
+
+from .dates import WEEKDAY_RE, date_mentions
+from .words import normalise
+
+_NO_END = re.compile(r"\b(birthday|anniversary|born|date of birth)\b")
+RECURRING = re.compile(rf"\b(every|each|weekly|daily|nightly|monthly|yearly|annually|"
+                       rf"biweekly|fortnightly|hourly|(?:{WEEKDAY_RE})s)\b")
+# Dateless states that still end. Horizons (days from today) are our choice, documented:
+_HORIZONS = (
+    # tied to a release or a migration: about a quarter
+    (re.compile(r"\buntil (v\d|version|the next (release|version|major)|we (migrate|upgrade|"
+                r"ship|release|launch|move|switch|finish)|the (migration|refactor|rewrite|"
+                r"launch|release|upgrade)\b)"), 90),
+    # waiting on someone or blocked: usually resolved, one way or another, in two weeks
+    (re.compile(r"\b(blocked|blocking|wait|waiting|awaiting|on hold|pending|hear back|stuck on|"
+                r"held up)\b"), 14),
+    # explicitly temporary arrangements: a month
+    (re.compile(r"\b(for now|temporar(y|ily)|for the time being|in the meantime|meanwhile|"
+                r"interim|stopgap|short[- ]term|until further notice|until)\b"), 30),
+    # an upcoming one-time event with no date: two weeks
+    (re.compile(r"\b(upcoming|coming up|have an? (job )?(interview|meeting|call|appointment|"
+                r"demo|presentation|exam|flight|trip))\b"), 14),
+)
+
+
+def expiry(content: str, today: datetime | date | str) -> str | None:
+    """Natural end date of the memory as 'YYYY-MM-DD', or None when it has none.
+
+    Dates named in the text win (the latest future one, so "pushed from March 15 to
+    April 1" ends April 1); a date without a year is its next occurrence on/after today;
+    start dates ("since", "from", "starting") are ignored. Recurring things ("every
+    Monday") and yearly facts (birthdays) have no end. Without a date, temporary states
+    get a horizon from today: release-bound ("until v2") 90 days, waiting/blocked 14,
+    temporary ("for now") 30, an upcoming undated event 14."""
+    if isinstance(today, str):  # an ISO timestamp from a template variable
+        today = datetime.fromisoformat(today.strip().replace("Z", "+00:00"))
+    day = today.date() if isinstance(today, datetime) else today
+    content = content or ""
+    text = normalise(content)
+    if _NO_END.search(text):
+        return None
+    recurring = bool(RECURRING.search(text))
+    ends = [m.resolve(day) for m in date_mentions(content)
+            if not m.is_start and (m.absolute or not recurring)]
+    future = [d for d in ends if d is not None and d >= day]
+    if future:
+        return max(future).isoformat()
+    if recurring:
+        return None
+    for pattern, days in _HORIZONS:
+        if pattern.search(text):
+            return (day + timedelta(days=days)).isoformat()
+    return None

@@ -1,0 +1,190 @@
+"""The gate judge: should a user/assistant turn be saved as a memory, and as what?"""
+from __future__ import annotations
+
+import re
+
+from .cues import EVENT, WORK_NOUN, WORK_NOUNS, is_request, is_small_talk
+from .data import lexicon
+from .dates import DAY_RE, date_mentions
+from .directives import directive
+from .expiring import RECURRING
+from .hedging import confidence
+from .phrasing import tags, third_person
+from .reading import FIRST_PERSON, STRONG_CHANGE, as_sentence, read, sentences, summary
+from .words import GENERIC, normalise, stems
+
+# What such a subject does: a present-tense verb (or a plain 'is').
+_WORK_VERBS = (r"(is|are|was|were|has|have|had|will|can|must|should|needs?|runs?|uses?|"
+               r"takes?|lives?|depends?|pass|passes|fails?|covers?|calls?|goes|gets?|costs?|"
+               r"requires?|supports?|handles?|belongs?|meets?|owns?|stores?|sends?|returns?|"
+               r"expects?|reads?|writes?|talks?|hits?|starts?|ends?|happens?|includes?|"
+               r"contains?|lacks?|relies|rely|sits?|lives|points?|targets?|builds?|deploys?|"
+               r"ships?|serves?|syncs?|reports?|works?|belongs)")
+# (kind, importance, cue). Importance follows the article: explicit instructions,
+# decisions and deadlines matter most; curiosities least.
+_GATE_SIGNALS = tuple((kind, weight, re.compile(cue)) for kind, weight, cue in (
+    ("instruction", 9, r"^(please )?(do not|avoid|stop) (use|using|add|adding|write|writing|"
+                       r"include|including|put|make|call|mention|ask|send|suggest|recommend)\b|"
+                       r"\b(always|never|from now on|do not ever|make sure (to|you|that)|"
+                       r"remember (to|that)|keep in mind|note that|going forward|"
+                       r"in (the )?future|by default|whenever)\b"),
+    ("decision", 8, r"\b(decided|decide|decision|going with|go with|went with|let us (go with|"
+                    r"use)|chose|chosen|settled on|agreed|opted|we will use|picked|picking|"
+                    r"ended up|selected)\b"),
+    ("deadline", 8, rf"\b(deadline|due|launch(es|ing)? on|release date|ships? (on|by)|"
+                    rf"by ({DAY_RE}))\b"),
+    ("migration", 7, r"\b(switched|switching|migrated|migrating|ported|porting|"
+                     r"mov(e|ed|ing) (\w+ ){0,3}"
+                     r"(from|to|over|away)|"
+                     r"replaced|stopped|no longer|anymore|ditched|dropped|upgraded|"
+                     r"downgraded|instead of)\b"),
+    ("bug", 7, r"\b(bugs?|errors?|exceptions?|traceback|crash\w*|fails?|failing|failed|"
+               r"broken|breaks|broke|segfault|regression|not working|leak\w*|timeout|"
+               r"timed out|outage)\b"),
+    ("plan", 6, r"\b(plan|plans|planning|going to|roadmap|next step|intend|aim to|goal is|"
+                r"will (start|build|ship|migrate|launch|release|add|move|switch|write|"
+                r"deploy|set up))\b"),
+    ("waiting", 6, r"\b(blocked|waiting|on hold|pending|awaiting)\b"),
+    ("task", 6, r"\b(remind me|todo|need to|have to|must|do not forget|action item)\b"),
+    ("preference", 6, r"\b(prefer\w*|(i|we) (really |do |also )?(like|love|hate|dislike|"
+                      r"enjoy|value|care (a lot |deeply |most |more )?(about|for))|"
+                      r"favou?rite|would rather|fan of|can not stand|"
+                      r"(matters?|counts?) (\w+ ){0,2}(to|for) (me|us)|"
+                      r"(is|are) (\w+ )?important (to|for) (me|us)|(i|we) find (\w+ ){1,3}"
+                      r"(important|essential|crucial))\b"),
+    ("fact", 5, r"\b(i am (a|an|the|from|based|working|using|on|allergic|vegan|vegetarian|"
+                r"diabetic|colou?rblind|left-handed|married|retired|pregnant)|my name|"
+                r"i work|we work|i live|we are based|(my|our) (role|job|title|team|company|"
+                r"boss|manager|stack|setup|editor|laptop|machine|workflow|tooling|project|"
+                r"app|application|product|codebase|repository|backend|frontend|api|"
+                r"database|service|server|customers|users|clients|wife|husband|partner|son|"
+                r"daughter|kids?|children|parents|mom|dad|mother|father|sister|brother|dog|"
+                r"cat|family|home|house|city)|(the|our) (\w+ )?(ci|pipeline|build|test suite|api|"
+                r"app|application|service|server|database|db|repository|repo|codebase|"
+                r"backend|frontend|staging|production|prod|cluster|schema|deploy\w*) (is|are|"
+                r"has|have|takes?|runs?|uses?|lives?|needs?|gets?|was|were)|"
+                r"our (\w+ ){1,3}(is|are|was|were|has|have|returns?|runs?|uses?|takes?|"
+                r"needs?|gets?|lives?|sends?|stores?|calls?|depends)|heads up|fyi|"
+                r"for context|just so you know|for your information|(we|i) have (a|an|\d+|two|"
+                r"three|four|five|several) (?!question|quick|idea|doubt|minute|second|"
+                r"moment|feeling|thought|suggestion|problem)\w+|"
+                r"(i am|we are|i have been|we have been) (currently |now |still )?(working on|"
+                r"building|developing|writing|maintaining|learning|studying|migrating|"
+                r"porting|rewriting|refactoring|designing|running)|"
+                rf"(^|\b(the|our|my) )(\w+ ){{0,3}}?{WORK_NOUNS}(\w+ )?(now )?{_WORK_VERBS})\b"),
+    ("progress", 5, r"\b(i|we)( have| had)?( just| finally| now| already| recently)? "
+                    r"(added|built|finished|implemented|completed|shipped|launched|released|"
+                    r"deployed|merged|set up|wrote|rewrote|refactored|integrated|created|"
+                    r"published|fixed|got \w+ working|hooked up|wired up)\b|"
+                    r"^(just |finally )?got (\w+ ){1,4}working|"
+                    r"^(just |finally )?(added|built|finished|implemented|completed|shipped|"
+                    r"launched|released|merged|set up|rewrote|refactored|integrated|"
+                    r"published|wired up|hooked up)\b"),
+    ("tool", 5, r"\b(i|we) (\w+ )?(use|used|run|ran|deploy|deployed|host|manage|maintain|"
+                r"write|wrote|build|built|develop|code|work in|work with)\b"),
+    ("curiosity", 3, r"\b(thinking (about|of)|considering|wondering about|toying with|"
+                     r"looking into|curious about|interested in)\s+(\w+\s+)?(trying|"
+                     r"switching|learning|using|adopting|moving|migrating|building|getting)|"
+                     r"\b(might|maybe) (try|switch|learn|use|move)\b"),
+))
+_PERSON_ROLE = re.compile(r"[A-Z][a-z]+(?: [A-Z][a-z]+)? (?:(owns|leads|manages|maintains|"
+                          r"reports to|works on|is (?:our|my) \w+)|runs|handles|reviews|"
+                          r"approves|builds|designs|is the \w+)\b")
+# Any other past-tense deed on a piece of the user's work: 'we ported the CLI to Go'.
+_DID_WORK = re.compile(rf"\b(i|we)( have| had)?( just| finally| already| recently)? [a-z]+ed "
+                       rf"((the|our|my|a|an|some|new) )?(\w+ ){{0,2}}?{WORK_NOUNS.strip()}\b")
+# Kinds found outside the cue table: an imperative rule, and a recurring schedule.
+_EXTRA_WEIGHTS = {"directive": 7, "schedule": 5}
+_PROGRESS_VERBS = stems(lexicon("gating")["progress_verbs"])
+_OWNERSHIP = re.compile(r"\b(my|our|mine|ours|i am|we are|i have|we have|i use|we use)\b")
+_FIX = re.compile(r"\b(fix|fixed|fixes|solution|solved?|resolved?|the (issue|problem|cause) "
+                  r"(is|was)|caused by|workaround|you need to|try|set|enable|disable|pin|"
+                  r"upgrade|downgrade|install|add|remove|use|switch)\b")
+
+
+def _signals(sentence: str) -> list[str]:
+    """Kinds of durable information in one user sentence (empty: nothing to keep)."""
+    norm = normalise(sentence)
+    if is_small_talk(norm):
+        return []  # 'never mind', 'thanks again'
+    found = [kind for kind, _, cue in _GATE_SIGNALS if cue.search(norm)]
+    role = _PERSON_ROLE.match(sentence.strip())
+    if "fact" not in found and role and (
+            role[1] or FIRST_PERSON.search(norm) or WORK_NOUN.search(norm)):
+        found.append("fact")  # someone the user works with, and what they do
+    if "instruction" not in found and directive(norm):
+        found.insert(0, "directive")
+    if "progress" not in found and _DID_WORK.search(norm) and not STRONG_CHANGE.search(norm):
+        found.append("progress")  # a change ('we moved the standup') is not progress
+    if "progress" in found and not (read(sentence).topic - _PROGRESS_VERBS - GENERIC):
+        found.remove("progress")  # 'fixed it!' says nothing about what
+    if (RECURRING.search(norm) and "deadline" not in found
+            and (FIRST_PERSON.search(norm) or WORK_NOUN.search(norm))):
+        found.append("schedule")  # 'the team meets on Mondays', 'I run every morning'
+    if is_request(sentence, norm):
+        # A lookup or request keeps only explicit rules, or news about the user's own
+        # things ("why does my app crash?"); asking for a fact ("what's my name?") is not
+        # telling one.
+        if not _OWNERSHIP.search(norm):
+            return [k for k in found if k in ("instruction", "directive")]
+        found = [k for k in found if k not in ("fact", "tool")]
+        if not found:
+            return []
+    mine = bool(FIRST_PERSON.search(norm))
+    if read(sentence).members and mine and "tool" not in found:
+        found.append("tool")  # a named tool in the user's hands
+    ends = [m.label for m in date_mentions(sentence) if not m.is_start]
+    # a dated event ("meeting with Ana on Friday"), or the user's own schedule beyond
+    # today ("I'll be out next week"; "I'm tired today" is not news worth keeping)
+    if "deadline" not in found and ends and (
+            EVENT.search(norm) or mine and set(ends) - {"today", "tonight"}):
+        found.append("deadline")
+    return found
+
+
+def _fix_sentence(assistant: str) -> str | None:
+    """The assistant's first sentence that says how to fix something."""
+    for sentence in sentences(assistant):
+        if _FIX.search(normalise(sentence)) and not sentence.endswith("?"):
+            return summary(sentence, 200)
+    return None
+
+
+def gate(user: str, assistant: str) -> dict:
+    """Should this user/assistant turn be saved as a memory?
+
+    Saves turns whose user side states something durable: an instruction (always/never,
+    or an imperative about how to work: "keep code readable", "deploy from the release
+    branch for now"), a decision, a deadline or dated event, a migration, a bug, a plan,
+    a wait, a preference (including what "matters" to the user), a fact about the user,
+    their project, team or tools, a recurring schedule, a progress report ("I added auth
+    to the tracker"), or (at low importance) an idea being considered. Greetings, thanks,
+    small talk, one-off lookups and one-off requests ("write a haiku", "run the tests",
+    "fix this function") are not saved. `content` is the user's durable sentences in the
+    third person (key nouns untouched), plus the assistant's fix when the turn is about a
+    bug."""
+    kinds: list[str] = []
+    picked: list[str] = []
+    for sentence in sentences(user):
+        found = _signals(sentence)
+        if found:
+            kinds += [k for k in found if k not in kinds]
+            picked.append(sentence)
+    if not kinds:
+        return {"save": False, "content": "", "summary": "", "tags": [], "importance": 1}
+    content = " ".join(third_person(s) for s in picked)
+    fix = _fix_sentence(assistant) if "bug" in kinds else None
+    if fix:
+        content += " Fix: " + as_sentence(fix)
+    return {"save": True, "content": content, "summary": summary(content),
+            "tags": tags(kinds, [content]), "importance": _importance(kinds, content)}
+
+
+def _importance(kinds: list[str], content: str) -> int:
+    weights = {kind: weight for kind, weight, _ in _GATE_SIGNALS} | _EXTRA_WEIGHTS
+    score = max(weights[k] for k in kinds)
+    if len(kinds) >= 3:
+        score += 1  # several durable facets in one turn
+    if confidence(content) <= 0.3:
+        score = min(score, 3)  # a maybe is worth keeping, not worth ranking high
+    return max(1, min(10, score))

@@ -1,0 +1,44 @@
+"""The confidence judge: how sure a memory is, read from its hedges."""
+from __future__ import annotations
+
+import re
+
+from .words import normalise
+
+# Cue words per rung of the article's scale, weakest first; the weakest cue present wins.
+_CONFIDENCE_RUNGS = (
+    (0.1, re.compile(r"\b(maybe|perhaps|possibly|wonder(ing)?|someday|some day|who knows|"
+                     r"no idea|just an idea|hypothetically|daydream\w*)\b")),
+    (0.3, re.compile(r"\b(considering|consider|thinking (about|of)|might|could(?!\s+not)|"
+                     r"tempted|curious|toying with|on the fence|not sure|unsure|undecided|"
+                     r"would like to try|may (be|not|need|want|have|switch|move|try|use|go|"
+                     r"change))\b|\b(i|we|you|it|they|he|she|this|that|user) may\b")),
+    (0.5, re.compile(r"\b(probably|likely|seems?|seemed|appears? to|apparently|i guess|i suspect|"
+                     r"i suppose|presumably|sounds like|looks like|i assume|assuming|"
+                     r"supposedly|i gather)\b")),
+    (0.7, re.compile(r"\b(i think|i believe|pretty sure|fairly sure|kind of|sort of|"
+                     r"i would say|i feel like|if i remember)\b")),
+)
+_SCALE = (0.1, 0.3, 0.5, 0.7, 1.0)
+
+
+def confidence(content: str) -> float:
+    """How sure the memory is, on the article's scale (1.0, 0.7, 0.5, 0.3, 0.1).
+
+    A plain statement ("I use poetry", "We decided on SQLite", "Always use tabs") is
+    explicit: 1.0. Hedges lower it: the weakest hedge present sets the rung, and two or
+    more hedges together drop one more rung ("I think we probably..." -> 0.3). A bare
+    question is at most a weak inference (0.3)."""
+    content = content or ""
+    text = normalise(content)
+    score, hedges = 1.0, 0
+    for rung, pattern in _CONFIDENCE_RUNGS:
+        found = pattern.findall(text)
+        if found:
+            score = min(score, rung)
+            hedges += len(found)
+    if hedges >= 2 and score > _SCALE[0]:
+        score = _SCALE[_SCALE.index(score) - 1]
+    if content.strip().endswith("?"):
+        score = min(score, 0.3)
+    return score

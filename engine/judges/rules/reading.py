@@ -1,0 +1,193 @@
+"""Reading: what every judge needs to know about one text, read once.
+
+`read` gives a `Reading` (tokens, topic, lexicon members, values, and the cues of
+negation, change, addition and progress); `similarity` compares two of them. The cue
+patterns are code; the words that end a phrase are in `lexicon/reading.yaml`.
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import NamedTuple
+
+from .data import lexicon, words
+from .dates import WEEKDAY_RE, date_mentions
+from .slots import MEMBER_OF
+from .words import (CUE_WORDS, GENERIC, SLOT_OF, STANCE, STOPWORDS, WORD_RE, canon,
+                    is_value, normalise, token_tuple)
+
+_LEXICON = lexicon("reading")
+
+# Negative words that affirm: "not going back" seals a switch, "no doubt" is a yes.
+NOT_NEGATION = re.compile(r"\b(?:not|never|no) (?:going |gonna |looking |looked |look |"
+                          r"went |turning )?back\b|\bno (?:doubt|regrets|question|problem|"
+                          r"worries|going back)\b|\bnot (?:bad|only)\b|\bnever looked back\b|"
+                          r"\bcan not (?:wait|recommend \w+ enough)\b")
+NEGATION = re.compile(r"\b(not|no|never|without|stopped|quit|dislike\w*|hate\w*|avoid\w*|"
+                      r"nobody|nothing|neither|nor|out of|away from)\b")
+STRONG_CHANGE = re.compile(
+    r"\b(switch(ed|ing)?|migrat(ed|ing|e)|moved|moving|replac(ed|ing|e)|instead|no longer|"
+    r"anymore|stopped|quit|ditched|dropped|abandoned|gave up|changed|swapped|rather than|"
+    r"pushed|postponed|delayed|rescheduled|bumped|brought forward|cancel+ed|went back to|"
+    r"converted|transitioned|upgraded|downgraded|is now|are now|now (uses?|prefers?|on)|"
+    r"slipped|slid|rewr(o|i)te|rewritten|increased|decreased|raised|lowered|reduced|"
+    r"extended|left(?![- ](side|hand|panel|column|sidebar|corner|over|click))|resigned|"
+    r"(not|never|nobody|no one) miss(es|ed)?)\b")
+_WEAK_CHANGE = re.compile(r"(?<!for )\bnow\b|\bthese days\b|\bnowadays\b|\bstarted using\b|"
+                          r"\bpicked up\b|\bactually\b")
+_ADDITIVE = re.compile(r"\b(also|as well|too|in addition|additionally|another|besides|both|"
+                       r"along with|on top of|alongside)\b")
+_PROGRESSION = re.compile(r"\b(added|adding|finished|finishing|implemented|implementing|"
+                          r"completed|next step|built|wrote|set up|integrated|refactored|"
+                          r"improved|done with|merged|shipped|deployed)\b")
+# What comes after these words is the thing being left behind ("stopped using poetry").
+OLD_SIDE = re.compile(r"\b(?:from|instead of|rather than|no longer(?: use| using| uses| on)?|"
+                      r"stopped(?: using| with)?|replaced|ditched|dropped|quit|abandoned|"
+                      r"gave up(?: on)?|not using|away from|left|resigned from|"
+                      r"(?:not|never|nobody|no one) miss(?:es|ed)?)\s+([\w.+#\- ]+)")
+# What comes after these words is the new value ("moved to Berlin").
+NEW_SIDE = re.compile(r"\b(?:to|with|onto|into|now)\s+([\w.+#\- ]+)")
+SIDE_BREAK = frozenset(words(_LEXICON["side_break"]))
+FIRST_PERSON = re.compile(r"\b(i|we|my|our|me|us)\b")
+
+
+class Reading(NamedTuple):
+    """What the judges need to know about one piece of text."""
+    text: str                              # normalised text
+    concepts: frozenset[str]               # tokens()
+    topic: frozenset[str]                  # concepts minus stance, cues and values
+    members: frozenset[tuple[str, str]]    # (category, member) from the lexicon
+    slots: frozenset[str]                  # categories named by a slot word ('editor')
+    values: frozenset[str]                 # dates, weekdays, numbers, versions
+    negative: bool                         # says something is not / no longer so
+    strong_change: bool
+    weak_change: bool
+    additive: bool
+    progression: bool
+
+
+def side_words(pattern: re.Pattern, text: str) -> frozenset[str]:
+    """Tokens of the few words after each match of `pattern` ('from poetry' -> poetry)."""
+    found: set[str] = set()
+    for m in pattern.finditer(text):
+        for word in WORD_RE.findall(m[1])[:4]:
+            if word in SIDE_BREAK:
+                break
+            if word not in STOPWORDS:
+                found.add(canon(word))
+    return frozenset(found - GENERIC)
+
+
+def _values(text: str, original: str) -> frozenset[str]:
+    mentions = date_mentions(original)
+    values = {m.label for m in mentions}
+    covered = [(m.start, m.end) for m in mentions]
+    for m in re.finditer(r"\bv?\d+(?:\.\d+)*(?:%|k|am|pm)?\b", text):
+        if not any(s <= m.start() < e for s, e in covered):
+            values.add(m[0])
+    values.update(m[1] for m in re.finditer(rf"\b({WEEKDAY_RE})s\b", text))  # 'on Tuesdays'
+    return frozenset(values)
+
+
+@lru_cache(maxsize=4096)
+def read(text: str) -> Reading:
+    """Read `text` once; every judge works from this."""
+    norm = normalise(text)
+    concepts = frozenset(token_tuple(text))
+    members = frozenset((cat, w) for w in concepts for cat in MEMBER_OF.get(w, ()))
+    slots = frozenset(cat for w in concepts for cat in SLOT_OF.get(w, ()))
+    topic = frozenset(w for w in concepts
+                      if w not in STANCE and w not in CUE_WORDS and not is_value(w))
+    return Reading(norm, concepts, topic, members, slots, _values(norm, text),
+                   bool(NEGATION.search(NOT_NEGATION.sub(" ", norm))),
+                   bool(STRONG_CHANGE.search(norm)),
+                   bool(_WEAK_CHANGE.search(norm)), bool(_ADDITIVE.search(norm)),
+                   bool(_PROGRESSION.search(norm)))
+
+
+def jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> float:
+    return len(a & b) / len(a | b) if a or b else 0.0
+
+
+def members_by_category(reading: Reading) -> dict[str, set[str]]:
+    grouped: dict[str, set[str]] = {}
+    for category, member in reading.members:
+        grouped.setdefault(category, set()).add(member)
+    return grouped
+
+
+def conflict(a: Reading, b: Reading) -> bool:
+    """Do two texts disagree on polarity, on a slot's member, or on a value?"""
+    if a.negative != b.negative:
+        return True
+    ma, mb = members_by_category(a), members_by_category(b)
+    # "pytest over unittest" and "pytest" agree; "pytest" and "unittest" do not
+    if any(ma[c] - mb[c] and mb[c] - ma[c] for c in ma.keys() & mb.keys()):
+        return True
+    return bool(a.values and b.values and a.values != b.values)
+
+
+def gist(reading: Reading) -> frozenset[str]:
+    """Topic words plus values: what a memory says, without how strongly it says it.
+
+    A slot word next to one of its members adds nothing ("Postgres database" says no more
+    than "Postgres"), so it is dropped."""
+    held = {category for category, _ in reading.members}
+    found = reading.topic | {v for v in reading.concepts if is_value(v)}
+    return frozenset(w for w in found if not SLOT_OF.get(w, set()) & held)
+
+
+# After these words a text elaborates or names what it is preferred over: "readable code
+# over clever one-liners", "clear code with descriptive names". Those words say less
+# about what the memory is than the words before them.
+_TAIL = re.compile(r"\b(?:over|rather than|instead of|more than|than|with|such as|including|"
+                   r"especially|particularly|except|e\.g\.?|like)\b")
+_TAIL_WEIGHT = 0.5
+
+
+def _weights(reading: Reading) -> dict[str, float]:
+    """The gist of a text, each word weighted 1 in the main part and less in a tail."""
+    words_of = gist(reading)
+    m = _TAIL.search(reading.text)
+    if not m or not set(token_tuple(reading.text[:m.start()])) & words_of:
+        return dict.fromkeys(words_of, 1.0)
+    main = set(token_tuple(reading.text[:m.start()]))
+    # a named tool is the substance of a memory wherever it stands ("manages deps with uv")
+    return {w: 1.0 if w in main or w in MEMBER_OF or is_value(w) else _TAIL_WEIGHT
+            for w in words_of}
+
+
+def similarity(a: str, b: str) -> float:
+    """How far two texts say the same thing, 0..1 (0 when they conflict).
+
+    A weighted Jaccard overlap of their gists: words of a trailing elaboration or contrast
+    ("... over clever one-liners", "... with descriptive names") weigh half."""
+    ra, rb = read(a), read(b)
+    if conflict(ra, rb):
+        return 0.0
+    wa, wb = _weights(ra), _weights(rb)
+    both = wa.keys() | wb.keys()
+    if not both:
+        return 0.0
+    shared = sum(min(wa.get(w, 0.0), wb.get(w, 0.0)) for w in both)
+    return shared / sum(max(wa.get(w, 0.0), wb.get(w, 0.0)) for w in both)
+
+
+def sentences(text: str) -> list[str]:
+    parts = re.split(r"(?<=[.!?;])\s+|\n+", (text or "").strip())
+    return [p.strip() for p in parts if p.strip()]
+
+
+def summary(content: str, limit: int = 120) -> str:
+    """The first `limit` characters, cut at a word boundary."""
+    content = " ".join(content.split())
+    if len(content) <= limit:
+        return content
+    cut = content[: limit - 3].rsplit(" ", 1)[0].rstrip(",;:")
+    return cut + "..."
+
+
+def as_sentence(text: str) -> str:
+    text = text.strip()
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."

@@ -1,0 +1,230 @@
+"""The contradiction judge: which older memories a new one supersedes or restates."""
+from __future__ import annotations
+
+import re
+
+from .data import lexicon, words
+from .reading import (NEGATION, NEW_SIDE, NOT_NEGATION, OLD_SIDE, SIDE_BREAK, STRONG_CHANGE,
+                      Reading, conflict, gist, jaccard, members_by_category, read, side_words)
+from .slots import CATEGORIES, MEMBER_OF
+from .words import CUE_WORDS, GENERIC, SLOT_OF, STANCE, STOPWORDS, canon, is_value, token_tuple
+
+_LEXICON = lexicon("superseding")
+
+
+def contradiction(new: str, candidates: list[tuple[int, str]]) -> dict:
+    """Which candidates the NEW memory supersedes, and which it merely restates.
+
+    Supersede = the same slot gets a new filler: a lexicon member replaced by another
+    ("uses PostgreSQL" -> "migrated to MySQL"), a date or amount moved ("deadline March 15"
+    -> "pushed to April 1"), the thing left behind named after a change cue ("stopped
+    using poetry"), a flipped polarity on the same topic, a change cue acting on a shared
+    subject, a move ("I moved to Lisbon" vs "lives in Berlin"), a wait that ended
+    ("blocked on the review" / "the review passed"), or the other end of a scale ("short"
+    / "detailed" answers). Additive ("also", "too") and progress ("added", "finished")
+    wording never supersedes. Negative words that affirm the change ("... and I'm not
+    going back", "nobody misses Slack") do not block it, and a member the text denies
+    ("doesn't like Java") is never the one that replaces. Confirm = the same content
+    words (after stemming and synonyms) with no conflict in polarity, lexicon member, date
+    or amount."""
+    fresh = read(new or "")
+    supersedes, confirms = [], []
+    for number, text in candidates:
+        old = read(text or "")
+        if _replaces(fresh, old):
+            supersedes.append(number)
+        elif _restates(fresh, old):
+            confirms.append(number)
+    return {"supersedes": supersedes, "confirms": confirms}
+
+
+def _replaces(n: Reading, o: Reading) -> bool:
+    if not n.topic or not o.topic:
+        return False
+    if n.strong_change and not o.negative and side_words(OLD_SIDE, n.text) & o.topic:
+        return True  # the new text names what it left behind, and the old one held it
+    if n.additive:
+        return False
+    return any(test(n, o) for test in (_member_swap, _value_change, _polarity_flip,
+                                        _slot_change, _relocation, _resolution, _opposite))
+
+
+def _member_swap(n: Reading, o: Reading) -> bool:
+    """A lexicon slot now holds a member the old memory did not, and lost one it had."""
+    # only members a text does not deny: "doesn't like Java" introduces nothing, and
+    # "I use Helix now and I don't miss Emacs" introduces Helix
+    mine, theirs = _held(n), _held(o)
+    for category in sorted(mine.keys() & theirs.keys()):
+        if not (mine[category] - theirs[category]) or not (theirs[category] - mine[category]):
+            continue
+        if n.strong_change or n.weak_change:
+            if _compatible_use(n, o, category):
+                return True
+        elif not n.progression and _same_context(n, o, category):
+            return True
+    return False
+
+
+def _held(r: Reading) -> dict[str, set[str]]:
+    """Lexicon members per slot, leaving out those in a clause that denies them."""
+    if not r.negative:
+        return members_by_category(r)
+    grouped: dict[str, set[str]] = {}
+    for clause in re.split(r"[,;]|\b(?:and|but)\b", r.text):
+        if NEGATION.search(NOT_NEGATION.sub(" ", clause)):
+            continue
+        for word in token_tuple(clause):
+            for category in MEMBER_OF.get(word, ()):
+                grouped.setdefault(category, set()).add(word)
+    return grouped
+
+
+def _contexts(n: Reading, o: Reading, category: str) -> tuple[set[str], set[str]]:
+    """What each text says around the slot, without members, slot names and values."""
+    noise = ({m for _, m in n.members | o.members} | GENERIC
+             | {w for w, cats in SLOT_OF.items() if category in cats})
+    mine = (n.concepts - CUE_WORDS) - noise - {w for w in n.concepts if is_value(w)}
+    theirs = (o.concepts - CUE_WORDS) - noise - {w for w in o.concepts if is_value(w)}
+    return mine, theirs
+
+
+def _compatible_use(n: Reading, o: Reading, category: str) -> bool:
+    """After a change cue the new member may come bare ("migrated to MySQL"): it replaces
+    an old member used in the same place, or one whose use is barely described, but not
+    "the study tracker has a SQLite cache"."""
+    mine, theirs = (c - STANCE for c in _contexts(n, o, category))
+    if mine & theirs:
+        return True
+    # a clause joined by 'and'/'but'/'because' is a comment on the change ("... and I'm
+    # not going back", "... because the plugins are better"), not where the member is used
+    held = {m for c, m in n.members if c == category}
+    clauses = re.split(r"[;]|\b(?:and|but|because|since|so|as)\b", n.text)
+    using = [c for c in clauses if held & set(token_tuple(c))]
+    if using and len(using) < len(clauses):
+        mine = _contexts(read(" ".join(using)), o, category)[0] - STANCE
+    if mine and theirs:
+        return False
+    return len(mine | theirs) <= 2
+
+
+def _same_context(n: Reading, o: Reading, category: str) -> bool:
+    """Without a change cue, a swap counts only when both texts speak of the same use."""
+    mine, theirs = _contexts(n, o, category)
+    if CATEGORIES[category].exclusive:
+        # one editor at a time: same stance, or neither says anything else
+        return bool(mine & theirs) or not (mine - STANCE or theirs - STANCE)
+    mine, theirs = mine - STANCE, theirs - STANCE
+    return bool(mine & theirs) and jaccard(mine, theirs) >= 0.5
+
+
+def _value_change(n: Reading, o: Reading) -> bool:
+    """Same subject, different date or amount ("release on May 3" -> "release May 10")."""
+    if not n.values or not o.values or not (n.values - o.values):
+        return False
+    shared = (n.topic & o.topic) - GENERIC
+    if n.strong_change:
+        return bool(shared)
+    if n.progression or not (o.values - n.values):
+        return False
+    return bool(shared) and jaccard(n.topic, o.topic) >= 0.5
+
+
+def _polarity_flip(n: Reading, o: Reading) -> bool:
+    """"Drinks coffee" -> "doesn't drink coffee anymore"; "never X" -> "always X"."""
+    if n.negative == o.negative or n.progression:
+        return False
+    return bool((n.topic & o.topic) - GENERIC) and jaccard(n.topic, o.topic) >= 0.5
+
+
+def _slot_change(n: Reading, o: Reading) -> bool:
+    """A change cue over a shared subject, with something different on each side.
+
+    Words after 'to'/'with' are the new value: an old memory that already mentions them
+    agrees with the change ("moved to Berlin" does not supersede "works in Berlin"). When
+    the cue names what changed ("moved the cluster", "the cluster was moved"), that head
+    word must be in the old memory: "replaced the date picker in the frontend" leaves
+    "the frontend uses React" alone."""
+    if not n.strong_change or (n.values and not o.values):
+        return False  # a new time for something the old memory gave no time for
+    # only the clause holding the cue counts: "..., CI does it" is a reason, not a change
+    clause = read(" ".join(c for c in re.split(r"[,;:]|\b(?:and|but|because|since|so)\b",
+                                               n.text) if STRONG_CHANGE.search(c)))
+    shared = (clause.topic & o.topic) - GENERIC - side_words(NEW_SIDE, n.text)
+    if not shared or not (o.topic - clause.topic) or not (clause.topic - o.topic):
+        return False
+    heads = _changed_heads(n.text)
+    if heads:
+        return bool(heads & o.topic)
+    return len(shared) / len(o.topic - GENERIC) >= 0.5
+
+
+_CHANGE_VERB = (r"(?:switched|migrated|moved|replaced|changed|swapped|converted|rewrote|"
+                r"rewritten|upgraded|downgraded|pushed|postponed|delayed|rescheduled|"
+                r"cancell?ed|dropped|ditched|abandoned|increased|decreased|raised|lowered|"
+                r"reduced|extended)")
+_ACTIVE_OBJECT = re.compile(_CHANGE_VERB + r"\s+(?:(?:the|a|an|our|my|their|its|this|"
+                            r"that|all|some)\s+)*((?:[\w.+#-]+\s*)+)")
+_PASSIVE_SUBJECT = re.compile(r"([\w.+#-]+)\s+(?:was|were|is|are|got|has been|have been|"
+                              r"had been)\s+" + _CHANGE_VERB)
+_OBJECT_BREAK = SIDE_BREAK | frozenset(words(_LEXICON["object_break"]))
+
+
+def _changed_heads(text: str) -> frozenset[str]:
+    """The nouns a change cue acts on: the last word of its object, or its passive subject."""
+    heads = set()
+    for m in _ACTIVE_OBJECT.finditer(text):
+        phrase = []
+        for word in m[1].split():
+            if word in _OBJECT_BREAK:
+                break
+            phrase.append(word)
+        if phrase:
+            heads.add(canon(phrase[-1]))
+    heads.update(canon(m[1]) for m in _PASSIVE_SUBJECT.finditer(text))
+    return frozenset(heads - STOPWORDS - GENERIC)
+
+
+_RELOCATION = re.compile(r"\b(?:i|we|user|they|he|she)(?: have| has| just| recently| finally)*"
+                         r" (?:moved|relocated) to ([a-z][\w-]*)")
+
+
+def _relocation(n: Reading, o: Reading) -> bool:
+    """"I moved to Lisbon" replaces where the user lives, unless that already says Lisbon."""
+    m = _RELOCATION.search(n.text)
+    if not m or m[1] in STOPWORDS or canon(m[1]) in MEMBER_OF:
+        return False
+    return canon("live") in o.topic and canon(m[1]) not in o.topic
+
+
+_WAITING = re.compile(r"\b(blocked|waiting|awaiting|on hold|pending|stuck)\b")
+_RESOLVED = re.compile(r"\b(passed|approved|resolved|unblocked|done|finished|completed|"
+                       r"closed|merged|landed|arrived|heard back|got back|received|signed|"
+                       r"cleared|fixed|granted|accepted|rejected|denied|cancel+ed)\b")
+
+
+def _resolution(n: Reading, o: Reading) -> bool:
+    """"Blocked on the security review" ends when "the security review passed"."""
+    if not _WAITING.search(o.text) or _WAITING.search(n.text) or not _RESOLVED.search(n.text):
+        return False
+    return bool((n.topic & o.topic) - GENERIC)
+
+
+# Opposite ends of one scale: a preference for one replaces a preference for the other.
+_OPPOSITES = tuple((canon(a), canon(b)) for a, b in _LEXICON["opposites"])
+
+
+def _opposite(n: Reading, o: Reading) -> bool:
+    """"Prefers short answers" -> "likes long detailed answers": same subject, other end."""
+    if n.negative != o.negative or n.progression:
+        return False
+    flipped = any((a in n.topic and b in o.topic and b not in n.topic)
+                  or (b in n.topic and a in o.topic and a not in n.topic)
+                  for a, b in _OPPOSITES)
+    return flipped and bool((n.topic & o.topic) - GENERIC)
+
+
+def _restates(n: Reading, o: Reading) -> bool:
+    # a change can restate an older change ("moved to MySQL" / "migrated to MySQL")
+    if (n.strong_change and not o.strong_change) or n.progression or conflict(n, o):
+        return False
+    return jaccard(gist(n), gist(o)) >= 0.6
