@@ -14,7 +14,7 @@ from . import steps
 from .answers import today
 from .context import Context
 from .judges import JudgeUnavailable
-from .judges.rules.slots import related_words
+from .lexicon.slots import related_words
 from .policy import WriteStep
 from .text import words
 

@@ -39,7 +39,7 @@ from .hedging import confidence
 from .reading import similarity
 from .recall import select
 from .scenes import extract_cells, summarise_scene
-from .slots import related_words
+from ...lexicon.slots import related_words
 from .superseding import contradiction
 from .words import stem, tokens
 

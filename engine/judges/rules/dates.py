@@ -11,7 +11,7 @@ from datetime import date, timedelta
 from functools import lru_cache
 from typing import Callable, NamedTuple
 
-from .data import lexicon, words
+from ...lexicon import lexicon, words
 from .words import normalise
 
 _LEXICON = lexicon("dates")

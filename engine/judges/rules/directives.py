@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from .data import lexicon, words
-from .slots import MEMBER_OF
+from ...lexicon import lexicon, words
+from ...lexicon.slots import MEMBER_OF
 from .words import GENERIC, STOPWORDS, WORD_RE, canon
 
 _LEXICON = lexicon("directives")

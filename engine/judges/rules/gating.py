@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 from .cues import EVENT, WORK_NOUN, WORK_NOUNS, is_request, is_small_talk
-from .data import lexicon
+from ...lexicon import lexicon
 from .dates import DAY_RE, date_mentions
 from .directives import directive
 from .expiring import RECURRING

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import re
 
-from .data import lexicon, words
+from ...lexicon import lexicon, words
 from .reading import as_sentence, read
-from .slots import MEMBER_OF
+from ...lexicon.slots import MEMBER_OF
 from .words import GENERIC, WORD_RE, canon, normalise
 
 _LEXICON = lexicon("phrasing")

@@ -10,9 +10,9 @@ import re
 from functools import lru_cache
 from typing import NamedTuple
 
-from .data import lexicon, words
+from ...lexicon import lexicon, words
 from .dates import WEEKDAY_RE, date_mentions
-from .slots import MEMBER_OF
+from ...lexicon.slots import MEMBER_OF
 from .words import (CUE_WORDS, GENERIC, SLOT_OF, STANCE, STOPWORDS, WORD_RE, canon,
                     is_value, normalise, token_tuple)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 import math
 import re
 
-from .data import lexicon
+from ...lexicon import lexicon
 from .reading import FIRST_PERSON, Reading, read
-from .slots import MEMBER_OF
+from ...lexicon.slots import MEMBER_OF
 from .words import GENERIC, SLOT_OF, STANCE, STOPWORDS, canon, is_value, normalise, stems
 
 _LEXICON = lexicon("recall")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from .cues import EVENT, WORK_NOUN, is_request, is_small_talk
-from .data import lexicon, words
+from ...lexicon import lexicon, words
 from .dates import DAY_RE, FULL_MONTH_RE
 from .hedging import confidence
 from .reading import FIRST_PERSON, as_sentence, read, sentences, similarity

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import re
 
-from .data import lexicon, words
+from ...lexicon import lexicon, words
 from .reading import (NEGATION, NEW_SIDE, NOT_NEGATION, OLD_SIDE, SIDE_BREAK, STRONG_CHANGE,
                       Reading, conflict, gist, jaccard, members_by_category, read, side_words)
-from .slots import CATEGORIES, MEMBER_OF
+from ...lexicon.slots import CATEGORIES, MEMBER_OF
 from .words import CUE_WORDS, GENERIC, SLOT_OF, STANCE, STOPWORDS, canon, is_value, token_tuple
 
 _LEXICON = lexicon("superseding")

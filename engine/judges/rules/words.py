@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from .data import lexicon, words
-from .slots import ALIASES, CATEGORIES, MEMBER_OF
+from ...lexicon import lexicon, words
+from ...lexicon.slots import ALIASES, CATEGORIES, MEMBER_OF
 
 _LEXICON = lexicon("words")
 

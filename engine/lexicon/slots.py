@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .data import lexicon, words
+from . import lexicon, words
 
 __all__ = ["Slot", "CATEGORIES", "ALIASES", "MEMBER_OF", "related_words"]
 

@@ -1,5 +1,6 @@
-"""The rules judges' lexicons: word lists, synonym groups and slot families kept as YAML
-in `lexicon/`, beside the code that reads them.
+"""Lexicons: word lists, synonym groups and slot families kept as YAML data files in this
+package. The rules judges read most of them; the online write path reads only `slots`
+(a replacement names another member of the same slot: MySQL finds PostgreSQL).
 
 Each file is parsed once, on first use, and shared. Word lists are written as plain
 whitespace-separated text rather than YAML lists, so words like `no`, `on` and `off`
@@ -52,8 +53,8 @@ def parse(text: str, source: str) -> dict:
 
 @cache
 def lexicon(name: str) -> dict:
-    """The lexicon `lexicon/<name>.yaml` of this package, parsed once."""
-    path = files(__package__) / "lexicon" / f"{name}.yaml"
+    """The lexicon `<name>.yaml` of this package, parsed once."""
+    path = files(__package__) / f"{name}.yaml"
     return parse(path.read_text(encoding="utf-8"), f"{name}.yaml")
 
 
