@@ -16,7 +16,8 @@ from .errors import LetheError
 from .policy import Policy, load
 from .records import History, MemoryRecord
 from .text import valid_text
-from .write import Writer, store_memory
+from .policy import STATUSES
+from .write import Writer, Written, forget, store_memory
 
 DEFAULT_POLICY = "lifecycle"
 
@@ -58,10 +59,12 @@ class Memory:
         self.close()
 
     # -- writing
-    def remember(self, user: str, assistant: str) -> list[int]:
+    def remember(self, user: str, assistant: str) -> Written:
         """Judge a conversation turn and store what is worth keeping; returns the ids stored
-        or reinforced. The turn is saved first: if a model is unreachable it stays pending
-        (see `pending()`), `run_due()` retries it, and this returns []."""
+        or reinforced, as a list that also says what was `stored`, `reinforced` and
+        `superseded`. The turn is saved first: if a model is unreachable it stays pending
+        (see `pending()`), `run_due()` retries it, and this returns [] with `.pending`
+        saying why."""
         if not isinstance(user, str) or not isinstance(assistant, str):
             raise LetheError("remember() takes the user's and the assistant's text")
         valid_text(user, "the user's text")
@@ -85,6 +88,25 @@ class Memory:
             return self.writer.add(content, fields)
         with self.store.transaction():
             return store_memory(self.context, content, **fields)
+
+    def forget(self, memory_id: int, reason: str) -> MemoryRecord:
+        """Archive a memory, with a `forgotten` event that keeps `reason`; it leaves recall,
+        nothing is deleted. Raises LetheError when it is absent or not active."""
+        mem = self.get(memory_id)
+        if mem is None:
+            raise LetheError(f"no memory #{memory_id} in namespace '{self.namespace}'")
+        if not forget(self.context, memory_id, str(reason)):
+            raise LetheError(f"memory #{memory_id} is {mem.status}, not active: nothing to forget")
+        return self.get(memory_id)
+
+    def memories(self, status: str = "active", limit: int = 20) -> list[MemoryRecord]:
+        """Memories by status (active, archived, superseded, expired, compressed, or all),
+        newest first: what was forgotten can be listed too."""
+        if status != "all" and status not in STATUSES:
+            raise LetheError(f"unknown status {status!r}; use one of {', '.join(STATUSES)} or all")
+        rows = self.store.list_memories(self.namespace, None if status == "all" else (status,),
+                                        int(limit))
+        return [MemoryRecord.from_row(r) for r in rows]
 
     def pending(self) -> list[dict]:
         """Turns saved but not yet judged (a model was unreachable)."""

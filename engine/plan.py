@@ -61,6 +61,7 @@ class Plan:
     recall_reads_relevance: bool = False
     cluster_candidates: dict[str, Statement] = field(default_factory=dict)
     supersede: Statement | None = None
+    forget: Statement | None = None
     reinforce: Statement | None = None
     merge_values: dict[str, Statement] = field(default_factory=dict)
     merge_absorb_events: Statement | None = None
@@ -90,6 +91,7 @@ def compile_policy(policy: Policy, dialect: str | Dialect = "sqlite") -> Plan:
                                                        p.cluster.candidates or DEFAULT_CANDIDATES(), d)
                             for name, p in policy.passes.items() if p.cluster},
         supersede=supersede_statement(d),
+        forget=forget_statement(d),
         reinforce=reinforce_statement(policy, d),
         merge_values={name: merge_values_statement(p, d)
                       for name, p in policy.passes.items() if p.cluster},
@@ -281,7 +283,7 @@ def render_plan(plan: Plan) -> str:
     for st in [*plan.write_candidates.values(), *plan.cluster_candidates.values()]:
         blocks.append(_show(st))
     blocks.append("\n-- write, merge and explain")
-    for st in [plan.supersede, plan.reinforce, *plan.merge_values.values(),
+    for st in [plan.supersede, plan.forget, plan.reinforce, *plan.merge_values.values(),
                *([plan.merge_absorb_events, plan.merge_absorb] if plan.merge_values else []),
                *plan.explain_reasons.values(), *plan.explain_order_keys.values()]:
         blocks.append(_show(st))
@@ -299,6 +301,13 @@ def supersede_statement(d: Dialect) -> Statement:
                      f'"contradicted_by" = {d.placeholder}\nWHERE {d.unindexed("namespace")} = '
                      f'{d.placeholder} AND "id" {d.ids_in()} AND "status" = {d.placeholder}',
                      ["superseded", NEW_ID, NAMESPACE, IDS, "active"])
+
+
+def forget_statement(d: Dialect) -> Statement:
+    """Forgetting archives (never deletes): the memory leaves recall, its history stays."""
+    return Statement("forget", f'UPDATE memories SET "status" = {d.placeholder}\nWHERE '
+                     f'{d.unindexed("namespace")} = {d.placeholder} AND "id" {d.ids_in()} '
+                     f'AND "status" = {d.placeholder}', ["archived", NAMESPACE, IDS, "active"])
 
 
 def reinforce_statement(policy: Policy, d: Dialect) -> Statement:

@@ -37,6 +37,25 @@ class Judged:
     scene: str | None = None
 
 
+class Written(list):
+    """What one write did. It is the list of ids stored or reinforced (what `remember()`
+    has always returned), and says which were new (`stored`), which were confirmed
+    (`reinforced`), which older memories each new one superseded (`superseded`, pairs of
+    (old, new)), and, when a model was unreachable, why the turn is still `pending`."""
+
+    def __init__(self, ids=(), *, pending: str | None = None):
+        super().__init__(ids)
+        self.stored: list[int] = []
+        self.reinforced: list[int] = []
+        self.superseded: list[tuple[int, int]] = []
+        self.pending = pending
+
+    def as_dict(self) -> dict:
+        return {"ids": list(self), "stored": self.stored, "reinforced": self.reinforced,
+                "superseded": [{"id": old, "by": new} for old, new in self.superseded],
+                "pending": self.pending}
+
+
 # ---- storing one memory -----------------------------------------------------------------
 def store_memory(ctx: Context, content: str, *, summary=None, tags=None, importance=None,
                  confidence=None, expires_at=None, kind=None, scene=None, access_count=0,
@@ -54,6 +73,16 @@ def store_memory(ctx: Context, content: str, *, summary=None, tags=None, importa
     ctx.store.event(new_id, event, {"importance": row["importance"], "confidence": row["confidence"],
                                     "expires_at": expires_at, **(detail or {})})
     return new_id
+
+
+def forget(ctx: Context, memory_id: int, reason: str) -> bool:
+    """Archive an active memory with a `forgotten` event giving the reason; False when it
+    is not active (it keeps its status). Nothing is ever deleted."""
+    with ctx.store.transaction():
+        if not ctx.store.run(ctx.plan.forget, ctx.namespace, ids=[memory_id]):
+            return False
+        ctx.store.event(memory_id, "forgotten", {"reason": reason})
+    return True
 
 
 def refresh_rank(ctx: Context, ids: list[int]) -> None:
@@ -84,34 +113,34 @@ class Writer:
         self.ctx = ctx
 
     # -- entry points
-    def remember(self, user: str, assistant: str) -> list[int]:
+    def remember(self, user: str, assistant: str) -> Written:
         turn = self.ctx.store.add_turn(self.ctx.namespace, user, assistant)
         return self.process(turn)
 
-    def process(self, turn_id: int) -> list[int]:
+    def process(self, turn_id: int) -> Written:
         """Judge one inbox turn and apply it; on an outage, leave it pending."""
         row = self.ctx.store.turn(turn_id)
         try:
             items = self.judge_turn(row["user_text"], row["assistant_text"])
         except JudgeUnavailable as exc:
             self.ctx.store.turn_failed(turn_id, str(exc))
-            return []
+            return Written(pending=str(exc))
         return self.finish(turn_id, items)
 
-    def finish(self, turn_id: int, items: list[Judged]) -> list[int]:
+    def finish(self, turn_id: int, items: list[Judged]) -> Written:
         """Apply a judged turn and close its inbox row, in one transaction (which first
         checks the turn is still pending), then re-summarise the scenes it touched."""
         store = self.ctx.store
         with store.transaction():
             again = store.turn(turn_id)
             if again["status"] != "pending":  # another process judged it meanwhile
-                return json.loads(again["memory_ids"] or "[]")
-            ids = []
+                return Written(json.loads(again["memory_ids"] or "[]"))
+            out = Written()
             for judged in items:
-                ids += self.apply(judged, source={"turn": turn_id})
-            store.close_turn(turn_id, "done" if items else "dropped", ids)
+                out += self.apply(judged, source={"turn": turn_id}, out=out)
+            store.close_turn(turn_id, "done" if items else "dropped", list(out))
         self.summarise_scenes({j.scene for j in items if j.scene})
-        return ids
+        return out
 
     def retry_pending(self, limit: int = 100) -> int:
         """Judge pending turns, oldest first; stop at the first that stays pending (the
@@ -238,15 +267,18 @@ class Writer:
                 for i, r in enumerate(rows, 1)]
 
     # -- applying
-    def apply(self, judged: Judged, source: dict, extra: dict | None = None) -> list[int]:
-        """Store, supersede and reinforce, with their events, in the caller's transaction."""
-        store = self.ctx.store
+    def apply(self, judged: Judged, source: dict, extra: dict | None = None,
+              out: Written | None = None) -> list[int]:
+        """Store, supersede and reinforce, with their events, in the caller's transaction;
+        what was done is noted in `out`."""
+        store, out = self.ctx.store, Written() if out is None else out
         if judged.confirms and not judged.supersedes:
             kept = [mid for mid in judged.confirms if self.reinforce(mid, source)]
             for mid in kept:
                 for note in judged.notes:
                     store.event(mid, "judge_fallback", note)
             if kept:
+                out.reinforced += kept
                 return kept
             # every confirmed memory changed meanwhile: the turn is a memory of its own
         extra = extra or {}
@@ -256,13 +288,18 @@ class Writer:
                               scene=extra.get("scene") or judged.scene, detail=source)
         for note in judged.notes:
             store.event(new_id, "judge_fallback", note)
+        out.stored.append(new_id)
         for old in judged.supersedes:
-            self.supersede(old, new_id, judged.content)
+            if self.supersede(old, new_id, judged.content):
+                out.superseded.append((old, new_id))
         return [new_id]
 
-    def supersede(self, old: int, new_id: int, content: str) -> None:
-        if self.ctx.store.run(self.ctx.plan.supersede, self.ctx.namespace, ids=[old], new_id=new_id):
-            self.ctx.store.event(old, "superseded", f"superseded by #{new_id}: {content[:100]}")
+    def supersede(self, old: int, new_id: int, content: str) -> bool:
+        if not self.ctx.store.run(self.ctx.plan.supersede, self.ctx.namespace, ids=[old],
+                                  new_id=new_id):
+            return False  # no longer active: nothing to supersede
+        self.ctx.store.event(old, "superseded", f"superseded by #{new_id}: {content[:100]}")
+        return True
 
     def reinforce(self, mid: int, source: dict) -> bool:
         """Confidence + bump, one more access, now; False if the memory is no longer active."""

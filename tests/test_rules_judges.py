@@ -798,3 +798,14 @@ def test_similarity_is_zero_on_conflict_and_one_on_paraphrase():
 
 def test_read_dates_skips_start_dates():
     assert rules.read_dates("From March 3 to March 10", TODAY.date()) == [dt.date(2026, 3, 10)]
+
+
+@pytest.mark.parametrize("memory", [
+    "User moved from Berlin to Lisbon.", "We relocated from San Francisco to Austin in May.",
+    "The user is now based in Oslo.", "I'm moving back to Porto next month.",
+])
+def test_select_a_place_question_reads_every_way_of_saying_a_move(memory):
+    candidates = [(1, "User prefers tabs."), (2, memory), (3, "The standup moved to 10am."),
+                  (4, "We moved the database from PostgreSQL to MySQL.")]
+    picked = rules.select("where do I live?", candidates, 6)
+    assert picked and picked[0] == 2 and 4 not in picked

@@ -125,10 +125,6 @@ def test_remember_stores_the_move_with_the_shipped_templates(installed):
     assert "Lisbon" in installed["remember"].stdout
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the offline rules select judge returns nothing: 'where do I live?' shares no content "
-    "word with 'User moved from Berlin to Lisbon.', and its moved-to pattern reads only "
-    "'moved to X', not 'moved from Berlin to X'"))
 def test_recall_finds_lisbon(installed):
     assert "Lisbon" in installed["recall"].stdout
     assert "Lisbon" in installed["python"].stdout

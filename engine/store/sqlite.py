@@ -148,6 +148,16 @@ class SqliteStore:
         return self.db.execute("SELECT * FROM memories WHERE namespace = ? ORDER BY id",
                                (namespace,)).fetchall()
 
+    def list_memories(self, namespace: str, statuses: tuple[str, ...] | None,
+                      limit: int) -> list[sqlite3.Row]:
+        """Memories of a namespace with one of `statuses` (None: any), newest first."""
+        if statuses is None:
+            return self.db.execute("SELECT * FROM memories WHERE namespace = ? ORDER BY id DESC "
+                                   "LIMIT ?", (namespace, limit)).fetchall()
+        return self.db.execute("SELECT * FROM memories WHERE namespace = ? AND status IN "
+                               "(SELECT value FROM json_each(?)) ORDER BY id DESC LIMIT ?",
+                               (namespace, json.dumps(list(statuses)), limit)).fetchall()
+
     def changes(self, namespace: str) -> list[sqlite3.Row]:
         """Every memory no longer active, with what replaced or absorbed it and when."""
         return self.db.execute(

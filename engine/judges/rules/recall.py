@@ -70,8 +70,11 @@ _TIME_WORDS = stems(_LEXICON["time_words"])
 _DATED_WORDS = stems(_LEXICON["dated_words"])
 _SLOT_WORDS = {"place": _PLACE_WORDS, "time": _TIME_WORDS}
 _BOOSTS = frozenset({"time"})  # a date only helps a memory already on topic
-_MOVED_TO = re.compile(r"\b(?:moved|relocated|moving|relocating) (?:back )?to ([a-z][\w-]*)|"
-                       r"\b(?:i am|is|are|we are|am) (?:originally )?from [a-z]")
+# "moved to Lisbon", "moved from Berlin to Lisbon", "relocating back to Porto", "based in Oslo"
+_MOVED_TO = re.compile(r"\b(?:moved|relocated|moving|relocating)(?: back)?"
+                       r"(?: from [a-z][\w-]*(?: [a-z][\w-]*)?)? to ([a-z][\w-]*)|"
+                       r"\b(?:i am|is|are|we are|am) (?:originally )?from [a-z]|"
+                       r"\b(?:based|settled) in ([a-z][\w-]*)")
 
 
 def _asks_place(q: Reading) -> bool:
@@ -82,8 +85,9 @@ def _asks_place(q: Reading) -> bool:
 
 def _holds_place(r: Reading) -> bool:
     m = _MOVED_TO.search(r.text)
-    moved_to_place = bool(m) and (m[1] is None or (m[1] not in STOPWORDS
-                                                   and canon(m[1]) not in MEMBER_OF))
+    place = m and (m[1] or m[2])
+    moved_to_place = bool(m) and (place is None or (place not in STOPWORDS
+                                                    and canon(place) not in MEMBER_OF))
     return canon("live") in r.concepts or moved_to_place
 
 

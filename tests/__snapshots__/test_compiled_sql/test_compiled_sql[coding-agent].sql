@@ -98,6 +98,10 @@ LIMIT ?;
 UPDATE memories SET "status" = ?, "contradicted_by" = ?
 WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?)) AND "status" = ?;
 -- params: ['superseded', ':new_id', ':namespace', ':ids', 'active']
+-- forget
+UPDATE memories SET "status" = ?
+WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?)) AND "status" = ?;
+-- params: ['archived', ':namespace', ':ids', 'active']
 -- write: reinforce
 UPDATE memories
 SET "confidence" = min(?, ("confidence" + ?)),

@@ -98,6 +98,10 @@ LIMIT %s;
 UPDATE memories SET "status" = %s, "contradicted_by" = %s
 WHERE "namespace" = %s AND "id" IN (SELECT value::bigint FROM json_array_elements_text(%s::json)) AND "status" = %s;
 -- params: ['superseded', ':new_id', ':namespace', ':ids', 'active']
+-- forget
+UPDATE memories SET "status" = %s
+WHERE "namespace" = %s AND "id" IN (SELECT value::bigint FROM json_array_elements_text(%s::json)) AND "status" = %s;
+-- params: ['archived', ':namespace', ':ids', 'active']
 -- write: reinforce
 UPDATE memories
 SET "confidence" = least(%s, ("confidence" + %s)),

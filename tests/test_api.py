@@ -1,0 +1,55 @@
+"""The Python API's answers about what happened: what a remember did, forgetting, and
+listing memories by status."""
+from __future__ import annotations
+
+import pytest
+
+from engine import LetheError
+
+
+def test_remember_says_what_it_stored_and_superseded(memory):
+    mem = memory("lifecycle")
+    first = mem.remember("We run CI on Jenkins.", "Noted.")
+    assert first == first.stored and first.superseded == [] and first.pending is None
+    second = mem.remember("We moved CI from Jenkins to GitHub Actions.", "Got it.")
+    assert second.superseded == [(first[0], second[0])]
+    assert second.as_dict()["superseded"] == [{"id": first[0], "by": second[0]}]
+    assert second.stored == [second[0]] and second.reinforced == []
+
+
+def test_remember_says_why_a_turn_is_pending(memory, tmp_path):
+    policy = tmp_path / "down.yaml"
+    policy.write_text("name: down\nextends: lifecycle\nmodels:\n  cheap: {provider: openai, "
+                      "model: m, base_url: 'http://127.0.0.1:9/v1', timeout: 1, max_retries: 0}\n")
+    mem = memory(str(policy), offline=False)
+    out = mem.remember("We run CI on Jenkins.", "Noted.")
+    assert out == [] and out.pending and len(mem.pending()) == 1
+
+
+def test_forget_archives_with_the_reason_and_lists_it(memory):
+    mem = memory("lifecycle")
+    mid = mem.add("The office wifi password is hunter2", judged=False)
+    forgotten = mem.forget(mid, "the user asked")
+    assert forgotten.status == "archived"
+    assert [m.id for m in mem.memories("archived")] == [mid]
+    assert mid not in [m.id for m in mem.memories("active")]
+    assert [m.id for m in mem.memories("all")] == [mid]
+    last = mem.history(mid).events[-1]
+    assert last["event_type"] == "forgotten" and "the user asked" in last["detail"]
+    with pytest.raises(LetheError, match="archived, not active"):
+        mem.forget(mid, "twice")
+    with pytest.raises(LetheError, match="no memory #999 in namespace 'default'"):
+        mem.forget(999, "absent")
+
+
+def test_forget_reaches_only_its_own_namespace(memory):
+    alice, bob = memory("lifecycle", namespace="alice"), memory("lifecycle", namespace="bob")
+    mid = alice.add("Alice's note", judged=False)
+    with pytest.raises(LetheError, match="no memory"):
+        bob.forget(mid, "not mine")
+    assert alice.get(mid).status == "active"
+
+
+def test_memories_refuses_an_unknown_status(memory):
+    with pytest.raises(LetheError, match="unknown status 'gone'"):
+        memory("lifecycle").memories("gone")
