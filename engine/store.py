@@ -158,6 +158,16 @@ def m010_pass_progress_count(db):
         db.execute("ALTER TABLE pass_progress ADD COLUMN changed INTEGER NOT NULL DEFAULT 0")
 
 
+@migration
+def m011_model_call_marks(db):
+    """Which attempt a model call was (0: the first ask, 1: the first retry, ...), and
+    whether its token counts are estimates (the server sent no usable usage)."""
+    have = _columns(db, "model_calls")
+    for col in ("attempt", "tokens_estimated"):
+        if col not in have:
+            db.execute(f"ALTER TABLE model_calls ADD COLUMN {col} INTEGER NOT NULL DEFAULT 0")
+
+
 class Store:
     """A connection to one database file, upgraded to the current schema on open."""
 
@@ -228,12 +238,19 @@ class Store:
         return self.db.execute("SELECT * FROM memories WHERE id = ?", (memory_id,)).fetchone()
 
     def costs(self, namespace: str) -> list[dict]:
-        """Every logged model call summed per step and model: calls, tokens, latency, outcomes."""
+        """Every logged model call summed per step and model: calls, tokens, latency, and
+        outcomes: ok, repaired, retried (calls that were retries), refused (bad answers),
+        fell_back (the rules judge answered), failed (nothing answered), unavailable, and
+        estimated (calls whose token counts are estimates)."""
         return [dict(r) for r in self.db.execute(
             "SELECT step, model, count(*) AS calls, sum(prompt_tokens) AS prompt_tokens, "
             "sum(completion_tokens) AS completion_tokens, round(avg(latency_ms), 1) AS avg_latency_ms, "
-            "sum(outcome = 'ok') AS ok, sum(outcome != 'ok') AS failed FROM model_calls "
-            "WHERE namespace = ? GROUP BY step, model ORDER BY step, model", (namespace,))]
+            "sum(outcome = 'ok') AS ok, sum(outcome = 'repaired') AS repaired, "
+            "sum(attempt > 0) AS retried, sum(outcome = 'bad_answer') AS refused, "
+            "sum(outcome = 'fallback') AS fell_back, sum(outcome = 'failed') AS failed, "
+            "sum(outcome = 'unavailable') AS unavailable, sum(tokens_estimated) AS estimated "
+            "FROM model_calls WHERE namespace = ? GROUP BY step, model ORDER BY step, model",
+            (namespace,))]
 
     def events(self, memory_id: int) -> list[sqlite3.Row]:
         return self.db.execute("SELECT * FROM memory_events WHERE memory_id = ? ORDER BY id",
