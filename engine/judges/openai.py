@@ -159,7 +159,7 @@ class OpenAIProvider:
         threading.Thread(target=work, name=f"lethe-judge-{self.model}", daemon=True).start()
         if not done.wait(self.timeout):
             self._abandon(client)
-            raise JudgeUnavailable(f"{self._where()} did not answer within {self.timeout:g}s "
+            raise JudgeUnavailable(f"{self._where()} timed out after {self.timeout:g}s "
                                    f"(wall clock, max_retries={self.max_retries})")
         err = box.get("error")
         if err is None:
@@ -273,7 +273,7 @@ class OpenAIProvider:
 
         tries = f"max_retries={self.max_retries}"
         if isinstance(err, openai.APITimeoutError):
-            return f"{self._where()} timed out ({self.timeout:g}s, {tries})"
+            return f"{self._where()} timed out after {self.timeout:g}s (wall clock, {tries})"
         if isinstance(err, openai.APIConnectionError):
             return f"cannot reach {self._where()} ({_cause(err)}, {tries})"
         if isinstance(err, openai.RateLimitError):
