@@ -69,6 +69,12 @@ def _learn(key: tuple[str, str], **facts) -> None:
         _LEARNED.setdefault(key, {}).update(facts)
 
 
+def forget_refusals() -> None:
+    """Forget what servers refused, so the next call tries the configured settings again."""
+    with _LEARNED_LOCK:
+        _LEARNED.clear()
+
+
 def estimate_tokens(text: str) -> int:
     """About four characters a token: the estimate used when a server sends no usage."""
     return len(text) // 4 + 1
