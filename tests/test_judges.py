@@ -36,6 +36,8 @@ MARKS = {
     "merge": "These memories say the same thing. Write them as one memory",
     "select": "Pick the memories that help answer the query",
     "fused": "Judge this conversation turn in one go",
+    "extract": "Turn this exchange into",
+    "summarise": "Write the summary of the scene",
 }
 
 
