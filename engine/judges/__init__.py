@@ -80,8 +80,13 @@ class OpenAIJudge:
             headers=spec.headers, extra_body=spec.extra_body)
 
     def ask(self, step: str, prompt: str, variables: dict, retry=()) -> Answer:
-        c = self.client.complete(prompt, system=SYSTEM, schema=steps.schema(step), name=step,
-                                 retry=retry)
+        try:
+            c = self.client.complete(prompt, system=SYSTEM, schema=steps.schema(step), name=step,
+                                     retry=retry)
+        except (BadAnswer, JudgeUnavailable):
+            raise
+        except Exception as exc:  # noqa: BLE001 - whatever a server sent, it is no answer
+            raise BadAnswer(f"unreadable response ({type(exc).__name__}: {str(exc)[:80]})") from None
         return Answer(c.text, c.model, "openai", c.prompt_tokens, c.completion_tokens, c.latency_ms,
                       c.finish_reason, c.refusal, c.estimated, c.reasoning)
 
