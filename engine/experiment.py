@@ -180,12 +180,13 @@ def model_use(mem: Memory) -> dict:
 def _check_keys(p: Policy) -> None:
     """Without --offline, a policy's openai models need a key (or a local endpoint)."""
     for m in p.models.values():
-        if m.provider != "openai" or os.environ.get(m.api_key_env):
+        key_env = m.api_key_env or "OPENAI_API_KEY"
+        if m.provider != "openai" or os.environ.get(key_env):
             continue
         base = m.base_url or os.environ.get("OPENAI_BASE_URL")
         if not base or urlparse(base).hostname == "api.openai.com":
             raise LetheError(f"policy '{p.name}' asks model '{m.name}' ({m.model}) and "
-                             f"{m.api_key_env} is not set: set it, or pass --offline to use "
+                             f"{key_env} is not set: set it, or pass --offline to use "
                              "the rules judges")
 
 

@@ -16,10 +16,18 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from .errors import PolicyError
 
 
+# JSON leaves these raw, but they end a line for many readers (str.splitlines, JavaScript):
+# escaped, memory text cannot start a line of its own in a prompt
+_LINE_BREAKS = {"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
 def _tojson(value) -> str:
     if isinstance(value, jinja2.Undefined):
         value._fail_with_undefined_error()  # StrictUndefined: name the missing variable
-    return json.dumps(value, ensure_ascii=False, default=str)
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    for raw, escaped in _LINE_BREAKS.items():
+        text = text.replace(raw, escaped)
+    return text
 
 
 @lru_cache(maxsize=32)

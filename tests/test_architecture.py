@@ -13,7 +13,7 @@ ENGINE = pathlib.Path(__file__).resolve().parent.parent / "engine"
 # bottom to top: a unit may import its own layer's units (without cycles) and lower ones
 LAYERS = [
     {"errors", "clock", "text", "lexicon", "resources", "shipped"},
-    {"expr", "yamldoc", "prompts", "answers", "steps", "records"},
+    {"expr", "yamldoc", "prompts", "decoding", "answers", "steps", "records"},
     {"policy", "dialect"},
     {"plan"},
     {"store"},

@@ -14,8 +14,8 @@ from .. import expr as X
 from .. import prompts, resources, yamldoc
 from ..clock import parse_duration
 from ..errors import FormulaError, PolicyError
-from .types import (DEFAULT_RANK, PROVIDERS, SETTABLE, STATUSES, STEP_KINDS, Candidates,
-                    Judgment, Model, Pass, Policy, Recall, Rule, WriteStep)
+from .types import (DEFAULT_RANK, MODEL_KEYS, PROVIDERS, RESPONSE_FORMATS, SETTABLE, STATUSES,
+                    STEP_KINDS, Candidates, Judgment, Model, Pass, Policy, Recall, Rule, WriteStep)
 
 TOP_KEYS = {"name", "extends", "description", "db", "prompts", "models", "params", "scores",
             "write", "passes", "recall"}
@@ -137,26 +137,47 @@ class Builder:
     def models(self) -> dict:
         out = {"rules": Model("rules", "rules")}
         models = self.mapping(self.d.get("models"), ("models",))
-        allowed = {"provider", "model", "temperature", "base_url", "api_key_env", "timeout",
-                   "max_retries", "file"}
         for name, spec in models.items():
             p = ("models", name)
-            self.keys(spec, p, allowed, required=("provider",))
+            self.keys(spec, p, MODEL_KEYS, required=("provider",))
             prov = spec["provider"]
             if prov not in PROVIDERS:
                 self.fail(p + ("provider",), f"unknown provider '{prov}'; known: {', '.join(PROVIDERS)}")
             if prov == "openai" and not isinstance(spec.get("model"), str):
                 self.fail(p, "an openai model needs 'model: <name>'")
-            for k in ("temperature", "timeout"):
-                if k in spec:
-                    self.typed(spec[k], p + (k,), (int, float), "a number")
-            if "max_retries" in spec:
-                self.typed(spec["max_retries"], p + ("max_retries",), (int,), "a whole number")
-            for k in ("model", "base_url", "api_key_env", "file"):
-                if k in spec:
-                    self.typed(spec[k], p + (k,), (str,), "text")
+            self.model_settings(spec, p)
             out[name] = Model(name=name, **spec)
         return out
+
+    def model_settings(self, spec: dict, p: tuple) -> None:
+        """Types and ranges of a model entry's settings (engine/judges/openai.py reads them)."""
+        if spec.get("temperature") is not None:
+            self.typed(spec["temperature"], p + ("temperature",), (int, float), "a number or null")
+        if "timeout" in spec:
+            t = self.typed(spec["timeout"], p + ("timeout",), (int, float), "a number of seconds")
+            if not 0 < t < 86400:
+                self.fail(p + ("timeout",), f"must be more than 0 and less than a day, got {t!r}")
+        for k, hi in (("max_retries", 10), ("retries", 5), ("max_completion_tokens", 10 ** 7),
+                      ("max_tokens", 10 ** 7), ("seed", 2 ** 63 - 1)):
+            if spec.get(k) is not None:
+                v = self.typed(spec[k], p + (k,), (int,), "a whole number")
+                if not 0 <= v <= hi:
+                    self.fail(p + (k,), f"must be a whole number from 0 to {hi}, got {v!r}")
+        if spec.get("max_completion_tokens") is not None and spec.get("max_tokens") is not None:
+            self.fail(p, "give max_completion_tokens or max_tokens, not both")
+        for k in ("model", "base_url", "api_key_env", "file", "reasoning_effort"):
+            if spec.get(k) is not None:
+                self.typed(spec[k], p + (k,), (str,), "text")
+        if spec.get("response_format", "json_schema") not in RESPONSE_FORMATS:
+            self.fail(p + ("response_format",), f"must be one of {', '.join(RESPONSE_FORMATS)}, "
+                      f"got {spec['response_format']!r}")
+        if spec.get("headers") is not None:
+            headers = self.mapping(spec["headers"], p + ("headers",))
+            for k, v in headers.items():
+                if not isinstance(k, str) or not isinstance(v, str):
+                    self.fail(p + ("headers", k), "headers are names and values, both text")
+        if spec.get("extra_body") is not None:
+            self.mapping(spec["extra_body"], p + ("extra_body",))
 
     def judgment(self, spec, path, extra=()) -> Judgment:
         allowed = {"model", "prompt", "candidates", "fallback", *extra}
