@@ -42,7 +42,7 @@ class ChatModel:
     """The answering model: plain text (no JSON mode) from an OpenAI-compatible endpoint."""
 
     def __init__(self, model: str = DEFAULT_MODEL, base_url: str | None = None,
-                 api_key_env: str = "OPENAI_API_KEY", temperature: float = 0.3,
+                 api_key_env: str | None = None, temperature: float = 0.3,
                  timeout: float = 60.0, max_retries: int = 1):
         self.model = model
         self.provider = OpenAIProvider(model, temperature=temperature, base_url=base_url,
@@ -70,7 +70,9 @@ def chat_model_for(model: str = DEFAULT_MODEL, base_url: str | None = None, offl
         return None, "offline: no chat model (give --base-url to answer from a local server)"
     if not (base_url or os.environ.get("OPENAI_BASE_URL") or os.environ.get(api_key_env)):
         return None, f"no {api_key_env} and no --base-url: no chat model"
-    return ChatModel(model, base_url, api_key_env), None
+    # the key goes where keys are scoped to go (engine/judges/endpoint.py): $OPENAI_API_KEY
+    # only to the default endpoint or $OPENAI_BASE_URL, never to a --base-url of its own
+    return ChatModel(model, base_url, None if api_key_env == "OPENAI_API_KEY" else api_key_env), None
 
 
 class ChatSession:

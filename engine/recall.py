@@ -77,7 +77,8 @@ def choose(ctx: Context, query: str, top_n: int | None = None,
 
 def _select(ctx: Context, rec, query: str, candidates: list, top_n: int) -> list[int]:
     shown = [{"n": i, "id": c.id, "summary": c.summary or c.content[:120], "content": c.content,
-              "confidence": c.confidence, "decay_score": c.decay_score}
+              "confidence": c.confidence, "decay_score": c.decay_score,
+              "created_at": c.created_at}
              for i, c in enumerate(candidates, 1)]
     now = ctx.clock()
     variables = {"query": query, "candidates": shown, "top_n": top_n, "now": now, "today": today(now)}

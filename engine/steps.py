@@ -24,6 +24,9 @@ class StepKind:
     shows_candidates: bool = False      # the prompt lists other memories under local numbers
     fallback: str = "rules"             # default when the answer is unusable: rules, skip, keep
     after_store: bool = False           # runs once the turn's memories are stored (summarise)
+    # reads only what the gate (or extract) decided, not another such step's answer: the
+    # write pipeline asks all of a run of these at once (two round trips, not four)
+    alongside: bool = False
 
 
 # ---- answer schemas ------------------------------------------------------------------------
@@ -64,10 +67,10 @@ SCHEMAS = {
 
 KINDS: dict[str, StepKind] = {k.name: k for k in (
     StepKind("gate", "write", answers.gate, SCHEMAS["gate"]),
-    StepKind("confidence", "write", answers.confidence, SCHEMAS["confidence"]),
+    StepKind("confidence", "write", answers.confidence, SCHEMAS["confidence"], alongside=True),
     StepKind("contradiction", "write", answers.contradiction, SCHEMAS["contradiction"],
-             shows_candidates=True),
-    StepKind("expiry", "write", answers.expiry, SCHEMAS["expiry"]),
+             shows_candidates=True, alongside=True),
+    StepKind("expiry", "write", answers.expiry, SCHEMAS["expiry"], alongside=True),
     StepKind("fused", "write", answers.fused, SCHEMAS["fused"], shows_candidates=True),
     StepKind("extract", "write", answers.extract, SCHEMAS["extract"]),
     StepKind("summarise", "write", answers.summarise, SCHEMAS["summarise"], after_store=True),

@@ -8,6 +8,7 @@ turn pending for `run_due()` to retry; nothing is lost.
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from . import steps
@@ -33,6 +34,7 @@ class Judged:
     supersedes: list[int] = field(default_factory=list)
     confirms: list[int] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    reasons: dict[int, str] = field(default_factory=dict)   # superseded id -> the model's reason
     kind: str | None = None
     scene: str | None = None
 
@@ -120,10 +122,11 @@ class Writer:
     def process(self, turn_id: int) -> Written:
         """Judge one inbox turn and apply it; on an outage, leave it pending."""
         row = self.ctx.store.turn(turn_id)
+        paid = json.loads(row["judged"] or "{}")  # what an earlier attempt was told
         try:
-            items = self.judge_turn(row["user_text"], row["assistant_text"])
+            items = self.judge_turn(row["user_text"], row["assistant_text"], paid)
         except JudgeUnavailable as exc:
-            self.ctx.store.turn_failed(turn_id, str(exc))
+            self.ctx.store.turn_failed(turn_id, str(exc), json.dumps(paid, ensure_ascii=False))
             return Written(pending=str(exc))
         return self.finish(turn_id, items)
 
@@ -176,27 +179,54 @@ class Writer:
         return ids[0]
 
     # -- judging
-    def judge_turn(self, user: str, assistant: str) -> list[Judged]:
+    def judge_turn(self, user: str, assistant: str, paid: dict | None = None) -> list[Judged]:
         """The memories a turn yields: one, none (the gate said no), or several cells
-        (an extract step); steps after `extract` judge each cell."""
+        (an extract step); steps after `extract` judge each cell. A run of steps that read
+        only the gate's answer (confidence, contradiction, expiry) is asked at once.
+        `paid` holds answers already received, by step and item; new ones are added."""
+        paid = {} if paid is None else paid
         items = [Judged(content=user.strip())]
         turn = {"user": user, "assistant": assistant}
-        for step in self.ctx.policy.write:
-            if steps.kind(step.step).after_store:
-                continue  # runs after the cells are stored
-            if step.step == "extract":
-                items = self.extract(step, turn)
+        for group in _groups(self.ctx.policy.write):
+            first = group[0]
+            if first[1].step == "extract":
+                items = self.extract(first[1], turn, paid, f"{first[0]}")
                 continue
-            for judged in items:
+            for i, judged in enumerate(items):
                 if judged.save:
-                    self.run_step(step, judged, turn)
+                    self.run_steps(group, judged, turn, paid, i)
         return [j for j in items if j.save and j.content.strip()]
 
-    def extract(self, step: WriteStep, turn: dict) -> list[Judged]:
+    def run_steps(self, group: list, judged: Judged, turn: dict, paid: dict, item: int) -> None:
+        """Ask a group of steps about one memory, at once when they can be; fold the answers
+        in in the policy's order. Every answer received is kept in `paid`, even when another
+        step of the group found its model unreachable (that error is raised after)."""
+        keyed = [(f"{n}:{item}", step) for n, step in group]
+        if len(keyed) == 1 or not self.ctx.judges.remote(*(s.judgment.model for _, s in keyed)):
+            for key, step in keyed:
+                self.run_step(step, judged, turn, paid=paid, key=key)
+            return
+        asked = [(key, step, self.prepare(step, judged, turn)) for key, step in keyed]
+        with ThreadPoolExecutor(max_workers=len(asked)) as pool:
+            answers = [pool.submit(self.answer, step, prepared, paid, key)
+                       for key, step, prepared in asked]
+            errors = [f.exception() for f in answers]
+        for (key, step, prepared), f, error in zip(asked, answers, errors):
+            if error is None:
+                self.fold(step, judged, f.result(), prepared[1])
+        unreachable = next((e for e in errors if e is not None), None)
+        if unreachable is not None:
+            raise unreachable
+
+    def extract(self, step: WriteStep, turn: dict, paid: dict | None = None,
+                key: str = "extract") -> list[Judged]:
         """Seed C: the exchange as cells {scene, kind, salience, content}; salience 0-1 is
         stored as importance 0-10 (times the policy's `salience_scale`, default 10)."""
+        paid = {} if paid is None else paid
         variables = {**self.variables(Judged(), turn), "cells": []}
-        cells, note = self.ctx.judges.ask("extract", step.judgment, variables)
+        if key not in paid:
+            paid[key] = list(self.ctx.judges.ask("extract", step.judgment, variables)) + [{}]
+        cells, note, _ = paid[key]
         if cells is None:
             self.log_event(None, "extract_failed", note or "no usable cells")
             return []
@@ -235,21 +265,48 @@ class Writer:
                 "candidates": candidates or []}
 
     def run_step(self, step: WriteStep, judged: Judged, turn: dict, outage_fallback=False,
-                 given=frozenset()) -> None:
-        kind, j = step.step, step.judgment
-        shown = self.candidates(step, judged, turn) if steps.kind(kind).shows_candidates else []
+                 given=frozenset(), paid: dict | None = None, key: str | None = None) -> None:
+        prepared = self.prepare(step, judged, turn)
+        if paid is None or key is None:
+            paid, key = {}, step.step
+        self.fold(step, judged, self.answer(step, prepared, paid, key, outage_fallback),
+                  prepared[1], given)
+
+    def prepare(self, step: WriteStep, judged: Judged, turn: dict) -> tuple[dict, dict]:
+        """A step's template variables, and its local candidate numbers -> memory ids."""
+        shown = self.candidates(step, judged, turn) if steps.kind(step.step).shows_candidates else []
         variables = self.variables(judged, turn, shown)
-        try:
-            value, note = self.ctx.judges.ask(kind, j, variables)
-        except JudgeUnavailable:
-            if not outage_fallback:
-                raise
-            value, note = self.ctx.judges.fallback(kind, j, variables, "model unreachable"), \
-                f"{kind}: model unreachable, rules answered"
+        variables["max_supersedes"] = int(self.ctx.policy.params.get("max_supersedes", 3))
+        return variables, {c["n"]: c["id"] for c in shown}
+
+    def answer(self, step: WriteStep, prepared: tuple[dict, dict], paid: dict, key: str,
+               outage_fallback: bool = False) -> list:
+        """[value, note, local numbers] for a step, from `paid` or asked now (and kept)."""
+        if key in paid:
+            return paid[key]
+        kind, variables, local = step.step, prepared[0], prepared[1]
+        if kind == "contradiction" and not local:
+            value, note = {"supersedes": [], "confirms": [], "reasons": {}}, None  # nothing to compare
+        else:
+            try:
+                value, note = self.ctx.judges.ask(kind, step.judgment, variables)
+            except JudgeUnavailable:
+                if not outage_fallback:
+                    raise
+                value, note = self.ctx.judges.fallback(kind, step.judgment, variables,
+                                                       "model unreachable"), \
+                    f"{kind}: model unreachable, rules answered"
+        paid[key] = [value, note, {str(n): mid for n, mid in local.items()}]
+        return paid[key]
+
+    def fold(self, step: WriteStep, judged: Judged, answered: list, local: dict,
+             given=frozenset()) -> None:
+        value, note, kept = answered
         if note:
             judged.notes.append(note)
         if value is not None:
-            take(kind, value, judged, {c["n"]: c["id"] for c in shown}, given)
+            # the numbers the model was shown when it answered (kept with a paid answer)
+            take(step.step, value, judged, {int(n): mid for n, mid in kept.items()} or local, given)
 
     def candidates(self, step: WriteStep, judged: Judged, turn: dict) -> list[dict]:
         """The policy's candidate query narrowed to the K most relevant to the new memory,
@@ -290,15 +347,16 @@ class Writer:
             store.event(new_id, "judge_fallback", note)
         out.stored.append(new_id)
         for old in judged.supersedes:
-            if self.supersede(old, new_id, judged.content):
+            if self.supersede(old, new_id, judged.content, judged.reasons.get(old)):
                 out.superseded.append((old, new_id))
         return [new_id]
 
-    def supersede(self, old: int, new_id: int, content: str) -> bool:
+    def supersede(self, old: int, new_id: int, content: str, reason: str | None = None) -> bool:
         if not self.ctx.store.run(self.ctx.plan.supersede, self.ctx.namespace, ids=[old],
                                   new_id=new_id):
             return False  # no longer active: nothing to supersede
-        self.ctx.store.event(old, "superseded", f"superseded by #{new_id}: {content[:100]}")
+        why = f" (why: {reason})" if reason else ""
+        self.ctx.store.event(old, "superseded", f"superseded by #{new_id}: {content[:100]}{why}")
         return True
 
     def reinforce(self, mid: int, source: dict) -> bool:
@@ -308,6 +366,21 @@ class Writer:
         bump = float(self.ctx.policy.params.get("reinforce_bump", 0.1))
         self.ctx.store.event(mid, "reinforced", {"bump": bump, **source})
         return True
+
+
+def _groups(write: list[WriteStep]) -> list[list[tuple[int, WriteStep]]]:
+    """The write steps judged before storing, in order, with each run of steps that read
+    only the gate's answer (`alongside` in engine/steps.py) as one group."""
+    groups: list[list[tuple[int, WriteStep]]] = []
+    for n, step in enumerate(write):
+        kind = steps.kind(step.step)
+        if kind.after_store:
+            continue  # runs after the cells are stored
+        if kind.alongside and groups and steps.kind(groups[-1][-1][1].step).alongside:
+            groups[-1].append((n, step))
+        else:
+            groups.append([(n, step)])
+    return groups
 
 
 def take(kind: str, value, judged: Judged, local: dict[int, int], given=frozenset()) -> None:
@@ -326,6 +399,8 @@ def take(kind: str, value, judged: Judged, local: dict[int, int], given=frozense
         found["supersedes"] = [local[n] for n in dict.fromkeys(found["supersedes"]) if n in local]
         found["confirms"] = [local[n] for n in dict.fromkeys(found["confirms"])
                              if n in local and local[n] not in found["supersedes"]]
+        judged.reasons.update({local[int(n)]: r for n, r in (found.get("reasons") or {}).items()
+                               if int(n) in local})
     for name in ("content", "summary", "tags", "importance", "confidence", "expires_at",
                  "supersedes", "confirms"):
         if name in found and name not in given:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
 import sqlite3
 from urllib.parse import urlparse
 
@@ -128,7 +129,8 @@ def test_http_500_is_retried_by_the_client_within_max_retries(fake_openai, lethe
     mem = lethe(served(fake_openai, judge).base_url, max_retries=1)
     fake_openai.script(Reply(status=500))
     [mid] = mem.remember(*TURN)
-    assert len(fake_openai.requests) == 5              # the gate was sent twice
+    # the gate was sent twice; confidence and expiry once; no contradiction (nothing stored)
+    assert len(fake_openai.requests) == 4
     assert outcomes(mem, "gate") == ["ok"]
     assert memories(mem)[mid]["content"] == TURN[0]
 
@@ -148,7 +150,7 @@ def test_http_429_once_is_absorbed_by_a_client_retry(fake_openai, lethe):
     mem = lethe(served(fake_openai, Judge()).base_url, max_retries=1)
     fake_openai.script(Reply(status=429))
     assert len(mem.remember(*TURN)) == 1
-    assert len(fake_openai.requests) == 5 and mem.pending() == []
+    assert len(fake_openai.requests) == 4 and mem.pending() == []
 
 
 def test_timeout_leaves_the_turn_pending(fake_openai, lethe):
@@ -161,9 +163,14 @@ def test_timeout_leaves_the_turn_pending(fake_openai, lethe):
 
     assert memories(mem) == before
     assert_pending_turn(mem, 1, "timed out after 0.3s (wall clock")
-    assert outcomes(mem) == [("gate", "ok"), ("confidence", "ok"), ("contradiction", "unavailable")]
+    assert sorted(outcomes(mem)) == [("confidence", "ok"), ("contradiction", "unavailable"),
+                                     ("expiry", "ok"), ("gate", "ok")]
+    asked = len(fake_openai.requests)
     mem.run_due()
     assert mem.pending() == []
+    # what the first attempt paid for is kept: the retry asks only the contradiction again
+    assert [r["response_format"]["json_schema"]["name"] for r in fake_openai.requests[asked:]] \
+        == ["contradiction"]
     assert len(memories(mem)) == 2 and memories(mem)[old]["status"] == "active"
 
 
@@ -244,13 +251,14 @@ def test_add_skips_the_gate_and_keeps_the_callers_values(fake_openai, lethe):
     mem = lethe(served(fake_openai, judge).base_url)
     mid = mem.add("User prefers tabs", summary="tabs", tags=["style"], importance=7, confidence=0.9,
                   kind="preference")
-    assert judge.asked == ["contradiction", "expiry"]           # no gate, no confidence
+    assert judge.asked == ["expiry"]       # no gate, no confidence, nothing to contradict
     row = memories(mem)[mid]
     assert (row["summary"], json.loads(row["tags"]), row["importance"], row["confidence"], row["kind"]) == \
         ("tabs", ["style"], 7.0, 0.9, "preference")
     assert row["expires_at"] == "2026-03-01T23:59:59"
     mid2 = mem.add("User prefers dark mode", expires_at="2026-05-01")
-    assert judge.asked[2:] == ["confidence", "contradiction"]   # expiry given: not asked
+    # expiry given: not asked; "prefers" is shared with the first memory: compared
+    assert sorted(judge.asked[1:]) == ["confidence", "contradiction"]
     assert memories(mem)[mid2]["confidence"] == 0.3
     assert memories(mem)[mid2]["expires_at"] == "2026-05-01T23:59:59"  # a bare date: its whole day
 
@@ -449,9 +457,12 @@ def test_record_then_replay_reproduces_the_memories_without_a_server(tmp_path):
             _cli("remember", user, assistant, "--db", db1, "--policy", policy, "--record", rec, *now)
         _cli("recall", "which database?", "--db", db1, "--policy", policy, "--record", rec, *now)
         n_requests = len(fake.requests)
-    assert n_requests == 4 * 3 + 1
+    # the first and the third turn share no distinctive word with what is stored: nothing
+    # to contradict, so no contradiction call
+    assert n_requests == 3 + 4 + 3 + 1
     lines = [json.loads(line) for line in rec.read_text().splitlines()]
-    assert [r["step"] for r in lines] == ["gate", "confidence", "contradiction", "expiry"] * 3 + ["select"]
+    assert sorted(r["step"] for r in lines) == sorted(
+        ["gate", "confidence", "expiry"] * 3 + ["contradiction", "select"])
     assert all(set(r) == {"step", "prompt_sha", "answer"} for r in lines)
 
     # the server is stopped: the policy's base_url refuses connections now
@@ -484,7 +495,7 @@ def test_costs_sums_model_calls_per_step_and_model(fake_openai, lethe, db_path, 
     judge = Judge(confidence=["sure!", {"confidence": 0.5}])
     mem = lethe(served(fake_openai, judge).base_url)
     mem.remember(*TURN)
-    mem.remember("We also cache with Redis.", "ok")
+    mem.remember("We also cache the main database with Redis.", "ok")  # shares words: compared
     policy = policy_file(tmp_path, fake_openai.base_url)
     data = json.loads(_cli("costs", "--db", db_path, "--policy", policy, "--json").output)
     by_step = {r["step"]: r for r in data}
@@ -527,3 +538,27 @@ def test_candidates_bring_in_the_other_members_of_a_slot_and_skip_common_words(t
     assert [r["id"] for r in rows] == [old]
     assert distinctive_query(mem.context, "the project notes") == '"project" AND "notes"'
     mem.close()
+
+
+def test_confidence_contradiction_and_expiry_are_asked_at_once(fake_openai, lethe):
+    """After the gate, the three steps that read only its answer are in flight together:
+    each answer waits at a barrier the other two must reach, which sequential calls never
+    would (the barrier would time out and the turn stay pending)."""
+    barrier = threading.Barrier(3, timeout=5)
+
+    def together(answer):
+        def wait(prompt):
+            barrier.wait()
+            return answer
+        return wait
+
+    judge = Judge(confidence=together({"confidence": 0.8}),
+                  contradiction=together({"supersedes": [], "confirms": []}),
+                  expiry=together({"expires_at": None}))
+    mem = lethe(served(fake_openai, judge).base_url, timeout=10)
+    seed(mem, "User uses PostgreSQL for the main database")  # something to compare with
+    ids = mem.remember(*TURN)
+    assert ids and mem.pending() == [] and not barrier.broken
+    assert judge.asked[0] == "gate"
+    assert sorted(judge.asked[1:]) == ["confidence", "contradiction", "expiry"]
+    assert memories(mem)[ids[0]]["confidence"] == 0.8

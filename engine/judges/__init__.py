@@ -168,12 +168,20 @@ class Judges:
         self.offline, self.record, self.replay = offline, record, replay
         self.scripted = scripted  # an object with .take(step) -> answer | None (scenarios)
         self._providers: dict[str, object] = {}
+        self._lock = threading.Lock()
         self.rules = RulesProvider()
 
     def provider(self, model_name: str):
-        if model_name not in self._providers:
-            self._providers[model_name] = self._make(self.policy.models[model_name])
-        return self._providers[model_name]
+        with self._lock:  # steps asked at once share one provider per model
+            if model_name not in self._providers:
+                self._providers[model_name] = self._make(self.policy.models[model_name])
+            return self._providers[model_name]
+
+    def remote(self, *model_names: str) -> bool:
+        """Whether any of these models is asked over the network (then asking several steps
+        at once saves round trips; the rules and replayed answers come at no wait)."""
+        return not (self.offline or self.replay) and any(
+            self.policy.models[m].provider == "openai" for m in model_names)
 
     def _make(self, spec: Model):
         if self.replay:
@@ -220,6 +228,8 @@ class Judges:
             self.log(step, judgment.model, None, "bad_answer", str(exc), start, attempt)
             return False, None, None, str(exc)
         found = steps.check_for(step, variables)
+        if a.provider == "rules":
+            found.max_supersedes = None  # the cap guards against a model's sweep, not the rules'
         try:
             value = check(step, a, found)
         except BadAnswer as exc:
@@ -237,8 +247,9 @@ class Judges:
                      f"{problem} (fallback: {judgment.fallback})", start)
             return None  # skip / keep: the caller leaves things as they are
         try:
-            value = steps.parse(step, self.rules.ask(step, "", variables).value,
-                                steps.check_for(step, variables))
+            found = steps.check_for(step, variables)
+            found.max_supersedes = None  # the cap guards against a model's sweep, not the rules'
+            value = steps.parse(step, self.rules.ask(step, "", variables).value, found)
         except Exception as exc:  # noqa: BLE001 - the rules judge must not wedge the queue
             self.log(step, "rules", None, "failed", f"{problem}; the rules judge failed too: "
                      f"{type(exc).__name__}: {str(exc)[:200]}", start)
@@ -248,9 +259,11 @@ class Judges:
 
     def log(self, step, model, a: Answer | None, outcome, detail, start, attempt: int = 0) -> None:
         latency = a.latency_ms if a and a.latency_ms else (time.perf_counter() - start) * 1000
-        self.store.log_call(self.namespace, step, a.model if a else model,
-                            a.provider if a else None, a.prompt_tokens if a else 0,
-                            a.completion_tokens if a else 0, round(latency, 3), outcome, detail,
-                            attempt=attempt, estimated=bool(a and a.estimated))
+        with self._lock:  # one connection, steps asked at once
+            self.store.log_call(self.namespace, step, a.model if a else model,
+                                a.provider if a else None, a.prompt_tokens if a else 0,
+                                a.completion_tokens if a else 0, round(latency, 3), outcome,
+                                detail, attempt=attempt, estimated=bool(a and a.estimated))
+
 
 __all__ = ["Judges", "JudgeUnavailable", "BadAnswer", "Answer", "prompt_hash"]

@@ -174,3 +174,11 @@ def m012_model_call_marks(db):
     for col in ("attempt", "tokens_estimated"):
         if col not in have:
             db.execute(f"ALTER TABLE model_calls ADD COLUMN {col} INTEGER NOT NULL DEFAULT 0")
+
+
+@migration
+def m013_inbox_judged(db):
+    """Judgments a pending turn already paid for (the gate's answer, say), so a retry after
+    an outage asks only for what is still missing."""
+    if "judged" not in _columns(db, "inbox"):
+        db.execute("ALTER TABLE inbox ADD COLUMN judged TEXT")

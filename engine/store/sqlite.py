@@ -209,9 +209,12 @@ class SqliteStore:
     def turn(self, turn_id: int) -> sqlite3.Row | None:
         return self.db.execute("SELECT * FROM inbox WHERE id = ?", (turn_id,)).fetchone()
 
-    def turn_failed(self, turn_id: int, error: str) -> None:
-        self.db.execute("UPDATE inbox SET attempts = attempts + 1, last_error = ?, updated_at = ? "
-                        "WHERE id = ?", (error[:500], self.now(), turn_id))
+    def turn_failed(self, turn_id: int, error: str, judged: str | None = None) -> None:
+        """A turn that stays pending: one more attempt, why, and the judgments already paid
+        for (JSON), which the next attempt reuses."""
+        self.db.execute("UPDATE inbox SET attempts = attempts + 1, last_error = ?, updated_at = ?, "
+                        "judged = coalesce(?, judged) WHERE id = ?",
+                        (error[:500], self.now(), judged, turn_id))
 
     def close_turn(self, turn_id: int, status: str, memory_ids: list[int]) -> None:
         """Mark a judged turn done (or dropped), in the caller's transaction."""
