@@ -13,12 +13,12 @@ import re
 import tempfile
 import time
 from dataclasses import dataclass, field
-from urllib.parse import urlparse
 
 from . import policy as policy_mod
 from . import scenario as scenario_mod
 from .clock import FixedClock
 from .errors import LetheError
+from .keys import missing_key
 from .memory import Memory
 from .policy import STATUSES, Policy
 from .scenario import Playback, Scenario, Script
@@ -179,14 +179,11 @@ def model_use(mem: Memory) -> dict:
 
 def _check_keys(p: Policy) -> None:
     """Without --offline, a policy's openai models need a key (or a local endpoint)."""
-    for m in p.models.values():
-        if m.provider != "openai" or os.environ.get(m.api_key_env):
-            continue
-        base = m.base_url or os.environ.get("OPENAI_BASE_URL")
-        if not base or urlparse(base).hostname == "api.openai.com":
-            raise LetheError(f"policy '{p.name}' asks model '{m.name}' ({m.model}) and "
-                             f"{m.api_key_env} is not set: set it, or pass --offline to use "
-                             "the rules judges")
+    m = missing_key(p)
+    if m is not None:
+        raise LetheError(f"policy '{p.name}' asks model '{m.name}' ({m.model}) and "
+                         f"{m.api_key_env} is not set: set it, or pass --offline to use "
+                         "the rules judges")
 
 
 def _unique_names(scenarios: list[Scenario], policies: list[Policy]) -> None:

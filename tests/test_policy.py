@@ -5,7 +5,6 @@ and column are known exactly.
 """
 from __future__ import annotations
 
-import glob
 import json
 import os
 import re
@@ -18,9 +17,10 @@ from engine import policy as policy_mod
 from engine.cli import main as cli
 from engine.dialect import DIALECTS
 from engine.errors import PolicyError
+from tests.conftest import shipped_policies
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHIPPED = sorted(glob.glob(os.path.join(PROJECT, "policies", "*.yaml")))
+SHIPPED = shipped_policies()
 
 BASE = """\
 name: probe

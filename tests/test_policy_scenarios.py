@@ -1,15 +1,14 @@
 """Every shipped policy played through every shipped scenario, pinned with the
 `lethe_scenario` fixture users get from the plugin (engine/testing.py)."""
-import glob
 import os
 
 import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
 
-from tests.conftest import POLICIES, ROOT
+from tests.conftest import POLICIES, ROOT, shipped_policies, shipped_scenarios
 
-SCENARIOS = sorted(glob.glob(os.path.join(ROOT, "scenarios", "**", "*.yaml"), recursive=True))
-SHIPPED = sorted(glob.glob(os.path.join(POLICIES, "*.yaml")))
+SCENARIOS = shipped_scenarios()
+SHIPPED = shipped_policies()
 
 
 def name(path):

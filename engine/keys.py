@@ -1,0 +1,40 @@
+"""Which of a policy's models cannot be asked for want of an API key.
+
+An openai model needs its key (`api_key_env`, default OPENAI_API_KEY) unless it talks to
+a server of its own (`base_url`, or $OPENAI_BASE_URL, that is not api.openai.com). The
+experiment refuses to start without one; `remember()` warns once when a turn is left
+pending for this reason.
+"""
+from __future__ import annotations
+
+import os
+from urllib.parse import urlparse
+
+from .policy import Model, Policy
+
+OPENAI_HOST = "api.openai.com"
+
+
+def needs_key(model: Model) -> bool:
+    """True when `model` would be refused for want of a key in the environment."""
+    if model.provider != "openai" or os.environ.get(model.api_key_env):
+        return False
+    base = model.base_url or os.environ.get("OPENAI_BASE_URL")
+    return not base or urlparse(base).hostname == OPENAI_HOST
+
+
+def missing_key(policy: Policy) -> Model | None:
+    """The first of the policy's models that cannot be asked without a key, or None."""
+    return next((m for m in policy.models.values() if needs_key(m)), None)
+
+
+class NoApiKeyWarning(UserWarning):
+    """A turn was left pending because no API key is set: `remember()` says so once."""
+
+    def __init__(self, env: str = "OPENAI_API_KEY"):
+        self.env = env
+        super().__init__(f"no API key: the turn is pending; pass offline=True or set {env}")
+
+    def for_cli(self) -> str:
+        """The same advice in the words of the command line."""
+        return f"no API key: the turn is pending; pass --offline or set {self.env}"
