@@ -13,7 +13,7 @@ from . import recall as R
 from . import runner
 from .clock import Clock, iso, system_clock, until_end_of_day
 from .context import Context, JudgeSettings, open_context
-from .errors import LetheError
+from .errors import LetheError, PolicyWarning
 from .keys import NoApiKeyWarning, missing_key
 from .policy import Policy, load
 from .records import History, MemoryRecord
@@ -37,6 +37,8 @@ class Memory:
                  namespace: str = "default", offline: bool = False, clock: Clock | None = None,
                  record: str | None = None, replay: str | None = None, scripted=None):
         pol = policy if isinstance(policy, Policy) else load(policy)
+        for warning in pol.warnings:  # a param nothing reads: most often a typo
+            warnings.warn(PolicyWarning(warning.headline()), stacklevel=2)
         # scripted: an object with .take(step) -> answer or None (a scenario's `judged:`)
         settings = JudgeSettings(offline, record, replay, scripted)
         self.context: Context = open_context(db_path, pol, namespace, clock or system_clock, settings)

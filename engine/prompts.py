@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from functools import lru_cache
 
 import jinja2
+from jinja2 import meta
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from .errors import PolicyError
@@ -67,6 +69,35 @@ def check(name: str, dirs: tuple[str, ...]) -> None:
     except jinja2.TemplateSyntaxError as exc:
         raise PolicyError(f"template syntax error: {exc.message}",
                           os.path.relpath(path), exc.lineno, 1) from None
+
+
+def check_variables(name: str, dirs: tuple[str, ...], given: dict, step: str) -> None:
+    """A template uses only the variables its step gives (`given`: example values of
+    each): a name the step does not give, or a field its values do not have, is a
+    PolicyError at the template's line, found now rather than at the first call."""
+    env = environment(dirs)
+    source, path, _ = env.loader.get_source(env, name)
+    unknown = sorted(meta.find_undeclared_variables(env.parse(source)) - set(given))
+    if unknown:
+        line = _first_line(source, unknown[0])
+        raise PolicyError(f"template uses '{unknown[0]}', which step '{step}' does not give; "
+                          f"it gives: {', '.join(given) or '(nothing)'}",
+                          os.path.relpath(path), line, 1)
+    try:  # a field the values lack (memory.contnt) fails here
+        env.get_template(name).render(**given)
+    except jinja2.UndefinedError as exc:
+        raise PolicyError(f"template uses an undefined name: {exc.message} (step '{step}' "
+                          "gives: " + ", ".join(given) + ")", os.path.relpath(path),
+                          _line_of(exc), 1) from None
+    except Exception:  # noqa: BLE001 - sandbox refusals and the like depend on real values:
+        pass           # rendering for real reports them (and keeps the work pending)
+
+
+def _first_line(source: str, name: str) -> int:
+    for n, text in enumerate(source.splitlines(), 1):
+        if re.search(rf"\b{re.escape(name)}\b", text):
+            return n
+    return 1
 
 
 def render(name: str, dirs: tuple[str, ...], variables: dict) -> str:

@@ -108,6 +108,7 @@ class Policy:
     recall: Recall
     prompt_dirs: tuple[str, ...]
     description: str = ""
+    warnings: list = field(default_factory=list)  # PolicyErrors that do not stop loading
 
     def scope(self, **kw) -> X.Scope:
         return X.Scope(params=self.params, scores=self.scores, **kw)
