@@ -23,9 +23,11 @@ def needs_key(model: Model) -> bool:
     return not base or urlparse(base).hostname == OPENAI_HOST
 
 
-def missing_key(policy: Policy) -> Model | None:
-    """The first of the policy's models that cannot be asked without a key, or None."""
-    return next((m for m in policy.models.values() if needs_key(m)), None)
+def missing_key(policy: Policy, names=None) -> Model | None:
+    """The first of the policy's models (or of those `names`) that cannot be asked without
+    a key, or None."""
+    return next((m for name, m in policy.models.items()
+                 if (names is None or name in names) and needs_key(m)), None)
 
 
 class NoApiKeyWarning(UserWarning):

@@ -81,7 +81,10 @@ class Memory:
         return written
 
     def _warn_if_no_key(self) -> None:
-        model = None if self.offline or self.context.settings.replay else missing_key(self.policy)
+        """Warn when a model the write pipeline asks is keyless (not merely unreachable)."""
+        writing = {s.judgment.model for s in self.policy.write}
+        model = None if self.offline or self.context.settings.replay else \
+            missing_key(self.policy, writing)
         if model is not None:
             self._warned_no_key = True
             warnings.warn(NoApiKeyWarning(model.api_key_env), stacklevel=3)

@@ -80,7 +80,8 @@ def _holders(text: str) -> dict[str, frozenset[str]]:
     found: dict[str, frozenset[str]] = {}
     for m in _HOLDS.finditer(text):
         person = m[1]
-        if person in STOPWORDS or person in _NOT_HOLDERS:
+        # "User owns X" (a memory in the third person) names a holder like any name
+        if person != "user" and (person in STOPWORDS or person in _NOT_HOLDERS):
             continue
         work = frozenset(token_tuple(m[2])) - GENERIC - _WORK_FILLER
         if work:
