@@ -226,7 +226,7 @@ def latency(turns: int = TURNS, log=print, big: int | None = 1_000_000,
             big_turns: int = 4) -> tuple[list[dict], list[str]]:
     """Row 3 at 10k stored memories; with ``big``, the fused mode again at that size."""
     from engine import FixedClock, Memory
-    from engine.fake_openai import FakeOpenAI
+    from tests.fake_openai import FakeOpenAI
 
     rows, problems = [], []
     n = 10_000
@@ -321,7 +321,7 @@ def seed_contradiction_tokens(mem, content: str) -> int:
     system message, with the index of the top 80 active memories (importance desc,
     created_at desc), by their summaries."""
     from engine import prompts
-    from engine.fake_openai import estimate_tokens
+    from tests.fake_openai import estimate_tokens
     from engine.judges import SYSTEM
     from engine.write import Judged
 
@@ -338,7 +338,7 @@ def seed_contradiction_tokens(mem, content: str) -> int:
 
 def tokens(sizes=TOKEN_SIZES, turns: int = TOKEN_TURNS, log=print) -> tuple[list[dict], list[str]]:
     from engine import FixedClock, Memory
-    from engine.fake_openai import FakeOpenAI
+    from tests.fake_openai import FakeOpenAI
 
     rows, problems = [], []
     first = None

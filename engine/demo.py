@@ -10,6 +10,7 @@ from __future__ import annotations
 import glob
 import os
 
+from . import report
 from .clock import parse_time
 from .experiment import Experiment, Run, run_experiment, text_lines
 
@@ -88,11 +89,9 @@ def write_report(exp: Experiment) -> str | None:
     except ImportError:
         print("\n(no matplotlib: pip install -e '.[report]' for the HTML report with charts)")
         return None
-    from .report import write_report as write
-
     os.makedirs(OUT, exist_ok=True)
     path = os.path.join(OUT, "experiment.html")
-    write(exp, path)
+    report.write_report(exp, path)
     return path
 
 

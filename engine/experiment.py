@@ -194,7 +194,7 @@ def _check_keys(p: Policy) -> None:
     m = missing_key(p)
     if m is not None:
         raise LetheError(f"policy '{p.name}' asks model '{m.name}' ({m.model}) and "
-                         f"{m.api_key_env} is not set: set it, or pass --offline to use "
+                         f"{m.api_key_env or 'OPENAI_API_KEY'} is not set: set it, or pass --offline to use "
                          "the rules judges")
 
 

@@ -8,19 +8,20 @@ pending for this reason.
 from __future__ import annotations
 
 import os
-from urllib.parse import urlparse
 
+from .judges.endpoint import official, resolve
 from .policy import Model, Policy
-
-OPENAI_HOST = "api.openai.com"
 
 
 def needs_key(model: Model) -> bool:
-    """True when `model` would be refused for want of a key in the environment."""
-    if model.provider != "openai" or os.environ.get(model.api_key_env):
+    """True when `model` would be refused for want of a key in the environment (the rule
+    of engine/judges/endpoint.py: the official endpoint needs one, a server of its own not)."""
+    if model.provider != "openai":
         return False
-    base = model.base_url or os.environ.get("OPENAI_BASE_URL")
-    return not base or urlparse(base).hostname == OPENAI_HOST
+    endpoint = resolve(model.base_url, model.api_key_env)
+    if endpoint.key_env is None or os.environ.get(endpoint.key_env):
+        return False
+    return official(endpoint.base_url)
 
 
 def missing_key(policy: Policy, names=None) -> Model | None:

@@ -87,7 +87,7 @@ class Memory:
             missing_key(self.policy, writing)
         if model is not None:
             self._warned_no_key = True
-            warnings.warn(NoApiKeyWarning(model.api_key_env), stacklevel=3)
+            warnings.warn(NoApiKeyWarning(model.api_key_env or "OPENAI_API_KEY"), stacklevel=3)
 
     def add(self, content: str, *, summary: str | None = None, tags: Iterable[str] | None = None,
             importance: float | None = None, confidence: float | None = None, expires_at=None,

@@ -8,20 +8,26 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from functools import lru_cache
 
 import jinja2
-from jinja2 import meta
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from .errors import PolicyError
 
 
+# JSON leaves these raw, but they end a line for many readers (str.splitlines, JavaScript):
+# escaped, memory text cannot start a line of its own in a prompt
+_LINE_BREAKS = {"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
 def _tojson(value) -> str:
     if isinstance(value, jinja2.Undefined):
         value._fail_with_undefined_error()  # StrictUndefined: name the missing variable
-    return json.dumps(value, ensure_ascii=False, default=str)
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    for raw, escaped in _LINE_BREAKS.items():
+        text = text.replace(raw, escaped)
+    return text
 
 
 @lru_cache(maxsize=32)
@@ -72,18 +78,13 @@ def check(name: str, dirs: tuple[str, ...]) -> None:
 
 
 def check_variables(name: str, dirs: tuple[str, ...], given: dict, step: str) -> None:
-    """A template uses only the variables its step gives (`given`: example values of
-    each): a name the step does not give, or a field its values do not have, is a
-    PolicyError at the template's line, found now rather than at the first call."""
+    """A template uses only the variables its step gives (`given`: an example value of
+    each): rendered with them, a name the step does not give (or a field its values lack,
+    `memory.contnt`) is a PolicyError at the template's line, found now rather than at the
+    first call. Names a template guards (`x | default(3)`, `x is defined`) are optional."""
     env = environment(dirs)
-    source, path, _ = env.loader.get_source(env, name)
-    unknown = sorted(meta.find_undeclared_variables(env.parse(source)) - set(given))
-    if unknown:
-        line = _first_line(source, unknown[0])
-        raise PolicyError(f"template uses '{unknown[0]}', which step '{step}' does not give; "
-                          f"it gives: {', '.join(given) or '(nothing)'}",
-                          os.path.relpath(path), line, 1)
-    try:  # a field the values lack (memory.contnt) fails here
+    _, path, _ = env.loader.get_source(env, name)
+    try:
         env.get_template(name).render(**given)
     except jinja2.UndefinedError as exc:
         raise PolicyError(f"template uses an undefined name: {exc.message} (step '{step}' "
@@ -91,13 +92,6 @@ def check_variables(name: str, dirs: tuple[str, ...], given: dict, step: str) ->
                           _line_of(exc), 1) from None
     except Exception:  # noqa: BLE001 - sandbox refusals and the like depend on real values:
         pass           # rendering for real reports them (and keeps the work pending)
-
-
-def _first_line(source: str, name: str) -> int:
-    for n, text in enumerate(source.splitlines(), 1):
-        if re.search(rf"\b{re.escape(name)}\b", text):
-            return n
-    return 1
 
 
 def render(name: str, dirs: tuple[str, ...], variables: dict) -> str:

@@ -7,6 +7,7 @@ import os
 import pytest
 
 from engine import FixedClock, Memory
+from engine.judges.openai import forget_refusals
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POLICIES = os.path.join(ROOT, "policies")
@@ -43,6 +44,15 @@ def _no_real_model(monkeypatch):
     # no test may reach a real endpoint with a developer's real settings
     for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "LETHE_DB", "LETHE_POLICY", "LETHE_NAMESPACE"):
         monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_model_servers():
+    # what servers refused is remembered per process; a port reused by a later test's
+    # fake server must not inherit it
+    forget_refusals()
+    yield
+    forget_refusals()
 
 
 @pytest.fixture

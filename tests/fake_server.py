@@ -1,4 +1,4 @@
-"""Pytest fixtures around :class:`engine.fake_openai.FakeOpenAI`.
+"""Pytest fixtures around :class:`tests.fake_openai.FakeOpenAI`.
 
 Use in a test module with ``from tests.fake_server import fake_openai  # noqa: F401``.
 """
@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from engine.fake_openai import FakeOpenAI
+from tests.fake_openai import FakeOpenAI
 
 
 @pytest.fixture

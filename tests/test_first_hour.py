@@ -7,6 +7,7 @@ each says what a new user met, and checks it is fixed by running it.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -27,9 +28,10 @@ from engine import expr as X
 from engine.cli import main
 from engine.errors import PolicyError
 from engine.experiment import run_experiment, text_lines
-from engine.fake_openai import FakeOpenAI
+from tests.fake_openai import FakeOpenAI
 from engine.judges import rules
 from engine.keys import NoApiKeyWarning
+from engine.policy import Model
 from engine.policy import load as load_policy
 from engine.policy import reference, schema
 from tests.conftest import POLICIES, ROOT, SHIPPED_POLICIES, SHIPPED_SCENARIOS
@@ -347,6 +349,11 @@ def test_5_the_schema_defaults_are_the_ones_the_engine_uses():
     assert pol.recall.match == schema.default("recall", "match")
     assert pol.recall.candidates.limit == schema.default("candidates", "limit")
     assert set(schema.TIME_WORD_DOCS) == set(X.TIME_WORDS)
+    # a model entry's defaults, as documented, are the ones a Model gets
+    given = {f.name: f.default for f in dataclasses.fields(Model) if f.name != "name"}
+    documented = {k.name: k.default for k in schema.section("model").keys}
+    assert documented.pop("provider") is schema.REQUIRED and documented == {
+        k: v for k, v in given.items() if k != "provider"}
 
 
 # ---- 6: validation catches what authors mistype -------------------------------------
@@ -458,7 +465,7 @@ def test_9_render_help_lists_each_steps_variables():
 
 
 @pytest.mark.parametrize("template, fragment", [
-    ("Save? {{ usr }}\n", "template uses 'usr', which step 'gate' does not give"),
+    ("Save? {{ usr }}\n", "template uses an undefined name: 'usr' is undefined (step 'gate' gives:"),
     ("Save?\n{{ memory.contnt }}\n", "'dict object' has no attribute 'contnt'"),
 ])
 def test_9_validate_catches_a_template_using_what_its_step_does_not_give(tmp_path, template,

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from engine.fake_openai import Reply
+from tests.fake_openai import Reply
 from tests.conftest import POLICIES
 from tests.fake_server import fake_openai  # noqa: F401
 

@@ -181,6 +181,10 @@ def costs(db, policy, namespace, now, offline, json_):
     with open_memory(db, policy, namespace, now, offline, must_exist=True) as mem:
         rows = mem.store.costs(namespace)
     lines = [f"{r['step']:<14} {r['model']:<14} {r['calls']:>5} calls  {r['prompt_tokens']:>8} in  "
-             f"{r['completion_tokens']:>7} out  {r['avg_latency_ms']:>8} ms avg  {r['failed']} failed"
+             f"{r['completion_tokens']:>7} out{'*' if r['estimated'] else ' '} "
+             f"{r['avg_latency_ms']:>8} ms avg  {r['ok']} ok  {r['repaired']} repaired  "
+             f"{r['retried']} retried  {r['fell_back']} fell back  {r['failed']} failed"
+             + (f"  {r['unavailable']} unavailable" if r['unavailable'] else "")
+             + (f"  (*{r['estimated']} estimated)" if r['estimated'] else "")
              for r in rows]
     emit(rows, json_, lines or ["no model calls logged"])

@@ -1,22 +1,38 @@
 """The ``openai`` judge provider: any OpenAI-compatible chat-completions endpoint.
 
-``import openai`` below is the real package (absolute import); it is imported lazily
-so that ``import engine`` stays fast and works without touching the network stack.
+A request carries the model, the system and user messages (on a retry, also the refused
+answer and why it was refused), ``temperature`` unless the entry sets it to null, the
+entry's ``max_completion_tokens`` / ``max_tokens`` / ``reasoning_effort`` / ``seed`` /
+``headers`` / ``extra_body``, and the step's JSON schema as ``response_format``.
+
+Servers differ, so two refusals are learned: a 400 that names ``response_format`` or
+``json_schema`` steps down once (json_schema -> json_object -> none), a 400 "Unsupported
+value: 'temperature'" (reasoning models) drops the temperature; either is retried at once
+and remembered for that model at that endpoint for the rest of the process.
+
+``timeout`` is a wall-clock bound on the whole call, the client's retries included: a
+server that drips one byte a second cannot hold a judgment longer than that.
+
+``import openai`` below is the real package (absolute import); it is imported lazily so
+that ``import engine`` stays fast and works without touching the network stack.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
-from urllib.parse import urlparse
+from typing import Any, Callable
 
+from engine.answers import BadAnswer
 from engine.errors import LetheError
 
-PLACEHOLDER_KEY = "not-needed"      # local/custom servers usually ignore the key
-OPENAI_HOST = "api.openai.com"
+from . import endpoint as E
+
+PLACEHOLDER_KEY = E.PLACEHOLDER_KEY
+OPENAI_HOST = E.OPENAI_HOST
+RESPONSE_FORMATS = ("json_schema", "json_object", "none")
+MAX_TOKENS = 10 ** 9        # a token count above this is not a count
 
 
 class JudgeUnavailable(LetheError):
@@ -32,51 +48,91 @@ class Completion:
     prompt_tokens: int
     completion_tokens: int
     latency_ms: float
+    finish_reason: str | None = None
+    refusal: str | None = None
+    reasoning: str | None = None      # a separate reasoning field (reasoning_content, reasoning)
+    estimated: bool = False           # the server sent no usable usage: tokens are estimates
+
+
+# What servers refused, per (base URL, model), for the life of the process.
+_LEARNED: dict[tuple[str, str], dict] = {}
+_LEARNED_LOCK = threading.Lock()
+
+
+def _learned(key: tuple[str, str]) -> dict:
+    with _LEARNED_LOCK:
+        return dict(_LEARNED.get(key, {}))
+
+
+def _learn(key: tuple[str, str], **facts) -> None:
+    with _LEARNED_LOCK:
+        _LEARNED.setdefault(key, {}).update(facts)
+
+
+def forget_refusals() -> None:
+    """Forget what servers refused, so the next call tries the configured settings again."""
+    with _LEARNED_LOCK:
+        _LEARNED.clear()
+
+
+def estimate_tokens(text: str) -> int:
+    """About four characters a token: the estimate used when a server sends no usage."""
+    return len(text) // 4 + 1
 
 
 class OpenAIProvider:
-    """Asks an OpenAI-compatible chat model; every failure surfaces as :class:`JudgeUnavailable`.
+    """Asks an OpenAI-compatible chat model; every failure surfaces as :class:`JudgeUnavailable`,
+    an answer that is no answer (no choices, a null message) as ``BadAnswer``.
 
-    ``base_url`` defaults to ``$OPENAI_BASE_URL``, then the client's default (api.openai.com).
-    The key comes from ``$<api_key_env>``; a custom ``base_url`` without a key gets a
-    placeholder key, the official API without a key fails at :meth:`complete` time.
-    ``timeout`` (seconds, per attempt) and ``max_retries`` are handed to the openai client,
-    which retries connection errors, timeouts, 408/409/429 and 5xx with backoff.
+    Keys follow :mod:`engine.judges.endpoint`: ``$OPENAI_API_KEY`` goes only to
+    ``$OPENAI_BASE_URL`` or the official endpoint; a ``base_url`` of the entry's own gets
+    ``$<api_key_env>`` when named, else no key.
     """
 
-    def __init__(self, model: str, *, temperature: float = 0.0, base_url: str | None = None,
-                 api_key_env: str = "OPENAI_API_KEY", timeout: float = 30.0, max_retries: int = 2,
-                 json_mode: bool = True):
+    def __init__(self, model: str, *, base_url: str | None = None, api_key_env: str | None = None,
+                 timeout: float = 30.0, max_retries: int = 2, temperature: float | None = 0.0,
+                 response_format: str = "json_schema", json_mode: bool = True,
+                 max_completion_tokens: int | None = None, max_tokens: int | None = None,
+                 reasoning_effort: str | None = None, seed: int | None = None,
+                 headers: dict[str, str] | None = None, extra_body: dict | None = None):
         self.model = model
+        self.endpoint = E.resolve(base_url, api_key_env)
+        self.base_url = self.endpoint.base_url
+        self.timeout, self.max_retries = timeout, max_retries
         self.temperature = temperature
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-        self.api_key_env = api_key_env
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.json_mode = json_mode
-        self._json_rejected = False      # set once the server refused response_format
+        self.response_format = response_format if json_mode else "none"
+        self.options = {k: v for k, v in (("max_completion_tokens", max_completion_tokens),
+                                          ("max_tokens", max_tokens),
+                                          ("reasoning_effort", reasoning_effort),
+                                          ("seed", seed)) if v is not None}
+        self.headers = dict(headers or {})
+        self.extra_body = dict(extra_body) if extra_body else None
         self._client: Any = None
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"OpenAIProvider(model={self.model!r}, base_url={self.base_url!r})"
+        return f"OpenAIProvider(model={self.model!r}, base_url={self.endpoint.shown!r})"
 
-    def complete(self, prompt: str, *, system: str | None = None) -> Completion:
+    @property
+    def _key(self) -> tuple[str, str]:
+        return (self.base_url, self.model)
+
+    def complete(self, prompt: str, *, system: str | None = None, schema: dict | None = None,
+                 name: str = "answer", retry: list[dict] | tuple = ()) -> Completion:
         """Send one chat completion and return its text, token counts and latency.
 
-        Raises :class:`JudgeUnavailable` when the model cannot answer.
-        """
-        import openai
-
+        ``schema`` (with ``name``) is sent as a strict json_schema response format;
+        ``retry`` messages follow the prompt. Raises :class:`JudgeUnavailable` when the
+        model cannot answer, ``BadAnswer`` when the response holds no answer at all."""
         messages = ([{"role": "system", "content": system}] if system is not None else [])
-        messages.append({"role": "user", "content": prompt})
+        messages += [{"role": "user", "content": prompt}, *retry]
         started = time.perf_counter()
-        try:
-            response = self._create(self._get_client(), messages)
-        except openai.OpenAIError as err:
-            raise JudgeUnavailable(self._describe(err)) from err
+        response = self._within_deadline(lambda client: self._create(client, messages, schema, name))
         latency_ms = (time.perf_counter() - started) * 1000.0
-        return self._to_completion(response, latency_ms)
+        try:
+            return self._to_completion(response, latency_ms, messages)
+        except BadAnswer as exc:
+            raise BadAnswer(E.scrub(str(exc), self.base_url)) from None
 
     def close(self) -> None:
         """Close the underlying HTTP client (it is rebuilt on the next call)."""
@@ -85,55 +141,137 @@ class OpenAIProvider:
         if client is not None:
             client.close()
 
-    # -- internals -------------------------------------------------------------------
-    def _api_key(self) -> str:
-        key = os.environ.get(self.api_key_env)
-        if key:
-            return key
-        if self.base_url and urlparse(self.base_url).hostname != OPENAI_HOST:
-            return PLACEHOLDER_KEY
-        raise JudgeUnavailable(
-            f"no API key: set {self.api_key_env}, or point base_url / OPENAI_BASE_URL "
-            f"at an OpenAI-compatible server (model {self.model!r})")
+    # -- the call, bounded ------------------------------------------------------------
+    def _within_deadline(self, call: Callable[[Any], Any]) -> Any:
+        """Run ``call(client)`` in a worker thread and wait at most ``timeout`` seconds.
+
+        httpx bounds each read, not the whole response, so a server that sends a byte a
+        second would hold the call for ever. On the deadline the client is closed (which
+        ends the worker's connection) and the next call builds a new one."""
+        import openai
+
+        client = self._get_client()
+        box: dict = {}
+        done = threading.Event()
+
+        def work() -> None:
+            try:
+                box["response"] = call(client)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                box["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name=f"lethe-judge-{self.model}", daemon=True).start()
+        if not done.wait(self.timeout):
+            self._abandon(client)
+            raise JudgeUnavailable(f"{self._where()} timed out after {self.timeout:g}s "
+                                   f"(wall clock, max_retries={self.max_retries})")
+        err = box.get("error")
+        if err is None:
+            return box["response"]
+        if isinstance(err, openai.OpenAIError):
+            raise JudgeUnavailable(E.scrub(self._describe(err), self.base_url)) from err
+        if isinstance(err, Exception):
+            raise JudgeUnavailable(E.scrub(f"{self._where()}: {type(err).__name__}: {err}"[:500],
+                                           self.base_url)) from err
+        raise err
+
+    def _abandon(self, client: Any) -> None:
+        with self._lock:
+            if self._client is client:
+                self._client = None
+        try:
+            client.close()
+        except Exception:  # noqa: BLE001 - closing a client mid-request may complain
+            pass
 
     def _get_client(self) -> Any:
         with self._lock:
             if self._client is None:
-                import openai
-
-                self._client = openai.OpenAI(api_key=self._api_key(), base_url=self.base_url,
-                                             timeout=self.timeout, max_retries=self.max_retries)
+                self._client = self._build_client()
             return self._client
 
-    def _create(self, client: Any, messages: list[dict]) -> Any:
-        """One create call; if the server rejects ``response_format`` (400/422), once more without it."""
+    def _build_client(self) -> Any:
         import openai
 
-        kwargs = {"model": self.model, "messages": messages, "temperature": self.temperature}
-        if not self.json_mode or self._json_rejected:
-            return client.chat.completions.create(**kwargs)
         try:
-            return client.chat.completions.create(**kwargs, response_format={"type": "json_object"})
-        except (openai.BadRequestError, openai.UnprocessableEntityError):
-            response = client.chat.completions.create(**kwargs)
-            self._json_rejected = True   # worked without it: don't send it again
-            return response
+            key = self.endpoint.api_key(self.model)
+        except E.NoKey as exc:
+            raise JudgeUnavailable(str(exc)) from None
+        http_client = None
+        if not self.endpoint.ambient:   # keep the environment's OpenAI settings at home
+            hook = E.foreign_request_hook(key, self.headers)
+            http_client = openai.DefaultHttpxClient(event_hooks={"request": [hook]})
+        return openai.OpenAI(api_key=key, base_url=self.base_url, timeout=self.timeout,
+                             max_retries=self.max_retries, default_headers=self.headers or None,
+                             http_client=http_client)
 
-    def _to_completion(self, response: Any, latency_ms: float) -> Completion:
-        choices = getattr(response, "choices", None)
-        if not choices:
-            raise JudgeUnavailable(f"malformed answer from {self._where()}: no choices")
-        usage = getattr(response, "usage", None)   # some local servers omit it -> 0
-        return Completion(
-            text=choices[0].message.content or "",
-            model=getattr(response, "model", None) or self.model,
-            prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-            completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
-            latency_ms=latency_ms,
-        )
+    # -- one request, adapted to what the server accepts --------------------------------
+    def _create(self, client: Any, messages: list[dict], schema: dict | None, name: str) -> Any:
+        """One create call; a refused response_format steps down, a refused temperature is
+        dropped, each retried at once and remembered."""
+        import openai
+
+        learned = _learned(self._key)
+        mode = max(self.response_format, learned.get("response_format", "json_schema"),
+                   key=RESPONSE_FORMATS.index)
+        drop_temperature = learned.get("drop_temperature", False)
+        while True:
+            kwargs = self._request(messages, mode, schema, name, drop_temperature)
+            try:
+                return client.chat.completions.create(**kwargs)
+            except (openai.BadRequestError, openai.UnprocessableEntityError) as err:
+                message = _error_message(err).lower()
+                sent = "json_object" if mode == "json_schema" and not schema else mode
+                if mode != "none" and _names(err, message, "response_format", "json_schema",
+                                             "json_object", "response format"):
+                    mode = RESPONSE_FORMATS[RESPONSE_FORMATS.index(sent) + 1]
+                    _learn(self._key, response_format=mode)
+                elif "temperature" in kwargs and _names(err, message, "temperature") and \
+                        ("unsupported" in message or "not support" in message):
+                    drop_temperature = True
+                    _learn(self._key, drop_temperature=True)
+                else:
+                    raise
+
+    def _request(self, messages, mode: str, schema: dict | None, name: str,
+                 drop_temperature: bool) -> dict:
+        kwargs: dict = {"model": self.model, "messages": messages, **self.options}
+        if self.temperature is not None and not drop_temperature:
+            kwargs["temperature"] = self.temperature
+        if mode == "json_schema" and schema:
+            kwargs["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": name, "strict": True, "schema": schema}}
+        elif mode in ("json_schema", "json_object"):
+            kwargs["response_format"] = {"type": "json_object"}
+        if self.extra_body:
+            kwargs["extra_body"] = dict(self.extra_body)
+        return kwargs
+
+    # -- reading the response ---------------------------------------------------------
+    def _to_completion(self, response: Any, latency_ms: float, messages: list[dict]) -> Completion:
+        message, choice = _message(response, self._where())
+        text = _content(getattr(message, "content", None), self._where())
+        reasoning = _first_text(message, "reasoning_content", "reasoning")
+        refusal = getattr(message, "refusal", None)
+        finish = getattr(choice, "finish_reason", None)
+        usage = getattr(response, "usage", None)
+        prompt_tokens, completion_tokens = _count(usage, "prompt_tokens"), _count(usage, "completion_tokens")
+        estimated = prompt_tokens is None or completion_tokens is None
+        if prompt_tokens is None:
+            prompt_tokens = estimate_tokens("\n".join(str(m.get("content") or "") for m in messages))
+        if completion_tokens is None:
+            completion_tokens = estimate_tokens(text + (reasoning or ""))
+        model = getattr(response, "model", None)
+        return Completion(text=text, model=model if isinstance(model, str) and model else self.model,
+                          prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                          latency_ms=latency_ms, finish_reason=finish if isinstance(finish, str) else None,
+                          refusal=refusal if isinstance(refusal, str) else None,
+                          reasoning=reasoning, estimated=estimated)
 
     def _where(self) -> str:
-        return f"{self.model} at {self.base_url or 'the OpenAI API'}"
+        return f"{self.model} at {self.endpoint.shown}"
 
     def _describe(self, err: Exception) -> str:
         """A short, human message for an openai exception."""
@@ -141,7 +279,7 @@ class OpenAIProvider:
 
         tries = f"max_retries={self.max_retries}"
         if isinstance(err, openai.APITimeoutError):
-            return f"{self._where()} timed out ({self.timeout:g}s per attempt, {tries})"
+            return f"{self._where()} timed out after {self.timeout:g}s (wall clock, {tries})"
         if isinstance(err, openai.APIConnectionError):
             return f"cannot reach {self._where()} ({_cause(err)}, {tries})"
         if isinstance(err, openai.RateLimitError):
@@ -150,7 +288,53 @@ class OpenAIProvider:
             return f"{self._where()} failed with HTTP {err.status_code} ({tries})"
         if isinstance(err, openai.APIStatusError):
             return f"{self._where()} refused the request: HTTP {err.status_code}: {_error_message(err)}"
-        return f"{self._where()}: {type(err).__name__}: {err}"
+        return f"{self._where()}: {type(err).__name__}: {str(err)[:300]}"
+
+
+def _message(response: Any, where: str) -> tuple[Any, Any]:
+    """The first choice's message; a response without one is a bad answer."""
+    choices = getattr(response, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        raise BadAnswer(f"malformed response from {where}: no choices")
+    choice = choices[0]
+    message = getattr(choice, "message", None) if choice is not None else None
+    if message is None:
+        what = "choices[0]" if choice is None else "choices[0].message"
+        raise BadAnswer(f"malformed response from {where}: {what} is null")
+    return message, choice
+
+
+def _content(content: Any, where: str) -> str:
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list):   # content parts, as some servers send them
+        parts = [p.get("text") if isinstance(p, dict) else getattr(p, "text", None) for p in content]
+        return "".join(p for p in parts if isinstance(p, str))
+    raise BadAnswer(f"malformed response from {where}: content is {type(content).__name__}")
+
+
+def _first_text(obj: Any, *names: str) -> str | None:
+    for name in names:
+        v = getattr(obj, name, None)
+        if isinstance(v, str) and v:
+            return v
+    return None
+
+
+def _count(usage: Any, name: str) -> int | None:
+    """A token count from ``usage``, or None when it is missing or is not a count."""
+    v = usage.get(name) if isinstance(usage, dict) else getattr(usage, name, None)
+    if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_TOKENS:
+        return v
+    return None
+
+
+def _names(err: Any, message: str, *words: str) -> bool:
+    """Whether a refusal is about one of ``words``: its ``param`` or its message."""
+    body = getattr(err, "body", None)
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    param = inner.get("param") if isinstance(inner, dict) else None
+    return (isinstance(param, str) and param.lower() in words) or any(w in message for w in words)
 
 
 def _cause(err: BaseException) -> str:

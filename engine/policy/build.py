@@ -19,7 +19,7 @@ from ..clock import parse_duration
 from ..errors import FormulaError, PolicyError, PolicyErrors
 from ..steps import KINDS
 from . import schema as S
-from .types import (DEFAULT_RANK, SETTABLE, STATUSES, Candidates, Judgment, Model, Pass,
+from .types import (DEFAULT_RANK, RESPONSE_FORMATS, SETTABLE, STATUSES, Candidates, Judgment, Model, Pass,
                     Policy, Recall, Rule, WriteStep)
 
 _SIMPLE = {S.TEXT: ((str,), "text"), S.MODEL: ((str,), "a model name"),
@@ -221,9 +221,39 @@ class Builder:
         spec = self.keys(spec, p, "model")
         if spec.get("provider") == "openai" and not isinstance(spec.get("model"), str):
             self.fail(p, "an openai model needs 'model: <name>'")
-        sec = S.section("model")
-        values = {k.name: spec.get(k.name, k.default) for k in sec.all_keys()}
-        return Model(name=name, **values)
+        self.model_settings(spec, p)
+        spec.setdefault("provider", "rules")  # a refused provider (noted) stands in as rules
+        return Model(name=name, **spec)
+
+    def model_settings(self, spec: dict, p: tuple) -> None:
+        """Types and ranges of a model entry's settings (engine/judges/openai.py reads them)."""
+        if spec.get("temperature") is not None:
+            self.typed(spec["temperature"], p + ("temperature",), (int, float), "a number or null")
+        if "timeout" in spec:
+            t = self.typed(spec["timeout"], p + ("timeout",), (int, float), "a number of seconds")
+            if not 0 < t < 86400:
+                self.fail(p + ("timeout",), f"must be more than 0 and less than a day, got {t!r}")
+        for k, hi in (("max_retries", 10), ("retries", 5), ("max_completion_tokens", 10 ** 7),
+                      ("max_tokens", 10 ** 7), ("seed", 2 ** 63 - 1)):
+            if spec.get(k) is not None:
+                v = self.typed(spec[k], p + (k,), (int,), "a whole number")
+                if not 0 <= v <= hi:
+                    self.fail(p + (k,), f"must be a whole number from 0 to {hi}, got {v!r}")
+        if spec.get("max_completion_tokens") is not None and spec.get("max_tokens") is not None:
+            self.fail(p, "give max_completion_tokens or max_tokens, not both")
+        for k in ("model", "base_url", "api_key_env", "file", "reasoning_effort"):
+            if spec.get(k) is not None:
+                self.typed(spec[k], p + (k,), (str,), "text")
+        if spec.get("response_format", "json_schema") not in RESPONSE_FORMATS:
+            self.fail(p + ("response_format",), f"must be one of {', '.join(RESPONSE_FORMATS)}, "
+                      f"got {spec['response_format']!r}")
+        if spec.get("headers") is not None:
+            headers = self.mapping(spec["headers"], p + ("headers",))
+            for k, v in headers.items():
+                if not isinstance(k, str) or not isinstance(v, str):
+                    self.fail(p + ("headers", k), "headers are names and values, both text")
+        if spec.get("extra_body") is not None:
+            self.mapping(spec["extra_body"], p + ("extra_body",))
 
     def judgment(self, spec, path, section="judgment") -> Judgment:
         spec = self.keys(spec, path, section)

@@ -71,6 +71,8 @@ class Section:
 
 
 FALLBACKS = ("rules", "skip", "keep")
+PROVIDERS = ("openai", "rules", "replay")
+RESPONSE_FORMATS = ("json_schema", "json_object", "none")
 # what a judgment without `candidates:` is shown (plan.DEFAULT_CANDIDATES)
 JUDGMENT_CANDIDATES = {"limit": 80, "k": 20}
 MATCHES = ("score", "filter")
@@ -98,17 +100,36 @@ _SECTIONS = (
         Key("recall", MAPPING, {}, "How recall finds candidates and picks among them.",
             section="recall"),
     )),
-    Section("model", "models.NAME", "A model a judgment can name.", (
+    Section("model", "models.NAME", "A model a judgment can name. The settings below are "
+            "sent to the endpoint as given; `docs/models.md` says what each server takes.", (
         Key("provider", CHOICE, REQUIRED, "Who answers: an OpenAI-compatible endpoint, the "
-            "built-in rules, or answers recorded in `file`.", choices=("openai", "rules", "replay")),
+            "built-in rules, or answers recorded in `file`.", choices=PROVIDERS),
         Key("model", TEXT, "", "The model's name at the endpoint (needed for `openai`)."),
-        Key("temperature", NUMBER, 0.0, "Sampling temperature."),
-        Key("base_url", TEXT, None, "An OpenAI-compatible endpoint (default $OPENAI_BASE_URL, "
-            "then api.openai.com); a local server needs no key."),
-        Key("api_key_env", TEXT, "OPENAI_API_KEY", "The environment variable holding the key."),
-        Key("timeout", NUMBER, 30.0, "Seconds to wait for one answer."),
-        Key("max_retries", WHOLE, 2, "Retries of a failed request before the model counts as "
-            "unreachable (the turn then stays pending).", minimum=0),
+        Key("temperature", "number or null", 0.0, "Sampling temperature; null: not sent "
+            "(reasoning models refuse it)."),
+        Key("base_url", TEXT, None, "An OpenAI-compatible endpoint of the entry's own (default "
+            "$OPENAI_BASE_URL, then api.openai.com)."),
+        Key("api_key_env", TEXT, None, "The environment variable holding the key. Unset: "
+            "$OPENAI_API_KEY for the default endpoint or $OPENAI_BASE_URL, and no key at all "
+            "for a `base_url` of the entry's own."),
+        Key("timeout", "seconds, more than 0 and less than a day", 30.0,
+            "A wall-clock bound on one call, the client's retries included."),
+        Key("max_retries", "whole number from 0 to 10", 2, "The client's retries of a failed "
+            "request before the model counts as unreachable (the turn then stays pending)."),
+        Key("retries", "whole number from 0 to 5", 1, "How often a refused answer is asked "
+            "again before the step's fallback answers."),
+        Key("response_format", "one of " + ", ".join(f"`{f}`" for f in RESPONSE_FORMATS),
+            "json_schema", "What is asked for: the step's JSON schema, any JSON object, or "
+            "nothing (stepped down when a server refuses)."),
+        Key("max_completion_tokens", "whole number from 0 to 10000000", None,
+            "A cap on the answer's tokens (not with `max_tokens`)."),
+        Key("max_tokens", "whole number from 0 to 10000000", None,
+            "The older name of that cap, for servers that want it."),
+        Key("reasoning_effort", TEXT, None, "Sent as is to reasoning models (`low`, `medium`, "
+            "`high`)."),
+        Key("seed", "whole number", None, "Sent as is, for servers that honour it."),
+        Key("headers", MAPPING, None, "Extra HTTP headers: names and values, both text."),
+        Key("extra_body", MAPPING, None, "Extra fields merged into the request body."),
         Key("file", TEXT, None, "For `replay`: the JSON-lines file of recorded answers, relative "
             "to the policy."),
     )),

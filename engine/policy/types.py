@@ -13,9 +13,10 @@ from .. import expr as X
 from .. import yamldoc
 from ..errors import PolicyError
 from ..steps import WRITE_KINDS
+from . import schema as S
 
 STATUSES = ("active", "archived", "superseded", "expired", "compressed")
-PROVIDERS = ("openai", "rules", "replay")
+PROVIDERS = S.PROVIDERS
 STEP_KINDS = WRITE_KINDS
 DEFAULT_RANK = "importance * confidence * decay_score"
 # columns a policy may write, and how their values are read
@@ -26,15 +27,31 @@ SETTABLE = {"importance": X.NUM, "confidence": X.NUM, "access_count": X.NUM,
 
 @dataclass
 class Model:
+    """A model entry. `api_key_env` None: $OPENAI_API_KEY for the default endpoint or
+    $OPENAI_BASE_URL, no key for a `base_url` of the entry's own (engine/judges/endpoint.py).
+    `temperature` None: not sent. `retries`: how often a refused answer is asked again.
+    `timeout`: seconds, a wall-clock bound on one call, the client's `max_retries` included."""
     name: str
     provider: str
     model: str = ""
-    temperature: float = 0.0
+    temperature: float | None = 0.0
     base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: str | None = None
     timeout: float = 30.0
     max_retries: int = 2
     file: str | None = None
+    retries: int = 1
+    response_format: str = "json_schema"
+    max_completion_tokens: int | None = None
+    max_tokens: int | None = None
+    reasoning_effort: str | None = None
+    seed: int | None = None
+    headers: dict | None = None
+    extra_body: dict | None = None
+
+
+RESPONSE_FORMATS = S.RESPONSE_FORMATS
+MODEL_KEYS = S.section("model").allowed()  # the schema's, for callers that list them
 
 
 @dataclass

@@ -164,3 +164,13 @@ def m011_merged_into(db):
         WHERE e.memory_id = memories.id AND e.event_type = 'compressed'
           AND e.detail LIKE 'merged into #%' ORDER BY e.id DESC LIMIT 1)
         WHERE status = 'compressed' AND merged_into IS NULL""")
+
+
+@migration
+def m012_model_call_marks(db):
+    """Which attempt a model call was (0: the first ask, 1: the first retry, ...), and
+    whether its token counts are estimates (the server sent no usable usage)."""
+    have = _columns(db, "model_calls")
+    for col in ("attempt", "tokens_estimated"):
+        if col not in have:
+            db.execute(f"ALTER TABLE model_calls ADD COLUMN {col} INTEGER NOT NULL DEFAULT 0")

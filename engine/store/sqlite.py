@@ -270,20 +270,30 @@ class SqliteStore:
     # -- model calls ----------------------------------------------------------------------
     def log_call(self, namespace: str, step: str, model: str, provider: str | None,
                  prompt_tokens: int, completion_tokens: int, latency_ms: float, outcome: str,
-                 detail: str | None) -> None:
+                 detail: str | None, attempt: int = 0, estimated: bool = False) -> None:
+        """One model call: which step, model and attempt, its tokens (`estimated` when the
+        server sent no usage), latency and outcome."""
         self.db.execute(
             "INSERT INTO model_calls (namespace, step, model, provider, prompt_tokens, "
-            "completion_tokens, latency_ms, outcome, detail, occurred_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            "completion_tokens, latency_ms, outcome, detail, occurred_at, attempt, "
+            "tokens_estimated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             (namespace, step, model, provider, prompt_tokens, completion_tokens, latency_ms,
-             outcome, detail, self.now()))
+             outcome, detail, self.now(), attempt, int(estimated)))
 
     def costs(self, namespace: str) -> list[dict]:
-        """Every logged model call summed per step and model: calls, tokens, latency, outcomes."""
+        """Every logged model call summed per step and model: calls, tokens, latency, and
+        outcomes: ok, repaired, retried (calls that were retries), refused (bad answers),
+        fell_back (the rules judge answered), failed (nothing answered), unavailable, and
+        estimated (calls whose token counts are estimates)."""
         return [dict(r) for r in self.db.execute(
             "SELECT step, model, count(*) AS calls, sum(prompt_tokens) AS prompt_tokens, "
             "sum(completion_tokens) AS completion_tokens, round(avg(latency_ms), 1) AS avg_latency_ms, "
-            "sum(outcome = 'ok') AS ok, sum(outcome != 'ok') AS failed FROM model_calls "
-            "WHERE namespace = ? GROUP BY step, model ORDER BY step, model", (namespace,))]
+            "sum(outcome = 'ok') AS ok, sum(outcome = 'repaired') AS repaired, "
+            "sum(attempt > 0) AS retried, sum(outcome = 'bad_answer') AS refused, "
+            "sum(outcome = 'fallback') AS fell_back, sum(outcome = 'failed') AS failed, "
+            "sum(outcome = 'unavailable') AS unavailable, sum(tokens_estimated) AS estimated "
+            "FROM model_calls WHERE namespace = ? GROUP BY step, model ORDER BY step, model",
+            (namespace,))]
 
     def model_use(self, namespace: str) -> dict:
         """Model calls and tokens: totals, calls by step and by provider, and how many
