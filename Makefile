@@ -2,14 +2,37 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+# the oldest Python the package runs on (pyproject.toml: requires-python)
+NEED   := 3.11
+comma  := ,
+# "3.11 True": the version of $(PYTHON), and whether it is new enough
+VERSION = import sys; print("%d.%d" % sys.version_info[:2], sys.version_info >= ($(subst .,$(comma),$(NEED)),))
+FOUND  := $(shell $(PYTHON) -c '$(VERSION)' 2>/dev/null)
+HAVE   := $(word 1,$(FOUND))
+# one stamp per Python version: a .venv made by another Python is rebuilt, not trusted
+STAMP  := $(VENV)/.installed-$(HAVE)
+
+# The Python is checked before anything else, in one line: an old one would churn in pip
+# for minutes and then fail.
+ifneq ($(MAKECMDGOALS),clean)
+ifeq ($(HAVE),)
+$(error $(PYTHON) not found: Lethe needs Python $(NEED) or newer (make PYTHON=python3.11 ...))
+endif
+ifneq ($(word 2,$(FOUND)),True)
+$(error Lethe needs Python $(NEED) or newer, $(PYTHON) is $(HAVE) (make PYTHON=python3.11 ...))
+endif
+endif
 
 .PHONY: install demo test bench soak clean
 
 install: $(STAMP)
 
+# A .venv made by another Python (or by one since removed) is rebuilt.
 $(STAMP): pyproject.toml
+	@if [ -e $(VENV) ] && [ "$$($(BIN)/python -c '$(VERSION)' 2>/dev/null)" != "$(FOUND)" ]; then \
+	  echo "make: $(VENV) was not made by Python $(HAVE) ($(PYTHON)): rebuilding it"; rm -rf $(VENV); fi
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "installing Lethe and its test extras into $(VENV) (about a minute)"
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	@touch $(STAMP)
 
@@ -26,4 +49,4 @@ soak: $(STAMP)
 	$(BIN)/python -m pytest -m soak
 
 clean:
-	rm -rf $(VENV) demo-out .pytest_cache
+	rm -rf $(VENV) demo-out .pytest_cache bench/data

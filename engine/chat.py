@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import prompts
 from .judges import Answer, JudgeUnavailable
@@ -31,11 +31,17 @@ class Turn:
     stored: list                        # MemoryRecord stored or reinforced by remember
     pending: int = 0                    # turns waiting for a judge model (not lost)
     note: str | None = None             # why there is no answer, when there is none
+    written: object = None              # what remember did (engine.write.Written)
+    superseded: list = field(default_factory=list)  # (old MemoryRecord, new id) pairs
 
     def as_dict(self) -> dict:
+        done = self.written.as_dict() if self.written is not None else {}
+        for entry, (old, _) in zip(done.get("superseded", []), self.superseded):
+            entry["content"] = old.content
         return {"user": self.user, "recalled": [m.as_dict() for m in self.recalled],
                 "answer": self.answer, "stored": [m.as_dict() for m in self.stored],
-                "pending": self.pending, "note": self.note}
+                "pending": self.pending, "note": self.note,
+                **{k: done[k] for k in ("reinforced", "superseded", "expiring") if k in done}}
 
 
 class ChatModel:
@@ -95,10 +101,11 @@ class ChatSession:
                 answer = self.answer(user, recalled)
             except JudgeUnavailable as exc:
                 note = f"the chat model did not answer: {exc}"
-        ids = self.mem.remember(user, answer or "")
+        written = self.mem.remember(user, answer or "")
         self.history = (self.history + [{"user": user, "assistant": answer or ""}])[-self.keep:]
-        return Turn(user, recalled, answer, [self.mem.get(i) for i in ids],
-                    len(self.mem.pending()), note if answer is None else None)
+        return Turn(user, recalled, answer, [self.mem.get(i) for i in written],
+                    len(self.mem.pending()), note if answer is None else None, written,
+                    [(self.mem.get(old), new) for old, new in written.superseded])
 
     def prompt(self, user: str, recalled: list) -> str:
         """The system prompt the chat model gets for this turn."""

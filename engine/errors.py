@@ -30,6 +30,31 @@ class PolicyError(LetheError):
         return self.headline() + (f"\n{self.excerpt}" if self.excerpt else "")
 
 
+class PolicyErrors(PolicyError):
+    """Every mistake found in one policy file: it reads as the first one (file, line, col,
+    path, message) and prints them all, one located error after another."""
+
+    def __init__(self, errors: list[PolicyError]):
+        first = errors[0]
+        self.errors = list(errors)
+        super().__init__(first.message, first.file, first.line, first.col, first.path,
+                         first.excerpt)
+
+    def __str__(self) -> str:
+        return "\n".join(str(e) for e in self.errors)
+
+
+def error_fields(err: PolicyError) -> dict:
+    """A located error as JSON fields: file, line, col, path, message."""
+    return {"file": err.file, "line": err.line, "col": err.col, "path": err.path,
+            "message": err.message}
+
+
+class PolicyWarning(UserWarning):
+    """A policy that loads but likely does not do what its author meant (a param nothing
+    reads), located as file:line:col: key.path: message."""
+
+
 class FormulaError(LetheError):
     """A formula that does not compile; `text` is the offending part, quoted in the message."""
 

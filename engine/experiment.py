@@ -13,12 +13,12 @@ import re
 import tempfile
 import time
 from dataclasses import dataclass, field
-from urllib.parse import urlparse
 
 from . import policy as policy_mod
 from . import scenario as scenario_mod
 from .clock import FixedClock
 from .errors import LetheError
+from .keys import missing_key
 from .memory import Memory
 from .policy import STATUSES, Policy
 from .scenario import Playback, Scenario, Script
@@ -99,7 +99,8 @@ class Experiment:
                 "counts": counts, "recalls": sum(len(r.playback.recalls) for r in runs),
                 "stale_recalls": sum(r.playback.stale_recalls for r in runs),
                 "model_calls": sum(r.model.get("calls", 0) for r in runs),
-                "tokens": sum(r.model.get("tokens", 0) for r in runs)}
+                "tokens": sum(r.model.get("tokens", 0) for r in runs),
+                "fallbacks": sum(r.model.get("fallbacks", 0) for r in runs)}
         return out
 
     def missed(self) -> list[dict]:
@@ -116,9 +117,10 @@ class Experiment:
 
 # ---- running ------------------------------------------------------------------------
 def run_experiment(scenarios: list[str], policies: list[str], offline: bool = False,
-                   keep: str | None = None) -> Experiment:
+                   keep: str | None = None, progress=None) -> Experiment:
     """Play every scenario file under every policy, each on a fresh store. `keep` is a
-    directory to leave the stores in (for `lethe why` afterwards); otherwise they go."""
+    directory to leave the stores in (for `lethe why` afterwards); otherwise they go.
+    `progress(done, total, run)` is called after each run."""
     if not scenarios or not policies:
         raise LetheError("an experiment needs at least one scenario and one policy")
     loaded = [scenario_mod.load(path) for path in scenarios]
@@ -127,7 +129,7 @@ def run_experiment(scenarios: list[str], policies: list[str], offline: bool = Fa
     if not offline:
         for p in pols:
             _check_keys(p)
-    runs = []
+    runs, total = [], len(loaded) * len(pols)
     with tempfile.TemporaryDirectory(prefix="lethe-experiment-") as tmp:
         folder = keep or tmp
         os.makedirs(folder, exist_ok=True)
@@ -135,7 +137,17 @@ def run_experiment(scenarios: list[str], policies: list[str], offline: bool = Fa
             for p in pols:
                 path = os.path.join(folder, f"{_slug(s.name)}--{_slug(p.name)}.db")
                 runs.append(run_one(s, p, path, offline))
+                if progress is not None:
+                    progress(len(runs), total, runs[-1])
     return Experiment(loaded, pols, runs, offline)
+
+
+def progress_line(done: int, total: int, run: Run) -> str:
+    """One finished run, as the experiment's progress on a terminal shows it."""
+    width = len(str(total))
+    verdict = "ok" if run.ok else ("stopped" if run.error else "missed some")
+    return (f"[{done:>{width}}/{total}] {run.scenario.name} under {run.policy.name}: "
+            f"{run.met}/{run.total} ({verdict}, {run.seconds:.1f}s)")
 
 
 def run_one(scenario: Scenario, policy: Policy, db_path: str, offline: bool = False) -> Run:
@@ -179,15 +191,11 @@ def model_use(mem: Memory) -> dict:
 
 def _check_keys(p: Policy) -> None:
     """Without --offline, a policy's openai models need a key (or a local endpoint)."""
-    for m in p.models.values():
-        key_env = m.api_key_env or "OPENAI_API_KEY"
-        if m.provider != "openai" or os.environ.get(key_env):
-            continue
-        base = m.base_url or os.environ.get("OPENAI_BASE_URL")
-        if not base or urlparse(base).hostname == "api.openai.com":
-            raise LetheError(f"policy '{p.name}' asks model '{m.name}' ({m.model}) and "
-                             f"{key_env} is not set: set it, or pass --offline to use "
-                             "the rules judges")
+    m = missing_key(p)
+    if m is not None:
+        raise LetheError(f"policy '{p.name}' asks model '{m.name}' ({m.model}) and "
+                         f"{m.api_key_env or 'OPENAI_API_KEY'} is not set: set it, or pass --offline to use "
+                         "the rules judges")
 
 
 def _unique_names(scenarios: list[Scenario], policies: list[Policy]) -> None:
@@ -243,11 +251,12 @@ def text_lines(exp: Experiment, missed: bool = True) -> list[str]:
 
 
 def _summary_table(summary: dict) -> str:
-    head = ("policy", *STATUSES, "stale recalls", "model calls", "tokens")
+    head = ("policy", *STATUSES, "stale recalls", "model calls", "fallbacks", "tokens")
     rows = [head]
     for name, s in summary.items():
         rows.append((name, *[str(s["counts"][st]) for st in STATUSES],
-                     f"{s['stale_recalls']}/{s['recalls']}", str(s["model_calls"]), str(s["tokens"])))
+                     f"{s['stale_recalls']}/{s['recalls']}", str(s["model_calls"]),
+                     str(s["fallbacks"]), str(s["tokens"])))
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     return "\n".join("  ".join(v.ljust(w) if i == 0 else v.rjust(w)
                                for i, (v, w) in enumerate(zip(r, widths))) for r in rows)

@@ -9,6 +9,7 @@ SQL-ish spellings are accepted for policy authors: `=` for `==`, `AND/OR/NOT`, `
 from __future__ import annotations
 
 import ast
+import difflib
 import io
 import tokenize
 from dataclasses import dataclass, field
@@ -126,6 +127,13 @@ class Scope:
     allow_time: bool = True
     allow_relevance: bool = False
     allow_aggregates: bool = False
+    used: set | None = None  # when given, the params a formula reads are added to it
+
+    def names(self) -> set[str]:
+        """Every name a formula may use here (for did-you-mean)."""
+        found = set(COLUMNS) | set(self.params) | set(self.scores) | {"null", "true", "false"}
+        found |= set(TIME_WORDS) if self.allow_time else set()
+        return found | ({"relevance"} if self.allow_relevance else set())
 
 
 def columns_of(node: Node) -> set[str]:
@@ -186,8 +194,33 @@ def normalise(text: str) -> str:
             last, prev = b, tok
         out.append(text[last:])
         return "".join(out).strip()
-    except (tokenize.TokenError, IndentationError, SyntaxError) as exc:
+    except tokenize.TokenError as exc:
+        raise FormulaError(f"cannot parse {text!r}: {_unclosed(text) or exc.args[0]}") from None
+    except (IndentationError, SyntaxError) as exc:
         raise FormulaError(f"cannot parse {text!r}: {exc}") from None
+
+
+_CLOSING = {"(": ")", "[": "]", "{": "}"}
+
+
+def _unclosed(text: str) -> str | None:
+    """Which bracket is never closed, said plainly (tokenize only says 'EOF in multi-line')."""
+    stack, quote = [], None
+    for i, ch in enumerate(text):
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in _CLOSING:
+            stack.append((ch, i))
+        elif ch in _CLOSING.values() and stack and _CLOSING[stack[-1][0]] == ch:
+            stack.pop()
+    if quote:
+        return f"a quote {quote} is never closed"
+    if not stack:
+        return None
+    ch, at = stack[-1]
+    return f"unclosed '{ch}' at character {at + 1} ('{text[at:at + 20]}'): add '{_CLOSING[ch]}'"
 
 
 def compile_formula(text: object, scope: Scope, _stack: tuple = ()) -> Node:
@@ -268,6 +301,8 @@ class _Compiler:
                 self.fail(node, "'relevance' is only known in recall, where there is a query")
             return Relevance(NUM)
         if name in s.params:
+            if s.used is not None:
+                s.used.add(name)
             value = s.params[name]
             if isinstance(value, bool) or not isinstance(value, (int, float, str)):
                 self.fail(node, "param '{snippet}' must be a number or text")
@@ -282,7 +317,8 @@ class _Compiler:
                 return compile_formula(s.scores[name], s, self.stack + (name,))
             except FormulaError as exc:
                 raise FormulaError(f"in score '{name}': {exc}", node.col_offset) from None
-        self.fail(node, "unknown name '{snippet}'")
+        close = difflib.get_close_matches(name, sorted(s.names()), n=1, cutoff=0.7)
+        self.fail(node, "unknown name '{snippet}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> Node:
         arg = self.visit(node.operand)
@@ -362,6 +398,9 @@ class _Compiler:
             return Agg(NUM, name, arg)
         if name not in SCALAR_FUNCS:
             hint = " (aggregates are only allowed in merge results)" if name in AGGREGATES else ""
+            known = sorted(SCALAR_FUNCS) + (sorted(AGGREGATES) if self.scope.allow_aggregates else [])
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.7)
+            hint = hint or (f" (did you mean '{close[0]}'?)" if close else "")
             self.fail(node, f"unknown function '{name}'{hint}: '{{snippet}}'")
         lo, hi = SCALAR_FUNCS[name]
         if not lo <= n <= hi:

@@ -5,6 +5,7 @@ judges) and hands it to the step that does the work (write, recall, runner, ...)
 """
 from __future__ import annotations
 
+import warnings
 from typing import Iterable
 
 from . import passes as P
@@ -12,7 +13,8 @@ from . import recall as R
 from . import runner
 from .clock import Clock, iso, system_clock, until_end_of_day
 from .context import Context, JudgeSettings, open_context
-from .errors import LetheError
+from .errors import LetheError, PolicyWarning
+from .keys import NoApiKeyWarning, missing_key
 from .policy import Policy, load
 from .records import History, MemoryRecord
 from .text import valid_text
@@ -35,10 +37,13 @@ class Memory:
                  namespace: str = "default", offline: bool = False, clock: Clock | None = None,
                  record: str | None = None, replay: str | None = None, scripted=None):
         pol = policy if isinstance(policy, Policy) else load(policy)
+        for warning in pol.warnings:  # a param nothing reads: most often a typo
+            warnings.warn(PolicyWarning(warning.headline()), stacklevel=2)
         # scripted: an object with .take(step) -> answer or None (a scenario's `judged:`)
         settings = JudgeSettings(offline, record, replay, scripted)
         self.context: Context = open_context(db_path, pol, namespace, clock or system_clock, settings)
         self.writer = Writer(self.context)
+        self._warned_no_key = False
 
     # the context's parts, for callers that inspect them
     policy = property(lambda self: self.context.policy)
@@ -64,12 +69,25 @@ class Memory:
         or reinforced, as a list that also says what was `stored`, `reinforced` and
         `superseded`. The turn is saved first: if a model is unreachable it stays pending
         (see `pending()`), `run_due()` retries it, and this returns [] with `.pending`
-        saying why."""
+        saying why. When that is because no API key is set, a `NoApiKeyWarning` says so,
+        once per Memory."""
         if not isinstance(user, str) or not isinstance(assistant, str):
             raise LetheError("remember() takes the user's and the assistant's text")
         valid_text(user, "the user's text")
         valid_text(assistant, "the assistant's text")
-        return self.writer.remember(user, assistant)
+        written = self.writer.remember(user, assistant)
+        if written.pending and not self._warned_no_key:
+            self._warn_if_no_key()
+        return written
+
+    def _warn_if_no_key(self) -> None:
+        """Warn when a model the write pipeline asks is keyless (not merely unreachable)."""
+        writing = {s.judgment.model for s in self.policy.write}
+        model = None if self.offline or self.context.settings.replay else \
+            missing_key(self.policy, writing)
+        if model is not None:
+            self._warned_no_key = True
+            warnings.warn(NoApiKeyWarning(model.api_key_env or "OPENAI_API_KEY"), stacklevel=3)
 
     def add(self, content: str, *, summary: str | None = None, tags: Iterable[str] | None = None,
             importance: float | None = None, confidence: float | None = None, expires_at=None,
@@ -94,7 +112,7 @@ class Memory:
         nothing is deleted. Raises LetheError when it is absent or not active."""
         mem = self.get(memory_id)
         if mem is None:
-            raise LetheError(f"no memory #{memory_id} in namespace '{self.namespace}'")
+            raise LetheError(self._not_here(memory_id))
         if not forget(self.context, memory_id, str(reason)):
             raise LetheError(f"memory #{memory_id} is {mem.status}, not active: nothing to forget")
         return self.get(memory_id)
@@ -159,11 +177,20 @@ class Memory:
         """A memory's whole story: its events, what superseded it, what it merged into."""
         mem = self.get(memory_id)
         if mem is None:
-            raise LetheError(f"no memory #{memory_id}")
+            raise LetheError(self._not_here(memory_id))
         events = [dict(e) for e in self.store.events(memory_id)]
         superseded_by = self.get(mem.contradicted_by) if mem.contradicted_by else None
         merged = self.get(mem.merged_into) if mem.merged_into else None
         return History(mem, events, superseded_by, merged)
+
+    def _not_here(self, memory_id: int) -> str:
+        """Why there is no memory #id: which namespace was searched, and where it is."""
+        where = f"no memory #{memory_id} in namespace '{self.namespace}'"
+        row = self.store.get(memory_id)
+        if row is not None:
+            return f"{where}: #{memory_id} belongs to namespace '{row['namespace']}'"
+        held = sum(self.counts().values())
+        return f"{where} (it holds {held} memor{'y' if held == 1 else 'ies'})"
 
     def counts(self) -> dict[str, int]:
         """How many memories this namespace holds, by status."""

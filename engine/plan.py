@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from . import expr as X
 from . import steps
 from .dialect import DIALECTS, NOW, Dialect
-from .policy import Candidates, Pass, Policy, Rule
+from .policy import Candidates, Pass, Policy, Rule, schema
 
 NAMESPACE = object()  # marker parameter: the namespace the plan runs for
 QUERY = object()      # marker parameter: the full-text query of a recall
@@ -104,7 +104,7 @@ def compile_policy(policy: Policy, dialect: str | Dialect = "sqlite") -> Plan:
 
 def DEFAULT_CANDIDATES() -> Candidates:
     return Candidates(X.Cmp(X.BOOL, "=", X.Col(X.TEXT, "status"), X.Const(X.TEXT, "active")),
-                      [(X.Col(X.NUM, "rank"), True)], limit=80, k=20)
+                      [(X.Col(X.NUM, "rank"), True)], **schema.JUDGMENT_CANDIDATES)
 
 
 def write_candidates_statement(step: str, c: Candidates | None, d: Dialect) -> Statement:
@@ -324,8 +324,8 @@ def reinforce_statement(policy: Policy, d: Dialect) -> Statement:
                      f'AND "status" = {d.placeholder}', set_params + [NAMESPACE, IDS, "active"])
 
 
-MERGE_DEFAULTS = {"importance": "max(importance)", "confidence": "avg(confidence)",
-                  "access_count": "max(access_count)", "decay_score": "1.0"}
+# what a merged memory gets for the fields its pass's `merge.result` leaves out
+MERGE_DEFAULTS = {k.name: k.default for k in schema.section("merge result").keys}
 
 
 def merge_values_statement(p: Pass, d: Dialect) -> Statement:

@@ -77,6 +77,23 @@ def check(name: str, dirs: tuple[str, ...]) -> None:
                           os.path.relpath(path), exc.lineno, 1) from None
 
 
+def check_variables(name: str, dirs: tuple[str, ...], given: dict, step: str) -> None:
+    """A template uses only the variables its step gives (`given`: an example value of
+    each): rendered with them, a name the step does not give (or a field its values lack,
+    `memory.contnt`) is a PolicyError at the template's line, found now rather than at the
+    first call. Names a template guards (`x | default(3)`, `x is defined`) are optional."""
+    env = environment(dirs)
+    _, path, _ = env.loader.get_source(env, name)
+    try:
+        env.get_template(name).render(**given)
+    except jinja2.UndefinedError as exc:
+        raise PolicyError(f"template uses an undefined name: {exc.message} (step '{step}' "
+                          "gives: " + ", ".join(given) + ")", os.path.relpath(path),
+                          _line_of(exc), 1) from None
+    except Exception:  # noqa: BLE001 - sandbox refusals and the like depend on real values:
+        pass           # rendering for real reports them (and keeps the work pending)
+
+
 def render(name: str, dirs: tuple[str, ...], variables: dict) -> str:
     """Render a template with variables; an undefined name or a sandbox violation is a PolicyError."""
     path = find(name, dirs) or name

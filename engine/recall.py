@@ -26,18 +26,21 @@ def candidates(ctx: Context, query: str | None = None, limit: int | None = None,
     plan, rec = ctx.plan, ctx.policy.recall
     limit = rec.candidates.limit if limit is None else int(limit)
     fts = fts_query(query) if query else None
-    st = plan.recall
+    st, unscored = plan.recall, False
     if fts:
         filtering = not scored or rec.match == "filter"
         st = plan.recall_query if filtering else plan.recall_scored
         if scored and not filtering and not relevance and not plan.recall_reads_relevance:
             # bm25 needs each query word's document count: costly at a million rows,
             # and nothing here reads it (the select judge reads the text itself)
-            st, fts = plan.recall, None
+            st, fts, unscored = plan.recall, None, True
     rows = ctx.store.fetch(st, ctx.namespace, query=fts, limit=limit)
     if not rows and fts and scored:  # `match: filter` and nothing matched: the top ones
         return candidates(ctx, None, limit)
-    return [MemoryRecord.from_row(r) for r in rows]
+    records = [MemoryRecord.from_row(r) for r in rows]
+    for r in records if unscored else ():
+        r.relevance = None  # not computed: say nothing rather than a made-up 0.0
+    return records
 
 
 def get(ctx: Context, memory_id: int) -> MemoryRecord | None:

@@ -1,7 +1,8 @@
 """The experiment report: one self-contained HTML page that loads nothing from anywhere.
 
-The page holds the matrix of expectations met, the per-policy summary, every missed
-expectation, and per policy two charts of memory counts by status over simulated time
+The page opens with what each policy did (stale recalls, what it kept, superseded and
+forgot, and the recalls where one went stale), then the matrix of expectations met, the
+per-policy summary, every missed expectation, and per policy two charts of memory counts by status over simulated time
 (all scenarios summed, then one panel per scenario), drawn by matplotlib as SVG and
 inlined, and per run what was recalled (stale recalls marked) and what changed.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import html
 import io
+import os
 import re
 
 from .errors import LetheError
@@ -30,6 +32,19 @@ details{margin:.3em 0}summary{cursor:pointer}li{margin:.15em 0}
 """
 
 
+def check_path(path: str) -> None:
+    """Refuse a report path that cannot be written, and a missing matplotlib, before an
+    experiment runs for minutes only to lose its table at the end."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise LetheError(f"--report {path} is a folder: give a file name (e.g. {path}/experiment.html)")
+    if not os.path.isdir(folder):
+        raise LetheError(f"--report {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise LetheError(f"--report {path}: cannot write there")
+    _pyplot()
+
+
 def write_report(exp: Experiment, path: str) -> None:
     """Write the report for `exp` to `path` (UTF-8 HTML, no external resources)."""
     with open(path, "w", encoding="utf-8") as fh:
@@ -37,12 +52,14 @@ def write_report(exp: Experiment, path: str) -> None:
 
 
 def render(exp: Experiment) -> str:
+    missed = len(exp.missed())
     parts = [f"<h1>Lethe experiment: {len(exp.scenarios)} scenario(s) &times; "
              f"{len(exp.policies)} polic{'y' if len(exp.policies) == 1 else 'ies'}</h1>",
-             f"<p>{'All expectations hold.' if exp.ok else 'Some expectations were missed.'} "
-             f"Judges: {'offline rules' if exp.offline else 'as each policy declares'}.</p>",
-             "<h2>Expectations met</h2>", _matrix(exp), "<h2>Per policy</h2>", _summary(exp),
-             _missed(exp)]
+             f"<p>Judges: {'offline rules' if exp.offline else 'as each policy declares'}.</p>",
+             "<h2>What each policy did</h2>", _comparison(exp), _stale_recalls(exp),
+             "<h2>Expectations met</h2>",
+             f"<p>{'Every expectation holds.' if exp.ok else f'{missed} expectation(s) missed (listed below).'}</p>",
+             _matrix(exp), "<h2>Per policy</h2>", _summary(exp), _missed(exp)]
     for p in exp.policies:
         runs = [r for r in exp.runs if r.policy is p]
         parts += [f"<h2>Policy <code>{_e(p.name)}</code></h2>",
@@ -61,6 +78,51 @@ def _e(text) -> str:
 
 
 # ---- tables -------------------------------------------------------------------------
+def _comparison(exp: Experiment) -> str:
+    """Per policy, over all scenarios: stale recalls, what it kept, superseded, forgot."""
+    head = ("policy", "stale recalls", "kept (active)", "superseded", "forgot (archived)",
+            "expired", "compressed", "judge fallbacks")
+    rows = []
+    for name, s in exp.summary().items():
+        c = s["counts"]
+        stale = f"{s['stale_recalls']} of {s['recalls']}"
+        cells = [stale, c["active"], c["superseded"], c["archived"], c["expired"],
+                 c["compressed"], s["fallbacks"]]
+        mark = " class='num fail'" if s["stale_recalls"] else " class='num ok'"
+        rows.append(f"<tr><td><code>{_e(name)}</code></td><td{mark}>{_e(stale)}</td>"
+                    + "".join(f"<td class=num>{_e(v)}</td>" for v in cells[1:]) + "</tr>")
+    return ("<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows)
+            + "</table><p class=muted>A stale recall returned a memory the scenario marks as "
+            "replaced. Counts are memories at the end of each scenario, summed.</p>")
+
+
+def _stale_recalls(exp: Experiment) -> str:
+    """Each recall where some policy returned a stale memory, with what every policy
+    returned for it side by side."""
+    rows = []
+    for s in exp.scenarios:
+        runs = [exp.run(s, p) for p in exp.policies]
+        for i, first in enumerate(runs[0].playback.recalls):
+            got = [r.playback.recalls[i] if i < len(r.playback.recalls) else None for r in runs]
+            if not any(g and g["stale"] for g in got):
+                continue
+            cells = "".join(f"<td>{_recalled(g)}</td>" for g in got)
+            rows.append(f"<tr><td>{_e(s.name)}<br><span class=muted>{_e(first['at'][:10])}"
+                        f"</span></td><td>{_e(first['query'])}</td>{cells}</tr>")
+    if not rows:
+        return "<p>No policy recalled a stale memory.</p>"
+    head = "".join(f"<th>{_e(p.name)} recalled</th>" for p in exp.policies)
+    return ("<h3>Where a policy recalled something stale</h3><table><tr><th>scenario</th>"
+            f"<th>query</th>{head}</tr>{''.join(rows)}</table>")
+
+
+def _recalled(x) -> str:
+    if not x:
+        return "<span class=muted>-</span>"
+    return "; ".join(f"<span class=stale>{_e(c)} (stale)</span>" if c in x["stale"] else _e(c)
+                     for c in x["recalled"]) or "<span class=muted>nothing</span>"
+
+
 def _matrix(exp: Experiment) -> str:
     head = "".join(f"<th>{_e(p.name)}</th>" for p in exp.policies)
     rows = []
@@ -75,12 +137,14 @@ def _matrix(exp: Experiment) -> str:
 
 
 def _summary(exp: Experiment) -> str:
-    head = ("policy", "expectations", *STATUSES, "stale recalls", "model calls", "tokens")
+    head = ("policy", "expectations", *STATUSES, "stale recalls", "model calls", "fallbacks",
+            "tokens")
     rows = []
     for name, s in exp.summary().items():
         cells = [f"{s['met']}/{s['total']}",
                  *[s["counts"][st] for st in STATUSES],
-                 f"{s['stale_recalls']}/{s['recalls']}", s["model_calls"], s["tokens"]]
+                 f"{s['stale_recalls']}/{s['recalls']}", s["model_calls"], s["fallbacks"],
+                 s["tokens"]]
         rows.append(f"<tr><td>{_e(name)}</td>" + "".join(f"<td class=num>{_e(c)}</td>" for c in cells)
                     + "</tr>")
     return ("<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows)
@@ -165,13 +229,20 @@ def summed(runs: list[Run]) -> tuple[list[float], dict[str, list[int]]]:
     return days, series
 
 
+# Lines with equal values lie on top of each other: each status is drawn thinner than the
+# one before it and dashed its own way, so every line stays visible where they coincide.
+WIDTHS = {"active": 4.2, "archived": 3.4, "superseded": 2.6, "expired": 1.8, "compressed": 1.1}
+DASHES = {"active": "-", "archived": "-", "superseded": (0, (5, 2)), "expired": (0, (2, 2)),
+          "compressed": (0, (1, 1.5))}
+
+
 def _plot(ax, days, series) -> None:
     # hold the last counts a little past the end, so a change on the last step shows
     days = days + [days[-1] + max(0.5, 0.04 * (days[-1] - days[0]))] if days else days
     for status in STATUSES:
         values = series[status] + series[status][-1:]
         ax.plot(days, values, drawstyle="steps-post", color=COLORS[status], label=status,
-                linewidth=1.6)
+                linewidth=WIDTHS[status], linestyle=DASHES[status])
     ax.set_ylim(bottom=0)
     ax.margins(x=0)
     ax.grid(alpha=0.25)

@@ -5,11 +5,16 @@ Installed with Lethe (entry point `pytest11`), it gives every test the fixture
 and returns a stable dump of the store to compare with syrupy's `snapshot`:
 
     def test_my_policy(lethe_scenario, snapshot):
-        assert lethe_scenario("scenarios/poetry-to-uv.yaml", "policies/my-agent.yaml") == snapshot
+        dump = lethe_scenario("scenarios/poetry-to-uv.yaml", "policies/my-agent.yaml")
+        assert [c for c in dump["checks"] if not c.startswith("ok")] == []
+        assert dump == snapshot
 
-The dump lists memories in the order they were written, by content, with status, rounded
-scores and events; database ids are replaced by the content they point at, so the dump
-changes only when what the policy does changes.
+The dump lists memories in the order they were written, each as [content, fields]: the
+content comes first, so a snapshot diff shows which memory changed, then its status,
+rounded scores and events; database ids are replaced by the content they point at, so the
+dump changes only when what the policy does changes. `checks` has one line per
+expectation of the scenario ("ok   ..." or "MISS ...: what happened instead"); a run that
+stopped says so there too.
 """
 from __future__ import annotations
 
@@ -32,14 +37,14 @@ def dump(mem: Memory, digits: int = 4) -> dict:
     memories = []
     for r in rows:
         events = mem.store.events(r["id"])
-        memories.append({
-            "content": r["content"], "status": r["status"], "kind": r["kind"], "scene": r["scene"],
+        memories.append([r["content"], {
+            "status": r["status"], "kind": r["kind"], "scene": r["scene"],
             "importance": _round(r["importance"], digits), "confidence": _round(r["confidence"], digits),
             "decay_score": _round(r["decay_score"], digits), "access_count": r["access_count"],
             "created_at": r["created_at"], "expires_at": r["expires_at"],
             "superseded_by": content.get(r["contradicted_by"]),
             "events": [[e["occurred_at"], e["event_type"], _detail(e["detail"], content, digits)]
-                       for e in events]})
+                       for e in events]}])
     scenes = mem.store.scenes(mem.namespace)
     return {"memories": memories, "scenes": scenes} if scenes else {"memories": memories}
 
@@ -74,9 +79,17 @@ def play(scenario_path: str, policy: str, db_path: str, offline: bool = True) ->
     run = run_one(load_scenario(scenario_path), load_policy(policy), db_path, offline)
     with Memory(db_path, policy=run.policy, offline=True) as mem:
         out = dump(mem)
-    out["checks"] = [f"{'ok  ' if c['ok'] else 'MISS'} {c['what']}" for c in
-                     (c.as_dict() for c in run.playback.checks)]
+    out["checks"] = [check_line(c.as_dict()) for c in run.playback.checks]
+    if run.error:
+        out["checks"].append(f"MISS the run stopped: {run.error}")
     return out
+
+
+def check_line(check: dict) -> str:
+    """One expectation as a line: "ok   what" or "MISS what: what happened instead"."""
+    if check["ok"]:
+        return f"ok   {check['what']}"
+    return f"MISS {check['what']}" + (f": {check['detail']}" if check.get("detail") else "")
 
 
 @pytest.fixture

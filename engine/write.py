@@ -50,11 +50,13 @@ class Written(list):
         self.stored: list[int] = []
         self.reinforced: list[int] = []
         self.superseded: list[tuple[int, int]] = []
+        self.expiring: list[tuple[int, str]] = []
         self.pending = pending
 
     def as_dict(self) -> dict:
         return {"ids": list(self), "stored": self.stored, "reinforced": self.reinforced,
                 "superseded": [{"id": old, "by": new} for old, new in self.superseded],
+                "expiring": [{"id": i, "expires_at": at} for i, at in self.expiring],
                 "pending": self.pending}
 
 
@@ -346,6 +348,8 @@ class Writer:
         for note in judged.notes:
             store.event(new_id, "judge_fallback", note)
         out.stored.append(new_id)
+        if judged.expires_at:
+            out.expiring.append((new_id, judged.expires_at))
         for old in judged.supersedes:
             if self.supersede(old, new_id, judged.content, judged.reasons.get(old)):
                 out.superseded.append((old, new_id))

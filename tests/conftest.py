@@ -13,6 +13,31 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POLICIES = os.path.join(ROOT, "policies")
 START = dt.datetime(2026, 1, 5, 9, 0, 0)
 
+# The scenarios that ship, by name. Tests pin these and only these: a user's own file in
+# scenarios/ (where the README's experiment reads) is theirs to play, not a test's to pin.
+SHIPPED_SCENARIOS = (
+    "additive-and-progression", "bun-curiosity", "deadline-moved", "editor-switch",
+    "poetry-to-uv", "postgres-to-mysql", "preference-in-use", "python-upgrade",
+    "readability-merge", "small-talk", "standup-moved", "temporary-workaround",
+    "waiting-on-alice", "scenes/agent-build",
+)
+
+# The policies that ship, by name, for the same reason: `policies/my-agent.yaml` (the
+# README's "Pin your own policy") must not need a snapshot in this suite.
+SHIPPED_POLICIES = ("archive", "coding-agent", "fused", "lifecycle", "scenes", "scenes-decay",
+                    "scheduled-sql")
+
+
+def shipped_policies() -> list[str]:
+    """Paths of the shipped policies, sorted."""
+    return sorted(os.path.join(POLICIES, n + ".yaml") for n in SHIPPED_POLICIES)
+
+
+def shipped_scenarios(top_level_only: bool = False) -> list[str]:
+    """Paths of the shipped scenarios, sorted; `top_level_only` leaves out scenarios/scenes/."""
+    names = [n for n in SHIPPED_SCENARIOS if not (top_level_only and "/" in n)]
+    return sorted(os.path.join(ROOT, "scenarios", *n.split("/")) + ".yaml" for n in names)
+
 
 @pytest.fixture(autouse=True)
 def _no_real_model(monkeypatch):

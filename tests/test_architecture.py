@@ -13,12 +13,12 @@ ENGINE = pathlib.Path(__file__).resolve().parent.parent / "engine"
 # bottom to top: a unit may import its own layer's units (without cycles) and lower ones
 LAYERS = [
     {"errors", "clock", "text", "lexicon", "resources", "shipped"},
-    {"expr", "yamldoc", "prompts", "decoding", "answers", "steps", "records"},
+    {"expr", "yamldoc", "prompts", "decoding", "answers", "steps", "records", "variables"},
     {"policy", "dialect"},
     {"plan"},
     {"store"},
     {"judges"},
-    {"context"},
+    {"context", "keys"},
     {"write", "passes", "recall"},
     {"compress"},
     {"runner"},

@@ -6,7 +6,6 @@ so these tests pin what a formula computes, not only what text it renders to.
 from __future__ import annotations
 
 import datetime as dt
-import glob
 import math
 import os
 import re
@@ -18,11 +17,12 @@ from engine import policy as policy_mod
 from engine.dialect import DIALECTS, NOW, PostgresDialect
 from engine.errors import FormulaError
 from engine.store import Store
+from tests.conftest import shipped_policies
 
 SQLITE = DIALECTS["sqlite"]
 POSTGRES = DIALECTS["postgres"]
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHIPPED = sorted(glob.glob(os.path.join(PROJECT, "policies", "*.yaml")))
+SHIPPED = shipped_policies()
 
 NOW_DT = dt.datetime(2026, 3, 1, 9, 0, 0)
 NOW_ISO = NOW_DT.isoformat(timespec="seconds")

@@ -27,7 +27,7 @@ from engine.dialect import DIALECTS, NOW
 from engine.errors import FormulaError, LetheError, PolicyError
 from engine.plan import compile_policy
 from engine.policy import SETTABLE, load
-from tests.conftest import POLICIES, START
+from tests.conftest import POLICIES, START, shipped_policies
 
 SQLITE = DIALECTS["sqlite"]
 PARAMS = {"half_life_days": 30, "archive_below": 0.1, "label": "x'); DROP TABLE memories; --"}
@@ -444,10 +444,9 @@ def _engine_words() -> set:
     """The words of the SQL the engine writes around formulas, read off the plans of the
     shipped policies (so the check follows the engine's own statements as they change)."""
     words = set()
-    for name in os.listdir(POLICIES):
-        if name.endswith(".yaml"):
-            for s in plan_statements(compile_policy(load(os.path.join(POLICIES, name)))):
-                words |= sql_words(s.sql)
+    for path in shipped_policies():
+        for s in plan_statements(compile_policy(load(path))):
+            words |= sql_words(s.sql)
     return words
 
 

@@ -5,7 +5,6 @@ and column are known exactly.
 """
 from __future__ import annotations
 
-import glob
 import json
 import os
 import re
@@ -18,9 +17,10 @@ from engine import policy as policy_mod
 from engine.cli import main as cli
 from engine.dialect import DIALECTS
 from engine.errors import PolicyError
+from tests.conftest import shipped_policies
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHIPPED = sorted(glob.glob(os.path.join(PROJECT, "policies", "*.yaml")))
+SHIPPED = shipped_policies()
 
 BASE = """\
 name: probe
@@ -47,7 +47,7 @@ recall:
   where: "status = 'active'"
   order: "rank desc"
   limit: 10
-  select: {model: cheap, prompt: gate.j2, top_n: 3}
+  select: {model: cheap, prompt: pick.j2, top_n: 3}
 """
 
 
@@ -55,6 +55,7 @@ recall:
 def folder(tmp_path):
     (tmp_path / "prompts").mkdir()
     (tmp_path / "prompts" / "gate.j2").write_text("Save this? {{ user }}\n")
+    (tmp_path / "prompts" / "pick.j2").write_text("Pick for: {{ query }}\n")
     return tmp_path
 
 
@@ -84,7 +85,8 @@ def assert_caret(err: PolicyError, line: int, col: int) -> None:
     assert caret.split("|")[0].strip() == "" and caret.rstrip().endswith("^"), err.excerpt
     bar = caret.index("|")
     assert caret.index("^") - (bar + 2) == col - 1, err.excerpt
-    assert str(err).endswith(err.excerpt)
+    # the first mistake comes first, with its excerpt (any others found follow it)
+    assert str(err).startswith(err.headline() + "\n" + err.excerpt)
 
 
 def assert_located(err: PolicyError, path: str, line: int, col: int, key: str, *fragments):
@@ -238,7 +240,7 @@ def test_a_template_with_a_jinja_syntax_error_names_the_template(folder):
 
 def test_an_unclosed_jinja_block_is_refused(folder):
     (folder / "prompts" / "bad.j2").write_text("{% if user %}\nsave it\n")
-    path = write(folder, edited("prompt: gate.j2, top_n", "prompt: bad.j2, top_n"))
+    path = write(folder, edited("prompt: pick.j2, top_n", "prompt: bad.j2, top_n"))
     err = refused(path)
     assert err.file.endswith(os.path.join("prompts", "bad.j2"))
     assert "template syntax error" in err.message and "endif" in err.message
@@ -268,7 +270,7 @@ def test_a_missing_policy_file_is_refused_with_where_it_looked(folder):
 
 
 def test_a_yaml_error_at_the_end_of_the_file_still_gets_a_caret(folder):
-    path = write(folder, edited("limit: 10\n  select: {model: cheap, prompt: gate.j2, top_n: 3}\n",
+    path = write(folder, edited("limit: 10\n  select: {model: cheap, prompt: pick.j2, top_n: 3}\n",
                                 "limit: [10\n"))
     err = refused(path)
     assert "YAML syntax error" in err.message

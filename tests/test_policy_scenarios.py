@@ -1,15 +1,14 @@
 """Every shipped policy played through every shipped scenario, pinned with the
 `lethe_scenario` fixture users get from the plugin (engine/testing.py)."""
-import glob
 import os
 
 import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
 
-from tests.conftest import POLICIES, ROOT
+from tests.conftest import POLICIES, ROOT, shipped_policies, shipped_scenarios
 
-SCENARIOS = sorted(glob.glob(os.path.join(ROOT, "scenarios", "**", "*.yaml"), recursive=True))
-SHIPPED = sorted(glob.glob(os.path.join(POLICIES, "*.yaml")))
+SCENARIOS = shipped_scenarios()
+SHIPPED = shipped_policies()
 
 
 def name(path):
@@ -36,7 +35,7 @@ def test_the_dump_has_no_ids_and_changes_with_behaviour(lethe_scenario):
     lifecycle = lethe_scenario(scenario, os.path.join(POLICIES, "lifecycle.yaml"))
     archive = lethe_scenario(scenario, os.path.join(POLICIES, "archive.yaml"))
     assert lifecycle != archive
-    superseded = [m for m in lifecycle["memories"] if m["status"] == "superseded"]
+    superseded = [m for _, m in lifecycle["memories"] if m["status"] == "superseded"]
     assert superseded and all("MySQL" in m["superseded_by"] for m in superseded)
-    assert "#" not in repr([e for m in lifecycle["memories"] for e in m["events"]])
+    assert "#" not in repr([e for _, m in lifecycle["memories"] for e in m["events"]])
     assert lethe_scenario(scenario, os.path.join(POLICIES, "lifecycle.yaml")) == lifecycle

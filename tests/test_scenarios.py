@@ -1,7 +1,6 @@
 """Scenarios and experiments: loading with file:line errors, every step kind, passes at
 their schedule on `advance`, judged replay, `lethe experiment` exit codes, JSON, report."""
 import datetime as dt
-import glob
 import json
 import os
 import re
@@ -15,9 +14,9 @@ from engine import scenario as S
 from engine.cli import main
 from engine.errors import PolicyError
 from engine.experiment import run_experiment
-from tests.conftest import POLICIES, ROOT
+from tests.conftest import POLICIES, ROOT, shipped_scenarios
 
-SHIPPED = sorted(glob.glob(os.path.join(ROOT, "scenarios", "*.yaml")))
+SHIPPED = shipped_scenarios(top_level_only=True)
 ARCHIVE, LIFECYCLE = f"{POLICIES}/archive.yaml", f"{POLICIES}/lifecycle.yaml"
 
 

@@ -25,7 +25,7 @@ from .base import emit, json_option, model_options, open_memory, store_options
 def recall(db, policy, namespace, now, offline, record, replay, query, top_n, explain, json_):
     """What the agent should know for QUERY: the policy's candidates, picked by its select
     judge; the chosen memories' access is recorded."""
-    with open_memory(db, policy, namespace, now, offline, record, replay) as mem:
+    with open_memory(db, policy, namespace, now, offline, record, replay, must_exist=True) as mem:
         if explain:
             return show_explanation(mem, query, top_n, json_)
         records = mem.recall(query, top_n)
@@ -172,6 +172,23 @@ def _messages(interactive: bool):
             yield line.strip()
 
 
+def _stored_lines(turn) -> list[str]:
+    """What remember did with the turn: stored (superseding, expiring) or reinforced."""
+    w = turn.written
+    reinforced, expiring = set(w.reinforced) if w else set(), dict(w.expiring) if w else {}
+    lines = []
+    for m in turn.stored:
+        if m.id in reinforced:
+            lines.append(f"  reinforced #{m.id} (confidence now {m.confidence:g}): {m.content}")
+            continue
+        lines.append(f"  stored #{m.id} [{m.status}]: {m.content}")
+        lines += [f"    supersedes #{old.id}: {old.content}" for old, new in turn.superseded
+                  if new == m.id]
+        if m.id in expiring:
+            lines.append(f"    expires {expiring[m.id]}")
+    return lines
+
+
 def _turn_lines(turn, said: str | None) -> list[str]:
     lines = [f"  recalled #{m.id} (conf {m.confidence:.2f}, fresh {m.decay_score:.2f}): {m.content}"
              for m in turn.recalled] or ["  recalled nothing"]
@@ -179,8 +196,7 @@ def _turn_lines(turn, said: str | None) -> list[str]:
         lines.append(f"assistant> {turn.answer}")
     elif turn.note and turn.note != said:  # why there is no answer, unless said at the start
         lines.append(f"  ({turn.note})")
-    lines += ([f"  stored #{m.id} [{m.status}]: {m.content}" for m in turn.stored]
-              or ["  stored nothing"])
+    lines += _stored_lines(turn) or ["  stored nothing"]
     if turn.pending:
         lines.append(f"  {turn.pending} turn(s) wait for a judge model; `lethe run` retries them")
     return lines

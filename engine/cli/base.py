@@ -5,15 +5,18 @@ Nothing here imports a command module: commands import this, never the other way
 """
 from __future__ import annotations
 
+import difflib
+import glob
 import json
 import os
 import traceback
+import warnings
 
 import click
 
 from .. import policy as policy_mod
 from ..clock import FixedClock
-from ..errors import LetheError
+from ..errors import LetheError, StoreError
 from ..memory import DEFAULT_POLICY, Memory
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -24,7 +27,9 @@ class LetheGroup(click.Group):
 
     def invoke(self, ctx):
         try:
-            return super().invoke(ctx)
+            with warnings.catch_warnings():
+                warnings.showwarning = show_warning
+                return super().invoke(ctx)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except LetheError as exc:
@@ -36,6 +41,12 @@ class LetheGroup(click.Group):
             click.echo(f"internal error: {type(exc).__name__}: {exc} "
                        "(set LETHE_DEBUG=1 for the traceback)", err=True)
             ctx.exit(2)
+
+
+def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning from the engine as one `warning:` line on stderr, in the CLI's words."""
+    text = message.for_cli() if hasattr(message, "for_cli") else str(message)
+    click.echo(f"warning: {text}", err=True)
 
 
 # ---- shared options -----------------------------------------------------------------
@@ -71,15 +82,29 @@ def model_options(f):
 
 
 # ---- opening and printing -----------------------------------------------------------
-def open_memory(db, policy, namespace, now, offline, record=None, replay=None) -> Memory:
-    """The `Memory` the store options describe: --db, else the policy's `db:`."""
+def open_memory(db, policy, namespace, now, offline, record=None, replay=None,
+                must_exist=False) -> Memory:
+    """The `Memory` the store options describe: --db, else the policy's `db:`. Commands
+    that only read pass `must_exist`: a mistyped path is refused, not created empty."""
     pol = policy_mod.load(policy)
     path = db or pol.db
     if not path:
         raise click.UsageError("no database: pass --db FILE or set LETHE_DB")
+    if must_exist and not os.path.exists(path):
+        raise StoreError(no_database(path))
     clock = FixedClock(now) if now else None
     return Memory(path, policy=pol, namespace=namespace, offline=offline, clock=clock,
                   record=record, replay=replay)
+
+
+def no_database(path: str) -> str:
+    """A read-only command was given a database that is not there: say which look alike."""
+    folder = os.path.dirname(path) or "."
+    near = difflib.get_close_matches(os.path.basename(path), [
+        os.path.basename(p) for p in glob.glob(os.path.join(glob.escape(folder), "*.db"))], n=1)
+    hint = f" (did you mean {os.path.join(os.path.dirname(path), near[0])}?)" if near else ""
+    return (f"no database at {path}{hint}: this command only reads; commands that write "
+            "(remember, add, run) create it")
 
 
 def emit(data, json_: bool, text) -> None:

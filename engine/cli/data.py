@@ -6,6 +6,7 @@ import sys
 import click
 
 from ..memory import Memory
+from ..policy import STATUSES
 from .base import emit, json_option, model_options, open_memory, store_options
 
 
@@ -40,15 +41,33 @@ def _with_progress(mem: Memory, names: list[str], run_them, quiet: bool):
 @click.command(name="ls")
 @store_options
 @click.option("--query", "-q", help="Only memories matching these words (full text).")
-@click.option("--limit", type=click.IntRange(min=1), help="At most this many (default: the policy's).")
+@click.option("--status", type=click.Choice([*STATUSES, "all"]),
+              help="List memories with this status instead, newest first: what was archived, "
+                   "superseded, expired or compressed (or all).")
+@click.option("--limit", type=click.IntRange(min=1), help="At most this many (default: the policy's;"
+              " 20 with --status).")
 @json_option
-def ls(db, policy, namespace, now, offline, query, limit, json_):
-    """List recall candidates in the policy's recall order (what recall would consider)."""
-    with open_memory(db, policy, namespace, now, offline) as mem:
+def ls(db, policy, namespace, now, offline, query, status, limit, json_):
+    """List recall candidates in the policy's recall order (what recall would consider),
+    or with --status the memories that have that status (what was forgotten, too)."""
+    if status and query:
+        raise click.UsageError("--query lists recall candidates; use it without --status")
+    with open_memory(db, policy, namespace, now, offline, must_exist=True) as mem:
+        if status:
+            records = mem.memories(status, limit or 20)
+            return emit([r.as_dict() for r in records], json_,
+                        [status_line(r) for r in records] or [f"(no {status} memories)"])
         records = mem.candidates(query, limit)
     lines = [f"#{r.id:<6} rank {r.rank or 0:6.3f}  imp {r.importance:4.1f}  conf {r.confidence:4.2f}  "
              f"fresh {r.decay_score:4.2f}  {r.summary or r.content[:120]}" for r in records]
     emit([r.as_dict() for r in records], json_, lines or ["(no candidates)"])
+
+
+def status_line(r) -> str:
+    """One memory with its status, and what replaced or absorbed it."""
+    why = f"  (superseded by #{r.contradicted_by})" if r.contradicted_by else ""
+    why += f"  (merged into #{r.merged_into})" if r.merged_into else ""
+    return f"#{r.id:<6} [{r.status}]  {r.summary or r.content[:120]}{why}"
 
 
 @click.command()
@@ -57,7 +76,7 @@ def ls(db, policy, namespace, now, offline, query, limit, json_):
 @json_option
 def why(db, policy, namespace, now, offline, memory_id, json_):
     """Show a memory's whole history: its events, what superseded it, what it merged into."""
-    with open_memory(db, policy, namespace, now, offline) as mem:
+    with open_memory(db, policy, namespace, now, offline, must_exist=True) as mem:
         h = mem.history(memory_id)
     m = h.memory
     data = {"memory": m.as_dict(), "events": h.events,
@@ -111,14 +130,35 @@ def remember(db, policy, namespace, now, offline, record, replay, user, assistan
     """Judge one conversation turn (USER said, ASSISTANT answered) and store what is worth
     keeping. If a model is unreachable the turn stays pending (see `lethe pending`)."""
     with open_memory(db, policy, namespace, now, offline, record, replay) as mem:
-        ids = mem.remember(user, assistant)
-        records = [mem.get(i) for i in ids]
+        written = mem.remember(user, assistant)
+        records = {i: mem.get(i) for i in [*written, *(old for old, _ in written.superseded)]}
         pending = len(mem.pending())
-    data = {"ids": ids, "memories": [r.as_dict() for r in records], "pending": pending}
-    lines = [f"#{r.id} [{r.status}] {r.content}" for r in records] or ["nothing stored"]
+    data = {**written.as_dict(), "memories": [records[i].as_dict() for i in written],
+            "pending": pending, "pending_reason": written.pending}
+    for entry in data["superseded"]:
+        entry["content"] = records[entry["id"]].content
+    lines = written_lines(written, records) or ["nothing stored"]
     if pending:
         lines.append(f"{pending} turn(s) pending: a model was unreachable; `lethe run` retries them")
     emit(data, json_, lines)
+
+
+def written_lines(written, records: dict) -> list[str]:
+    """What one write did, memory by memory: stored (and what it superseded, when it
+    expires) or reinforced."""
+    expiring = dict(written.expiring)
+    lines = []
+    for i in written:
+        r = records[i]
+        if i in written.reinforced:
+            lines.append(f"#{i} [{r.status}] {r.content}  (reinforced: confidence now {r.confidence:g})")
+            continue
+        lines.append(f"#{i} [{r.status}] {r.content}")
+        lines += [f"  supersedes #{old}: {records[old].content}"
+                  for old, new in written.superseded if new == i]
+        if i in expiring:
+            lines.append(f"  expires {expiring[i]}")
+    return lines
 
 
 @click.command()
@@ -126,7 +166,7 @@ def remember(db, policy, namespace, now, offline, record, replay, user, assistan
 @json_option
 def pending(db, policy, namespace, now, offline, json_):
     """List turns saved but not yet judged because a model was unreachable."""
-    with open_memory(db, policy, namespace, now, offline) as mem:
+    with open_memory(db, policy, namespace, now, offline, must_exist=True) as mem:
         rows = mem.pending()
     lines = [f"turn {r['id']} ({r['attempts']} attempts, last error: {r['last_error'] or '-'}): "
              f"{r['user_text'][:80]}" for r in rows]
@@ -138,7 +178,7 @@ def pending(db, policy, namespace, now, offline, json_):
 @json_option
 def costs(db, policy, namespace, now, offline, json_):
     """Sum every logged model call per step and model: calls, tokens, latency, outcomes."""
-    with open_memory(db, policy, namespace, now, offline) as mem:
+    with open_memory(db, policy, namespace, now, offline, must_exist=True) as mem:
         rows = mem.store.costs(namespace)
     lines = [f"{r['step']:<14} {r['model']:<14} {r['calls']:>5} calls  {r['prompt_tokens']:>8} in  "
              f"{r['completion_tokens']:>7} out{'*' if r['estimated'] else ' '} "

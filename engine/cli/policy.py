@@ -7,7 +7,8 @@ import sys
 import click
 
 from .. import policy as policy_mod
-from ..errors import LetheError
+from .. import variables
+from ..errors import LetheError, PolicyError, error_fields
 from ..plan import compile_policy, render_plan
 from ..prompts import render as render_template
 from .base import emit, json_option
@@ -17,25 +18,39 @@ from .base import emit, json_option
 @click.argument("policies", nargs=-1, required=True)
 @json_option
 def validate(policies, json_):
-    """Load each POLICY and report every mistake with file:line:col. Exit 1 if any fails."""
-    results = []
-    for ref in policies:
-        try:
-            pol = policy_mod.load(ref)
-            results.append({"policy": ref, "ok": True, "name": pol.name,
-                            "passes": list(pol.passes), "write": [s.step for s in pol.write]})
-        except LetheError as exc:  # report this one and go on: every file gets its line
-            results.append({"policy": ref, "ok": False, "error": str(exc)})
+    """Load each POLICY and report every mistake with file:line:col, and every param no
+    formula reads (a warning). Exit 1 if any fails."""
+    results = [_validated(ref) for ref in policies]
     lines = []
     for r in results:
         if r["ok"]:
             lines.append(f"ok    {r['policy']}  ({r['name']}: passes {', '.join(r['passes']) or '-'};"
                          f" write {', '.join(r['write']) or '-'})")
         else:
-            lines.append(f"FAIL  {r['error']}")
-    emit(results, json_, lines)
+            lines += [f"FAIL  {text}" for text in r["shown"]]
+        lines += [f"warn  {text}" for text in r["shown_warnings"]]
+    emit([{k: v for k, v in r.items() if not k.startswith("shown")} for r in results], json_, lines)
     if not all(r["ok"] for r in results):
         sys.exit(1)
+
+
+def _validated(ref: str) -> dict:
+    """One policy's verdict; a mistake is reported and the next file still checked."""
+    try:
+        pol = policy_mod.load(ref)
+    except PolicyError as exc:
+        found = getattr(exc, "errors", [exc])
+        return {"policy": ref, "ok": False, "error": str(exc),
+                "errors": [error_fields(e) for e in found], "warnings": [],
+                "shown": [str(e) for e in found], "shown_warnings": []}
+    except LetheError as exc:
+        return {"policy": ref, "ok": False, "error": str(exc), "errors": [
+            {"file": None, "line": None, "col": None, "path": "", "message": str(exc)}],
+            "warnings": [], "shown": [str(exc)], "shown_warnings": []}
+    return {"policy": ref, "ok": True, "name": pol.name, "passes": list(pol.passes),
+            "write": [s.step for s in pol.write],
+            "warnings": [error_fields(w) for w in pol.warnings],
+            "shown": [], "shown_warnings": [w.headline() for w in pol.warnings]}
 
 
 @click.command(name="compile")
@@ -53,19 +68,35 @@ def compile_(policy, dialect, json_):
     emit(data, json_, render_plan(plan).rstrip("\n"))
 
 
-@click.command()
+def _variables_help() -> str:
+    """The variables each step's template is given, grouped, for `lethe render --help`."""
+    groups: dict[tuple, list[str]] = {}
+    for step in variables.VARIABLES:
+        groups.setdefault(tuple(variables.names(step)), []).append(step)
+    rows = [f"  {', '.join(steps)}: {', '.join(names)}" for names, steps in groups.items()]
+    return "\b\nTemplate variables, by step (--example gives each an example value):\n" + \
+        "\n".join(rows)
+
+
+@click.command(epilog=_variables_help())
 @click.argument("policy")
 @click.argument("step")
 @click.option("--vars", "vars_file", type=click.File("r"), metavar="FILE.json",
-              help="Template variables as JSON (default: {}).")
-def render(policy, step, vars_file):
+              help="Template variables as JSON (default: {}); with --example, they override "
+                   "the examples.")
+@click.option("--example", is_flag=True,
+              help="Render with example values of every variable the step's template is given.")
+def render(policy, step, vars_file, example):
     """Print the prompt POLICY's STEP (gate, confidence, contradiction, expiry, fused,
-    cluster, merge, select, ...) renders to, with variables from --vars."""
+    cluster, merge, select, ...) renders to, with variables from --vars or --example."""
     pol = policy_mod.load(policy)
     judgment = policy_mod.find_judgment(pol, step)
     try:
-        variables = json.load(vars_file) if vars_file else {}
+        given = json.load(vars_file) if vars_file else {}
     except ValueError as exc:
         raise click.BadParameter(f"not JSON: {exc}", param_hint="--vars") from None
-    variables.setdefault("today", "2026-01-05")
-    click.echo(render_template(judgment.prompt, pol.prompt_dirs, variables), nl=False)
+    if not isinstance(given, dict):
+        raise click.BadParameter("must be a JSON object of variables", param_hint="--vars")
+    values = {**(variables.example(step.rpartition(".")[2]) if example else {}), **given}
+    values.setdefault("today", "2026-01-05")
+    click.echo(render_template(judgment.prompt, pol.prompt_dirs, values), nl=False)

@@ -6,8 +6,8 @@ import sys
 import click
 
 from ..errors import ExpectationError
-from ..experiment import run_experiment, text_lines
-from ..report import write_report
+from ..experiment import progress_line, run_experiment, text_lines
+from ..report import check_path, write_report
 from .base import emit, json_option
 
 
@@ -24,9 +24,15 @@ from .base import emit, json_option
 @json_option
 def experiment(scenarios, policies, offline, report, keep, json_):
     """Play every SCENARIO under every --policy, each on a fresh store, and print the
-    matrix of expectations met, end counts by status, stale recalls and model use.
-    Exit 0 when every expectation of every run holds, 1 otherwise."""
-    exp = run_experiment(list(scenarios), list(policies), offline=offline, keep=keep)
+    matrix of expectations met, end counts by status, stale recalls, model use and judge
+    fallbacks. On a terminal, each run is reported as it ends. Exit 0 when every
+    expectation of every run holds, 1 otherwise."""
+    if report:
+        check_path(report)  # before the run, not after minutes of it
+    shown = None if json_ or not sys.stderr.isatty() else \
+        (lambda done, total, run: click.echo(progress_line(done, total, run), err=True))
+    exp = run_experiment(list(scenarios), list(policies), offline=offline, keep=keep,
+                         progress=shown)
     lines = text_lines(exp)
     if report:
         write_report(exp, report)

@@ -1,8 +1,11 @@
 """The validating builder: a merged policy document in, a typed `Policy` out.
 
-Every key is checked against what its section allows, every formula is compiled against
-the policy's params and scores, every template is parsed; the first mistake is a
-PolicyError at file:line:col naming the key.
+Every key is checked against the schema of its section (`schema`: unknown and missing
+keys, simple types, choices, defaults), every formula is compiled against the policy's
+params and scores, every template is parsed and rendered with its step's example
+variables. Every mistake in the file is collected: `build()` raises one PolicyErrors
+listing them all, each at file:line:col naming the key. A param that nothing reads is a
+warning (`Policy.warnings`), not an error.
 """
 from __future__ import annotations
 
@@ -11,40 +14,84 @@ import os
 import re
 
 from .. import expr as X
-from .. import prompts, resources, yamldoc
+from .. import prompts, resources, variables, yamldoc
 from ..clock import parse_duration
-from ..errors import FormulaError, PolicyError
-from .types import (DEFAULT_RANK, MODEL_KEYS, PROVIDERS, RESPONSE_FORMATS, SETTABLE, STATUSES,
-                    STEP_KINDS, Candidates, Judgment, Model, Pass, Policy, Recall, Rule, WriteStep)
+from ..errors import FormulaError, PolicyError, PolicyErrors
+from ..steps import KINDS
+from . import schema as S
+from .types import (DEFAULT_RANK, RESPONSE_FORMATS, SETTABLE, STATUSES, Candidates, Judgment, Model, Pass,
+                    Policy, Recall, Rule, WriteStep)
 
-TOP_KEYS = {"name", "extends", "description", "db", "prompts", "models", "params", "scores",
-            "write", "passes", "recall"}
+_SIMPLE = {S.TEXT: ((str,), "text"), S.MODEL: ((str,), "a model name"),
+           S.TEMPLATE: ((str,), "a template file name"), S.NUMBER: ((int, float), "a number"),
+           S.VALUE: ((int, float, str), "a number or text")}
 
 
 class Builder:
-    """Builds one `Policy` from its merged document; `build()` raises at the first mistake."""
+    """Builds one `Policy` from its merged document, collecting every mistake."""
 
     def __init__(self, doc: yamldoc.Doc):
         self.doc = doc
         self.d = doc.data
+        self.errors: list[PolicyError] = []
 
     # helpers -------------------------------------------------------------------------
     def fail(self, path, message, of_key=False):
         raise self.doc.error(path, message, of_key)
 
-    def keys(self, value, path, allowed, required=()):
+    def note(self, path, message, of_key=False) -> None:
+        """A mistake that does not stop the check of the rest of the file."""
+        self.errors.append(self.doc.error(path, message, of_key))
+
+    def collect(self, fn, *args, fallback=None, **kw):
+        """Run one independent check; a mistake is noted and `fallback` stands in for it."""
+        try:
+            return fn(*args, **kw)
+        except PolicyError as exc:
+            self.errors.append(exc)
+            return fallback
+
+    def keys(self, value, path, section: str) -> dict:
+        """The mapping `value`, checked against its section's schema: each unknown key and
+        each simple value of the wrong type is noted (the default stands in for it); a
+        missing required key stops this mapping's check."""
         if not isinstance(value, dict):
             self.fail(path, f"must be a mapping, got {type(value).__name__}")
+        sec = S.section(section)
+        allowed = sec.allowed()
         for k in value:
             if k not in allowed:
                 close = _closest(k, allowed)
                 hint = f" (did you mean '{close}'?)" if close else ""
-                self.fail(path + (k,), f"unknown key '{k}'{hint}; known: {', '.join(sorted(allowed))}",
+                self.note(path + (k,), f"unknown key '{k}'{hint}; known: {', '.join(sorted(allowed))}",
                           of_key=True)
-        for k in required:
-            if k not in value:
-                self.fail(path, f"missing required key '{k}'")
-        return value
+        out = {k: v for k, v in value.items() if k in allowed}
+        for key in sec.all_keys():
+            if key.name in out and not self.collect(self.simple, out[key.name], path + (key.name,), key,
+                                                    fallback=False):
+                out.pop(key.name)
+        missing = [k.name for k in sec.all_keys() if k.required and k.name not in value]
+        if missing:
+            self.fail(path, f"missing required key '{missing[0]}'")
+        return out
+
+    def simple(self, value, path, key: S.Key) -> bool:
+        """A value of a simple kind (text, number, whole number, choice); others pass."""
+        if value is None and key.default is None:
+            return True
+        if key.kind in _SIMPLE:
+            self.typed(value, path, *_SIMPLE[key.kind])
+        elif key.kind == S.WHOLE:
+            low = key.minimum or 0
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                self.fail(path, f"must be a whole number >= {low}, got {value!r}")
+        elif key.kind == S.CHOICE and value not in key.choices:
+            self.fail(path, f"unknown {key.name} {_quoted(value)}; known: {', '.join(key.choices)}")
+        elif key.kind == S.MAPPING and value is not None and not isinstance(value, dict):
+            self.fail(path, f"must be a mapping, got {type(value).__name__}")
+        elif key.kind == S.LIST and value is not None and not isinstance(value, list):
+            self.fail(path, f"{key.name} must be a list")
+        return True
 
     def mapping(self, value, path) -> dict:
         """A section whose keys are the author's own names (params, models, passes...)."""
@@ -71,40 +118,56 @@ class Builder:
 
     # sections -------------------------------------------------------------------------
     def build(self) -> Policy:
-        d = self.keys(self.d, (), TOP_KEYS, required=("name",))
-        name = self.typed(d["name"], ("name",), (str,), "text")
+        d = self.collect(self.keys, self.d, (), "policy")
+        if d is None:  # no name: still check the rest of the file
+            d = dict(self.d)
+        name = d.get("name", "?")
+        self.used: set[str] = set()  # params some formula reads (filled as formulas compile)
         params = self.params()
         scores = self.scores(params)
-        prompt_dirs = self.prompt_dirs()
         self.policy = Policy(
             name=name, path=self.doc.file, doc=self.doc, db=d.get("db"),
             models=self.models(), params=params, scores=scores, rank=None, rank_text="",
-            write=[], passes={}, recall=None, prompt_dirs=prompt_dirs,
-            description=str(d.get("description", "")))
+            write=[], passes={}, recall=None, prompt_dirs=self.prompt_dirs(),
+            description=str(d.get("description") or ""))
         self.policy.rank_text = str(scores.get("rank", DEFAULT_RANK))
-        self.policy.rank = self.rank()
-        self.policy.write = self.write()
-        self.policy.passes = self.passes()
-        self.policy.recall = self.recall()
+        self.policy.rank = self.collect(self.rank)
+        self.policy.write = self.collect(self.write, fallback=[])
+        self.policy.passes = self.collect(self.passes, fallback={})
+        self.policy.recall = self.collect(self.recall)
+        if self.errors:  # one mistake reads as it always did; several, one after another
+            raise self.errors[0] if len(self.errors) == 1 else PolicyErrors(self.errors)
+        self.policy.warnings = self.unread_params()
         return self.policy
 
     def params(self) -> dict:
-        params = self.mapping(self.d.get("params"), ("params",))
+        params = self.collect(self.mapping, self.d.get("params"), ("params",), fallback={})
+        out = {}
         for k, v in params.items():
-            self.check_name(k, ("params", k))
-            self.typed(v, ("params", k), (int, float, str), "a number or text")
-        return params
+            ok = self.collect(self.check_name, k, ("params", k), fallback=False) is not False
+            ok = ok and self.collect(self.typed, v, ("params", k), (int, float, str),
+                                     "a number or text", fallback=False) is not False
+            out[k] = v if ok else 0  # a stand-in, so formulas reading it are not blamed too
+        return out
 
     def scores(self, params) -> dict:
-        scores = self.mapping(self.d.get("scores"), ("scores",))
-        for k, v in scores.items():
+        """Each score compiles; a broken one is reported where it is written and stands
+        in as 0, so formulas using it are not blamed for it too."""
+        scores = dict(self.collect(self.mapping, self.d.get("scores"), ("scores",), fallback={}))
+        for k in list(scores):
             if k != "rank":
-                self.check_name(k, ("scores", k))
+                self.collect(self.check_name, k, ("scores", k))
             if k in params:
-                self.fail(("scores", k), f"'{k}' is both a param and a score")
+                self.note(("scores", k), f"'{k}' is both a param and a score")
         for k, v in scores.items():
-            self.formula(v, ("scores", k), X.Scope(params, scores, allow_relevance=True))
+            scope = X.Scope(params, scores, used=self.used, allow_relevance=True)
+            if self.collect(self.formula, v, ("scores", k), scope) is None:
+                scores[k] = 0
         return scores
+
+    def scope(self, **kw) -> X.Scope:
+        """The names formulas may use; params they read are noted in `self.used`."""
+        return X.Scope(self.policy.params, self.policy.scores, used=self.used, **kw)
 
     def check_name(self, name, path):
         if not re.fullmatch(r"[a-z_][a-z0-9_]*", name):
@@ -113,10 +176,22 @@ class Builder:
         if name in taken or name in X.CONSTANT_NAMES:
             self.fail(path, f"'{name}' is already a column, time word or function", True)
 
+    def unread_params(self) -> list[PolicyError]:
+        """Params no formula reads and the engine does not read either: most often a typo
+        (`half_life_dayz`) that silently leaves the intended value in force."""
+        out = []
+        for name in self.policy.params:
+            if name in self.used or name in S.ENGINE_PARAMS:
+                continue
+            close = _closest(name, self.used | set(S.ENGINE_PARAMS))
+            hint = f" (did you mean '{close}'?)" if close else ""
+            out.append(self.doc.error(("params", name), f"no formula reads param '{name}'{hint}",
+                                      of_key=True))
+        return out
+
     def rank(self) -> X.Node:
         path = ("scores", "rank")
-        node = self.formula(self.policy.rank_text, path, self.policy.scope(allow_time=False),
-                            X.NUM)
+        node = self.formula(self.policy.rank_text, path, self.scope(allow_time=False), X.NUM)
         if "rank" in X.columns_of(node):
             self.fail(path, "the stored rank cannot refer to itself")
         return node
@@ -127,27 +202,28 @@ class Builder:
         then the templates that ship with the package."""
         here = os.path.dirname(os.path.abspath(self.doc.file))
         dirs = []
-        if "prompts" in self.d:
-            p = self.typed(self.d["prompts"], ("prompts",), (str,), "a folder path")
-            dirs.append(os.path.normpath(os.path.join(here, p)))
+        if isinstance(self.d.get("prompts"), str):
+            dirs.append(os.path.normpath(os.path.join(here, self.d["prompts"])))
         dirs += [os.path.normpath(os.path.join(here, "..", "prompts")),
                  os.path.join(here, "prompts"), resources.shipped_prompts_dir()]
         return tuple(dict.fromkeys(d for d in dirs))
 
     def models(self) -> dict:
         out = {"rules": Model("rules", "rules")}
-        models = self.mapping(self.d.get("models"), ("models",))
+        models = self.collect(self.mapping, self.d.get("models"), ("models",), fallback={})
         for name, spec in models.items():
-            p = ("models", name)
-            self.keys(spec, p, MODEL_KEYS, required=("provider",))
-            prov = spec["provider"]
-            if prov not in PROVIDERS:
-                self.fail(p + ("provider",), f"unknown provider '{prov}'; known: {', '.join(PROVIDERS)}")
-            if prov == "openai" and not isinstance(spec.get("model"), str):
-                self.fail(p, "an openai model needs 'model: <name>'")
-            self.model_settings(spec, p)
-            out[name] = Model(name=name, **spec)
+            # a broken model still answers to its name: judgments naming it are not blamed
+            out[name] = self.collect(self.model, name, spec, fallback=Model(name, "rules"))
         return out
+
+    def model(self, name, spec) -> Model:
+        p = ("models", name)
+        spec = self.keys(spec, p, "model")
+        if spec.get("provider") == "openai" and not isinstance(spec.get("model"), str):
+            self.fail(p, "an openai model needs 'model: <name>'")
+        self.model_settings(spec, p)
+        spec.setdefault("provider", "rules")  # a refused provider (noted) stands in as rules
+        return Model(name=name, **spec)
 
     def model_settings(self, spec: dict, p: tuple) -> None:
         """Types and ranges of a model entry's settings (engine/judges/openai.py reads them)."""
@@ -179,41 +255,60 @@ class Builder:
         if spec.get("extra_body") is not None:
             self.mapping(spec["extra_body"], p + ("extra_body",))
 
-    def judgment(self, spec, path, extra=()) -> Judgment:
-        allowed = {"model", "prompt", "candidates", "fallback", *extra}
-        self.keys(spec, path, allowed, required=("model", "prompt"))
-        model = self.typed(spec["model"], path + ("model",), (str,), "a model name")
-        if model not in self.policy.models:
-            self.fail(path + ("model",), f"unknown model '{model}'; this policy defines: "
+    def judgment(self, spec, path, section="judgment") -> Judgment:
+        spec = self.keys(spec, path, section)
+        model = spec.get("model")
+        if model is not None and model not in self.policy.models:
+            self.note(path + ("model",), f"unknown model '{model}'; this policy defines: "
                       f"{', '.join(sorted(self.policy.models))}")
-        prompt = self.typed(spec["prompt"], path + ("prompt",), (str,), "a template file name")
+        prompt = spec.get("prompt")
+        if prompt is not None:
+            self.collect(self.template, prompt, path + ("prompt",), section, path)
+        cand = self.collect(self.candidates, spec["candidates"], path + ("candidates",)) \
+            if spec.get("candidates") is not None else None
+        # the section's own keys (select.top_n, merge.result), kept as the judgment's options
+        options = {k.name: spec[k.name] for k in S.section(section).keys
+                   if k.name in spec and k.name != "step"}
+        return Judgment(model or "rules", prompt or "", cand,
+                        spec.get("fallback", S.default("judgment", "fallback")), options)
+
+    def template(self, prompt, path, section, step_path) -> None:
+        """The template exists, parses, and uses only the variables its step provides."""
         try:
             prompts.check(prompt, self.policy.prompt_dirs)
         except PolicyError as exc:
             if exc.file:  # the template itself is broken: point there
                 raise
-            self.fail(path + ("prompt",), exc.message)
-        fallback = spec.get("fallback", "rules")
-        if fallback not in ("rules", "skip", "keep"):
-            self.fail(path + ("fallback",), "fallback must be rules, skip or keep")
-        cand = self.candidates(spec["candidates"], path + ("candidates",)) \
-            if "candidates" in spec else None
-        options = {k: spec[k] for k in extra if k in spec}
-        return Judgment(model, prompt, cand, fallback, options)
+            self.fail(path, exc.message)
+        step = self.step_kind(section, step_path)
+        if step is not None:
+            try:
+                prompts.check_variables(prompt, self.policy.prompt_dirs, variables.example(step),
+                                        step)
+            except PolicyError as exc:
+                raise PolicyError(f"{exc.message} (used by {yamldoc.dotted(step_path)})",
+                                  exc.file, exc.line, exc.col, excerpt=exc.excerpt) from None
 
-    def candidates(self, spec, path, default_order=None, allow_relevance=False) -> Candidates:
-        self.keys(spec, path, {"where", "order", "limit", "min", "k"})
-        where = self.formula(spec.get("where", "status = 'active'"), path + ("where",),
-                             self.policy.scope(allow_relevance=allow_relevance), X.BOOL)
-        order = self.order(spec.get("order", default_order or "rank"), path + ("order",),
-                           allow_relevance)
-        ints = {}
-        for k, default in (("limit", 60), ("min", 0), ("k", 20)):
-            v = spec.get(k, default)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                self.fail(path + (k,), f"must be a whole number >= 0, got {v!r}")
-            ints[k] = v
-        return Candidates(where, order, ints["limit"], ints["min"], ints["k"], dict(spec))
+    def step_kind(self, section, path) -> str | None:
+        """Which step kind a judgment at `path` serves: its variables depend on it."""
+        if section == "select":
+            return "select"
+        if path and path[-1] in ("cluster", "merge"):
+            return path[-1]
+        if path and path[0] == "write":
+            kind = (self.d.get("write") or [])[path[1]].get("step")
+            return kind if kind in KINDS else None
+        return None
+
+    def candidates(self, spec, path, allow_relevance=False) -> Candidates:
+        spec = self.keys(spec, path, "candidates")
+        d = lambda k: S.default("candidates", k)  # noqa: E731
+        where = self.collect(self.formula, spec.get("where", d("where")), path + ("where",),
+                             self.scope(allow_relevance=allow_relevance), X.BOOL)
+        order = self.collect(self.order, spec.get("order", d("order")), path + ("order",),
+                             allow_relevance, fallback=[])
+        return Candidates(where, order, spec.get("limit", d("limit")), spec.get("min", d("min")),
+                          spec.get("k", d("k")), dict(spec))
 
     def order(self, text, path, allow_relevance=False) -> list:
         if not isinstance(text, str):
@@ -221,7 +316,7 @@ class Builder:
         items = []
         for part in _split_top(text):
             m = re.fullmatch(r"(.*?)(?:\s+(asc|desc|ASC|DESC))?", part.strip(), re.S)
-            node = self.formula(m.group(1), path, self.policy.scope(allow_relevance=allow_relevance))
+            node = self.formula(m.group(1), path, self.scope(allow_relevance=allow_relevance))
             if node.type not in (X.NUM, X.TIME, X.TEXT):
                 self.fail(path, f"cannot order by {node.type}: '{m.group(1)}'")
             items.append((node, (m.group(2) or "desc").lower() == "desc"))
@@ -233,67 +328,74 @@ class Builder:
             self.fail(("write",), "write must be a list of steps")
         out = []
         for i, spec in enumerate(steps):
-            p = ("write", i)
-            if not isinstance(spec, dict) or "step" not in spec:
-                self.fail(p, "each write step needs 'step: <kind>'")
-            kind = spec["step"]
-            if kind not in STEP_KINDS:
-                self.fail(p + ("step",), f"unknown step '{kind}'; known: {', '.join(STEP_KINDS)}")
-            rest = {k: v for k, v in spec.items() if k != "step"}
-            out.append(WriteStep(kind, self.judgment(rest, p, extra=("top_k",))))
+            step = self.collect(self.write_step, spec, ("write", i))
+            if step is not None:
+                out.append(step)
         return out
+
+    def write_step(self, spec, p) -> WriteStep:
+        if not isinstance(spec, dict) or "step" not in spec:
+            self.fail(p, "each write step needs 'step: <kind>'")
+        kind = spec["step"]
+        if not isinstance(kind, str) or kind not in KINDS or KINDS[kind].phase != "write":
+            known = ", ".join(S.section("write step").key("step").choices)
+            self.fail(p + ("step",), f"unknown step {_quoted(kind)}; known: {known}")
+        return WriteStep(kind, self.judgment(spec, p, "write step"))
 
     def passes(self) -> dict:
         passes = self.mapping(self.d.get("passes"), ("passes",))
         out = {}
         for name, spec in passes.items():
-            p = ("passes", name)
-            self.check_pass_name(name, p)
-            self.keys(spec, p, {"every", "rules", "cluster", "merge", "description", "batch"})
-            every = None
-            if spec.get("every") is not None:
-                try:
-                    every = parse_duration(spec["every"])
-                except (ValueError, OverflowError) as exc:
-                    self.fail(p + ("every",), str(exc))
-            ps = Pass(name, every)
-            rules = spec.get("rules") or []
-            if not isinstance(rules, list):
-                self.fail(p + ("rules",), "rules must be a list")
-            ps.rules = [self.rule(r, p + ("rules", i)) for i, r in enumerate(rules)]
-            if ("cluster" in spec) != ("merge" in spec):
-                self.fail(p, "a compression pass needs both 'cluster' and 'merge'")
-            if "cluster" in spec:
-                ps.cluster = self.judgment(spec["cluster"], p + ("cluster",))
-                ps.merge = self.judgment(spec["merge"], p + ("merge",), extra=("result",))
-                ps.merge_result = self.merge_result(spec["merge"].get("result") or {},
-                                                    p + ("merge", "result"))
-            if not ps.rules and not ps.cluster:
-                self.fail(p, "a pass needs rules, or cluster and merge")
-            if spec.get("batch") is not None:
-                b = spec["batch"]
-                if isinstance(b, bool) or not isinstance(b, int) or b < 1:
-                    self.fail(p + ("batch",), f"must be a whole number of rows >= 1, got {b!r}")
-                ps.batch = b
-            out[name] = ps
+            built = self.collect(self.one_pass, name, spec)
+            if built is not None:
+                out[name] = built
         return out
+
+    def one_pass(self, name, spec) -> Pass:
+        p = ("passes", name)
+        self.check_pass_name(name, p)
+        spec = self.keys(spec, p, "pass")
+        every = None
+        if spec.get("every") is not None:
+            try:
+                every = parse_duration(spec["every"])
+            except (ValueError, OverflowError) as exc:
+                self.note(p + ("every",), str(exc))
+        ps = Pass(name, every, batch=spec.get("batch"))
+        rules = spec.get("rules") or []
+        ps.rules = [r for r in (self.collect(self.rule, r, p + ("rules", i))
+                                for i, r in enumerate(rules)) if r is not None]
+        if ("cluster" in spec) != ("merge" in spec):
+            self.fail(p, "a compression pass needs both 'cluster' and 'merge'")
+        if "cluster" in spec:
+            ps.cluster = self.collect(self.judgment, spec["cluster"], p + ("cluster",))
+            ps.merge = self.collect(self.judgment, spec["merge"], p + ("merge",), "merge")
+            result = spec["merge"].get("result") if isinstance(spec["merge"], dict) else None
+            ps.merge_result = self.collect(self.merge_result, result or {},
+                                           p + ("merge", "result"), fallback={})
+        if not rules and "cluster" not in spec:
+            self.fail(p, "a pass needs rules, or cluster and merge")
+        return ps
 
     def check_pass_name(self, name, path):
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", name):
             self.fail(path, f"'{name}' is not a valid pass name", of_key=True)
 
     def rule(self, spec, path, need_when=True) -> Rule:
-        self.keys(spec, path, {"when", "set", "event"}, required=("when",) if need_when else ())
-        when = self.formula(spec["when"], path + ("when",), self.policy.scope(), X.BOOL) \
-            if "when" in spec else None
-        sets = self.mapping(spec.get("set"), path + ("set",))
-        compiled = {c: self.set_value(c, v, path + ("set", c)) for c, v in sets.items()}
+        spec = dict(spec) if isinstance(spec, dict) else spec
+        if isinstance(spec, dict) and not need_when:
+            spec.setdefault("when", None)  # on_access: the recalled memories
+        spec = self.keys(spec, path, "rule")
+        when = self.collect(self.formula, spec["when"], path + ("when",), self.scope(), X.BOOL) \
+            if spec.get("when") is not None else None
+        sets = self.collect(self.mapping, spec.get("set"), path + ("set",), fallback={})
+        compiled = {c: self.collect(self.set_value, c, v, path + ("set", c)) for c, v in sets.items()}
         event = spec.get("event")
         if event is not None and not (isinstance(event, str) and re.fullmatch(r"[a-z_][a-z0-9_-]*", event)):
-            self.fail(path + ("event",), f"event must be a short lowercase word, got {event!r}")
+            self.note(path + ("event",), f"event must be a short lowercase word, got {event!r}")
         if not compiled and not event:
             self.fail(path, "a rule needs 'set' or 'event'")
-        return Rule(when, compiled, event, dict(spec))
+        return Rule(when, compiled, event, {k: v for k, v in spec.items() if v is not None})
 
     def set_value(self, col, value, path) -> X.Node:
         if col not in SETTABLE:
@@ -308,39 +410,29 @@ class Builder:
             if value is not None and not isinstance(value, str):
                 self.fail(path, f"must be text, got {value!r}")
             return X.Const(X.TEXT if value is not None else X.NULL, value)
-        return self.formula(value, path, self.policy.scope(), kind)
+        return self.formula(value, path, self.scope(), kind)
 
     def merge_result(self, spec, path) -> dict:
-        allowed = {"importance", "confidence", "access_count", "decay_score"}
-        self.keys(spec, path, allowed)
-        scope = self.policy.scope(allow_aggregates=True, allow_time=False)
-        return {c: self.formula(v, path + (c,), scope, X.NUM) for c, v in spec.items()}
+        spec = self.keys(spec, path, "merge result")
+        scope = self.scope(allow_aggregates=True, allow_time=False)
+        found = {c: self.collect(self.formula, v, path + (c,), scope, X.NUM) for c, v in spec.items()}
+        return {c: node for c, node in found.items() if node is not None}
 
     def recall(self) -> Recall:
-        spec = self.d.get("recall") or {}
         p = ("recall",)
-        self.keys(spec, p, {"where", "order", "limit", "select", "on_access", "match", "top_n"})
+        spec = self.keys(self.d.get("recall") or {}, p, "recall")
         cand = self.candidates({k: v for k, v in spec.items() if k in ("where", "order", "limit")},
                                p, allow_relevance=True)
-        rec = Recall(cand)
-        if "select" in spec:
-            sel = spec["select"]
-            rec.select = self.judgment(sel, p + ("select",), extra=("top_n",))
-            top_n = sel.get("top_n", 6)
-            if isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1:
-                self.fail(p + ("select", "top_n"), f"must be a whole number >= 1, got {top_n!r}")
-            rec.top_n = top_n
-        if "on_access" in spec:
-            rec.on_access = self.rule(spec["on_access"], p + ("on_access",), need_when=False)
-        rec.match = spec.get("match", "score")
-        if rec.match not in ("score", "filter"):
-            self.fail(p + ("match",), "match must be 'score' (rank every candidate by relevance) "
-                      "or 'filter' (full-text matches only; the top candidates when none match)")
-        if "top_n" in spec:
-            top_n = spec["top_n"]
-            if isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1:
-                self.fail(p + ("top_n",), f"must be a whole number >= 1, got {top_n!r}")
-            rec.top_n = top_n
+        rec = Recall(cand, match=spec.get("match", S.default("recall", "match")))
+        if spec.get("select") is not None:
+            rec.select = self.collect(self.judgment, spec["select"], p + ("select",), "select")
+            if rec.select is not None:
+                rec.top_n = rec.select.options.get("top_n", S.default("select", "top_n"))
+        if "top_n" in spec:  # recall.top_n wins over select.top_n
+            rec.top_n = spec["top_n"]
+        if spec.get("on_access") is not None:
+            rec.on_access = self.collect(self.rule, spec["on_access"], p + ("on_access",),
+                                         need_when=False)
         return rec
 
 
@@ -357,6 +449,10 @@ def _split_top(text: str) -> list[str]:
             cur += ch
     parts.append(cur)
     return [p for p in parts if p.strip()]
+
+
+def _quoted(value) -> str:
+    return f"'{value}'" if isinstance(value, str) else repr(value)
 
 
 def _closest(word: str, options) -> str | None:

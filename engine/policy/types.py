@@ -13,9 +13,10 @@ from .. import expr as X
 from .. import yamldoc
 from ..errors import PolicyError
 from ..steps import WRITE_KINDS
+from . import schema as S
 
 STATUSES = ("active", "archived", "superseded", "expired", "compressed")
-PROVIDERS = ("openai", "rules", "replay")
+PROVIDERS = S.PROVIDERS
 STEP_KINDS = WRITE_KINDS
 DEFAULT_RANK = "importance * confidence * decay_score"
 # columns a policy may write, and how their values are read
@@ -49,10 +50,8 @@ class Model:
     extra_body: dict | None = None
 
 
-RESPONSE_FORMATS = ("json_schema", "json_object", "none")
-MODEL_KEYS = {"provider", "model", "temperature", "base_url", "api_key_env", "timeout",
-              "max_retries", "file", "retries", "response_format", "max_completion_tokens",
-              "max_tokens", "reasoning_effort", "seed", "headers", "extra_body"}
+RESPONSE_FORMATS = S.RESPONSE_FORMATS
+MODEL_KEYS = S.section("model").allowed()  # the schema's, for callers that list them
 
 
 @dataclass
@@ -126,6 +125,7 @@ class Policy:
     recall: Recall
     prompt_dirs: tuple[str, ...]
     description: str = ""
+    warnings: list = field(default_factory=list)  # PolicyErrors that do not stop loading
 
     def scope(self, **kw) -> X.Scope:
         return X.Scope(params=self.params, scores=self.scores, **kw)

@@ -299,7 +299,8 @@ class SqliteStore:
             (namespace,))]
 
     def model_use(self, namespace: str) -> dict:
-        """Model calls and tokens: totals, and calls by step and by provider."""
+        """Model calls and tokens: totals, calls by step and by provider, and how many
+        judgments the fallback answered because the model's answer was unusable."""
         total = self.db.execute("SELECT count(*), coalesce(sum(prompt_tokens), 0), "
                                 "coalesce(sum(completion_tokens), 0) FROM model_calls "
                                 "WHERE namespace = ?", (namespace,)).fetchone()
@@ -309,8 +310,11 @@ class SqliteStore:
         by_provider = {r[0] or "none": r[1] for r in self.db.execute(
             "SELECT provider, count(*) FROM model_calls WHERE namespace = ? GROUP BY provider "
             "ORDER BY provider", (namespace,))}
+        fallbacks = self.db.execute("SELECT count(*) FROM model_calls WHERE namespace = ? AND "
+                                    "outcome = 'fallback'", (namespace,)).fetchone()[0]
         return {"calls": total[0], "prompt_tokens": total[1], "completion_tokens": total[2],
-                "tokens": total[1] + total[2], "by_step": by_step, "by_provider": by_provider}
+                "tokens": total[1] + total[2], "by_step": by_step, "by_provider": by_provider,
+                "fallbacks": fallbacks}
 
     # -- scenes (seed C) ------------------------------------------------------------------
     def scene_cells(self, namespace: str, scene: str, limit: int = 20) -> list[sqlite3.Row]:

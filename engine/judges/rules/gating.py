@@ -10,7 +10,8 @@ from .directives import directive
 from .expiring import RECURRING
 from .hedging import confidence
 from .phrasing import tags, third_person
-from .reading import FIRST_PERSON, STRONG_CHANGE, as_sentence, read, sentences, summary
+from .reading import (FIRST_PERSON, NOT_YET, STRONG_CHANGE, as_sentence, read, sentences,
+                      summary)
 from .words import GENERIC, normalise, stems
 
 # What such a subject does: a present-tense verb (or a plain 'is').
@@ -44,7 +45,7 @@ _GATE_SIGNALS = tuple((kind, weight, re.compile(cue)) for kind, weight, cue in (
     ("plan", 6, r"\b(plan|plans|planning|going to|roadmap|next step|intend|aim to|goal is|"
                 r"will (start|build|ship|migrate|launch|release|add|move|switch|write|"
                 r"deploy|set up))\b"),
-    ("waiting", 6, r"\b(blocked|waiting|on hold|pending|awaiting)\b"),
+    ("waiting", 6, rf"\b(blocked|waiting|on hold|pending|awaiting)\b|\b{NOT_YET}"),
     ("task", 6, r"\b(remind me|todo|need to|have to|must|do not forget|action item)\b"),
     ("preference", 6, r"\b(prefer\w*|(i|we) (really |do |also )?(like|love|hate|dislike|"
                       r"enjoy|value|care (a lot |deeply |most |more )?(about|for))|"
@@ -93,6 +94,23 @@ _PERSON_ROLE = re.compile(r"[A-Z][a-z]+(?: [A-Z][a-z]+)? (?:(owns|leads|manages|
 # Any other past-tense deed on a piece of the user's work: 'we ported the CLI to Go'.
 _DID_WORK = re.compile(rf"\b(i|we)( have| had)?( just| finally| already| recently)? [a-z]+ed "
                        rf"((the|our|my|a|an|some|new) )?(\w+ ){{0,2}}?{WORK_NOUNS.strip()}\b")
+# A plain statement of a value about something definite: "The code freeze starts on March
+# 13.", "The API rate limit is 100 requests per second.", "My order 4417 has not arrived".
+_DEFINITE = re.compile(r"^(?:the|our|my|this|their|his|her)\s+[a-z]")
+_STATES = re.compile(rf"\b(?:{_WORK_VERBS}|starts?|begins?|opens?|closes?|arrives?|arrived|"
+                     r"lands?|expires?|renews?|lasts?|allows?|caps?|limits?|weighs?|"
+                     r"is|are|was|were|has|have|did|does) ")
+_NUMBER = re.compile(r"\d")
+
+
+def _states_a_value(sentence: str, norm: str) -> bool:
+    """A definite subject, a verb, and a value (a number, an id, a date other than today)."""
+    if not _DEFINITE.match(norm) or not _STATES.search(norm + " "):
+        return False
+    dated = any(m.label not in ("today", "tonight") for m in date_mentions(sentence))
+    return dated or bool(_NUMBER.search(norm))
+
+
 # Kinds found outside the cue table: an imperative rule, and a recurring schedule.
 _EXTRA_WEIGHTS = {"directive": 7, "schedule": 5}
 _PROGRESS_VERBS = stems(lexicon("gating")["progress_verbs"])
@@ -139,6 +157,8 @@ def _signals(sentence: str) -> list[str]:
     if "deadline" not in found and ends and (
             EVENT.search(norm) or mine and set(ends) - {"today", "tonight"}):
         found.append("deadline")
+    if not found and _states_a_value(sentence, norm):
+        found.append("fact")  # nothing else to say for it, but a date, amount or id
     return found
 
 

@@ -49,6 +49,10 @@ OLD_SIDE = re.compile(r"\b(?:from|instead of|rather than|no longer(?: use| using
 NEW_SIDE = re.compile(r"\b(?:to|with|onto|into|now)\s+([\w.+#\- ]+)")
 SIDE_BREAK = frozenset(words(_LEXICON["side_break"]))
 FIRST_PERSON = re.compile(r"\b(i|we|my|our|me|us)\b")
+# Something expected that has not happened yet: a wait, like "blocked on the review"
+# ("my order has not arrived yet", "the refund has not come through").
+NOT_YET = (r"(?:has|have|had|is|are) (?:still )?not (?:yet )?(?:arrived|come( through| in)?|"
+           r"shipped|landed|started|been \w+|here|back|in)(?: yet)?\b|\bstill not (?:here|in)\b")
 
 
 class Reading(NamedTuple):
@@ -174,8 +178,10 @@ def similarity(a: str, b: str) -> float:
 
 
 def sentences(text: str) -> list[str]:
+    """The sentences of a text; a clause ended by ';' is a sentence of its own, without
+    the ';' ("Priya moved to the search team; Tom owns billing now." is two)."""
     parts = re.split(r"(?<=[.!?;])\s+|\n+", (text or "").strip())
-    return [p.strip() for p in parts if p.strip()]
+    return [p.strip().rstrip(";").strip() for p in parts if p.strip().rstrip(";").strip()]
 
 
 def summary(content: str, limit: int = 120) -> str:

@@ -1,13 +1,15 @@
 """The contradiction judge: which older memories a new one supersedes or restates."""
 from __future__ import annotations
 
+import difflib
 import re
 
 from ...lexicon import lexicon, words
 from .reading import (NEGATION, NEW_SIDE, NOT_NEGATION, OLD_SIDE, SIDE_BREAK, STRONG_CHANGE,
                       Reading, conflict, gist, jaccard, members_by_category, read, side_words)
 from ...lexicon.slots import CATEGORIES, MEMBER_OF
-from .words import CUE_WORDS, GENERIC, SLOT_OF, STANCE, STOPWORDS, canon, is_value, token_tuple
+from .words import (CUE_WORDS, GENERIC, SLOT_OF, STANCE, STOPWORDS, WORD_RE, canon, is_value,
+                    token_tuple)
 
 _LEXICON = lexicon("superseding")
 
@@ -26,12 +28,15 @@ def contradiction(new: str, candidates: list[tuple[int, str]]) -> dict:
     going back", "nobody misses Slack") do not block it, and a member the text denies
     ("doesn't like Java") is never the one that replaces. Confirm = the same content
     words (after stemming and synonyms) with no conflict in polarity, lexicon member, date
-    or amount."""
+    or amount; a repeat word for word (or nearly: "We switched from poetry to uv." and
+    "We have switched from poetry to uv!") is always a confirmation, never a change."""
     fresh = read(new or "")
     supersedes, confirms = [], []
     for number, text in candidates:
         old = read(text or "")
-        if _replaces(fresh, old):
+        if _near_verbatim(fresh, old):
+            confirms.append(number)  # said again, perhaps a word changed: a confirmation
+        elif _replaces(fresh, old):
             supersedes.append(number)
         elif _restates(fresh, old):
             confirms.append(number)
@@ -46,7 +51,61 @@ def _replaces(n: Reading, o: Reading) -> bool:
     if n.additive:
         return False
     return any(test(n, o) for test in (_member_swap, _value_change, _polarity_flip,
-                                        _slot_change, _relocation, _resolution, _opposite))
+                                        _slot_change, _relocation, _resolution, _opposite,
+                                        _handover, _team_move))
+
+
+def _near_verbatim(n: Reading, o: Reading) -> bool:
+    """The same words in (nearly) the same order, with nothing in conflict and the same
+    thing left behind: "moved CI from Jenkins to GitHub" is not "from GitHub to Jenkins"."""
+    a, b = WORD_RE.findall(n.text), WORD_RE.findall(o.text)
+    if not a or not b or conflict(n, o):
+        return False
+    if side_words(OLD_SIDE, n.text) != side_words(OLD_SIDE, o.text):
+        return False
+    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() >= 0.85
+
+
+# "Tom owns billing now", "Tom took over billing": who holds a piece of work. A new holder
+# of the same work replaces the old one ("Priya owns the billing service").
+_HOLDS = re.compile(r"\b([a-z][a-z'-]+) (?:now |also )?(?:owns|leads|manages|maintains|runs|"
+                    r"handles|is responsible for|is in charge of|took over|takes over|"
+                    r"has taken over|is the owner of|is the lead of|heads)\s+([^.;,]+)")
+_NOT_HOLDERS = frozenset(words(_LEXICON["not_holders"]))
+_WORK_FILLER = frozenset(token_tuple(" ".join(words(_LEXICON["work_filler"]))))
+
+
+def _holders(text: str) -> dict[str, frozenset[str]]:
+    """Who holds what: person -> the work's words (without filler like 'service', 'now')."""
+    found: dict[str, frozenset[str]] = {}
+    for m in _HOLDS.finditer(text):
+        person = m[1]
+        # "User owns X" (a memory in the third person) names a holder like any name
+        if person != "user" and (person in STOPWORDS or person in _NOT_HOLDERS):
+            continue
+        work = frozenset(token_tuple(m[2])) - GENERIC - _WORK_FILLER
+        if work:
+            found[person] = found.get(person, frozenset()) | work
+    return found
+
+
+def _handover(n: Reading, o: Reading) -> bool:
+    """The same work, another holder: "Tom owns billing now" replaces "Priya owns billing"."""
+    mine, theirs = _holders(n.text), _holders(o.text)
+    return any(jaccard(work, old_work) >= 0.5 and person != old_person and old_person not in mine
+               for person, work in mine.items() for old_person, old_work in theirs.items())
+
+
+_MOVED_TEAM = re.compile(r"\b([a-z][a-z'-]+) (?:has |just |recently )*(?:moved|switched|"
+                         r"transferred|changed|went) (?:over )?(?:to|into) (?:the |a )?([\w-]+) team\b")
+_ON_TEAM = re.compile(r"\b([a-z][a-z'-]+) (?:is|works|sits) (?:on|in|with|for) (?:the |a )?"
+                      r"([\w-]+) team\b")
+
+
+def _team_move(n: Reading, o: Reading) -> bool:
+    """"Priya moved to the search team" replaces "Priya is on the billing team"."""
+    moved = {m[1]: m[2] for m in _MOVED_TEAM.finditer(n.text) if m[1] not in STOPWORDS}
+    return any(moved.get(m[1]) not in (None, m[2]) for m in _ON_TEAM.finditer(o.text))
 
 
 def _member_swap(n: Reading, o: Reading) -> bool:
