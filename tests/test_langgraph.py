@@ -220,9 +220,16 @@ def test_a_graph_reads_and_writes_memories_through_the_store(store):
 
 
 def test_without_the_extra_the_import_names_it():
-    code = ("import sys; sys.modules['langgraph'] = None\n"
-            "try:\n    import engine.integrations.langgraph\n"
-            "except ImportError as exc:\n    print(exc)")
+    code = """import sys
+class Absent:  # an interpreter where `langgraph` cannot be found
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "langgraph":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Absent())
+try:
+    import engine.integrations.langgraph
+except ImportError as exc:
+    print(exc)"""
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": ROOT})
     assert out.stdout == "LetheStore needs the 'langgraph' extra: pip install 'lethe[langgraph]'\n"

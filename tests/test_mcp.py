@@ -320,16 +320,25 @@ def test_lethe_mcp_help():
         assert flag in out.output
 
 
-WITHOUT_MCP = "import sys; sys.modules['mcp'] = None; from engine.cli import main; main({})"
+# an interpreter where the `mcp` package cannot be found, as on a machine without the extra
+WITHOUT_MCP = """import sys
+class Absent:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "mcp":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Absent())
+from engine.cli import main
+main(ARGS)"""
 
 
 def test_without_the_extra_lethe_still_runs_and_mcp_names_the_extra(tmp_path):
     env = {**os.environ, "PYTHONPATH": ROOT}
-    helped = subprocess.run([sys.executable, "-c", WITHOUT_MCP.format("['--help']")],
+    helped = subprocess.run([sys.executable, "-c", WITHOUT_MCP.replace("ARGS", "['--help']")],
                             capture_output=True, text=True, env=env)
     assert helped.returncode == 0 and "mcp" in helped.stdout
     db = tmp_path / "never.db"
-    out = subprocess.run([sys.executable, "-c", WITHOUT_MCP.format(f"['mcp', '--db', '{db}']")],
+    out = subprocess.run([sys.executable, "-c",
+                          WITHOUT_MCP.replace("ARGS", f"['mcp', '--db', '{db}']")],
                          capture_output=True, text=True, env=env)
     assert out.returncode == 2
     assert out.stderr == "error: the MCP server needs the 'mcp' extra: pip install 'lethe[mcp]'\n"

@@ -16,6 +16,10 @@ class MissingExtra(LetheError, ImportError):
     """An integration whose SDK is not installed (an ImportError too, as Python expects)."""
 
 
-def missing_extra(extra: str, what: str) -> MissingExtra:
-    """The one-line error for an integration whose SDK is not installed."""
-    return MissingExtra(f"{what} needs the '{extra}' extra: pip install 'lethe[{extra}]'")
+def missing_extra(extra: str, what: str, exc: ImportError) -> MissingExtra:
+    """The one-line error for an integration whose SDK failed to import: not installed,
+    or (the import error then follows) a version without what Lethe uses."""
+    message = f"{what} needs the '{extra}' extra: pip install 'lethe[{extra}]'"
+    if exc.name != extra:
+        message += f" ({exc})"
+    return MissingExtra(message)

@@ -39,10 +39,9 @@ from . import missing_extra
 
 try:
     from langgraph.store.base import (BaseStore, GetOp, InvalidNamespaceError, Item,
-                                      ListNamespacesOp, PutOp, SearchItem, SearchOp,
-                                      validate_op_namespace)
-except ImportError:
-    raise missing_extra("langgraph", "LetheStore") from None
+                                      ListNamespacesOp, PutOp, SearchItem, SearchOp)
+except ImportError as exc:
+    raise missing_extra("langgraph", "LetheStore", exc) from None
 
 SEPARATOR = "."           # LangGraph refuses it inside a label
 MEMORY_KEY = "memory-"    # the key of a memory no put() named
@@ -71,7 +70,7 @@ class LetheStore(BaseStore):
         LangGraph's own stores do."""
         ops = list(ops)
         for op in ops:
-            validate_op_namespace(op)
+            check_labels(op)
         with self._lock:
             results = [None if isinstance(op, PutOp) else self._read(op) for op in ops]
             puts = {(op.namespace, op.key): op for op in ops if isinstance(op, PutOp)}
@@ -204,7 +203,23 @@ class LetheStore(BaseStore):
         return Item(**fields)
 
 
-# ---- LangGraph's matching rules, as its in-memory store applies them ----------------------
+# ---- LangGraph's rules for names, as its own stores apply them ---------------------------
+def check_labels(op) -> None:
+    """The labels an op names, checked as BaseStore's methods check them (batch() may be
+    called directly): text, not empty, no period (our separator) and no NUL."""
+    if isinstance(op, (GetOp, PutOp)):
+        paths = [op.namespace]
+    elif isinstance(op, SearchOp):
+        paths = [op.namespace_prefix]
+    else:
+        paths = [c.path for c in op.match_conditions or ()]
+    for path in paths:
+        for label in path:
+            if not isinstance(label, str) or not label or SEPARATOR in label or "\x00" in label:
+                raise InvalidNamespaceError(f"invalid namespace label {label!r} in {path}: "
+                                            f"labels are non-empty text without '.' or NUL")
+
+
 def namespace_matches(match_type: str, path: tuple, namespace: tuple) -> bool:
     """A `prefix` or `suffix` condition, where "*" matches any one label."""
     if len(namespace) < len(path):

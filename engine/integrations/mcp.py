@@ -2,10 +2,10 @@
 
 The database, policy and namespace are fixed when the server starts: no tool takes a
 namespace, so a host reaches only the agent it was configured for. `Tools` is plain Python
-over the API (each method returns a model of `mcp_models`); `build_server` registers its
+over the API (each method returns a typed dict of `mcp_models`); `build_server` registers its
 methods on the official SDK's `MCPServer`, with the method's docstring as the tool's
-description and its signature as the input schema. A tool's answer carries the model as
-structured content and its short text form as content.
+description, its signature and `ARGUMENTS` as the input schema. A tool's answer carries
+the typed dict as structured content and its short text form as content.
 
 The SDK is imported on first use (`sdk()`), so `lethe --help` and the rest of the engine
 work without the `mcp` extra. A bad argument or a refused request comes back as an MCP
@@ -17,49 +17,50 @@ import functools
 import inspect
 import json
 import threading
-from importlib import metadata
 from types import SimpleNamespace
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import Field, ValidationError
 
 from ..errors import LetheError
 from ..memory import Memory
 from ..policy import STATUSES
 from ..scheduler import Scheduler
 from . import missing_extra
-from .mcp_models import (Added, Forgotten, Listing, MemoryOut, PassesRun, PassRun, Recalled,
-                         Remembered, Story, Superseded)
+from . import mcp_models as out
+from .mcp_models import (Added, Forgotten, Listing, PassesRun, Recalled, Remembered, Story,
+                         Superseded)
 
 TRANSPORTS = ("stdio", "http")
 Status = Literal[tuple(STATUSES) + ("all",)]
 
 
 def sdk() -> SimpleNamespace:
-    """The parts of the MCP SDK Lethe uses; a one-line LetheError naming the extra when it
-    is not installed."""
+    """The parts of the MCP SDK (and pydantic) Lethe uses, imported on first use; a
+    one-line LetheError naming the extra when the SDK is not installed."""
     try:
         from mcp.server import MCPServer
         from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
         from mcp.types import CallToolResult, TextContent, ToolAnnotations
-    except ImportError:
-        raise missing_extra("mcp", "the MCP server") from None
+        from pydantic import Field, ValidationError
+    except ImportError as exc:
+        raise missing_extra("mcp", "the MCP server", exc) from None
     return SimpleNamespace(MCPServer=MCPServer, ResourceNotFoundError=ResourceNotFoundError,
                            ToolError=ToolError, CallToolResult=CallToolResult,
-                           TextContent=TextContent, ToolAnnotations=ToolAnnotations)
+                           TextContent=TextContent, ToolAnnotations=ToolAnnotations,
+                           Field=Field, ValidationError=ValidationError)
 
 
 class Tools:
-    """The tools a host calls, over one `Memory`. Raises LetheError for a bad request."""
+    """The tools a host calls, over one `Memory`: plain Python, returning typed dicts of
+    `mcp_models`. Raises LetheError for a bad request. `ARGUMENTS` describes the
+    arguments to hosts."""
 
     def __init__(self, memory: Memory):
         self.memory = memory
         self._scheduler: Scheduler | None = None
 
-    def remember(self, user: Annotated[str, Field(description="What the user said")],
-                 assistant: Annotated[str, Field(description="What the assistant answered")] = ""
-                 ) -> Remembered:
+    def remember(self, user: str, assistant: str = "") -> Remembered:
         """Remember one conversation turn. The policy's judges decide what is worth keeping,
         how sure it is, when it expires, and whether it replaces an older memory (which is
         superseded, not deleted). Returns what was stored, reinforced and superseded, or why
@@ -71,48 +72,37 @@ class Tools:
                           reinforced=[self._out(i) for i in written.reinforced],
                           superseded=gone, pending=written.pending)
 
-    def recall(self, query: Annotated[str, Field(min_length=1, description="What the agent "
-                                                 "needs to know, in its own words")],
-               limit: Annotated[int, Field(ge=1, le=50, description="At most this many")] = 6
-               ) -> Recalled:
+    def recall(self, query: str, limit: int = 6) -> Recalled:
         """Recall what the agent should know for a query: the policy's candidates (active,
         fresh enough, ranked), picked by its select judge; superseded, expired and archived
         memories are left out. Their access is recorded, which keeps them fresh."""
         found = self.memory.recall(query, top_n=limit)
-        return Recalled(query=query, memories=[MemoryOut.of(m) for m in found])
+        return Recalled(query=query, memories=[out.memory_out(m) for m in found])
 
-    def add(self, content: Annotated[str, Field(min_length=1, description="The memory's text")],
-            importance: Annotated[float | None, Field(ge=0, le=10, description="How much it "
-                                  "matters, 0-10 (default: 5)")] = None,
-            expires_at: Annotated[str | None, Field(description="When it stops being true: an "
-                                  "ISO-8601 date (through that day) or date and time")] = None,
-            tags: Annotated[list[str] | None, Field(description="Tags")] = None) -> Added:
+    def add(self, content: str, importance: float | None = None, expires_at: str | None = None,
+            tags: list[str] | None = None) -> Added:
         """Store a memory as given. The policy's write steps still run except the gate
         (confidence, contradiction, expiry); the values given here win over their judgments,
         and an older memory the new one contradicts is superseded."""
         new_id = self.memory.add(content, importance=importance, expires_at=expires_at, tags=tags)
         return Added(memory=self._out(new_id))
 
-    def why(self, memory_id: Annotated[int, Field(description="The memory's id")]) -> Story:
+    def why(self, memory_id: int) -> Story:
         """A memory's whole history: every event (created, reinforced, superseded,
         forgotten, expired, ...), the memory that superseded it and the one it was merged
         into. Works for memories that left recall too."""
-        return Story.of(self.memory.history(memory_id))
+        return out.story(self.memory.history(memory_id))
 
-    def forget(self, memory_id: Annotated[int, Field(description="The memory's id")],
-               reason: Annotated[str, Field(min_length=1, description="Why, kept in its history")]
-               ) -> Forgotten:
+    def forget(self, memory_id: int, reason: str) -> Forgotten:
         """Forget an active memory: it is archived with a `forgotten` event that keeps the
         reason, and leaves recall. Nothing is deleted; why still shows it."""
         mem = self.memory.forget(memory_id, reason)
-        return Forgotten(memory=MemoryOut.of(mem), reason=reason)
+        return Forgotten(memory=out.memory_out(mem), reason=reason)
 
-    def list_memories(self, status: Annotated[Status, Field(description="Which memories")] = "active",
-                      limit: Annotated[int, Field(ge=1, le=500, description="At most this many")] = 20
-                      ) -> Listing:
+    def list_memories(self, status: Status = "active", limit: int = 20) -> Listing:
         """List memories by status, newest first: active ones, or those that were archived,
         superseded, expired or compressed (or all)."""
-        return Listing(status=status, memories=[MemoryOut.of(m) for m in
+        return Listing(status=status, memories=[out.memory_out(m) for m in
                                                 self.memory.memories(status, limit)])
 
     def run_passes(self) -> PassesRun:
@@ -124,7 +114,7 @@ class Tools:
         results = self._scheduler.tick()
         if results is None:
             return PassesRun(ran=[], skipped="another scheduler holds the lease")
-        return PassesRun(ran=[PassRun.of(r) for r in results], skipped=None)
+        return PassesRun(ran=[out.pass_run(r) for r in results], skipped=None)
 
     # -- resources
     def policy_yaml(self) -> str:
@@ -147,9 +137,31 @@ class Tools:
             raise LetheError(f"no memory #{memory_id} in namespace '{self.memory.namespace}'")
         return mem
 
-    def _out(self, memory_id: int) -> MemoryOut:
-        return MemoryOut.of(self._memory(memory_id))
+    def _out(self, memory_id: int):
+        return out.memory_out(self._memory(memory_id))
 
+
+# What a host reads about each argument (pydantic Field settings, applied when the tools
+# are registered: pydantic is imported only then).
+ARGUMENTS = {
+    "remember": {"user": {"description": "What the user said"},
+                 "assistant": {"description": "What the assistant answered"}},
+    "recall": {"query": {"min_length": 1, "description": "What the agent needs to know, in "
+                                                         "its own words"},
+               "limit": {"ge": 1, "le": 50, "description": "At most this many"}},
+    "add": {"content": {"min_length": 1, "description": "The memory's text"},
+            "importance": {"ge": 0, "le": 10, "description": "How much it matters, 0-10 "
+                                                            "(default: 5)"},
+            "expires_at": {"description": "When it stops being true: an ISO-8601 date "
+                                          "(through that day) or date and time"},
+            "tags": {"description": "Tags"}},
+    "why": {"memory_id": {"description": "The memory's id"}},
+    "forget": {"memory_id": {"description": "The memory's id"},
+               "reason": {"min_length": 1, "description": "Why, kept in its history"}},
+    "list_memories": {"status": {"description": "Which memories"},
+                      "limit": {"ge": 1, "le": 500, "description": "At most this many"}},
+    "run_passes": {},
+}
 
 # Hints for hosts: recall only records access (bookkeeping, like a file's atime), so it
 # counts as read-only; add and remember supersede with the history kept, never delete.
@@ -166,6 +178,8 @@ ANNOTATIONS = {
 
 def build_server(memory: Memory, tools: Tools | None = None):
     """An `MCPServer` whose tools and resources are `Tools` over `memory`."""
+    from importlib import metadata  # stdlib, but slow to import: only a server needs it
+
     kit = sdk()
     tools = tools or Tools(memory)
     lock = threading.Lock()  # the SDK runs each call on a worker thread; one connection
@@ -204,22 +218,26 @@ def serve(memory: Memory, transport: str = "stdio", host: str = "127.0.0.1",
 
 # ---- adapting Tools to the SDK ----------------------------------------------------------
 def _tool(kit, method, lock: threading.Lock):
-    """`method` as the SDK wants a tool: its signature (the input schema), answering a
-    CallToolResult that carries the model (the output schema) and its text form."""
+    """`method` as the SDK wants a tool: its signature with `ARGUMENTS` as pydantic Fields
+    (the input schema), answering a CallToolResult that carries the typed dict (the output
+    schema) and its text form."""
     sig = inspect.signature(method, eval_str=True)
-    model = sig.return_annotation
+    kind, fields = sig.return_annotation, ARGUMENTS[method.__name__]
+    params = [p.replace(annotation=Annotated[p.annotation, kit.Field(**fields[p.name])])
+              if p.name in fields else p for p in sig.parameters.values()]
 
     def call(**arguments):
         try:
             with lock:
-                out = method(**arguments)
+                answer = method(**arguments)
         except LetheError as exc:
             raise kit.ToolError(_first_line(exc)) from None
-        return kit.CallToolResult(content=[kit.TextContent(type="text", text=out.text())],
-                                  structured_content=out.model_dump(mode="json"))
+        shown = kit.TextContent(type="text", text=out.text(kind, answer))
+        return kit.CallToolResult(content=[shown], structured_content=answer)
 
     call.__name__, call.__doc__ = method.__name__, inspect.getdoc(method)
-    call.__signature__ = sig.replace(return_annotation=Annotated[kit.CallToolResult, model])
+    call.__signature__ = sig.replace(parameters=params,
+                                     return_annotation=Annotated[kit.CallToolResult, kind])
     return call
 
 
@@ -248,7 +266,7 @@ def _server_class():
             try:
                 return await super().call_tool(name, arguments, context)
             except kit.ToolError as exc:
-                if isinstance(exc.__cause__, ValidationError):
+                if isinstance(exc.__cause__, kit.ValidationError):
                     raise kit.ToolError(f"Error executing tool {name}: "
                                         f"{argument_errors(exc.__cause__)}") from None
                 raise
@@ -256,7 +274,7 @@ def _server_class():
     return LetheServer
 
 
-def argument_errors(exc: ValidationError) -> str:
+def argument_errors(exc) -> str:
     """pydantic's errors as one line: `limit: Input should be ... (got 0); query: ...`."""
     parts = []
     for err in exc.errors():
