@@ -5,6 +5,7 @@ judges) and hands it to the step that does the work (write, recall, runner, ...)
 """
 from __future__ import annotations
 
+import json
 import warnings
 from typing import Iterable
 
@@ -16,14 +17,14 @@ from .context import Context, JudgeSettings, open_context
 from .errors import LetheError, PolicyWarning
 from .keys import NoApiKeyWarning, missing_key
 from .policy import Policy, load
-from .records import History, MemoryRecord
+from .records import History, Keyed, MemoryRecord
 from .text import valid_text
 from .policy import STATUSES
 from .write import Writer, Written, forget, store_memory
 
 DEFAULT_POLICY = "lifecycle"
 
-__all__ = ["Memory", "MemoryRecord", "History", "DEFAULT_POLICY"]
+__all__ = ["Memory", "MemoryRecord", "History", "Keyed", "DEFAULT_POLICY"]
 
 
 class Memory:
@@ -196,8 +197,48 @@ class Memory:
         """How many memories this namespace holds, by status."""
         return self.store.counts(self.namespace)
 
+    def namespaces(self) -> list[str]:
+        """Every namespace that holds a memory in this database, in order."""
+        return self.store.namespaces()
+
+    # -- keys: memories a key-value caller (the LangGraph store) names itself
+    def put(self, key: str, content: str, value=None, **fields) -> int:
+        """Store `content` through `add()` (`fields` are add()'s) under the caller's own
+        `key`, keeping `value` (the caller's record, JSON) in a `keyed` event. The memory
+        that was under `key` is superseded by the new one. Returns the id, which is an
+        existing memory's when the judges find the content only confirms it."""
+        if not isinstance(key, str) or not key:
+            raise LetheError("a key is non-empty text")
+        before = self.keyed(key)
+        new_id = self.add(content, **fields)
+        with self.store.transaction():
+            self.store.event(new_id, "keyed", {"key": key, "value": value})
+            if before is not None and before.memory.id != new_id:
+                self.writer.supersede(before.memory.id, new_id, content)
+        return new_id
+
+    def keyed(self, key: str) -> Keyed | None:
+        """The active memory `put()` stored under `key`, with the value kept beside it."""
+        row = self.store.keyed(self.namespace, key)
+        if row is None:
+            return None
+        detail = json.loads(row["keyed"])
+        return Keyed(MemoryRecord.from_row(row), detail["key"], detail["value"], row["keyed_at"])
+
+    def key_of(self, memory: MemoryRecord) -> Keyed | None:
+        """The key and value of the last `put()` that stored or confirmed `memory`, or None
+        (it came from `remember()`, `add()` or a merge)."""
+        for event in reversed(self.store.events(memory.id)):
+            if event["event_type"] == "keyed":
+                detail = json.loads(event["detail"])
+                return Keyed(memory, detail["key"], detail["value"], event["occurred_at"])
+        return None
+
 
 def _expiry(value) -> str | None:
     if value is None or value == "":
         return None
-    return iso(until_end_of_day(value) if isinstance(value, str) else value)
+    try:
+        return iso(until_end_of_day(value) if isinstance(value, str) else value)
+    except (TypeError, ValueError, AttributeError) as exc:  # a caller's mistake, not a bug
+        raise LetheError(f"expires_at: not an ISO-8601 date or time: {value!r}") from exc

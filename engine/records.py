@@ -60,3 +60,14 @@ class History:
     events: list[dict]
     superseded_by: MemoryRecord | None = None
     merged_into: MemoryRecord | None = None
+
+
+@dataclass
+class Keyed:
+    """A memory a key-value caller stored under its own key (`Memory.put`), with the value
+    it kept beside the memory and when it was put."""
+
+    memory: MemoryRecord
+    key: str
+    value: object
+    put_at: str

@@ -45,11 +45,13 @@ _POOL = [{"n": 1, "id": 3, "content": "User prefers readable code.",
           "importance": 5.0, "access_count": 0}]
 
 WRITE = {**_TURN, **_CLOCK, **_MEMORY, **_WRITE_CANDIDATES}
+_SUPERSEDING = {"max_supersedes": ("at most this many memories one new memory may supersede "
+                                   "(param max_supersedes, default 3)", 3)}
 
 # step kind -> {variable: (what it is, example value)}
 VARIABLES: dict[str, dict[str, tuple[str, object]]] = {
-    "gate": WRITE, "confidence": WRITE, "contradiction": WRITE, "expiry": WRITE,
-    "fused": WRITE,
+    "gate": WRITE, "confidence": WRITE, "expiry": WRITE,
+    "contradiction": {**WRITE, **_SUPERSEDING}, "fused": {**WRITE, **_SUPERSEDING},
     "extract": {**WRITE, "cells": ("always empty here (extract writes the cells)", [])},
     "summarise": {**_CLOCK, **_MEMORY, **_WRITE_CANDIDATES,
                   "scene": ("the scene being summarised", "build"),
@@ -63,10 +65,10 @@ VARIABLES: dict[str, dict[str, tuple[str, object]]] = {
                "query": ("what recall was asked", "which database do we use?"),
                "top_n": ("pick at most this many", 6),
                "candidates": ("recall's candidates in recall order, numbered n (n, id, summary, "
-                              "content, confidence, decay_score)",
+                              "content, confidence, decay_score, created_at)",
                               [{"n": 1, "id": 14, "summary": "The app's database is MySQL.",
                                 "content": "The app's database is MySQL.", "confidence": 0.9,
-                                "decay_score": 1.0}])},
+                                "decay_score": 1.0, "created_at": "2025-12-01T09:00:00"}])},
     "chat": {**_CLOCK,
              "user": ("the user's message", "Which database should the migration target?"),
              "memories": ("the memories recalled for it (every MemoryRecord field)",

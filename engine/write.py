@@ -278,7 +278,8 @@ class Writer:
         """A step's template variables, and its local candidate numbers -> memory ids."""
         shown = self.candidates(step, judged, turn) if steps.kind(step.step).shows_candidates else []
         variables = self.variables(judged, turn, shown)
-        variables["max_supersedes"] = int(self.ctx.policy.params.get("max_supersedes", 3))
+        if step.step in ("contradiction", "fused"):  # the steps that may supersede
+            variables["max_supersedes"] = int(self.ctx.policy.params.get("max_supersedes", 3))
         return variables, {c["n"]: c["id"] for c in shown}
 
     def answer(self, step: WriteStep, prepared: tuple[dict, dict], paid: dict, key: str,

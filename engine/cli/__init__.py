@@ -12,12 +12,13 @@ this module builds the group and adds them, so nothing imports back into it.
     data       run, ls, why, add, remember, pending, costs
     agent      recall (--explain), daemon, chat
     scenarios  experiment
+    mcp        mcp (an MCP server: engine.integrations.mcp)
 """
 from __future__ import annotations
 
 import click
 
-from . import agent, data, policy, scenarios
+from . import agent, data, mcp, policy, scenarios
 from .base import CONTEXT, LetheGroup
 
 
@@ -34,5 +35,5 @@ def main():
 for command in (policy.validate, policy.compile_, policy.render,
                 data.run, data.ls, data.why, data.add, data.remember, data.pending, data.costs,
                 agent.recall, agent.daemon, agent.chat,
-                scenarios.experiment):
+                scenarios.experiment, mcp.mcp):
     main.add_command(command)

@@ -158,6 +158,23 @@ class SqliteStore:
                                "(SELECT value FROM json_each(?)) ORDER BY id DESC LIMIT ?",
                                (namespace, json.dumps(list(statuses)), limit)).fetchall()
 
+    def namespaces(self) -> list[str]:
+        """Every namespace that holds a memory, in order (the memories_recall index)."""
+        return [r[0] for r in self.db.execute("SELECT DISTINCT namespace FROM memories "
+                                              "ORDER BY namespace")]
+
+    def keyed(self, namespace: str, key: str) -> sqlite3.Row | None:
+        """The active memory a caller stored under `key` (its newest `keyed` event), with
+        that event's detail and time as `keyed` and `keyed_at`; it reads the events of the
+        namespace's active memories."""
+        return self.db.execute(
+            "SELECT m.*, e.detail AS keyed, e.occurred_at AS keyed_at FROM memories m "
+            "JOIN memory_events e "
+            "ON e.memory_id = m.id WHERE m.namespace = ? AND m.status = 'active' "
+            # CASE: other events' detail is free text, which json_extract would refuse
+            "AND CASE WHEN e.event_type = 'keyed' THEN json_extract(e.detail, '$.key') END = ? "
+            "ORDER BY e.id DESC LIMIT 1", (namespace, key)).fetchone()
+
     def changes(self, namespace: str) -> list[sqlite3.Row]:
         """Every memory no longer active, with what replaced or absorbed it and when."""
         return self.db.execute(

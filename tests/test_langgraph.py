@@ -1,0 +1,235 @@
+"""`LetheStore`: Lethe as a LangGraph `BaseStore`, driven through LangGraph's own store API
+(put, get, search, delete, list_namespaces and their async twins) and by a LangGraph graph
+whose nodes read and write memories. Offline rules judges, the test clock."""
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import subprocess
+import sys
+from typing import TypedDict
+
+import pytest
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.store.base import GetOp, InvalidNamespaceError, PutOp
+
+from engine import Memory
+from engine.integrations.langgraph import LetheStore
+from tests.conftest import POLICIES, ROOT
+
+ALICE = ("users", "alice")
+
+
+@pytest.fixture
+def store(db_path, clock):
+    with LetheStore(db_path, policy=f"{POLICIES}/lifecycle.yaml", offline=True, clock=clock) as s:
+        yield s
+
+
+@pytest.fixture
+def lethe(db_path, clock):
+    """The same database through the Python API, for one namespace."""
+    opened = []
+
+    def make(namespace: str) -> Memory:
+        opened.append(Memory(db_path, policy=f"{POLICIES}/lifecycle.yaml", namespace=namespace,
+                             offline=True, clock=clock))
+        return opened[-1]
+
+    yield make
+    for mem in opened:
+        mem.close()
+
+
+def test_put_then_get_gives_the_value_back(store, lethe):
+    store.put(ALICE, "editor", {"text": "Alice edits in Vim", "since": 2019})
+    item = store.get(ALICE, "editor")
+    assert item.value == {"text": "Alice edits in Vim", "since": 2019}
+    assert item.key == "editor" and item.namespace == ALICE
+    assert item.created_at == dt.datetime(2026, 1, 5, 9, tzinfo=dt.timezone.utc)
+    [memory] = lethe("users.alice").memories()  # the namespace tuple, joined by "."
+    assert memory.content == "Alice edits in Vim"
+    assert store.get(ALICE, "nothing-here") is None
+    assert store.get(("users", "bob"), "editor") is None
+
+
+def test_a_value_without_its_text_field_is_stored_as_json(store, lethe):
+    store.put(ALICE, "prefs", {"theme": "dark", "font": 14})
+    assert lethe("users.alice").memories()[0].content == '{"font": 14, "theme": "dark"}'
+    assert store.get(ALICE, "prefs").value == {"theme": "dark", "font": 14}
+
+
+def test_a_put_over_a_key_supersedes_the_memory_that_was_there(store, lethe, clock):
+    store.put(ALICE, "city", {"text": "Alice lives in Porto"})
+    old = lethe("users.alice").keyed("city").memory.id
+    clock.advance(dt.timedelta(hours=1))
+    store.put(ALICE, "city", {"text": "Alice lives in Lisbon"})
+    item = store.get(ALICE, "city")
+    assert item.value == {"text": "Alice lives in Lisbon"}
+    assert item.updated_at == dt.datetime(2026, 1, 5, 10, tzinfo=dt.timezone.utc)
+    story = lethe("users.alice").history(old)
+    assert story.memory.status == "superseded" and story.superseded_by.content.endswith("Lisbon")
+
+
+def test_a_put_that_contradicts_another_key_supersedes_it(store):
+    """Lethe's judges run on every put: the move replaces the old host, as remember() would."""
+    store.put(ALICE, "host", {"text": "The API runs on Heroku."})
+    store.put(ALICE, "move", {"text": "We moved the API from Heroku to Fly.io."})
+    assert store.get(ALICE, "host") is None
+    hits = store.search(ALICE, query="where does the API run?")
+    assert [h.key for h in hits] == ["move"]
+
+
+def test_search_with_a_query_is_recall(store, lethe):
+    store.put(ALICE, "db", {"text": "The billing service uses PostgreSQL"})
+    store.put(ALICE, "tea", {"text": "Alice drinks green tea"})
+    hits = store.search(ALICE, query="which database does billing use?")
+    assert hits[0].key == "db" and "tea" not in [h.key for h in hits]
+    assert lethe("users.alice").keyed("db").memory.access_count == 1  # access recorded
+
+
+def test_search_without_a_query_lists_newest_first_with_filters_and_pages(store, clock):
+    facts = ["Alice plays the cello", "The staging server is in Frankfurt",
+             "Invoices are due on the first Monday", "The cat is called Miso",
+             "Code review needs two approvals"]
+    for n, fact in enumerate(facts):
+        store.put(ALICE, f"note{n}", {"text": fact, "n": n})
+        clock.advance(dt.timedelta(minutes=1))
+    assert [h.key for h in store.search(ALICE)] == [f"note{n}" for n in (4, 3, 2, 1, 0)]
+    assert [h.key for h in store.search(ALICE, limit=2, offset=1)] == ["note3", "note2"]
+    assert [h.key for h in store.search(ALICE, filter={"n": {"$gte": 3}})] == ["note4", "note3"]
+    assert [h.key for h in store.search(ALICE, filter={"n": 1})] == ["note1"]
+    assert [h.key for h in store.search(ALICE, filter={"n": {"$ne": 0, "$lt": 2}})] == ["note1"]
+    assert [h.key for h in store.search(("users",), filter={"n": 2})] == ["note2"]  # a prefix
+
+
+def test_delete_forgets_and_never_deletes(store, lethe):
+    store.put(ALICE, "wifi", {"text": "The office wifi password is hunter2"})
+    mid = lethe("users.alice").keyed("wifi").memory.id
+    store.delete(ALICE, "wifi")
+    assert store.get(ALICE, "wifi") is None and store.search(ALICE) == []
+    story = lethe("users.alice").history(mid)
+    assert story.memory.status == "archived"
+    assert story.events[-1]["event_type"] == "forgotten" and "'wifi'" in story.events[-1]["detail"]
+    store.delete(ALICE, "wifi")  # deleting what is gone is a no-op, as in LangGraph
+
+
+def test_ttl_becomes_expires_at_and_an_expired_item_is_gone(store, lethe, clock):
+    assert store.supports_ttl
+    store.put(ALICE, "standup", {"text": "Standup moved to 10:30 this week"}, ttl=90)
+    mem = lethe("users.alice")
+    assert mem.keyed("standup").memory.expires_at == "2026-01-05T10:30:00"
+    clock.advance(dt.timedelta(minutes=91))
+    assert store.get(ALICE, "standup") is None  # before the expiry pass has run
+    assert store.search(ALICE) == []
+    mem.run(["expiry"])
+    assert mem.memories("expired")[0].content.startswith("Standup moved")
+
+
+def test_list_namespaces(store):
+    for ns in [("users", "alice"), ("users", "bob"), ("docs", "v1"), ("docs", "draft", "v1")]:
+        store.put(ns, "k", {"text": f"Something kept for {'/'.join(ns)}"})
+    assert store.list_namespaces() == [("docs", "draft", "v1"), ("docs", "v1"),
+                                       ("users", "alice"), ("users", "bob")]
+    assert store.list_namespaces(prefix=("users",)) == [("users", "alice"), ("users", "bob")]
+    assert store.list_namespaces(suffix=("v1",)) == [("docs", "draft", "v1"), ("docs", "v1")]
+    assert store.list_namespaces(prefix=("docs", "*", "v1")) == [("docs", "draft", "v1")]
+    assert store.list_namespaces(max_depth=1) == [("docs",), ("users",)]
+    assert store.list_namespaces(limit=1, offset=1) == [("docs", "v1")]
+
+
+def test_memories_from_other_paths_answer_to_memory_id(store, lethe):
+    mem = lethe("users.alice")
+    ids = mem.remember("I'm allergic to peanuts.", "Noted, no peanuts.")
+    item = store.get(ALICE, f"memory-{ids[0]}")
+    assert item.value == {"text": mem.get(ids[0]).content} and "peanuts" in item.value["text"]
+    assert [h.key for h in store.search(ALICE)] == [f"memory-{ids[0]}"]
+
+
+def test_judged_false_stores_values_exactly(db_path, clock, lethe):
+    with LetheStore(db_path, policy=f"{POLICIES}/lifecycle.yaml", offline=True, clock=clock,
+                    judged=False) as exact:
+        exact.put(ALICE, "host", {"text": "The API runs on Heroku."})
+        exact.put(ALICE, "move", {"text": "We moved the API from Heroku to Fly.io."})
+        assert exact.get(ALICE, "host") is not None  # no contradiction step ran
+    assert lethe("users.alice").keyed("move").memory.confidence == 1.0
+
+
+def test_bad_namespaces_and_values_are_refused(store):
+    with pytest.raises(InvalidNamespaceError):
+        store.put(("users", "a.b"), "k", {"text": "x"})
+    with pytest.raises(InvalidNamespaceError):  # batch() checks too, not only put()
+        store.batch([GetOp(("a.b",), "k")])
+    with pytest.raises(InvalidNamespaceError):
+        store.batch([GetOp((), "k")])
+    with pytest.raises(Exception, match="must be JSON"):
+        store.put(ALICE, "k", {"when": object()})
+
+
+def test_a_batch_reads_before_it_writes(store):
+    store.put(ALICE, "k", {"text": "First version of the note"})
+    before, _, _ = store.batch([GetOp(ALICE, "k"), PutOp(ALICE, "k", {"text": "Second"}),
+                                PutOp(ALICE, "k", {"text": "Third and last version"})])
+    assert before.value == {"text": "First version of the note"}
+    assert store.get(ALICE, "k").value == {"text": "Third and last version"}
+
+
+def test_the_async_twins(store):
+    async def go():
+        await store.aput(ALICE, "lang", {"text": "Alice writes Rust at work"})
+        got = await store.aget(ALICE, "lang")
+        found = await store.asearch(ALICE, query="which language does Alice write?")
+        spaces = await store.alist_namespaces()
+        await store.adelete(ALICE, "lang")
+        return got, found, spaces, await store.aget(ALICE, "lang")
+
+    got, found, spaces, gone = asyncio.run(go())
+    assert got.value == {"text": "Alice writes Rust at work"}
+    assert [h.key for h in found] == ["lang"] and spaces == [ALICE] and gone is None
+
+
+class Turn(TypedDict, total=False):
+    user_id: str
+    message: str
+    recalled: list[str]
+
+
+def remember_node(state: Turn, runtime: Runtime) -> dict:
+    key = f"turn-{len(runtime.store.search(('users', state['user_id']))) + 1}"
+    runtime.store.put(("users", state["user_id"]), key, {"text": state["message"]})
+    return {}
+
+
+def recall_node(state: Turn, runtime: Runtime) -> dict:
+    hits = runtime.store.search(("users", state["user_id"]), query=state["message"])
+    return {"recalled": [h.value["text"] for h in hits]}
+
+
+def test_a_graph_reads_and_writes_memories_through_the_store(store):
+    graph = (StateGraph(Turn).add_node("recall", recall_node).add_node("remember", remember_node)
+             .add_edge(START, "recall").add_edge("recall", "remember").add_edge("remember", END)
+             .compile(store=store))
+    first = graph.invoke({"user_id": "alice", "message": "Our API runs on Heroku."})
+    assert first["recalled"] == []
+    graph.invoke({"user_id": "alice", "message": "We moved the API from Heroku to Fly.io."})
+    asked = graph.invoke({"user_id": "alice", "message": "Where does the API run?"})
+    assert asked["recalled"] == ["We moved the API from Heroku to Fly.io."]
+    assert store.search(("users", "bob")) == []
+
+
+def test_without_the_extra_the_import_names_it():
+    code = """import sys
+class Absent:  # an interpreter where `langgraph` cannot be found
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "langgraph":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Absent())
+try:
+    import engine.integrations.langgraph
+except ImportError as exc:
+    print(exc)"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": ROOT})
+    assert out.stdout == "LetheStore needs the 'langgraph' extra: pip install 'lethe[langgraph]'\n"
