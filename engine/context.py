@@ -34,15 +34,26 @@ class Context:
     clock: Clock
     judges: Judges
     settings: JudgeSettings = field(default_factory=JudgeSettings)
+    lease: object = None     # the pass lease, when a runner holds it (engine.leasing)
 
     def now(self) -> str:
         return self.store.now()
 
+    def transaction(self):
+        """A write transaction; under a runner's lease its commit is fenced (it rolls back
+        when another runner has taken the lease over meanwhile)."""
+        return self.store.transaction(fence=self.lease)
+
+    def check_lease(self) -> None:
+        """Under a runner's lease, stop early (LeaseLost) once it is known to be lost."""
+        if self.lease is not None:
+            self.lease.check()
+
     def reopen(self) -> "Context":
         """The same context on a connection of its own (a scheduler's thread)."""
         store = self.store.reopen()
-        return replace(self, store=store, judges=make_judges(self.policy, store, self.namespace,
-                                                             self.settings))
+        return replace(self, store=store, lease=None,
+                       judges=make_judges(self.policy, store, self.namespace, self.settings))
 
 
 def make_judges(policy: Policy, store, namespace: str, s: JudgeSettings) -> Judges:

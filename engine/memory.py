@@ -5,14 +5,16 @@ judges) and hands it to the step that does the work (write, recall, runner, ...)
 """
 from __future__ import annotations
 
+import datetime as dt
 from typing import Iterable
 
 from . import passes as P
 from . import recall as R
 from . import runner
-from .clock import Clock, iso, system_clock, until_end_of_day
+from .clock import Clock, iso, parse_duration, system_clock, until_end_of_day
 from .context import Context, JudgeSettings, open_context
 from .errors import LetheError
+from .leasing import LeaseTerms
 from .policy import Policy, load
 from .records import History, MemoryRecord
 from .text import valid_text
@@ -113,17 +115,25 @@ class Memory:
         return self.store.pending(self.namespace)
 
     # -- passes
-    def run(self, names: Iterable[str], progress=None) -> list[P.PassResult]:
-        """Run the named passes now, in the order given."""
-        return runner.run(self.context, names, progress)
+    def run(self, names: Iterable[str], progress=None, *, wait: float = 0.0,
+            lease_ttl=None) -> list[P.PassResult]:
+        """Run the named passes now, in the order given, under the namespace's pass lease
+        (the one every runner takes). Raises LeaseBusy when another runner holds it for
+        longer than `wait` seconds; `lease_ttl` is how long the lease outlives this
+        process if it dies (default 15 minutes)."""
+        return runner.run(self.context, names, progress, _terms(wait, lease_ttl))
 
     def due(self) -> list[str]:
         """The passes whose schedule has come round (or whose batched run was interrupted)."""
         return P.due(self.context, self.clock())
 
-    def run_due(self, progress=None) -> list[P.PassResult]:
-        """Retry pending turns, then run every pass whose schedule has come round."""
-        return runner.run_due(self.context, progress)
+    def run_due(self, progress=None, *, wait: float = 0.0, lease_ttl=None,
+                retry_failed: bool = False) -> list[P.PassResult]:
+        """Retry pending turns (with `retry_failed`, also those parked as failed), then run
+        every pass whose schedule has come round, under the namespace's pass lease. Raises
+        LeaseBusy when another runner holds it for longer than `wait` seconds: that runner
+        is doing the work."""
+        return runner.run_due(self.context, progress, _terms(wait, lease_ttl), retry_failed)
 
     # -- reading
     def candidates(self, query: str | None = None, limit: int | None = None,
@@ -168,6 +178,13 @@ class Memory:
     def counts(self) -> dict[str, int]:
         """How many memories this namespace holds, by status."""
         return self.store.counts(self.namespace)
+
+
+def _terms(wait: float, lease_ttl) -> LeaseTerms:
+    if lease_ttl is None:
+        return LeaseTerms(wait=float(wait))
+    ttl = lease_ttl if isinstance(lease_ttl, dt.timedelta) else parse_duration(lease_ttl)
+    return LeaseTerms(ttl=ttl, wait=float(wait))
 
 
 def _expiry(value) -> str | None:

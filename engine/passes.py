@@ -1,7 +1,8 @@
 """Run a pass: its compiled statements, in order, in one transaction.
 
 A pass's cost is the SQL's: no Python loop over rows. The time it ran is recorded in the
-same transaction, so a pass is either applied and recorded, or neither.
+same transaction, so a pass is either applied and recorded, or neither. Every commit goes
+through `ctx.transaction()`: under a runner's lease it is fenced (engine.leasing).
 """
 from __future__ import annotations
 
@@ -26,20 +27,39 @@ class PassResult:
                 "events": self.events, "notes": self.notes}
 
 
+# the cursor of a pass whose rules are all applied while the rest of it (compression's
+# merges) is still to do: a resumed run goes straight to that rest
+RULES_DONE = 2 ** 62
+
+
 def run_rules(ctx: Context, name: str, progress: Callable[[str], None] | None = None,
               record: bool = True) -> PassResult:
     """Execute one pass's rule statements and record the run, all in one transaction;
     a pass with `batch: N` commits every N ids instead (see `run_batched`). With
-    `record=False` the caller records the run when its own work is done."""
+    `record=False` the caller records the run when its own work is done; until then the
+    pass's progress says its rules are applied, so a crash never applies them twice."""
     if ctx.policy.passes[name].batch:
-        return run_batched(ctx, name, progress)
+        return run_batched(ctx, name, progress, record)
+    state = ctx.store.progress(ctx.namespace, name)
+    if state and state["cursor"] >= RULES_DONE:
+        return PassResult(name, state["run_now"], state["changed"],
+                          notes=["resumed an interrupted run after its rules"])
     now = ctx.now()
     result = PassResult(name, now)
-    with ctx.store.transaction():
+    with ctx.transaction():
         _apply(ctx, ctx.plan.passes[name], result, now, progress)
-        if record:
-            ctx.store.record_run(ctx.namespace, name, now, result.changed)
+        _finish(ctx, name, now, result, record)
     return result
+
+
+def _finish(ctx: Context, name: str, now: str, result: PassResult, record: bool) -> None:
+    """In the transaction of a pass's last rule statements: record the run, or (for the
+    caller to record it later) mark the rules done."""
+    if record:
+        ctx.store.clear_progress(ctx.namespace, name)
+        ctx.store.record_run(ctx.namespace, name, now, result.changed)
+    else:
+        ctx.store.save_progress(ctx.namespace, name, RULES_DONE, now, result.changed)
 
 
 def _apply(ctx: Context, statements, result: PassResult, now: str, progress,
@@ -55,12 +75,14 @@ def _apply(ctx: Context, statements, result: PassResult, now: str, progress,
             result.changed += n
 
 
-def run_batched(ctx: Context, name: str, progress=None) -> PassResult:
+def run_batched(ctx: Context, name: str, progress=None, record: bool = True) -> PassResult:
     """A pass over a huge store, committed in id ranges so readers and writers are never
     held up for long. Every rule reads and writes only its own row, so running all rules
     range by range gives the same rows as one transaction. Each range commits together
     with the cursor, and a resumed run keeps the `now` it started with: after a crash the
-    next run finishes the same pass, and no row is ever passed over or done twice."""
+    next run finishes the same pass, and no row is ever passed over or done twice. Under
+    the lease only a runner whose predecessor is gone (died, or lost the lease) finds the
+    cursor, and each range's commit is fenced: two runners never share one run."""
     store, ns = ctx.store, ctx.namespace
     size = ctx.policy.passes[name].batch
     state = store.progress(ns, name)
@@ -71,13 +93,12 @@ def run_batched(ctx: Context, name: str, progress=None) -> PassResult:
     lo = state["cursor"] if state else lo
     while lo <= top:
         hi = lo + size
-        with store.transaction():
+        with ctx.transaction():
             _apply(ctx, ctx.plan.passes[name], result, now, progress, (lo, hi))
             store.save_progress(ns, name, hi, now, result.changed)
         lo = hi
-    with store.transaction():
-        store.clear_progress(ns, name)
-        store.record_run(ns, name, now, result.changed)
+    with ctx.transaction():
+        _finish(ctx, name, now, result, record)
     return result
 
 

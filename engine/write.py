@@ -131,7 +131,7 @@ class Writer:
         """Apply a judged turn and close its inbox row, in one transaction (which first
         checks the turn is still pending), then re-summarise the scenes it touched."""
         store = self.ctx.store
-        with store.transaction():
+        with self.ctx.transaction():  # fenced when a runner retries the turn under its lease
             again = store.turn(turn_id)
             if again["status"] != "pending":  # another process judged it meanwhile
                 return Written(json.loads(again["memory_ids"] or "[]"))
@@ -206,7 +206,7 @@ class Writer:
                 for c in cells]
 
     def log_event(self, memory_id, event_type: str, detail) -> None:
-        with self.ctx.store.transaction():
+        with self.ctx.transaction():
             self.ctx.store.event(memory_id, event_type, detail)
 
     def summarise_scenes(self, scenes: set[str]) -> None:

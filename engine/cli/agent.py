@@ -10,7 +10,7 @@ import click
 
 from ..chat import ChatSession, chat_model_for
 from ..scheduler import Scheduler
-from .base import emit, json_option, model_options, open_memory, store_options
+from .base import emit, json_option, lease_ttl_option, model_options, open_memory, store_options
 
 
 # ---- recall -------------------------------------------------------------------------
@@ -73,14 +73,16 @@ def _num(v) -> str:
 @model_options
 @click.option("--interval", type=click.FloatRange(min=0.01), default=60.0, show_default=True,
               metavar="SECONDS", help="Seconds between ticks; each tick runs whatever is due.")
+@lease_ttl_option
 @json_option
-def daemon(db, policy, namespace, now, offline, record, replay, interval, json_):
+def daemon(db, policy, namespace, now, offline, record, replay, interval, lease_ttl, json_):
     """Run the scheduler in the foreground: every --interval seconds, pending turns and due
     passes, never at the same time as another scheduler on the same store and namespace.
     Stops cleanly on Ctrl-C (SIGINT) or SIGTERM."""
     stop = threading.Event()
     with open_memory(db, policy, namespace, now, offline, record, replay) as mem:
-        sched = Scheduler(mem, interval, on_tick=lambda results: _report_tick(results, json_))
+        sched = Scheduler(mem, interval, lease_ttl=lease_ttl,
+                          on_tick=lambda results: _report_tick(results, json_))
         handlers = {s: signal.signal(s, lambda *_: stop.set())
                     for s in (signal.SIGINT, signal.SIGTERM)}
         click.echo(f"lethe daemon: policy {mem.policy.name}, {mem.store.path}, namespace "

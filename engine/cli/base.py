@@ -27,8 +27,8 @@ class LetheGroup(click.Group):
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
-        except LetheError as exc:
-            click.echo(f"error: {exc}", err=True)
+        except LetheError as exc:  # exit 0: not a failure (another runner holds the lease)
+            click.echo(f"{'error: ' if exc.exit_code else ''}{exc}", err=True)
             ctx.exit(exc.exit_code)
         except Exception as exc:  # a bug, not a user mistake: say so, keep the exit code apart
             if os.environ.get("LETHE_DEBUG"):
@@ -67,6 +67,22 @@ def model_options(f):
                      help="Answer every judgment from answers recorded in FILE.")(f)
     f = click.option("--record", metavar="FILE", type=click.Path(dir_okay=False),
                      help="Append every model answer to FILE (JSON lines) for --replay.")(f)
+    return f
+
+
+def lease_ttl_option(f):
+    """--lease-ttl: how long a runner's pass lease outlives it."""
+    return click.option("--lease-ttl", default="15m", show_default=True, metavar="DURATION",
+                        help="How long the pass lease outlives this process if it dies (e.g. "
+                             "30s, 15m); while it runs it keeps renewing it.")(f)
+
+
+def lease_options(f):
+    """--wait / --lease-ttl on every command that runs passes under the namespace's lease."""
+    f = lease_ttl_option(f)
+    f = click.option("--wait", type=click.FloatRange(min=0), default=0.0, show_default=True,
+                     metavar="SECONDS", help="Wait this long for another runner's pass lease; "
+                     "then say who holds it and exit 0 without running.")(f)
     return f
 
 

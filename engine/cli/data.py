@@ -6,7 +6,7 @@ import sys
 import click
 
 from ..memory import Memory
-from .base import emit, json_option, model_options, open_memory, store_options
+from .base import emit, json_option, lease_options, model_options, open_memory, store_options
 
 
 @click.command()
@@ -14,12 +14,23 @@ from .base import emit, json_option, model_options, open_memory, store_options
 @model_options
 @click.option("--pass", "pass_names", multiple=True, metavar="NAME",
               help="Run this pass now (repeatable). Without it: pending turns, then every due pass.")
+@click.option("--retry-failed", is_flag=True,
+              help="Put the turns parked as failed back in the queue and judge them now.")
+@lease_options
 @json_option
-def run(db, policy, namespace, now, offline, record, replay, pass_names, json_):
-    """Run passes (decay, expiry, ...) as the policy declares them, each in one transaction."""
+def run(db, policy, namespace, now, offline, record, replay, pass_names, retry_failed, wait,
+        lease_ttl, json_):
+    """Run passes (decay, expiry, ...) as the policy declares them, each in one transaction,
+    under the namespace's pass lease: never at the same time as another runner (a daemon,
+    another `lethe run`); with another one at work, say so and exit 0."""
+    terms = {"wait": wait, "lease_ttl": lease_ttl}
     with open_memory(db, policy, namespace, now, offline, record, replay) as mem:
         names = list(pass_names) or mem.due()
-        run_them = (lambda progress: mem.run(names, progress)) if pass_names else mem.run_due
+        if pass_names:
+            run_them = lambda progress: mem.run(names, progress, **terms)  # noqa: E731
+        else:
+            run_them = lambda progress: mem.run_due(progress, retry_failed=retry_failed,  # noqa: E731
+                                                    **terms)
         results = _with_progress(mem, names, run_them, json_)
     data = [r.as_dict() for r in results]
     lines = [f"{r.name}: {r.changed} changed"

@@ -16,7 +16,7 @@ import sqlite3
 
 from ..clock import Clock, iso, system_clock
 from ..errors import StoreError
-from .lease import SqliteLease
+from .lease import SqliteLease, lease_connection
 from .migrations import MIGRATIONS, RECALL_INDEX
 
 class SqliteStore:
@@ -28,6 +28,7 @@ class SqliteStore:
         self.path = str(path)
         self.clock = clock or system_clock
         self.timeout = timeout
+        self._lease_db = None  # opened when a runner first takes a lease
         try:
             self.db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None,
                                       check_same_thread=False)
@@ -49,6 +50,8 @@ class SqliteStore:
 
     def close(self) -> None:
         self.db.close()
+        if self._lease_db is not None:
+            self._lease_db.close()
 
     def reopen(self) -> "SqliteStore":
         """Another connection to the same file (a scheduler works on its own)."""
@@ -62,15 +65,23 @@ class SqliteStore:
             pass
 
     @contextlib.contextmanager
-    def transaction(self):
-        """BEGIN IMMEDIATE ... COMMIT; anything raised inside rolls the whole thing back."""
+    def transaction(self, fence=None):
+        """BEGIN IMMEDIATE ... COMMIT; anything raised inside rolls the whole thing back.
+
+        With a `fence` (a held pass lease), the commit first renews the lease inside this
+        transaction; when the lease is no longer the holder's (another runner took it over)
+        that raises and everything rolls back, so work done after a takeover never lands."""
         self.db.execute("BEGIN IMMEDIATE")
         try:
             yield self.db
+            if fence is not None:
+                self.renew_lease(fence)
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
         self.db.execute("COMMIT")
+        if fence is not None:
+            fence.renewed()
 
     def migrate(self) -> list[str]:
         """Run the migrations this file lacks. An up-to-date file is only read: opening it
@@ -317,12 +328,16 @@ class SqliteStore:
 
     # -- leases ---------------------------------------------------------------------------
     def lease(self, namespace: str, ttl, holder: str, wait: float = 1.0) -> SqliteLease:
-        """The namespace's pass lease, on a connection of its own."""
-        return SqliteLease(self.path, namespace, self.clock, ttl, holder, wait)
+        """The namespace's pass lease, on a connection of its own (kept for the next one)."""
+        if self._lease_db is None:
+            self._lease_db = lease_connection(self.path)
+        return SqliteLease(self._lease_db, namespace, self.clock, ttl, holder, wait)
 
-    def renew_lease(self, lease: SqliteLease) -> None:
-        """Extend `lease` from this connection, inside the transaction running now."""
-        self.db.execute(*lease.renew_sql())
+    def renew_lease(self, held) -> None:
+        """Extend a held lease from this connection, inside the transaction running now;
+        raises the holder's LeaseLost when the lease is no longer its own."""
+        if self.db.execute(*held.renew_sql()).rowcount != 1:
+            raise held.lost()
 
 
 Store = SqliteStore  # the embedded default
