@@ -61,18 +61,20 @@ def make_judges(policy: Policy, store, namespace: str, s: JudgeSettings) -> Judg
 
 
 def open_context(target: str, policy: Policy, namespace: str, clock: Clock,
-                 settings: JudgeSettings) -> Context:
-    store = open_store(target, clock)
+                 settings: JudgeSettings, read_only: bool = False) -> Context:
+    store = open_store(target, clock, read_only)
     plan = compile_policy(policy, store.dialect)
     ctx = Context(store, plan, policy, namespace, clock,
                   make_judges(policy, store, namespace, settings), settings)
-    sync_rank(ctx)
+    if not read_only:  # a reader keeps the stored ranks as they are: it never writes
+        sync_rank(ctx)
     return ctx
 
 
 def sync_rank(ctx: Context) -> None:
     """Recompute stored ranks when the rank formula differs from the one they were
-    computed with (a new policy, or an adopted article database)."""
+    computed with (a new policy, or an adopted article database). Opening a store whose
+    ranks are current writes nothing."""
     st = ctx.plan.rank_refresh
     signature = json.dumps([st.sql, [repr(p) for p in st.shown_params()]])
     if ctx.store.rank_signature(ctx.namespace) != signature:

@@ -35,11 +35,14 @@ class Memory:
 
     def __init__(self, db_path: str, policy: str | Policy = DEFAULT_POLICY,
                  namespace: str = "default", offline: bool = False, clock: Clock | None = None,
-                 record: str | None = None, replay: str | None = None, scripted=None):
+                 record: str | None = None, replay: str | None = None, scripted=None,
+                 read_only: bool = False):
         pol = policy if isinstance(policy, Policy) else load(policy)
         # scripted: an object with .take(step) -> answer or None (a scenario's `judged:`)
         settings = JudgeSettings(offline, record, replay, scripted)
-        self.context: Context = open_context(db_path, pol, namespace, clock or system_clock, settings)
+        # read_only: list, explain and inspect without ever writing (nor waiting on a writer)
+        self.context: Context = open_context(db_path, pol, namespace, clock or system_clock,
+                                             settings, read_only)
         self.writer = Writer(self.context)
 
     # the context's parts, for callers that inspect them
@@ -111,8 +114,16 @@ class Memory:
         return [MemoryRecord.from_row(r) for r in rows]
 
     def pending(self) -> list[dict]:
-        """Turns saved but not yet judged (a model was unreachable)."""
+        """Turns saved but not yet judged, oldest first: `pending` ones (a model was
+        unreachable, or judging failed and `next_retry_at` says when it is tried again) and
+        those parked as `failed` after repeated failures, each with `attempts` and
+        `last_error`."""
         return self.store.pending(self.namespace)
+
+    def retry_turns(self, ids: Iterable[int] | None = None) -> int:
+        """Put turns parked as failed (or waiting out a backoff) back in the queue, all of
+        them or those of `ids`; the next `run_due()` judges them. How many went back."""
+        return self.store.requeue_turns(self.namespace, None if ids is None else list(ids))
 
     # -- passes
     def run(self, names: Iterable[str], progress=None, *, wait: float = 0.0,

@@ -7,12 +7,15 @@ turn pending for `run_due()` to retry; nothing is lost.
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
 from dataclasses import dataclass, field
 
 from . import steps
 from .answers import today
+from .clock import iso
 from .context import Context
+from .errors import LeaseLost, LetheError
 from .judges import JudgeUnavailable
 from .lexicon.slots import related_words
 from .policy import WriteStep
@@ -43,17 +46,22 @@ class Written(list):
     (`reinforced`), which older memories each new one superseded (`superseded`, pairs of
     (old, new)), and, when a model was unreachable, why the turn is still `pending`."""
 
-    def __init__(self, ids=(), *, pending: str | None = None):
+    def __init__(self, ids=(), *, pending: str | None = None, outage: bool = False):
         super().__init__(ids)
         self.stored: list[int] = []
         self.reinforced: list[int] = []
         self.superseded: list[tuple[int, int]] = []
         self.pending = pending
+        self.outage = outage  # pending because a model was unreachable
 
     def as_dict(self) -> dict:
         return {"ids": list(self), "stored": self.stored, "reinforced": self.reinforced,
                 "superseded": [{"id": old, "by": new} for old, new in self.superseded],
                 "pending": self.pending}
+
+
+MAX_FAILURES = 3                   # failures (not outages) before a turn is parked as failed
+BACKOFF = dt.timedelta(minutes=1)  # before the second try; four times that before the third
 
 
 # ---- storing one memory -----------------------------------------------------------------
@@ -115,21 +123,48 @@ class Writer:
     # -- entry points
     def remember(self, user: str, assistant: str) -> Written:
         turn = self.ctx.store.add_turn(self.ctx.namespace, user, assistant)
-        return self.process(turn)
+        return self.process(turn, raise_errors=True)
 
-    def process(self, turn_id: int) -> Written:
-        """Judge one inbox turn and apply it; on an outage, leave it pending."""
+    def process(self, turn_id: int, raise_errors: bool = False) -> Written:
+        """Judge one inbox turn and apply it. A model outage leaves it pending for the next
+        run. Anything else that goes wrong judging or applying it (a hostile answer, a
+        template that fails on its text) is recorded on the turn and delays its next try;
+        after MAX_FAILURES such failures it is parked as `failed` (see `lethe pending`).
+        With `raise_errors` an engine error (a broken policy) is raised after recording."""
         row = self.ctx.store.turn(turn_id)
         try:
             items = self.judge_turn(row["user_text"], row["assistant_text"])
+            out = self.finish(turn_id, items)
         except JudgeUnavailable as exc:
-            self.ctx.store.turn_failed(turn_id, str(exc))
-            return Written(pending=str(exc))
-        return self.finish(turn_id, items)
+            self.turn_failed(row, str(exc), outage=True)
+            return Written(pending=str(exc), outage=True)
+        except (LeaseLost, *self.ctx.store.busy_errors):
+            raise  # the store's or the runner's trouble, not the turn's
+        except Exception as exc:
+            why = self.turn_failed(row, f"{type(exc).__name__}: {exc}", outage=False)
+            if raise_errors and isinstance(exc, LetheError):
+                raise
+            return Written(pending=why)
+        self.summarise_scenes({j.scene for j in items if j.scene})
+        return out
+
+    def turn_failed(self, row, error: str, outage: bool) -> str:
+        """Record a failed attempt: an outage is tried again at the next run, any other
+        failure after a backoff (1 min, then 4 min), and is parked at the third."""
+        failures = row["failures"] + (0 if outage else 1)
+        status, retry_at = "pending", None
+        if failures >= MAX_FAILURES:
+            status = "failed"
+        elif not outage:
+            retry_at = iso(self.ctx.clock() + BACKOFF * 4 ** (failures - 1))
+        self.ctx.store.turn_failed(row["id"], error, failures, retry_at, status)
+        if status == "failed":
+            return f"parked as failed after {failures} failures: {error}"
+        return error + (f" (next try after {retry_at})" if retry_at else "")
 
     def finish(self, turn_id: int, items: list[Judged]) -> Written:
         """Apply a judged turn and close its inbox row, in one transaction (which first
-        checks the turn is still pending), then re-summarise the scenes it touched."""
+        checks the turn is still pending)."""
         store = self.ctx.store
         with self.ctx.transaction():  # fenced when a runner retries the turn under its lease
             again = store.turn(turn_id)
@@ -139,17 +174,16 @@ class Writer:
             for judged in items:
                 out += self.apply(judged, source={"turn": turn_id}, out=out)
             store.close_turn(turn_id, "done" if items else "dropped", list(out))
-        self.summarise_scenes({j.scene for j in items if j.scene})
         return out
 
     def retry_pending(self, limit: int = 100) -> int:
-        """Judge pending turns, oldest first; stop at the first that stays pending (the
-        model is still down, so trying the rest now would only wait on timeouts)."""
+        """Judge the pending turns whose time has come, oldest first. A turn that fails is
+        recorded and the next one is tried; an outage stops the round (the model is down,
+        so trying the rest now would only wait on timeouts)."""
         tried = 0
         for turn_id in self.ctx.store.pending_ids(self.ctx.namespace, limit):
             tried += 1
-            self.process(turn_id)
-            if self.ctx.store.turn(turn_id)["status"] == "pending":
+            if self.process(turn_id).outage:
                 break
         return tried
 
@@ -221,7 +255,9 @@ class Writer:
             variables = {**self.variables(Judged(), {}), "scene": scene, "cells": cells}
             try:
                 summary, _ = self.ctx.judges.ask("summarise", step.judgment, variables)
-            except JudgeUnavailable as exc:
+            except (LeaseLost, *self.ctx.store.busy_errors):
+                raise
+            except Exception as exc:  # the turn is stored: a summary can wait for the next one
                 self.log_event(None, "summarise_failed", f"scene {scene}: {exc}")
                 continue
             if summary:

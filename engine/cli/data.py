@@ -6,7 +6,8 @@ import sys
 import click
 
 from ..memory import Memory
-from .base import emit, json_option, lease_options, model_options, open_memory, store_options
+from .base import (LIMIT, MEMORY_ID, Finite, IsoTime, emit, json_option, lease_options,
+                   model_options, open_memory, store_options)
 
 
 @click.command()
@@ -51,11 +52,11 @@ def _with_progress(mem: Memory, names: list[str], run_them, quiet: bool):
 @click.command(name="ls")
 @store_options
 @click.option("--query", "-q", help="Only memories matching these words (full text).")
-@click.option("--limit", type=click.IntRange(min=1), help="At most this many (default: the policy's).")
+@click.option("--limit", type=LIMIT, help="At most this many (default: the policy's).")
 @json_option
 def ls(db, policy, namespace, now, offline, query, limit, json_):
     """List recall candidates in the policy's recall order (what recall would consider)."""
-    with open_memory(db, policy, namespace, now, offline) as mem:
+    with open_memory(db, policy, namespace, now, offline, read_only=True) as mem:
         records = mem.candidates(query, limit)
     lines = [f"#{r.id:<6} rank {r.rank or 0:6.3f}  imp {r.importance:4.1f}  conf {r.confidence:4.2f}  "
              f"fresh {r.decay_score:4.2f}  {r.summary or r.content[:120]}" for r in records]
@@ -64,11 +65,11 @@ def ls(db, policy, namespace, now, offline, query, limit, json_):
 
 @click.command()
 @store_options
-@click.argument("memory_id", type=int)
+@click.argument("memory_id", type=MEMORY_ID)
 @json_option
 def why(db, policy, namespace, now, offline, memory_id, json_):
     """Show a memory's whole history: its events, what superseded it, what it merged into."""
-    with open_memory(db, policy, namespace, now, offline) as mem:
+    with open_memory(db, policy, namespace, now, offline, read_only=True) as mem:
         h = mem.history(memory_id)
     m = h.memory
     data = {"memory": m.as_dict(), "events": h.events,
@@ -92,11 +93,12 @@ def why(db, policy, namespace, now, offline, memory_id, json_):
 @click.argument("content")
 @click.option("--summary", help="Short form for recall indexes (default: the first 120 characters).")
 @click.option("--tags", help="Comma-separated tags.")
-@click.option("--importance", type=click.FloatRange(0, 10),
+@click.option("--importance", type=Finite(0, 10),
               help="How much this matters, 0-10 (default 5).")
-@click.option("--confidence", type=click.FloatRange(0, 1),
+@click.option("--confidence", type=Finite(0, 1),
               help="How sure we are, 0-1 (default: the confidence judge's rating).")
-@click.option("--expires-at", metavar="ISO", help="When this stops being true.")
+@click.option("--expires-at", type=IsoTime(end_of_day=True),
+              help="When this stops being true (a bare date: the end of that day).")
 @json_option
 @click.option("--raw", is_flag=True, help="Store exactly as given: no judges at all.")
 def add(db, policy, namespace, now, offline, record, replay, content, summary, tags, importance,
@@ -134,14 +136,26 @@ def remember(db, policy, namespace, now, offline, record, replay, user, assistan
 
 @click.command()
 @store_options
+@click.option("--retry", "retry_ids", multiple=True, type=MEMORY_ID, metavar="ID",
+              help="Put this turn (parked as failed, or waiting to be tried again) back in "
+                   "the queue for the next `lethe run` (repeatable).")
 @json_option
-def pending(db, policy, namespace, now, offline, json_):
-    """List turns saved but not yet judged because a model was unreachable."""
-    with open_memory(db, policy, namespace, now, offline) as mem:
+def pending(db, policy, namespace, now, offline, retry_ids, json_):
+    """List turns saved but not yet judged: a model was unreachable, or judging failed
+    (then they are tried again later, and parked as FAILED after repeated failures)."""
+    with open_memory(db, policy, namespace, now, offline, read_only=not retry_ids) as mem:
+        if retry_ids:
+            mem.retry_turns(retry_ids)
         rows = mem.pending()
-    lines = [f"turn {r['id']} ({r['attempts']} attempts, last error: {r['last_error'] or '-'}): "
-             f"{r['user_text'][:80]}" for r in rows]
-    emit(rows, json_, lines or ["nothing pending"])
+    emit(rows, json_, [_turn_line(r) for r in rows] or ["nothing pending"])
+
+
+def _turn_line(r: dict) -> str:
+    when = f", next try after {r['next_retry_at']}" if r["next_retry_at"] else ""
+    state = " FAILED" if r["status"] == "failed" else ""
+    again = f"; retry with `lethe pending --retry {r['id']}`" if state else ""
+    return (f"turn {r['id']}{state} ({r['attempts']} attempts, last error: "
+            f"{r['last_error'] or '-'}{when}{again}): {r['user_text'][:80]}")
 
 
 @click.command()
@@ -149,7 +163,7 @@ def pending(db, policy, namespace, now, offline, json_):
 @json_option
 def costs(db, policy, namespace, now, offline, json_):
     """Sum every logged model call per step and model: calls, tokens, latency, outcomes."""
-    with open_memory(db, policy, namespace, now, offline) as mem:
+    with open_memory(db, policy, namespace, now, offline, read_only=True) as mem:
         rows = mem.store.costs(namespace)
     lines = [f"{r['step']:<14} {r['model']:<14} {r['calls']:>5} calls  {r['prompt_tokens']:>8} in  "
              f"{r['completion_tokens']:>7} out  {r['avg_latency_ms']:>8} ms avg  {r['failed']} failed"

@@ -10,7 +10,7 @@ from .. import policy as policy_mod
 from ..errors import LetheError
 from ..plan import compile_policy, render_plan
 from ..prompts import render as render_template
-from .base import emit, json_option
+from .base import echo, emit, json_option
 
 
 @click.command()
@@ -68,4 +68,4 @@ def render(policy, step, vars_file):
     except ValueError as exc:
         raise click.BadParameter(f"not JSON: {exc}", param_hint="--vars") from None
     variables.setdefault("today", "2026-01-05")
-    click.echo(render_template(judgment.prompt, pol.prompt_dirs, variables), nl=False)
+    echo(render_template(judgment.prompt, pol.prompt_dirs, variables), nl=False)
