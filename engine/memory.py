@@ -6,6 +6,7 @@ judges) and hands it to the step that does the work (write, recall, runner, ...)
 from __future__ import annotations
 
 import datetime as dt
+import math
 from typing import Iterable
 
 from . import passes as P
@@ -86,9 +87,10 @@ class Memory:
         tags = list(tags) if tags else None
         for name, text in (("content", content), ("summary", summary), *(("a tag", t) for t in tags or [])):
             valid_text(text, name)
-        fields = {"summary": summary, "tags": tags, "importance": importance,
-                  "confidence": confidence, "expires_at": _expiry(expires_at), "kind": kind,
-                  "scene": scene}
+        fields = {"summary": summary, "tags": tags,
+                  "importance": _number(importance, 0, 10, "importance"),
+                  "confidence": _number(confidence, 0, 1, "confidence"),
+                  "expires_at": _expiry(expires_at), "kind": kind, "scene": scene}
         if judged:
             return self.writer.add(content, fields)
         with self.store.transaction():
@@ -198,7 +200,21 @@ def _terms(wait: float, lease_ttl) -> LeaseTerms:
     return LeaseTerms(ttl=ttl, wait=float(wait))
 
 
+def _number(value, lo: float, hi: float, what: str) -> float | None:
+    """A value given for a numeric field: None, or a finite number from lo to hi (checked
+    before anything is written: NaN would otherwise reach the store)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or not lo <= value <= hi:
+        raise LetheError(f"{what} must be a number from {lo:g} to {hi:g}, got {value!r}")
+    return float(value)
+
+
 def _expiry(value) -> str | None:
     if value is None or value == "":
         return None
-    return iso(until_end_of_day(value) if isinstance(value, str) else value)
+    try:
+        return iso(until_end_of_day(value) if isinstance(value, str) else value)
+    except (ValueError, OverflowError, TypeError, AttributeError):
+        raise LetheError(f"expires_at must be an ISO-8601 date or time, got {value!r}") from None

@@ -21,10 +21,11 @@ class PassResult:
     changed: int = 0
     events: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    skipped: int = 0  # rows a rule left alone: its new value was NULL or not finite
 
     def as_dict(self) -> dict:
         return {"pass": self.name, "ran_at": self.ran_at, "changed": self.changed,
-                "events": self.events, "notes": self.notes}
+                "events": self.events, "skipped": self.skipped, "notes": self.notes}
 
 
 # the cursor of a pass whose rules are all applied while the rest of it (compression's
@@ -67,12 +68,24 @@ def _apply(ctx: Context, statements, result: PassResult, now: str, progress,
     for st in statements:
         if progress:
             progress(st.label)
+        if st.counts_skipped:
+            n = ctx.store.fetch_one(st, ctx.namespace, now, id_range=id_range or (0, 0))[0]
+            if n:
+                result.skipped += n
+                _note_skipped(result, st.label.split(" skipped")[0])
+            continue
         n = ctx.store.run(st, ctx.namespace, now, id_range=id_range or (0, 0))
         if st.sql.startswith("INSERT INTO memory_events"):
             event = st.params[0]
             result.events[event] = result.events.get(event, 0) + n
         else:
             result.changed += n
+
+
+def _note_skipped(result: PassResult, rule: str) -> None:
+    note = f"{rule}: rows whose new value was NULL or not finite kept their values"
+    if note not in result.notes:
+        result.notes.append(note)
 
 
 def run_batched(ctx: Context, name: str, progress=None, record: bool = True) -> PassResult:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from dataclasses import dataclass, field
 
 from . import steps
@@ -19,6 +20,7 @@ from .errors import LeaseLost, LetheError
 from .judges import JudgeUnavailable
 from .lexicon.slots import related_words
 from .policy import WriteStep
+from .records import parse_tags
 from .text import words
 
 
@@ -68,7 +70,8 @@ BACKOFF = dt.timedelta(minutes=1)  # before the second try; four times that befo
 def store_memory(ctx: Context, content: str, *, summary=None, tags=None, importance=None,
                  confidence=None, expires_at=None, kind=None, scene=None, access_count=0,
                  decay_score=1.0, event: str = "created", detail=None) -> int:
-    """Insert one memory with its rank and its creation event, in the caller's transaction."""
+    """Insert one memory with its rank and its creation event, in the caller's transaction.
+    A number that is not finite (from any source) is refused before anything is written."""
     row = {"content": content, "summary": summary if summary else content[:120],
            "tags": json.dumps(list(tags or []), ensure_ascii=False),
            "importance": float(5.0 if importance is None else importance),
@@ -76,6 +79,9 @@ def store_memory(ctx: Context, content: str, *, summary=None, tags=None, importa
            "access_count": int(access_count), "decay_score": float(decay_score),
            "status": "active", "created_at": ctx.now(), "last_accessed": None,
            "expires_at": expires_at, "namespace": ctx.namespace, "kind": kind, "scene": scene}
+    for name in ("importance", "confidence", "decay_score"):
+        if not math.isfinite(row[name]):
+            raise LetheError(f"{name} must be a finite number, got {row[name]!r}")
     new_id = ctx.store.insert_memory(row)
     refresh_rank(ctx, [new_id])
     ctx.store.event(new_id, event, {"importance": row["importance"], "confidence": row["confidence"],
@@ -308,16 +314,17 @@ class Writer:
         """Store, supersede and reinforce, with their events, in the caller's transaction;
         what was done is noted in `out`."""
         store, out = self.ctx.store, Written() if out is None else out
+        extra = extra or {}
         if judged.confirms and not judged.supersedes:
             kept = [mid for mid in judged.confirms if self.reinforce(mid, source)]
             for mid in kept:
                 for note in judged.notes:
                     store.event(mid, "judge_fallback", note)
+                self.take_given(mid, extra)
             if kept:
                 out.reinforced += kept
                 return kept
             # every confirmed memory changed meanwhile: the turn is a memory of its own
-        extra = extra or {}
         new_id = store_memory(self.ctx, judged.content, summary=judged.summary, tags=judged.tags,
                               importance=judged.importance, confidence=judged.confidence,
                               expires_at=judged.expires_at, kind=extra.get("kind") or judged.kind,
@@ -329,6 +336,28 @@ class Writer:
             if self.supersede(old, new_id, judged.content):
                 out.superseded.append((old, new_id))
         return [new_id]
+
+    def take_given(self, mid: int, given: dict) -> None:
+        """add() of content a memory already holds: that memory takes the values the caller
+        gave (tags join its own), with an `updated` event saying what changed, so nothing
+        given is dropped."""
+        row = self.ctx.store.get(mid, self.ctx.namespace)
+        changes = {}
+        for col in self.ctx.store.UPDATABLE:
+            value = given.get(col)
+            if value is None:
+                continue
+            if col == "tags":
+                value = json.dumps(list(dict.fromkeys(parse_tags(row["tags"]) + list(value))),
+                                   ensure_ascii=False)
+            if value != row[col]:
+                changes[col] = value
+        if not changes:
+            return
+        self.ctx.store.update_memory(self.ctx.namespace, mid, changes)
+        refresh_rank(self.ctx, [mid])
+        self.ctx.store.event(mid, "updated", {"by": "add", "fields": {
+            c: {"from": row[c], "to": v} for c, v in changes.items()}})
 
     def supersede(self, old: int, new_id: int, content: str) -> bool:
         if not self.ctx.store.run(self.ctx.plan.supersede, self.ctx.namespace, ids=[old],

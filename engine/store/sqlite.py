@@ -170,6 +170,18 @@ class SqliteStore:
                f"VALUES ({', '.join('?' for _ in cols)})")
         return self.db.execute(sql, [fields[c] for c in cols]).lastrowid
 
+    UPDATABLE = ("summary", "tags", "importance", "confidence", "expires_at", "kind", "scene")
+
+    def update_memory(self, namespace: str, memory_id: int, fields: dict) -> int:
+        """Set some fields of one active memory (named from the engine's own list, never
+        from input), in the caller's transaction; how many rows changed (0 or 1)."""
+        cols = [c for c in fields if c in self.UPDATABLE]
+        if not cols:
+            return 0
+        sql = (f"UPDATE memories SET {', '.join(f'{c} = ?' for c in cols)} "
+               "WHERE namespace = ? AND id = ? AND status = 'active'")
+        return self.db.execute(sql, [fields[c] for c in cols] + [namespace, memory_id]).rowcount
+
     def event(self, memory_id: int | None, event_type: str, detail=None) -> None:
         if detail is not None and not isinstance(detail, str):
             detail = json.dumps(detail, ensure_ascii=False, sort_keys=True)
@@ -184,6 +196,13 @@ class SqliteStore:
         if namespace is None:
             return self.db.execute(sql, (memory_id,)).fetchone()
         return self.db.execute(sql + " AND memories.namespace = ?", (memory_id, namespace)).fetchone()
+
+    def statuses(self, namespace: str, ids: list[int]) -> dict[int, tuple[str, int | None]]:
+        """id -> (status, merged_into) of some memories of a namespace."""
+        rows = self.db.execute("SELECT id, status, merged_into FROM memories WHERE namespace = ? "
+                               "AND id IN (SELECT value FROM json_each(?))",
+                               (namespace, json.dumps(list(ids))))
+        return {r[0]: (r[1], r[2]) for r in rows}
 
     def events(self, memory_id: int) -> list[sqlite3.Row]:
         return self.db.execute("SELECT * FROM memory_events WHERE memory_id = ? ORDER BY id",
