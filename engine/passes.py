@@ -65,21 +65,23 @@ def _finish(ctx: Context, name: str, now: str, result: PassResult, record: bool)
 
 def _apply(ctx: Context, statements, result: PassResult, now: str, progress,
            id_range: tuple[int, int] | None = None) -> None:
+    meant = None  # rows the current rule is for (when its values can come out unusable)
     for st in statements:
         if progress:
             progress(st.label)
         if st.counts_skipped:
-            n = ctx.store.fetch_one(st, ctx.namespace, now, id_range=id_range or (0, 0))[0]
-            if n:
-                result.skipped += n
-                _note_skipped(result, st.label.split(" skipped")[0])
+            meant = ctx.store.fetch_one(st, ctx.namespace, now, id_range=id_range or (0, 0))[0]
             continue
         n = ctx.store.run(st, ctx.namespace, now, id_range=id_range or (0, 0))
         if st.sql.startswith("INSERT INTO memory_events"):
             event = st.params[0]
             result.events[event] = result.events.get(event, 0) + n
-        else:
-            result.changed += n
+            continue
+        result.changed += n
+        if meant is not None and meant > n:
+            result.skipped += meant - n
+            _note_skipped(result, st.label.split(" update")[0])
+        meant = None
 
 
 def _note_skipped(result: PassResult, rule: str) -> None:

@@ -135,15 +135,14 @@ def rule_statements(policy: Policy, rule: Rule, d: Dialect, label: str,
     and both run in the caller's transaction. A rule whose formulas can come out NULL, NaN
     or infinite on some rows (`confidence / access_count` where access_count is 0) never
     writes that: both also require every computed value to be usable, and a count of the
-    rows left alone goes first, for the pass result to report."""
+    rows the rule is for goes first: those it did not change are reported as skipped."""
     where_sql, where_params = _where(rule.when, d, extra_where)
     guard_sql, guard_params = _usable(rule.set, d)
     out = []
-    if guard_sql:
-        out.append(Statement(f"{label} skipped (a value NULL or not finite)",
-                             f"SELECT count(*) FROM memories\nWHERE {where_sql} "
-                             f"AND NOT coalesce({guard_sql}, 0)",
-                             where_params + guard_params, counts_skipped=True))
+    if guard_sql:  # rows the rule is for, before it runs; the skipped are those not changed
+        out.append(Statement(f"{label} rows (the skipped: those it does not change)",
+                             f"SELECT count(*) FROM memories\nWHERE {where_sql}",
+                             list(where_params), counts_skipped=True))
         where_sql, where_params = f"{where_sql} AND {guard_sql}", where_params + guard_params
     if rule.event:
         detail_sql, detail_params = _detail(rule, d, label)

@@ -14,10 +14,10 @@ WHERE "namespace" = ? AND (("status" = ?) AND ("expires_at" < ?));
 -- params: ['expired', ':namespace', 'active', ':now']
 
 -- pass decay (every 23:00:00)
--- decay.rules[0] skipped (a value NULL or not finite)
+-- decay.rules[0] rows (the skipped: those it does not change)
 SELECT count(*) FROM memories
-WHERE "namespace" = ? AND ("status" = ?) AND NOT coalesce(((min(?, (exp(((? * floor((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0))) * 1.0 / ?)) + min(?, ("access_count" * ?))))) BETWEEN ? AND ?), 0);
--- params: [':namespace', 'active', 1.0, -0.693, ':now', 90, 0.3, 0.03, -1.7976931348623157e+308, 1.7976931348623157e+308]
+WHERE "namespace" = ? AND ("status" = ?);
+-- params: [':namespace', 'active']
 -- decay.rules[0] update
 UPDATE memories
 SET "decay_score" = min(?, (exp(((? * floor((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0))) * 1.0 / ?)) + min(?, ("access_count" * ?)))),

@@ -1,10 +1,10 @@
 -- policy: scheduled-sql  dialect: sqlite
 
 -- pass decay (every 1 day, 0:00:00)
--- decay.rules[0] skipped (a value NULL or not finite)
+-- decay.rules[0] rows (the skipped: those it does not change)
 SELECT count(*) FROM memories
-WHERE "namespace" = ? AND (("status" = ?) AND ((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0) >= ?)) AND NOT coalesce(((("decay_score" * ?)) BETWEEN ? AND ?), 0);
--- params: [':namespace', 'active', ':now', 30, 0.9, -1.7976931348623157e+308, 1.7976931348623157e+308]
+WHERE "namespace" = ? AND (("status" = ?) AND ((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0) >= ?));
+-- params: [':namespace', 'active', ':now', 30]
 -- decay.rules[0] update
 UPDATE memories
 SET "decay_score" = ("decay_score" * ?),

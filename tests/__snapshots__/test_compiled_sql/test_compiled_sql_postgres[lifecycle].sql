@@ -14,10 +14,10 @@ WHERE "namespace" = %s AND (("status" = %s) AND ("expires_at" < %s));
 -- params: ['expired', ':namespace', 'active', ':now']
 
 -- pass decay (every 23:00:00)
--- decay.rules[0] skipped (a value NULL or not finite)
+-- decay.rules[0] rows (the skipped: those it does not change)
 SELECT count(*) FROM memories
-WHERE "namespace" = %s AND ("status" = %s) AND NOT coalesce(((least(%s, (exp(((%s * floor((extract(epoch from (%s)::timestamp - (coalesce("last_accessed", "created_at"))::timestamp) / 86400.0))) * 1.0 / %s)) + least(%s, ("access_count" * %s))))) BETWEEN %s AND %s), 0);
--- params: [':namespace', 'active', 1.0, -0.693, ':now', 30, 0.3, 0.03, -1.7976931348623157e+308, 1.7976931348623157e+308]
+WHERE "namespace" = %s AND ("status" = %s);
+-- params: [':namespace', 'active']
 -- decay.rules[0] update
 UPDATE memories
 SET "decay_score" = least(%s, (exp(((%s * floor((extract(epoch from (%s)::timestamp - (coalesce("last_accessed", "created_at"))::timestamp) / 86400.0))) * 1.0 / %s)) + least(%s, ("access_count" * %s)))),

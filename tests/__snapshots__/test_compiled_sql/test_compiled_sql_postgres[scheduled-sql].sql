@@ -1,10 +1,10 @@
 -- policy: scheduled-sql  dialect: postgres
 
 -- pass decay (every 1 day, 0:00:00)
--- decay.rules[0] skipped (a value NULL or not finite)
+-- decay.rules[0] rows (the skipped: those it does not change)
 SELECT count(*) FROM memories
-WHERE "namespace" = %s AND (("status" = %s) AND ((extract(epoch from (%s)::timestamp - (coalesce("last_accessed", "created_at"))::timestamp) / 86400.0) >= %s)) AND NOT coalesce(((("decay_score" * %s)) BETWEEN %s AND %s), 0);
--- params: [':namespace', 'active', ':now', 30, 0.9, -1.7976931348623157e+308, 1.7976931348623157e+308]
+WHERE "namespace" = %s AND (("status" = %s) AND ((extract(epoch from (%s)::timestamp - (coalesce("last_accessed", "created_at"))::timestamp) / 86400.0) >= %s));
+-- params: [':namespace', 'active', ':now', 30]
 -- decay.rules[0] update
 UPDATE memories
 SET "decay_score" = ("decay_score" * %s),
