@@ -49,7 +49,7 @@ def parse_time(text: str) -> dt.datetime:
     """ISO date or datetime text to a naive datetime; raises ValueError with the text."""
     try:
         return naive(dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00")))
-    except ValueError:
+    except (ValueError, OverflowError):  # 9999-12-31T23:59:59-05:00 is past year 9999 in UTC
         raise ValueError(f"not an ISO-8601 date or time: {text!r}") from None
 
 
@@ -57,7 +57,7 @@ def until_end_of_day(text: str) -> dt.datetime:
     """An expiry as written: a bare date (2026-03-15) is true through the end of that day,
     a date and time is that moment. The one place this rule lives."""
     when = parse_time(text)
-    if len(text.strip()) == 10:
+    if len(str(text).strip()) == 10:
         when = when.replace(hour=23, minute=59, second=59)
     return when
 

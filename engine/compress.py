@@ -1,6 +1,8 @@
 """Compression: a cluster judge groups memories that say the same thing, a merge judge
 writes each group as one memory. Each merge commits on its own with its events; a merge
-that fails (model down, bad answer, an original no longer active) leaves the originals."""
+that fails (model down, bad answer, an original no longer active) leaves the originals.
+Under a runner's lease each merge's commit is fenced: a runner whose lease was taken over
+while it waited on a model writes nothing."""
 from __future__ import annotations
 
 from .answers import today
@@ -46,6 +48,7 @@ def compress(ctx: Context, p: Pass, result: PassResult) -> None:
 
 def _merge_group(ctx: Context, p: Pass, members: list[dict], result: PassResult,
                  notes: list[str]) -> int | None:
+    ctx.check_lease()  # a lease lost while the last model answered: stop before the next
     now = ctx.clock()
     try:
         merged, note = ctx.judges.ask("merge", p.merge, {"memories": members, "now": now,
@@ -59,7 +62,7 @@ def _merge_group(ctx: Context, p: Pass, members: list[dict], result: PassResult,
     ids = [m["id"] for m in members]
     notes = notes + ([note] if note else [])
     try:
-        with ctx.store.transaction():
+        with ctx.transaction():
             new_id = _write_merge(ctx, p, ids, merged)
             for n in notes:  # a judgment the fallback made, not the model: say so
                 ctx.store.event(new_id, "judge_fallback", n)

@@ -34,15 +34,26 @@ class Context:
     clock: Clock
     judges: Judges
     settings: JudgeSettings = field(default_factory=JudgeSettings)
+    lease: object = None     # the pass lease, when a runner holds it (engine.leasing)
 
     def now(self) -> str:
         return self.store.now()
 
+    def transaction(self):
+        """A write transaction; under a runner's lease its commit is fenced (it rolls back
+        when another runner has taken the lease over meanwhile)."""
+        return self.store.transaction(fence=self.lease)
+
+    def check_lease(self) -> None:
+        """Under a runner's lease, stop early (LeaseLost) once it is known to be lost."""
+        if self.lease is not None:
+            self.lease.check()
+
     def reopen(self) -> "Context":
         """The same context on a connection of its own (a scheduler's thread)."""
         store = self.store.reopen()
-        return replace(self, store=store, judges=make_judges(self.policy, store, self.namespace,
-                                                             self.settings))
+        return replace(self, store=store, lease=None,
+                       judges=make_judges(self.policy, store, self.namespace, self.settings))
 
 
 def make_judges(policy: Policy, store, namespace: str, s: JudgeSettings) -> Judges:
@@ -50,18 +61,20 @@ def make_judges(policy: Policy, store, namespace: str, s: JudgeSettings) -> Judg
 
 
 def open_context(target: str, policy: Policy, namespace: str, clock: Clock,
-                 settings: JudgeSettings) -> Context:
-    store = open_store(target, clock)
+                 settings: JudgeSettings, read_only: bool = False) -> Context:
+    store = open_store(target, clock, read_only)
     plan = compile_policy(policy, store.dialect)
     ctx = Context(store, plan, policy, namespace, clock,
                   make_judges(policy, store, namespace, settings), settings)
-    sync_rank(ctx)
+    if not read_only:  # a reader keeps the stored ranks as they are: it never writes
+        sync_rank(ctx)
     return ctx
 
 
 def sync_rank(ctx: Context) -> None:
     """Recompute stored ranks when the rank formula differs from the one they were
-    computed with (a new policy, or an adopted article database)."""
+    computed with (a new policy, or an adopted article database). Opening a store whose
+    ranks are current writes nothing."""
     st = ctx.plan.rank_refresh
     signature = json.dumps([st.sql, [repr(p) for p in st.shown_params()]])
     if ctx.store.rank_signature(ctx.namespace) != signature:

@@ -73,3 +73,17 @@ class ExpectationError(LetheError):
     """A scenario or check whose expectation did not hold."""
 
     exit_code = 1
+
+
+class LeaseBusy(LetheError):
+    """Another runner holds the passes of this namespace: nothing was run. Not a failure
+    (exit 0): the other runner is doing the work."""
+
+    exit_code = 0
+
+
+class LeaseLost(LetheError):
+    """The lease ran out while its holder worked and another runner took it over: the
+    holder's uncommitted work was rolled back, and the new holder finishes the job."""
+
+    exit_code = 1

@@ -129,13 +129,13 @@ def run_experiment(scenarios: list[str], policies: list[str], offline: bool = Fa
     if not offline:
         for p in pols:
             _check_keys(p)
-    runs, total = [], len(loaded) * len(pols)
+    runs, total, taken = [], len(loaded) * len(pols), set()
     with tempfile.TemporaryDirectory(prefix="lethe-experiment-") as tmp:
         folder = keep or tmp
         os.makedirs(folder, exist_ok=True)
         for s in loaded:
             for p in pols:
-                path = os.path.join(folder, f"{_slug(s.name)}--{_slug(p.name)}.db")
+                path = os.path.join(folder, _db_name(f"{_slug(s.name)}--{_slug(p.name)}", taken))
                 runs.append(run_one(s, p, path, offline))
                 if progress is not None:
                     progress(len(runs), total, runs[-1])
@@ -148,6 +148,17 @@ def progress_line(done: int, total: int, run: Run) -> str:
     verdict = "ok" if run.ok else ("stopped" if run.error else "missed some")
     return (f"[{done:>{width}}/{total}] {run.scenario.name} under {run.policy.name}: "
             f"{run.met}/{run.total} ({verdict}, {run.seconds:.1f}s)")
+
+
+def _db_name(stem: str, taken: set[str]) -> str:
+    """A file name no other run of this experiment has: names that slug alike ("Poetry to
+    uv" and "poetry-to-uv") get -2, -3, ... instead of overwriting each other's store."""
+    name, n = f"{stem}.db", 1
+    while name in taken:
+        n += 1
+        name = f"{stem}-{n}.db"
+    taken.add(name)
+    return name
 
 
 def run_one(scenario: Scenario, policy: Policy, db_path: str, offline: bool = False) -> Run:

@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import json
 import warnings
+import datetime as dt
+import math
 from typing import Iterable
 
 from . import passes as P
 from . import recall as R
 from . import runner
-from .clock import Clock, iso, system_clock, until_end_of_day
+from .clock import Clock, iso, parse_duration, system_clock, until_end_of_day
 from .context import Context, JudgeSettings, open_context
 from .errors import LetheError, PolicyWarning
 from .keys import NoApiKeyWarning, missing_key
+from .leasing import LeaseTerms
 from .policy import Policy, load
 from .records import History, Keyed, MemoryRecord
 from .text import valid_text
@@ -36,13 +39,16 @@ class Memory:
 
     def __init__(self, db_path: str, policy: str | Policy = DEFAULT_POLICY,
                  namespace: str = "default", offline: bool = False, clock: Clock | None = None,
-                 record: str | None = None, replay: str | None = None, scripted=None):
+                 record: str | None = None, replay: str | None = None, scripted=None,
+                 read_only: bool = False):
         pol = policy if isinstance(policy, Policy) else load(policy)
         for warning in pol.warnings:  # a param nothing reads: most often a typo
             warnings.warn(PolicyWarning(warning.headline()), stacklevel=2)
         # scripted: an object with .take(step) -> answer or None (a scenario's `judged:`)
         settings = JudgeSettings(offline, record, replay, scripted)
-        self.context: Context = open_context(db_path, pol, namespace, clock or system_clock, settings)
+        # read_only: list, explain and inspect without ever writing (nor waiting on a writer)
+        self.context: Context = open_context(db_path, pol, namespace, clock or system_clock,
+                                             settings, read_only)
         self.writer = Writer(self.context)
         self._warned_no_key = False
 
@@ -100,9 +106,10 @@ class Memory:
         tags = list(tags) if tags else None
         for name, text in (("content", content), ("summary", summary), *(("a tag", t) for t in tags or [])):
             valid_text(text, name)
-        fields = {"summary": summary, "tags": tags, "importance": importance,
-                  "confidence": confidence, "expires_at": _expiry(expires_at), "kind": kind,
-                  "scene": scene}
+        fields = {"summary": summary, "tags": tags,
+                  "importance": _number(importance, 0, 10, "importance"),
+                  "confidence": _number(confidence, 0, 1, "confidence"),
+                  "expires_at": _expiry(expires_at), "kind": kind, "scene": scene}
         if judged:
             return self.writer.add(content, fields)
         with self.store.transaction():
@@ -128,21 +135,37 @@ class Memory:
         return [MemoryRecord.from_row(r) for r in rows]
 
     def pending(self) -> list[dict]:
-        """Turns saved but not yet judged (a model was unreachable)."""
+        """Turns saved but not yet judged, oldest first: `pending` ones (a model was
+        unreachable, or judging failed and `next_retry_at` says when it is tried again) and
+        those parked as `failed` after repeated failures, each with `attempts` and
+        `last_error`."""
         return self.store.pending(self.namespace)
 
+    def retry_turns(self, ids: Iterable[int] | None = None) -> int:
+        """Put turns parked as failed (or waiting out a backoff) back in the queue, all of
+        them or those of `ids`; the next `run_due()` judges them. How many went back."""
+        return self.store.requeue_turns(self.namespace, None if ids is None else list(ids))
+
     # -- passes
-    def run(self, names: Iterable[str], progress=None) -> list[P.PassResult]:
-        """Run the named passes now, in the order given."""
-        return runner.run(self.context, names, progress)
+    def run(self, names: Iterable[str], progress=None, *, wait: float = 0.0,
+            lease_ttl=None) -> list[P.PassResult]:
+        """Run the named passes now, in the order given, under the namespace's pass lease
+        (the one every runner takes). Raises LeaseBusy when another runner holds it for
+        longer than `wait` seconds; `lease_ttl` is how long the lease outlives this
+        process if it dies (default 15 minutes)."""
+        return runner.run(self.context, names, progress, _terms(wait, lease_ttl))
 
     def due(self) -> list[str]:
         """The passes whose schedule has come round (or whose batched run was interrupted)."""
         return P.due(self.context, self.clock())
 
-    def run_due(self, progress=None) -> list[P.PassResult]:
-        """Retry pending turns, then run every pass whose schedule has come round."""
-        return runner.run_due(self.context, progress)
+    def run_due(self, progress=None, *, wait: float = 0.0, lease_ttl=None,
+                retry_failed: bool = False) -> list[P.PassResult]:
+        """Retry pending turns (with `retry_failed`, also those parked as failed), then run
+        every pass whose schedule has come round, under the namespace's pass lease. Raises
+        LeaseBusy when another runner holds it for longer than `wait` seconds: that runner
+        is doing the work."""
+        return runner.run_due(self.context, progress, _terms(wait, lease_ttl), retry_failed)
 
     # -- reading
     def candidates(self, query: str | None = None, limit: int | None = None,
@@ -235,10 +258,28 @@ class Memory:
         return None
 
 
+def _terms(wait: float, lease_ttl) -> LeaseTerms:
+    if lease_ttl is None:
+        return LeaseTerms(wait=float(wait))
+    ttl = lease_ttl if isinstance(lease_ttl, dt.timedelta) else parse_duration(lease_ttl)
+    return LeaseTerms(ttl=ttl, wait=float(wait))
+
+
+def _number(value, lo: float, hi: float, what: str) -> float | None:
+    """A value given for a numeric field: None, or a finite number from lo to hi (checked
+    before anything is written: NaN would otherwise reach the store)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or not lo <= value <= hi:
+        raise LetheError(f"{what} must be a number from {lo:g} to {hi:g}, got {value!r}")
+    return float(value)
+
+
 def _expiry(value) -> str | None:
     if value is None or value == "":
         return None
     try:
         return iso(until_end_of_day(value) if isinstance(value, str) else value)
-    except (TypeError, ValueError, AttributeError) as exc:  # a caller's mistake, not a bug
-        raise LetheError(f"expires_at: not an ISO-8601 date or time: {value!r}") from exc
+    except (ValueError, OverflowError, TypeError, AttributeError):
+        raise LetheError(f"expires_at: not an ISO-8601 date or time: {value!r}") from None

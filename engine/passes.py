@@ -1,7 +1,8 @@
 """Run a pass: its compiled statements, in order, in one transaction.
 
 A pass's cost is the SQL's: no Python loop over rows. The time it ran is recorded in the
-same transaction, so a pass is either applied and recorded, or neither.
+same transaction, so a pass is either applied and recorded, or neither. Every commit goes
+through `ctx.transaction()`: under a runner's lease it is fenced (engine.leasing).
 """
 from __future__ import annotations
 
@@ -20,47 +21,83 @@ class PassResult:
     changed: int = 0
     events: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    skipped: int = 0  # rows a rule left alone: its new value was NULL or not finite
 
     def as_dict(self) -> dict:
         return {"pass": self.name, "ran_at": self.ran_at, "changed": self.changed,
-                "events": self.events, "notes": self.notes}
+                "events": self.events, "skipped": self.skipped, "notes": self.notes}
+
+
+# the cursor of a pass whose rules are all applied while the rest of it (compression's
+# merges) is still to do: a resumed run goes straight to that rest
+RULES_DONE = 2 ** 62
 
 
 def run_rules(ctx: Context, name: str, progress: Callable[[str], None] | None = None,
               record: bool = True) -> PassResult:
     """Execute one pass's rule statements and record the run, all in one transaction;
     a pass with `batch: N` commits every N ids instead (see `run_batched`). With
-    `record=False` the caller records the run when its own work is done."""
+    `record=False` the caller records the run when its own work is done; until then the
+    pass's progress says its rules are applied, so a crash never applies them twice."""
     if ctx.policy.passes[name].batch:
-        return run_batched(ctx, name, progress)
+        return run_batched(ctx, name, progress, record)
+    state = ctx.store.progress(ctx.namespace, name)
+    if state and state["cursor"] >= RULES_DONE:
+        return PassResult(name, state["run_now"], state["changed"],
+                          notes=["resumed an interrupted run after its rules"])
     now = ctx.now()
     result = PassResult(name, now)
-    with ctx.store.transaction():
+    with ctx.transaction():
         _apply(ctx, ctx.plan.passes[name], result, now, progress)
-        if record:
-            ctx.store.record_run(ctx.namespace, name, now, result.changed)
+        _finish(ctx, name, now, result, record)
     return result
+
+
+def _finish(ctx: Context, name: str, now: str, result: PassResult, record: bool) -> None:
+    """In the transaction of a pass's last rule statements: record the run, or (for the
+    caller to record it later) mark the rules done."""
+    if record:
+        ctx.store.clear_progress(ctx.namespace, name)
+        ctx.store.record_run(ctx.namespace, name, now, result.changed)
+    else:
+        ctx.store.save_progress(ctx.namespace, name, RULES_DONE, now, result.changed)
 
 
 def _apply(ctx: Context, statements, result: PassResult, now: str, progress,
            id_range: tuple[int, int] | None = None) -> None:
+    meant = None  # rows the current rule is for (when its values can come out unusable)
     for st in statements:
         if progress:
             progress(st.label)
+        if st.counts_skipped:
+            meant = ctx.store.fetch_one(st, ctx.namespace, now, id_range=id_range or (0, 0))[0]
+            continue
         n = ctx.store.run(st, ctx.namespace, now, id_range=id_range or (0, 0))
         if st.sql.startswith("INSERT INTO memory_events"):
             event = st.params[0]
             result.events[event] = result.events.get(event, 0) + n
-        else:
-            result.changed += n
+            continue
+        result.changed += n
+        if meant is not None and meant > n:
+            result.skipped += meant - n
+            _note_skipped(result, st.label.split(" update")[0])
+        meant = None
 
 
-def run_batched(ctx: Context, name: str, progress=None) -> PassResult:
+def _note_skipped(result: PassResult, rule: str) -> None:
+    note = f"{rule}: rows whose new value was NULL or not finite kept their values"
+    if note not in result.notes:
+        result.notes.append(note)
+
+
+def run_batched(ctx: Context, name: str, progress=None, record: bool = True) -> PassResult:
     """A pass over a huge store, committed in id ranges so readers and writers are never
     held up for long. Every rule reads and writes only its own row, so running all rules
     range by range gives the same rows as one transaction. Each range commits together
     with the cursor, and a resumed run keeps the `now` it started with: after a crash the
-    next run finishes the same pass, and no row is ever passed over or done twice."""
+    next run finishes the same pass, and no row is ever passed over or done twice. Under
+    the lease only a runner whose predecessor is gone (died, or lost the lease) finds the
+    cursor, and each range's commit is fenced: two runners never share one run."""
     store, ns = ctx.store, ctx.namespace
     size = ctx.policy.passes[name].batch
     state = store.progress(ns, name)
@@ -71,13 +108,12 @@ def run_batched(ctx: Context, name: str, progress=None) -> PassResult:
     lo = state["cursor"] if state else lo
     while lo <= top:
         hi = lo + size
-        with store.transaction():
+        with ctx.transaction():
             _apply(ctx, ctx.plan.passes[name], result, now, progress, (lo, hi))
             store.save_progress(ns, name, hi, now, result.changed)
         lo = hi
-    with store.transaction():
-        store.clear_progress(ns, name)
-        store.record_run(ns, name, now, result.changed)
+    with ctx.transaction():
+        _finish(ctx, name, now, result, record)
     return result
 
 

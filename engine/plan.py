@@ -28,6 +28,7 @@ class Statement:
     label: str
     sql: str
     params: list = field(default_factory=list)
+    counts_skipped: bool = False  # a SELECT count(*) of the rows a rule leaves alone
 
     def bind(self, now: str, namespace: str, query: str | None = None,
              limit: int | None = None, ids: list[int] | None = None,
@@ -131,9 +132,18 @@ def rule_statements(policy: Policy, rule: Rule, d: Dialect, label: str,
     """A rule is an optional INSERT ... SELECT of its events, then one UPDATE.
 
     Both read the same WHERE; the events go first so they see the rows before the change,
-    and both run in the caller's transaction."""
+    and both run in the caller's transaction. A rule whose formulas can come out NULL, NaN
+    or infinite on some rows (`confidence / access_count` where access_count is 0) never
+    writes that: both also require every computed value to be usable, and a count of the
+    rows the rule is for goes first: those it did not change are reported as skipped."""
     where_sql, where_params = _where(rule.when, d, extra_where)
+    guard_sql, guard_params = _usable(rule.set, d)
     out = []
+    if guard_sql:  # rows the rule is for, before it runs; the skipped are those not changed
+        out.append(Statement(f"{label} rows (the skipped: those it does not change)",
+                             f"SELECT count(*) FROM memories\nWHERE {where_sql}",
+                             list(where_params), counts_skipped=True))
+        where_sql, where_params = f"{where_sql} AND {guard_sql}", where_params + guard_params
     if rule.event:
         detail_sql, detail_params = _detail(rule, d, label)
         out.append(Statement(
@@ -147,6 +157,28 @@ def rule_statements(policy: Policy, rule: Rule, d: Dialect, label: str,
         out.append(Statement(f"{label} update", f"UPDATE memories\nSET {set_sql}\nWHERE {where_sql}",
                              set_params + where_params))
     return out
+
+
+# the largest finite REAL: NULL, NaN (which SQLite reads as NULL) and +-inf fall outside
+FINITE = 1.7976931348623157e308
+
+
+def _usable(sets: dict[str, X.Node], d: Dialect) -> tuple[str, list]:
+    """A condition true only where every computed value of a rule's `set` can be stored:
+    a number that is finite, a time that is not NULL. Literals need no check (`null` is
+    written as asked)."""
+    parts, params = [], []
+    for node in sets.values():
+        if isinstance(node, X.Const):
+            continue
+        sql, p = d.render(node)
+        if node.type == X.NUM:
+            parts.append(f"({sql}) BETWEEN {d.placeholder} AND {d.placeholder}")
+            params += [*p, -FINITE, FINITE]
+        else:
+            parts.append(f"({sql}) IS NOT NULL")
+            params += p
+    return (f"({' AND '.join(parts)})" if parts else ""), params
 
 
 def _where(when: X.Node | None, d: Dialect, extra=None) -> tuple[str, list]:
@@ -253,13 +285,14 @@ def rank_refresh_statement(policy: Policy, d: Dialect, by_ids: bool = False) -> 
 
 
 def access_statement(policy: Policy, rule: Rule, d: Dialect) -> Statement:
-    """on_access: one UPDATE for all chosen memories; their ids come from a JSON array."""
+    """on_access: one UPDATE for all chosen memories; their ids come from a JSON array.
+    Only memories still active are touched (a merge may have absorbed one meanwhile)."""
     set_sql, set_params = _assignments(policy, rule.set, d)
     return Statement("recall on_access",
                      # +namespace: look the ids up by primary key, not by the namespace index
                      f"UPDATE memories\nSET {set_sql}\nWHERE {d.unindexed('namespace')} = {d.placeholder} "
-                     f"AND \"id\" {d.ids_in()}",
-                     set_params + [NAMESPACE, IDS])
+                     f"AND \"id\" {d.ids_in()} AND \"status\" = {d.placeholder}",
+                     set_params + [NAMESPACE, IDS, "active"])
 
 
 def render_plan(plan: Plan) -> str:

@@ -2,7 +2,8 @@
 
 Memory text reaches a template only as data (variables), never as template source, so a
 memory that contains `{{ ... }}` is printed, not run. Syntax errors carry the template
-file and line.
+file and line. A template is read only from inside its prompt folder: a link that leads
+out of it (to /etc/passwd, to a secret) is refused, at validation and at render time.
 """
 from __future__ import annotations
 
@@ -30,10 +31,26 @@ def _tojson(value) -> str:
     return text
 
 
+def inside(path: str, folder: str) -> bool:
+    """`path`, links followed, is `folder` (links followed) or somewhere under it."""
+    real, top = os.path.realpath(path), os.path.realpath(folder)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+class _ConfinedLoader(jinja2.FileSystemLoader):
+    """Templates (and what they include) only from inside their prompt folders."""
+
+    def get_source(self, environment, template):
+        source, filename, uptodate = super().get_source(environment, template)
+        if not any(inside(filename, d) for d in self.searchpath):
+            raise jinja2.TemplateNotFound(f"{template} (a link leading out of its prompt folder)")
+        return source, filename, uptodate
+
+
 @lru_cache(maxsize=32)
 def environment(dirs: tuple[str, ...]) -> ImmutableSandboxedEnvironment:
     env = ImmutableSandboxedEnvironment(
-        loader=jinja2.FileSystemLoader(list(dirs)),
+        loader=_ConfinedLoader(list(dirs)),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=False,
@@ -45,13 +62,28 @@ def environment(dirs: tuple[str, ...]) -> ImmutableSandboxedEnvironment:
 
 
 def find(name: str, dirs: tuple[str, ...]) -> str | None:
+    """The file a template name stands for: in the first prompt folder that has it, and
+    only if it stays inside that folder (a link out of it is never read)."""
+    found = _first(name, dirs)
+    return found[1] if found and inside(found[1], found[0]) else None
+
+
+def _first(name: str, dirs: tuple[str, ...]) -> tuple[str, str] | None:
+    """(folder, file) of the first prompt folder that has `name`."""
     if not _plain(name):
         return None
     for d in dirs:
         path = os.path.join(d, name)
         if os.path.isfile(path):
-            return path
+            return d, path
     return None
+
+
+def _escaping(name: str, dirs: tuple[str, ...]) -> str | None:
+    """Where a template name leads when the file it stands for is a link out of its
+    folder (it shadows any later folder's file of that name: refused, not skipped)."""
+    found = _first(name, dirs)
+    return os.path.realpath(found[1]) if found and not inside(found[1], found[0]) else None
 
 
 def _plain(name: str) -> bool:
@@ -65,6 +97,9 @@ def check(name: str, dirs: tuple[str, ...]) -> None:
     if not _plain(name):
         raise PolicyError(f"template '{name}' must be a name inside the prompt folders "
                           "(no absolute path, no '..')")
+    if _escaping(name, dirs):
+        raise PolicyError(f"template '{name}' is a link that leads out of its prompt folder "
+                          f"(to {_escaping(name, dirs)}): refused")
     path = find(name, dirs)
     if path is None:
         raise PolicyError(f"template '{name}' not found in {', '.join(dirs) or '(no prompt dirs)'}")

@@ -53,14 +53,41 @@ def recall(ctx: Context, query: str, top_n: int | None = None) -> list[MemoryRec
     select judge (at most top_n), with their access recorded."""
     shown, chosen = choose(ctx, query, top_n, relevance=False)
     if chosen and ctx.plan.access is not None:
-        with ctx.store.transaction():
-            ctx.store.run(ctx.plan.access, ctx.namespace, ids=chosen)
+        with ctx.store.transaction():  # resolved under the write lock: nothing moves meanwhile
+            live = still_active(ctx, chosen)
+            ctx.store.run(ctx.plan.access, ctx.namespace, ids=list(dict.fromkeys(live.values())))
+    else:
+        live = still_active(ctx, chosen)
     by_id = {c.id: c for c in shown}
-    out = []
+    out, seen = [], set()
     for mid in chosen:
-        fresh = get(ctx, mid)
+        now_id = live.get(mid)
+        if now_id is None or now_id in seen:
+            continue
+        seen.add(now_id)
+        fresh = get(ctx, now_id)
         fresh.relevance = by_id[mid].relevance
         out.append(fresh)
+    return out
+
+
+def still_active(ctx: Context, ids: list[int], depth: int = 8) -> dict[int, int]:
+    """Each chosen id -> the active memory that holds it now: itself, or the memory a
+    merge absorbed it into while the select model was thinking (followed through later
+    merges too). Chosen memories archived, expired or superseded meanwhile are left out."""
+    out, todo = {}, {mid: mid for mid in ids}
+    for _ in range(depth):
+        if not todo:
+            break
+        rows = ctx.store.statuses(ctx.namespace, list(set(todo.values())))
+        nxt = {}
+        for orig, cur in todo.items():
+            status, merged_into = rows.get(cur, (None, None))
+            if status == "active":
+                out[orig] = cur
+            elif status == "compressed" and merged_into:
+                nxt[orig] = merged_into
+        todo = nxt
     return out
 
 

@@ -1,5 +1,11 @@
 """Running what a policy schedules: pending turns first, then the passes that are due,
-compression's judges after its rules."""
+compression's judges after its rules.
+
+`run` and `run_due` are the one code path of every runner: the scheduler (and `lethe
+daemon`), `lethe run`, `Memory.run()` / `run_due()` and experiments. Each takes the
+namespace's pass lease first (engine.leasing) and works under it: what is due is decided
+by the holder, every commit is fenced, and the lease stays alive while models answer.
+"""
 from __future__ import annotations
 
 from typing import Callable, Iterable
@@ -8,42 +14,72 @@ from . import passes as P
 from .compress import compress
 from .context import Context
 from .errors import LetheError
+from .leasing import LeaseTerms, hold
 from .write import Writer
 
 Progress = Callable[[str], None] | None
 
 
-def run(ctx: Context, names: Iterable[str], progress: Progress = None) -> list[P.PassResult]:
-    """Run the named passes now, in the order given."""
-    results = []
+def run(ctx: Context, names: Iterable[str], progress: Progress = None,
+        terms: LeaseTerms | None = None) -> list[P.PassResult]:
+    """Run the named passes now, in the order given, under the lease. Raises LeaseBusy
+    when another runner keeps it longer than `terms.wait`."""
+    names = list(names)
     for name in names:
         if name not in ctx.policy.passes:
             known = ", ".join(ctx.policy.passes) or "(none)"
             raise LetheError(f"policy '{ctx.policy.name}' has no pass '{name}'; it has: {known}")
-        results.append(run_one(ctx, name, progress))
-    return results
+    with hold(ctx, terms) as held:
+        hook = _hook(held, progress)
+        return [run_one(held, name, hook) for name in names]
+
+
+def run_due(ctx: Context, progress: Progress = None, terms: LeaseTerms | None = None,
+            retry_failed: bool = False) -> list[P.PassResult]:
+    """Under the lease: retry pending turns (with `retry_failed`, the parked ones too),
+    then run every pass whose schedule has come round. Raises LeaseBusy when another
+    runner keeps the lease longer than `terms.wait`."""
+    with hold(ctx, terms) as held:
+        if retry_failed:
+            held.store.requeue_turns(held.namespace, None)
+        before = held.store.pending_count(held.namespace)
+        if before:
+            Writer(held).retry_pending()
+        hook = _hook(held, progress)
+        results = [run_one(held, name, hook) for name in P.due(held, held.clock())]
+        if before:
+            left = held.store.pending_count(held.namespace)
+            results.insert(0, P.PassResult("pending", held.now(), before - left,
+                                           notes=[f"{left} still pending"] if left else []))
+        return results
 
 
 def run_one(ctx: Context, name: str, progress: Progress = None) -> P.PassResult:
     p = ctx.policy.passes[name]
     if p.cluster is None:
         return P.run_rules(ctx, name, progress)
-    # recorded only once every merge is done: a crash mid-compression leaves it due
+    # recorded only once every merge is done: a crash mid-compression leaves it due, with
+    # its rules marked done so that the next run only clusters and merges
     result = P.run_rules(ctx, name, progress, record=False)
     compress(ctx, p, result)
-    with ctx.store.transaction():
+    with ctx.transaction():
+        ctx.store.clear_progress(ctx.namespace, name)
         ctx.store.record_run(ctx.namespace, name, result.ran_at, result.changed)
     return result
 
 
-def run_due(ctx: Context, progress: Progress = None) -> list[P.PassResult]:
-    """Retry pending turns, then run every pass whose schedule has come round."""
-    before = ctx.store.pending_count(ctx.namespace)
-    if before:
-        Writer(ctx).retry_pending()
-    results = run(ctx, P.due(ctx, ctx.clock()), progress)
-    if before:
-        left = ctx.store.pending_count(ctx.namespace)
-        results.insert(0, P.PassResult("pending", ctx.now(), before - left,
-                                       notes=[f"{left} still pending"] if left else []))
-    return results
+def _hook(ctx: Context, progress: Progress):
+    """Called before each statement of a pass, inside its transaction: stop at once if the
+    lease is known lost, renew it there when a third of it is spent (a long statement
+    holds the write lock, so the heartbeat cannot), then report progress."""
+    held = ctx.lease
+
+    def hook(label: str) -> None:
+        if held is not None:
+            held.check()
+            if held.due():
+                ctx.store.renew_lease(held)
+                held.renewed()
+        if progress:
+            progress(label)
+    return hook

@@ -1,12 +1,10 @@
 """The scheduler: `run_due()` on a background thread, and never two at once per store.
 
-Two schedulers (threads, or processes such as two daemons) must not run passes on the
-same store and namespace at the same time. Before running passes a scheduler takes the
-namespace's row in `leases` with one atomic upsert inside BEGIN IMMEDIATE, and deletes it
-when the passes are done. A holder that dies leaves a row that expires `lease_ttl` later;
-then anyone may take it over. A long pass keeps its lease by renewing it between
-statements, inside its own transaction: nobody can take the lease while that
-transaction holds the write lock, and the renewal is visible the moment it commits.
+Two runners (scheduler threads, daemons, `lethe run`, `Memory.run_due()`) must not run
+passes on the same store and namespace at the same time. The scheduler runs through the
+same runner functions as everyone else (engine.runner), which take the namespace's lease
+(engine.leasing): a tick whose lease another runner holds is skipped; while a tick works
+its lease is renewed, also while it waits on a model, and its commits are fenced.
 
 The scheduler works over its own connection to the file, so the agent's recall and
 remember, on theirs, keep reading during a pass (WAL) and wait for nothing but SQLite's
@@ -16,32 +14,22 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
-import socket
 import threading
-import uuid
 from typing import Callable
 
 from . import runner
 from .clock import parse_duration
-from .errors import LetheError
+from .errors import LeaseBusy, LeaseLost, LetheError
+from .leasing import DEFAULT_TTL, LeaseTerms, default_holder
 from .passes import PassResult
 
 log = logging.getLogger("lethe.scheduler")
-DEFAULT_TTL = dt.timedelta(minutes=15)
 
-
-class LeaseBusy(LetheError):
-    """Another scheduler holds the lease: it is running passes on this store right now."""
+__all__ = ["Scheduler", "LeaseBusy", "LeaseLost", "DEFAULT_TTL", "default_holder"]
 
 
 class _Stopped(Exception):
     """Raised between a pass's statements when the scheduler stops: the pass rolls back."""
-
-
-def default_holder() -> str:
-    """host:pid:random, so a lease row says who holds it and no two holders share a name."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 class Scheduler:
@@ -73,7 +61,6 @@ class Scheduler:
         self._run_lock = threading.Lock()      # the thread and force_run take turns
         self._thread: threading.Thread | None = None
         self._own = None                       # the scheduler's context, on its own connection
-        self._lease = None
         self._open()
 
     # -- lifecycle
@@ -114,8 +101,7 @@ class Scheduler:
         with self._run_lock:
             if self._own is not None:
                 self._own.store.close()
-                self._lease.close()
-                self._own = self._lease = None
+                self._own = None
 
     def __enter__(self) -> "Scheduler":
         return self.start()
@@ -133,34 +119,26 @@ class Scheduler:
         """Run every pass of the policy (or the named ones) now, due or not, in the
         caller's thread and under the lease. Raises LeaseBusy when another holder has it."""
         names = list(passes) if passes else list(self.memory.policy.passes)
-        results = self._under_lease(names, progress)
-        if results is None:
-            held = self._lease.current() if self._lease else None
-            raise LeaseBusy(f"another scheduler is running passes on namespace "
-                            f"'{self.memory.namespace}'" + (f" ({held['holder']})" if held else ""))
-        return results
+        return self._under_lease(names, progress)
 
     def _under_lease(self, names: list[str] | None, progress) -> list[PassResult] | None:
+        terms = LeaseTerms(self.lease_ttl, self.holder)
         with self._run_lock:
-            ctx, lease = self._open()
-            if not lease.acquire():
-                return None
+            ctx = self._open()
+            hook = self._hook(progress)
+            if names is not None:
+                return runner.run(ctx, names, hook, terms)
             try:
-                hook = self._hook(ctx, lease, progress)
-                return runner.run_due(ctx, hook) if names is None else runner.run(ctx, names, hook)
-            finally:
-                lease.release()
+                return runner.run_due(ctx, hook, terms)
+            except LeaseBusy:
+                return None
 
-    def _hook(self, ctx, lease, progress):
-        """Called before each statement of a pass, inside the pass's transaction: renew the
-        lease when a third of it is spent, report progress, stop if asked to."""
-        renewed = [ctx.clock()]
+    def _hook(self, progress):
+        """Called before each statement of a pass, inside the pass's transaction: report
+        progress, stop if asked to (the runner renews the lease there)."""
         in_thread = threading.current_thread() is self._thread
 
         def hook(label: str) -> None:
-            if ctx.clock() - renewed[0] >= lease.ttl / 3:
-                ctx.store.renew_lease(lease)
-                renewed[0] = ctx.clock()
             if progress:
                 progress(label)
             if in_thread and self._stopping.is_set():  # the last moment before the statement
@@ -169,10 +147,8 @@ class Scheduler:
 
     def _open(self):
         if self._own is None:
-            ctx = self.memory.context
-            self._own = ctx.reopen()
-            self._lease = self._own.store.lease(ctx.namespace, self.lease_ttl, self.holder)
-        return self._own, self._lease
+            self._own = self.memory.context.reopen()
+        return self._own
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
@@ -180,6 +156,9 @@ class Scheduler:
                 results = self.tick()
             except _Stopped:
                 break
+            except LeaseLost as exc:  # too slow: another runner finished the work
+                self.last_error = exc
+                log.warning("scheduler tick: %s", exc)
             except Exception as exc:  # a failing tick is logged; the next one may succeed
                 if self._stopping.is_set():   # interrupted by stop(): not a failure
                     break

@@ -7,16 +7,21 @@ turn pending for `run_due()` to retry; nothing is lost.
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
 from concurrent.futures import ThreadPoolExecutor
+import math
 from dataclasses import dataclass, field
 
 from . import steps
 from .answers import today
+from .clock import iso
 from .context import Context
+from .errors import LeaseLost, LetheError
 from .judges import JudgeUnavailable
 from .lexicon.slots import related_words
 from .policy import WriteStep
+from .records import parse_tags
 from .text import words
 
 
@@ -45,13 +50,14 @@ class Written(list):
     (`reinforced`), which older memories each new one superseded (`superseded`, pairs of
     (old, new)), and, when a model was unreachable, why the turn is still `pending`."""
 
-    def __init__(self, ids=(), *, pending: str | None = None):
+    def __init__(self, ids=(), *, pending: str | None = None, outage: bool = False):
         super().__init__(ids)
         self.stored: list[int] = []
         self.reinforced: list[int] = []
         self.superseded: list[tuple[int, int]] = []
         self.expiring: list[tuple[int, str]] = []
         self.pending = pending
+        self.outage = outage  # pending because a model was unreachable
 
     def as_dict(self) -> dict:
         return {"ids": list(self), "stored": self.stored, "reinforced": self.reinforced,
@@ -60,11 +66,16 @@ class Written(list):
                 "pending": self.pending}
 
 
+MAX_FAILURES = 3                   # failures (not outages) before a turn is parked as failed
+BACKOFF = dt.timedelta(minutes=1)  # before the second try; four times that before the third
+
+
 # ---- storing one memory -----------------------------------------------------------------
 def store_memory(ctx: Context, content: str, *, summary=None, tags=None, importance=None,
                  confidence=None, expires_at=None, kind=None, scene=None, access_count=0,
                  decay_score=1.0, event: str = "created", detail=None) -> int:
-    """Insert one memory with its rank and its creation event, in the caller's transaction."""
+    """Insert one memory with its rank and its creation event, in the caller's transaction.
+    A number that is not finite (from any source) is refused before anything is written."""
     row = {"content": content, "summary": summary if summary else content[:120],
            "tags": json.dumps(list(tags or []), ensure_ascii=False),
            "importance": float(5.0 if importance is None else importance),
@@ -72,6 +83,9 @@ def store_memory(ctx: Context, content: str, *, summary=None, tags=None, importa
            "access_count": int(access_count), "decay_score": float(decay_score),
            "status": "active", "created_at": ctx.now(), "last_accessed": None,
            "expires_at": expires_at, "namespace": ctx.namespace, "kind": kind, "scene": scene}
+    for name in ("importance", "confidence", "decay_score"):
+        if not math.isfinite(row[name]):
+            raise LetheError(f"{name} must be a finite number, got {row[name]!r}")
     new_id = ctx.store.insert_memory(row)
     refresh_rank(ctx, [new_id])
     ctx.store.event(new_id, event, {"importance": row["importance"], "confidence": row["confidence"],
@@ -119,24 +133,53 @@ class Writer:
     # -- entry points
     def remember(self, user: str, assistant: str) -> Written:
         turn = self.ctx.store.add_turn(self.ctx.namespace, user, assistant)
-        return self.process(turn)
+        return self.process(turn, raise_errors=True)
 
-    def process(self, turn_id: int) -> Written:
-        """Judge one inbox turn and apply it; on an outage, leave it pending."""
+    def process(self, turn_id: int, raise_errors: bool = False) -> Written:
+        """Judge one inbox turn and apply it. A model outage leaves it pending for the next
+        run. Anything else that goes wrong judging or applying it (a hostile answer, a
+        template that fails on its text) is recorded on the turn and delays its next try;
+        after MAX_FAILURES such failures it is parked as `failed` (see `lethe pending`).
+        With `raise_errors` an engine error (a broken policy) is raised after recording."""
         row = self.ctx.store.turn(turn_id)
         paid = json.loads(row["judged"] or "{}")  # what an earlier attempt was told
         try:
             items = self.judge_turn(row["user_text"], row["assistant_text"], paid)
+            out = self.finish(turn_id, items)
         except JudgeUnavailable as exc:
-            self.ctx.store.turn_failed(turn_id, str(exc), json.dumps(paid, ensure_ascii=False))
-            return Written(pending=str(exc))
-        return self.finish(turn_id, items)
+            self.turn_failed(row, str(exc), outage=True, paid=paid)
+            return Written(pending=str(exc), outage=True)
+        except (LeaseLost, *self.ctx.store.busy_errors):
+            raise  # the store's or the runner's trouble, not the turn's
+        except Exception as exc:
+            why = self.turn_failed(row, f"{type(exc).__name__}: {exc}", outage=False,
+                                   paid=paid)
+            if raise_errors and isinstance(exc, LetheError):
+                raise
+            return Written(pending=why)
+        self.summarise_scenes({j.scene for j in items if j.scene})
+        return out
+
+    def turn_failed(self, row, error: str, outage: bool, paid: dict | None = None) -> str:
+        """Record a failed attempt: an outage is tried again at the next run, any other
+        failure after a backoff (1 min, then 4 min), and is parked at the third."""
+        failures = row["failures"] + (0 if outage else 1)
+        status, retry_at = "pending", None
+        if failures >= MAX_FAILURES:
+            status = "failed"
+        elif not outage:
+            retry_at = iso(self.ctx.clock() + BACKOFF * 4 ** (failures - 1))
+        judged = json.dumps(paid, ensure_ascii=False) if paid else None
+        self.ctx.store.turn_failed(row["id"], error, failures, retry_at, status, judged)
+        if status == "failed":
+            return f"parked as failed after {failures} failures: {error}"
+        return error + (f" (next try after {retry_at})" if retry_at else "")
 
     def finish(self, turn_id: int, items: list[Judged]) -> Written:
         """Apply a judged turn and close its inbox row, in one transaction (which first
-        checks the turn is still pending), then re-summarise the scenes it touched."""
+        checks the turn is still pending)."""
         store = self.ctx.store
-        with store.transaction():
+        with self.ctx.transaction():  # fenced when a runner retries the turn under its lease
             again = store.turn(turn_id)
             if again["status"] != "pending":  # another process judged it meanwhile
                 return Written(json.loads(again["memory_ids"] or "[]"))
@@ -144,17 +187,16 @@ class Writer:
             for judged in items:
                 out += self.apply(judged, source={"turn": turn_id}, out=out)
             store.close_turn(turn_id, "done" if items else "dropped", list(out))
-        self.summarise_scenes({j.scene for j in items if j.scene})
         return out
 
     def retry_pending(self, limit: int = 100) -> int:
-        """Judge pending turns, oldest first; stop at the first that stays pending (the
-        model is still down, so trying the rest now would only wait on timeouts)."""
+        """Judge the pending turns whose time has come, oldest first. A turn that fails is
+        recorded and the next one is tried; an outage stops the round (the model is down,
+        so trying the rest now would only wait on timeouts)."""
         tried = 0
         for turn_id in self.ctx.store.pending_ids(self.ctx.namespace, limit):
             tried += 1
-            self.process(turn_id)
-            if self.ctx.store.turn(turn_id)["status"] == "pending":
+            if self.process(turn_id).outage:
                 break
         return tried
 
@@ -238,7 +280,7 @@ class Writer:
                 for c in cells]
 
     def log_event(self, memory_id, event_type: str, detail) -> None:
-        with self.ctx.store.transaction():
+        with self.ctx.transaction():
             self.ctx.store.event(memory_id, event_type, detail)
 
     def summarise_scenes(self, scenes: set[str]) -> None:
@@ -253,7 +295,9 @@ class Writer:
             variables = {**self.variables(Judged(), {}), "scene": scene, "cells": cells}
             try:
                 summary, _ = self.ctx.judges.ask("summarise", step.judgment, variables)
-            except JudgeUnavailable as exc:
+            except (LeaseLost, *self.ctx.store.busy_errors):
+                raise
+            except Exception as exc:  # the turn is stored: a summary can wait for the next one
                 self.log_event(None, "summarise_failed", f"scene {scene}: {exc}")
                 continue
             if summary:
@@ -332,16 +376,17 @@ class Writer:
         """Store, supersede and reinforce, with their events, in the caller's transaction;
         what was done is noted in `out`."""
         store, out = self.ctx.store, Written() if out is None else out
+        extra = extra or {}
         if judged.confirms and not judged.supersedes:
             kept = [mid for mid in judged.confirms if self.reinforce(mid, source)]
             for mid in kept:
                 for note in judged.notes:
                     store.event(mid, "judge_fallback", note)
+                self.take_given(mid, extra)
             if kept:
                 out.reinforced += kept
                 return kept
             # every confirmed memory changed meanwhile: the turn is a memory of its own
-        extra = extra or {}
         new_id = store_memory(self.ctx, judged.content, summary=judged.summary, tags=judged.tags,
                               importance=judged.importance, confidence=judged.confidence,
                               expires_at=judged.expires_at, kind=extra.get("kind") or judged.kind,
@@ -355,6 +400,28 @@ class Writer:
             if self.supersede(old, new_id, judged.content, judged.reasons.get(old)):
                 out.superseded.append((old, new_id))
         return [new_id]
+
+    def take_given(self, mid: int, given: dict) -> None:
+        """add() of content a memory already holds: that memory takes the values the caller
+        gave (tags join its own), with an `updated` event saying what changed, so nothing
+        given is dropped."""
+        row = self.ctx.store.get(mid, self.ctx.namespace)
+        changes = {}
+        for col in self.ctx.store.UPDATABLE:
+            value = given.get(col)
+            if value is None:
+                continue
+            if col == "tags":
+                value = json.dumps(list(dict.fromkeys(parse_tags(row["tags"]) + list(value))),
+                                   ensure_ascii=False)
+            if value != row[col]:
+                changes[col] = value
+        if not changes:
+            return
+        self.ctx.store.update_memory(self.ctx.namespace, mid, changes)
+        refresh_rank(self.ctx, [mid])
+        self.ctx.store.event(mid, "updated", {"by": "add", "fields": {
+            c: {"from": row[c], "to": v} for c, v in changes.items()}})
 
     def supersede(self, old: int, new_id: int, content: str, reason: str | None = None) -> bool:
         if not self.ctx.store.run(self.ctx.plan.supersede, self.ctx.namespace, ids=[old],

@@ -14,6 +14,9 @@ import yaml
 from .errors import PolicyError
 
 Path = tuple  # a key path like ("passes", "decay", "rules", 1, "when")
+# values a document may expand to once its aliases are followed: a policy has hundreds; an
+# alias bomb (each level nine aliases of the one before) has billions from 300 bytes
+MAX_VALUES = 20_000
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,8 @@ def load(path: str) -> Doc:
     try:
         loader = yaml.SafeLoader(text)  # the reader refuses some characters right away
         node = loader.get_single_node()
+        if node is not None:
+            _check_expansion(node, shown)
         doc = Doc(None, shown)
         doc.data = {} if node is None else _convert(node, (), doc, loader)
     except yaml.MarkedYAMLError as exc:
@@ -101,6 +106,40 @@ def load(path: str) -> Doc:
         if loader is not None:
             loader.dispose()
     return doc
+
+
+def _check_expansion(root, shown: str) -> None:
+    """Count the values `root` expands to, each shared (aliased) node counted once per use,
+    in time linear in the document (sizes are memoised); refuse past MAX_VALUES, and
+    refuse an alias inside its own anchor (it expands forever)."""
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()
+
+    def size(node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_:
+            raise _refused(node, shown, "an alias refers to the node that contains it")
+        open_.add(key)
+        children = node.value if isinstance(node, yaml.SequenceNode) else \
+            [x for pair in node.value for x in pair] if isinstance(node, yaml.MappingNode) else []
+        total = 1
+        for child in children:
+            total += size(child)
+            if total > MAX_VALUES:
+                raise _refused(node, shown, f"the document expands to more than {MAX_VALUES} "
+                                            "values once its aliases are followed")
+        open_.discard(key)
+        sizes[key] = total
+        return total
+
+    size(root)
+
+
+def _refused(node, shown: str, why: str) -> PolicyError:
+    m = Mark(shown, node.start_mark.line + 1, node.start_mark.column + 1)
+    return PolicyError(f"YAML refused: {why}", m.file, m.line, m.col, "", excerpt(m))
 
 
 def _mark(doc: Doc, node) -> Mark:

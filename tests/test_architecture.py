@@ -19,7 +19,7 @@ LAYERS = [
     {"store"},
     {"judges"},
     {"context", "keys"},
-    {"write", "passes", "recall"},
+    {"write", "passes", "recall", "leasing"},
     {"compress"},
     {"runner"},
     {"scheduler", "memory"},

@@ -1,7 +1,6 @@
 """Commands for an agent at work: recall (and `--explain`), daemon (the scheduler), chat."""
 from __future__ import annotations
 
-import json
 import signal
 import sys
 import threading
@@ -10,7 +9,8 @@ import click
 
 from ..chat import ChatSession, chat_model_for
 from ..scheduler import Scheduler
-from .base import emit, json_option, model_options, open_memory, store_options
+from .base import (LIMIT, Finite, echo, emit, json_option, lease_ttl_option, model_options,
+                   open_memory, store_options, to_json)
 
 
 # ---- recall -------------------------------------------------------------------------
@@ -18,7 +18,7 @@ from .base import emit, json_option, model_options, open_memory, store_options
 @store_options
 @model_options
 @click.argument("query")
-@click.option("--top", "top_n", type=click.IntRange(min=1), help="At most this many (default: the policy's top_n).")
+@click.option("--top", "top_n", type=LIMIT, help="At most this many (default: the policy's top_n).")
 @click.option("--explain", is_flag=True, help="Show every candidate's score parts and why others "
               "were left out; records no access.")
 @json_option
@@ -71,21 +71,22 @@ def _num(v) -> str:
 @click.command()
 @store_options
 @model_options
-@click.option("--interval", type=click.FloatRange(min=0.01), default=60.0, show_default=True,
+@click.option("--interval", type=Finite(min=0.01), default=60.0, show_default=True,
               metavar="SECONDS", help="Seconds between ticks; each tick runs whatever is due.")
+@lease_ttl_option
 @json_option
-def daemon(db, policy, namespace, now, offline, record, replay, interval, json_):
+def daemon(db, policy, namespace, now, offline, record, replay, interval, lease_ttl, json_):
     """Run the scheduler in the foreground: every --interval seconds, pending turns and due
     passes, never at the same time as another scheduler on the same store and namespace.
     Stops cleanly on Ctrl-C (SIGINT) or SIGTERM."""
     stop = threading.Event()
     with open_memory(db, policy, namespace, now, offline, record, replay) as mem:
-        sched = Scheduler(mem, interval, on_tick=lambda results: _report_tick(results, json_))
+        sched = Scheduler(mem, interval, lease_ttl=lease_ttl,
+                          on_tick=lambda results: _report_tick(results, json_))
         handlers = {s: signal.signal(s, lambda *_: stop.set())
                     for s in (signal.SIGINT, signal.SIGTERM)}
-        click.echo(f"lethe daemon: policy {mem.policy.name}, {mem.store.path}, namespace "
-                   f"{namespace}, every {interval:g}s (holder {sched.holder}); Ctrl-C stops",
-                   err=True)
+        echo(f"lethe daemon: policy {mem.policy.name}, {mem.store.path}, namespace "
+             f"{namespace}, every {interval:g}s (holder {sched.holder}); Ctrl-C stops", err=True)
         try:
             sched.start()
             while not stop.wait(0.25):
@@ -94,14 +95,13 @@ def daemon(db, policy, namespace, now, offline, record, replay, interval, json_)
             stopped = sched.stop()
             for s, h in handlers.items():
                 signal.signal(s, h)
-        click.echo("lethe daemon: stopped" if stopped else
-                   "lethe daemon: stopped (a model call was still out; its pass will run again)",
-                   err=True)
+        echo("lethe daemon: stopped" if stopped else
+             "lethe daemon: stopped (a model call was still out; its pass will run again)", err=True)
 
 
 def _report_tick(results, json_: bool) -> None:
     if results is None:
-        why = "another scheduler holds the lease"
+        why = "another runner holds the lease"
         data, lines = {"skipped": why}, [f"skipped: {why}"]
     elif not results:
         return  # nothing was due: stay quiet
@@ -111,7 +111,7 @@ def _report_tick(results, json_: bool) -> None:
                  + "".join(f", {n} {e}" for e, n in sorted(r.events.items()))
                  + "".join(f" ({note})" for note in r.notes) for r in results]
     if json_:
-        click.echo(json.dumps(data, ensure_ascii=False, default=str))
+        click.echo(to_json(data, indent=None))
     else:
         emit(data, False, lines)
     sys.stdout.flush()
@@ -132,8 +132,7 @@ def _report_tick(results, json_: bool) -> None:
               help="Never ask a chat model: show what was recalled and stored.")
 @click.option("--template", default="chat.j2", show_default=True,
               help="Prompt template for the chat model, looked up in the policy's prompt folders.")
-@click.option("--top", "top_n", type=click.IntRange(min=1),
-              help="Recall at most this many memories a turn.")
+@click.option("--top", "top_n", type=LIMIT, help="Recall at most this many memories a turn.")
 @json_option
 def chat(db, policy, namespace, now, offline, record, replay, answer_model, base_url, no_answer,
          template, top_n, json_):
@@ -147,12 +146,12 @@ def chat(db, policy, namespace, now, offline, record, replay, answer_model, base
     with open_memory(db, policy, namespace, now, offline, record, replay) as mem:
         session = ChatSession(mem, model, template, top_n, no_model_note=why_not)
         if why_not and not json_:
-            click.echo(f"({why_not}; showing what is recalled and stored)")
+            echo(f"({why_not}; showing what is recalled and stored)")
         try:
             for user in _messages(interactive):
                 turn = session.turn(user)
                 if json_:  # one JSON object a line, as turns happen
-                    click.echo(json.dumps(turn.as_dict(), ensure_ascii=False, default=str))
+                    click.echo(to_json(turn.as_dict(), indent=None))
                 else:
                     emit(None, False, _turn_lines(turn, said=why_not))
         except KeyboardInterrupt:  # Ctrl-C mid-turn: the turn is in the inbox, nothing lost

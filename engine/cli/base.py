@@ -7,17 +7,21 @@ from __future__ import annotations
 
 import difflib
 import glob
+import datetime as dt
 import json
+import math
 import os
+import re
 import traceback
 import warnings
 
 import click
 
 from .. import policy as policy_mod
-from ..clock import FixedClock
+from ..clock import FixedClock, parse_duration, parse_time, until_end_of_day
 from ..errors import LetheError, StoreError
 from ..memory import DEFAULT_POLICY, Memory
+from ..store import DATABASE_ERRORS
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -32,14 +36,17 @@ class LetheGroup(click.Group):
                 return super().invoke(ctx)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
-        except LetheError as exc:
-            click.echo(f"error: {exc}", err=True)
+        except LetheError as exc:  # exit 0: not a failure (another runner holds the lease)
+            echo(f"{'error: ' if exc.exit_code else ''}{exc}", err=True)
             ctx.exit(exc.exit_code)
+        except DATABASE_ERRORS as exc:  # a corrupt page, a full disk, a lock held too long
+            echo(f"error: the database failed: {exc}", err=True)
+            ctx.exit(1)
         except Exception as exc:  # a bug, not a user mistake: say so, keep the exit code apart
             if os.environ.get("LETHE_DEBUG"):
                 traceback.print_exc()
-            click.echo(f"internal error: {type(exc).__name__}: {exc} "
-                       "(set LETHE_DEBUG=1 for the traceback)", err=True)
+            echo(f"internal error: {type(exc).__name__}: {exc} "
+                 "(set LETHE_DEBUG=1 for the traceback)", err=True)
             ctx.exit(2)
 
 
@@ -47,6 +54,55 @@ def show_warning(message, category, filename, lineno, file=None, line=None) -> N
     """A warning from the engine as one `warning:` line on stderr, in the CLI's words."""
     text = message.for_cli() if hasattr(message, "for_cli") else str(message)
     click.echo(f"warning: {text}", err=True)
+
+
+# ---- parameter types: a bad value is a one-line usage error naming it (exit 2) --------
+class IsoTime(click.ParamType):
+    """An ISO-8601 date or time the clock can work with (kept as the text given; with
+    `end_of_day`, a bare date means the end of that day, as an expiry does)."""
+
+    name = "ISO"
+
+    def __init__(self, end_of_day: bool = False):
+        self.end_of_day = end_of_day
+
+    def convert(self, value, param, ctx):
+        try:
+            when = until_end_of_day(value) if self.end_of_day else parse_time(str(value))
+            when + dt.timedelta(days=400)  # room for the arithmetic on it (leases, expiries)
+        except (ValueError, OverflowError):
+            self.fail(f"{value!r} is not a usable ISO-8601 date or time "
+                      "(e.g. 2026-03-01 or 2026-03-01T09:00:00)", param, ctx)
+        return value
+
+
+class Duration(click.ParamType):
+    """A duration such as 30s, 15m, 2h (at most a year)."""
+
+    name = "DURATION"
+
+    def convert(self, value, param, ctx):
+        try:
+            delta = parse_duration(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        if not dt.timedelta(0) < delta <= dt.timedelta(days=366):
+            self.fail(f"{value!r} must be longer than 0 and at most a year", param, ctx)
+        return delta
+
+
+class Finite(click.FloatRange):
+    """A number in a range, never NaN or infinity."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+MEMORY_ID = click.IntRange(1, 2 ** 63 - 1)  # what SQLite's INTEGER holds
+LIMIT = click.IntRange(1, 2 ** 63 - 1)
 
 
 # ---- shared options -----------------------------------------------------------------
@@ -59,7 +115,7 @@ def store_options(f):
     """--db, --policy, --namespace, --now, --offline: what every data command needs."""
     f = click.option("--offline", is_flag=True,
                      help="Use the built-in rules judges for every model (no network).")(f)
-    f = click.option("--now", metavar="ISO",
+    f = click.option("--now", type=IsoTime(),
                      help="Pretend the clock reads this time (e.g. 2026-03-01T09:00:00).")(f)
     f = click.option("--namespace", "-n", default="default", envvar="LETHE_NAMESPACE",
                      show_default=True, help="The agent whose memories to use (env LETHE_NAMESPACE).")(f)
@@ -81,11 +137,29 @@ def model_options(f):
     return f
 
 
+def lease_ttl_option(f):
+    """--lease-ttl: how long a runner's pass lease outlives it."""
+    return click.option("--lease-ttl", default="15m", show_default=True, type=Duration(),
+                        help="How long the pass lease outlives this process if it dies (e.g. "
+                             "30s, 15m); while it runs it keeps renewing it.")(f)
+
+
+def lease_options(f):
+    """--wait / --lease-ttl on every command that runs passes under the namespace's lease."""
+    f = lease_ttl_option(f)
+    f = click.option("--wait", type=Finite(min=0), default=0.0, show_default=True,
+                     metavar="SECONDS", help="Wait this long for another runner's pass lease; "
+                     "then say who holds it and exit 0 without running.")(f)
+    return f
+
+
 # ---- opening and printing -----------------------------------------------------------
 def open_memory(db, policy, namespace, now, offline, record=None, replay=None,
-                must_exist=False) -> Memory:
+                must_exist=False, read_only: bool = False) -> Memory:
     """The `Memory` the store options describe: --db, else the policy's `db:`. Commands
-    that only read pass `must_exist`: a mistyped path is refused, not created empty."""
+    that only read pass `must_exist` (a mistyped path is refused, not created empty) and
+    open it `read_only`: they never write, so never wait behind a writer, and work on a
+    file they may not write."""
     pol = policy_mod.load(policy)
     path = db or pol.db
     if not path:
@@ -94,7 +168,51 @@ def open_memory(db, policy, namespace, now, offline, record=None, replay=None,
         raise StoreError(no_database(path))
     clock = FixedClock(now) if now else None
     return Memory(path, policy=pol, namespace=namespace, offline=offline, clock=clock,
-                  record=record, replay=replay)
+                  record=record, replay=replay, read_only=read_only)
+
+
+# ---- printing: the only way text reaches the terminal ---------------------------------
+# control characters (ESC, BEL, CR, C1, DEL), bidi overrides and line separators: a memory
+# that holds them must not retitle the terminal, write the clipboard or hide text
+_UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e"
+                     "\u2066-\u2069\u200e\u200f\u061c]")
+# what json.dumps leaves raw of those (it escapes the rest itself)
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+
+
+def shown(text) -> str:
+    """`text` safe for a terminal: every control character escaped (`\x1b`, `\u202e`,
+    newlines as `\n`), everything else as it is."""
+    return _UNSAFE.sub(_escape, str(text))
+
+
+def _escape(m: re.Match) -> str:
+    c = m.group(0)
+    return {"\n": "\\n", "\r": "\\r"}.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100
+                                                     else f"\\u{ord(c):04x}")
+
+
+def echo(text, err: bool = False, nl: bool = True) -> None:
+    """Print human text, each line through `shown` (the lines we mean stay lines)."""
+    click.echo("\n".join(shown(line) for line in str(text).split("\n")), err=err, nl=nl)
+
+
+def to_json(data, indent: int | None = 2) -> str:
+    """JSON that any parser reads and no terminal acts on: NaN and infinities become null,
+    and control characters JSON leaves raw (DEL, C1, bidi, U+2028) are \\u-escaped."""
+    text = json.dumps(_finite(data), indent=indent, ensure_ascii=False, default=str,
+                      allow_nan=False)
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+
+
+def _finite(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def no_database(path: str) -> str:
@@ -110,7 +228,7 @@ def no_database(path: str) -> str:
 def emit(data, json_: bool, text) -> None:
     """Print `data` as JSON with --json, else `text` (a line or a list of lines)."""
     if json_:
-        click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+        click.echo(to_json(data))
     else:
         for line in ([text] if isinstance(text, str) else text):
-            click.echo(line)
+            echo(line)

@@ -7,7 +7,8 @@ import click
 
 from ..memory import Memory
 from ..policy import STATUSES
-from .base import emit, json_option, model_options, open_memory, store_options
+from .base import (LIMIT, MEMORY_ID, Finite, IsoTime, emit, json_option, lease_options,
+                   model_options, open_memory, store_options)
 
 
 @click.command()
@@ -15,12 +16,23 @@ from .base import emit, json_option, model_options, open_memory, store_options
 @model_options
 @click.option("--pass", "pass_names", multiple=True, metavar="NAME",
               help="Run this pass now (repeatable). Without it: pending turns, then every due pass.")
+@click.option("--retry-failed", is_flag=True,
+              help="Put the turns parked as failed back in the queue and judge them now.")
+@lease_options
 @json_option
-def run(db, policy, namespace, now, offline, record, replay, pass_names, json_):
-    """Run passes (decay, expiry, ...) as the policy declares them, each in one transaction."""
+def run(db, policy, namespace, now, offline, record, replay, pass_names, retry_failed, wait,
+        lease_ttl, json_):
+    """Run passes (decay, expiry, ...) as the policy declares them, each in one transaction,
+    under the namespace's pass lease: never at the same time as another runner (a daemon,
+    another `lethe run`); with another one at work, say so and exit 0."""
+    terms = {"wait": wait, "lease_ttl": lease_ttl}
     with open_memory(db, policy, namespace, now, offline, record, replay) as mem:
         names = list(pass_names) or mem.due()
-        run_them = (lambda progress: mem.run(names, progress)) if pass_names else mem.run_due
+        if pass_names:
+            run_them = lambda progress: mem.run(names, progress, **terms)  # noqa: E731
+        else:
+            run_them = lambda progress: mem.run_due(progress, retry_failed=retry_failed,  # noqa: E731
+                                                    **terms)
         results = _with_progress(mem, names, run_them, json_)
     data = [r.as_dict() for r in results]
     lines = [f"{r.name}: {r.changed} changed"
@@ -44,7 +56,7 @@ def _with_progress(mem: Memory, names: list[str], run_them, quiet: bool):
 @click.option("--status", type=click.Choice([*STATUSES, "all"]),
               help="List memories with this status instead, newest first: what was archived, "
                    "superseded, expired or compressed (or all).")
-@click.option("--limit", type=click.IntRange(min=1), help="At most this many (default: the policy's;"
+@click.option("--limit", type=LIMIT, help="At most this many (default: the policy's;"
               " 20 with --status).")
 @json_option
 def ls(db, policy, namespace, now, offline, query, status, limit, json_):
@@ -52,7 +64,8 @@ def ls(db, policy, namespace, now, offline, query, status, limit, json_):
     or with --status the memories that have that status (what was forgotten, too)."""
     if status and query:
         raise click.UsageError("--query lists recall candidates; use it without --status")
-    with open_memory(db, policy, namespace, now, offline, must_exist=True) as mem:
+    with open_memory(db, policy, namespace, now, offline, must_exist=True,
+                     read_only=True) as mem:
         if status:
             records = mem.memories(status, limit or 20)
             return emit([r.as_dict() for r in records], json_,
@@ -72,11 +85,11 @@ def status_line(r) -> str:
 
 @click.command()
 @store_options
-@click.argument("memory_id", type=int)
+@click.argument("memory_id", type=MEMORY_ID)
 @json_option
 def why(db, policy, namespace, now, offline, memory_id, json_):
     """Show a memory's whole history: its events, what superseded it, what it merged into."""
-    with open_memory(db, policy, namespace, now, offline, must_exist=True) as mem:
+    with open_memory(db, policy, namespace, now, offline, must_exist=True, read_only=True) as mem:
         h = mem.history(memory_id)
     m = h.memory
     data = {"memory": m.as_dict(), "events": h.events,
@@ -100,11 +113,12 @@ def why(db, policy, namespace, now, offline, memory_id, json_):
 @click.argument("content")
 @click.option("--summary", help="Short form for recall indexes (default: the first 120 characters).")
 @click.option("--tags", help="Comma-separated tags.")
-@click.option("--importance", type=click.FloatRange(0, 10),
+@click.option("--importance", type=Finite(0, 10),
               help="How much this matters, 0-10 (default 5).")
-@click.option("--confidence", type=click.FloatRange(0, 1),
+@click.option("--confidence", type=Finite(0, 1),
               help="How sure we are, 0-1 (default: the confidence judge's rating).")
-@click.option("--expires-at", metavar="ISO", help="When this stops being true.")
+@click.option("--expires-at", type=IsoTime(end_of_day=True),
+              help="When this stops being true (a bare date: the end of that day).")
 @json_option
 @click.option("--raw", is_flag=True, help="Store exactly as given: no judges at all.")
 def add(db, policy, namespace, now, offline, record, replay, content, summary, tags, importance,
@@ -163,14 +177,27 @@ def written_lines(written, records: dict) -> list[str]:
 
 @click.command()
 @store_options
+@click.option("--retry", "retry_ids", multiple=True, type=MEMORY_ID, metavar="ID",
+              help="Put this turn (parked as failed, or waiting to be tried again) back in "
+                   "the queue for the next `lethe run` (repeatable).")
 @json_option
-def pending(db, policy, namespace, now, offline, json_):
-    """List turns saved but not yet judged because a model was unreachable."""
-    with open_memory(db, policy, namespace, now, offline, must_exist=True) as mem:
+def pending(db, policy, namespace, now, offline, retry_ids, json_):
+    """List turns saved but not yet judged: a model was unreachable, or judging failed
+    (then they are tried again later, and parked as FAILED after repeated failures)."""
+    with open_memory(db, policy, namespace, now, offline, must_exist=True,
+                     read_only=not retry_ids) as mem:
+        if retry_ids:
+            mem.retry_turns(retry_ids)
         rows = mem.pending()
-    lines = [f"turn {r['id']} ({r['attempts']} attempts, last error: {r['last_error'] or '-'}): "
-             f"{r['user_text'][:80]}" for r in rows]
-    emit(rows, json_, lines or ["nothing pending"])
+    emit(rows, json_, [_turn_line(r) for r in rows] or ["nothing pending"])
+
+
+def _turn_line(r: dict) -> str:
+    when = f", next try after {r['next_retry_at']}" if r["next_retry_at"] else ""
+    state = " FAILED" if r["status"] == "failed" else ""
+    again = f"; retry with `lethe pending --retry {r['id']}`" if state else ""
+    return (f"turn {r['id']}{state} ({r['attempts']} attempts, last error: "
+            f"{r['last_error'] or '-'}{when}{again}): {r['user_text'][:80]}")
 
 
 @click.command()
@@ -178,7 +205,7 @@ def pending(db, policy, namespace, now, offline, json_):
 @json_option
 def costs(db, policy, namespace, now, offline, json_):
     """Sum every logged model call per step and model: calls, tokens, latency, outcomes."""
-    with open_memory(db, policy, namespace, now, offline, must_exist=True) as mem:
+    with open_memory(db, policy, namespace, now, offline, must_exist=True, read_only=True) as mem:
         rows = mem.store.costs(namespace)
     lines = [f"{r['step']:<14} {r['model']:<14} {r['calls']:>5} calls  {r['prompt_tokens']:>8} in  "
              f"{r['completion_tokens']:>7} out{'*' if r['estimated'] else ' '} "

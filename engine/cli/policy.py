@@ -11,7 +11,7 @@ from .. import variables
 from ..errors import LetheError, PolicyError, error_fields
 from ..plan import compile_policy, render_plan
 from ..prompts import render as render_template
-from .base import emit, json_option
+from .base import echo, emit, json_option
 
 
 @click.command()
@@ -99,4 +99,4 @@ def render(policy, step, vars_file, example):
         raise click.BadParameter("must be a JSON object of variables", param_hint="--vars")
     values = {**(variables.example(step.rpartition(".")[2]) if example else {}), **given}
     values.setdefault("today", "2026-01-05")
-    click.echo(render_template(judgment.prompt, pol.prompt_dirs, values), nl=False)
+    echo(render_template(judgment.prompt, pol.prompt_dirs, values), nl=False)

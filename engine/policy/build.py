@@ -199,13 +199,27 @@ class Builder:
     def prompt_dirs(self) -> tuple:
         """Where templates are looked for, in order: the policy's own `prompts:` folder,
         `prompts/` beside the policy's folder (policies/ next to prompts/) and inside it,
-        then the templates that ship with the package."""
+        then the templates that ship with the package. All but the shipped ones must lie
+        in the policy's project (its folder and the folder above): `prompts:` given as an
+        absolute path, climbing out, or a link leading out is refused; a default folder
+        that is a link out of the project is not used."""
         here = os.path.dirname(os.path.abspath(self.doc.file))
+        project = os.path.dirname(here)
         dirs = []
-        if isinstance(self.d.get("prompts"), str):
-            dirs.append(os.path.normpath(os.path.join(here, self.d["prompts"])))
-        dirs += [os.path.normpath(os.path.join(here, "..", "prompts")),
-                 os.path.join(here, "prompts"), resources.shipped_prompts_dir()]
+        if "prompts" in self.d:
+            p = self.typed(self.d["prompts"], ("prompts",), (str,), "a folder path")
+            if os.path.isabs(p) or p.startswith("~"):
+                self.fail(("prompts",), f"must be a folder inside the policy's project, given "
+                          f"relative to the policy file; an absolute path ({p!r}) is refused")
+            target = os.path.normpath(os.path.join(here, p))
+            if not prompts.inside(target, project):
+                self.fail(("prompts",), f"'{p}' leads out of the policy's project ({project}, "
+                          f"to {os.path.realpath(target)}): refused")
+            dirs.append(os.path.realpath(target))
+        for default in (os.path.join(here, "..", "prompts"), os.path.join(here, "prompts")):
+            if prompts.inside(default, project):
+                dirs.append(os.path.realpath(default))
+        dirs.append(resources.shipped_prompts_dir())
         return tuple(dict.fromkeys(d for d in dirs))
 
     def models(self) -> dict:

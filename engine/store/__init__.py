@@ -7,14 +7,21 @@ only calls those methods and hands compiled statements (`engine.plan`) to `run`/
 """
 from __future__ import annotations
 
+import sqlite3
+
 from ..clock import Clock
 from .migrations import MIGRATIONS, RECALL_INDEX, migration
 from .sqlite import SqliteStore, Store
 
-
-def open_store(target: str, clock: Clock | None = None):
-    """The store for a database target (today: a SQLite file path)."""
-    return SqliteStore(str(target), clock)
+# what a backend raises when the database itself fails (corrupt, full, locked too long)
+DATABASE_ERRORS = (sqlite3.DatabaseError,)
 
 
-__all__ = ["open_store", "Store", "SqliteStore", "MIGRATIONS", "RECALL_INDEX", "migration"]
+def open_store(target: str, clock: Clock | None = None, read_only: bool = False):
+    """The store for a database target (today: a SQLite file path); `read_only` never
+    writes to it (nor upgrades it)."""
+    return SqliteStore(str(target), clock, read_only=read_only)
+
+
+__all__ = ["open_store", "Store", "SqliteStore", "MIGRATIONS", "RECALL_INDEX", "migration",
+           "DATABASE_ERRORS"]

@@ -2,9 +2,11 @@
 expires_at), taken before running passes and given back after, so two runners never run
 them at once.
 
-It has its own connection, so taking it never waits behind a Python lock, and gives up
-after `wait` seconds when another process holds SQLite's write lock (then someone is busy
-writing, and the next tick tries again).
+It has its own connection, so taking or renewing it never waits behind a Python lock, and
+gives up after `wait` seconds when another process holds SQLite's write lock (then someone
+is busy writing, and the next try may succeed). The holder's own commits are fenced with
+`renew_sql`: run inside the commit's transaction, it renews the row only while it still
+names this holder, so a commit made after a takeover is rolled back instead.
 """
 from __future__ import annotations
 
@@ -14,13 +16,26 @@ import sqlite3
 from ..clock import Clock, iso
 
 
+def lease_connection(path: str) -> sqlite3.Connection:
+    """A connection for leases only (a store keeps one and lends it to each lease)."""
+    db = sqlite3.connect(path, timeout=1.0, isolation_level=None, check_same_thread=False)
+    db.row_factory = sqlite3.Row
+    # as the store's own connection: WAL commits without an fsync each (a lease row a
+    # power cut takes back is harmless: the fence still stops a second holder)
+    db.execute("PRAGMA synchronous = NORMAL")
+    return db
+
+
 class SqliteLease:
-    def __init__(self, path: str, namespace: str, clock: Clock, ttl: dt.timedelta,
+    """One holder's lease on one namespace; over a connection of its own (given a path)
+    or lent by its store (given a connection, which `close` leaves open)."""
+
+    def __init__(self, path_or_db, namespace: str, clock: Clock, ttl: dt.timedelta,
                  holder: str, wait: float = 1.0):
         self.namespace, self.clock, self.ttl, self.wait = namespace, clock, ttl, wait
         self.holder = holder
-        self.db = sqlite3.connect(path, timeout=wait, isolation_level=None, check_same_thread=False)
-        self.db.row_factory = sqlite3.Row
+        self._own = isinstance(path_or_db, str)
+        self.db = lease_connection(path_or_db) if self._own else path_or_db
 
     def acquire(self) -> bool:
         """Take the lease if nobody holds it, it has expired, or it is already ours."""
@@ -30,7 +45,21 @@ class SqliteLease:
             "ON CONFLICT (namespace) DO UPDATE SET holder = excluded.holder, "
             "acquired_at = excluded.acquired_at, expires_at = excluded.expires_at "
             "WHERE leases.holder = excluded.holder OR leases.expires_at <= excluded.acquired_at",
-            (self.namespace, self.holder, iso(now), iso(now + self.ttl)), self.wait)
+            (self.namespace, self.holder, iso(now), self._until(now)), self.wait) is True
+
+    def take_over(self, gone: str) -> bool:
+        """Take the lease from `gone`, a holder known to be dead, if it still holds it."""
+        now = self.clock()
+        return self._write("UPDATE leases SET holder = ?, acquired_at = ?, expires_at = ? "
+                           "WHERE namespace = ? AND holder = ?",
+                           (self.holder, iso(now), self._until(now), self.namespace, gone),
+                           self.wait) is True
+
+    def renew(self) -> bool | None:
+        """Extend our lease by `ttl` from now, on the lease's own connection: True when
+        renewed, False when it is no longer ours (taken over), None when the write lock
+        stayed taken for `wait` seconds (try again later)."""
+        return self._write(*self.renew_sql(), self.wait)
 
     def release(self) -> None:
         """Give the lease back (only ours: a lease taken over after expiry is left alone)."""
@@ -38,23 +67,33 @@ class SqliteLease:
                     (self.namespace, self.holder), 30.0)
 
     def renew_sql(self) -> tuple[str, tuple]:
-        """The statement that extends our lease by `ttl` from now, for the caller's transaction."""
+        """The statement that extends our lease by `ttl` from now, for the caller's
+        transaction; it changes no row once the lease is someone else's."""
         return ("UPDATE leases SET expires_at = ? WHERE namespace = ? AND holder = ?",
-                (iso(self.clock() + self.ttl), self.namespace, self.holder))
+                (self._until(self.clock()), self.namespace, self.holder))
+
+    def _until(self, now: dt.datetime) -> str:
+        """`ttl` from now, rounded up to the second the stored times keep: a lease is
+        never shorter than its ttl (a 2 s lease would otherwise last 1 s and a bit)."""
+        end = now + self.ttl
+        if end.microsecond:
+            end = end.replace(microsecond=0) + dt.timedelta(seconds=1)
+        return iso(end)
 
     def current(self) -> dict | None:
         row = self.db.execute("SELECT * FROM leases WHERE namespace = ?", (self.namespace,)).fetchone()
         return dict(row) if row else None
 
     def close(self) -> None:
-        self.db.close()
+        if self._own:
+            self.db.close()
 
-    def _write(self, sql: str, params: tuple, wait: float) -> bool:
+    def _write(self, sql: str, params: tuple, wait: float) -> bool | None:
         self.db.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
         try:
             self.db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError:  # the write lock stayed taken for `wait` seconds
-            return False
+            return None
         try:
             changed = self.db.execute(sql, params).rowcount
         except BaseException:

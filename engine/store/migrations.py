@@ -3,10 +3,13 @@ the order written, recorded in `lethe_migrations` (llm's habit).
 
 m001 is the seed article's schema exactly, so an existing `agent_memory.db` is adopted in
 place: opening it runs only the migrations it lacks. Never edit a migration that has
-shipped; append a new one.
+shipped; append a new one. A migration that takes `now` gets the clock's time (for the
+events it writes).
 """
 from __future__ import annotations
 
+import json
+import math
 import sqlite3
 from typing import Callable
 
@@ -182,3 +185,72 @@ def m013_inbox_judged(db):
     an outage asks only for what is still missing."""
     if "judged" not in _columns(db, "inbox"):
         db.execute("ALTER TABLE inbox ADD COLUMN judged TEXT")
+
+
+@migration
+def m014_inbox_retries(db):
+    """A turn whose judging failed waits before it is tried again (`next_retry_at`), and
+    after a few failures that were not outages (`failures`) it is parked as 'failed'."""
+    have = _columns(db, "inbox")
+    if "next_retry_at" not in have:
+        db.execute("ALTER TABLE inbox ADD COLUMN next_retry_at TEXT")
+    if "failures" not in have:
+        db.execute("ALTER TABLE inbox ADD COLUMN failures INTEGER NOT NULL DEFAULT 0")
+
+
+# what each numeric column may hold: (lowest, highest, value for NULL, text, blob or NaN)
+_NUMBERS = {"importance": (0.0, 10.0, 5.0), "confidence": (0.0, 1.0, 1.0),
+            "decay_score": (0.0, 1.0, 1.0), "access_count": (0, 2 ** 62, 0)}
+_TEXTS = ("content", "summary", "tags", "kind", "scene")
+
+
+@migration
+def m015_normalise_odd_rows(db, now=None):
+    """Rows an adopted database (or an older bug) left with values recall cannot use:
+    NULL, text, blobs or infinities in a numeric column, out-of-range numbers, blobs or
+    numbers in a text column. Each becomes a usable value (the column's default, the
+    nearest bound, the text decoded), with a `normalised` event saying what it was.
+    Only the odd rows are read; a clean table costs one scan."""
+    odd = " OR ".join(
+        [f"typeof({c}) NOT IN ('integer', 'real') OR NOT ({c} BETWEEN {lo} AND {hi})"
+         for c, (lo, hi, _) in _NUMBERS.items()] +
+        [f"typeof({c}) NOT IN ('text', 'null')" for c in _TEXTS] + ["typeof(content) = 'null'"])
+    rows = db.execute(f"SELECT id, {', '.join([*_NUMBERS, *_TEXTS])} FROM memories "
+                      f"WHERE {odd}").fetchall()
+    for row in rows:
+        fixed = _normalised(dict(zip([*_NUMBERS, *_TEXTS], row[1:])))
+        if not fixed:
+            continue
+        db.execute(f"UPDATE memories SET {', '.join(f'{c} = ?' for c in fixed)} WHERE id = ?",
+                   [now_value for _, now_value in fixed.values()] + [row[0]])
+        detail = {c: {"was": was, "now": value} for c, (was, value) in fixed.items()}
+        db.execute("INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
+                   "VALUES (?, 'normalised', ?, ?)",
+                   (row[0], json.dumps(detail, ensure_ascii=False, sort_keys=True), now))
+
+
+def _normalised(values: dict) -> dict:
+    """column -> (what it was, as text; what it becomes) for each odd value of one row."""
+    out = {}
+    for col, (lo, hi, default) in _NUMBERS.items():
+        v = values[col]
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        new = (min(hi, max(lo, v)) if ok else default)
+        if col == "access_count":
+            new = int(new)
+        if not ok or new != v:
+            out[col] = (_shown(v), new)
+    for col in _TEXTS:
+        v = values[col]
+        if v is None and col != "content" or isinstance(v, str):
+            continue
+        new = v.decode("utf-8", errors="replace") if isinstance(v, bytes) else \
+            ("" if v is None else str(v))
+        out[col] = (_shown(v), new)
+    return out
+
+
+def _shown(value) -> str:
+    if isinstance(value, bytes):
+        return f"a blob of {len(value)} bytes"
+    return "NULL" if value is None else repr(value)

@@ -10,49 +10,89 @@ event are written in one transaction (`with store.transaction(): ...`).
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import math
+import os
 import sqlite3
+import urllib.parse
 
 from ..clock import Clock, iso, system_clock
 from ..errors import StoreError
-from .lease import SqliteLease
+from .lease import SqliteLease, lease_connection
 from .migrations import MIGRATIONS, RECALL_INDEX
 
 class SqliteStore:
     """A connection to one database file, upgraded to the current schema on open."""
 
     dialect = "sqlite"
+    # errors of the database itself (locked, full, I/O): never a turn's fault
+    busy_errors = (sqlite3.OperationalError,)
 
-    def __init__(self, path: str, clock: Clock | None = None, timeout: float = 30.0):
+    def __init__(self, path: str, clock: Clock | None = None, timeout: float = 30.0,
+                 read_only: bool = False):
         self.path = str(path)
         self.clock = clock or system_clock
         self.timeout = timeout
+        self.read_only = read_only
+        self._lease_db = None  # opened when a runner first takes a lease
         try:
-            self.db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None,
-                                      check_same_thread=False)
+            self.db = self._connect()
             self.db.row_factory = sqlite3.Row
             self.db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-            if self.db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            if not read_only and self.db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 self.db.execute("PRAGMA journal_mode = WAL")
             self.db.execute("PRAGMA synchronous = NORMAL")
             # a pass rewrites index entries all over the table: a 64 MiB page cache halves
             # a million-row decay (measured in bench/)
             self.db.execute("PRAGMA cache_size = -65536")
             _ensure_math(self.db)
-            self.migrate()
+            if read_only:
+                self._check_current()
+            else:
+                self.migrate()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from None
+
+    def _connect(self) -> sqlite3.Connection:
+        """Read-write; or read-only, which never writes a byte nor takes the write lock
+        (on a file or folder this process may not write, read as it is, unchanging)."""
+        args = dict(timeout=self.timeout, isolation_level=None, check_same_thread=False)
+        if not self.read_only:
+            return sqlite3.connect(self.path, **args)
+        if not os.path.exists(self.path):
+            raise StoreError(f"cannot open {self.path}: no such database file")
+        uri = "file:" + urllib.parse.quote(os.path.abspath(self.path))
+        try:
+            db = sqlite3.connect(uri + "?mode=ro", uri=True, **args)
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return db
+        except sqlite3.OperationalError:
+            wal = self.path + "-wal"
+            if os.path.exists(wal) and os.path.getsize(wal):
+                raise  # committed pages still in the WAL: nothing to read them through
+        # WAL mode needs to write its -shm index beside the file; a file nobody writes
+        # (no -wal left) is read as immutable instead
+        return sqlite3.connect(uri + "?immutable=1", uri=True, **args)
+
+    def _check_current(self) -> None:
+        missing = [fn.__name__ for fn in MIGRATIONS if fn.__name__ not in self._applied()]
+        if missing:
+            raise StoreError(f"{self.path} is from an older version of Lethe (it lacks "
+                             f"{', '.join(missing)}); run a command that writes, such as "
+                             "`lethe run`, once to upgrade it")
 
     def now(self) -> str:
         return iso(self.clock())
 
     def close(self) -> None:
         self.db.close()
+        if self._lease_db is not None:
+            self._lease_db.close()
 
     def reopen(self) -> "SqliteStore":
         """Another connection to the same file (a scheduler works on its own)."""
-        return SqliteStore(self.path, self.clock, self.timeout)
+        return SqliteStore(self.path, self.clock, self.timeout, self.read_only)
 
     def interrupt(self) -> None:
         """Abort the statement running on this connection (its transaction rolls back)."""
@@ -62,15 +102,23 @@ class SqliteStore:
             pass
 
     @contextlib.contextmanager
-    def transaction(self):
-        """BEGIN IMMEDIATE ... COMMIT; anything raised inside rolls the whole thing back."""
+    def transaction(self, fence=None):
+        """BEGIN IMMEDIATE ... COMMIT; anything raised inside rolls the whole thing back.
+
+        With a `fence` (a held pass lease), the commit first renews the lease inside this
+        transaction; when the lease is no longer the holder's (another runner took it over)
+        that raises and everything rolls back, so work done after a takeover never lands."""
         self.db.execute("BEGIN IMMEDIATE")
         try:
             yield self.db
+            if fence is not None:
+                self.renew_lease(fence)
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
         self.db.execute("COMMIT")
+        if fence is not None:
+            fence.renewed()
 
     def migrate(self) -> list[str]:
         """Run the migrations this file lacks. An up-to-date file is only read: opening it
@@ -86,7 +134,10 @@ class SqliteStore:
                 if db.execute("SELECT 1 FROM lethe_migrations WHERE name = ?",
                               (fn.__name__,)).fetchone():
                     continue
-                fn(db)
+                if "now" in inspect.signature(fn).parameters:
+                    fn(db, now=self.now())
+                else:
+                    fn(db)
                 db.execute("INSERT INTO lethe_migrations VALUES (?, ?)", (fn.__name__, self.now()))
                 applied.append(fn.__name__)
         return applied
@@ -119,6 +170,18 @@ class SqliteStore:
                f"VALUES ({', '.join('?' for _ in cols)})")
         return self.db.execute(sql, [fields[c] for c in cols]).lastrowid
 
+    UPDATABLE = ("summary", "tags", "importance", "confidence", "expires_at", "kind", "scene")
+
+    def update_memory(self, namespace: str, memory_id: int, fields: dict) -> int:
+        """Set some fields of one active memory (named from the engine's own list, never
+        from input), in the caller's transaction; how many rows changed (0 or 1)."""
+        cols = [c for c in fields if c in self.UPDATABLE]
+        if not cols:
+            return 0
+        sql = (f"UPDATE memories SET {', '.join(f'{c} = ?' for c in cols)} "
+               "WHERE namespace = ? AND id = ? AND status = 'active'")
+        return self.db.execute(sql, [fields[c] for c in cols] + [namespace, memory_id]).rowcount
+
     def event(self, memory_id: int | None, event_type: str, detail=None) -> None:
         if detail is not None and not isinstance(detail, str):
             detail = json.dumps(detail, ensure_ascii=False, sort_keys=True)
@@ -133,6 +196,13 @@ class SqliteStore:
         if namespace is None:
             return self.db.execute(sql, (memory_id,)).fetchone()
         return self.db.execute(sql + " AND memories.namespace = ?", (memory_id, namespace)).fetchone()
+
+    def statuses(self, namespace: str, ids: list[int]) -> dict[int, tuple[str, int | None]]:
+        """id -> (status, merged_into) of some memories of a namespace."""
+        rows = self.db.execute("SELECT id, status, merged_into FROM memories WHERE namespace = ? "
+                               "AND id IN (SELECT value FROM json_each(?))",
+                               (namespace, json.dumps(list(ids))))
+        return {r[0]: (r[1], r[2]) for r in rows}
 
     def events(self, memory_id: int) -> list[sqlite3.Row]:
         return self.db.execute("SELECT * FROM memory_events WHERE memory_id = ? ORDER BY id",
@@ -226,12 +296,28 @@ class SqliteStore:
     def turn(self, turn_id: int) -> sqlite3.Row | None:
         return self.db.execute("SELECT * FROM inbox WHERE id = ?", (turn_id,)).fetchone()
 
-    def turn_failed(self, turn_id: int, error: str, judged: str | None = None) -> None:
-        """A turn that stays pending: one more attempt, why, and the judgments already paid
-        for (JSON), which the next attempt reuses."""
-        self.db.execute("UPDATE inbox SET attempts = attempts + 1, last_error = ?, updated_at = ?, "
-                        "judged = coalesce(?, judged) WHERE id = ?",
-                        (error[:500], self.now(), judged, turn_id))
+    def turn_failed(self, turn_id: int, error: str, failures: int, retry_at: str | None,
+                    status: str = "pending", judged: str | None = None) -> None:
+        """Record a failed attempt on a turn still pending: its error, how many failures
+        count towards parking it, when to try again, `failed` once it is parked, and the
+        judgments already paid for (JSON), which the next attempt reuses."""
+        with self.transaction():
+            self.db.execute("UPDATE inbox SET attempts = attempts + 1, last_error = ?, failures = ?, "
+                            "next_retry_at = ?, status = ?, updated_at = ?, "
+                            "judged = coalesce(?, judged) WHERE id = ? AND status = 'pending'",
+                            (error[:500], failures, retry_at, status, self.now(), judged, turn_id))
+
+    def requeue_turns(self, namespace: str, ids: list[int] | None) -> int:
+        """Turns parked as failed or waiting out a backoff (all, or those of `ids`) go back
+        to the queue, to be tried at the next run; how many did."""
+        sql = ("UPDATE inbox SET status = 'pending', failures = 0, next_retry_at = NULL, "
+               "updated_at = ? WHERE namespace = ? AND status IN ('pending', 'failed')")
+        args = [self.now(), namespace]
+        if ids is not None:
+            sql += " AND id IN (SELECT value FROM json_each(?))"
+            args.append(json.dumps(list(ids)))
+        with self.transaction():
+            return self.db.execute(sql, args).rowcount
 
     def close_turn(self, turn_id: int, status: str, memory_ids: list[int]) -> None:
         """Mark a judged turn done (or dropped), in the caller's transaction."""
@@ -240,15 +326,20 @@ class SqliteStore:
                         (status, json.dumps(memory_ids), self.now(), turn_id))
 
     def pending(self, namespace: str) -> list[dict]:
-        rows = self.db.execute("SELECT id, user_text, assistant_text, attempts, last_error, "
-                               "created_at FROM inbox WHERE namespace = ? AND status = 'pending' "
-                               "ORDER BY id", (namespace,))
+        """Turns not judged yet: pending (maybe waiting until `next_retry_at`) or parked
+        as `failed`, oldest first."""
+        rows = self.db.execute("SELECT id, status, user_text, assistant_text, attempts, failures, "
+                               "last_error, next_retry_at, created_at FROM inbox WHERE "
+                               "namespace = ? AND status IN ('pending', 'failed') ORDER BY id",
+                               (namespace,))
         return [dict(r) for r in rows]
 
     def pending_ids(self, namespace: str, limit: int) -> list[int]:
+        """Pending turns that may be tried now (no backoff, or it has run out), oldest first."""
         return [r[0] for r in self.db.execute(
-            "SELECT id FROM inbox WHERE namespace = ? AND status = 'pending' ORDER BY id LIMIT ?",
-            (namespace, limit))]
+            "SELECT id FROM inbox WHERE namespace = ? AND status = 'pending' AND "
+            "(next_retry_at IS NULL OR next_retry_at <= ?) ORDER BY id LIMIT ?",
+            (namespace, self.now(), limit))]
 
     def pending_count(self, namespace: str) -> int:
         return self.db.execute("SELECT count(*) FROM inbox WHERE namespace = ? AND "
@@ -351,12 +442,16 @@ class SqliteStore:
 
     # -- leases ---------------------------------------------------------------------------
     def lease(self, namespace: str, ttl, holder: str, wait: float = 1.0) -> SqliteLease:
-        """The namespace's pass lease, on a connection of its own."""
-        return SqliteLease(self.path, namespace, self.clock, ttl, holder, wait)
+        """The namespace's pass lease, on a connection of its own (kept for the next one)."""
+        if self._lease_db is None:
+            self._lease_db = lease_connection(self.path)
+        return SqliteLease(self._lease_db, namespace, self.clock, ttl, holder, wait)
 
-    def renew_lease(self, lease: SqliteLease) -> None:
-        """Extend `lease` from this connection, inside the transaction running now."""
-        self.db.execute(*lease.renew_sql())
+    def renew_lease(self, held) -> None:
+        """Extend a held lease from this connection, inside the transaction running now;
+        raises the holder's LeaseLost when the lease is no longer its own."""
+        if self.db.execute(*held.renew_sql()).rowcount != 1:
+            raise held.lost()
 
 
 Store = SqliteStore  # the embedded default

@@ -51,10 +51,12 @@ def main() -> None:
     ap.add_argument("--policy", default="lifecycle")
     ap.add_argument("--namespace", default="default")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--online", action="store_true", help="judge through the policy's models")
+    ap.add_argument("--real-clock", action="store_true", help="the wall clock, as in production")
     a = ap.parse_args()
 
     rng = random.Random(a.seed * 1000 + a.worker)
-    clock = FixedClock(START + dt.timedelta(minutes=a.worker))
+    clock = None if a.real_clock else FixedClock(START + dt.timedelta(minutes=a.worker))
     counts = {"remember": 0, "add": 0, "recall": 0, "lock": 0, "other": 0}
     with open(a.log, "a", buffering=1, encoding="utf-8") as log:
         def write(obj):
@@ -62,7 +64,7 @@ def main() -> None:
 
         try:
             mem = Memory(a.db, policy=policy_path(a.policy), namespace=a.namespace,
-                         offline=True, clock=clock)
+                         offline=not a.online, clock=clock)
         except Exception as exc:  # opening (and migrating) is a caller-visible step too
             kind = "lock" if is_lock_error(exc) else "other"
             counts[kind] += 1
@@ -83,7 +85,8 @@ def main() -> None:
                     write({"op": op, "user": user, "ids": ids})
                 elif op == "add":
                     content = f"Note {token}: {rng.choice(TOOLS)} settings for {rng.choice(TASKS)}"
-                    new_id = mem.add(content, importance=rng.randint(1, 10), judged=False)
+                    new_id = mem.add(content, importance=rng.randint(1, 10),
+                                     judged=a.online and rng.random() < 0.5)
                     write({"op": op, "id": new_id, "content": content})
                 else:
                     query = f"what do I use for {rng.choice(TASKS)}?"
@@ -96,7 +99,8 @@ def main() -> None:
                 counts[kind] += 1
                 write({"error": kind, "op": op, "type": type(exc).__name__, "msg": str(exc)[:500],
                        "trace": traceback.format_exc()[-2000:]})
-            clock.advance(dt.timedelta(minutes=7))
+            if clock is not None:
+                clock.advance(dt.timedelta(minutes=7))
         mem.close()
         write({"done": True, "worker": a.worker, "counts": counts})
 

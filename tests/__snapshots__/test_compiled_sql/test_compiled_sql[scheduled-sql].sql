@@ -1,12 +1,16 @@
 -- policy: scheduled-sql  dialect: sqlite
 
 -- pass decay (every 1 day, 0:00:00)
+-- decay.rules[0] rows (the skipped: those it does not change)
+SELECT count(*) FROM memories
+WHERE "namespace" = ? AND (("status" = ?) AND ((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0) >= ?));
+-- params: [':namespace', 'active', ':now', 30]
 -- decay.rules[0] update
 UPDATE memories
 SET "decay_score" = ("decay_score" * ?),
     "rank" = (("importance" * "confidence") * (("decay_score" * ?)))
-WHERE "namespace" = ? AND (("status" = ?) AND ((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0) >= ?));
--- params: [0.9, 0.9, ':namespace', 'active', ':now', 30]
+WHERE "namespace" = ? AND (("status" = ?) AND ((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0) >= ?)) AND ((("decay_score" * ?)) BETWEEN ? AND ?);
+-- params: [0.9, 0.9, ':namespace', 'active', ':now', 30, 0.9, -1.7976931348623157e+308, 1.7976931348623157e+308]
 -- decay.rules[1] event archived
 INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status"), ?, json_object(?, ?)), ?
@@ -61,8 +65,8 @@ LIMIT ?;
 UPDATE memories
 SET "access_count" = ("access_count" + ?),
     "last_accessed" = ?
-WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?));
--- params: [1, ':now', ':namespace', ':ids']
+WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?)) AND "status" = ?;
+-- params: [1, ':now', ':namespace', ':ids', 'active']
 -- rank refresh
 UPDATE memories SET "rank" = (("importance" * "confidence") * "decay_score")
 WHERE "namespace" = ?;

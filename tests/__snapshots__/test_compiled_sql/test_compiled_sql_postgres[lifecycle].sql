@@ -14,12 +14,16 @@ WHERE "namespace" = %s AND (("status" = %s) AND ("expires_at" < %s));
 -- params: ['expired', ':namespace', 'active', ':now']
 
 -- pass decay (every 23:00:00)
+-- decay.rules[0] rows (the skipped: those it does not change)
+SELECT count(*) FROM memories
+WHERE "namespace" = %s AND ("status" = %s);
+-- params: [':namespace', 'active']
 -- decay.rules[0] update
 UPDATE memories
 SET "decay_score" = least(%s, (exp(((%s * floor((extract(epoch from (%s)::timestamp - (coalesce("last_accessed", "created_at"))::timestamp) / 86400.0))) * 1.0 / %s)) + least(%s, ("access_count" * %s)))),
     "rank" = (("importance" * "confidence") * (least(%s, (exp(((%s * floor((extract(epoch from (%s)::timestamp - (coalesce("last_accessed", "created_at"))::timestamp) / 86400.0))) * 1.0 / %s)) + least(%s, ("access_count" * %s))))))
-WHERE "namespace" = %s AND ("status" = %s);
--- params: [1.0, -0.693, ':now', 30, 0.3, 0.03, 1.0, -0.693, ':now', 30, 0.3, 0.03, ':namespace', 'active']
+WHERE "namespace" = %s AND ("status" = %s) AND ((least(%s, (exp(((%s * floor((extract(epoch from (%s)::timestamp - (coalesce("last_accessed", "created_at"))::timestamp) / 86400.0))) * 1.0 / %s)) + least(%s, ("access_count" * %s))))) BETWEEN %s AND %s);
+-- params: [1.0, -0.693, ':now', 30, 0.3, 0.03, 1.0, -0.693, ':now', 30, 0.3, 0.03, ':namespace', 'active', 1.0, -0.693, ':now', 30, 0.3, 0.03, -1.7976931348623157e+308, 1.7976931348623157e+308]
 -- decay.rules[1] event archived
 INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", %s, json_build_object(%s, %s, %s, json_build_object(%s, "status", %s, "decay_score"), %s, json_build_object(%s, %s, %s, %s)), %s
@@ -66,8 +70,8 @@ LIMIT %s;
 UPDATE memories
 SET "access_count" = ("access_count" + %s),
     "last_accessed" = %s
-WHERE "namespace" = %s AND "id" IN (SELECT value::bigint FROM json_array_elements_text(%s::json));
--- params: [1, ':now', ':namespace', ':ids']
+WHERE "namespace" = %s AND "id" IN (SELECT value::bigint FROM json_array_elements_text(%s::json)) AND "status" = %s;
+-- params: [1, ':now', ':namespace', ':ids', 'active']
 -- rank refresh
 UPDATE memories SET "rank" = (("importance" * "confidence") * "decay_score")
 WHERE "namespace" = %s;

@@ -1,12 +1,16 @@
 -- policy: scheduled-sql  dialect: postgres
 
 -- pass decay (every 1 day, 0:00:00)
+-- decay.rules[0] rows (the skipped: those it does not change)
+SELECT count(*) FROM memories
+WHERE "namespace" = %s AND (("status" = %s) AND ((extract(epoch from (%s)::timestamp - (coalesce("last_accessed", "created_at"))::timestamp) / 86400.0) >= %s));
+-- params: [':namespace', 'active', ':now', 30]
 -- decay.rules[0] update
 UPDATE memories
 SET "decay_score" = ("decay_score" * %s),
     "rank" = (("importance" * "confidence") * (("decay_score" * %s)))
-WHERE "namespace" = %s AND (("status" = %s) AND ((extract(epoch from (%s)::timestamp - (coalesce("last_accessed", "created_at"))::timestamp) / 86400.0) >= %s));
--- params: [0.9, 0.9, ':namespace', 'active', ':now', 30]
+WHERE "namespace" = %s AND (("status" = %s) AND ((extract(epoch from (%s)::timestamp - (coalesce("last_accessed", "created_at"))::timestamp) / 86400.0) >= %s)) AND ((("decay_score" * %s)) BETWEEN %s AND %s);
+-- params: [0.9, 0.9, ':namespace', 'active', ':now', 30, 0.9, -1.7976931348623157e+308, 1.7976931348623157e+308]
 -- decay.rules[1] event archived
 INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", %s, json_build_object(%s, %s, %s, json_build_object(%s, "status"), %s, json_build_object(%s, %s)), %s
@@ -61,8 +65,8 @@ LIMIT %s;
 UPDATE memories
 SET "access_count" = ("access_count" + %s),
     "last_accessed" = %s
-WHERE "namespace" = %s AND "id" IN (SELECT value::bigint FROM json_array_elements_text(%s::json));
--- params: [1, ':now', ':namespace', ':ids']
+WHERE "namespace" = %s AND "id" IN (SELECT value::bigint FROM json_array_elements_text(%s::json)) AND "status" = %s;
+-- params: [1, ':now', ':namespace', ':ids', 'active']
 -- rank refresh
 UPDATE memories SET "rank" = (("importance" * "confidence") * "decay_score")
 WHERE "namespace" = %s;

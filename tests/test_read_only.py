@@ -1,0 +1,107 @@
+"""Read-only commands never wait behind a writer and work on a file they cannot write
+(issue 12, finding 9): opening an up-to-date store starts no write transaction, and
+`ls`, `why`, `costs`, `pending` and `compile` open it read-only (no WAL switch, no
+migration, no rank rebuild)."""
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from engine import FixedClock, Memory, StoreError
+from tests.conftest import POLICIES, ROOT, START
+
+LIFECYCLE = f"{POLICIES}/lifecycle.yaml"
+# another rank formula than the one the store's ranks were computed with: a writer opening
+# the store with it rebuilds them; a reader must not
+OTHER_RANK = f"name: other-rank\nextends: {LIFECYCLE}\nscores: {{rank: \"importance\"}}\n"
+READERS = [["ls"], ["why", "1"], ["costs"], ["pending"]]
+
+
+@pytest.fixture
+def store(tmp_path):
+    path = tmp_path / "agent.db"
+    with Memory(str(path), policy=LIFECYCLE, offline=True, clock=FixedClock(START)) as mem:
+        mem.add("User prefers tabs over spaces", judged=False)
+        mem.remember("I use Vim for everything.", "ok")
+    other = tmp_path / "other.yaml"
+    other.write_text(OTHER_RANK)
+    return str(path), str(other)
+
+
+def cli(*args, timeout=20) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "engine.cli", *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_opening_an_up_to_date_store_read_only_writes_nothing(store):
+    path, other = store
+    with Memory(path, policy=other, offline=True, read_only=True) as mem:
+        assert mem.store.db.in_transaction is False
+        assert [m.content for m in mem.candidates()]  # it reads
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            mem.store.db.execute("DELETE FROM memories")  # and cannot write, by construction
+    with sqlite3.connect(path) as db:  # the ranks stayed those of the old formula
+        assert db.execute("SELECT rank_formula FROM policy_state").fetchone()[0] != "importance"
+
+
+@pytest.mark.parametrize("command", READERS + [["compile"]], ids=" ".join)
+def test_readers_do_not_wait_behind_a_writer(store, command):
+    """Another process holds the write lock for 30 s. Before: `ls` with a policy whose
+    rank differs waited for it (and failed with "database is locked")."""
+    path, other = store
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sqlite3, sys, time; db = sqlite3.connect(sys.argv[1], "
+         "isolation_level=None); db.execute('BEGIN IMMEDIATE'); db.execute(\"UPDATE memories "
+         "SET importance = 7\"); print('locked', flush=True); time.sleep(30)", path],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        started = time.monotonic()
+        args = [*command, other] if command == ["compile"] else \
+            [*command, "--db", path, "--policy", other]
+        done = cli(*args)
+        assert done.returncode == 0, done.stderr
+        assert time.monotonic() - started < 10
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def _can_mount_read_only() -> bool:
+    probe = subprocess.run(["unshare", "-m", "sh", "-c",
+                            "mount --bind / /mnt && mount -o remount,bind,ro /mnt"],
+                           capture_output=True)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None or not _can_mount_read_only(),
+                    reason="needs a private read-only mount (unshare -m, as root)")
+@pytest.mark.parametrize("command", READERS, ids=" ".join)
+def test_readers_work_on_a_file_on_a_read_only_file_system(store, tmp_path, command):
+    """The folder is mounted read-only (as root, file modes would not stop us): no -shm can
+    be made beside the file. Before: even `PRAGMA journal_mode` failed to open it."""
+    path, other = store
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    argv = " ".join(f"'{a}'" for a in [sys.executable, "-m", "engine.cli", *command,
+                                        "--db", f"{ro}/agent.db", "--policy", other])
+    script = (f"mount --bind '{tmp_path}' '{ro}' && mount -o remount,bind,ro '{ro}' && "
+              f"cd '{ROOT}' && {argv}")
+    done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "error" not in done.stderr
+
+
+def test_a_store_that_needs_upgrading_is_not_upgraded_by_a_reader(tmp_path):
+    path = tmp_path / "old.db"
+    shutil.copyfile(f"{ROOT}/tests/fixtures/schemas/v6-m006_inbox.sqlite", path)
+    with pytest.raises(StoreError, match="older version of Lethe"):
+        Memory(str(path), policy=LIFECYCLE, offline=True, read_only=True)
+    done = cli("ls", "--db", path, "--policy", LIFECYCLE)
+    assert done.returncode == 2 and "run a command that writes" in done.stderr

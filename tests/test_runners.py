@@ -1,0 +1,237 @@
+"""Every runner takes the one pass lease, keeps it while it works and fences its commits:
+N runners of any kind (schedulers, `lethe run`, `Memory.run_due()`) apply each pass once.
+
+Issue 12, findings 1 and 2. The slow model is the fake OpenAI server on 127.0.0.1; the
+clocks here are real where a lease must run out in real time, injected elsewhere.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from engine import FixedClock, Memory, Scheduler
+from engine.cli import main
+from engine.errors import LeaseBusy, LeaseLost
+from tests.fake_openai import FakeOpenAI
+from engine.leasing import LeaseTerms, hold
+from engine.store.lease import SqliteLease
+from tests.conftest import ROOT, START
+
+# compression asks a (slow) model, then a decay that is not idempotent: applied twice,
+# a row shows 0.81 instead of 0.9
+SLOW_THEN_DECAY = """name: slow-then-decay
+models:
+  slow: {{provider: openai, model: m-slow, base_url: "{url}", timeout: 30, max_retries: 0}}
+passes:
+  compression:
+    every: 1h
+    cluster: {{model: slow, prompt: cluster.j2, candidates: {{where: "status = 'active'", limit: 10, min: 2}}}}
+    merge: {{model: slow, prompt: merge.j2}}
+  decay:
+    every: 1h
+    rules:
+      - {{when: "status = 'active'", set: {{decay_score: "decay_score * 0.9"}}}}
+"""
+
+# a batched, non-idempotent pass over many rows: a second runner that resumed a live run
+# from its cursor would decay some rows twice
+BATCHED = """name: batched
+models:
+  offline: {provider: rules}
+passes:
+  decay:
+    every: 1h
+    batch: 500
+    rules:
+      - {when: "status = 'active'", set: {decay_score: "decay_score * 0.9"}, event: decayed}
+"""
+
+
+def decay_scores(db_path) -> list[float]:
+    with Memory(db_path, policy="archive", offline=True) as mem:
+        return [round(r[0], 6) for r in mem.store.db.execute("SELECT decay_score FROM memories")]
+
+
+def seed(db_path, policy, n: int, clock=None) -> None:
+    with Memory(db_path, policy=policy, offline=True, clock=clock or FixedClock(START)) as mem:
+        with mem.store.transaction():
+            for i in range(n):
+                mem.store.insert_memory({"content": f"fact {i}", "namespace": "default",
+                                         "decay_score": 1.0, "status": "active"})
+
+
+# ---- finding 1: the lease holds while its holder waits on a model ----------------------
+def test_a_lease_outlives_a_model_call_longer_than_its_ttl(tmp_path, db_path):
+    """Two schedulers, a 2 s lease and a model that takes 3 s: the second one finds the
+    lease held all along (renewed by the first one's heartbeat), and the decay is applied
+    once. Before: the lease ran out during the model call and both applied it (0.81)."""
+    with FakeOpenAI(responder=lambda request: "[]", delay=3) as fake:
+        policy = tmp_path / "slow.yaml"
+        policy.write_text(SLOW_THEN_DECAY.format(url=fake.base_url))
+        seed(db_path, str(policy), 5)
+        first_mem = Memory(db_path, policy=str(policy))   # the real clock: leases run out
+        second_mem = Memory(db_path, policy=str(policy))
+        first = Scheduler(first_mem, lease_ttl="2s")
+        second = Scheduler(second_mem, lease_ttl="2s")
+        outcome = {}
+        worker = threading.Thread(target=lambda: outcome.setdefault("first", first.tick()))
+        worker.start()
+        time.sleep(2.5)  # the first one is waiting on the cluster model, its ttl long gone
+        outcome["second"] = second.tick()
+        worker.join(10)
+        first.stop(), second.stop()
+        first_mem.close(), second_mem.close()
+    assert outcome["second"] is None
+    assert [r.name for r in outcome["first"]] == ["compression", "decay"]
+    assert decay_scores(db_path) == [0.9] * 5
+
+
+COMPRESS_THEN_DECAY = """name: compress-then-decay
+models:
+  offline: {provider: rules}
+passes:
+  compression:
+    every: 1h
+    cluster: {model: offline, prompt: cluster.j2, candidates: {where: "status = 'active'", limit: 10, min: 2}}
+    merge: {model: offline, prompt: merge.j2}
+  decay:
+    every: 1h
+    rules:
+      - {when: "status = 'active'", set: {decay_score: "decay_score * 0.9"}}
+"""
+
+
+class StealDuringMerge:
+    """Scripted answers: one cluster of the first two memories; while the merge model
+    "thinks", another runner takes the lease over (as one that found it expired would)."""
+
+    def __init__(self, db_path):
+        self.db_path = db_path
+
+    def take(self, step):
+        if step == "cluster":
+            return [[1, 2]]
+        if step == "merge":
+            with sqlite3.connect(self.db_path) as db:
+                db.execute("UPDATE leases SET holder = 'thief:1'")
+            return {"content": "facts 0 and 1", "summary": "facts 0 and 1", "tags": []}
+        return None
+
+
+def test_a_holder_whose_lease_was_taken_over_commits_nothing(tmp_path, db_path):
+    """Fencing: the merge a runner commits after losing its lease is rolled back with
+    LeaseLost, and nothing after it runs. Before: the merge and the decay were applied by
+    a runner that no longer held the lease."""
+    policy = tmp_path / "compress.yaml"
+    policy.write_text(COMPRESS_THEN_DECAY)
+    seed(db_path, str(policy), 3)
+    mem = Memory(db_path, policy=str(policy), offline=True, clock=FixedClock(START),
+                 scripted=StealDuringMerge(db_path))
+    with pytest.raises(LeaseLost, match="another runner took over"):
+        mem.run_due()
+    assert mem.counts() == {"active": 3}
+    assert decay_scores(db_path) == [1.0] * 3
+    assert mem.due() == ["compression", "decay"]
+    mem.close()
+
+
+# ---- finding 2: every runner takes the same lease -----------------------------------
+def test_run_due_takes_the_lease_and_says_who_holds_it(tmp_path, db_path):
+    policy = tmp_path / "batched.yaml"
+    policy.write_text(BATCHED)
+    seed(db_path, str(policy), 10)
+    clock = FixedClock(START)
+    other = SqliteLease(db_path, "default", clock, dt.timedelta(minutes=15), "daemon:42")
+    assert other.acquire()
+    with Memory(db_path, policy=str(policy), offline=True, clock=clock) as mem:
+        with pytest.raises(LeaseBusy, match=r"another runner holds the passes of namespace "
+                                            r"'default' until 2026-01-05T09:15:00 \(daemon:42\)"):
+            mem.run_due()
+        with pytest.raises(LeaseBusy):
+            mem.run(["decay"])
+        assert decay_scores(db_path) == [1.0] * 10
+        started = time.monotonic()
+        threading.Timer(0.5, other.release).start()  # the daemon finishes in half a second
+        assert [r.name for r in mem.run_due(wait=5)] == ["decay"]
+        assert 0.4 < time.monotonic() - started < 3
+    assert decay_scores(db_path) == [0.9] * 10
+    other.close()
+
+
+def test_lethe_run_behind_another_runner_says_so_and_exits_0(tmp_path, db_path):
+    policy = tmp_path / "batched.yaml"
+    policy.write_text(BATCHED)
+    seed(db_path, str(policy), 10)
+    other = SqliteLease(db_path, "default", FixedClock(START), dt.timedelta(minutes=15), "daemon:42")
+    assert other.acquire()
+    out = CliRunner().invoke(main, ["run", "--db", db_path, "--policy", str(policy), "--offline",
+                                    "--now", "2026-01-05T09:00:00"])
+    assert out.exit_code == 0, out.output
+    assert "another runner holds the passes of namespace 'default' until 2026-01-05T09:15:00" \
+        in out.output
+    assert "error" not in out.output and decay_scores(db_path) == [1.0] * 10
+    other.close()
+
+
+def test_a_batched_run_is_resumed_only_once_its_runner_is_gone(tmp_path, db_path):
+    """A live batched run's cursor is not "interrupted": a second runner waits for the
+    lease (or gives up) instead of resuming it; once the first is gone, it finishes it."""
+    clock = FixedClock(START)
+    policy = tmp_path / "batched.yaml"
+    policy.write_text(BATCHED)
+    seed(db_path, str(policy), 2000)
+    first = Memory(db_path, policy=str(policy), offline=True, clock=clock)
+    second = Memory(db_path, policy=str(policy), offline=True, clock=clock)
+    seen = []
+
+    def meanwhile(label):  # inside the first run, between batches: the second one tries
+        seen.append(label)
+        if len(seen) == 2:
+            with pytest.raises(LeaseBusy):
+                second.run_due()
+    first.run_due(progress=meanwhile)
+    assert decay_scores(db_path) == [0.9] * 2000
+    assert second.run_due() == []  # done, and recorded: nothing due
+    # a runner that died mid-run: its lease runs out, then the next runner resumes
+    with hold(first.context, LeaseTerms(holder="dead:1")) as held:
+        held.store.save_progress("default", "decay", 1001, "2026-01-05T10:00:00", 0)
+    clock.advance(dt.timedelta(hours=1))
+    [result] = second.run_due()
+    assert result.notes == ["resumed an interrupted run"]
+    scores = decay_scores(db_path)
+    assert scores.count(0.81) == 1000 and scores.count(0.9) == 1000  # ids 1001.. once more
+    first.close(), second.close()
+
+
+def _runs(db_path, policy, how: str, n: int) -> list[subprocess.Popen]:
+    if how == "cli":
+        argv = [sys.executable, "-m", "engine.cli", "run", "--db", db_path, "--policy", policy,
+                "--offline", "--now", "2026-01-05T10:00:00", "--wait", "60"]
+    else:
+        code = ("import sys; from engine import Memory, FixedClock; "
+                "m = Memory(sys.argv[1], policy=sys.argv[2], offline=True, "
+                "clock=FixedClock('2026-01-05T10:00:00')); m.run_due(wait=60); m.close()")
+        argv = [sys.executable, "-c", code, db_path, policy]
+    return [subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True) for _ in range(n)]
+
+
+@pytest.mark.parametrize("how", ["cli", "api"])
+def test_runners_in_separate_processes_apply_a_batched_pass_once(tmp_path, db_path, how):
+    """Three `lethe run`s (or three processes calling run_due) at once on a batched x0.9
+    decay: each row decays once. Before: some rows decayed twice or three times."""
+    policy = tmp_path / "batched.yaml"
+    policy.write_text(BATCHED)
+    seed(db_path, str(policy), 20_000)
+    procs = _runs(db_path, str(policy), how, 3)
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    assert set(decay_scores(db_path)) == {0.9}
