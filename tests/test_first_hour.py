@@ -186,8 +186,10 @@ def makefile(tmp_path):
     fake.chmod(0o755)
 
     def make(target, version="3.11"):
+        # run as a user would, not as a sub-make of `make test` (which would say make[1])
+        env = {k: v for k, v in clean_env().items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
         return subprocess.run(["make", target, f"PYTHON={fake}"], cwd=tmp_path, text=True,
-                              capture_output=True, env={**clean_env(), "FAKE_VERSION": version})
+                              capture_output=True, env={**env, "FAKE_VERSION": version})
     return make, tmp_path
 
 
