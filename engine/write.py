@@ -210,8 +210,8 @@ class Writer:
                         confidence=fields.get("confidence"), expires_at=fields.get("expires_at"))
         given |= {"content", "summary"}
         for step in self.ctx.policy.write:
-            if step.step == "gate" or step.step in given:
-                continue
+            if step.step == "gate" or step.step in given or steps.kind(step.step).after_store:
+                continue  # an after-store step (summarise) runs once the memory is stored
             if step.step == "expiry" and "expires_at" in given:
                 continue
             self.run_step(step, judged, {"user": content, "assistant": ""},
@@ -220,6 +220,7 @@ class Writer:
             judged.confidence = 1.0
         with self.ctx.store.transaction():
             ids = self.apply(judged, source={"add": True}, extra=fields)
+        self.summarise_scenes({s for s in (fields.get("scene"), judged.scene) if s})
         return ids[0]
 
     # -- judging
