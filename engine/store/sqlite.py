@@ -199,7 +199,8 @@ class SqliteStore:
 
     def statuses(self, namespace: str, ids: list[int]) -> dict[int, tuple[str, int | None]]:
         """id -> (status, merged_into) of some memories of a namespace."""
-        rows = self.db.execute("SELECT id, status, merged_into FROM memories WHERE namespace = ? "
+        # +namespace: look the ids up by primary key, not by walking the namespace's index
+        rows = self.db.execute("SELECT id, status, merged_into FROM memories WHERE +namespace = ? "
                                "AND id IN (SELECT value FROM json_each(?))",
                                (namespace, json.dumps(list(ids))))
         return {r[0]: (r[1], r[2]) for r in rows}
