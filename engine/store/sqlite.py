@@ -19,8 +19,9 @@ import urllib.parse
 
 from ..clock import Clock, iso, system_clock
 from ..errors import StoreError
+from . import bulk
 from .lease import SqliteLease, lease_connection
-from .migrations import MIGRATIONS, RECALL_INDEX
+from .migrations import MIGRATIONS
 
 class SqliteStore:
     """A connection to one database file, upgraded to the current schema on open."""
@@ -271,21 +272,25 @@ class SqliteStore:
     def rebuild_rank(self, st, namespace: str, policy: str, signature: str) -> None:
         """Recompute a namespace's stored ranks and remember the formula they came from."""
         with self.transaction() as db:
-            # when most of the file's ranks change, rebuilding the recall index once beats
-            # moving each entry; a small namespace in a big file just updates its rows
+            # a small namespace in a big file just updates its rows (engine.store.bulk)
             mine = db.execute("SELECT count(*) FROM memories WHERE namespace = ?",
                               (namespace,)).fetchone()[0]
-            total = db.execute("SELECT coalesce(max(rowid), 0) FROM memories").fetchone()[0]
-            rebuild = mine > 10_000 and mine * 2 > total
-            if rebuild:
-                db.execute("DROP INDEX IF EXISTS memories_recall")
-            self.run(st, namespace)
-            if rebuild:
-                db.execute(RECALL_INDEX)
+            with bulk.rebuilding(db, ["rank"], mine):
+                self.run(st, namespace)
             db.execute("INSERT INTO policy_state (namespace, policy, rank_formula, updated_at) "
                        "VALUES (?, ?, ?, ?) ON CONFLICT (namespace) DO UPDATE SET "
                        "policy = excluded.policy, rank_formula = excluded.rank_formula, "
                        "updated_at = excluded.updated_at", (namespace, policy, signature, self.now()))
+
+    @contextlib.contextmanager
+    def rewriting(self, reach, columns, namespace: str, now: str):
+        """Inside a pass's transaction: count the rows it reaches (`reach`, a compiled
+        count), and when they are most of the file, rebuild the indexes over the
+        `columns` it writes once at the end instead of moving an entry per row
+        (engine.store.bulk). Yields the names of the indexes rebuilt."""
+        rows = self.fetch_one(reach, namespace, now)[0]
+        with bulk.rebuilding(self.db, columns, rows) as rebuilt:
+            yield rebuilt
 
     # -- the inbox: turns saved before any model is asked -------------------------------
     def add_turn(self, namespace: str, user: str, assistant: str) -> int:
