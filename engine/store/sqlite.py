@@ -31,8 +31,9 @@ class SqliteStore:
     busy_errors = (sqlite3.OperationalError,)
 
     def __init__(self, path: str, clock: Clock | None = None, timeout: float = 30.0,
-                 read_only: bool = False):
+                 read_only: bool = False, progress=None):
         self.path = str(path)
+        self.report = progress  # told each step of upgrading a file in use (a line)
         self.clock = clock or system_clock
         self.timeout = timeout
         self.read_only = read_only
@@ -128,8 +129,11 @@ class SqliteStore:
             return []
         self.db.execute("""CREATE TABLE IF NOT EXISTS lethe_migrations (
             name TEXT PRIMARY KEY, applied_at TEXT)""")
-        applied = []
-        for fn in MIGRATIONS:
+        applied, held, done = [], self._held_rows(), self._applied()
+        for i, fn in enumerate(MIGRATIONS, 1):
+            if held and self.report and fn.__name__ not in done:  # a file in use
+                self.report(f"upgrading {self.path} ({held} memories): {fn.__name__} "
+                              f"({i} of {len(MIGRATIONS)})")
             with self.transaction() as db:
                 # re-checked inside the write lock: two processes may open a new file at once
                 if db.execute("SELECT 1 FROM lethe_migrations WHERE name = ?",
@@ -142,6 +146,12 @@ class SqliteStore:
                 db.execute("INSERT INTO lethe_migrations VALUES (?, ?)", (fn.__name__, self.now()))
                 applied.append(fn.__name__)
         return applied
+
+    def _held_rows(self) -> int:
+        """The largest memory id of a file that has a memories table (0: none yet)."""
+        if not self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'memories'").fetchone():
+            return 0
+        return self.db.execute("SELECT coalesce(max(rowid), 0) FROM memories").fetchone()[0]
 
     def _applied(self) -> set[str]:
         if not self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
@@ -275,6 +285,8 @@ class SqliteStore:
             # a small namespace in a big file just updates its rows (engine.store.bulk)
             mine = db.execute("SELECT count(*) FROM memories WHERE namespace = ?",
                               (namespace,)).fetchone()[0]
+            if mine and self.report:
+                self.report(f"computing the stored rank of {mine} memories ({policy})")
             with bulk.rebuilding(db, ["rank"], mine):
                 self.run(st, namespace)
             db.execute("INSERT INTO policy_state (namespace, policy, rank_formula, updated_at) "
