@@ -2,7 +2,8 @@
 
 Run as its own process (the benchmark times the whole process, like `lethe run`):
 
-    python bench/bare_sql.py DB NOW_ISO
+    python bench/bare_sql.py DB NOW_ISO            # an adopted copy (with the stored rank)
+    python bench/bare_sql.py DB NOW_ISO --article  # an un-adopted copy of the article's file
 
 One transaction: expiry (INSERT events SELECT + UPDATE status), decay (UPDATE
 decay_score and the stored rank = importance * confidence * new decay_score for active
@@ -10,6 +11,10 @@ rows), archive below 0.1 (INSERT events SELECT + UPDATE status, decay_score, ran
 The same columns and event rows Lethe writes, with the same formula (whole idle days
 from julianday, rounded to the millisecond, as the engine's dialect does). Prints the
 counts as JSON. Imports nothing but the standard library.
+
+`--article` runs the same statements without the stored rank (the article's file has no
+such column, and no index): the floor, what the article's own schema costs for the same
+three rules (expiry, decay, archive) and their events.
 """
 import json
 import sqlite3
@@ -41,29 +46,40 @@ STATEMENTS = [
 ]
 
 
+def article_statements() -> list[tuple[str, str]]:
+    """The statements without the stored rank, for the article's own schema."""
+    drop = (f", rank = importance * confidence * ({FRESH})", ", rank = 0.0")
+    out = []
+    for name, sql in STATEMENTS:
+        for text in drop:
+            sql = sql.replace(text, "")
+        out.append((name, sql))
+    return out
+
+
 def connect(db_path: str) -> sqlite3.Connection:
     db = sqlite3.connect(db_path, isolation_level=None)
     db.execute("PRAGMA synchronous = NORMAL")  # what the engine's store uses with WAL
     return db
 
 
-def run(db: sqlite3.Connection, now: str) -> dict:
+def run(db: sqlite3.Connection, now: str, article: bool = False) -> dict:
     """All five statements in one transaction; returns each one's row count."""
     counts = {}
     db.execute("BEGIN IMMEDIATE")
-    for name, sql in STATEMENTS:
+    for name, sql in (article_statements() if article else STATEMENTS):
         counts[name] = db.execute(sql, {"now": now}).rowcount
     db.execute("COMMIT")
     return counts
 
 
-def main(db_path: str, now: str) -> dict:
+def main(db_path: str, now: str, article: bool = False) -> dict:
     db = connect(db_path)
     try:
-        return run(db, now)
+        return run(db, now, article)
     finally:
         db.close()
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1], sys.argv[2])))
+    print(json.dumps(main(sys.argv[1], sys.argv[2], "--article" in sys.argv[3:])))

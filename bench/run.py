@@ -104,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calls", type=int, default=200, help="recall calls per N")
     ap.add_argument("--token-sizes", type=D.parse_sizes, default=[100, 10_000, 1_000_000],
                     help="stored memories for the prompt-token row (default 100,10k,1M)")
+    ap.add_argument("--contention-policy", default=None,
+                    help="policy for the contention part (default: the shipped lifecycle)")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a goal is missed too")
     args = ap.parse_args(argv)
 
@@ -133,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         problems += p
     if args.part in ("all", "contention"):
         from . import concurrent
-        r, p = concurrent.bench(max(args.sizes), log)
+        r, p = concurrent.bench(max(args.sizes), log, args.contention_policy)
         rows += r
         problems += p
     if args.part in ("all", "peak"):

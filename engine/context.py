@@ -61,8 +61,8 @@ def make_judges(policy: Policy, store, namespace: str, s: JudgeSettings) -> Judg
 
 
 def open_context(target: str, policy: Policy, namespace: str, clock: Clock,
-                 settings: JudgeSettings, read_only: bool = False) -> Context:
-    store = open_store(target, clock, read_only)
+                 settings: JudgeSettings, read_only: bool = False, progress=None) -> Context:
+    store = open_store(target, clock, read_only, progress)
     plan = compile_policy(policy, store.dialect)
     ctx = Context(store, plan, policy, namespace, clock,
                   make_judges(policy, store, namespace, settings), settings)

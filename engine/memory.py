@@ -40,15 +40,16 @@ class Memory:
     def __init__(self, db_path: str, policy: str | Policy = DEFAULT_POLICY,
                  namespace: str = "default", offline: bool = False, clock: Clock | None = None,
                  record: str | None = None, replay: str | None = None, scripted=None,
-                 read_only: bool = False):
+                 read_only: bool = False, progress=None):
         pol = policy if isinstance(policy, Policy) else load(policy)
         for warning in pol.warnings:  # a param nothing reads: most often a typo
             warnings.warn(PolicyWarning(warning.headline()), stacklevel=2)
         # scripted: an object with .take(step) -> answer or None (a scenario's `judged:`)
         settings = JudgeSettings(offline, record, replay, scripted)
-        # read_only: list, explain and inspect without ever writing (nor waiting on a writer)
+        # read_only: list, explain and inspect without ever writing (nor waiting on a writer);
+        # progress(line): told each step of adopting or upgrading a file with memories in it
         self.context: Context = open_context(db_path, pol, namespace, clock or system_clock,
-                                             settings, read_only)
+                                             settings, read_only, progress)
         self.writer = Writer(self.context)
         self._warned_no_key = False
 

@@ -69,6 +69,10 @@ class Plan:
     merge_absorb: Statement | None = None
     explain_reasons: dict[bool, Statement] = field(default_factory=dict)   # by "has a query"
     explain_order_keys: dict[bool, Statement] = field(default_factory=dict)
+    # a one-transaction pass: how many rows it reaches, and the columns it writes (when it
+    # reaches most of the file, the indexes over those are rebuilt once: engine.store.bulk)
+    pass_reach: dict[str, Statement] = field(default_factory=dict)
+    pass_writes: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def compile_policy(policy: Policy, dialect: str | Dialect = "sqlite") -> Plan:
@@ -100,6 +104,9 @@ def compile_policy(policy: Policy, dialect: str | Dialect = "sqlite") -> Plan:
         merge_absorb=absorb_statement(d),
         explain_reasons={q: reasons_statement(policy, d, q) for q in (False, True)},
         explain_order_keys={q: order_keys_statement(policy, d, q) for q in (False, True)},
+        pass_reach={name: reach_statement(p, d) for name, p in policy.passes.items()
+                    if p.rules and not p.batch},
+        pass_writes={name: pass_writes(policy, p) for name, p in policy.passes.items()},
     )
 
 
@@ -125,6 +132,26 @@ def pass_statements(policy: Policy, p: Pass, d: Dialect) -> list[Statement]:
     for i, rule in enumerate(p.rules):
         out += rule_statements(policy, rule, d, f"{p.name}.rules[{i}]", batch)
     return out
+
+
+def reach_statement(p: Pass, d: Dialect) -> Statement:
+    """How many rows a pass's rules reach, counted before the first one runs (a later
+    rule may reach rows an earlier one changes; the count is for choosing how to write)."""
+    whens = [r.when for r in p.rules]
+    sql, params = f'"namespace" = {d.placeholder}', [NAMESPACE]
+    if all(w is not None for w in whens):
+        rendered = [d.render(w) for w in whens]
+        sql += " AND (" + " OR ".join(w for w, _ in rendered) + ")"
+        params += [x for _, ps in rendered for x in ps]
+    return Statement(f"{p.name} reach", f"SELECT count(*) FROM memories\nWHERE {sql}", params)
+
+
+def pass_writes(policy: Policy, p: Pass) -> tuple[str, ...]:
+    """The columns a pass's rules write, the stored rank included when it follows them."""
+    cols = {c for r in p.rules for c in r.set}
+    if cols & X.columns_of(policy.rank):
+        cols.add("rank")
+    return tuple(sorted(cols))
 
 
 def rule_statements(policy: Policy, rule: Rule, d: Dialect, label: str,
@@ -303,6 +330,11 @@ def render_plan(plan: Plan) -> str:
         blocks.append(f"\n-- pass {name} (every {every or 'on demand'})")
         if plan.policy.passes[name].cluster:
             blocks.append("-- then: cluster and merge through judges")
+        if name in plan.pass_reach:
+            blocks.append(f"-- when it reaches over half of the file's memories, the indexes "
+                          f"over {', '.join(plan.pass_writes[name])} are dropped before its "
+                          "rules and created again after them, in its transaction")
+            blocks.append(_show(plan.pass_reach[name]))
         for st in statements:
             blocks.append(_show(st))
     blocks.append("\n-- recall")

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import re
+import sys
 import traceback
 import warnings
 
@@ -168,7 +169,21 @@ def open_memory(db, policy, namespace, now, offline, record=None, replay=None,
         raise StoreError(no_database(path))
     clock = FixedClock(now) if now else None
     return Memory(path, policy=pol, namespace=namespace, offline=offline, clock=clock,
-                  record=record, replay=replay, read_only=read_only)
+                  record=record, replay=replay, read_only=read_only,
+                  progress=terminal_progress(sys.stderr))
+
+
+def terminal_progress(stream):
+    """A progress callback that writes each step as a line on `stream` when it is a
+    terminal (None otherwise: piped or captured output stays as it was)."""
+    isatty = getattr(stream, "isatty", None)
+    if not (isatty and isatty()):
+        return None
+
+    def report(line: str) -> None:
+        stream.write(f"lethe: {shown(line)}\n")
+        stream.flush()
+    return report
 
 
 # ---- printing: the only way text reaches the terminal ---------------------------------

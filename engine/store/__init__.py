@@ -17,10 +17,12 @@ from .sqlite import SqliteStore, Store
 DATABASE_ERRORS = (sqlite3.DatabaseError,)
 
 
-def open_store(target: str, clock: Clock | None = None, read_only: bool = False):
+def open_store(target: str, clock: Clock | None = None, read_only: bool = False,
+               progress=None):
     """The store for a database target (today: a SQLite file path); `read_only` never
-    writes to it (nor upgrades it)."""
-    return SqliteStore(str(target), clock, read_only=read_only)
+    writes to it (nor upgrades it); `progress` is told each step of upgrading a file that
+    already holds memories (adopting an article database takes seconds at 1M)."""
+    return SqliteStore(str(target), clock, read_only=read_only, progress=progress)
 
 
 __all__ = ["open_store", "Store", "SqliteStore", "MIGRATIONS", "RECALL_INDEX", "migration",

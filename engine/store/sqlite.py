@@ -19,8 +19,9 @@ import urllib.parse
 
 from ..clock import Clock, iso, system_clock
 from ..errors import StoreError
+from . import bulk
 from .lease import SqliteLease, lease_connection
-from .migrations import MIGRATIONS, RECALL_INDEX
+from .migrations import MIGRATIONS
 
 class SqliteStore:
     """A connection to one database file, upgraded to the current schema on open."""
@@ -30,8 +31,9 @@ class SqliteStore:
     busy_errors = (sqlite3.OperationalError,)
 
     def __init__(self, path: str, clock: Clock | None = None, timeout: float = 30.0,
-                 read_only: bool = False):
+                 read_only: bool = False, progress=None):
         self.path = str(path)
+        self.report = progress  # told each step of upgrading a file in use (a line)
         self.clock = clock or system_clock
         self.timeout = timeout
         self.read_only = read_only
@@ -127,8 +129,11 @@ class SqliteStore:
             return []
         self.db.execute("""CREATE TABLE IF NOT EXISTS lethe_migrations (
             name TEXT PRIMARY KEY, applied_at TEXT)""")
-        applied = []
-        for fn in MIGRATIONS:
+        applied, held, done = [], self._held_rows(), self._applied()
+        for i, fn in enumerate(MIGRATIONS, 1):
+            if held and self.report and fn.__name__ not in done:  # a file in use
+                self.report(f"upgrading {self.path} ({held} memories): {fn.__name__} "
+                              f"({i} of {len(MIGRATIONS)})")
             with self.transaction() as db:
                 # re-checked inside the write lock: two processes may open a new file at once
                 if db.execute("SELECT 1 FROM lethe_migrations WHERE name = ?",
@@ -141,6 +146,12 @@ class SqliteStore:
                 db.execute("INSERT INTO lethe_migrations VALUES (?, ?)", (fn.__name__, self.now()))
                 applied.append(fn.__name__)
         return applied
+
+    def _held_rows(self) -> int:
+        """The largest memory id of a file that has a memories table (0: none yet)."""
+        if not self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'memories'").fetchone():
+            return 0
+        return self.db.execute("SELECT coalesce(max(rowid), 0) FROM memories").fetchone()[0]
 
     def _applied(self) -> set[str]:
         if not self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
@@ -199,7 +210,8 @@ class SqliteStore:
 
     def statuses(self, namespace: str, ids: list[int]) -> dict[int, tuple[str, int | None]]:
         """id -> (status, merged_into) of some memories of a namespace."""
-        rows = self.db.execute("SELECT id, status, merged_into FROM memories WHERE namespace = ? "
+        # +namespace: look the ids up by primary key, not by walking the namespace's index
+        rows = self.db.execute("SELECT id, status, merged_into FROM memories WHERE +namespace = ? "
                                "AND id IN (SELECT value FROM json_each(?))",
                                (namespace, json.dumps(list(ids))))
         return {r[0]: (r[1], r[2]) for r in rows}
@@ -270,21 +282,27 @@ class SqliteStore:
     def rebuild_rank(self, st, namespace: str, policy: str, signature: str) -> None:
         """Recompute a namespace's stored ranks and remember the formula they came from."""
         with self.transaction() as db:
-            # when most of the file's ranks change, rebuilding the recall index once beats
-            # moving each entry; a small namespace in a big file just updates its rows
+            # a small namespace in a big file just updates its rows (engine.store.bulk)
             mine = db.execute("SELECT count(*) FROM memories WHERE namespace = ?",
                               (namespace,)).fetchone()[0]
-            total = db.execute("SELECT coalesce(max(rowid), 0) FROM memories").fetchone()[0]
-            rebuild = mine > 10_000 and mine * 2 > total
-            if rebuild:
-                db.execute("DROP INDEX IF EXISTS memories_recall")
-            self.run(st, namespace)
-            if rebuild:
-                db.execute(RECALL_INDEX)
+            if mine and self.report:
+                self.report(f"computing the stored rank of {mine} memories ({policy})")
+            with bulk.rebuilding(db, ["rank"], mine):
+                self.run(st, namespace)
             db.execute("INSERT INTO policy_state (namespace, policy, rank_formula, updated_at) "
                        "VALUES (?, ?, ?, ?) ON CONFLICT (namespace) DO UPDATE SET "
                        "policy = excluded.policy, rank_formula = excluded.rank_formula, "
                        "updated_at = excluded.updated_at", (namespace, policy, signature, self.now()))
+
+    @contextlib.contextmanager
+    def rewriting(self, reach, columns, namespace: str, now: str):
+        """Inside a pass's transaction: count the rows it reaches (`reach`, a compiled
+        count), and when they are most of the file, rebuild the indexes over the
+        `columns` it writes once at the end instead of moving an entry per row
+        (engine.store.bulk). Yields the names of the indexes rebuilt."""
+        rows = self.fetch_one(reach, namespace, now)[0]
+        with bulk.rebuilding(self.db, columns, rows) as rebuilt:
+            yield rebuilt
 
     # -- the inbox: turns saved before any model is asked -------------------------------
     def add_turn(self, namespace: str, user: str, assistant: str) -> int:

@@ -1,6 +1,11 @@
 -- policy: fused  dialect: sqlite
 
 -- pass expiry (every 1:00:00)
+-- when it reaches over half of the file's memories, the indexes over status are dropped before its rules and created again after them, in its transaction
+-- expiry reach
+SELECT count(*) FROM memories
+WHERE "namespace" = ? AND ((("status" = ?) AND ("expires_at" < ?)));
+-- params: [':namespace', 'active', ':now']
 -- expiry.rules[0] event expired
 INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status"), ?, json_object(?, ?)), ?
@@ -14,6 +19,11 @@ WHERE "namespace" = ? AND (("status" = ?) AND ("expires_at" < ?));
 -- params: ['expired', ':namespace', 'active', ':now']
 
 -- pass decay (every 23:00:00)
+-- when it reaches over half of the file's memories, the indexes over decay_score, rank, status are dropped before its rules and created again after them, in its transaction
+-- decay reach
+SELECT count(*) FROM memories
+WHERE "namespace" = ? AND (("status" = ?) OR (("status" = ?) AND ("decay_score" < ?)));
+-- params: [':namespace', 'active', 'active', 0.1]
 -- decay.rules[0] rows (the skipped: those it does not change)
 SELECT count(*) FROM memories
 WHERE "namespace" = ? AND ("status" = ?);

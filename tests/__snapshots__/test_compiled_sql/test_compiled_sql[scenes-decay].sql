@@ -1,6 +1,11 @@
 -- policy: scenes-decay  dialect: sqlite
 
 -- pass decay (every 1 day, 0:00:00)
+-- when it reaches over half of the file's memories, the indexes over decay_score, status are dropped before its rules and created again after them, in its transaction
+-- decay reach
+SELECT count(*) FROM memories
+WHERE "namespace" = ? AND (("status" = ?) OR (("status" = ?) AND ("decay_score" < ?)));
+-- params: [':namespace', 'active', 'active', 0.1]
 -- decay.rules[0] rows (the skipped: those it does not change)
 SELECT count(*) FROM memories
 WHERE "namespace" = ? AND ("status" = ?);

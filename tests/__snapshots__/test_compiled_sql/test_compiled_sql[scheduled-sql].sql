@@ -1,6 +1,11 @@
 -- policy: scheduled-sql  dialect: sqlite
 
 -- pass decay (every 1 day, 0:00:00)
+-- when it reaches over half of the file's memories, the indexes over decay_score, rank, status are dropped before its rules and created again after them, in its transaction
+-- decay reach
+SELECT count(*) FROM memories
+WHERE "namespace" = ? AND ((("status" = ?) AND ((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0) >= ?)) OR (("status" = ?) AND ("decay_score" < ?)));
+-- params: [':namespace', 'active', ':now', 30, 'active', 0.1]
 -- decay.rules[0] rows (the skipped: those it does not change)
 SELECT count(*) FROM memories
 WHERE "namespace" = ? AND (("status" = ?) AND ((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0) >= ?));
@@ -24,6 +29,11 @@ WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" < ?));
 -- params: ['archived', ':namespace', 'active', 0.1]
 
 -- pass expiry (every 1 day, 0:00:00)
+-- when it reaches over half of the file's memories, the indexes over status are dropped before its rules and created again after them, in its transaction
+-- expiry reach
+SELECT count(*) FROM memories
+WHERE "namespace" = ? AND ((("status" = ?) AND ("expires_at" < ?)));
+-- params: [':namespace', 'active', ':now']
 -- expiry.rules[0] event expired
 INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status"), ?, json_object(?, ?)), ?

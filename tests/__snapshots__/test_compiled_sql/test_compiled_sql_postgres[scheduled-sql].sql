@@ -1,6 +1,11 @@
 -- policy: scheduled-sql  dialect: postgres
 
 -- pass decay (every 1 day, 0:00:00)
+-- when it reaches over half of the file's memories, the indexes over decay_score, rank, status are dropped before its rules and created again after them, in its transaction
+-- decay reach
+SELECT count(*) FROM memories
+WHERE "namespace" = %s AND ((("status" = %s) AND ((extract(epoch from (%s)::timestamp - (coalesce("last_accessed", "created_at"))::timestamp) / 86400.0) >= %s)) OR (("status" = %s) AND ("decay_score" < %s)));
+-- params: [':namespace', 'active', ':now', 30, 'active', 0.1]
 -- decay.rules[0] rows (the skipped: those it does not change)
 SELECT count(*) FROM memories
 WHERE "namespace" = %s AND (("status" = %s) AND ((extract(epoch from (%s)::timestamp - (coalesce("last_accessed", "created_at"))::timestamp) / 86400.0) >= %s));
@@ -24,6 +29,11 @@ WHERE "namespace" = %s AND (("status" = %s) AND ("decay_score" < %s));
 -- params: ['archived', ':namespace', 'active', 0.1]
 
 -- pass expiry (every 1 day, 0:00:00)
+-- when it reaches over half of the file's memories, the indexes over status are dropped before its rules and created again after them, in its transaction
+-- expiry reach
+SELECT count(*) FROM memories
+WHERE "namespace" = %s AND ((("status" = %s) AND ("expires_at" < %s)));
+-- params: [':namespace', 'active', ':now']
 -- expiry.rules[0] event expired
 INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", %s, json_build_object(%s, %s, %s, json_build_object(%s, "status"), %s, json_build_object(%s, %s)), %s

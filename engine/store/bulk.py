@@ -1,0 +1,54 @@
+"""Rewriting most of a table at once: rebuild its indexes instead of moving each entry.
+
+A statement that rewrites a column for most rows (a decay pass, a rank refresh) moves one
+entry per row in every index over that column, each a random B-tree update: at a million
+memories that is most of the pass's time (bench/RESULTS.md). Dropping those indexes inside
+the transaction and creating them again at its end sorts the entries once instead, with
+the same rows, in the same transaction: readers keep seeing the old snapshot, indexes
+included, until the commit, and a rollback restores both.
+"""
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from typing import Iterable, Iterator
+
+# rebuilding pays off only when the rows rewritten are most of the table, and it is not
+# worth a thought below this many rows
+BULK_MIN_ROWS = 10_000
+
+
+def worth_rebuilding(db: sqlite3.Connection, rows: int) -> bool:
+    """Whether rewriting `rows` memories is cheaper with the indexes rebuilt: more than
+    BULK_MIN_ROWS and over half the table (its largest rowid, which costs no scan)."""
+    if rows <= BULK_MIN_ROWS:
+        return False
+    total = db.execute("SELECT coalesce(max(rowid), 0) FROM memories").fetchone()[0]
+    return rows * 2 > total
+
+
+def indexes_over(db: sqlite3.Connection, columns: Iterable[str]) -> list[tuple[str, str]]:
+    """(name, CREATE statement) of each index on memories that holds one of `columns`.
+    Indexes SQLite made for a constraint (no SQL of their own) are never included."""
+    wanted = set(columns)
+    out = []
+    for name, sql in db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' "
+                                "AND tbl_name = 'memories' AND sql IS NOT NULL ORDER BY name"):
+        held = {r[2] for r in db.execute("SELECT * FROM pragma_index_info(?)", (name,))}
+        if held & wanted:
+            out.append((name, sql))
+    return out
+
+
+@contextlib.contextmanager
+def rebuilding(db: sqlite3.Connection, columns: Iterable[str], rows: int) -> Iterator[list[str]]:
+    """Inside the caller's transaction: when rewriting `rows` memories is worth it, drop
+    the indexes over `columns` for the block and create them again after it. Yields the
+    names of the indexes rebuilt (empty: the statements update them as usual). When the
+    block raises, nothing is re-created here: the caller's rollback restores them."""
+    dropped = indexes_over(db, columns) if worth_rebuilding(db, rows) else []
+    for name, _ in dropped:
+        db.execute('DROP INDEX "' + name.replace('"', '""') + '"')
+    yield [name for name, _ in dropped]
+    for _, sql in dropped:
+        db.execute(sql)

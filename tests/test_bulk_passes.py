@@ -1,0 +1,100 @@
+"""A pass that rewrites most of the file rebuilds the indexes over what it writes once,
+in its own transaction (engine.store.bulk), and ends up exactly where moving each index
+entry would have."""
+import datetime as dt
+import shutil
+import sqlite3
+
+import pytest
+
+from bench import seed_article
+from engine import Memory
+from engine.store import bulk
+from tests.conftest import POLICIES, START
+from tests.test_batched_passes import batched_policy, state
+
+T = START + dt.timedelta(days=1)
+N = bulk.BULK_MIN_ROWS + 2_000  # enough rows for the decay pass to rebuild
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bulk") / "article.db"
+    seed_article.generate(path, N, START, seed=5)
+    return path
+
+
+def indexes(path):
+    conn = sqlite3.connect(path)
+    try:
+        return sorted(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' "
+                                   "AND tbl_name = 'memories'").fetchall())
+    finally:
+        conn.close()
+
+
+def test_a_rebuilding_pass_equals_one_that_moves_each_entry(tmp_path, big):
+    """batch: N never rebuilds (others use the indexes between its commits): the same rows,
+    ranks and events either way, and the same indexes, intact, afterwards."""
+    a, b = str(tmp_path / "bulk.db"), str(tmp_path / "moved.db")
+    shutil.copy(big, a)
+    shutil.copy(big, b)
+    with Memory(a, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as one:
+        before = indexes(a)
+        results = one.run(["expiry", "decay"])
+    with Memory(b, policy=batched_policy(tmp_path), clock=lambda: T, offline=True) as many:
+        many.run(["expiry", "decay"])
+    assert results[1].events["archived"] > 0
+    assert state(a) == state(b)
+    assert indexes(a) == before == indexes(b)
+    assert sqlite3.connect(a).execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_recall_after_a_rebuild_reads_the_new_ranks_through_the_index(tmp_path, big):
+    path = str(tmp_path / "recall.db")
+    shutil.copy(big, path)
+    with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
+        mem.run(["decay"])
+        st = mem.plan.recall
+        plan = mem.store.db.execute("EXPLAIN QUERY PLAN " + st.sql,
+                                    st.bind(mem.store.now(), "default", limit=60)).fetchall()
+        got = [r["id"] for r in mem.store.fetch(st, "default", limit=60)]
+    assert any("memories_recall" in row[3] for row in plan)
+    conn = sqlite3.connect(path)
+    want = [r[0] for r in conn.execute(
+        "SELECT id FROM memories WHERE status = 'active' AND decay_score > 0.15 "
+        "ORDER BY importance * confidence * decay_score DESC, id DESC LIMIT 60")]
+    assert got == want
+
+
+def test_a_failed_rebuilding_pass_rolls_back_with_its_indexes(tmp_path, big):
+    path = str(tmp_path / "fail.db")
+    shutil.copy(big, path)
+    mem = Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True)
+    before, rows = indexes(path), state(path)
+    mem.store.db.execute("""CREATE TRIGGER boom BEFORE UPDATE OF status ON memories
+                            BEGIN SELECT RAISE(ABORT, 'power cut'); END""")
+    with pytest.raises(sqlite3.IntegrityError):
+        mem.run(["decay"])  # the archive rule fails after the decay rule ran
+    mem.store.db.execute("DROP TRIGGER boom")
+    mem.close()
+    assert indexes(path) == before
+    assert state(path) == rows
+
+
+def test_only_a_pass_over_most_of_the_file_rebuilds(tmp_path):
+    db = sqlite3.connect(":memory:")
+    db.executescript(seed_article.ARTICLE_SCHEMA)
+    db.execute("ALTER TABLE memories ADD COLUMN rank REAL")
+    db.execute("CREATE INDEX by_rank ON memories(status, rank)")
+    db.execute("CREATE INDEX by_expiry ON memories(status, expires_at)")
+    db.execute("INSERT INTO memories (id, content) VALUES (30000, 'x')")
+    assert [n for n, _ in bulk.indexes_over(db, ["rank"])] == ["by_rank"]
+    assert [n for n, _ in bulk.indexes_over(db, ["status"])] == ["by_expiry", "by_rank"]
+    assert bulk.indexes_over(db, ["content"]) == []
+    for rows, rebuilt in ((20_000, ["by_rank"]), (14_000, []), (bulk.BULK_MIN_ROWS, [])):
+        with bulk.rebuilding(db, ["rank"], rows) as names:
+            assert names == rebuilt
+            inside = [n for n, _ in bulk.indexes_over(db, ["rank"])]
+        assert inside == ([] if rebuilt else ["by_rank"])
+        assert [n for n, _ in bulk.indexes_over(db, ["rank"])] == ["by_rank"]
