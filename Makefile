@@ -10,7 +10,7 @@ install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,postgres]'
 	@touch $(STAMP)
 
 demo: $(STAMP)

@@ -35,7 +35,7 @@ def run_rules(ctx: Context, name: str, progress: Callable[[str], None] | None = 
         return run_batched(ctx, name, progress)
     now = ctx.now()
     result = PassResult(name, now)
-    with ctx.store.transaction():
+    with ctx.store.transaction(exclusive=True):
         _apply(ctx, ctx.plan.passes[name], result, now, progress)
         if record:
             ctx.store.record_run(ctx.namespace, name, now, result.changed)
@@ -71,7 +71,7 @@ def run_batched(ctx: Context, name: str, progress=None) -> PassResult:
     lo = state["cursor"] if state else lo
     while lo <= top:
         hi = lo + size
-        with store.transaction():
+        with store.transaction(exclusive=True):
             _apply(ctx, ctx.plan.passes[name], result, now, progress, (lo, hi))
             store.save_progress(ns, name, hi, now, result.changed)
         lo = hi

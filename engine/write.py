@@ -146,7 +146,7 @@ class Writer:
         """Judge pending turns, oldest first; stop at the first that stays pending (the
         model is still down, so trying the rest now would only wait on timeouts)."""
         tried = 0
-        for turn_id in self.ctx.store.pending_ids(self.ctx.namespace, limit):
+        for turn_id in self.ctx.store.claim_turns(self.ctx.namespace, limit):
             tried += 1
             self.process(turn_id)
             if self.ctx.store.turn(turn_id)["status"] == "pending":

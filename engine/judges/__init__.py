@@ -168,12 +168,9 @@ class Judges:
 
     def log(self, step, model, a: Answer | None, outcome, detail, start) -> None:
         latency = a.latency_ms if a and a.latency_ms else (time.perf_counter() - start) * 1000
-        self.store.db.execute(
-            "INSERT INTO model_calls (namespace, step, model, provider, prompt_tokens, "
-            "completion_tokens, latency_ms, outcome, detail, occurred_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (self.namespace, step, a.model if a else model, a.provider if a else None,
-             a.prompt_tokens if a else 0, a.completion_tokens if a else 0, round(latency, 3),
-             outcome, detail, self.store.now()))
+        self.store.log_call(self.namespace, step, a.model if a else model, a.provider if a else None,
+                            a.prompt_tokens if a else 0, a.completion_tokens if a else 0,
+                            round(latency, 3), outcome, detail)
 
 
 __all__ = ["Judges", "JudgeUnavailable", "BadAnswer", "Answer", "prompt_hash"]

@@ -62,8 +62,9 @@ class SqliteStore:
             pass
 
     @contextlib.contextmanager
-    def transaction(self):
-        """BEGIN IMMEDIATE ... COMMIT; anything raised inside rolls the whole thing back."""
+    def transaction(self, exclusive: bool = False):
+        """BEGIN IMMEDIATE ... COMMIT; anything raised inside rolls the whole thing back.
+        `exclusive` (no other writer until the commit) is what SQLite's write lock always is."""
         self.db.execute("BEGIN IMMEDIATE")
         try:
             yield self.db
@@ -229,6 +230,11 @@ class SqliteStore:
         return [r[0] for r in self.db.execute(
             "SELECT id FROM inbox WHERE namespace = ? AND status = 'pending' ORDER BY id LIMIT ?",
             (namespace, limit))]
+
+    def claim_turns(self, namespace: str, limit: int) -> list[int]:
+        """Pending turns to judge, oldest first. One file has one writer at a time, and
+        `Writer.finish` re-checks a turn inside its write transaction: nothing to claim."""
+        return self.pending_ids(namespace, limit)
 
     def pending_count(self, namespace: str) -> int:
         return self.db.execute("SELECT count(*) FROM inbox WHERE namespace = ? AND "
