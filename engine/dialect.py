@@ -41,6 +41,7 @@ class Dialect:
     # bm25 is negative, better matches lower: x = -bm25, relevance x / (1 + x)
     relevance_sql = "coalesce(-fts.score / (1.0 - fts.score), 0.0)"
     matches_first = "CROSS JOIN"  # SQLite keeps a CROSS JOIN's order: the matches drive it
+    no_relevance = "0.0"          # relevance without a query
     _FUNCS = {"exp": "exp", "ln": "ln", "log": "log10", "floor": "floor", "ceil": "ceil",
               "abs": "abs", "pow": "pow", "min": "min", "max": "max", "coalesce": "coalesce",
               "sqrt": "sqrt"}
@@ -205,6 +206,7 @@ class PostgresDialect(Dialect):
     json_object = "json_build_object"
     relevance_sql = "coalesce(fts.score / (1.0 + fts.score), 0.0)"
     matches_first = "JOIN"  # the planner picks the order from statistics
+    no_relevance = "0.0::float8"  # a bare constant may not stand in ORDER BY
     _FUNCS = {**Dialect._FUNCS, "min": "least", "max": "greatest", "log": "log"}
     _divide, _divide_end = " * 1.0 / nullif(", ", 0)"
     _TYPES = ((bool, "::bigint"), (int, "::bigint"), (float, "::double precision"), (str, "::text"))
@@ -216,13 +218,13 @@ class PostgresDialect(Dialect):
         return f"IN (SELECT value::bigint FROM json_array_elements_text({self.placeholder}::json))"
 
     def fts_matches(self, sep: str = " ") -> str:
-        # ts_rank normalization 1: divided by 1 + log(length), as bm25 favours short rows
-        return (f"SELECT id AS fts_id, ts_rank(tsv, q, 1)::float8 AS score FROM memories_fts, "
+        # weight A (1.0) on every word: one matching word scores about 0.6, as bm25 does here
+        return (f"SELECT id AS fts_id, ts_rank(tsv, q)::float8 AS score FROM memories_fts, "
                 f"websearch_to_tsquery('{PG_SEARCH_CONFIG}', {self.placeholder}) AS q{sep}"
                 "WHERE tsv @@ q")
 
     def fts_row_relevance(self) -> str:
-        return ("coalesce((SELECT s / (1.0 + s) FROM (SELECT ts_rank(tsv, q, 1)::float8 AS s "
+        return ("coalesce((SELECT s / (1.0 + s) FROM (SELECT ts_rank(tsv, q)::float8 AS s "
                 f"FROM memories_fts, websearch_to_tsquery('{PG_SEARCH_CONFIG}', {self.placeholder}) "
                 "AS q\n      WHERE tsv @@ q AND id = memories.id) AS one), 0.0)")
 

@@ -207,7 +207,7 @@ def candidates_statement(label: str, c: Candidates, d: Dialect, query: bool = Fa
     uses_relevance = any("@relevance" in X.columns_of(n) for n in [c.where, *[o for o, _ in c.order]])
     if query and keep_unmatched and not uses_relevance:
         return _scored_in_recall_order(label, c, d)
-    rel = d.relevance_sql if query else "0.0"
+    rel = d.relevance_sql if query else d.no_relevance
     where_sql, where_params = d.render(c.where, relevance_sql=rel)
     o_sql, o_params = order_sql(c.order, d, rel)
     fts = f"({d.fts_matches(chr(10) + '      ')}) AS fts"
@@ -371,7 +371,7 @@ def reasons_statement(policy, d, query: bool) -> Statement:
     where = policy.recall.candidates.where
     filtering = query and policy.recall.match == "filter"
     join = filtering or (query and "@relevance" in X.columns_of(where))
-    where_sql, where_params = d.render(where, relevance_sql=d.relevance_sql if join else "0.0")
+    where_sql, where_params = d.render(where, relevance_sql=d.relevance_sql if join else d.no_relevance)
     passing = ("CASE WHEN fts.fts_id IS NULL THEN 'no_match' ELSE 'eligible' END"
                if filtering else "'eligible'")
     sql = (f"SELECT CASE WHEN {where_sql} THEN {passing} "
@@ -386,7 +386,7 @@ def reasons_statement(policy, d, query: bool) -> Statement:
 def order_keys_statement(policy, d, query: bool) -> Statement:
     """The value of each recall `order` term for the memories whose ids are bound as a
     JSON array (in the LIMIT slot, as the on_access statement binds its ids)."""
-    rel = d.relevance_sql if query else "0.0"
+    rel = d.relevance_sql if query else d.no_relevance
     parts, params = [], []
     for i, (node, _desc) in enumerate(policy.recall.candidates.order):
         sql, p = d.render(node, relevance_sql=rel)

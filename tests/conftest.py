@@ -97,3 +97,11 @@ def memory(db_path, clock):
     yield make
     for mem in opened:
         mem.close()
+
+
+def run_sql(store, text: str, params=()):
+    """Run a test's own SQL, written with `?` placeholders, on either backend's connection
+    (a cursor: fetchone/fetchall). SQLite-only SQL (PRAGMA, FTS5) stays in sqlite_only tests."""
+    if store.dialect == "postgres":
+        text = text.replace("%", "%%").replace("?", "%s")
+    return store.db.execute(text, params)

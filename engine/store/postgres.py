@@ -92,6 +92,11 @@ def websearch(fts: str | None) -> str | None:
     return fts.replace('" AND "', '" "') if fts else fts
 
 
+def _refuse_nul(values) -> None:
+    if any(isinstance(v, str) and "\x00" in v for v in values):
+        raise StoreError("PostgreSQL text cannot hold NUL characters (\\x00); remove them first")
+
+
 class PostgresStore:
     """A connection to one PostgreSQL database (a DSN), upgraded to the current schema."""
 
@@ -126,6 +131,12 @@ class PostgresStore:
 
     def close(self) -> None:
         self.db.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def reopen(self) -> "PostgresStore":
         """Another connection to the same database (a scheduler works on its own)."""
@@ -200,6 +211,7 @@ class PostgresStore:
         """Insert one row of `memories` from a mapping of column -> value (columns come from
         the engine's own field list, never from input)."""
         fields = args[-1]
+        _refuse_nul(fields.values())
         cols = list(fields)
         sql = (f"INSERT INTO memories ({', '.join(cols)}) "
                f"VALUES ({', '.join('%s' for _ in cols)}) RETURNING id")
@@ -280,6 +292,7 @@ class PostgresStore:
     # -- the inbox: turns saved before any model is asked -------------------------------
     def add_turn(self, namespace: str, user: str, assistant: str) -> int:
         """Save a turn, claimed by us: the writer judging it now is not raced by a retry."""
+        _refuse_nul((user, assistant))
         return self._x("INSERT INTO inbox (namespace, user_text, assistant_text, created_at, "
                        "updated_at, claimed_by, claimed_until) VALUES (?, ?, ?, ?, ?, ?, ?) "
                        "RETURNING id", (namespace, user, assistant, self.now(), self.now(),

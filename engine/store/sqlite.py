@@ -50,6 +50,12 @@ class SqliteStore:
     def close(self) -> None:
         self.db.close()
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def reopen(self) -> "SqliteStore":
         """Another connection to the same file (a scheduler works on its own)."""
         return SqliteStore(self.path, self.clock, self.timeout)
