@@ -12,12 +12,13 @@ this module builds the group and adds them, so nothing imports back into it.
     data       run, ls, why, add, remember, pending, costs
     agent      recall (--explain), daemon, chat
     scenarios  experiment
+    importing  import                          (one store into another)
 """
 from __future__ import annotations
 
 import click
 
-from . import agent, data, policy, scenarios
+from . import agent, data, importing, policy, scenarios
 from .base import CONTEXT, LetheGroup
 
 
@@ -34,5 +35,5 @@ def main():
 for command in (policy.validate, policy.compile_, policy.render,
                 data.run, data.ls, data.why, data.add, data.remember, data.pending, data.costs,
                 agent.recall, agent.daemon, agent.chat,
-                scenarios.experiment):
+                scenarios.experiment, importing.import_):
     main.add_command(command)

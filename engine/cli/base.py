@@ -57,7 +57,8 @@ def store_options(f):
                      help="Policy file, or a name: ./policies/NAME.yaml, else the shipped one "
                           "(env LETHE_POLICY).")(f)
     f = click.option("--db", envvar="LETHE_DB",
-                     help="SQLite database file (env LETHE_DB; default: the policy's `db:`).")(f)
+                     help="SQLite database file or postgresql:// DSN (env LETHE_DB; default: the "
+                          "policy's `db:`).")(f)
     return f
 
 
@@ -76,7 +77,7 @@ def open_memory(db, policy, namespace, now, offline, record=None, replay=None) -
     pol = policy_mod.load(policy)
     path = db or pol.db
     if not path:
-        raise click.UsageError("no database: pass --db FILE or set LETHE_DB")
+        raise click.UsageError("no database: pass --db FILE (or a postgresql:// DSN) or set LETHE_DB")
     clock = FixedClock(now) if now else None
     return Memory(path, policy=pol, namespace=namespace, offline=offline, clock=clock,
                   record=record, replay=replay)

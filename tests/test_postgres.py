@@ -1,0 +1,251 @@
+"""PostgreSQL: the schema, errors that name the problem, every compiled statement on a real
+server, the same recall as SQLite, the shared inbox, the fenced lease, `lethe import`, and
+the article's 100,000 rows giving the article's own results (skipped without a server;
+see conftest.py)."""
+import datetime as dt
+import json
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from bench import seed_article
+from engine import FixedClock, Memory
+from engine.cli import main
+from engine.errors import StoreError
+from engine.plan import compile_policy
+from engine.policy import load
+from engine.store import MIGRATIONS, PostgresStore, open_store
+from engine.store.postgres_lease import LeaseLost
+from engine.store.postgres_schema import PG_MIGRATIONS
+from engine.store.transfer import copy_store
+from tests import pg_server
+from tests.conftest import POLICIES, ROOT, START, run_sql
+from tests.test_compiled_sql import SHIPPED
+from tests.test_recall import QUERIES, seed_store, stable
+
+T = START + dt.timedelta(days=1, hours=3)
+
+
+@pytest.fixture
+def pg(pg_dsn):
+    """A DSN to a fresh, empty schema."""
+    return pg_server.fresh_schema(pg_dsn)
+
+
+def test_the_migrations_list_is_the_same_by_name():
+    assert [m.__name__ for m in PG_MIGRATIONS] == [m.__name__ for m in MIGRATIONS]
+
+
+def test_a_new_database_gets_every_migration_once(pg, clock):
+    store = PostgresStore(pg, clock)
+    names = [r[0] for r in store.db.execute("SELECT name FROM lethe_migrations ORDER BY name")]
+    assert names == sorted(m.__name__ for m in MIGRATIONS)
+    store.close()
+    again = PostgresStore(pg, clock)
+    assert again.migrate() == []
+    again.close()
+
+
+def test_processes_opening_a_new_database_at_once_all_get_the_whole_schema(pg):
+    code = "import sys; from engine.store import open_store; open_store(sys.argv[1]).close()"
+    procs = [subprocess.Popen([sys.executable, "-c", code, pg], cwd=ROOT, stderr=subprocess.PIPE,
+                              text=True) for _ in range(4)]
+    assert [(p.wait(60), p.stderr.read()) for p in procs] == [(0, "")] * 4
+    with open_store(pg) as store:
+        assert store.migrate() == []
+
+
+def test_events_are_append_only(memory, pg):
+    mem = memory(db=pg)
+    mid = mem.add("User prefers tabs")
+    for sql in ("UPDATE memory_events SET event_type = 'x' WHERE memory_id = ?",
+                "DELETE FROM memory_events WHERE memory_id = ?"):
+        with pytest.raises(Exception, match="append-only"):
+            run_sql(mem.store, sql, (mid,))
+    with pytest.raises(Exception, match="append-only"):
+        run_sql(mem.store, "TRUNCATE memory_events")
+
+
+def test_full_text_follows_content_changes_and_passes_leave_it_alone(memory, pg, clock):
+    mem = memory(db=pg)
+    mid = mem.add("User prefers tabs")
+    run_sql(mem.store, "UPDATE memories SET content = 'User prefers spaces', summary = 'spaces' "
+                       "WHERE id = ?", (mid,))
+    assert [m.id for m in mem.candidates("spaces")] == [mid]
+    assert mem.candidates("tabs") == []
+    before = run_sql(mem.store, "SELECT xmin::text FROM memories_fts WHERE id = ?", (mid,)).fetchone()
+    clock.advance(dt.timedelta(days=3))
+    mem.run(["decay"])  # decay rewrites the row, not its full-text entry
+    assert run_sql(mem.store, "SELECT xmin::text FROM memories_fts WHERE id = ?", (mid,)).fetchone() == before
+
+
+def test_an_unreachable_server_is_one_line_without_the_password():
+    dsn = "postgresql://agent:s3cret-pw@127.0.0.1:1/memories"
+    result = CliRunner().invoke(main, ["ls", "--db", dsn])
+    assert result.exit_code == 2
+    assert result.output.startswith("error: cannot reach PostgreSQL at postgresql://agent:***@127.0.0.1:1")
+    assert result.output.count("\n") == 1 and "s3cret" not in result.output
+
+
+def test_without_psycopg_the_error_names_the_extra():
+    code = ("import sys; sys.modules['psycopg'] = None\n"
+            "from engine.store import open_store\n"
+            "try:\n    open_store('postgresql://x@127.0.0.1:1/db')\n"
+            "except Exception as exc:\n    print(exc)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert out.stdout.strip() == "PostgreSQL needs the postgres extra: pip install 'lethe[postgres]'"
+
+
+def test_nul_characters_are_refused_with_a_message(memory, pg):
+    with pytest.raises(StoreError, match="NUL"):
+        memory(db=pg).add("a\x00b", judged=False)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_compiled_statement_runs_on_the_server(name, pg, clock):
+    """EXPLAIN each statement of the postgres plan with its parameters bound: types,
+    functions and syntax are checked by the server itself, not by reading the text."""
+    plan = compile_policy(load(f"{POLICIES}/{name}.yaml"), "postgres")
+    statements = [s for sts in plan.passes.values() for s in sts] + [
+        plan.recall, plan.recall_query, plan.recall_scored, plan.rank_refresh, plan.rank_refresh_ids,
+        *([plan.access] if plan.access else []), *plan.write_candidates.values(),
+        *plan.cluster_candidates.values(), plan.supersede, plan.forget, plan.reinforce,
+        *plan.merge_values.values(), plan.merge_absorb_events, plan.merge_absorb,
+        *plan.explain_reasons.values(), *plan.explain_order_keys.values()]
+    with PostgresStore(pg, clock) as store:
+        for st in statements:
+            params = st.bind("2026-01-05T09:00:00", "default", '"tabs"', 5, [1, 2], (0, 100), 1, "x")
+            store.db.execute("EXPLAIN " + st.sql, params)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_recall_is_the_same_as_on_sqlite(name, memory, clock, tmp_path, pg_dsn):
+    """The recall snapshots' scenario on both backends: the same candidates, picks and
+    counts (relevance values aside: bm25 and ts_rank are different scales)."""
+    seen = {}
+    for backend, db in (("sqlite", str(tmp_path / "a.db")), ("postgres", pg_server.fresh_schema(pg_dsn))):
+        mem = Memory(db, policy=f"{POLICIES}/{name}.yaml", offline=True, clock=FixedClock(START))
+        seed_store(mem, mem.clock)
+        seen[backend] = {q: _without_relevance(stable(mem.explain(q).as_dict())) for q in QUERIES}
+        mem.close()
+    assert seen["postgres"] == seen["sqlite"]
+
+
+def _without_relevance(ex: dict) -> dict:
+    return {**ex, "candidates": [{k: v for k, v in c.items() if k not in ("relevance", "order_keys")}
+                                 for c in ex["candidates"]]}
+
+
+def test_workers_sharing_the_inbox_claim_each_turn_once(pg, clock):
+    a, b = PostgresStore(pg, clock), PostgresStore(pg, clock)
+    turns = [a.add_turn("default", f"turn {i}", "ok") for i in range(6)]
+    a.turn_failed(turns[0], "model down")  # given back: claimable again
+    clock.advance(dt.timedelta(minutes=6))  # the writers' own claims ran out
+    first, second = a.claim_turns("default", 4), b.claim_turns("default", 4)
+    assert len(first) == 4 and set(first).isdisjoint(second) and set(first) | set(second) == set(turns)
+    assert b.claim_turns("default", 4) == second  # a worker may re-claim what it holds
+    a.close()
+    b.close()
+
+
+def test_a_lease_taken_over_fences_its_old_holder(pg, clock):
+    mine, theirs = PostgresStore(pg, clock), PostgresStore(pg, clock)
+    lease = mine.lease("default", dt.timedelta(minutes=15), "me")
+    assert lease.acquire()
+    clock.advance(dt.timedelta(minutes=16))  # we stalled past the expiry
+    other = theirs.lease("default", dt.timedelta(minutes=15), "them")
+    assert other.acquire()
+    with pytest.raises(LeaseLost):
+        with mine.transaction():
+            mine.record_run("default", "decay", mine.now(), 1)
+    assert mine.last_runs("default") == {}  # rolled back
+    lease.release()
+    assert other.current()["holder"] == "them"  # our release took nothing from them
+    for x in (lease, other, mine, theirs):
+        x.close()
+
+
+# ---- lethe import -------------------------------------------------------------------
+def test_import_keeps_ids_events_inbox_and_pass_runs_and_resumes(memory, tmp_path, pg, clock):
+    src = str(tmp_path / "lethe.db")
+    mem = memory(db=src)
+    ids = [mem.add(f"fact number {i}", importance=i % 10) for i in range(30)]
+    clock.advance(dt.timedelta(days=2))
+    mem.run_due()
+    mem.store.add_turn("default", "a pending turn", "ok")
+    first = copy_store(src, pg, batch=7)
+    assert first.copied["memories"] == 30 and first.copied["inbox"] == 1
+    again = copy_store(src, pg, batch=7)
+    assert again.copied["memories"] == 0 and again.resumed["memories"] == 30
+    with open_store(pg) as dst:
+        assert [r[0] for r in run_sql(dst, "SELECT id FROM memories ORDER BY id")] == ids
+        assert _rows(dst, "memory_events") == _rows(mem.store, "memory_events")
+        assert dst.last_runs("default") == mem.store.last_runs("default")
+        assert dst.pending_count("default") == 1
+    moved = memory(db=pg)
+    assert moved.add("a new fact after the import") == ids[-1] + 1  # sequences moved on
+    back = str(tmp_path / "back.db")
+    copy_store(pg, back)  # and from a server into a file
+    with open_store(back) as file:
+        assert _rows(file, "memory_events") == _rows(moved.store, "memory_events")
+        assert _rows(file, "inbox") == [r[:10] for r in _rows(moved.store, "inbox")]  # no claims
+
+
+def test_import_refuses_a_destination_holding_other_memories(memory, tmp_path, pg):
+    memory(db=pg).add("someone else's memory")
+    src = str(tmp_path / "lethe.db")
+    memory(db=src).add("mine")
+    with pytest.raises(StoreError, match="already holds other memories"):
+        copy_store(src, pg)
+
+
+def _rows(store, table):
+    return [tuple(r) for r in run_sql(store, f"SELECT * FROM {table} ORDER BY id")]
+
+
+# ---- the article's 100,000 rows, on a server ------------------------------------------
+@pytest.fixture(scope="module")
+def article_on_pg(tmp_path_factory, pg_dsn):
+    d = tmp_path_factory.mktemp("article-pg")
+    path = str(d / "agent_memory.db")
+    seed_article.generate(path, 100_000, START, seed=11)
+    dsn = pg_server.fresh_schema(pg_dsn)
+    runner = CliRunner()
+    imported = runner.invoke(main, ["import", path, "--db", dsn, "--json"])
+    assert imported.exit_code == 0, imported.output
+    article = sqlite3.connect(path)
+    expired = seed_article.article_expiry(article, T)
+    _, archived = seed_article.article_decay(article, T)
+    ran = runner.invoke(main, ["run", "--db", dsn, "--policy", f"{POLICIES}/lifecycle.yaml",
+                               "--pass", "expiry", "--pass", "decay", "--now", T.isoformat(), "--json"])
+    assert ran.exit_code == 0, ran.output
+    yield article, open_store(dsn), expired, archived, dsn
+    article.close()
+
+
+def test_article_statuses_and_decay_equal_on_postgres(article_on_pg):
+    article, store, expired, archived, _ = article_on_pg
+    q = "SELECT id, status, decay_score FROM memories ORDER BY id"
+    theirs, ours = article.execute(q).fetchall(), [tuple(r) for r in run_sql(store, q)]
+    assert len(ours) == len(theirs) == 100_000 and expired > 100 and archived > 100
+    assert [(a, b) for a, b in zip(theirs, ours)
+            if a[0] != b[0] or a[1] != b[1] or abs(a[2] - b[2]) > 1e-9] == []
+
+
+def test_article_one_event_per_archived_or_expired_memory_on_postgres(article_on_pg):
+    _, store, expired, archived, _ = article_on_pg
+    rows = [tuple(r) for r in run_sql(
+        store, "SELECT event_type, count(*), count(DISTINCT memory_id) FROM memory_events "
+               "WHERE occurred_at = ? GROUP BY event_type ORDER BY event_type", (T.isoformat(),))]
+    assert rows == [("archived", archived, archived), ("expired", expired, expired)]
+
+
+def test_article_recall_order_from_lethe_ls_on_postgres(article_on_pg):
+    article, _, _, _, dsn = article_on_pg
+    out = CliRunner().invoke(main, ["ls", "--db", dsn, "--policy", f"{POLICIES}/lifecycle.yaml",
+                                    "--now", T.isoformat(), "--limit", "60", "--json"])
+    assert out.exit_code == 0, out.output
+    assert [m["id"] for m in json.loads(out.output)] == seed_article.article_recall_candidates(article)
