@@ -1,4 +1,6 @@
 # Two commands: `make demo` and `make test`. Both build .venv from pyproject.toml first.
+# `make test` runs the PostgreSQL half of the tests when PostgreSQL's binaries are installed
+# (apt-get install -y postgresql) or LETHE_TEST_PG=postgresql://... names a server.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin

@@ -86,6 +86,15 @@ def _q(sql: str) -> str:
     return out
 
 
+def _binds(binds: dict) -> dict:
+    """Full-text queries in websearch syntax; ids in order, so transactions updating the
+    same memories lock them in the same order (no deadlock between two recalls)."""
+    binds["query"] = websearch(binds.get("query"))
+    if binds.get("ids"):
+        binds["ids"] = sorted(binds["ids"])
+    return binds
+
+
 def websearch(fts: str | None) -> str | None:
     """The engine's full-text queries ('"a" OR "b"', '"a" AND "b"', every token quoted) in
     websearch_to_tsquery's syntax, where OR is OR and words side by side are AND."""
@@ -194,17 +203,14 @@ class PostgresStore:
     # -- compiled statements (engine.plan, postgres dialect) ----------------------------
     def run(self, st, namespace: str, now: str | None = None, **binds) -> int:
         """Execute one compiled statement; the number of rows it changed."""
-        binds["query"] = websearch(binds.get("query"))
-        cur = self.db.execute(st.sql, st.bind(now or self.now(), namespace, **binds))
+        cur = self.db.execute(st.sql, st.bind(now or self.now(), namespace, **_binds(binds)))
         return max(cur.rowcount, 0)
 
     def fetch(self, st, namespace: str, now: str | None = None, **binds) -> list[Row]:
-        binds["query"] = websearch(binds.get("query"))
-        return self.db.execute(st.sql, st.bind(now or self.now(), namespace, **binds)).fetchall()
+        return self.db.execute(st.sql, st.bind(now or self.now(), namespace, **_binds(binds))).fetchall()
 
     def fetch_one(self, st, namespace: str, now: str | None = None, **binds):
-        binds["query"] = websearch(binds.get("query"))
-        return self.db.execute(st.sql, st.bind(now or self.now(), namespace, **binds)).fetchone()
+        return self.db.execute(st.sql, st.bind(now or self.now(), namespace, **_binds(binds))).fetchone()
 
     # -- memories and their events ------------------------------------------------------
     def insert_memory(self, *args) -> int:
