@@ -158,8 +158,8 @@ def run_concurrency(tmp_path, workers: int, seconds: float, cli: bool = False,
     assert sum(1 for d in daemon if d.get("done")) == daemons
     errors = [e for e in entries + daemon if "error" in e]
 
-    remembered = [e for e in entries if e.get("op") == "remember"]
-    added = [e for e in entries if e.get("op") == "add"]
+    remembered = [e for e in entries if e.get("op") == "remember" and "error" not in e]
+    added = [e for e in entries if e.get("op") == "add" and "error" not in e]
     recalls = [e for e in entries if e.get("op") == "recall"]
     lost = []
     with open_store(str(db)) as store:

@@ -84,6 +84,7 @@ def copy_store(source: str, destination: str, clock: Clock | None = None, batch:
                 _copy_small(src, dst, table, cols, result)
         if dst.dialect == "postgres":
             _reset_sequences(dst)
+            dst.db.execute("ANALYZE")  # the planner's statistics for the rows just copied
     finally:
         src.db.close()
         dst.close()
