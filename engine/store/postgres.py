@@ -118,6 +118,7 @@ class PostgresStore:
         self.timeout = timeout
         self.holder = uuid.uuid4().hex[:12]  # who claims inbox turns through this connection
         self.fence: PostgresLease | None = None
+        self._common: set[tuple[str, int]] = set()  # full-text queries known to pass a cap
         self.db = self.connect()
         self.migrate()
 
@@ -272,10 +273,19 @@ class PostgresStore:
             "WHERE m.namespace = ? AND m.status != 'active' ORDER BY m.id", (namespace,)).fetchall()
 
     def match_count(self, fts_query: str, cap: int) -> int:
-        """How many memories match a full-text query, counting at most `cap + 1`."""
-        return self._x(f"SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE tsv @@ "
+        """How many memories match a full-text query, counting at most `cap + 1`. A GIN
+        scan reads a word's whole posting list before LIMIT applies, so a query found to
+        pass the cap is remembered: memories are never deleted, it stays past it."""
+        if (fts_query, cap) in self._common:
+            return cap + 1
+        n = self._x(f"SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE tsv @@ "
                        f"websearch_to_tsquery('{SEARCH_CONFIG}', ?) LIMIT ?) AS hits",
                        (websearch(fts_query), cap + 1)).fetchone()[0]
+        if n > cap:
+            if len(self._common) > 100_000:  # bounded: forget and learn again
+                self._common.clear()
+            self._common.add((fts_query, cap))
+        return n
 
     # -- the stored rank ----------------------------------------------------------------
     def rank_signature(self, namespace: str) -> str | None:

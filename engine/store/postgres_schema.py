@@ -81,7 +81,8 @@ def m004_full_text(db):
          f"ALTER TEXT SEARCH CONFIGURATION {SEARCH_CONFIG} ALTER MAPPING FOR asciiword, "
          f"asciihword, hword_asciipart, word, hword, hword_part WITH {SEARCH_CONFIG}_stem",
          "CREATE TABLE IF NOT EXISTS memories_fts (id BIGINT PRIMARY KEY, tsv TSVECTOR NOT NULL)",
-         "CREATE INDEX IF NOT EXISTS memories_fts_tsv ON memories_fts USING gin (tsv)",
+         "CREATE INDEX IF NOT EXISTS memories_fts_tsv ON memories_fts USING gin (tsv) "
+         "WITH (fastupdate = off)",
          f"""CREATE OR REPLACE FUNCTION memories_fts_sync() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
           IF TG_OP = 'DELETE' THEN DELETE FROM memories_fts WHERE id = OLD.id; RETURN OLD; END IF;
