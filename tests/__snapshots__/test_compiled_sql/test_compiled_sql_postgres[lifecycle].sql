@@ -39,7 +39,7 @@ WHERE "namespace" = %s AND (("status" = %s::text) AND ("decay_score" < %s::doubl
 
 -- recall
 -- recall
-SELECT memories.*, 0.0 AS relevance
+SELECT memories.*, 0.0::float8 AS relevance
 FROM memories
 WHERE "namespace" = %s AND (("status" = %s::text) AND ("decay_score" > %s::double precision))
 ORDER BY "rank" DESC, "id" DESC
@@ -47,7 +47,7 @@ LIMIT %s;
 -- params: [':namespace', 'active', 0.15, ':limit']
 -- recall (matching a query)
 SELECT memories.*, coalesce(fts.score / (1.0 + fts.score), 0.0) AS relevance
-FROM (SELECT id AS fts_id, ts_rank(tsv, q, 1)::float8 AS score FROM memories_fts, websearch_to_tsquery('lethe_english', %s) AS q
+FROM (SELECT id AS fts_id, ts_rank(tsv, q)::float8 AS score FROM memories_fts, websearch_to_tsquery('lethe_english', %s) AS q
       WHERE tsv @@ q) AS fts
 JOIN memories ON memories.id = fts.fts_id
 WHERE "namespace" = %s AND (("status" = %s::text) AND ("decay_score" > %s::double precision))
@@ -55,7 +55,7 @@ ORDER BY "rank" DESC, "id" DESC
 LIMIT %s;
 -- params: [':query', ':namespace', 'active', 0.15, ':limit']
 -- recall (scored by a query)
-SELECT memories.*, coalesce((SELECT s / (1.0 + s) FROM (SELECT ts_rank(tsv, q, 1)::float8 AS s FROM memories_fts, websearch_to_tsquery('lethe_english', %s) AS q
+SELECT memories.*, coalesce((SELECT s / (1.0 + s) FROM (SELECT ts_rank(tsv, q)::float8 AS s FROM memories_fts, websearch_to_tsquery('lethe_english', %s) AS q
       WHERE tsv @@ q AND id = memories.id) AS one), 0.0) AS relevance
 FROM memories
 WHERE "namespace" = %s AND (("status" = %s::text) AND ("decay_score" > %s::double precision))
@@ -78,7 +78,7 @@ WHERE "namespace" = %s AND "id" IN (SELECT value::bigint FROM json_array_element
 -- params: [':namespace', ':ids']
 -- contradiction candidates
 SELECT memories.*, coalesce(fts.score / (1.0 + fts.score), 0.0) AS relevance
-FROM (SELECT id AS fts_id, ts_rank(tsv, q, 1)::float8 AS score FROM memories_fts, websearch_to_tsquery('lethe_english', %s) AS q
+FROM (SELECT id AS fts_id, ts_rank(tsv, q)::float8 AS score FROM memories_fts, websearch_to_tsquery('lethe_english', %s) AS q
       WHERE tsv @@ q) AS fts
 JOIN memories ON memories.id = fts.fts_id
 WHERE "namespace" = %s AND ("status" = %s::text)
@@ -86,7 +86,7 @@ ORDER BY coalesce(fts.score / (1.0 + fts.score), 0.0) DESC, "importance" DESC, "
 LIMIT %s;
 -- params: [':query', ':namespace', 'active', ':limit']
 -- compression cluster candidates
-SELECT memories.*, 0.0 AS relevance
+SELECT memories.*, 0.0::float8 AS relevance
 FROM memories
 WHERE "namespace" = %s AND ("status" = %s::text)
 ORDER BY "importance" DESC, "access_count" DESC, "id" DESC
@@ -144,6 +144,6 @@ WHERE "namespace" = %s AND memories.id IN (SELECT value::bigint FROM json_array_
 -- recall explain: order keys (with a query)
 SELECT memories.id, "rank" AS key_0
 FROM memories
-LEFT JOIN (SELECT id AS fts_id, ts_rank(tsv, q, 1)::float8 AS score FROM memories_fts, websearch_to_tsquery('lethe_english', %s) AS q WHERE tsv @@ q) AS fts ON fts.fts_id = memories.id
+LEFT JOIN (SELECT id AS fts_id, ts_rank(tsv, q)::float8 AS score FROM memories_fts, websearch_to_tsquery('lethe_english', %s) AS q WHERE tsv @@ q) AS fts ON fts.fts_id = memories.id
 WHERE "namespace" = %s AND memories.id IN (SELECT value::bigint FROM json_array_elements_text(%s::json));
 -- params: [':query', ':namespace', ':ids']

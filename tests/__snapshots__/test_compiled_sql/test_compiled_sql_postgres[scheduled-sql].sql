@@ -34,7 +34,7 @@ WHERE "namespace" = %s AND (("status" = %s::text) AND ("expires_at" < %s));
 
 -- recall
 -- recall
-SELECT memories.*, 0.0 AS relevance
+SELECT memories.*, 0.0::float8 AS relevance
 FROM memories
 WHERE "namespace" = %s AND (("status" = %s::text) AND ("decay_score" >= %s::double precision))
 ORDER BY "rank" DESC, "id" DESC
@@ -42,7 +42,7 @@ LIMIT %s;
 -- params: [':namespace', 'active', 0.1, ':limit']
 -- recall (matching a query)
 SELECT memories.*, coalesce(fts.score / (1.0 + fts.score), 0.0) AS relevance
-FROM (SELECT id AS fts_id, ts_rank(tsv, q, 1)::float8 AS score FROM memories_fts, websearch_to_tsquery('lethe_english', %s) AS q
+FROM (SELECT id AS fts_id, ts_rank(tsv, q)::float8 AS score FROM memories_fts, websearch_to_tsquery('lethe_english', %s) AS q
       WHERE tsv @@ q) AS fts
 JOIN memories ON memories.id = fts.fts_id
 WHERE "namespace" = %s AND (("status" = %s::text) AND ("decay_score" >= %s::double precision))
@@ -50,7 +50,7 @@ ORDER BY "rank" DESC, "id" DESC
 LIMIT %s;
 -- params: [':query', ':namespace', 'active', 0.1, ':limit']
 -- recall (scored by a query)
-SELECT memories.*, coalesce((SELECT s / (1.0 + s) FROM (SELECT ts_rank(tsv, q, 1)::float8 AS s FROM memories_fts, websearch_to_tsquery('lethe_english', %s) AS q
+SELECT memories.*, coalesce((SELECT s / (1.0 + s) FROM (SELECT ts_rank(tsv, q)::float8 AS s FROM memories_fts, websearch_to_tsquery('lethe_english', %s) AS q
       WHERE tsv @@ q AND id = memories.id) AS one), 0.0) AS relevance
 FROM memories
 WHERE "namespace" = %s AND (("status" = %s::text) AND ("decay_score" >= %s::double precision))
@@ -109,6 +109,6 @@ WHERE "namespace" = %s AND memories.id IN (SELECT value::bigint FROM json_array_
 -- recall explain: order keys (with a query)
 SELECT memories.id, "rank" AS key_0
 FROM memories
-LEFT JOIN (SELECT id AS fts_id, ts_rank(tsv, q, 1)::float8 AS score FROM memories_fts, websearch_to_tsquery('lethe_english', %s) AS q WHERE tsv @@ q) AS fts ON fts.fts_id = memories.id
+LEFT JOIN (SELECT id AS fts_id, ts_rank(tsv, q)::float8 AS score FROM memories_fts, websearch_to_tsquery('lethe_english', %s) AS q WHERE tsv @@ q) AS fts ON fts.fts_id = memories.id
 WHERE "namespace" = %s AND memories.id IN (SELECT value::bigint FROM json_array_elements_text(%s::json));
 -- params: [':query', ':namespace', ':ids']
