@@ -30,11 +30,12 @@ from tests import pg_server
 from . import datasets as D
 
 POLICY = "policies/lifecycle.yaml"
-# whole idle days in double precision, as anyone would write it (and as the dialect does:
-# extract() is NUMERIC, and exp() of a NUMERIC is several times slower)
-FRESH = ("least(1.0, exp(-0.693 * floor((extract(epoch from (%(now)s::timestamp - coalesce("
-         "last_accessed, created_at)::timestamp)) / 86400.0)::float8) / 30) "
-         "+ least(0.3, access_count * 0.03))")
+# double precision throughout, as anyone tuning it would write it (and as the dialect
+# binds it): extract() is NUMERIC, and a literal like 0.03 is NUMERIC too, several times
+# slower per row than a double
+FRESH = ("least(1.0::float8, exp(-0.693::float8 * floor((extract(epoch from (%(now)s::timestamp "
+         "- coalesce(last_accessed, created_at)::timestamp)) / 86400.0)::float8) / 30) "
+         "+ least(0.3::float8, access_count * 0.03::float8))")
 BARE = [
     "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) SELECT id, 'expired', "
     "json_build_object('rule', 'expiry', 'from', json_build_object('status', status), 'to', "
@@ -46,9 +47,9 @@ BARE = [
     "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) SELECT id, 'archived', "
     "json_build_object('rule', 'decay', 'from', json_build_object('status', status, 'decay_score', "
     "decay_score), 'to', json_build_object('status', 'archived', 'decay_score', 0)), %(now)s "
-    "FROM memories WHERE status = 'active' AND decay_score < 0.1",
+    "FROM memories WHERE status = 'active' AND decay_score < 0.1::float8",
     "UPDATE memories SET status = 'archived', decay_score = 0.0, rank = 0.0 "
-    "WHERE status = 'active' AND decay_score < 0.1",
+    "WHERE status = 'active' AND decay_score < 0.1::float8",
 ]
 WORKER = """
 import sys, time, random, datetime as dt

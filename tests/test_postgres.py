@@ -25,6 +25,7 @@ from engine.store.postgres_schema import PG_MIGRATIONS
 from engine.store.transfer import copy_store
 from tests import pg_server
 from tests.conftest import POLICIES, ROOT, START, run_sql
+from tests.test_batched_passes import batched_policy
 from tests.test_compiled_sql import SHIPPED
 from tests.test_recall import QUERIES, seed_store, stable
 from tests.test_reliability import run_concurrency
@@ -340,3 +341,59 @@ def test_sigkill_during_a_pass_then_a_rerun_gives_the_same_rows(article_20k, pg_
         for snap in (ours, theirs):
             snap["memory_events"] = sorted(e[1:] for e in snap["memory_events"])
         assert ours == theirs
+
+
+# ---- batched passes: the exactly-once cursor on a server ---------------------------------
+def _state(store):
+    rows = [tuple(r) for r in run_sql(store, "SELECT id, status, decay_score, rank FROM memories "
+                                             "ORDER BY id")]
+    events = [tuple(r) for r in run_sql(store, "SELECT memory_id, event_type, occurred_at FROM "
+                                               "memory_events ORDER BY memory_id, event_type")]
+    return rows, events
+
+
+@pytest.fixture
+def article_pair_pg(tmp_path, pg_dsn):
+    path = str(tmp_path / "agent_memory.db")
+    seed_article.generate(path, 5000, START, seed=3)
+    pair = pg_server.fresh_schema(pg_dsn), pg_server.fresh_schema(pg_dsn)
+    for dsn in pair:
+        copy_store(path, dsn)
+    return pair
+
+
+def test_batched_equals_one_transaction_on_postgres(tmp_path, article_pair_pg):
+    a, b = article_pair_pg
+    day = START + dt.timedelta(days=1)
+    with Memory(a, policy=f"{POLICIES}/scheduled-sql.yaml", clock=lambda: day, offline=True) as one:
+        one.run(["expiry", "decay"])
+        ref = _state(one.store)
+    with Memory(b, policy=batched_policy(tmp_path, "scheduled-sql"), clock=lambda: day,
+                offline=True) as many:
+        many.run(["expiry", "decay"])
+        assert _state(many.store) == ref
+
+
+def test_an_interrupted_batched_pass_resumes_with_its_own_now_on_postgres(tmp_path, article_pair_pg):
+    a, b = article_pair_pg
+    day, later = START + dt.timedelta(days=1), START + dt.timedelta(days=1, hours=5)
+    with Memory(a, policy=f"{POLICIES}/scheduled-sql.yaml", clock=lambda: day, offline=True) as one:
+        one.run(["decay"])
+        ref = _state(one.store)
+    clock = {"now": day}
+    mem = Memory(b, policy=batched_policy(tmp_path, "scheduled-sql"), clock=lambda: clock["now"],
+                 offline=True)
+    run_sql(mem.store, "CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                       "RAISE EXCEPTION 'power cut'; END $$")
+    run_sql(mem.store, "CREATE TRIGGER boom BEFORE UPDATE OF decay_score ON memories FOR EACH ROW "
+                       "WHEN (old.id > 2500) EXECUTE FUNCTION boom()")
+    with pytest.raises(Exception, match="power cut"):
+        mem.run(["decay"])
+    cursor = run_sql(mem.store, "SELECT cursor FROM pass_progress").fetchone()[0]
+    assert 1 < cursor <= 2501 and "decay" in mem.due()
+    run_sql(mem.store, "DROP TRIGGER boom ON memories")
+    clock["now"] = later
+    (result,) = mem.run(["decay"])
+    assert result.ran_at == day.isoformat() and result.notes == ["resumed an interrupted run"]
+    assert _state(mem.store) == ref  # no batch applied twice, every row once, at `day`
+    mem.close()
