@@ -4,6 +4,7 @@ the article's 100,000 rows giving the article's own results (skipped without a s
 see conftest.py)."""
 import datetime as dt
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -23,10 +24,14 @@ from engine.store import MIGRATIONS, PostgresStore, open_store
 from engine.store.postgres_lease import LeaseLost
 from engine.store.postgres_schema import PG_MIGRATIONS
 from engine.store.transfer import copy_store
+from engine.testing import play
 from tests import pg_server
 from tests.conftest import POLICIES, ROOT, START, run_sql
 from tests.test_batched_passes import batched_policy
 from tests.test_compiled_sql import SHIPPED
+from tests.test_policy_scenarios import SCENARIOS
+from tests.test_policy_scenarios import SHIPPED as SHIPPED_POLICIES
+from tests.test_policy_scenarios import name as scenario_name
 from tests.test_recall import QUERIES, seed_store, stable
 from tests.test_reliability import run_concurrency
 
@@ -397,3 +402,16 @@ def test_an_interrupted_batched_pass_resumes_with_its_own_now_on_postgres(tmp_pa
     assert result.ran_at == day.isoformat() and result.notes == ["resumed an interrupted run"]
     assert _state(mem.store) == ref  # no batch applied twice, every row once, at `day`
     mem.close()
+
+
+# ---- every shipped policy under every shipped scenario: the same store as on SQLite ------
+# `make test` plays three policies (four-call, fused and scene writes); `make soak` all of them
+QUICK = ("lifecycle", "fused", "scenes")
+POLICY_PARAMS = [pytest.param(p, id=scenario_name(p), marks=() if os.path.basename(p)[:-5] in QUICK
+                              else pytest.mark.soak) for p in SHIPPED_POLICIES]
+
+
+@pytest.mark.parametrize("policy", POLICY_PARAMS)
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=scenario_name)
+def test_scenarios_end_with_the_same_store_as_on_sqlite(scenario, policy, tmp_path, pg):
+    assert play(scenario, policy, pg) == play(scenario, policy, str(tmp_path / "s.db"))
