@@ -135,6 +135,7 @@ class Writer:
             again = store.turn(turn_id)
             if again["status"] != "pending":  # another process judged it meanwhile
                 return Written(json.loads(again["memory_ids"] or "[]"))
+            store.lock_memories([i for j in items for i in j.supersedes + j.confirms])
             out = Written()
             for judged in items:
                 out += self.apply(judged, source={"turn": turn_id}, out=out)

@@ -239,6 +239,13 @@ class PostgresStore:
             return self._x(sql, (memory_id,)).fetchone()
         return self._x(sql + " AND memories.namespace = ?", (memory_id, namespace)).fetchone()
 
+    def lock_memories(self, ids: list[int]) -> None:
+        """Hold these memories until the commit, locked in id order: two turns superseding
+        or reinforcing the same memories in different orders wait, never deadlock."""
+        if ids:
+            self._x("SELECT id FROM memories WHERE id = ANY(?) ORDER BY id FOR UPDATE",
+                    (sorted(set(ids)),)).fetchall()
+
     def events(self, memory_id: int) -> list[Row]:
         return self._x("SELECT * FROM memory_events WHERE memory_id = ? ORDER BY id",
                        (memory_id,)).fetchall()

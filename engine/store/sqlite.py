@@ -141,6 +141,10 @@ class SqliteStore:
             return self.db.execute(sql, (memory_id,)).fetchone()
         return self.db.execute(sql + " AND memories.namespace = ?", (memory_id, namespace)).fetchone()
 
+    def lock_memories(self, ids: list[int]) -> None:
+        """Hold these memories until the commit (a turn about to supersede or reinforce
+        them): SQLite's write lock already holds the whole file."""
+
     def events(self, memory_id: int) -> list[sqlite3.Row]:
         return self.db.execute("SELECT * FROM memory_events WHERE memory_id = ? ORDER BY id",
                                (memory_id,)).fetchall()
