@@ -23,7 +23,8 @@ HOW_TO_ENABLE = ("install PostgreSQL (apt-get install -y postgresql) or set "
 def binaries() -> str | None:
     """The directory holding initdb and pg_ctl: LETHE_PG_BIN, else Debian's newest."""
     if os.environ.get("LETHE_PG_BIN"):
-        return os.environ["LETHE_PG_BIN"]
+        chosen = os.environ["LETHE_PG_BIN"]
+        return chosen if os.path.exists(os.path.join(chosen, "initdb")) else None
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"),
                    key=lambda p: int(p.split("/")[4]) if p.split("/")[4].isdigit() else 0)
     if found:

@@ -203,7 +203,11 @@ class PostgresStore:
 
     # -- compiled statements (engine.plan, postgres dialect) ----------------------------
     def run(self, st, namespace: str, now: str | None = None, **binds) -> int:
-        """Execute one compiled statement; the number of rows it changed."""
+        """Execute one compiled statement; the number of rows it changed. An UPDATE of
+        several memories by id first locks them in id order (an UPDATE locks rows in the
+        order it finds them, which after earlier updates is not id order)."""
+        if len(binds.get("ids") or ()) > 1 and st.sql.startswith("UPDATE memories"):
+            self.lock_memories(binds["ids"])
         cur = self.db.execute(st.sql, st.bind(now or self.now(), namespace, **_binds(binds)))
         return max(cur.rowcount, 0)
 
@@ -243,6 +247,9 @@ class PostgresStore:
         """Hold these memories until the commit, locked in id order: two turns superseding
         or reinforcing the same memories in different orders wait, never deadlock."""
         if ids:
+            # the table lock a write takes, first: FOR UPDATE alone takes a weaker one, and
+            # a pass's lock granted in between would wait on our rows while we wait on it
+            self.db.execute("LOCK TABLE memories IN ROW EXCLUSIVE MODE")
             self._x("SELECT id FROM memories WHERE id = ANY(?) ORDER BY id FOR UPDATE",
                     (sorted(set(ids)),)).fetchall()
 
