@@ -90,6 +90,12 @@ class SqliteStore:
         if self._lease_db is not None:
             self._lease_db.close()
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def reopen(self) -> "SqliteStore":
         """Another connection to the same file (a scheduler works on its own)."""
         return SqliteStore(self.path, self.clock, self.timeout, self.read_only)
@@ -102,8 +108,9 @@ class SqliteStore:
             pass
 
     @contextlib.contextmanager
-    def transaction(self, fence=None):
+    def transaction(self, fence=None, exclusive: bool = False):
         """BEGIN IMMEDIATE ... COMMIT; anything raised inside rolls the whole thing back.
+        `exclusive` (no other writer until the commit) is what SQLite's write lock always is.
 
         With a `fence` (a held pass lease), the commit first renews the lease inside this
         transaction; when the lease is no longer the holder's (another runner took it over)
@@ -203,6 +210,10 @@ class SqliteStore:
                                "AND id IN (SELECT value FROM json_each(?))",
                                (namespace, json.dumps(list(ids))))
         return {r[0]: (r[1], r[2]) for r in rows}
+
+    def lock_memories(self, ids: list[int]) -> None:
+        """Hold these memories until the commit (a turn about to supersede or reinforce
+        them): SQLite's write lock already holds the whole file."""
 
     def events(self, memory_id: int) -> list[sqlite3.Row]:
         return self.db.execute("SELECT * FROM memory_events WHERE memory_id = ? ORDER BY id",
@@ -340,6 +351,11 @@ class SqliteStore:
             "SELECT id FROM inbox WHERE namespace = ? AND status = 'pending' AND "
             "(next_retry_at IS NULL OR next_retry_at <= ?) ORDER BY id LIMIT ?",
             (namespace, self.now(), limit))]
+
+    def claim_turns(self, namespace: str, limit: int) -> list[int]:
+        """Pending turns to judge, oldest first. One file has one writer at a time, and
+        `Writer.finish` re-checks a turn inside its write transaction: nothing to claim."""
+        return self.pending_ids(namespace, limit)
 
     def pending_count(self, namespace: str) -> int:
         return self.db.execute("SELECT count(*) FROM inbox WHERE namespace = ? AND "
