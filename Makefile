@@ -1,4 +1,6 @@
 # Two commands: `make demo` and `make test`. Both build .venv from pyproject.toml first.
+# `make test` runs the PostgreSQL half of the tests when PostgreSQL's binaries are installed
+# (apt-get install -y postgresql) or LETHE_TEST_PG=postgresql://... names a server.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -33,7 +35,7 @@ $(STAMP): pyproject.toml
 	  echo "make: $(VENV) was not made by Python $(HAVE) ($(PYTHON)): rebuilding it"; rm -rf $(VENV); fi
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@echo "installing Lethe and its test extras into $(VENV) (about a minute)"
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,postgres]'
 	@touch $(STAMP)
 
 demo: $(STAMP)

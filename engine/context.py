@@ -39,10 +39,12 @@ class Context:
     def now(self) -> str:
         return self.store.now()
 
-    def transaction(self):
+    def transaction(self, exclusive: bool = False):
         """A write transaction; under a runner's lease its commit is fenced (it rolls back
-        when another runner has taken the lease over meanwhile)."""
-        return self.store.transaction(fence=self.lease)
+        when another runner has taken the lease over meanwhile). `exclusive`: no other
+        writer changes memories until the commit (a pass's events and updates see the same
+        rows; on SQLite every write transaction is)."""
+        return self.store.transaction(fence=self.lease, exclusive=exclusive)
 
     def check_lease(self) -> None:
         """Under a runner's lease, stop early (LeaseLost) once it is known to be lost."""

@@ -1,8 +1,10 @@
 """The one seam between formulas and a database's SQL: IR -> (sql text, bound params).
 
-SQLite is what runs today; PostgreSQL compiles from the same IR so policies move
-unchanged when a deployment outgrows one file. Identifiers come only from the known
-schema and every value is a bound parameter.
+SQLite and PostgreSQL compile from the same IR, so policies move unchanged when a
+deployment outgrows one file. Full text goes through here too: FTS5's `MATCH` and `bm25`
+on SQLite, a tsvector with `websearch_to_tsquery` and `ts_rank` on PostgreSQL, each score
+mapped onto 0..1 as x / (1 + x). Identifiers come only from the known schema and every
+value is a bound parameter.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from . import expr as X
 from .errors import FormulaError
 
 NOW = object()  # marker parameter, replaced by the clock's ISO text when executed
+PG_SEARCH_CONFIG = "lethe_english"  # the text search configuration the PostgreSQL schema creates
 
 
 class SQL:
@@ -33,7 +36,12 @@ class SQL:
 class Dialect:
     name = "sqlite"
     placeholder = "?"
+    text_param = "?"  # a parameter that must be read as text (a JSON key)
     json_object = "json_object"
+    # bm25 is negative, better matches lower: x = -bm25, relevance x / (1 + x)
+    relevance_sql = "coalesce(-fts.score / (1.0 - fts.score), 0.0)"
+    matches_first = "CROSS JOIN"  # SQLite keeps a CROSS JOIN's order: the matches drive it
+    no_relevance = "0.0"          # relevance without a query
     _FUNCS = {"exp": "exp", "ln": "ln", "log": "log10", "floor": "floor", "ceil": "ceil",
               "abs": "abs", "pow": "pow", "min": "min", "max": "max", "coalesce": "coalesce",
               "sqrt": "sqrt"}
@@ -46,6 +54,17 @@ class Dialect:
     def ids_in(self) -> str:
         """`IN (...)` over memory ids bound as one JSON array (one parameter, any length)."""
         return f"IN (SELECT value FROM json_each({self.placeholder}))"
+
+    def fts_matches(self, sep: str = " ") -> str:
+        """A SELECT of (fts_id, score) over the memories matching the query bound here."""
+        return (f"SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts{sep}"
+                f"WHERE memories_fts MATCH {self.placeholder}")
+
+    def fts_row_relevance(self) -> str:
+        """The relevance of the row `memories.id` to the query bound here (0 if no match)."""
+        return ("coalesce((SELECT -s / (1.0 - s) FROM (SELECT bm25(memories_fts) AS s FROM "
+                f"memories_fts\n      WHERE memories_fts MATCH {self.placeholder} "
+                "AND rowid = memories.id)), 0.0)")
 
     def quote(self, ident: str) -> str:
         if ident not in X.COLUMNS and not ident.replace("_", "").isalnum():
@@ -67,7 +86,8 @@ class Dialect:
             if n.value is None:
                 out.add("NULL")
             else:
-                out.add(self.placeholder, int(n.value) if isinstance(n.value, bool) else n.value)
+                value = int(n.value) if isinstance(n.value, bool) else n.value
+                out.add(self._param(value), value)
         elif isinstance(n, X.Col):
             if n.name in ov:  # the new value is computed from the row's old values
                 out.add("(")
@@ -85,8 +105,9 @@ class Dialect:
             out.add("(")
             e(n.left)
             # true division, as in Python: SQLite would truncate integer / integer
-            out.add(" * 1.0 / " if n.op == "/" else f" {n.op} ")
+            out.add(self._divide if n.op == "/" else f" {n.op} ")
             e(n.right)
+            out.add(self._divide_end if n.op == "/" else "")
             out.add(")")
         elif isinstance(n, X.Neg):
             out.add("(-")
@@ -131,10 +152,18 @@ class Dialect:
         else:  # pragma: no cover - the compiler only builds the nodes above
             raise FormulaError(f"cannot render {type(n).__name__}")
 
+    _divide, _divide_end = " * 1.0 / ", ""
+
+    def _param(self, value) -> str:
+        return self.placeholder
+
     def _func(self, n: X.Func, out: SQL, e) -> None:
         if n.name == "clamp":
             x, lo, hi = n.args
             n = X.Func(X.NUM, "max", (lo, X.Func(X.NUM, "min", (hi, x))))
+        self._call(n, out, e)
+
+    def _call(self, n: X.Func, out: SQL, e) -> None:
         out.add(self._FUNCS[n.name] + "(")
         for i, a in enumerate(n.args):
             if i:
@@ -166,16 +195,21 @@ class Dialect:
 
 
 class PostgresDialect(Dialect):
-    """PostgreSQL: same IR, `%s` placeholders, GREATEST/LEAST, epoch arithmetic for days.
-
-    Compiles today (see `lethe compile --dialect postgres`); running against a server is
-    the next step, behind the same Store interface.
-    """
+    """PostgreSQL: same IR, `%s` placeholders typed where the server cannot infer them,
+    GREATEST/LEAST, epoch arithmetic for days, and SQLite's forgiving math: division by
+    zero, ln/log/sqrt outside their domain give NULL (PostgreSQL raises), exp saturates
+    instead of raising on underflow."""
 
     name = "postgres"
     placeholder = "%s"
+    text_param = "%s::text"
     json_object = "json_build_object"
+    relevance_sql = "coalesce(fts.score / (1.0 + fts.score), 0.0)"
+    matches_first = "JOIN"  # the planner picks the order from statistics
+    no_relevance = "0.0::float8"  # a bare constant may not stand in ORDER BY
     _FUNCS = {**Dialect._FUNCS, "min": "least", "max": "greatest", "log": "log"}
+    _divide, _divide_end = " * 1.0 / nullif(", ", 0)"
+    _TYPES = ((bool, "::bigint"), (int, "::bigint"), (float, "::double precision"), (str, "::text"))
 
     def unindexed(self, ident: str) -> str:
         return self.quote(ident)  # PostgreSQL's planner needs no such hint here
@@ -183,12 +217,42 @@ class PostgresDialect(Dialect):
     def ids_in(self) -> str:
         return f"IN (SELECT value::bigint FROM json_array_elements_text({self.placeholder}::json))"
 
+    def fts_matches(self, sep: str = " ") -> str:
+        # weight A (1.0) on every word: one matching word scores about 0.6, as bm25 does here
+        return (f"SELECT id AS fts_id, ts_rank(tsv, q)::float8 AS score FROM memories_fts, "
+                f"websearch_to_tsquery('{PG_SEARCH_CONFIG}', {self.placeholder}) AS q{sep}"
+                "WHERE tsv @@ q")
+
+    def fts_row_relevance(self) -> str:
+        return ("coalesce((SELECT s / (1.0 + s) FROM (SELECT ts_rank(tsv, q)::float8 AS s "
+                f"FROM memories_fts, websearch_to_tsquery('{PG_SEARCH_CONFIG}', {self.placeholder}) "
+                "AS q\n      WHERE tsv @@ q AND id = memories.id) AS one), 0.0)")
+
+    def _param(self, value) -> str:
+        # a bare parameter inside json_build_object or least() has no type to infer
+        return self.placeholder + next((t for cls, t in self._TYPES if isinstance(value, cls)), "")
+
+    def _call(self, n: X.Func, out: SQL, e) -> None:
+        if n.name in ("ln", "log", "sqrt"):  # outside the domain: NULL, as SQLite answers
+            out.add("(CASE WHEN ")
+            e(n.args[0])
+            out.add(" > 0 THEN " if n.name != "sqrt" else " >= 0 THEN ")
+            super()._call(n, out, e)
+            out.add(" END)")
+        elif n.name == "exp":  # exp(-746) underflows to an error here, to 0 in SQLite
+            out.add("exp(least(greatest(")
+            e(n.args[0])
+            out.add(", -745.0), 709.0))")
+        else:
+            super()._call(n, out, e)
+
     def _days_between(self, later, earlier, out: SQL) -> None:
+        # exact to the microsecond, then a double: 30 whole days is exactly 30.0
         out.add("(extract(epoch from (")
         later()
         out.add(")::timestamp - (")
         earlier()
-        out.add(")::timestamp) / 86400.0)")
+        out.add(")::timestamp) / 86400.0)::double precision")
 
 
 DIALECTS = {"sqlite": Dialect(), "postgres": PostgresDialect()}

@@ -48,7 +48,7 @@ def run_rules(ctx: Context, name: str, progress: Callable[[str], None] | None = 
                           notes=["resumed an interrupted run after its rules"])
     now = ctx.now()
     result = PassResult(name, now)
-    with ctx.transaction():
+    with ctx.transaction(exclusive=True):
         with _rewriting(ctx, name, now):
             _apply(ctx, ctx.plan.passes[name], result, now, progress)
         _finish(ctx, name, now, result, record)
@@ -119,7 +119,7 @@ def run_batched(ctx: Context, name: str, progress=None, record: bool = True) -> 
     lo = state["cursor"] if state else lo
     while lo <= top:
         hi = lo + size
-        with ctx.transaction():
+        with ctx.transaction(exclusive=True):
             _apply(ctx, ctx.plan.passes[name], result, now, progress, (lo, hi))
             store.save_progress(ns, name, hi, now, result.changed)
         lo = hi

@@ -237,14 +237,14 @@ def _detail(rule: Rule, d: Dialect, label: str) -> tuple[str, list]:
     """Event detail as JSON: the rule, and each set column's value before and after."""
     before, after, params_b, params_a = [], [], [], []
     for col, node in rule.set.items():
-        before.append(f"{d.placeholder}, {d.quote(col)}")
+        before.append(f"{d.text_param}, {d.quote(col)}")
         params_b.append(col)
         sql, p = d.render(node)
-        after.append(f"{d.placeholder}, {sql}")
+        after.append(f"{d.text_param}, {sql}")
         params_a += [col, *p]
-    obj = d.json_object
-    sql = (f"{obj}({d.placeholder}, {d.placeholder}, {d.placeholder}, {obj}({', '.join(before)}), "
-           f"{d.placeholder}, {obj}({', '.join(after)}))")
+    obj, key = d.json_object, d.text_param
+    sql = (f"{obj}({key}, {key}, {key}, {obj}({', '.join(before)}), "
+           f"{key}, {obj}({', '.join(after)}))")
     return sql, ["rule", label, "from", *params_b, "to", *params_a]
 
 
@@ -261,22 +261,21 @@ def order_sql(order: list[tuple[X.Node, bool]], d: Dialect, rel: str | None) -> 
 def candidates_statement(label: str, c: Candidates, d: Dialect, query: bool = False,
                          keep_unmatched: bool = False) -> Statement:
     """SELECT over memories in the policy's order; with a query, only full-text matches
-    (or, keeping unmatched rows, all of them with relevance 0), and `relevance` is bm25
-    mapped onto 0..1 (x / (1 + x), x = -bm25)."""
+    (or, keeping unmatched rows, all of them with relevance 0), and `relevance` is the
+    dialect's full-text score mapped onto 0..1 (x / (1 + x))."""
     uses_relevance = any("@relevance" in X.columns_of(n) for n in [c.where, *[o for o, _ in c.order]])
     if query and keep_unmatched and not uses_relevance:
         return _scored_in_recall_order(label, c, d)
-    rel = "coalesce(-fts.score / (1.0 - fts.score), 0.0)" if query else "0.0"
+    rel = d.relevance_sql if query else d.no_relevance
     where_sql, where_params = d.render(c.where, relevance_sql=rel)
     o_sql, o_params = order_sql(c.order, d, rel)
-    fts = ("(SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts\n"
-           f"      WHERE memories_fts MATCH {d.placeholder}) AS fts")
+    fts = f"({d.fts_matches(chr(10) + '      ')}) AS fts"
     if not query:
         source = "memories"
     elif keep_unmatched:  # every candidate, ordered partly by its relevance
         source = f"memories\nLEFT JOIN {fts} ON fts.fts_id = memories.id"
     else:  # matches first (CROSS JOIN fixes the order): never one full-text query per row
-        source = f"{fts}\nCROSS JOIN memories ON memories.id = fts.fts_id"
+        source = f"{fts}\n{d.matches_first} memories ON memories.id = fts.fts_id"
     sql = (f"SELECT memories.*, {rel} AS relevance\nFROM {source}\n"
            f"WHERE \"namespace\" = {d.placeholder} AND {where_sql}\n"
            f"ORDER BY {o_sql}\nLIMIT {d.placeholder}")
@@ -289,8 +288,7 @@ def _scored_in_recall_order(label: str, c: Candidates, d: Dialect) -> Statement:
     score only those (one rowid-bounded full-text lookup each), never every match."""
     where_sql, where_params = d.render(c.where)
     o_sql, o_params = order_sql(c.order, d, None)
-    rel = ("coalesce((SELECT -s / (1.0 - s) FROM (SELECT bm25(memories_fts) AS s FROM memories_fts\n"
-           f"      WHERE memories_fts MATCH {d.placeholder} AND rowid = memories.id)), 0.0)")
+    rel = d.fts_row_relevance()
     sql = (f"SELECT memories.*, {rel} AS relevance\nFROM memories\n"
            f"WHERE \"namespace\" = {d.placeholder} AND {where_sql}\n"
            f"ORDER BY {o_sql}\nLIMIT {d.placeholder}")
@@ -425,10 +423,10 @@ def absorb_statement(d: Dialect) -> Statement:
 
 
 # ---- recall --explain
-# bm25 onto 0..1, as the compiled recall statements map it (candidates_statement)
-RELEVANCE_SQL = "coalesce(-fts.score / (1.0 - fts.score), 0.0)"
-FTS_JOIN = ("LEFT JOIN (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts "
-            "WHERE memories_fts MATCH {p}) AS fts ON fts.fts_id = memories.id")
+def _fts_join(d: Dialect) -> str:
+    """Each memory's full-text score for the query bound here (NULL when it does not match)."""
+    return f"LEFT JOIN ({d.fts_matches()}) AS fts ON fts.fts_id = memories.id"
+
 
 def reasons_statement(policy, d, query: bool) -> Statement:
     """Every memory of a namespace counted by why recall would or would not consider it:
@@ -438,13 +436,13 @@ def reasons_statement(policy, d, query: bool) -> Statement:
     where = policy.recall.candidates.where
     filtering = query and policy.recall.match == "filter"
     join = filtering or (query and "@relevance" in X.columns_of(where))
-    where_sql, where_params = d.render(where, relevance_sql=RELEVANCE_SQL if join else "0.0")
+    where_sql, where_params = d.render(where, relevance_sql=d.relevance_sql if join else d.no_relevance)
     passing = ("CASE WHEN fts.fts_id IS NULL THEN 'no_match' ELSE 'eligible' END"
                if filtering else "'eligible'")
     sql = (f"SELECT CASE WHEN {where_sql} THEN {passing} "
            "WHEN coalesce(\"status\", '') <> 'active' THEN coalesce(\"status\", 'unknown') "
            "ELSE 'below_floor' END AS reason, count(*) AS n\nFROM memories"
-           + (("\n" + FTS_JOIN.format(p=d.placeholder)) if join else "")
+           + (("\n" + _fts_join(d)) if join else "")
            + f"\nWHERE \"namespace\" = {d.placeholder}\nGROUP BY reason")
     return Statement("recall explain: reasons" + (" (with a query)" if query else ""), sql,
                      [*where_params, *([QUERY] if join else []), NAMESPACE])
@@ -453,13 +451,13 @@ def reasons_statement(policy, d, query: bool) -> Statement:
 def order_keys_statement(policy, d, query: bool) -> Statement:
     """The value of each recall `order` term for the memories whose ids are bound as a
     JSON array (in the LIMIT slot, as the on_access statement binds its ids)."""
-    rel = RELEVANCE_SQL if query else "0.0"
+    rel = d.relevance_sql if query else d.no_relevance
     parts, params = [], []
     for i, (node, _desc) in enumerate(policy.recall.candidates.order):
         sql, p = d.render(node, relevance_sql=rel)
         parts.append(f"{sql} AS key_{i}")
         params += p
-    join = ("\n" + FTS_JOIN.format(p=d.placeholder)) if query else ""
+    join = ("\n" + _fts_join(d)) if query else ""
     sql = (f"SELECT memories.id, {', '.join(parts)}\nFROM memories{join}\n"
            f"WHERE {d.unindexed('namespace')} = {d.placeholder} "
            f"AND memories.id {d.ids_in()}")

@@ -183,6 +183,7 @@ class Writer:
             again = store.turn(turn_id)
             if again["status"] != "pending":  # another process judged it meanwhile
                 return Written(json.loads(again["memory_ids"] or "[]"))
+            store.lock_memories([i for j in items for i in j.supersedes + j.confirms])
             out = Written()
             for judged in items:
                 out += self.apply(judged, source={"turn": turn_id}, out=out)
@@ -194,7 +195,7 @@ class Writer:
         recorded and the next one is tried; an outage stops the round (the model is down,
         so trying the rest now would only wait on timeouts)."""
         tried = 0
-        for turn_id in self.ctx.store.pending_ids(self.ctx.namespace, limit):
+        for turn_id in self.ctx.store.claim_turns(self.ctx.namespace, limit):
             tried += 1
             if self.process(turn_id).outage:
                 break

@@ -1,4 +1,10 @@
-"""Shared fixtures: a fixed clock, a fresh store on a tmp path, and a Memory factory."""
+"""Shared fixtures: a fixed clock, a fresh store, and a Memory factory.
+
+A test module marked `pytestmark = pytest.mark.both_backends` runs each of its tests that
+use `db_path` (or `memory`) twice: on a SQLite file and on a fresh schema of a real
+PostgreSQL server (tests/pg_server.py), unless the test is marked `sqlite_only` (it pokes
+SQLite directly). Without PostgreSQL binaries the PostgreSQL half is left out, and one line
+at the end of the run says so; with LETHE_REQUIRE_PG=1 (CI) that is an error instead."""
 from __future__ import annotations
 
 import datetime as dt
@@ -8,6 +14,7 @@ import pytest
 
 from engine import FixedClock, Memory
 from engine.judges.openai import forget_refusals
+from tests import pg_server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POLICIES = os.path.join(ROOT, "policies")
@@ -60,8 +67,49 @@ def clock():
     return FixedClock(START)
 
 
+def pytest_configure(config):
+    if os.environ.get("LETHE_REQUIRE_PG") and not pg_server.available():
+        raise pytest.UsageError("LETHE_REQUIRE_PG is set but PostgreSQL is not: "
+                                + pg_server.HOW_TO_ENABLE)
+
+
+def pytest_generate_tests(metafunc):
+    if "backend" not in metafunc.fixturenames or metafunc.definition.get_closest_marker("sqlite_only"):
+        return
+    if metafunc.definition.get_closest_marker("both_backends"):
+        metafunc.parametrize("backend", ["sqlite", "postgres"] if pg_server.available()
+                             else ["sqlite"], indirect=True)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not pg_server.available():
+        terminalreporter.write_line("PostgreSQL: not found, the PostgreSQL half of the tests "
+                                    "was skipped; to run it, " + pg_server.HOW_TO_ENABLE)
+
+
+@pytest.fixture(scope="session")
+def pg_dsn():
+    """A PostgreSQL server for the whole run: LETHE_TEST_PG, else one started here."""
+    if os.environ.get(pg_server.ENV_DSN):
+        yield os.environ[pg_server.ENV_DSN]
+        return
+    if not pg_server.available():
+        pytest.skip("PostgreSQL is not installed: " + pg_server.HOW_TO_ENABLE)
+    server = pg_server.LocalServer()
+    yield server.dsn
+    server.stop()
+
+
 @pytest.fixture
-def db_path(tmp_path):
+def backend(request):
+    return getattr(request, "param", "sqlite")
+
+
+@pytest.fixture
+def db_path(tmp_path, backend, request):
+    """Where the test's store lives: a SQLite file, or a DSN to an empty PostgreSQL schema."""
+    if backend == "postgres":
+        return pg_server.fresh_schema(request.getfixturevalue("pg_dsn"))
     return str(tmp_path / "memory.db")
 
 
@@ -84,3 +132,11 @@ def memory(db_path, clock):
     yield make
     for mem in opened:
         mem.close()
+
+
+def run_sql(store, text: str, params=()):
+    """Run a test's own SQL, written with `?` placeholders, on either backend's connection
+    (a cursor: fetchone/fetchall). SQLite-only SQL (PRAGMA, FTS5) stays in sqlite_only tests."""
+    if store.dialect == "postgres":
+        text = text.replace("%", "%%").replace("?", "%s")
+    return store.db.execute(text, params)

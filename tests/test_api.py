@@ -6,6 +6,8 @@ import pytest
 
 from engine import LetheError
 
+pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
+
 
 def test_remember_says_what_it_stored_and_superseded(memory):
     mem = memory("lifecycle")

@@ -1,5 +1,6 @@
 """`lethe chat` driven through stdin against the local OpenAI-compatible server, and the
 twenty-line example agent."""
+import pytest
 import json
 import os
 import subprocess
@@ -9,8 +10,10 @@ from click.testing import CliRunner
 
 from engine import Memory
 from engine.cli import main
-from tests.conftest import POLICIES, ROOT
+from tests.conftest import POLICIES, ROOT, run_sql
 from tests.fake_server import closed_port_url, fake_openai  # noqa: F401
+
+pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
 LIFECYCLE = f"{POLICIES}/lifecycle.yaml"
 NOW = "2026-01-05T09:00:00"
@@ -41,7 +44,7 @@ def test_chat_answers_with_recalled_memories_in_the_prompt(db_path, fake_openai)
     assert second["messages"][-1] == {"role": "user", "content": "which editor do I use?"}
     assert "recalled #1" in out.output and "stored #1" in out.output
     with Memory(db_path, policy=LIFECYCLE, offline=True) as mem:
-        calls = mem.store.db.execute("SELECT step, outcome FROM model_calls WHERE step = 'answer'")
+        calls = run_sql(mem.store, "SELECT step, outcome FROM model_calls WHERE step = 'answer'")
         assert [tuple(r) for r in calls] == [("answer", "ok"), ("answer", "ok")]
         assert mem.get(1).access_count == 1  # recalled once, for the second message
 

@@ -28,3 +28,13 @@ def test_compiled_sql_postgres(name, sql_snapshot):
 
 def test_every_shipped_policy_is_snapshotted():
     assert {"archive", "coding-agent", "lifecycle", "scheduled-sql"} <= set(SHIPPED)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_postgres_plans_use_no_sqlite_only_function(name):
+    """`lethe compile --dialect postgres` of every shipped policy: full text through a
+    tsvector and websearch_to_tsquery, JSON and time through PostgreSQL's own functions."""
+    text = render_plan(compile_policy(load(f"{POLICIES}/{name}.yaml"), "postgres"))
+    for sqlite_only in ("bm25(", "MATCH ", "json_each(", "julianday(", "json_object(", "rowid",
+                        "CROSS JOIN", "?"):
+        assert sqlite_only not in text, sqlite_only

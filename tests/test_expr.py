@@ -567,8 +567,8 @@ def test_postgres_uses_least_greatest_and_epoch_days():
     pol = policy_mod.load(os.path.join(PROJECT, "policies", "lifecycle.yaml"))
     decay = pol.passes["decay"].rules[0].set["decay_score"]
     sql, params = POSTGRES.render(decay)
-    assert sql.startswith("least(%s, (exp(")
-    assert sql.count("least(") == 2
+    assert sql.startswith("least(%s::double precision, (exp(least(greatest(")  # exp saturates
+    assert sql.count("least(") == 3
     assert "extract(epoch from (" in sql
     assert params.count(NOW) == 1 and 30 in params
     sqlite_sql, sqlite_params = SQLITE.render(decay)
@@ -578,15 +578,17 @@ def test_postgres_uses_least_greatest_and_epoch_days():
 
 def test_postgres_keeps_aggregates_and_turns_scalar_min_into_least():
     node = compile_("min(10, avg(importance) * 1.2)", **MERGE)
-    assert POSTGRES.render(node) == ('least(%s, (avg("importance") * %s))', [10, 1.2])
+    assert POSTGRES.render(node) == ('least(%s::bigint, (avg("importance") * %s::double precision))',
+                                     [10, 1.2])
     assert POSTGRES.render(compile_("max(access_count)", **MERGE)) == ('max("access_count")', [])
 
 
 @pytest.mark.parametrize("text, sql", [
-    ("clamp(importance, 0, 1)", 'greatest(%s, least(%s, "importance"))'),
-    ("max(importance, 1) / 2", '(greatest("importance", %s) * 1.0 / %s)'),
-    ("log(importance)", 'log("importance")'),
-    ("status != 'x'", '("status" <> %s)'),
+    ("clamp(importance, 0, 1)", 'greatest(%s::bigint, least(%s::bigint, "importance"))'),
+    # division by zero is NULL, as in SQLite (PostgreSQL would raise)
+    ("max(importance, 1) / 2", '(greatest("importance", %s::bigint) * 1.0 / nullif(%s::bigint, 0))'),
+    ("log(importance)", '(CASE WHEN "importance" > 0 THEN log("importance") END)'),
+    ("status != 'x'", '("status" <> %s::text)'),
 ])
 def test_postgres_spellings(text, sql):
     assert isinstance(POSTGRES, PostgresDialect)

@@ -24,10 +24,13 @@ from hypothesis import strategies as st
 from engine import FixedClock, Memory, prompts
 from engine import expr as X
 from engine.dialect import DIALECTS, NOW
+from engine.errors import StoreError
 from engine.errors import FormulaError, LetheError, PolicyError
 from engine.plan import compile_policy
 from engine.policy import SETTABLE, load
-from tests.conftest import POLICIES, START, shipped_policies
+from tests.conftest import POLICIES, START, run_sql, shipped_policies
+
+pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
 SQLITE = DIALECTS["sqlite"]
 PARAMS = {"half_life_days": 30, "archive_below": 0.1, "label": "x'); DROP TABLE memories; --"}
@@ -198,7 +201,7 @@ def formula_db(tmp_path_factory):
         mem.add("User prefers Python", importance=7, judged=False)
         mem.add("Deadline is March 15", expires_at="2026-03-15", judged=False)
         mem.add("x'); DROP TABLE memories; --", importance=0, confidence=0, judged=False)
-        mem.store.db.execute("UPDATE memories SET last_accessed = 'not a date', kind = 'fact' "
+        run_sql(mem.store, "UPDATE memories SET last_accessed = 'not a date', kind = 'fact' "
                              "WHERE id = 3")
     db = sqlite3.connect(path)
     from engine.store.sqlite import _ensure_math
@@ -742,15 +745,20 @@ def test_hostile_memories_are_stored_and_recalled_exactly(memory, name, judged):
     mem = memory("lifecycle")
     mem.add("User prefers quasar dashboards", judged=False)
     text = HOSTILE_MEMORIES[name]
+    if mem.store.dialect == "postgres" and "\x00" in text:  # PostgreSQL text cannot hold NUL
+        with pytest.raises(StoreError, match="NUL"):
+            mem.add(text, judged=judged)
+        return
     new_id = mem.add(text, judged=judged)
     assert mem.get(new_id).content == text
-    assert mem.store.db.execute("SELECT count(*) FROM memories").fetchone()[0] == 2
+    assert run_sql(mem.store, "SELECT count(*) FROM memories").fetchone()[0] == 2
     found = mem.candidates(text, limit=10, scored=True)
     assert text in [m.content for m in found]
     recalled = [m.content for m in mem.recall("quasar")]
     assert text in recalled  # through the rules select judge, byte for byte
     assert set(recalled) <= {text, "User prefers quasar dashboards"}
-    assert mem.store.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    if mem.store.dialect == "sqlite":
+        assert run_sql(mem.store, "PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
 def test_a_one_megabyte_memory_is_stored_and_recalled_exactly(memory):
@@ -813,5 +821,5 @@ def test_a_lone_surrogate_leaves_nothing_behind(memory):
         with pytest.raises(LetheError):
             call("I prefer \ud800 lone surrogates")
     assert mem.counts() == {} and mem.pending() == []
-    assert mem.store.db.execute("SELECT count(*) FROM inbox").fetchone()[0] == 0
+    assert run_sql(mem.store, "SELECT count(*) FROM inbox").fetchone()[0] == 0
     assert mem.recall("lone \ud800 surrogates") == []

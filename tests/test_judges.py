@@ -18,8 +18,11 @@ import pytest
 from engine import Memory
 from tests.fake_openai import FakeOpenAI, Reply, estimate_tokens, prompt_text
 from engine.judges import SYSTEM
-from tests.conftest import POLICIES, START
+from engine.store import open_store
+from tests.conftest import POLICIES, START, run_sql
 from tests.fake_server import closed_port_url, fake_openai  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
 LIFECYCLE = os.path.join(POLICIES, "lifecycle.yaml")
 FUSED = os.path.join(POLICIES, "fused.yaml")
@@ -160,12 +163,12 @@ def served(fake: FakeOpenAI, judge: Judge) -> FakeOpenAI:
 
 def memories(mem: Memory, namespace: str | None = None) -> dict[int, dict]:
     sql = "SELECT * FROM memories" + (" WHERE namespace = ?" if namespace else "") + " ORDER BY id"
-    return {r["id"]: dict(r) for r in mem.store.db.execute(sql, (namespace,) if namespace else ())}
+    return {r["id"]: dict(r) for r in run_sql(mem.store, sql, (namespace,) if namespace else ())}
 
 
 def events(mem: Memory, memory_id: int | None = None) -> list[tuple[int, str, str]]:
     sql = "SELECT memory_id, event_type, detail FROM memory_events"
-    rows = mem.store.db.execute(sql + (" WHERE memory_id = ?" if memory_id else "") + " ORDER BY id",
+    rows = run_sql(mem.store, sql + (" WHERE memory_id = ?" if memory_id else "") + " ORDER BY id",
                                 (memory_id,) if memory_id else ())
     return [tuple(r) for r in rows]
 
@@ -176,7 +179,7 @@ def event_types(mem: Memory, memory_id: int) -> list[str]:
 
 def calls(mem: Memory, step: str | None = None) -> list[dict]:
     sql = "SELECT * FROM model_calls" + (" WHERE step = ?" if step else "") + " ORDER BY id"
-    return [dict(r) for r in mem.store.db.execute(sql, (step,) if step else ())]
+    return [dict(r) for r in run_sql(mem.store, sql, (step,) if step else ())]
 
 
 def outcomes(mem: Memory, step: str | None = None) -> list:
@@ -184,7 +187,7 @@ def outcomes(mem: Memory, step: str | None = None) -> list:
 
 
 def inbox(mem: Memory) -> list[dict]:
-    return [dict(r) for r in mem.store.db.execute("SELECT * FROM inbox ORDER BY id")]
+    return [dict(r) for r in run_sql(mem.store, "SELECT * FROM inbox ORDER BY id")]
 
 
 def seed(mem: Memory, content: str, **fields) -> int:
@@ -445,9 +448,8 @@ def _compression_store(mem):
     ids["t3"] = seed(mem, "No tabs: user indents with spaces", importance=8)
     for text in ("User lives in Lisbon", "User's cat is called Miso"):
         ids[text] = seed(mem, text, importance=3)
-    db = mem.store.db
     for key, count in (("r1", 2), ("r2", 7), ("r3", 1), ("t1", 0), ("t2", 3), ("t3", 4)):
-        db.execute("UPDATE memories SET access_count = ? WHERE id = ?", (count, ids[key]))
+        run_sql(mem.store, "UPDATE memories SET access_count = ? WHERE id = ?", (count, ids[key]))
     return ids
 
 
@@ -501,7 +503,7 @@ def test_compression_needs_five_active_memories(fake_openai, lethe):
     for i in range(4):
         seed(mem, f"User wants code kept readable, take {i}")
     seed(mem, "superseded long ago")
-    mem.store.db.execute("UPDATE memories SET status = 'superseded' WHERE id = 5")
+    run_sql(mem.store, "UPDATE memories SET status = 'superseded' WHERE id = 5")
     [result] = mem.run(["compression"])
     assert fake_openai.requests == []
     assert "fewer than 5" in result.notes[0]
@@ -734,7 +736,7 @@ def test_instructions_inside_memory_text_are_data_and_reach_only_shown_candidate
     unrelated = [seed(mem, t) for t in ("User drinks green tea", "User's cat is called Miso",
                                          "Deploys happen on fridays")]
     already = seed(mem, "The main database was Oracle")
-    mem.store.db.execute("UPDATE memories SET status = 'archived' WHERE id = ?", (already,))
+    run_sql(mem.store, "UPDATE memories SET status = 'archived' WHERE id = ?", (already,))
 
     [new] = mem.remember(attack, "I can't do that, but noted the database.")
 
@@ -870,11 +872,9 @@ def test_a_memory_changed_while_merging_keeps_every_original(fake_openai, lethe,
     """Another writer supersedes a cluster member while the strong model writes the merge:
     the merge is abandoned as a whole."""
     def merge_and_meddle(prompt):
-        import sqlite3
-        other = sqlite3.connect(db_path)
-        other.execute("UPDATE memories SET status = 'superseded' WHERE content = 'Readable code matters to the user'")
-        other.commit()
-        other.close()
+        with open_store(db_path) as other:
+            run_sql(other, "UPDATE memories SET status = 'superseded' "
+                           "WHERE content = 'Readable code matters to the user'")
         return _merger(prompt)
 
     judge = Judge(cluster=lambda p: {"clusters": [pick(p, "readable")]}, merge=merge_and_meddle)

@@ -6,6 +6,10 @@ import datetime as dt
 
 import pytest
 
+from tests.conftest import run_sql
+
+pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
+
 SHARED = [
     "I use PostgreSQL for the billing service.",
     "The deadline for the study tracker is March 15.",
@@ -33,8 +37,7 @@ def agents(memory):
 
 def rows(mem, namespace: str) -> dict:
     """Everything stored for a namespace, as plain tuples."""
-    db = mem.store.db
-    q = lambda sql: [tuple(r) for r in db.execute(sql, (namespace,))]  # noqa: E731
+    q = lambda sql: [tuple(r) for r in run_sql(mem.store, sql, (namespace,))]  # noqa: E731
     return {
         "memories": q("SELECT * FROM memories WHERE namespace = ? ORDER BY id"),
         "events": q("SELECT * FROM memory_events WHERE memory_id IN "
@@ -49,7 +52,7 @@ def test_the_two_agents_share_one_file(agents):
     alice, bob = agents
     assert alice.store.path == bob.store.path
     assert alice.counts() == bob.counts() == {"active": len(SHARED) + len(CLUSTER) + len(FILLER)}
-    assert {r[0] for r in alice.store.db.execute("SELECT namespace FROM policy_state")} == {"alice", "bob"}
+    assert {r[0] for r in run_sql(alice.store, "SELECT namespace FROM policy_state")} == {"alice", "bob"}
 
 
 def test_passes_of_one_agent_never_touch_the_other(agents, clock):
@@ -113,11 +116,11 @@ def test_a_contradiction_supersedes_only_the_agents_own_memory(agents):
     before = rows(alice, "alice")
     ids = bob.remember("We migrated the billing service from PostgreSQL to MySQL.", "Got it.")
     assert ids
-    old = bob.store.db.execute("SELECT id, status, contradicted_by FROM memories WHERE "
+    old = run_sql(bob.store, "SELECT id, status, contradicted_by FROM memories WHERE "
                                "namespace = 'bob' AND content LIKE '%uses PostgreSQL%'").fetchone()
     assert old["status"] == "superseded" and old["contradicted_by"] == ids[0]
     assert rows(alice, "alice") == before
-    mine = alice.store.db.execute("SELECT status FROM memories WHERE namespace = 'alice' "
+    mine = run_sql(alice.store, "SELECT status FROM memories WHERE namespace = 'alice' "
                                   "AND content LIKE '%uses PostgreSQL%'").fetchall()
     assert [r[0] for r in mine] == ["active"]
 
@@ -133,8 +136,8 @@ def test_a_restatement_reinforces_only_the_agents_own_memory(memory, agents):
 
 def test_pending_turns_belong_to_their_agent(agents):
     alice, bob = agents
-    with alice.store.transaction() as db:  # a turn alice saved while her model was down
-        db.execute("INSERT INTO inbox (namespace, user_text, assistant_text, created_at, updated_at) "
+    with alice.store.transaction():  # a turn alice saved while her model was down
+        run_sql(alice.store, "INSERT INTO inbox (namespace, user_text, assistant_text, created_at, updated_at) "
                    "VALUES ('alice', 'I use Redis for caching.', 'ok', ?, ?)",
                    (alice.store.now(), alice.store.now()))
     assert bob.pending() == [] and len(alice.pending()) == 1
@@ -151,7 +154,7 @@ def test_a_different_rank_formula_is_synced_only_for_its_namespace(memory, agent
     before = rows(alice, "alice")
     carol = memory("archive", namespace="bob")  # a policy with rank = importance * confidence
     assert rows(alice, "alice") == before
-    r = carol.store.db.execute("SELECT count(*) FROM memories WHERE namespace = 'bob' AND "
+    r = run_sql(carol.store, "SELECT count(*) FROM memories WHERE namespace = 'bob' AND "
                                "abs(rank - importance * confidence) > 1e-9").fetchone()[0]
     assert r == 0
 

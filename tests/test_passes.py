@@ -9,7 +9,9 @@ from click.testing import CliRunner
 from bench import seed_article
 from engine import Memory
 from engine.cli import main
-from tests.conftest import POLICIES, START
+from tests.conftest import POLICIES, START, run_sql
+
+pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
 T = START + dt.timedelta(days=1, hours=3)
 
@@ -72,17 +74,18 @@ def test_decay_keeps_the_stored_rank_current(memory, clock):
     assert row.rank == pytest.approx(8 * 0.7 * row.decay_score, rel=1e-12)
 
 
+@pytest.mark.sqlite_only
 def test_a_failing_pass_changes_nothing(memory, clock):
     mem = memory()
     ids = [mem.add(f"fact {i}") for i in range(5)]
     clock.advance(dt.timedelta(days=200))
     # make the archive rule's UPDATE fail after the decay rule has already run
-    mem.store.db.execute("""CREATE TRIGGER boom BEFORE UPDATE OF status ON memories
+    run_sql(mem.store, """CREATE TRIGGER boom BEFORE UPDATE OF status ON memories
                             BEGIN SELECT RAISE(ABORT, 'disk on fire'); END""")
     with pytest.raises(sqlite3.IntegrityError):
         mem.run(["decay"])
     assert {mem.get(i).decay_score for i in ids} == {1.0}
-    assert mem.store.db.execute("SELECT count(*) FROM memory_events WHERE event_type = 'archived'"
+    assert run_sql(mem.store, "SELECT count(*) FROM memory_events WHERE event_type = 'archived'"
                                 ).fetchone()[0] == 0
     assert mem.due() == ["expiry", "decay", "compression"]  # not recorded as run either
 

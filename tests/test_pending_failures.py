@@ -16,6 +16,8 @@ from engine.cli import main
 from tests.fake_openai import FakeOpenAI
 from tests.conftest import START
 
+pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
+
 # the gate's template fails on a turn that names quasar: text inside a turn that breaks
 # judging, as an obedient model answering hostile text would
 FRAGILE = """name: fragile

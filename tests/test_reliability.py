@@ -24,7 +24,8 @@ import pytest
 
 from bench import seed_article
 from engine import FixedClock, Memory
-from tests.conftest import POLICIES, ROOT, START
+from engine.store import open_store
+from tests.conftest import POLICIES, ROOT, START, run_sql
 
 PROCS = os.path.join(ROOT, "tests", "procs")
 LIFECYCLE = os.path.join(POLICIES, "lifecycle.yaml")
@@ -95,7 +96,17 @@ def which_state(snap: dict, states: dict) -> str | None:
     return None
 
 
-def status_event_problems(db: sqlite3.Connection) -> list:
+class _Portable:
+    """`execute` with `?` placeholders on either backend's store (see conftest.run_sql)."""
+
+    def __init__(self, store):
+        self.store = store
+
+    def execute(self, sql: str, params=()):
+        return run_sql(self.store, sql, params)
+
+
+def status_event_problems(db) -> list:
     """Every non-active memory has the one event that made it so; every status-changing
     event belongs to a memory with that status; every memory has its 'created' or 'merged'."""
     problems = db.execute(
@@ -124,17 +135,19 @@ def status_event_problems(db: sqlite3.Connection) -> list:
 
 # ---- concurrency ----------------------------------------------------------------------
 def run_concurrency(tmp_path, workers: int, seconds: float, cli: bool = False,
-                    step: str = "2d", daemons: int = 1) -> dict:
+                    step: str = "2d", daemons: int = 1, db=None, lease: bool = False) -> dict:
     """`workers` agent processes and `daemons` pass daemons start together on a fresh file
     (so they also race to create and migrate it) and run for `seconds`. With `cli`, the
-    first daemon runs every other round through `lethe run`."""
-    db = tmp_path / "shared.db"
+    first daemon runs every other round through `lethe run`. `db` may name a PostgreSQL
+    schema instead; with `lease` the daemons run their rounds under the pass lease."""
+    db = db or tmp_path / "shared.db"
     logs = [tmp_path / f"worker{i}.jsonl" for i in range(1, workers + 1)]
     daemon_logs = [tmp_path / f"daemon{i}.jsonl" for i in range(1, daemons + 1)]
     procs = [spawn("worker.py", db, log, "--worker", i, "--seconds", seconds)
              for i, log in enumerate(logs, 1)]
     procs += [spawn("pass_loop.py", db, log, "--seconds", seconds, "--step", step,
-                    *(["--cli"] if cli and i == 0 else [])) for i, log in enumerate(daemon_logs)]
+                    *(["--cli"] if cli and i == 0 else []), *(["--lease"] if lease else []))
+              for i, log in enumerate(daemon_logs)]
     for p in procs:
         _, err = p.communicate(timeout=seconds + 300)
         assert p.returncode == 0, err[-3000:]
@@ -145,13 +158,15 @@ def run_concurrency(tmp_path, workers: int, seconds: float, cli: bool = False,
     assert sum(1 for d in daemon if d.get("done")) == daemons
     errors = [e for e in entries + daemon if "error" in e]
 
-    remembered = [e for e in entries if e.get("op") == "remember"]
-    added = [e for e in entries if e.get("op") == "add"]
+    remembered = [e for e in entries if e.get("op") == "remember" and "error" not in e]
+    added = [e for e in entries if e.get("op") == "add" and "error" not in e]
     recalls = [e for e in entries if e.get("op") == "recall"]
     lost = []
-    with connect(db) as conn:
-        conn.row_factory = sqlite3.Row
-        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    with open_store(str(db)) as store:
+        conn = _Portable(store)
+        if store.dialect == "sqlite":
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        ids = {r[0] for r in conn.execute("SELECT id FROM memories")}
         for e in added:
             row = conn.execute("SELECT content, namespace FROM memories WHERE id = ?",
                                (e["id"],)).fetchone()
@@ -162,18 +177,19 @@ def run_concurrency(tmp_path, workers: int, seconds: float, cli: bool = False,
                                 (e["user"],)).fetchall()
             ok = len(turn) == 1 and turn[0]["status"] == ("done" if e["ids"] else "dropped")
             ok = ok and json.loads(turn[0]["memory_ids"] or "[]") == e["ids"]
-            present = conn.execute("SELECT count(*) FROM memories WHERE id IN "
-                                   "(SELECT value FROM json_each(?))",
-                                   (json.dumps(e["ids"]),)).fetchone()[0]
-            if not ok or present != len(e["ids"]):
+            if not ok or not set(e["ids"]) <= ids:
                 lost.append(e)
         pending = conn.execute("SELECT count(*) FROM inbox WHERE status = 'pending'").fetchone()[0]
         problems = status_event_problems(conn)
-        statuses = dict(conn.execute("SELECT status, count(*) FROM memories GROUP BY status").fetchall())
-        events = dict(conn.execute("SELECT event_type, count(*) FROM memory_events "
-                                   "GROUP BY event_type").fetchall())
+        statuses = dict(tuple(r) for r in conn.execute(
+            "SELECT status, count(*) FROM memories GROUP BY status").fetchall())
+        events = dict(tuple(r) for r in conn.execute("SELECT event_type, count(*) FROM memory_events "
+                                                     "GROUP BY event_type").fetchall())
     rounds = [d for d in daemon if "round" in d]
+    ran = [(r["pass"], r["ran_at"]) for d in rounds for r in (d["results"] or [])
+           if r["pass"] != "pending"]
     figures = {
+        "passes_run": len(ran), "passes_run_twice": len(ran) - len(set(ran)),
         "processes": workers + daemons, "seconds": seconds,
         "writes_acknowledged": sum(1 for e in remembered if e["ids"]) + len(added),
         "remember_calls": len(remembered), "dropped_by_gate": sum(1 for e in remembered if not e["ids"]),

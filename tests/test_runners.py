@@ -7,7 +7,6 @@ clocks here are real where a lease must run out in real time, injected elsewhere
 from __future__ import annotations
 
 import datetime as dt
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -21,8 +20,11 @@ from engine.cli import main
 from engine.errors import LeaseBusy, LeaseLost
 from tests.fake_openai import FakeOpenAI
 from engine.leasing import LeaseTerms, hold
+from engine.store import is_dsn, open_store
 from engine.store.lease import SqliteLease
-from tests.conftest import ROOT, START
+from tests.conftest import ROOT, START, run_sql
+
+pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
 # compression asks a (slow) model, then a decay that is not idempotent: applied twice,
 # a row shows 0.81 instead of 0.9
@@ -56,7 +58,16 @@ passes:
 
 def decay_scores(db_path) -> list[float]:
     with Memory(db_path, policy="archive", offline=True) as mem:
-        return [round(r[0], 6) for r in mem.store.db.execute("SELECT decay_score FROM memories")]
+        return [round(r[0], 6) for r in run_sql(mem.store, "SELECT decay_score FROM memories "
+                                                          "ORDER BY id")]
+
+
+def other_lease(db_path, clock, holder: str):
+    """Another runner's lease on the namespace, on a connection of its own."""
+    if is_dsn(db_path):
+        with open_store(db_path, clock) as store:
+            return store.lease("default", dt.timedelta(minutes=15), holder)
+    return SqliteLease(db_path, "default", clock, dt.timedelta(minutes=15), holder)
 
 
 def seed(db_path, policy, n: int, clock=None) -> None:
@@ -119,8 +130,9 @@ class StealDuringMerge:
         if step == "cluster":
             return [[1, 2]]
         if step == "merge":
-            with sqlite3.connect(self.db_path) as db:
-                db.execute("UPDATE leases SET holder = 'thief:1'")
+            with open_store(self.db_path) as store:
+                run_sql(store, "UPDATE leases SET holder = 'thief:1'")
+                store.db.commit()
             return {"content": "facts 0 and 1", "summary": "facts 0 and 1", "tags": []}
         return None
 
@@ -148,7 +160,7 @@ def test_run_due_takes_the_lease_and_says_who_holds_it(tmp_path, db_path):
     policy.write_text(BATCHED)
     seed(db_path, str(policy), 10)
     clock = FixedClock(START)
-    other = SqliteLease(db_path, "default", clock, dt.timedelta(minutes=15), "daemon:42")
+    other = other_lease(db_path, clock, "daemon:42")
     assert other.acquire()
     with Memory(db_path, policy=str(policy), offline=True, clock=clock) as mem:
         with pytest.raises(LeaseBusy, match=r"another runner holds the passes of namespace "
@@ -169,7 +181,7 @@ def test_lethe_run_behind_another_runner_says_so_and_exits_0(tmp_path, db_path):
     policy = tmp_path / "batched.yaml"
     policy.write_text(BATCHED)
     seed(db_path, str(policy), 10)
-    other = SqliteLease(db_path, "default", FixedClock(START), dt.timedelta(minutes=15), "daemon:42")
+    other = other_lease(db_path, FixedClock(START), "daemon:42")
     assert other.acquire()
     out = CliRunner().invoke(main, ["run", "--db", db_path, "--policy", str(policy), "--offline",
                                     "--now", "2026-01-05T09:00:00"])

@@ -5,8 +5,10 @@ import json
 import pytest
 
 from tests.fake_openai import Reply
-from tests.conftest import POLICIES
+from tests.conftest import POLICIES, run_sql
 from tests.fake_server import fake_openai  # noqa: F401
+
+pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
 EXCHANGES = [
     ("I'm building an agent whose goal is to remember what users tell it across sessions.",
@@ -20,7 +22,7 @@ EXCHANGES = [
 
 
 def cells(mem):
-    return mem.store.db.execute("SELECT id, kind, scene, importance, content FROM memories "
+    return run_sql(mem.store, "SELECT id, kind, scene, importance, content FROM memories "
                                 "WHERE status = 'active' ORDER BY id").fetchall()
 
 
@@ -32,7 +34,7 @@ def test_five_exchanges_become_typed_cells_in_scenes_offline(memory):
     kinds = {r["kind"] for r in rows}
     assert {"decision", "risk", "plan"} <= kinds
     assert all(r["scene"] for r in rows)
-    summaries = dict(mem.store.db.execute("SELECT scene, summary FROM scenes").fetchall())
+    summaries = dict(run_sql(mem.store, "SELECT scene, summary FROM scenes").fetchall())
     assert set(summaries) == {r["scene"] for r in rows}
     assert all(s.strip() for s in summaries.values())
     assert all(len(s.split()) < 100 for s in summaries.values())
@@ -61,7 +63,7 @@ def test_a_decay_rule_applies_to_cells(memory, clock):
     mem.recall("SQLite full-text search")  # used again: stays fresh
     clock.advance(dt.timedelta(days=60))
     mem.run(["decay"])
-    statuses = {r[0]: r[1] for r in mem.store.db.execute("SELECT id, status FROM memories")}
+    statuses = {r[0]: r[1] for r in run_sql(mem.store, "SELECT id, status FROM memories")}
     assert all(statuses[i] == "active" for i in recalled)
     assert {s for i, s in statuses.items() if i not in recalled} == {"archived"}
 
@@ -94,7 +96,7 @@ def test_extraction_and_summaries_through_a_model(tmp_path, fake_openai, memory)
     rows = cells(mem)
     assert [(r["kind"], r["scene"], r["importance"]) for r in rows] == [
         ("decision", "storage", 9.0), ("risk", "storage", 4.0)]
-    assert mem.store.db.execute("SELECT summary FROM scenes WHERE scene = 'storage'").fetchone()[0] \
+    assert run_sql(mem.store, "SELECT summary FROM scenes WHERE scene = 'storage'").fetchone()[0] \
         == "Storage: SQLite with FTS5; synonyms are a known gap."
     summarise_prompt = fake_openai.requests[-1]["messages"][-1]["content"]
     assert summarise_prompt.index("Use SQLite") < summarise_prompt.index("FTS5 ranking")  # by salience
@@ -106,9 +108,9 @@ def test_malformed_cells_give_no_cells_and_an_event(tmp_path, fake_openai, memor
     mem = memory(scenes_policy(tmp_path, fake_openai.base_url))
     assert mem.remember("We decided to use SQLite.", "OK") == []
     assert cells(mem) == []
-    events = mem.store.db.execute("SELECT event_type FROM memory_events").fetchall()
+    events = run_sql(mem.store, "SELECT event_type FROM memory_events").fetchall()
     if bad.startswith("[{"):  # valid JSON, but no usable cell: simply nothing to store
-        assert mem.store.db.execute("SELECT status FROM inbox").fetchone()[0] == "dropped"
+        assert run_sql(mem.store, "SELECT status FROM inbox").fetchone()[0] == "dropped"
     else:
         assert [e[0] for e in events] == ["extract_failed"]
     assert mem.pending() == []  # judged (to nothing), not left pending
@@ -120,6 +122,6 @@ def test_summary_model_down_keeps_the_cells(tmp_path, fake_openai, memory):  # n
     fake_openai.script(Reply(cell), Reply("", status=500))
     mem = memory(scenes_policy(tmp_path, fake_openai.base_url))
     assert len(mem.remember("We ship by June 30.", "OK")) == 1
-    assert mem.store.db.execute("SELECT count(*) FROM scenes").fetchone()[0] == 0
-    assert "summarise_failed" in [e[0] for e in mem.store.db.execute(
+    assert run_sql(mem.store, "SELECT count(*) FROM scenes").fetchone()[0] == 0
+    assert "summarise_failed" in [e[0] for e in run_sql(mem.store, 
         "SELECT event_type FROM memory_events")]

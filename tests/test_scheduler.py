@@ -13,8 +13,10 @@ import pytest
 from engine import FixedClock, Memory, Scheduler
 from engine.clock import iso
 from engine.scheduler import LeaseBusy
-from engine.store.lease import SqliteLease as Lease
-from tests.conftest import POLICIES, ROOT, START
+from engine.store import open_store
+from tests.conftest import POLICIES, ROOT, START, run_sql
+
+pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
 # one pass, due hourly, that writes an event per active memory (a pass run twice shows
 # up as twice the events), then a second statement, so that a pass has a middle
@@ -42,7 +44,7 @@ def ticking(tmp_path, db_path):
 
 def ticked(db_path) -> int:
     with Memory(db_path, policy=f"{POLICIES}/archive.yaml") as mem:
-        return mem.store.db.execute(
+        return run_sql(mem.store, 
             "SELECT count(*) FROM memory_events WHERE event_type = 'ticked'").fetchone()[0]
 
 
@@ -67,7 +69,7 @@ def test_start_runs_due_passes_and_stop_returns_within_a_second(memory, clock):
     assert time.monotonic() - started < 1.0  # it was sleeping for an hour: stop woke it
     assert not sched.running
     assert not [t for t in threading.enumerate() if t.name.startswith("lethe-scheduler")]
-    runs = mem.store.db.execute("SELECT pass FROM pass_runs ORDER BY pass").fetchall()
+    runs = run_sql(mem.store, "SELECT pass FROM pass_runs ORDER BY pass").fetchall()
     assert [r[0] for r in runs] == ["compression", "decay", "expiry"]
 
 
@@ -107,7 +109,7 @@ def test_a_pass_caught_by_stop_is_rolled_back_and_runs_later(ticking, db_path):
     assert sched.stop() is True
     assert time.monotonic() - started < 1.0
     assert ticked(db_path) == 0 and mem.due() == ["tick"]  # all or nothing: nothing
-    assert mem.store.db.execute("SELECT count(*) FROM leases").fetchone()[0] == 0
+    assert run_sql(mem.store, "SELECT count(*) FROM leases").fetchone()[0] == 0
     assert [r.name for r in Scheduler(mem).force_run()] == ["tick"]
     assert ticked(db_path) == 5
     mem.close()
@@ -116,7 +118,8 @@ def test_a_pass_caught_by_stop_is_rolled_back_and_runs_later(ticking, db_path):
 def test_a_held_lease_skips_the_tick_and_an_expired_one_is_taken_over(ticking, db_path):
     clock = FixedClock(START)
     mem = Memory(db_path, policy=ticking, offline=True, clock=clock)
-    other = Lease(db_path, "default", clock, dt.timedelta(minutes=15), holder="elsewhere:1")
+    elsewhere = open_store(db_path, clock)
+    other = elsewhere.lease("default", dt.timedelta(minutes=15), "elsewhere:1")
     assert other.acquire()
     sched = Scheduler(mem)
     assert sched.tick() is None
@@ -129,6 +132,7 @@ def test_a_held_lease_skips_the_tick_and_an_expired_one_is_taken_over(ticking, d
     assert other.acquire()
     sched.stop()
     other.close()
+    elsewhere.close()
     mem.close()
 
 
@@ -140,7 +144,7 @@ def test_a_long_pass_renews_its_lease(ticking, db_path):
 
     def an_hour_a_statement(label):  # looked at inside the pass, on the scheduler's connection
         clock.advance(dt.timedelta(hours=1))
-        seen.append(sched._own.store.db.execute("SELECT expires_at FROM leases").fetchone()[0])
+        seen.append(run_sql(sched._own.store, "SELECT expires_at FROM leases").fetchone()[0])
     sched.tick(progress=an_hour_a_statement)
     assert seen == [iso(START + dt.timedelta(minutes=15)),  # taken at 09:00 for 15 minutes
                     iso(START + dt.timedelta(hours=1, minutes=15))]  # renewed at 10:00

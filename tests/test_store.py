@@ -5,9 +5,12 @@ import pytest
 
 from bench import seed_article
 from engine.store import MIGRATIONS, Store
-from tests.conftest import START
+from tests.conftest import START, run_sql
+
+pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
 
+@pytest.mark.sqlite_only
 def test_new_database_has_every_migration_and_wal(db_path, clock):
     store = Store(db_path, clock)
     names = [r[0] for r in store.db.execute("SELECT name FROM lethe_migrations ORDER BY rowid")]
@@ -20,11 +23,13 @@ def test_new_database_has_every_migration_and_wal(db_path, clock):
             "expires_at", "namespace", "kind", "scene", "rank"} <= cols
 
 
+@pytest.mark.sqlite_only
 def test_reopening_applies_nothing_twice(db_path, clock):
     Store(db_path, clock).close()
     assert Store(db_path, clock).migrate() == []
 
 
+@pytest.mark.sqlite_only
 def test_article_database_is_adopted_in_place_losing_nothing(tmp_path, clock, memory):
     path = str(tmp_path / "agent_memory.db")
     seed_article.generate(path, 500, START)
@@ -34,35 +39,37 @@ def test_article_database_is_adopted_in_place_losing_nothing(tmp_path, clock, me
     raw.close()
 
     mem = memory("lifecycle", db=path)
-    after = mem.store.db.execute(
+    after = run_sql(mem.store, 
         "SELECT id, content, summary, tags, importance, confidence, access_count, decay_score, "
         "status, contradicted_by, created_at, last_accessed, expires_at FROM memories ORDER BY id"
     ).fetchall()
     assert [tuple(r) for r in after] == before
-    assert mem.store.db.execute("SELECT count(*) FROM memory_events").fetchone()[0] == events_before
+    assert run_sql(mem.store, "SELECT count(*) FROM memory_events").fetchone()[0] == events_before
     # adopted rows belong to the default namespace and get their stored rank
-    row = mem.store.db.execute("SELECT namespace, rank, importance * confidence * decay_score "
+    row = run_sql(mem.store, "SELECT namespace, rank, importance * confidence * decay_score "
                                "FROM memories WHERE id = 1").fetchone()
     assert row[0] == "default" and row[1] == pytest.approx(row[2])
     # and the full-text index covers the old rows
-    hits = mem.store.db.execute("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'prefers'")
+    hits = run_sql(mem.store, "SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'prefers'")
     assert hits.fetchone()[0] > 0
 
 
+@pytest.mark.sqlite_only
 def test_events_are_append_only(memory):
     mem = memory()
     mid = mem.add("User prefers tabs")
     with pytest.raises(sqlite3.IntegrityError, match="append-only"):
-        mem.store.db.execute("UPDATE memory_events SET event_type = 'x' WHERE memory_id = ?", (mid,))
+        run_sql(mem.store, "UPDATE memory_events SET event_type = 'x' WHERE memory_id = ?", (mid,))
     with pytest.raises(sqlite3.IntegrityError, match="append-only"):
-        mem.store.db.execute("DELETE FROM memory_events WHERE memory_id = ?", (mid,))
+        run_sql(mem.store, "DELETE FROM memory_events WHERE memory_id = ?", (mid,))
 
 
+@pytest.mark.sqlite_only
 def test_full_text_index_follows_content_changes(memory):
     mem = memory()
     mid = mem.add("User prefers tabs")
-    mem.store.db.execute("UPDATE memories SET content = 'User prefers spaces', summary = 'spaces' WHERE id = ?", (mid,))
-    _match = lambda w: mem.store.db.execute(  # noqa: E731
+    run_sql(mem.store, "UPDATE memories SET content = 'User prefers spaces', summary = 'spaces' WHERE id = ?", (mid,))
+    _match = lambda w: run_sql(mem.store,   # noqa: E731
         "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?", (w,)).fetchall()
     match = lambda w: [tuple(r) for r in _match(w)]  # noqa: E731
     assert match("spaces") == [(mid,)]
@@ -75,4 +82,4 @@ def test_transaction_rolls_back_everything(memory):
         with mem.store.transaction() as db:
             mem.store.insert_memory(db, {"content": "half-written", "namespace": "default"})
             raise RuntimeError("crash")
-    assert mem.store.db.execute("SELECT count(*) FROM memories").fetchone()[0] == 0
+    assert run_sql(mem.store, "SELECT count(*) FROM memories").fetchone()[0] == 0

@@ -19,10 +19,13 @@ from engine import Memory
 from engine.cli import main
 from tests.fake_openai import FakeOpenAI, Reply
 from engine.write import Judged
-from tests.conftest import POLICIES, START
+from engine.store import open_store
+from tests.conftest import POLICIES, START, run_sql
 from tests.fake_server import closed_port_url, fake_openai  # noqa: F401  (fixture)
 from tests.test_judges import (DEFAULTS, Judge, calls, event_types, events, inbox, lethe,  # noqa: F401
                                memories, outcomes, pick, policy_file, seed, served)
+
+pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
 TURN = ("We moved the main database from PostgreSQL to MySQL.", "Noted, MySQL it is.")
 TEA = ("I drink green tea every morning.", "Nice.")
@@ -89,8 +92,8 @@ def test_the_turn_is_written_before_any_model_is_called(fake_openai, lethe, db_p
     seen = []
 
     def gate(prompt):
-        with sqlite3.connect(db_path) as other:
-            seen.extend(other.execute("SELECT user_text, status FROM inbox").fetchall())
+        with open_store(db_path) as other:
+            seen.extend(tuple(r) for r in run_sql(other, "SELECT user_text, status FROM inbox").fetchall())
         return DEFAULTS["gate"](prompt)
 
     mem = lethe(served(fake_openai, Judge(gate=gate)).base_url)
@@ -273,8 +276,8 @@ def test_a_memory_changed_meanwhile_is_not_superseded_again(fake_openai, lethe, 
     """Another writer archives the memory while the model judges: the late supersession
     leaves it as the other writer left it (no overwritten status, no second event)."""
     def archive_meanwhile(prompt):
-        with sqlite3.connect(db_path) as other:
-            other.execute("UPDATE memories SET status = 'archived' WHERE id = 1")
+        with open_store(db_path) as other:
+            run_sql(other, "UPDATE memories SET status = 'archived' WHERE id = 1")
         return {"supersedes": [1], "confirms": []}
 
     mem = lethe(served(fake_openai, Judge(contradiction=archive_meanwhile)).base_url)
@@ -291,8 +294,8 @@ def test_a_confirmation_of_a_memory_superseded_meanwhile_keeps_the_turn(fake_ope
     memory the model confirms while the model is thinking, the turn must not vanish into a
     superseded memory."""
     def confirm_while_another_writer_supersedes(prompt):
-        with sqlite3.connect(db_path) as other:
-            other.execute("UPDATE memories SET status = 'superseded' WHERE id = 1")
+        with open_store(db_path) as other:
+            run_sql(other, "UPDATE memories SET status = 'superseded' WHERE id = 1")
         return {"supersedes": [], "confirms": [1]}
 
     judge = Judge(contradiction=confirm_while_another_writer_supersedes)

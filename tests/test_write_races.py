@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from engine import FixedClock, Memory
 from engine.cli import main
 from tests.conftest import POLICIES, START
+
+pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
 DEADLINE = "The deadline for the billing service is March 15"
 

@@ -13,12 +13,13 @@ this module builds the group and adds them, so nothing imports back into it.
     agent      recall (--explain), daemon, chat
     scenarios  experiment
     mcp        mcp (an MCP server: engine.integrations.mcp)
+    importing  import                          (one store into another)
 """
 from __future__ import annotations
 
 import click
 
-from . import agent, data, mcp, policy, scenarios
+from . import agent, data, importing, mcp, policy, scenarios
 from .base import CONTEXT, LetheGroup
 
 
@@ -35,5 +36,5 @@ def main():
 for command in (policy.validate, policy.compile_, policy.render,
                 data.run, data.ls, data.why, data.add, data.remember, data.pending, data.costs,
                 agent.recall, agent.daemon, agent.chat,
-                scenarios.experiment, mcp.mcp):
+                scenarios.experiment, mcp.mcp, importing.import_):
     main.add_command(command)

@@ -22,7 +22,7 @@ from .. import policy as policy_mod
 from ..clock import FixedClock, parse_duration, parse_time, until_end_of_day
 from ..errors import LetheError, StoreError
 from ..memory import DEFAULT_POLICY, Memory
-from ..store import DATABASE_ERRORS
+from ..store import DATABASE_ERRORS, is_dsn
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -125,7 +125,8 @@ def store_options(f):
                      help="Policy file, or a name: ./policies/NAME.yaml, else the shipped one "
                           "(env LETHE_POLICY).")(f)
     f = click.option("--db", envvar="LETHE_DB",
-                     help="SQLite database file (env LETHE_DB; default: the policy's `db:`).")(f)
+                     help="SQLite database file or postgresql:// DSN (env LETHE_DB; default: the "
+                          "policy's `db:`).")(f)
     return f
 
 
@@ -164,8 +165,8 @@ def open_memory(db, policy, namespace, now, offline, record=None, replay=None,
     pol = policy_mod.load(policy)
     path = db or pol.db
     if not path:
-        raise click.UsageError("no database: pass --db FILE or set LETHE_DB")
-    if must_exist and not os.path.exists(path):
+        raise click.UsageError("no database: pass --db FILE (or a postgresql:// DSN) or set LETHE_DB")
+    if must_exist and not is_dsn(path) and not os.path.exists(path):
         raise StoreError(no_database(path))
     clock = FixedClock(now) if now else None
     return Memory(path, policy=pol, namespace=namespace, offline=offline, clock=clock,

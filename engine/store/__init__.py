@@ -1,9 +1,10 @@
 """The store layer: where every query the engine runs is executed.
 
 One interface, one module per backend. `open_store(target, clock)` picks the backend from
-the target: a file path is SQLite (the embedded default, `sqlite.py`). A second backend
-(PostgreSQL) is a module beside it offering the same methods; the rest of the engine
-only calls those methods and hands compiled statements (`engine.plan`) to `run`/`fetch`.
+the target: a file path is SQLite (the embedded default, `sqlite.py`), a
+`postgresql://` DSN is PostgreSQL (`postgres.py`, the same methods; psycopg 3 in the
+`postgres` extra, imported only when a DSN is opened). The rest of the engine only calls
+those methods and hands compiled statements (`engine.plan`) to `run`/`fetch`.
 """
 from __future__ import annotations
 
@@ -11,19 +12,23 @@ import sqlite3
 
 from ..clock import Clock
 from .migrations import MIGRATIONS, RECALL_INDEX, migration
+from .postgres import PostgresStore, is_dsn, masked, pg_database_errors
 from .sqlite import SqliteStore, Store
 
 # what a backend raises when the database itself fails (corrupt, full, locked too long)
-DATABASE_ERRORS = (sqlite3.DatabaseError,)
+DATABASE_ERRORS = (sqlite3.DatabaseError, *pg_database_errors())
 
 
 def open_store(target: str, clock: Clock | None = None, read_only: bool = False,
                progress=None):
-    """The store for a database target (today: a SQLite file path); `read_only` never
-    writes to it (nor upgrades it); `progress` is told each step of upgrading a file that
-    already holds memories (adopting an article database takes seconds at 1M)."""
+    """The store for a database target: a SQLite file path, or a postgresql:// DSN;
+    `read_only` never writes to it (nor upgrades it); `progress` is told each step of
+    upgrading a SQLite file that already holds memories (adopting an article database
+    takes seconds at 1M)."""
+    if is_dsn(str(target)):
+        return PostgresStore(str(target), clock, read_only=read_only)
     return SqliteStore(str(target), clock, read_only=read_only, progress=progress)
 
 
-__all__ = ["open_store", "Store", "SqliteStore", "MIGRATIONS", "RECALL_INDEX", "migration",
-           "DATABASE_ERRORS"]
+__all__ = ["open_store", "Store", "SqliteStore", "PostgresStore", "is_dsn", "masked",
+           "MIGRATIONS", "RECALL_INDEX", "migration", "DATABASE_ERRORS"]

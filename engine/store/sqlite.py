@@ -22,8 +22,9 @@ from ..errors import StoreError
 from . import bulk
 from .lease import SqliteLease, lease_connection
 from .migrations import MIGRATIONS
+from .sqlite_bookkeeping import Bookkeeping
 
-class SqliteStore:
+class SqliteStore(Bookkeeping):
     """A connection to one database file, upgraded to the current schema on open."""
 
     dialect = "sqlite"
@@ -92,6 +93,12 @@ class SqliteStore:
         if self._lease_db is not None:
             self._lease_db.close()
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def reopen(self) -> "SqliteStore":
         """Another connection to the same file (a scheduler works on its own)."""
         return SqliteStore(self.path, self.clock, self.timeout, self.read_only)
@@ -104,8 +111,9 @@ class SqliteStore:
             pass
 
     @contextlib.contextmanager
-    def transaction(self, fence=None):
+    def transaction(self, fence=None, exclusive: bool = False):
         """BEGIN IMMEDIATE ... COMMIT; anything raised inside rolls the whole thing back.
+        `exclusive` (no other writer until the commit) is what SQLite's write lock always is.
 
         With a `fence` (a held pass lease), the commit first renews the lease inside this
         transaction; when the lease is no longer the holder's (another runner took it over)
@@ -215,6 +223,10 @@ class SqliteStore:
                                "AND id IN (SELECT value FROM json_each(?))",
                                (namespace, json.dumps(list(ids))))
         return {r[0]: (r[1], r[2]) for r in rows}
+
+    def lock_memories(self, ids: list[int]) -> None:
+        """Hold these memories until the commit (a turn about to supersede or reinforce
+        them): SQLite's write lock already holds the whole file."""
 
     def events(self, memory_id: int) -> list[sqlite3.Row]:
         return self.db.execute("SELECT * FROM memory_events WHERE memory_id = ? ORDER BY id",
@@ -359,6 +371,11 @@ class SqliteStore:
             "(next_retry_at IS NULL OR next_retry_at <= ?) ORDER BY id LIMIT ?",
             (namespace, self.now(), limit))]
 
+    def claim_turns(self, namespace: str, limit: int) -> list[int]:
+        """Pending turns to judge, oldest first. One file has one writer at a time, and
+        `Writer.finish` re-checks a turn inside its write transaction: nothing to claim."""
+        return self.pending_ids(namespace, limit)
+
     def pending_count(self, namespace: str) -> int:
         return self.db.execute("SELECT count(*) FROM inbox WHERE namespace = ? AND "
                                "status = 'pending'", (namespace,)).fetchone()[0]
@@ -395,68 +412,6 @@ class SqliteStore:
         lo, hi = self.db.execute("SELECT min(id), max(id) FROM memories WHERE namespace = ?",
                                  (namespace,)).fetchone()
         return lo or 0, hi or 0
-
-    # -- model calls ----------------------------------------------------------------------
-    def log_call(self, namespace: str, step: str, model: str, provider: str | None,
-                 prompt_tokens: int, completion_tokens: int, latency_ms: float, outcome: str,
-                 detail: str | None, attempt: int = 0, estimated: bool = False) -> None:
-        """One model call: which step, model and attempt, its tokens (`estimated` when the
-        server sent no usage), latency and outcome."""
-        self.db.execute(
-            "INSERT INTO model_calls (namespace, step, model, provider, prompt_tokens, "
-            "completion_tokens, latency_ms, outcome, detail, occurred_at, attempt, "
-            "tokens_estimated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            (namespace, step, model, provider, prompt_tokens, completion_tokens, latency_ms,
-             outcome, detail, self.now(), attempt, int(estimated)))
-
-    def costs(self, namespace: str) -> list[dict]:
-        """Every logged model call summed per step and model: calls, tokens, latency, and
-        outcomes: ok, repaired, retried (calls that were retries), refused (bad answers),
-        fell_back (the rules judge answered), failed (nothing answered), unavailable, and
-        estimated (calls whose token counts are estimates)."""
-        return [dict(r) for r in self.db.execute(
-            "SELECT step, model, count(*) AS calls, sum(prompt_tokens) AS prompt_tokens, "
-            "sum(completion_tokens) AS completion_tokens, round(avg(latency_ms), 1) AS avg_latency_ms, "
-            "sum(outcome = 'ok') AS ok, sum(outcome = 'repaired') AS repaired, "
-            "sum(attempt > 0) AS retried, sum(outcome = 'bad_answer') AS refused, "
-            "sum(outcome = 'fallback') AS fell_back, sum(outcome = 'failed') AS failed, "
-            "sum(outcome = 'unavailable') AS unavailable, sum(tokens_estimated) AS estimated "
-            "FROM model_calls WHERE namespace = ? GROUP BY step, model ORDER BY step, model",
-            (namespace,))]
-
-    def model_use(self, namespace: str) -> dict:
-        """Model calls and tokens: totals, calls by step and by provider, and how many
-        judgments the fallback answered because the model's answer was unusable."""
-        total = self.db.execute("SELECT count(*), coalesce(sum(prompt_tokens), 0), "
-                                "coalesce(sum(completion_tokens), 0) FROM model_calls "
-                                "WHERE namespace = ?", (namespace,)).fetchone()
-        by_step = {r[0]: r[1] for r in self.db.execute(
-            "SELECT step, count(*) FROM model_calls WHERE namespace = ? GROUP BY step ORDER BY step",
-            (namespace,))}
-        by_provider = {r[0] or "none": r[1] for r in self.db.execute(
-            "SELECT provider, count(*) FROM model_calls WHERE namespace = ? GROUP BY provider "
-            "ORDER BY provider", (namespace,))}
-        fallbacks = self.db.execute("SELECT count(*) FROM model_calls WHERE namespace = ? AND "
-                                    "outcome = 'fallback'", (namespace,)).fetchone()[0]
-        return {"calls": total[0], "prompt_tokens": total[1], "completion_tokens": total[2],
-                "tokens": total[1] + total[2], "by_step": by_step, "by_provider": by_provider,
-                "fallbacks": fallbacks}
-
-    # -- scenes (seed C) ------------------------------------------------------------------
-    def scene_cells(self, namespace: str, scene: str, limit: int = 20) -> list[sqlite3.Row]:
-        return self.db.execute(
-            "SELECT content, kind, importance FROM memories WHERE namespace = ? AND scene = ? "
-            "AND status = 'active' ORDER BY importance DESC, id DESC LIMIT ?",
-            (namespace, scene, limit)).fetchall()
-
-    def save_scene(self, namespace: str, scene: str, summary: str) -> None:
-        self.db.execute("INSERT INTO scenes (namespace, scene, summary, updated_at) VALUES (?, ?, ?, ?) "
-                        "ON CONFLICT (namespace, scene) DO UPDATE SET summary = excluded.summary, "
-                        "updated_at = excluded.updated_at", (namespace, scene, summary, self.now()))
-
-    def scenes(self, namespace: str) -> dict[str, str]:
-        return {r[0]: r[1] for r in self.db.execute(
-            "SELECT scene, summary FROM scenes WHERE namespace = ? ORDER BY scene", (namespace,))}
 
     # -- leases ---------------------------------------------------------------------------
     def lease(self, namespace: str, ttl, holder: str, wait: float = 1.0) -> SqliteLease:

@@ -2,7 +2,10 @@
 advances a fixed step per round, through the API or through `lethe run` (alternately
 with --cli), until its time is up. Logs one JSON line per round, errors included.
 
-    python tests/procs/pass_loop.py DB LOG --seconds 5 --step 2d [--cli]"""
+    python tests/procs/pass_loop.py DB LOG --seconds 5 --step 2d [--cli] [--lease]
+
+With --lease a round is a `Scheduler.tick()`: due passes under the pass lease (a long
+lease, so two daemons' simulated clocks drifting apart never expire each other's)."""
 from __future__ import annotations
 
 import argparse
@@ -15,7 +18,7 @@ import traceback
 
 from _common import ROOT, START, is_lock_error, policy_path
 
-from engine import FixedClock, Memory
+from engine import FixedClock, Memory, Scheduler
 from engine.clock import iso, parse_duration
 
 
@@ -29,6 +32,7 @@ def main() -> None:
     ap.add_argument("--policy", default="lifecycle")
     ap.add_argument("--namespace", default="default")
     ap.add_argument("--cli", action="store_true", help="every other round through `lethe run`")
+    ap.add_argument("--lease", action="store_true", help="each round under the pass lease")
     a = ap.parse_args()
 
     clock = FixedClock(START)
@@ -38,7 +42,7 @@ def main() -> None:
         def write(obj):
             log.write(json.dumps(obj, ensure_ascii=False) + "\n")
 
-        mem = None
+        mem = sched = None
         deadline = time.monotonic() + a.seconds
         while time.monotonic() < deadline:
             clock.advance(step)
@@ -63,9 +67,10 @@ def main() -> None:
                     if mem is None:
                         mem = Memory(a.db, policy=policy_path(a.policy), namespace=a.namespace,
                                      offline=True, clock=clock)
-                    results = mem.run_due()
+                        sched = Scheduler(mem, lease_ttl="100000d") if a.lease else None
+                    results = sched.tick() if sched else mem.run_due()
                     write({"round": counts["rounds"], "now": iso(clock()),
-                           "results": [r.as_dict() for r in results]})
+                           "results": [r.as_dict() for r in results or []]})
             except Exception as exc:
                 kind = "lock" if is_lock_error(exc) else "other"
                 counts[kind] += 1
@@ -73,6 +78,8 @@ def main() -> None:
                        "msg": str(exc)[:500], "trace": traceback.format_exc()[-2000:]})
             time.sleep(a.pause)
         if mem is not None:
+            if sched:
+                sched.close()
             mem.close()
         write({"done": True, "counts": counts})
 

@@ -1,0 +1,386 @@
+"""The PostgreSQL store: many agents and machines on one server, behind the same methods as
+`SqliteStore` (its public methods are the store interface; this class and the
+`Bookkeeping` it inherits, postgres_bookkeeping.py, mirror them one for one, in the same
+order, so a method added there is ported here by copying it).
+
+Bookkeeping SQL is written as in `sqlite.py`, with `?` placeholders, and turned into
+psycopg's `%s` by `q` (so most methods are the SQLite text verbatim); compiled statements
+(`engine.plan` with the postgres dialect) already use `%s`. What differs on a server:
+- a turn is claimed before it is judged (`claim_turns`: `FOR UPDATE SKIP LOCKED`), and
+  `turn()` locks its row, so several workers share one inbox and apply each turn once;
+- a pass's transaction (`transaction(exclusive=True)`) locks `memories` against other
+  writers (readers go on), as SQLite's write lock does, so a rule's events and its update
+  see the same rows;
+- a fenced commit (`transaction(fence=held)`, a runner under the pass lease) renews the
+  lease row only while its holder and fencing token are still ours (`postgres_lease.py`
+  says why a row and not an advisory lock);
+- a read-only store runs every transaction READ ONLY and never migrates.
+Needs the `postgres` extra (psycopg 3).
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import re
+import uuid
+
+from ..clock import Clock, iso, system_clock
+from ..errors import StoreError
+from .postgres_bookkeeping import Bookkeeping, q, refuse_nul
+from .postgres_lease import PostgresLease
+from .postgres_schema import PG_MIGRATIONS, SEARCH_CONFIG
+
+_LOCK_MIGRATE = 4_211_001        # advisory transaction lock keys (proxy-safe: one transaction)
+
+
+def is_dsn(target: str) -> bool:
+    return str(target).startswith(("postgresql://", "postgres://"))
+
+
+def masked(dsn: str) -> str:
+    """The DSN with its password replaced by ***, for messages."""
+    dsn = re.sub(r"(://[^:/@?]*:)[^@]*@", r"\1***@", dsn)
+    return re.sub(r"(password=)[^&\s]*", r"\1***", dsn)
+
+
+def _psycopg():
+    try:
+        import psycopg
+    except ImportError:
+        raise StoreError("PostgreSQL needs the postgres extra: pip install 'lethe[postgres]'") from None
+    return psycopg
+
+
+def pg_database_errors() -> tuple:
+    """What psycopg raises when the server or the database fails (nothing without it)."""
+    try:
+        import psycopg
+    except ImportError:
+        return ()
+    return (psycopg.DatabaseError,)
+
+
+class Row(tuple):
+    """A result row read by position or by column name, as sqlite3.Row is."""
+
+    def __new__(cls, values, names: list[str], index: dict[str, int]):
+        row = super().__new__(cls, values)
+        row._names, row._index = names, index
+        return row
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            try:
+                key = self._index[key]
+            except KeyError:
+                raise IndexError(f"no column {key!r}") from None
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        return list(self._names)
+
+
+def _rows(cursor):
+    names = [c.name for c in cursor.description or []]
+    index = {n: i for i, n in reversed(list(enumerate(names)))}  # the first of a name wins
+    return lambda values: Row(values, names, index)
+
+
+def _binds(binds: dict) -> dict:
+    """Full-text queries in websearch syntax; ids in order, so transactions updating the
+    same memories lock them in the same order (no deadlock between two recalls)."""
+    binds["query"] = websearch(binds.get("query"))
+    if binds.get("ids"):
+        binds["ids"] = sorted(binds["ids"])
+    return binds
+
+
+def websearch(fts: str | None) -> str | None:
+    """The engine's full-text queries ('"a" OR "b"', '"a" AND "b"', every token quoted) in
+    websearch_to_tsquery's syntax, where OR is OR and words side by side are AND."""
+    return fts.replace('" AND "', '" "') if fts else fts
+
+
+class PostgresStore(Bookkeeping):
+    """A connection to one PostgreSQL database (a DSN), upgraded to the current schema;
+    or, `read_only`, one that never writes (nor upgrades it)."""
+
+    dialect = "postgres"
+
+    def __init__(self, dsn: str, clock: Clock | None = None, timeout: float = 30.0,
+                 read_only: bool = False):
+        self._dsn = str(dsn)
+        self.path = masked(self._dsn)  # what messages show; never the password
+        self.clock = clock or system_clock
+        self.timeout = timeout
+        self.read_only = read_only
+        self.holder = uuid.uuid4().hex[:12]  # who claims inbox turns through this connection
+        self._common: set[tuple[str, int]] = set()  # full-text queries known to pass a cap
+        self.db = self.connect()
+        if read_only:
+            self.db.execute("SET default_transaction_read_only = on")
+            self._check_current()
+        else:
+            self.migrate()
+
+    @property
+    def busy_errors(self) -> tuple:
+        """Errors of the server itself (unreachable, a lock or deadlock timeout, a failed
+        serialisation): never a turn's fault."""
+        return (_psycopg().OperationalError,)
+
+    def connect(self):
+        """A new autocommit connection with rows like sqlite3.Row and NUMERIC read as float."""
+        psycopg = _psycopg()
+        from psycopg.types.numeric import FloatLoader
+        try:
+            conn = psycopg.connect(self._dsn, autocommit=True, row_factory=_rows,
+                                   connect_timeout=10, application_name="lethe")
+        except psycopg.OperationalError as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StoreError(f"cannot reach PostgreSQL at {self.path}: {masked(reason)}") from None
+        conn.adapters.register_loader("numeric", FloatLoader)
+        conn.execute(f"SET lock_timeout = {int(self.timeout * 1000)}")
+        return conn
+
+    def _check_current(self) -> None:
+        missing = [fn.__name__ for fn in PG_MIGRATIONS if fn.__name__ not in self._applied()]
+        if missing:
+            raise StoreError(f"{self.path} is from an older version of Lethe (it lacks "
+                             f"{', '.join(missing)}); run a command that writes, such as "
+                             "`lethe run`, once to upgrade it")
+
+    def now(self) -> str:
+        return iso(self.clock())
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def reopen(self) -> "PostgresStore":
+        """Another connection to the same database (a scheduler works on its own)."""
+        return PostgresStore(self._dsn, self.clock, self.timeout, self.read_only)
+
+    def interrupt(self) -> None:
+        """Abort the statement running on this connection (its transaction rolls back)."""
+        with contextlib.suppress(Exception):
+            getattr(self.db, "cancel_safe", self.db.cancel)()
+
+    @contextlib.contextmanager
+    def transaction(self, fence=None, exclusive: bool = False):
+        """BEGIN ... COMMIT; anything raised inside rolls the whole thing back. `exclusive`:
+        no other writer changes memories until the commit (readers are not held up).
+
+        With a `fence` (a held pass lease), the commit first renews the lease inside this
+        transaction; when the lease is no longer the holder's (another runner took it over)
+        that raises and everything rolls back, so work done after a takeover never lands."""
+        with self.db.transaction():
+            if exclusive and not self.read_only:
+                self.db.execute("LOCK TABLE memories IN SHARE ROW EXCLUSIVE MODE")
+            yield self.db
+            if fence is not None:
+                self.renew_lease(fence)
+        if fence is not None:
+            fence.renewed()
+
+    def migrate(self) -> list[str]:
+        """Run the migrations this database lacks, each in its own transaction under a
+        transaction-level advisory lock (two processes may open a new database at once)."""
+        if self._applied() >= {fn.__name__ for fn in PG_MIGRATIONS}:
+            return []
+        applied = []
+        for fn in PG_MIGRATIONS:
+            with self.db.transaction():
+                self.db.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_MIGRATE,))
+                self.db.execute('CREATE TABLE IF NOT EXISTS lethe_migrations (name TEXT COLLATE "C" '
+                                'PRIMARY KEY, applied_at TEXT COLLATE "C")')
+                if self.db.execute("SELECT 1 FROM lethe_migrations WHERE name = %s",
+                                   (fn.__name__,)).fetchone():
+                    continue
+                if "now" in inspect.signature(fn).parameters:
+                    fn(self.db, now=self.now())
+                else:
+                    fn(self.db)
+                self.db.execute("INSERT INTO lethe_migrations VALUES (%s, %s)", (fn.__name__, self.now()))
+                applied.append(fn.__name__)
+        return applied
+
+    def _applied(self) -> set[str]:
+        if self.db.execute("SELECT to_regclass('lethe_migrations')").fetchone()[0] is None:
+            return set()
+        return {r[0] for r in self.db.execute("SELECT name FROM lethe_migrations")}
+
+    # -- compiled statements (engine.plan, postgres dialect) ----------------------------
+    def run(self, st, namespace: str, now: str | None = None, **binds) -> int:
+        """Execute one compiled statement; the number of rows it changed. An UPDATE of
+        several memories by id first locks them in id order (an UPDATE locks rows in the
+        order it finds them, which after earlier updates is not id order)."""
+        if len(binds.get("ids") or ()) > 1 and st.sql.startswith("UPDATE memories"):
+            self.lock_memories(binds["ids"])
+        cur = self.db.execute(st.sql, st.bind(now or self.now(), namespace, **_binds(binds)))
+        return max(cur.rowcount, 0)
+
+    def fetch(self, st, namespace: str, now: str | None = None, **binds) -> list[Row]:
+        return self.db.execute(st.sql, st.bind(now or self.now(), namespace, **_binds(binds))).fetchall()
+
+    def fetch_one(self, st, namespace: str, now: str | None = None, **binds):
+        return self.db.execute(st.sql, st.bind(now or self.now(), namespace, **_binds(binds))).fetchone()
+
+    # -- memories and their events ------------------------------------------------------
+    def insert_memory(self, *args) -> int:
+        """Insert one row of `memories` from a mapping of column -> value (columns come from
+        the engine's own field list, never from input)."""
+        fields = args[-1]
+        refuse_nul(fields.values())
+        cols = list(fields)
+        sql = (f"INSERT INTO memories ({', '.join(cols)}) "
+               f"VALUES ({', '.join('%s' for _ in cols)}) RETURNING id")
+        return self.db.execute(sql, [fields[c] for c in cols]).fetchone()[0]
+
+    UPDATABLE = ("summary", "tags", "importance", "confidence", "expires_at", "kind", "scene")
+
+    def update_memory(self, namespace: str, memory_id: int, fields: dict) -> int:
+        """Set some fields of one active memory (named from the engine's own list, never
+        from input), in the caller's transaction; how many rows changed (0 or 1)."""
+        cols = [c for c in fields if c in self.UPDATABLE]
+        if not cols:
+            return 0
+        refuse_nul([fields[c] for c in cols])
+        sql = (f"UPDATE memories SET {', '.join(f'{c} = %s' for c in cols)} "
+               "WHERE namespace = %s AND id = %s AND status = 'active'")
+        return self.db.execute(sql, [fields[c] for c in cols] + [namespace, memory_id]).rowcount
+
+    def event(self, memory_id: int | None, event_type: str, detail=None) -> None:
+        if detail is not None and not isinstance(detail, str):
+            detail = json.dumps(detail, ensure_ascii=False, sort_keys=True)
+        self._x("INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
+                "VALUES (?, ?, ?, ?)", (memory_id, event_type, detail, self.now()))
+
+    def get(self, memory_id: int, namespace: str | None = None) -> Row | None:
+        """One memory, with its scene's summary; None when absent (or in another namespace)."""
+        sql = ("SELECT memories.*, scenes.summary AS scene_summary FROM memories LEFT JOIN scenes "
+               "ON scenes.namespace = memories.namespace AND scenes.scene = memories.scene "
+               "WHERE memories.id = ?")
+        if namespace is None:
+            return self._x(sql, (memory_id,)).fetchone()
+        return self._x(sql + " AND memories.namespace = ?", (memory_id, namespace)).fetchone()
+
+    def statuses(self, namespace: str, ids: list[int]) -> dict[int, tuple[str, int | None]]:
+        """id -> (status, merged_into) of some memories of a namespace."""
+        rows = self._x("SELECT id, status, merged_into FROM memories WHERE namespace = ? "
+                       "AND id = ANY(?)", (namespace, list(ids)))
+        return {r[0]: (r[1], r[2]) for r in rows}
+
+    def lock_memories(self, ids: list[int]) -> None:
+        """Hold these memories until the commit, locked in id order: two turns superseding
+        or reinforcing the same memories in different orders wait, never deadlock."""
+        if ids:
+            # the table lock a write takes, first: FOR UPDATE alone takes a weaker one, and
+            # a pass's lock granted in between would wait on our rows while we wait on it
+            self.db.execute("LOCK TABLE memories IN ROW EXCLUSIVE MODE")
+            self._x("SELECT id FROM memories WHERE id = ANY(?) ORDER BY id FOR UPDATE",
+                    (sorted(set(ids)),)).fetchall()
+
+    def events(self, memory_id: int) -> list[Row]:
+        return self._x("SELECT * FROM memory_events WHERE memory_id = ? ORDER BY id",
+                       (memory_id,)).fetchall()
+
+    def counts(self, namespace: str) -> dict[str, int]:
+        rows = self._x("SELECT status, count(*) FROM memories WHERE namespace = ? "
+                       "GROUP BY status", (namespace,))
+        return {r[0]: r[1] for r in rows}
+
+    def memories(self, namespace: str) -> list[Row]:
+        """Every memory of a namespace, oldest first (scenario checks, dumps)."""
+        return self._x("SELECT * FROM memories WHERE namespace = ? ORDER BY id", (namespace,)).fetchall()
+
+    def list_memories(self, namespace: str, statuses: tuple[str, ...] | None,
+                      limit: int) -> list[Row]:
+        """Memories of a namespace with one of `statuses` (None: any), newest first."""
+        if statuses is None:
+            return self._x("SELECT * FROM memories WHERE namespace = ? ORDER BY id DESC LIMIT ?",
+                           (namespace, limit)).fetchall()
+        return self._x("SELECT * FROM memories WHERE namespace = ? AND status = ANY(?) "
+                       "ORDER BY id DESC LIMIT ?", (namespace, list(statuses), limit)).fetchall()
+
+    def namespaces(self) -> list[str]:
+        """Every namespace that holds a memory, in order (the memories_recall index)."""
+        return [r[0] for r in self._x("SELECT DISTINCT namespace FROM memories ORDER BY namespace")]
+
+    def keyed(self, namespace: str, key: str) -> Row | None:
+        """The active memory a caller stored under `key` (its newest `keyed` event), with
+        that event's detail and time as `keyed` and `keyed_at`."""
+        return self._x(
+            "SELECT m.*, e.detail AS keyed, e.occurred_at AS keyed_at FROM memories m "
+            "JOIN memory_events e ON e.memory_id = m.id WHERE m.namespace = ? AND "
+            # CASE: other events' detail is free text, which a cast to json would refuse
+            "m.status = 'active' AND CASE WHEN e.event_type = 'keyed' THEN "
+            "e.detail::json ->> 'key' END = ? ORDER BY e.id DESC LIMIT 1", (namespace, key)).fetchone()
+
+    def changes(self, namespace: str) -> list[Row]:
+        """Every memory no longer active, with what replaced or absorbed it and when."""
+        return self._x(
+            "SELECT m.id, m.content, m.status, coalesce(r.content, g.content) AS replaced_by, "
+            "coalesce(m.contradicted_by, m.merged_into) AS replaced_by_id, "
+            "(SELECT occurred_at FROM memory_events e WHERE e.memory_id = m.id "
+            " ORDER BY e.id DESC LIMIT 1) AS at "
+            "FROM memories m LEFT JOIN memories r ON r.id = m.contradicted_by "
+            "LEFT JOIN memories g ON g.id = m.merged_into "
+            "WHERE m.namespace = ? AND m.status != 'active' ORDER BY m.id", (namespace,)).fetchall()
+
+    def match_count(self, fts_query: str, cap: int) -> int:
+        """How many memories match a full-text query, counting at most `cap + 1`. A GIN
+        scan reads a word's whole posting list before LIMIT applies, so a query found to
+        pass the cap is remembered: memories are never deleted, it stays past it."""
+        if (fts_query, cap) in self._common:
+            return cap + 1
+        n = self._x(f"SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE tsv @@ "
+                       f"websearch_to_tsquery('{SEARCH_CONFIG}', ?) LIMIT ?) AS hits",
+                       (websearch(fts_query), cap + 1)).fetchone()[0]
+        if n > cap:
+            if len(self._common) > 100_000:  # bounded: forget and learn again
+                self._common.clear()
+            self._common.add((fts_query, cap))
+        return n
+
+    # -- the stored rank ----------------------------------------------------------------
+    def rank_signature(self, namespace: str) -> str | None:
+        row = self._x("SELECT rank_formula FROM policy_state WHERE namespace = ?", (namespace,)).fetchone()
+        return row[0] if row else None
+
+    def rebuild_rank(self, st, namespace: str, policy: str, signature: str) -> None:
+        """Recompute a namespace's stored ranks and remember the formula they came from;
+        processes opening the database at once take turns, and only the first rebuilds."""
+        with self.transaction():
+            self._x("SELECT pg_advisory_xact_lock(hashtext(?))", ("lethe.rank:" + namespace,))
+            if self.rank_signature(namespace) == signature:
+                return
+            self.run(st, namespace)
+            self._x("INSERT INTO policy_state (namespace, policy, rank_formula, updated_at) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT (namespace) DO UPDATE SET "
+                    "policy = excluded.policy, rank_formula = excluded.rank_formula, "
+                    "updated_at = excluded.updated_at", (namespace, policy, signature, self.now()))
+
+    @contextlib.contextmanager
+    def rewriting(self, reach, columns, namespace: str, now: str):
+        """A pass's rows are updated with their indexes in place: unlike SQLite, dropping
+        an index here takes an ACCESS EXCLUSIVE lock on memories, which would stop every
+        other agent's reads and writes on the server for the whole pass. Yields no index."""
+        yield []
+
+    # -- leases ---------------------------------------------------------------------------
+    def lease(self, namespace: str, ttl, holder: str, wait: float = 1.0) -> PostgresLease:
+        """The namespace's pass lease, on a connection of its own."""
+        return PostgresLease(self, namespace, self.clock, ttl, holder, wait)
+
+    def renew_lease(self, held) -> None:
+        """Extend a held lease from this connection, inside the transaction running now;
+        raises the holder's LeaseLost when the lease is no longer its own."""
+        if self.db.execute(*held.renew_sql()).rowcount != 1:
+            raise held.lost()

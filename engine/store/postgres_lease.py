@@ -1,0 +1,106 @@
+"""The pass lease on PostgreSQL: the namespace's row in `leases`, with a fencing token. The
+same interface as `lease.SqliteLease` (engine.leasing drives both).
+
+Why a row and not `pg_try_advisory_lock`: a session advisory lock belongs to one server
+connection. Behind a transaction-pooling proxy (PgBouncer's `pool_mode = transaction`, RDS
+Proxy, Supavisor) consecutive transactions of one client run on different server
+connections, so the lock is taken on one and "released" on another, and a client that dies
+leaves it held by a pooled connection that lives on. A lease row is plain data: it works
+through any proxy, expires by itself `ttl` after its holder stops renewing it, and says who
+holds it. Its `token` grows at every take-over; the holder's fenced commits
+(`PostgresStore.transaction(fence=...)`) renew it only while holder and token are still
+ours, so a holder that stalled past its expiry cannot commit over its successor's work.
+
+It has its own connection, so taking or renewing it never waits on the store's. A lease
+statement waits at most `wait` seconds for the row (the holder's long pass transaction
+may hold it, having renewed it there): then it gives up, as SQLite's does on its busy lock.
+"""
+from __future__ import annotations
+
+import datetime as dt
+
+from ..clock import Clock, iso
+
+
+class PostgresLease:
+    """One holder's lease on one namespace, over a connection of its own."""
+
+    def __init__(self, store, namespace: str, clock: Clock, ttl: dt.timedelta, holder: str,
+                 wait: float = 1.0):
+        self.namespace, self.clock, self.ttl, self.wait = namespace, clock, ttl, wait
+        self.holder = holder
+        self.token: int | None = None
+        self.db = store.connect()
+
+    def acquire(self) -> bool:
+        """Take the lease if nobody holds it, it has expired, or it is already ours."""
+        now = self.clock()
+        row = self._write(
+            "INSERT INTO leases (namespace, holder, acquired_at, expires_at) "
+            "VALUES (%s, %s, %s, %s) ON CONFLICT (namespace) DO UPDATE SET "
+            "holder = excluded.holder, acquired_at = excluded.acquired_at, "
+            "expires_at = excluded.expires_at, token = leases.token + 1 "
+            "WHERE leases.holder = excluded.holder OR leases.expires_at <= excluded.acquired_at "
+            "RETURNING token", (self.namespace, self.holder, iso(now), self._until(now)))
+        return self._took(row)
+
+    def take_over(self, gone: str) -> bool:
+        """Take the lease from `gone`, a holder known to be dead, if it still holds it."""
+        now = self.clock()
+        row = self._write("UPDATE leases SET holder = %s, acquired_at = %s, expires_at = %s, "
+                          "token = token + 1 WHERE namespace = %s AND holder = %s RETURNING token",
+                          (self.holder, iso(now), self._until(now), self.namespace, gone))
+        return self._took(row)
+
+    def _took(self, row) -> bool:
+        if row is None or row is False:
+            return False
+        self.token = row[0]
+        return True
+
+    def renew(self) -> bool | None:
+        """Extend our lease by `ttl` from now, on the lease's own connection: True when
+        renewed, False when it is no longer ours (taken over), None when its row stayed
+        locked for `wait` seconds (try again later)."""
+        row = self._write(*self.renew_sql(returning=True))
+        return None if row is False else row is not None
+
+    def release(self) -> None:
+        """Give the lease back (only while it is still ours)."""
+        if self.token is not None:
+            self._write("DELETE FROM leases WHERE namespace = %s AND holder = %s AND token = %s "
+                        "RETURNING token", (self.namespace, self.holder, self.token), 30.0)
+        self.token = None
+
+    def renew_sql(self, returning: bool = False) -> tuple[str, tuple]:
+        """The statement that extends our lease by `ttl` from now, for the caller's
+        transaction; it changes no row once the lease is someone else's."""
+        return ("UPDATE leases SET expires_at = greatest(expires_at, %s) WHERE namespace = %s "
+                "AND holder = %s AND token = %s" + (" RETURNING token" if returning else ""),
+                (self._until(self.clock()), self.namespace, self.holder, self.token))
+
+    def _until(self, now: dt.datetime) -> str:
+        """`ttl` from now, rounded up to the second the stored times keep (as on SQLite)."""
+        end = now + self.ttl
+        if end.microsecond:
+            end = end.replace(microsecond=0) + dt.timedelta(seconds=1)
+        return iso(end)
+
+    def current(self) -> dict | None:
+        row = self.db.execute("SELECT * FROM leases WHERE namespace = %s", (self.namespace,)).fetchone()
+        return dict(zip(row.keys(), row)) if row else None
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _write(self, sql: str, params: tuple, wait: float | None = None):
+        """The statement's returned row (None: no row changed), or False when the lease
+        row stayed locked for `wait` seconds."""
+        import psycopg
+
+        try:
+            with self.db.transaction():
+                self.db.execute(f"SET LOCAL lock_timeout = {int((wait or self.wait) * 1000)}")
+                return self.db.execute(sql, params).fetchone()
+        except psycopg.errors.LockNotAvailable:
+            return False

@@ -1,0 +1,95 @@
+"""A throwaway PostgreSQL server for tests and benchmarks: Debian's binaries, a temporary
+data directory, 127.0.0.1 on a free port, fsync off. No Docker.
+
+`initdb` refuses to run as root, so when we are root the server runs as the `postgres`
+user. `LETHE_TEST_PG=postgresql://...` skips all this and uses that server instead.
+"""
+from __future__ import annotations
+
+import glob
+import importlib.util
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+
+ENV_DSN = "LETHE_TEST_PG"
+HOW_TO_ENABLE = ("install PostgreSQL (apt-get install -y postgresql) or set "
+                 f"{ENV_DSN}=postgresql://user@host:port/db, and the postgres extra "
+                 "(pip install -e '.[test,postgres]', which make install does)")
+
+
+def binaries() -> str | None:
+    """The directory holding initdb and pg_ctl: LETHE_PG_BIN, else Debian's newest."""
+    if os.environ.get("LETHE_PG_BIN"):
+        chosen = os.environ["LETHE_PG_BIN"]
+        return chosen if os.path.exists(os.path.join(chosen, "initdb")) else None
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+                   key=lambda p: int(p.split("/")[4]) if p.split("/")[4].isdigit() else 0)
+    if found:
+        return os.path.dirname(found[-1])
+    initdb = shutil.which("initdb")
+    return os.path.dirname(initdb) if initdb else None
+
+
+def available() -> bool:
+    """A server to test on (LETHE_TEST_PG, or binaries to start one) and psycopg to reach it."""
+    return (bool(os.environ.get(ENV_DSN)) or binaries() is not None) and has_psycopg()
+
+
+def has_psycopg() -> bool:
+    return importlib.util.find_spec("psycopg") is not None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LocalServer:
+    """One server in a temporary directory; `stop()` removes it all."""
+
+    def __init__(self):
+        self.bin = binaries()
+        self.dir = tempfile.mkdtemp(prefix="lethe-pg-")
+        self.port = _free_port()
+        self.data = os.path.join(self.dir, "data")
+        self._user = None
+        if os.geteuid() == 0:  # initdb refuses root: the server runs as `postgres`
+            self._user = pwd.getpwnam("postgres")
+            os.chown(self.dir, self._user.pw_uid, self._user.pw_gid)
+        self._run("initdb", "-D", self.data, "-U", "lethe", "--auth=trust", "--locale=C",
+                  "-E", "UTF8", "--no-sync")
+        opts = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.dir} -c fsync=off "
+                "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200 "
+                "-c shared_buffers=256MB")
+        self._run("pg_ctl", "-D", self.data, "-o", opts, "-l", os.path.join(self.dir, "log"),
+                  "-w", "start")
+        self.dsn = f"postgresql://lethe@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, tool: str, *args: str) -> None:
+        kw = {"user": self._user.pw_uid, "group": self._user.pw_gid} if self._user else {}
+        subprocess.run([os.path.join(self.bin, tool), *args], check=True, cwd=self.dir,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)
+
+    def stop(self) -> None:
+        try:
+            self._run("pg_ctl", "-D", self.data, "-m", "immediate", "-w", "stop")
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def fresh_schema(dsn: str) -> str:
+    """A new empty schema on the server, and a DSN whose search_path is that schema: each
+    test gets a database of its own without the cost of CREATE DATABASE."""
+    import psycopg
+
+    name = "t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{name}"')
+    sep = "&" if "?" in dsn else "?"
+    return f"{dsn}{sep}options=-csearch_path%3D{name}"
