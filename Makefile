@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test bench soak clean
+.PHONY: install demo test bench bench-judges soak clean
 
 install: $(STAMP)
 
@@ -21,6 +21,9 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
+
+bench-judges: $(STAMP)
+	$(BIN)/python -m bench.judges
 
 soak: $(STAMP)
 	$(BIN)/python -m pytest -m soak
