@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass, field, replace
 
 from .clock import Clock
+from .embeddings import make_embedder
 from .judges import Judges
 from .plan import Plan, compile_policy
 from .policy import Policy
@@ -34,6 +35,7 @@ class Context:
     clock: Clock
     judges: Judges
     settings: JudgeSettings = field(default_factory=JudgeSettings)
+    embedder: object = None  # the policy's embedding model (engine.embeddings), or None
 
     def now(self) -> str:
         return self.store.now()
@@ -51,10 +53,11 @@ def make_judges(policy: Policy, store, namespace: str, s: JudgeSettings) -> Judg
 
 def open_context(target: str, policy: Policy, namespace: str, clock: Clock,
                  settings: JudgeSettings) -> Context:
-    store = open_store(target, clock)
+    store = open_store(target, clock, vectors=policy.embed is not None)
     plan = compile_policy(policy, store.dialect)
     ctx = Context(store, plan, policy, namespace, clock,
-                  make_judges(policy, store, namespace, settings), settings)
+                  make_judges(policy, store, namespace, settings), settings,
+                  make_embedder(policy.embed, settings.offline))
     sync_rank(ctx)
     return ctx
 

@@ -63,6 +63,12 @@ class Relevance(Node):
 
 
 @dataclass(frozen=True)
+class Similarity(Node):
+    """Cosine similarity of a memory's embedding to the query (recall) or to the new
+    memory (write candidates); 0 for a memory without one."""
+
+
+@dataclass(frozen=True)
 class Func(Node):
     name: str
     args: tuple
@@ -126,6 +132,7 @@ class Scope:
     allow_time: bool = True
     allow_relevance: bool = False
     allow_aggregates: bool = False
+    allow_similarity: bool = False   # the policy declares an embedding model
 
 
 def columns_of(node: Node) -> set[str]:
@@ -142,6 +149,8 @@ def _walk(node: Node, found: set[str]) -> None:
         found.add("@" + node.name)
     elif isinstance(node, Relevance):
         found.add("@relevance")
+    elif isinstance(node, Similarity):
+        found.add("@similarity")
     for child in _children(node):
         _walk(child, found)
 
@@ -267,6 +276,11 @@ class _Compiler:
             if not s.allow_relevance:
                 self.fail(node, "'relevance' is only known in recall, where there is a query")
             return Relevance(NUM)
+        if name == "similarity":
+            if not s.allow_similarity:
+                self.fail(node, "'similarity' needs an embedding model (declare `embed:` in the "
+                                "policy) and is only known in candidate and recall where/order")
+            return Similarity(NUM)
         if name in s.params:
             value = s.params[name]
             if isinstance(value, bool) or not isinstance(value, (int, float, str)):

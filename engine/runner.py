@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 from . import passes as P
+from . import vectors
 from .compress import compress
 from .context import Context
 from .errors import LetheError
@@ -41,7 +42,10 @@ def run_due(ctx: Context, progress: Progress = None) -> list[P.PassResult]:
     before = ctx.store.pending_count(ctx.namespace)
     if before:
         Writer(ctx).retry_pending()
+    embedded = vectors.backfill(ctx)  # memories stored while the embedding model was down
     results = run(ctx, P.due(ctx, ctx.clock()), progress)
+    if embedded:
+        results.insert(0, P.PassResult("embeddings", ctx.now(), embedded))
     if before:
         left = ctx.store.pending_count(ctx.namespace)
         results.insert(0, P.PassResult("pending", ctx.now(), before - left,

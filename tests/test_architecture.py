@@ -12,14 +12,14 @@ ENGINE = pathlib.Path(__file__).resolve().parent.parent / "engine"
 
 # bottom to top: a unit may import its own layer's units (without cycles) and lower ones
 LAYERS = [
-    {"errors", "clock", "text", "lexicon", "resources", "shipped"},
+    {"errors", "clock", "text", "lexicon", "resources", "shipped", "fake_openai"},
     {"expr", "yamldoc", "prompts", "answers", "steps", "records"},
     {"policy", "dialect"},
     {"plan"},
     {"store"},
-    {"judges"},
+    {"judges", "embeddings"},
     {"context"},
-    {"write", "passes", "recall"},
+    {"write", "passes", "recall", "vectors"},
     {"compress"},
     {"runner"},
     {"scheduler", "memory"},

@@ -14,11 +14,11 @@ from .. import expr as X
 from .. import prompts, resources, yamldoc
 from ..clock import parse_duration
 from ..errors import FormulaError, PolicyError
-from .types import (DEFAULT_RANK, PROVIDERS, SETTABLE, STATUSES, STEP_KINDS, Candidates,
+from .types import (DEFAULT_RANK, EMBED_PROVIDERS, PROVIDERS, Embed, SETTABLE, STATUSES, STEP_KINDS, Candidates,
                     Judgment, Model, Pass, Policy, Recall, Rule, WriteStep)
 
 TOP_KEYS = {"name", "extends", "description", "db", "prompts", "models", "params", "scores",
-            "write", "passes", "recall"}
+            "write", "passes", "recall", "embed"}
 
 
 class Builder:
@@ -81,6 +81,7 @@ class Builder:
             models=self.models(), params=params, scores=scores, rank=None, rank_text="",
             write=[], passes={}, recall=None, prompt_dirs=prompt_dirs,
             description=str(d.get("description", "")))
+        self.policy.embed = self.embed()
         self.policy.rank_text = str(scores.get("rank", DEFAULT_RANK))
         self.policy.rank = self.rank()
         self.policy.write = self.write()
@@ -158,7 +159,28 @@ class Builder:
             out[name] = Model(name=name, **spec)
         return out
 
-    def judgment(self, spec, path, extra=()) -> Judgment:
+    def embed(self) -> Embed | None:
+        spec = self.d.get("embed")
+        if spec is None:
+            return None
+        p = ("embed",)
+        self.keys(spec, p, {"provider", "model", "base_url", "api_key_env", "timeout",
+                            "max_retries", "k"}, required=("provider", "model"))
+        if spec["provider"] not in EMBED_PROVIDERS:
+            self.fail(p + ("provider",), f"unknown embedding provider '{spec['provider']}'; "
+                      f"known: {', '.join(EMBED_PROVIDERS)}")
+        for k in ("model", "base_url", "api_key_env"):
+            if k in spec:
+                self.typed(spec[k], p + (k,), (str,), "text")
+        if "timeout" in spec:
+            self.typed(spec["timeout"], p + ("timeout",), (int, float), "a number")
+        for k in ("max_retries", "k"):
+            if k in spec and (isinstance(spec[k], bool) or not isinstance(spec[k], int)
+                              or spec[k] < 0):
+                self.fail(p + (k,), f"must be a whole number >= 0, got {spec[k]!r}")
+        return Embed(**spec)
+
+    def judgment(self, spec, path, extra=(), similar=True) -> Judgment:
         allowed = {"model", "prompt", "candidates", "fallback", *extra}
         self.keys(spec, path, allowed, required=("model", "prompt"))
         model = self.typed(spec["model"], path + ("model",), (str,), "a model name")
@@ -175,15 +197,19 @@ class Builder:
         fallback = spec.get("fallback", "rules")
         if fallback not in ("rules", "skip", "keep"):
             self.fail(path + ("fallback",), "fallback must be rules, skip or keep")
-        cand = self.candidates(spec["candidates"], path + ("candidates",)) \
+        cand = self.candidates(spec["candidates"], path + ("candidates",),
+                               allow_similarity=similar) \
             if "candidates" in spec else None
         options = {k: spec[k] for k in extra if k in spec}
         return Judgment(model, prompt, cand, fallback, options)
 
-    def candidates(self, spec, path, default_order=None, allow_relevance=False) -> Candidates:
+    def candidates(self, spec, path, default_order=None, allow_relevance=False,
+                   allow_similarity=True) -> Candidates:
         self.keys(spec, path, {"where", "order", "limit", "min", "k"})
+        self._similar = allow_similarity and self.policy.embed is not None
         where = self.formula(spec.get("where", "status = 'active'"), path + ("where",),
-                             self.policy.scope(allow_relevance=allow_relevance), X.BOOL)
+                             self.policy.scope(allow_relevance=allow_relevance,
+                                               allow_similarity=self._similar), X.BOOL)
         order = self.order(spec.get("order", default_order or "rank"), path + ("order",),
                            allow_relevance)
         ints = {}
@@ -200,7 +226,8 @@ class Builder:
         items = []
         for part in _split_top(text):
             m = re.fullmatch(r"(.*?)(?:\s+(asc|desc|ASC|DESC))?", part.strip(), re.S)
-            node = self.formula(m.group(1), path, self.policy.scope(allow_relevance=allow_relevance))
+            node = self.formula(m.group(1), path, self.policy.scope(
+                allow_relevance=allow_relevance, allow_similarity=getattr(self, "_similar", False)))
             if node.type not in (X.NUM, X.TIME, X.TEXT):
                 self.fail(path, f"cannot order by {node.type}: '{m.group(1)}'")
             items.append((node, (m.group(2) or "desc").lower() == "desc"))
@@ -243,7 +270,7 @@ class Builder:
             if ("cluster" in spec) != ("merge" in spec):
                 self.fail(p, "a compression pass needs both 'cluster' and 'merge'")
             if "cluster" in spec:
-                ps.cluster = self.judgment(spec["cluster"], p + ("cluster",))
+                ps.cluster = self.judgment(spec["cluster"], p + ("cluster",), similar=False)
                 ps.merge = self.judgment(spec["merge"], p + ("merge",), extra=("result",))
                 ps.merge_result = self.merge_result(spec["merge"].get("result") or {},
                                                     p + ("merge", "result"))

@@ -16,6 +16,7 @@ from ..steps import WRITE_KINDS
 
 STATUSES = ("active", "archived", "superseded", "expired", "compressed")
 PROVIDERS = ("openai", "rules", "replay")
+EMBED_PROVIDERS = ("openai", "local")
 STEP_KINDS = WRITE_KINDS
 DEFAULT_RANK = "importance * confidence * decay_score"
 # columns a policy may write, and how their values are read
@@ -35,6 +36,26 @@ class Model:
     timeout: float = 30.0
     max_retries: int = 2
     file: str | None = None
+
+
+@dataclass
+class Embed:
+    """An embedding model: `openai` (any OpenAI-compatible /v1/embeddings) or `local`
+    (sentence-transformers: a path, a hub name, or `package:NAME` for a model a Python
+    package ships). `k` nearest neighbours join the full-text candidates of each step."""
+
+    provider: str
+    model: str
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout: float = 30.0
+    max_retries: int = 2
+    k: int = 20
+
+    @property
+    def name(self) -> str:
+        """What the stored vectors are tagged with: a change of model re-embeds."""
+        return f"{self.provider}:{self.model}"
 
 
 @dataclass
@@ -108,6 +129,7 @@ class Policy:
     recall: Recall
     prompt_dirs: tuple[str, ...]
     description: str = ""
+    embed: Embed | None = None
 
     def scope(self, **kw) -> X.Scope:
         return X.Scope(params=self.params, scores=self.scores, **kw)

@@ -12,9 +12,10 @@ from .migrations import MIGRATIONS, RECALL_INDEX, migration
 from .sqlite import SqliteStore, Store
 
 
-def open_store(target: str, clock: Clock | None = None):
-    """The store for a database target (today: a SQLite file path)."""
-    return SqliteStore(str(target), clock)
+def open_store(target: str, clock: Clock | None = None, vectors: bool = False):
+    """The store for a database target (today: a SQLite file path); `vectors` loads what
+    embeddings need."""
+    return SqliteStore(str(target), clock, vectors=vectors)
 
 
 __all__ = ["open_store", "Store", "SqliteStore", "MIGRATIONS", "RECALL_INDEX", "migration"]

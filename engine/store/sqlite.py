@@ -18,20 +18,28 @@ from ..clock import Clock, iso, system_clock
 from ..errors import StoreError
 from .lease import SqliteLease
 from .migrations import MIGRATIONS, RECALL_INDEX
+from .vectors import VectorIndex, driver, load_extension
 
-class SqliteStore:
-    """A connection to one database file, upgraded to the current schema on open."""
+
+class SqliteStore(VectorIndex):
+    """A connection to one database file, upgraded to the current schema on open.
+    `vectors=True` (a policy with an embedding model) loads the sqlite-vec extension."""
 
     dialect = "sqlite"
 
-    def __init__(self, path: str, clock: Clock | None = None, timeout: float = 30.0):
+    def __init__(self, path: str, clock: Clock | None = None, timeout: float = 30.0,
+                 vectors: bool = False):
         self.path = str(path)
         self.clock = clock or system_clock
         self.timeout = timeout
+        self.vectors = vectors
+        sql = driver(vectors)
         try:
-            self.db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None,
-                                      check_same_thread=False)
-            self.db.row_factory = sqlite3.Row
+            self.db = sql.connect(self.path, timeout=timeout, isolation_level=None,
+                                  check_same_thread=False)
+            self.db.row_factory = sql.Row
+            if vectors:
+                load_extension(self.db)
             self.db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             if self.db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 self.db.execute("PRAGMA journal_mode = WAL")
@@ -41,7 +49,7 @@ class SqliteStore:
             self.db.execute("PRAGMA cache_size = -65536")
             _ensure_math(self.db)
             self.migrate()
-        except sqlite3.DatabaseError as exc:
+        except sql.DatabaseError as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from None
 
     def now(self) -> str:
@@ -52,13 +60,14 @@ class SqliteStore:
 
     def reopen(self) -> "SqliteStore":
         """Another connection to the same file (a scheduler works on its own)."""
-        return SqliteStore(self.path, self.clock, self.timeout)
+        return SqliteStore(self.path, self.clock, self.timeout, self.vectors)
 
     def interrupt(self) -> None:
         """Abort the statement running on this connection (its transaction rolls back)."""
         try:
             self.db.interrupt()
-        except sqlite3.ProgrammingError:  # closed meanwhile: nothing is running
+        except (sqlite3.ProgrammingError, driver(self.vectors).ProgrammingError):
+            # closed meanwhile: nothing is running
             pass
 
     @contextlib.contextmanager

@@ -78,6 +78,11 @@ def side_words(pattern: re.Pattern, text: str) -> frozenset[str]:
     return frozenset(found - GENERIC)
 
 
+NUMBER_WORDS = _NUMBER_WORDS = {w: str(n) for w, n in lexicon("dates")["number_words"].items()
+                 if w not in ("a", "an")}
+_NUMBER_WORD = re.compile(r"\b(%s)\b(?! of\b)" % "|".join(_NUMBER_WORDS))
+
+
 def _values(text: str, original: str) -> frozenset[str]:
     mentions = date_mentions(original)
     values = {m.label for m in mentions}
@@ -85,6 +90,9 @@ def _values(text: str, original: str) -> frozenset[str]:
     for m in re.finditer(r"\bv?\d+(?:\.\d+)*(?:%|k|am|pm)?\b", text):
         if not any(s <= m.start() < e for s, e in covered):
             values.add(m[0])
+    for m in _NUMBER_WORD.finditer(text):  # "three reviewers" holds the value 3
+        if not any(s <= m.start() < e for s, e in covered):
+            values.add(_NUMBER_WORDS[m[1]])
     values.update(m[1] for m in re.finditer(rf"\b({WEEKDAY_RE})s\b", text))  # 'on Tuesdays'
     return frozenset(values)
 
