@@ -13,6 +13,7 @@ pytest.importorskip("sentence_transformers", reason="the local extra is not inst
 from engine import FixedClock, Memory  # noqa: E402
 from engine.embeddings import cosine, make_embedder  # noqa: E402
 from engine.policy import load  # noqa: E402
+from engine.write import Judged  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -42,11 +43,22 @@ def test_recall_finds_a_memory_that_shares_no_word_with_the_query(tmp_path, poli
         assert car in [r.id for r in mem.recall("what car do I have")]
 
 
-def test_a_replacement_in_other_words_supersedes(tmp_path, policy):
+def test_a_replacement_in_other_words_is_shown_to_the_contradiction_judge(tmp_path, policy):
     with memory(tmp_path, policy) as mem:
         old = mem.add("User eats chicken or beef most days.", judged=False)
+        for text in ("The team tracks bugs in Jira.", "User's cat is called Miso."):
+            mem.add(text, judged=False)
+        step = next(s for s in mem.policy.write if s.step == "contradiction")
+        new = "I'm fully vegan now, no animal products at all."  # not one word in common
+        shown = mem.writer.candidates(step, Judged(content=new), {"user": new})
+        assert shown[0]["id"] == old and shown[0]["similarity"] > 0.2
+
+
+def test_a_setting_changed_in_other_words_supersedes(tmp_path, policy):
+    with memory(tmp_path, policy) as mem:
+        old = mem.add("Dark mode is on in the admin dashboard by default.", judged=False)
         other = mem.add("The team tracks bugs in Jira.", judged=False)
-        mem.add("I'm fully vegan now, no animal products at all.")
+        mem.add("The admin dashboard defaults to light mode.")
         assert mem.get(old).status == "superseded"
         assert mem.get(other).status == "active"
 

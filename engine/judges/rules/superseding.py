@@ -139,17 +139,21 @@ def _changed(n: Reading, o: Reading, similarity: float | None) -> bool:
     sizes = sorted((len(n.topic - GENERIC) or 1, len(o.topic - GENERIC) or 1))
     # a stray shared name ("Google") is not a shared subject: the overlap must count on both
     by_words = len(shared) / sizes[0] >= 0.3 and len(shared) / sizes[1] >= 0.25
+    by_strict = len(shared) / sizes[0] >= 0.5
     close = by_words if similarity is None else \
         similarity >= _SIMILAR or (similarity >= _RELATED and shared)
     if not close or not (shared or similarity is not None):
         return False
-    values = n.values and o.values and n.values != o.values and not (n.values <= o.values)
+    values = bool(n.values - o.values) and bool(o.values - n.values)
     flipped = any((a in n.concepts and b in o.concepts and b not in n.concepts)
                   or (b in n.concepts and a in o.concepts and a not in n.concepts)
                   for a, b in _FLIPS)
     if values or flipped:
         return True
-    return _change_said(n) and bool((n.topic - o.topic) or n.negative != o.negative)
+    # a change word alone needs more in common, and something of the old left behind
+    left = o.topic - n.topic - GENERIC - _LIGHT
+    return _change_said(n) and bool(left) and (similarity is not None or by_strict) \
+        and bool((n.topic - o.topic) or n.negative != o.negative)
 
 
 # verbs too common to make two memories about one subject ("my notes live in Obsidian",
