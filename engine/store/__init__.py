@@ -17,10 +17,11 @@ from .sqlite import SqliteStore, Store
 DATABASE_ERRORS = (sqlite3.DatabaseError,)
 
 
-def open_store(target: str, clock: Clock | None = None, read_only: bool = False):
+def open_store(target: str, clock: Clock | None = None, read_only: bool = False,
+               vectors: bool = False):
     """The store for a database target (today: a SQLite file path); `read_only` never
-    writes to it (nor upgrades it)."""
-    return SqliteStore(str(target), clock, read_only=read_only)
+    writes to it (nor upgrades it); `vectors` loads what embeddings need."""
+    return SqliteStore(str(target), clock, read_only=read_only, vectors=vectors)
 
 
 __all__ = ["open_store", "Store", "SqliteStore", "MIGRATIONS", "RECALL_INDEX", "migration",

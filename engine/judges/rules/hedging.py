@@ -22,7 +22,7 @@ _CONFIDENCE_RUNGS = (
 _SCALE = (0.1, 0.3, 0.5, 0.7, 1.0)
 
 
-def confidence(content: str) -> float:
+def confidence(content: str, said: str | None = None) -> float:
     """How sure the memory is, on the article's scale (1.0, 0.7, 0.5, 0.3, 0.1).
 
     A plain statement ("I use poetry", "We decided on SQLite", "Always use tabs") is

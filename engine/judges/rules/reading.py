@@ -82,13 +82,43 @@ def side_words(pattern: re.Pattern, text: str) -> frozenset[str]:
     return frozenset(found - GENERIC)
 
 
+NUMBER_WORDS = _NUMBER_WORDS = {w: str(n) for w, n in lexicon("dates")["number_words"].items()
+                 if w not in ("a", "an")}
+_NUMBER_WORD = re.compile(r"\b(%s)\b(?! of\b)" % "|".join(_NUMBER_WORDS))
+
+
+def _clock(m: re.Match) -> str:
+    hour, minute = int(m[1]), int(m[2] or 0)
+    if m[3] == "pm" and hour < 12:
+        hour += 12
+    if m[3] == "am" and hour == 12:
+        hour = 0
+    return f"{hour:02d}:{minute:02d}"
+
+
+def notation(text: str) -> str:
+    """One notation for equal values: '6pm', '6 pm' and '18:00' read '18:00'; '10,000',
+    '10k' and 'ten thousand' read '10000'; '30s' reads '30'."""
+    text = re.sub(r"\b(\d{1,2})(?::(\d{2}))?\s*(am|pm)\b", _clock, text)
+    text = re.sub(r"\b(\d{1,2}):(\d{2})\b", lambda m: f"{int(m[1]):02d}:{m[2]}", text)
+    text = re.sub(r"\b(\d{1,3}(?:,\d{3})+)\b", lambda m: m[1].replace(",", ""), text)
+    text = re.sub(r"\b(%s) (thousand|hundred)\b" % "|".join(_NUMBER_WORDS),
+                  lambda m: str(int(_NUMBER_WORDS[m[1]]) * (1000 if m[2] == "thousand" else 100)),
+                  text)
+    text = re.sub(r"\b(\d+)k\b", lambda m: str(int(m[1]) * 1000), text)
+    return re.sub(r"\b(\d+)(?:s|sec|secs|mb|gb|kb|km|kg|min|mins)\b", r"\1", text)
+
+
 def _values(text: str, original: str) -> frozenset[str]:
     mentions = date_mentions(original)
     values = {m.label for m in mentions}
-    covered = [(m.start, m.end) for m in mentions]
-    for m in re.finditer(r"\bv?\d+(?:\.\d+)*(?:%|k|am|pm)?\b", text):
-        if not any(s <= m.start() < e for s, e in covered):
-            values.add(m[0])
+    rest = text
+    for m in mentions:  # dates are read once, as dates
+        rest = rest[:m.start] + " " * (m.end - m.start) + rest[m.end:]
+    rest = notation(rest)
+    values.update(re.findall(r"\b\d{2}:\d{2}\b|\bv?\d+(?:\.\d+)*(?:%|k|am|pm)?\b", rest))
+    # "three reviewers" holds the value 3
+    values.update(_NUMBER_WORDS[w] for w in _NUMBER_WORD.findall(rest))
     values.update(m[1] for m in re.finditer(rf"\b({WEEKDAY_RE})s\b", text))  # 'on Tuesdays'
     return frozenset(values)
 
