@@ -109,13 +109,17 @@ def notation(text: str) -> str:
     return re.sub(r"\b(\d+)(?:s|sec|secs|mb|gb|kb|km|kg|min|mins)\b", r"\1", text)
 
 
-def _values(text: str, original: str) -> frozenset[str]:
-    mentions = date_mentions(original)
-    values = {m.label for m in mentions}
-    rest = text
-    for m in mentions:  # dates are read once, as dates
+def undated(original: str) -> str:
+    """The normalised text with every date blanked out: 'May 10' is a date, not 'may'."""
+    rest = normalise(original)
+    for m in date_mentions(original):
         rest = rest[:m.start] + " " * (m.end - m.start) + rest[m.end:]
-    rest = notation(rest)
+    return rest
+
+
+def _values(text: str, original: str) -> frozenset[str]:
+    values = {m.label for m in date_mentions(original)}
+    rest = notation(undated(original))  # dates are read once, as dates
     values.update(re.findall(r"\b\d{2}:\d{2}\b|\bv?\d+(?:\.\d+)*(?:%|k|am|pm)?\b", rest))
     # "three reviewers" holds the value 3
     values.update(_NUMBER_WORDS[w] for w in _NUMBER_WORD.findall(rest))

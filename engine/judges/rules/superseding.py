@@ -5,7 +5,8 @@ import difflib
 import re
 
 from ...lexicon import lexicon, words
-from .reading import (NUMBER_WORDS, NEGATION, NEW_SIDE, NOT_NEGATION, OLD_SIDE, SIDE_BREAK, STRONG_CHANGE,
+from .guards import change_clause, change_said, guarded
+from .reading import (NEGATION, NEW_SIDE, NOT_NEGATION, OLD_SIDE, SIDE_BREAK, STRONG_CHANGE,
                       Reading, conflict, gist, jaccard, members_by_category, read, side_words)
 from ...lexicon.slots import CATEGORIES, MEMBER_OF
 from .words import (CUE_WORDS, GENERIC, SLOT_OF, STANCE, STOPWORDS, WORD_RE, canon, is_value,
@@ -38,7 +39,7 @@ def contradiction(new: str, candidates: list[tuple[int, str]],
         old = read(text or "")
         if _near_verbatim(fresh, old):
             confirms.append(number)  # said again, perhaps a word changed: a confirmation
-        elif _guarded(fresh, old, new or "", text or ""):
+        elif guarded(fresh, old, new or "", text or ""):
             continue
         elif _replaces(fresh, old) or _changed(fresh, old, similar.get(number)):
             supersedes.append(number)
@@ -47,87 +48,7 @@ def contradiction(new: str, candidates: list[tuple[int, str]],
     return {"supersedes": supersedes, "confirms": confirms}
 
 
-_HYPOTHETICAL = re.compile(r"\b(?:%s)\b|\bat some point\b|\bnot decided\b|\bin case\b"
-                           % "|".join(words(_LEXICON["hypothetical"])))
-_ID_NOUNS = frozenset(words(_LEXICON["id_nouns"]))
-_NAME = re.compile(r"(?<![.!?:;]\s)(?<!^)(?<!\w)([A-Z][\w.-]*[a-z0-9][\w.-]*"
-                   r"(?:\s+[A-Z][\w-]+)*)")
-
-
-def _guarded(n: Reading, o: Reading, new: str, old: str) -> bool:
-    """What never supersedes: an idea or a hypothetical, a different item of the same kind
-    (another invoice, room or person: its identifying number, name or modifier differs),
-    or a new memory about the past ("lived in Montreal before Toronto")."""
-    if _HYPOTHETICAL.search(n.text) or re.search(r"\bbefore\b|\bused to\b", n.text) \
-            and not n.strong_change:
-        return True
-    return _other_item(n, o, new, old)
-
-
-def _ids(text: str) -> dict[str, str]:
-    """Identifying numbers by the noun they follow ('invoice 1043' -> {invoic: 1043})."""
-    found = {}
-    for m in re.finditer(r"\b([a-z]+)\s+#?([a-z]?\d[\w-]*)\b", text):
-        if m[1] in _ID_NOUNS:
-            found[canon(m[1])] = m[2]
-    return found
-
-
-def _names(text: str) -> set[str]:
-    """Capitalised names inside a sentence, without months and weekdays."""
-    found = set()
-    for m in _NAME.findall(text):
-        kept = " ".join(w for w in m.lower().split() if not is_value(canon(w)))
-        if kept and kept not in ("user", "i"):
-            found.add(kept)
-    return found
-
-
-def _other_item(n: Reading, o: Reading, new: str, old: str) -> bool:
-    if _change_said(n):
-        # "Dana left; my new manager is Femi", "the samples are in room C4 now": a name,
-        # number or kind replaced, not another item
-        return False
-    ids_n, ids_o = _ids(n.text), _ids(o.text)
-    if any(ids_n[k] != ids_o[k] for k in ids_n.keys() & ids_o.keys()):
-        return True
-    names_n, names_o = _names(new), _names(old)
-    if names_n and names_o and not _overlap(names_n, names_o):
-        return True  # "the review with Acme" / "the review with Globex"
-    return _modifiers_differ(n, o)
-
-
-def _overlap(a: set[str], b: set[str]) -> bool:
-    words_a = {w for x in a for w in x.split()}
-    return bool(words_a & {w for x in b for w in x.split()})
-
-
-def _modifiers_differ(n: Reading, o: Reading) -> bool:
-    """A shared head noun with a different word in front: 'kitchen renovation' and
-    'bathroom renovation', 'Pro plan' and 'Team plan' are two things."""
-    def before(text: str) -> dict[str, str]:
-        tokens = [w for w in re.findall(r"[a-z][a-z0-9-]*", text)]
-        return {canon(b): a for a, b in zip(tokens, tokens[1:])
-                if a not in STOPWORDS and a not in _PLAIN_MODIFIERS and not is_value(a)
-                and a not in NUMBER_WORDS}
-    mine, theirs = before(n.text), before(o.text)
-    shared = (n.topic & o.topic) - GENERIC
-    return any(h in mine and h in theirs and canon(mine[h]) != canon(theirs[h])
-               and canon(mine[h]) not in o.concepts and canon(theirs[h]) not in n.concepts
-               for h in shared)
-
-
-_PLAIN_MODIFIERS = frozenset("new old current main my our user long short first next last "
-                             "whole all every each same other".split())
-_CHANGE = re.compile(r"\b(?:%s)\b|\bno more\b|\bup to\b|\bdown to\b|\bturned off\b|"
-                     r"\bswitched off\b|\bgave up\b|\bmoved out\b|\bfrom now on\b|"
-                     r"\bthese days\b|\bnot \w+ any ?more\b"
-                     % "|".join(words(_LEXICON["change_words"])))
 _FLIPS = tuple((canon(a), canon(b)) for a, b in _LEXICON["flips"])
-
-
-def _change_said(n: Reading) -> bool:
-    return n.strong_change or bool(_CHANGE.search(n.text))
 
 
 def _changed(n: Reading, o: Reading, similarity: float | None) -> bool:
@@ -157,8 +78,24 @@ def _changed(n: Reading, o: Reading, similarity: float | None) -> bool:
         return True
     # a change word alone needs more in common, and something of the old left behind
     left = o.topic - n.topic - GENERIC - _LIGHT
-    return _change_said(n) and bool(left) and (similarity is not None or by_strict) \
-        and bool((n.topic - o.topic) or n.negative != o.negative)
+    if not (change_said(n) and left and (similarity is not None or by_strict)
+            and ((n.topic - o.topic) or n.negative != o.negative)):
+        return False
+    return _acts_on(n, o, whole_text_close=similarity is not None)
+
+
+def _acts_on(n: Reading, o: Reading, whole_text_close: bool) -> bool:
+    """Does the change the new memory tells of act on what the old one says? Only the
+    clause saying it counts ("tests are no longer required, CI does it": the reason's CI
+    is not what changed), and a change verb with a named object acts on that object
+    ("replaced the date picker in the frontend" leaves "the frontend uses React")."""
+    heads = _changed_heads(n.text)
+    if heads and not heads & o.topic:
+        return False
+    said = change_clause(n)
+    if said == n.text and whole_text_close:
+        return True  # one clause, and the embeddings found it close
+    return bool((read(said).topic & o.topic) - GENERIC - _LIGHT)
 
 
 # verbs too common to make two memories about one subject ("my notes live in Obsidian",
