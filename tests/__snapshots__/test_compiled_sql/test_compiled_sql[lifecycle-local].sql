@@ -14,12 +14,16 @@ WHERE "namespace" = ? AND (("status" = ?) AND ("expires_at" < ?));
 -- params: ['expired', ':namespace', 'active', ':now']
 
 -- pass decay (every 23:00:00)
+-- decay.rules[0] rows (the skipped: those it does not change)
+SELECT count(*) FROM memories
+WHERE "namespace" = ? AND ("status" = ?);
+-- params: [':namespace', 'active']
 -- decay.rules[0] update
 UPDATE memories
 SET "decay_score" = min(?, (exp(((? * floor((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0))) * 1.0 / ?)) + min(?, ("access_count" * ?)))),
     "rank" = (("importance" * "confidence") * (min(?, (exp(((? * floor((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0))) * 1.0 / ?)) + min(?, ("access_count" * ?))))))
-WHERE "namespace" = ? AND ("status" = ?);
--- params: [1.0, -0.693, ':now', 30, 0.3, 0.03, 1.0, -0.693, ':now', 30, 0.3, 0.03, ':namespace', 'active']
+WHERE "namespace" = ? AND ("status" = ?) AND ((min(?, (exp(((? * floor((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0))) * 1.0 / ?)) + min(?, ("access_count" * ?))))) BETWEEN ? AND ?);
+-- params: [1.0, -0.693, ':now', 30, 0.3, 0.03, 1.0, -0.693, ':now', 30, 0.3, 0.03, ':namespace', 'active', 1.0, -0.693, ':now', 30, 0.3, 0.03, -1.7976931348623157e+308, 1.7976931348623157e+308]
 -- decay.rules[1] event archived
 INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status", ?, "decay_score"), ?, json_object(?, ?, ?, ?)), ?
@@ -66,8 +70,8 @@ LIMIT ?;
 UPDATE memories
 SET "access_count" = ("access_count" + ?),
     "last_accessed" = ?
-WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?));
--- params: [1, ':now', ':namespace', ':ids']
+WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?)) AND "status" = ?;
+-- params: [1, ':now', ':namespace', ':ids', 'active']
 -- rank refresh
 UPDATE memories SET "rank" = (("importance" * "confidence") * "decay_score")
 WHERE "namespace" = ?;
