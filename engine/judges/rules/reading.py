@@ -24,7 +24,8 @@ NOT_NEGATION = re.compile(r"\b(?:not|never|no) (?:going |gonna |looking |looked 
                           r"worries|going back)\b|\bnot (?:bad|only)\b|\bnever looked back\b|"
                           r"\bcan not (?:wait|recommend \w+ enough)\b")
 NEGATION = re.compile(r"\b(not|no|never|without|stopped|quit|dislike\w*|hate\w*|avoid\w*|"
-                      r"nobody|nothing|neither|nor|out of|away from)\b")
+                      r"nobody|nothing|neither|nor|out of|away from|unable|"
+                      r"intoleran\w*)\b")
 STRONG_CHANGE = re.compile(
     r"\b(switch(ed|ing)?|migrat(ed|ing|e)|moved|moving|replac(ed|ing|e)|instead|no longer|"
     r"anymore|stopped|quit|ditched|dropped|abandoned|gave up|changed|swapped|rather than|"
@@ -131,16 +132,29 @@ def _values(text: str, original: str) -> frozenset[str]:
 def read(text: str) -> Reading:
     """Read `text` once; every judge works from this."""
     norm = normalise(text)
-    concepts = frozenset(token_tuple(text))
+    # words read in one notation: '6pm' and '18:00', '3k' and '3000' are the same words
+    concepts = frozenset(token_tuple(notation(norm)))
     members = frozenset((cat, w) for w in concepts for cat in MEMBER_OF.get(w, ()))
     slots = frozenset(cat for w in concepts for cat in SLOT_OF.get(w, ()))
     topic = frozenset(w for w in concepts
                       if w not in STANCE and w not in CUE_WORDS and not is_value(w))
     return Reading(norm, concepts, topic, members, slots, _values(norm, text),
-                   bool(NEGATION.search(NOT_NEGATION.sub(" ", norm))),
+                   negated(norm),
                    bool(STRONG_CHANGE.search(norm)),
                    bool(_WEAK_CHANGE.search(norm)), bool(_ADDITIVE.search(norm)),
                    bool(_PROGRESSION.search(norm)))
+
+
+_CLAUSE = re.compile(r"[,;.:!?]|\b(?:and|but|because|so|while|whereas)\b")
+
+
+def negated(norm: str) -> bool:
+    """Does the text say something is not so? A clause is negative when it holds an odd
+    number of negations: two cancel ("never deploy without a review" says reviews always
+    come first, like "deploys happen only after review"; "no longer allergic" is not).
+    Negative words that affirm ("not going back") count for none."""
+    clauses = _CLAUSE.split(NOT_NEGATION.sub(" ", norm))
+    return any(len(NEGATION.findall(c)) % 2 == 1 for c in clauses)
 
 
 def jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> float:
