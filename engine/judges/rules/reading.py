@@ -36,7 +36,8 @@ STRONG_CHANGE = re.compile(
     r"(not|never|nobody|no one) miss(es|ed)?)\b")
 _WEAK_CHANGE = re.compile(r"(?<!for )\bnow\b|\bthese days\b|\bnowadays\b|\bstarted using\b|"
                           r"\bpicked up\b|\bactually\b")
-_ADDITIVE = re.compile(r"\b(also|as well|too|in addition|additionally|another|besides|both|"
+# 'too' adds only at a clause's end ("likes Rust too"), not before a word ("too slow")
+_ADDITIVE = re.compile(r"\btoo\b(?=\s*(?:[.,;!?)]|$))|\b(also|as well|in addition|additionally|another|besides|both|"
                        r"along with|on top of|alongside)\b")
 _PROGRESSION = re.compile(r"\b(added|adding|finished|finishing|implemented|implementing|"
                           r"completed|next step|built|wrote|set up|integrated|refactored|"

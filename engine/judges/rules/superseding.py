@@ -6,7 +6,7 @@ import re
 
 from ...lexicon import lexicon, words
 from .guards import change_clause, change_said, guarded
-from .reading import (NEGATION, NEW_SIDE, NOT_NEGATION, OLD_SIDE, SIDE_BREAK, STRONG_CHANGE,
+from .reading import (NEGATION, notation, NEW_SIDE, NOT_NEGATION, OLD_SIDE, SIDE_BREAK, STRONG_CHANGE,
                       Reading, conflict, gist, jaccard, members_by_category, read, side_words)
 from ...lexicon.slots import CATEGORIES, MEMBER_OF
 from .words import (CUE_WORDS, GENERIC, SLOT_OF, STANCE, STOPWORDS, WORD_RE, canon, is_value,
@@ -39,7 +39,7 @@ def contradiction(new: str, candidates: list[tuple[int, str]],
         old = read(text or "")
         if _near_verbatim(fresh, old):
             confirms.append(number)  # said again, perhaps a word changed: a confirmation
-        elif guarded(fresh, old, new or "", text or ""):
+        elif guarded(fresh, old, new or "", text or "") or _left_elsewhere(fresh, old):
             continue
         elif _replaces(fresh, old) or _changed(fresh, old, similar.get(number)):
             supersedes.append(number)
@@ -70,8 +70,11 @@ def _changed(n: Reading, o: Reading, similarity: float | None) -> bool:
         similarity >= _SIMILAR or (similarity >= _RELATED and shared)
     if not close or not (shared or similarity is not None):
         return False
-    values = bool(n.values - o.values) and bool(o.values - n.values)
-    flipped = any((a in n.concepts and b in o.concepts and b not in n.concepts)
+    # a value or a setting of the same thing: words in common beyond the common verbs,
+    # and numbers counting the same unit ("32 GB of RAM" and "8 CPU cores" are two)
+    values = bool(n.values - o.values) and bool(o.values - n.values) and bool(shared) \
+        and _same_units(n, o)
+    flipped = bool(shared) and any((a in n.concepts and b in o.concepts and b not in n.concepts)
                   or (b in n.concepts and a in o.concepts and a not in n.concepts)
                   for a, b in _FLIPS)
     if values or flipped:
@@ -105,6 +108,32 @@ _ENDED = re.compile(r"\b(?:no more|no longer|ditched|dropped|scrapped|cancel+ed|
                     r"quit|stopped|sold|turned off|disabled|left)\b")
 _SIMILAR = 0.55   # cosine at which two memories are about the same thing
 _RELATED = 0.40   # cosine at which a shared distinctive word confirms it
+
+
+def _left_elsewhere(n: Reading, o: Reading) -> bool:
+    """The new memory names what it left behind ("switched me from ibuprofen to
+    naproxen"), and this old memory holds none of it nor a member of the same slot: it
+    is about something else that merely shares a word ("the knee")."""
+    left = side_words(_FROM, n.text) if n.strong_change else frozenset()
+    return bool(left) and not left & o.concepts and not _member_swap(n, o)
+
+
+# the thing left behind, named explicitly ("from ibuprofen", "instead of Slack")
+_FROM = re.compile(r"\b(?:from|instead of|rather than|away from)\s+([\w.+#\- ]+)")
+
+
+_UNIT = re.compile(r"\b\d[\d.,:]*\s+(?:of\s+)?([a-z]{2,})")
+
+
+def _units(r: Reading) -> frozenset[str]:
+    """What a text's numbers count: the word after each ('8 cpu cores' -> cpu)."""
+    return frozenset(canon(m) for m in _UNIT.findall(notation(r.text))
+                     if m not in STOPWORDS and not is_value(canon(m)))
+
+
+def _same_units(n: Reading, o: Reading) -> bool:
+    mine, theirs = _units(n), _units(o)
+    return not mine or not theirs or bool(mine & theirs)
 
 
 def _replaces(n: Reading, o: Reading) -> bool:
@@ -242,7 +271,7 @@ def _same_context(n: Reading, o: Reading, category: str) -> bool:
 
 def _value_change(n: Reading, o: Reading) -> bool:
     """Same subject, different date or amount ("release on May 3" -> "release May 10")."""
-    if not n.values or not o.values or not (n.values - o.values):
+    if not n.values or not o.values or not (n.values - o.values) or not _same_units(n, o):
         return False
     shared = (n.topic & o.topic) - GENERIC
     if n.strong_change:
@@ -267,7 +296,7 @@ def _slot_change(n: Reading, o: Reading) -> bool:
     the cue names what changed ("moved the cluster", "the cluster was moved"), that head
     word must be in the old memory: "replaced the date picker in the frontend" leaves
     "the frontend uses React" alone."""
-    if not n.strong_change or (n.values and not o.values):
+    if not n.strong_change or (n.values - _EVENT_TIMES and not o.values):
         return False  # a new time for something the old memory gave no time for
     # only the clause holding the cue counts: "..., CI does it" is a reason, not a change
     clause = read(" ".join(c for c in re.split(r"[,;:]|\b(?:and|but|because|since|so)\b",
@@ -281,6 +310,9 @@ def _slot_change(n: Reading, o: Reading) -> bool:
     return len(shared) / len(o.topic - GENERIC) >= 0.5
 
 
+# when the change happened, not a value of what changed ("moved my savings this year")
+_EVENT_TIMES = frozenset({"this year", "this month", "this week", "today", "tonight",
+                          "yesterday"})
 _CHANGE_VERB = (r"(?:switched|migrated|moved|replaced|changed|swapped|converted|rewrote|"
                 r"rewritten|upgraded|downgraded|pushed|postponed|delayed|rescheduled|"
                 r"cancell?ed|dropped|ditched|abandoned|increased|decreased|raised|lowered|"
