@@ -903,3 +903,26 @@ def test_gate_keeps_habits_places_and_changed_values(user):
 @pytest.mark.parametrize("user", ["What should I eat tonight?", "Thanks, I'll take a look."])
 def test_gate_still_drops_questions_and_thanks(user):
     assert not rules.gate(user, "Sure.")["save"]
+
+
+@pytest.mark.parametrize("old, new", [
+    # a setting said as a phrase: 'turned ... off' is 'disabled'
+    ("Push alerts are enabled for the staging dashboard and the prod dashboard",
+     "We turned off push alerts for the staging dashboard; email only now."),
+    # a common verb is no use of its own: the notes tool replaced, however notes 'live'
+    ("Family recipes go in Notion.", "My recipes live in Obsidian now."),
+    # the user's one thing of a kind, now another
+    ("User works as a teacher at Oakwood school.", "I started a new job as a nurse at St Mary."),
+    ("User's dentist is Dr. Patel.", "My new dentist is Dr. Ruiz."),
+])
+def test_contradiction_reads_changes_said_without_a_change_verb(old, new):
+    assert supersedes(new, old)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("Family recipes go in Notion.", "My journal lives in Obsidian now."),
+    ("User has two cats.", "We got a new puppy."),
+    ("User works on the app.", "I have a new idea for the app."),
+])
+def test_contradiction_leaves_what_a_new_thing_does_not_replace(old, new):
+    assert not supersedes(new, old)

@@ -20,6 +20,10 @@ _CHANGE = re.compile(r"\b(?:%s)\b|\bno more\b|\bup to\b|\bdown to\b|\bturned off
                      r"\bswitched off\b|\bgave up\b|\bmoved out\b|\bfrom now on\b|"
                      r"\bthese days\b|\bnot \w+ any ?more\b"
                      % "|".join(words(_LEXICON["change_words"])))
+# the user's one thing of a kind, now another: "I started a new job", "my new dentist"
+NEW_ONE = re.compile(r"\b(?:i|we)(?: have| has| just| recently| finally)* (?:started|got|"
+                     r"have|bought|found|signed|moved into) (?:a|an|my|our) new ([a-z]+)|"
+                     r"\b(?:my|our) new ([a-z]+)\b")
 _HYPOTHETICAL = re.compile(r"\b(?:%s)\b|\bat some point\b|\bnot decided\b|\bin case\b"
                            % "|".join(words(_LEXICON["hypothetical"])))
 # "lived in Montreal before Toronto", "used to work at IBM": the past, told as the past.
@@ -36,7 +40,7 @@ _PLAIN_MODIFIERS = frozenset(words(_LEXICON["plain_modifiers"]))
 
 def change_said(n: Reading) -> bool:
     """Does the new memory say that something changed (a change verb or word)?"""
-    return n.strong_change or bool(_CHANGE.search(n.text))
+    return n.strong_change or bool(_CHANGE.search(n.text)) or bool(NEW_ONE.search(n.text))
 
 
 def change_clause(n: Reading) -> str:

@@ -5,7 +5,7 @@ import difflib
 import re
 
 from ...lexicon import lexicon, words
-from .guards import change_clause, change_said, guarded
+from .guards import NEW_ONE, change_clause, change_said, guarded
 from .reading import (NEGATION, notation, NEW_SIDE, NOT_NEGATION, OLD_SIDE, SIDE_BREAK, STRONG_CHANGE,
                       Reading, conflict, gist, jaccard, members_by_category, read, side_words)
 from ...lexicon.slots import CATEGORIES, MEMBER_OF
@@ -74,9 +74,10 @@ def _changed(n: Reading, o: Reading, similarity: float | None) -> bool:
     # and numbers counting the same unit ("32 GB of RAM" and "8 CPU cores" are two)
     values = bool(n.values - o.values) and bool(o.values - n.values) and bool(shared) \
         and _same_units(n, o)
-    flipped = bool(shared) and any((a in n.concepts and b in o.concepts and b not in n.concepts)
-                  or (b in n.concepts and a in o.concepts and a not in n.concepts)
-                  for a, b in _FLIPS)
+    mine, theirs = _settings(n), _settings(o)
+    flipped = bool(shared) and any((a in mine and b in theirs and b not in mine)
+                                   or (b in mine and a in theirs and a not in mine)
+                                   for a, b in _FLIPS)
     if values or flipped:
         return True
     # a change word alone needs more in common, and something of the old left behind
@@ -108,6 +109,18 @@ _ENDED = re.compile(r"\b(?:no more|no longer|ditched|dropped|scrapped|cancel+ed|
                     r"quit|stopped|sold|turned off|disabled|left)\b")
 _SIMILAR = 0.55   # cosine at which two memories are about the same thing
 _RELATED = 0.40   # cosine at which a shared distinctive word confirms it
+
+
+_TURNED = ((re.compile(r"\b(?:turn|turned|turns|switch|switched|shut|shuts) (?:\w+ ){0,3}?off\b"),
+            canon("disabled")),
+           (re.compile(r"\b(?:turn|turned|turns|switch|switched) (?:\w+ ){0,3}?on\b"),
+            canon("enabled")))
+
+
+def _settings(r: Reading) -> frozenset[str]:
+    """Its words, with a setting said as a phrase read as its word ('turned X off' is
+    'disabled'), so that a flip is seen however it is said."""
+    return r.concepts | {word for pattern, word in _TURNED if pattern.search(r.text)}
 
 
 def _left_elsewhere(n: Reading, o: Reading) -> bool:
@@ -145,7 +158,7 @@ def _replaces(n: Reading, o: Reading) -> bool:
         return False
     return any(test(n, o) for test in (_member_swap, _value_change, _polarity_flip,
                                         _slot_change, _relocation, _resolution, _opposite,
-                                        _handover, _team_move))
+                                        _handover, _team_move, _new_one))
 
 
 def _near_verbatim(n: Reading, o: Reading) -> bool:
@@ -244,7 +257,8 @@ def _compatible_use(n: Reading, o: Reading, category: str) -> bool:
     """After a change cue the new member may come bare ("migrated to MySQL"): it replaces
     an old member used in the same place, or one whose use is barely described, but not
     "the study tracker has a SQLite cache"."""
-    mine, theirs = (c - STANCE for c in _contexts(n, o, category))
+    # a common verb is no use of its own ("notes go in Evernote", "notes live in Obsidian")
+    mine, theirs = (c - STANCE - _LIGHT for c in _contexts(n, o, category))
     if mine & theirs:
         return True
     # a clause joined by 'and'/'but'/'because' is a comment on the change ("... and I'm
@@ -349,6 +363,18 @@ def _relocation(n: Reading, o: Reading) -> bool:
     if not m or m[1] in STOPWORDS or canon(m[1]) in MEMBER_OF:
         return False
     return canon("live") in o.topic and canon(m[1]) not in o.topic
+
+
+_ABOUT_USER = re.compile(r"\b(?:user|i|my|we|our)\b")
+
+
+def _new_one(n: Reading, o: Reading) -> bool:
+    """"I started a new job as ..." replaces what the user's job was ("works as an
+    analyst at ..."): the user's one thing of that kind, now another."""
+    if not _ABOUT_USER.search(o.text):
+        return False
+    held = {canon(m[1] or m[2]) for m in NEW_ONE.finditer(n.text)}
+    return bool(held & o.concepts)
 
 
 _WAITING = re.compile(r"\b(blocked|waiting|awaiting|on hold|pending|stuck)\b")
