@@ -76,7 +76,9 @@ class VectorIndex:
         rows = self.db.execute(
             "SELECT memory_id FROM memory_vectors INDEXED BY memory_vectors_cell "
             "WHERE namespace = ? AND model = ? AND cell IN (SELECT value FROM json_each(?)) "
-            "ORDER BY vec_distance_hamming(vec_bit(bits), vec_quantize_binary(?)) LIMIT ?",
+            # the query's sign bits once (a scalar subquery), not once per row scanned
+            "ORDER BY vec_distance_hamming(vec_bit(bits), (SELECT vec_quantize_binary(?))) "
+            "LIMIT ?",
             (namespace, model, json.dumps(cells), vector, k * SHORTLIST))
         return [r[0] for r in rows]
 
