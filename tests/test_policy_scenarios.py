@@ -1,6 +1,5 @@
 """Every shipped policy played through every shipped scenario, pinned with the
 `lethe_scenario` fixture users get from the plugin (engine/testing.py)."""
-import importlib.util
 import os
 
 import pytest
@@ -9,11 +8,9 @@ from syrupy.extensions.json import JSONSnapshotExtension
 from tests.conftest import POLICIES, ROOT, shipped_policies, shipped_scenarios
 
 SCENARIOS = shipped_scenarios()
-# a policy with a local embedding model runs only where the `local` extra is installed
-NO_LOCAL = pytest.mark.skipif(importlib.util.find_spec("sentence_transformers") is None,
-                              reason="the local extra is not installed")
-SHIPPED = [pytest.param(p, marks=NO_LOCAL) if p.endswith("-local.yaml") else p
-           for p in shipped_policies()]
+# a policy with a local embedding model is pinned in test_local_scenarios.py, which runs
+# only where the `local` extra is installed
+SHIPPED = [p for p in shipped_policies() if not p.endswith("-local.yaml")]
 
 
 def name(path):
