@@ -298,8 +298,9 @@ def write_results(text: str) -> None:
     doc = RESULTS.read_text(encoding="utf-8")
     head, found, rest = doc.partition(SECTION)
     if found:
-        after = rest.find("\n## ")
-        rest = rest[after + 1:] if after >= 0 else ""
+        # the table is replaced; the notes under it (### subsections) and later sections stay
+        ends = [i for i in (rest.find("\n## "), rest.find("\n### ")) if i >= 0]
+        rest = rest[min(ends) + 1:] if ends else ""
         doc = head + text + ("\n" + rest if rest else "")
     else:
         doc = doc.rstrip("\n") + "\n\n" + text
