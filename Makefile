@@ -25,7 +25,7 @@ $(error Lethe needs Python $(NEED) or newer, $(PYTHON) is $(HAVE) (make PYTHON=p
 endif
 endif
 
-.PHONY: install demo test bench soak clean
+.PHONY: install demo test bench bench-judges soak clean
 
 install: $(STAMP)
 
@@ -46,6 +46,9 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
+
+bench-judges: $(STAMP)
+	$(BIN)/python -m bench.judges
 
 soak: $(STAMP)
 	$(BIN)/python -m pytest -m soak

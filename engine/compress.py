@@ -29,6 +29,14 @@ def compress(ctx: Context, p: Pass, result: PassResult) -> None:
               "tags": parse_tags(r["tags"]) if (r["tags"] or "").startswith("[") else [],
               "importance": r["importance"], "access_count": r["access_count"]}
              for i, r in enumerate(rows, 1)]
+    by_n = {c["n"]: c for c in shown}
+    if ctx.policy.embed is not None:  # clusters group by similarity where vectors exist
+        pairs = ctx.store.pair_similarities(ctx.policy.embed.name, [c["id"] for c in shown])
+        n_of = {c["id"]: c["n"] for c in shown}
+        for c in shown:
+            c["similar"] = {}
+        for (a, b), sim in pairs.items():
+            by_n[n_of[a]]["similar"][n_of[b]] = by_n[n_of[b]]["similar"][n_of[a]] = round(sim, 4)
     now = ctx.clock()
     try:
         groups, note = ctx.judges.ask("cluster", p.cluster, {"candidates": shown, "now": now,
@@ -36,7 +44,7 @@ def compress(ctx: Context, p: Pass, result: PassResult) -> None:
     except JudgeUnavailable as exc:
         result.notes.append(f"cluster model unreachable, nothing merged: {exc}")
         return
-    by_n, used = {c["n"]: c for c in shown}, set()
+    used = set()
     for group in groups or []:
         members = [by_n[n] for n in dict.fromkeys(group) if n in by_n and n not in used]
         if len(members) < 2:

@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass, field, replace
 
 from .clock import Clock
+from .embeddings import make_embedder
 from .judges import Judges
 from .plan import Plan, compile_policy
 from .policy import Policy
@@ -35,6 +36,7 @@ class Context:
     judges: Judges
     settings: JudgeSettings = field(default_factory=JudgeSettings)
     lease: object = None     # the pass lease, when a runner holds it (engine.leasing)
+    embedder: object = None  # the policy's embedding model (engine.embeddings), or None
 
     def now(self) -> str:
         return self.store.now()
@@ -64,10 +66,11 @@ def make_judges(policy: Policy, store, namespace: str, s: JudgeSettings) -> Judg
 
 def open_context(target: str, policy: Policy, namespace: str, clock: Clock,
                  settings: JudgeSettings, read_only: bool = False, progress=None) -> Context:
-    store = open_store(target, clock, read_only, progress)
+    store = open_store(target, clock, read_only, progress, vectors=policy.embed is not None)
     plan = compile_policy(policy, store.dialect)
     ctx = Context(store, plan, policy, namespace, clock,
-                  make_judges(policy, store, namespace, settings), settings)
+                  make_judges(policy, store, namespace, settings), settings,
+                  embedder=make_embedder(policy.embed, settings.offline))
     if not read_only:  # a reader keeps the stored ranks as they are: it never writes
         sync_rank(ctx)
     return ctx

@@ -72,10 +72,13 @@ class Dialect:
         return '"' + ident + '"'
 
     def render(self, node: X.Node, overrides: Mapping[str, X.Node] | None = None,
-               relevance_sql: str | None = None) -> tuple[str, list]:
+               relevance_sql: str | None = None,
+               similarity: tuple[str, list] | None = None) -> tuple[str, list]:
         """SQL text and params for a formula. `overrides` replaces columns by new values
-        (to compute a stored rank from the values an UPDATE is about to write)."""
+        (to compute a stored rank from the values an UPDATE is about to write);
+        `similarity` is the (sql, params) that `similarity` stands for in this statement."""
         out = SQL()
+        self._similarity = similarity or ("0.0", [])
         self._emit(node, out, overrides or {}, relevance_sql)
         return out.text(), out.params
 
@@ -101,6 +104,8 @@ class Dialect:
             if rel is None:
                 raise FormulaError("'relevance' needs a query")
             out.add(rel)
+        elif isinstance(n, X.Similarity):
+            out.add(self._similarity[0], *self._similarity[1])
         elif isinstance(n, X.BinOp):
             out.add("(")
             e(n.left)

@@ -64,6 +64,12 @@ class Relevance(Node):
 
 
 @dataclass(frozen=True)
+class Similarity(Node):
+    """Cosine similarity of a memory's embedding to the query (recall) or to the new
+    memory (write candidates); 0 for a memory without one."""
+
+
+@dataclass(frozen=True)
 class Func(Node):
     name: str
     args: tuple
@@ -127,12 +133,14 @@ class Scope:
     allow_time: bool = True
     allow_relevance: bool = False
     allow_aggregates: bool = False
+    allow_similarity: bool = False   # the policy declares an embedding model
     used: set | None = None  # when given, the params a formula reads are added to it
 
     def names(self) -> set[str]:
         """Every name a formula may use here (for did-you-mean)."""
         found = set(COLUMNS) | set(self.params) | set(self.scores) | {"null", "true", "false"}
         found |= set(TIME_WORDS) if self.allow_time else set()
+        found |= {"similarity"} if self.allow_similarity else set()
         return found | ({"relevance"} if self.allow_relevance else set())
 
 
@@ -150,6 +158,8 @@ def _walk(node: Node, found: set[str]) -> None:
         found.add("@" + node.name)
     elif isinstance(node, Relevance):
         found.add("@relevance")
+    elif isinstance(node, Similarity):
+        found.add("@similarity")
     for child in _children(node):
         _walk(child, found)
 
@@ -300,6 +310,11 @@ class _Compiler:
             if not s.allow_relevance:
                 self.fail(node, "'relevance' is only known in recall, where there is a query")
             return Relevance(NUM)
+        if name == "similarity":
+            if not s.allow_similarity:
+                self.fail(node, "'similarity' needs an embedding model (declare `embed:` in the "
+                                "policy) and is only known in candidate and recall where/order")
+            return Similarity(NUM)
         if name in s.params:
             if s.used is not None:
                 s.used.add(name)

@@ -14,6 +14,7 @@ from typing import Iterable
 from . import passes as P
 from . import recall as R
 from . import runner
+from . import vectors
 from .clock import Clock, iso, parse_duration, system_clock, until_end_of_day
 from .context import Context, JudgeSettings, open_context
 from .errors import LetheError, PolicyWarning
@@ -113,8 +114,11 @@ class Memory:
                   "expires_at": _expiry(expires_at), "kind": kind, "scene": scene}
         if judged:
             return self.writer.add(content, fields)
+        vector = vectors.vector_of(self.context, content)  # outside the transaction
         with self.store.transaction():
-            return store_memory(self.context, content, **fields)
+            new_id = store_memory(self.context, content, **fields)
+            vectors.save(self.context, new_id, vector)
+            return new_id
 
     def forget(self, memory_id: int, reason: str) -> MemoryRecord:
         """Archive a memory, with a `forgotten` event that keeps `reason`; it leaves recall,

@@ -5,46 +5,15 @@ compile` prints a plan, and the snapshot tests pin the plan of every shipped pol
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from . import expr as X
 from . import steps
 from .dialect import DIALECTS, NOW, Dialect
+from .errors import PolicyError
 from .policy import Candidates, Pass, Policy, Rule, schema
-
-NAMESPACE = object()  # marker parameter: the namespace the plan runs for
-QUERY = object()      # marker parameter: the full-text query of a recall
-LIMIT = object()      # marker parameter: a limit chosen at call time
-IDS = object()        # marker parameter: memory ids, as a JSON array
-FROM_ID = object()    # marker parameters: the id range one batch of a batched pass covers
-TO_ID = object()
-NEW_ID = object()     # marker parameter: the memory that supersedes or absorbs others
-TEXT = object()       # marker parameter: event text written by the engine (never SQL)
-
-
-@dataclass
-class Statement:
-    label: str
-    sql: str
-    params: list = field(default_factory=list)
-    counts_skipped: bool = False  # a SELECT count(*) of the rows a rule leaves alone
-
-    def bind(self, now: str, namespace: str, query: str | None = None,
-             limit: int | None = None, ids: list[int] | None = None,
-             id_range: tuple[int, int] = (0, 0), new_id: int | None = None,
-             text: str | None = None) -> list:
-        table = {id(NOW): now, id(NAMESPACE): namespace, id(QUERY): query, id(LIMIT): limit,
-                 id(IDS): json.dumps(ids or []), id(FROM_ID): id_range[0], id(TO_ID): id_range[1],
-                 id(NEW_ID): new_id, id(TEXT): text}
-        return [table.get(id(p), p) if id(p) in table else p
-                for p in self.params]
-
-    def shown_params(self) -> list:
-        names = {id(NOW): ":now", id(NAMESPACE): ":namespace", id(QUERY): ":query",
-                 id(LIMIT): ":limit", id(IDS): ":ids", id(FROM_ID): ":from_id",
-                 id(TO_ID): ":to_id", id(NEW_ID): ":new_id", id(TEXT): ":text"}
-        return [names.get(id(p), p) for p in self.params]
+from .statement import (FROM_ID, IDS, LIMIT, NAMESPACE, NEW_ID, QUERY, TEXT, TO_ID, VECTOR,
+                        Statement)
 
 
 @dataclass
@@ -73,24 +42,33 @@ class Plan:
     # reaches most of the file, the indexes over those are rebuilt once: engine.store.bulk)
     pass_reach: dict[str, Statement] = field(default_factory=dict)
     pass_writes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # with an embedding model: nearest neighbours (ids from the store's vector index)
+    # through each step's candidate query, by step ('contradiction', 'fused', 'recall')
+    neighbours: dict[str, Statement] = field(default_factory=dict)
 
 
 def compile_policy(policy: Policy, dialect: str | Dialect = "sqlite") -> Plan:
     d = DIALECTS[dialect] if isinstance(dialect, str) else dialect
+    if policy.embed and d.name != "sqlite":  # similarity is sqlite-vec's vec_distance_cosine
+        raise PolicyError(f"policy {policy.name}: `embed:` (vector search) runs on SQLite "
+                          f"only for now, not on {d.name}; use a policy without it there")
     passes = {name: pass_statements(policy, p, d) for name, p in policy.passes.items()}
     rec = policy.recall
+    model = policy.embed.name if policy.embed else None
     return Plan(
         policy=policy, dialect=d, passes=passes,
         recall=candidates_statement("recall", rec.candidates, d),
-        recall_query=candidates_statement("recall (matching a query)", rec.candidates, d, query=True),
+        recall_query=candidates_statement("recall (matching a query)", rec.candidates, d,
+                                          query=True, model=model),
         recall_scored=candidates_statement("recall (scored by a query)", rec.candidates, d,
-                                           query=True, keep_unmatched=True),
+                                           query=True, keep_unmatched=True, model=model),
         rank_refresh=rank_refresh_statement(policy, d),
         rank_refresh_ids=rank_refresh_statement(policy, d, by_ids=True),
         access=access_statement(policy, rec.on_access, d) if rec.on_access else None,
         recall_reads_relevance=any("@relevance" in X.columns_of(n) for n in
                                    [rec.candidates.where, *[o for o, _ in rec.candidates.order]]),
-        write_candidates={s.step: write_candidates_statement(s.step, s.judgment.candidates, d)
+        write_candidates={s.step: write_candidates_statement(s.step, s.judgment.candidates, d,
+                                                             model)
                           for s in policy.write if steps.kind(s.step).shows_candidates},
         cluster_candidates={name: candidates_statement(f"{name} cluster candidates",
                                                        p.cluster.candidates or DEFAULT_CANDIDATES(), d)
@@ -107,7 +85,40 @@ def compile_policy(policy: Policy, dialect: str | Dialect = "sqlite") -> Plan:
         pass_reach={name: reach_statement(p, d) for name, p in policy.passes.items()
                     if p.rules and not p.batch},
         pass_writes={name: pass_writes(policy, p) for name, p in policy.passes.items()},
+        neighbours=neighbour_statements(policy, d) if model else {},
     )
+
+
+def neighbour_statements(policy: Policy, d: Dialect) -> dict[str, Statement]:
+    out = {s.step: neighbours_statement(f"{s.step} neighbours",
+                                        s.judgment.candidates or DEFAULT_CANDIDATES(), d,
+                                        policy.embed.name)
+           for s in policy.write if steps.kind(s.step).shows_candidates}
+    out["recall"] = neighbours_statement("recall neighbours", policy.recall.candidates, d,
+                                         policy.embed.name)
+    return out
+
+
+def _similarity(d: Dialect, joined: bool) -> tuple[str, list]:
+    """`similarity`: cosine of the memory's vector (alias v) to the bound one, 0 without."""
+    if not joined:
+        return "0.0", []
+    p = d.placeholder
+    return (f"(CASE WHEN v.vector IS NULL OR {p} IS NULL THEN 0.0 "
+            f"ELSE 1.0 - vec_distance_cosine(v.vector, {p}) END)", [VECTOR, VECTOR])
+
+
+def neighbours_statement(label: str, c: Candidates, d: Dialect, model: str) -> Statement:
+    """The nearest neighbours the store's vector index found (ids bound as a JSON array),
+    kept only when they pass the step's candidate `where`, most similar first."""
+    sim = _similarity(d, True)
+    where_sql, where_params = d.render(c.where, relevance_sql="0.0", similarity=sim)
+    sql = (f"SELECT memories.*, 0.0 AS relevance, {sim[0]} AS similarity\n"
+           f"FROM memory_vectors AS v CROSS JOIN memories ON memories.id = v.memory_id\n"
+           f"WHERE v.memory_id {d.ids_in()} AND v.model = {d.placeholder} "
+           f"AND memories.\"namespace\" = {d.placeholder} AND {where_sql}\n"
+           f"ORDER BY similarity DESC, memories.id DESC\nLIMIT {d.placeholder}")
+    return Statement(label, sql, [*sim[1], IDS, model, NAMESPACE, *where_params, LIMIT])
 
 
 def DEFAULT_CANDIDATES() -> Candidates:
@@ -115,12 +126,13 @@ def DEFAULT_CANDIDATES() -> Candidates:
                       [(X.Col(X.NUM, "rank"), True)], **schema.JUDGMENT_CANDIDATES)
 
 
-def write_candidates_statement(step: str, c: Candidates | None, d: Dialect) -> Statement:
+def write_candidates_statement(step: str, c: Candidates | None, d: Dialect,
+                               model: str | None = None) -> Statement:
     """What a new memory is compared with: the policy's candidates, most relevant first,
     K of them (LIMIT is bound to K at run time), so a write costs the same at any size."""
     c = c or DEFAULT_CANDIDATES()
     by_relevance = Candidates(c.where, [(X.Relevance(X.NUM), True), *c.order], c.limit, c.min, c.k)
-    return candidates_statement(f"{step} candidates", by_relevance, d, query=True)
+    return candidates_statement(f"{step} candidates", by_relevance, d, query=True, model=model)
 
 
 def pass_statements(policy: Policy, p: Pass, d: Dialect) -> list[Statement]:
@@ -248,10 +260,11 @@ def _detail(rule: Rule, d: Dialect, label: str) -> tuple[str, list]:
     return sql, ["rule", label, "from", *params_b, "to", *params_a]
 
 
-def order_sql(order: list[tuple[X.Node, bool]], d: Dialect, rel: str | None) -> tuple[str, list]:
+def order_sql(order: list[tuple[X.Node, bool]], d: Dialect, rel: str | None,
+              sim: tuple[str, list] | None = None) -> tuple[str, list]:
     parts, params = [], []
     for node, desc in order:
-        sql, p = d.render(node, relevance_sql=rel)
+        sql, p = d.render(node, relevance_sql=rel, similarity=sim)
         parts.append(f"{sql} {'DESC' if desc else 'ASC'}")
         params += p
     parts.append('"id" DESC')  # ties: newest first, and a total order for snapshots
@@ -259,16 +272,20 @@ def order_sql(order: list[tuple[X.Node, bool]], d: Dialect, rel: str | None) -> 
 
 
 def candidates_statement(label: str, c: Candidates, d: Dialect, query: bool = False,
-                         keep_unmatched: bool = False) -> Statement:
+                         keep_unmatched: bool = False, model: str | None = None) -> Statement:
     """SELECT over memories in the policy's order; with a query, only full-text matches
     (or, keeping unmatched rows, all of them with relevance 0), and `relevance` is the
-    dialect's full-text score mapped onto 0..1 (x / (1 + x))."""
-    uses_relevance = any("@relevance" in X.columns_of(n) for n in [c.where, *[o for o, _ in c.order]])
-    if query and keep_unmatched and not uses_relevance:
+    dialect's full-text score mapped onto 0..1 (x / (1 + x)). A policy that reads
+    `similarity` joins each memory's vector (of `model`) and binds the query's."""
+    read = set().union(*(X.columns_of(n) for n in [c.where, *[o for o, _ in c.order]]))
+    uses_relevance = "@relevance" in read
+    similar = bool(model) and query and "@similarity" in read
+    if query and keep_unmatched and not uses_relevance and not similar:
         return _scored_in_recall_order(label, c, d)
     rel = d.relevance_sql if query else d.no_relevance
-    where_sql, where_params = d.render(c.where, relevance_sql=rel)
-    o_sql, o_params = order_sql(c.order, d, rel)
+    sim = _similarity(d, similar)
+    where_sql, where_params = d.render(c.where, relevance_sql=rel, similarity=sim)
+    o_sql, o_params = order_sql(c.order, d, rel, sim)
     fts = f"({d.fts_matches(chr(10) + '      ')}) AS fts"
     if not query:
         source = "memories"
@@ -276,10 +293,19 @@ def candidates_statement(label: str, c: Candidates, d: Dialect, query: bool = Fa
         source = f"memories\nLEFT JOIN {fts} ON fts.fts_id = memories.id"
     else:  # matches first (CROSS JOIN fixes the order): never one full-text query per row
         source = f"{fts}\n{d.matches_first} memories ON memories.id = fts.fts_id"
-    sql = (f"SELECT memories.*, {rel} AS relevance\nFROM {source}\n"
+    join, join_params = "", []
+    if similar:
+        join = (f"\nLEFT JOIN memory_vectors AS v ON v.memory_id = memories.id "
+                f"AND v.model = {d.placeholder}")
+        join_params = [model]
+    sql = (f"SELECT memories.*, {rel} AS relevance\nFROM {source}{join}\n"
+           f"WHERE memories.\"namespace\" = {d.placeholder} AND {where_sql}\n"
+           f"ORDER BY {o_sql}\nLIMIT {d.placeholder}") if similar else (
+           f"SELECT memories.*, {rel} AS relevance\nFROM {source}\n"
            f"WHERE \"namespace\" = {d.placeholder} AND {where_sql}\n"
            f"ORDER BY {o_sql}\nLIMIT {d.placeholder}")
-    params = ([QUERY] if query else []) + [NAMESPACE, *where_params, *o_params, LIMIT]
+    params = ([QUERY] if query else []) + join_params + [NAMESPACE, *where_params, *o_params,
+                                                         LIMIT]
     return Statement(label, sql, params)
 
 
@@ -343,7 +369,8 @@ def render_plan(plan: Plan) -> str:
         blocks.append(_show(plan.access))
     blocks.append(_show(plan.rank_refresh))
     blocks.append(_show(plan.rank_refresh_ids))
-    for st in [*plan.write_candidates.values(), *plan.cluster_candidates.values()]:
+    for st in [*plan.write_candidates.values(), *plan.cluster_candidates.values(),
+               *plan.neighbours.values()]:
         blocks.append(_show(st))
     blocks.append("\n-- write, merge and explain")
     for st in [plan.supersede, plan.forget, plan.reinforce, *plan.merge_values.values(),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from . import vectors
 from .answers import today
 from .context import Context
 from .judges import JudgeUnavailable
@@ -34,7 +35,9 @@ def candidates(ctx: Context, query: str | None = None, limit: int | None = None,
             # bm25 needs each query word's document count: costly at a million rows,
             # and nothing here reads it (the select judge reads the text itself)
             st, fts, unscored = plan.recall, None, True
-    rows = ctx.store.fetch(st, ctx.namespace, query=fts, limit=limit)
+    # a policy reading `similarity` binds the query's vector (an outage: similarity 0)
+    vector = vectors.vector_of(ctx, query) if fts and ctx.plan.neighbours else None
+    rows = ctx.store.fetch(st, ctx.namespace, query=fts, limit=limit, vector=vector)
     if not rows and fts and scored:  # `match: filter` and nothing matched: the top ones
         return candidates(ctx, None, limit)
     records = [MemoryRecord.from_row(r) for r in rows]
@@ -98,17 +101,39 @@ def choose(ctx: Context, query: str, top_n: int | None = None,
     rec = ctx.policy.recall
     top_n = top_n or rec.top_n
     shown = candidates(ctx, query, scored=True, relevance=relevance)
+    shown, similar = _hybrid(ctx, query, shown)
     if rec.select is not None and shown:
-        chosen = _select(ctx, rec, query, shown, top_n)
+        chosen = _select(ctx, rec, query, shown, top_n, similar)
     else:
         chosen = [c.id for c in shown[:top_n]]
     return shown, chosen
 
 
-def _select(ctx: Context, rec, query: str, candidates: list, top_n: int) -> list[int]:
+def _hybrid(ctx: Context, query: str, shown: list) -> tuple[list, dict[int, float]]:
+    """With an embedding model: the policy's candidates, then full-text matches and
+    nearest neighbours of the query not among them (k of each), and every candidate's
+    similarity to the query."""
+    vector = vectors.vector_of(ctx, query) if query else None
+    if vector is None:
+        return shown, {}
+    k = ctx.policy.embed.k
+    fts = fts_query(query)
+    seen = {c.id for c in shown}
+    matches = [MemoryRecord.from_row(r) for r in ctx.store.fetch(
+        ctx.plan.recall_query, ctx.namespace, query=fts, limit=k)] if fts else []
+    shown = shown + [m for m in matches if m.id not in seen]
+    near = vectors.neighbours(ctx, "recall", vector, k, [c.id for c in shown])
+    similar = {r["id"]: r["similarity"] for r in near}
+    seen = {c.id for c in shown}
+    shown += [MemoryRecord.from_row(r) for r in near if r["id"] not in seen][:k]
+    return shown, similar
+
+
+def _select(ctx: Context, rec, query: str, candidates: list, top_n: int,
+            similar: dict[int, float]) -> list[int]:
     shown = [{"n": i, "id": c.id, "summary": c.summary or c.content[:120], "content": c.content,
               "confidence": c.confidence, "decay_score": c.decay_score,
-              "created_at": c.created_at}
+              "created_at": c.created_at, "similarity": similar.get(c.id)}
              for i, c in enumerate(candidates, 1)]
     now = ctx.clock()
     variables = {"query": query, "candidates": shown, "top_n": top_n, "now": now, "today": today(now)}

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 from . import passes as P
+from . import vectors
 from .compress import compress
 from .context import Context
 from .errors import LetheError
@@ -45,8 +46,11 @@ def run_due(ctx: Context, progress: Progress = None, terms: LeaseTerms | None = 
         before = held.store.pending_count(held.namespace)
         if before:
             Writer(held).retry_pending()
+        embedded = vectors.backfill(held)  # memories stored while the embedding model was down
         hook = _hook(held, progress)
         results = [run_one(held, name, hook) for name in P.due(held, held.clock())]
+        if embedded:
+            results.insert(0, P.PassResult("embeddings", held.now(), embedded))
         if before:
             left = held.store.pending_count(held.namespace)
             results.insert(0, P.PassResult("pending", held.now(), before - left,

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 
 from . import steps
+from . import vectors
 from .answers import today
 from .clock import iso
 from .context import Context
@@ -42,6 +43,7 @@ class Judged:
     reasons: dict[int, str] = field(default_factory=dict)   # superseded id -> the model's reason
     kind: str | None = None
     scene: str | None = None
+    vector: bytes | None = None  # the content's embedding, when the policy has a model
 
 
 class Written(list):
@@ -179,6 +181,8 @@ class Writer:
         """Apply a judged turn and close its inbox row, in one transaction (which first
         checks the turn is still pending)."""
         store = self.ctx.store
+        for judged in items:  # outside the transaction; an outage leaves it to backfill
+            judged.vector = judged.vector or vectors.vector_of(self.ctx, judged.content)
         with self.ctx.transaction():  # fenced when a runner retries the turn under its lease
             again = store.turn(turn_id)
             if again["status"] != "pending":  # another process judged it meanwhile
@@ -219,6 +223,7 @@ class Writer:
                           outage_fallback=True, given=given)
         if judged.confidence is None:
             judged.confidence = 1.0
+        judged.vector = judged.vector or vectors.vector_of(self.ctx, judged.content)
         with self.ctx.store.transaction():
             ids = self.apply(judged, source={"add": True}, extra=fields)
         self.summarise_scenes({s for s in (fields.get("scene"), judged.scene) if s})
@@ -363,14 +368,26 @@ class Writer:
         text = judged.content if step.step == "contradiction" else \
             f"{turn.get('user', '')} {judged.content}"
         query = distinctive_query(self.ctx, text)
-        if not query:
-            return []
         k = step.judgment.candidates.k if step.judgment.candidates else 20
         rows = self.ctx.store.fetch(self.ctx.plan.write_candidates[step.step], self.ctx.namespace,
-                                    query=query, limit=k)
+                                    query=query, limit=k) if query else []
+        rows, similar = self.with_neighbours(step.step, judged, text, rows, k)
         return [{"n": i, "id": r["id"], "content": r["content"], "summary": r["summary"],
-                 "created_at": r["created_at"], "importance": r["importance"]}
+                 "created_at": r["created_at"], "importance": r["importance"],
+                 "similarity": similar.get(r["id"])}
                 for i, r in enumerate(rows, 1)]
+
+    def with_neighbours(self, step: str, judged: Judged, text: str, rows: list, k: int):
+        """Hybrid candidates: the full-text ones, then up to `k` nearest neighbours not
+        among them; and each one's similarity to the new memory (when it has a vector)."""
+        vector = vectors.vector_of(self.ctx, text)
+        if step == "contradiction":
+            judged.vector = vector  # the new memory's own vector: stored with it
+        near = vectors.neighbours(self.ctx, step, vector, k, [r["id"] for r in rows])
+        similar = {r["id"]: round(r["similarity"], 4) for r in near}
+        shown = {r["id"] for r in rows}
+        extra = [r for r in near if r["id"] not in shown][:k]
+        return list(rows) + extra, similar
 
     # -- applying
     def apply(self, judged: Judged, source: dict, extra: dict | None = None,
@@ -395,6 +412,7 @@ class Writer:
                               scene=extra.get("scene") or judged.scene, detail=source)
         for note in judged.notes:
             store.event(new_id, "judge_fallback", note)
+        vectors.save(self.ctx, new_id, judged.vector)
         out.stored.append(new_id)
         if judged.expires_at:
             out.expiring.append((new_id, judged.expires_at))

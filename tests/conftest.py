@@ -31,8 +31,8 @@ SHIPPED_SCENARIOS = (
 
 # The policies that ship, by name, for the same reason: `policies/my-agent.yaml` (the
 # README's "Pin your own policy") must not need a snapshot in this suite.
-SHIPPED_POLICIES = ("archive", "coding-agent", "fused", "lifecycle", "scenes", "scenes-decay",
-                    "scheduled-sql")
+SHIPPED_POLICIES = ("archive", "coding-agent", "fused", "lifecycle", "lifecycle-local", "scenes",
+                    "scenes-decay", "scheduled-sql")
 
 
 def shipped_policies() -> list[str]:

@@ -1,7 +1,7 @@
 """A tiny OpenAI-compatible HTTP server for tests, demos and benchmarks (stdlib only).
 
-Serves ``POST /v1/chat/completions`` (non-streaming) and ``GET /v1/models`` on
-127.0.0.1. Answers are scriptable per test::
+Serves ``POST /v1/chat/completions`` (non-streaming), ``POST /v1/embeddings`` and
+``GET /v1/models`` on 127.0.0.1. Answers are scriptable per test::
 
     with FakeOpenAI(responder=lambda req: '{"keep": true}') as fake:
         fake.script(Reply(status=500), Reply(content='{"ok": 1}'))
@@ -64,6 +64,20 @@ class Reply:
 
 
 Responder = Callable[[dict], Union[Reply, str]]
+Embedder = Callable[[str], list]   # one input text -> its vector
+
+
+def word_vector(text: str, dim: int = 64) -> list[float]:
+    """The default embedding: a bag of words hashed into `dim` buckets (stable across
+    runs: crc32, not hash()), so texts sharing words have similar vectors."""
+    import re
+    import zlib
+
+    out = [0.0] * dim
+    for word in re.findall(r"[a-z0-9]+", text.lower()):
+        h = zlib.crc32(word.encode())
+        out[h % dim] += 1.0 if (h >> 16) & 1 else -1.0
+    return out
 
 
 def estimate_tokens(text: str) -> int:
@@ -254,11 +268,15 @@ class FakeOpenAI:
                  port: int = 0, models: tuple[str, ...] = DEFAULT_MODELS,
                  refuse: Collection[str] = (), omit_usage: bool = False, think: str | None = None,
                  reasoning: str | None = None, drip: float = 0.0, schemas: dict | None = None,
-                 step_of: Callable[[dict], str | None] | None = None):
+                 step_of: Callable[[dict], str | None] | None = None,
+                 embedder: Embedder | None = None):
         unknown = set(refuse) - set(REFUSALS)
         if unknown:
             raise ValueError(f"refuse: unknown {sorted(unknown)}; known: {', '.join(REFUSALS)}")
         self.responder = responder or (lambda request: "{}")
+        self.embedder = embedder or word_vector  # answers /v1/embeddings, text by text
+        self.embedding_requests: list[dict] = []
+        self.embeddings_down = False   # True: /v1/embeddings answers 503
         self.delay = delay
         self.models = models
         self.refuse, self.omit_usage, self.think, self.reasoning = set(refuse), omit_usage, think, reasoning
@@ -404,6 +422,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self._route() == "/embeddings":
+            return self._embeddings(body)
         if self._route() != "/chat/completions":
             return self._send_json(404, error_body(404, f"unknown path {self.path}"))
         try:
@@ -423,6 +443,25 @@ class _Handler(BaseHTTPRequestHandler):
             message = error_body(500, f"responder raised {err!r}")
             return self._send_json(500, message, {"x-should-retry": "false"})
         self._answer(fake.dress(reply), request, seq)
+
+    def _embeddings(self, body: bytes) -> None:
+        fake = self.server.fake
+        try:
+            request = json.loads(body or b"{}")
+        except ValueError:
+            return self._send_json(400, error_body(400, "body is not valid JSON"))
+        with fake._lock:
+            fake.embedding_requests.append(request)
+        if fake.embeddings_down:
+            return self._send_json(503, error_body(503, "embeddings are down"),
+                                   {"retry-after-ms": "1", "x-should-retry": "false"})
+        texts = request.get("input")
+        texts = [texts] if isinstance(texts, str) else list(texts or [])
+        data = [{"object": "embedding", "index": i, "embedding": list(fake.embedder(t))}
+                for i, t in enumerate(texts)]
+        tokens = sum(estimate_tokens(t) for t in texts)
+        self._send_json(200, {"object": "list", "data": data, "model": request.get("model"),
+                              "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
 
     def _answer(self, reply: Reply, request: dict, seq: int) -> None:
         fake = self.server.fake

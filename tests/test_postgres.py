@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from bench import seed_article
 from engine import FixedClock, Memory
+from engine.errors import StoreError
 from engine.cli import main
 from engine.errors import LeaseLost, StoreError
 from engine.leasing import Held
@@ -46,6 +47,14 @@ def pg(pg_dsn):
 
 def test_the_migrations_list_is_the_same_by_name():
     assert [m.__name__ for m in PG_MIGRATIONS] == [m.__name__ for m in MIGRATIONS]
+
+
+def test_a_policy_with_embeddings_is_refused_on_a_server_in_one_line(pg, clock):
+    """Vectors are searched by sqlite-vec: on PostgreSQL such a policy is refused at open,
+    naming the server without its password, before anything is written."""
+    with pytest.raises(StoreError, match="needs a SQLite store") as err:
+        Memory(pg, policy="lifecycle-local", clock=clock, offline=True)
+    assert "embed:" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_a_new_database_gets_every_migration_once(pg, clock):

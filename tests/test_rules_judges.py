@@ -809,3 +809,120 @@ def test_select_a_place_question_reads_every_way_of_saying_a_move(memory):
                   (4, "We moved the database from PostgreSQL to MySQL.")]
     picked = rules.select("where do I live?", candidates, 6)
     assert picked and picked[0] == 2 and 4 not in picked
+
+
+# ---- issue 18: classes of failure, each with sentences of its own -------------------------
+@pytest.mark.parametrize("old, new", [
+    # a tool named in both is the slot's filler, not another item
+    ("User writes code in Sublime Text", "I write everything in Zed now"),
+    # a month that is also a modal verb is a date ("May 21"), not a hypothetical
+    ("The audit is planned for May 14", "The audit slipped to May 21"),
+    # a procedure's "before" is no memory of the past; always/never name no other thing
+    ("Always lint the code before opening a PR", "Never lint the code before opening a PR"),
+    # a stray 'too' before an adjective, and a year word dating the change itself
+    ("Our CI runs on Jenkins", "It was too slow, so we moved our CI to Buildkite this year."),
+])
+def test_contradiction_is_not_blocked_by_words_that_only_look_like_guards(old, new):
+    assert supersedes(new, old)
+
+
+@pytest.mark.parametrize("old, new", [
+    # the change acts on the object its verb names, through its own clause
+    ("The mobile app uses Flutter", "We swapped the charting library in the mobile app"),
+    ("Deploys go through Argo CD", "Manual sign-off is no longer needed, Argo does it"),
+    # a change that names what it left behind leaves memories holding none of it
+    ("The dog has skin allergies", "The vet switched the dog from kibble to raw food for its allergies"),
+    # numbers counting different units are two attributes of one thing
+    ("The laptop has 4 USB ports", "The laptop has 16 GB of memory"),
+    # two recurring meetings with their own names and days
+    ("The weekly check-in with Omar is on Mondays at 3", "The quarterly board review is on Fridays at 3"),
+    # a hypothetical, even with a change verb
+    ("The studio is in Leeds", "If the lease falls through we might move the studio to York instead"),
+])
+def test_contradiction_leaves_other_things_alone(old, new):
+    assert not supersedes(new, old)
+
+
+def test_contradiction_still_confirms_a_tool_under_another_spelling():
+    assert confirms("The backend runs on Postgres", "The backend runs on PostgreSQL")
+
+
+@pytest.mark.parametrize("a, b", [
+    ("Never ship a release without a changelog.", "Releases ship only after the changelog is written."),
+    ("User can't digest gluten.", "User cannot digest gluten at all."),
+    ("The weekly sync is at 4pm on Fridays.", "Weekly sync: Fridays, 16:00."),
+    ("The car costs about 12000 euros.", "The car costs ~12k EUR."),
+    ("The follow-up call is on Monday.", "The followup call is on Monday."),
+])
+def test_paraphrases_in_other_notation_or_with_double_negatives_cluster(a, b):
+    assert rules.cluster([(1, a), (2, b)]) == [[1, 2]]
+
+
+@pytest.mark.parametrize("a, b", [
+    ("User drinks coffee every morning.", "User doesn't drink coffee."),
+    ("The car costs 12000 euros.", "The car costs 12000 dollars."),
+    ("User is allergic to cats.", "User is no longer allergic to cats."),
+])
+def test_real_differences_still_keep_memories_apart(a, b):
+    assert rules.cluster([(1, a), (2, b)]) == []
+
+
+@pytest.mark.parametrize("text, today, end", [
+    ("I'm in Porto for two more weeks.", "2026-03-02", "2026-03-16"),
+    ("Staying with my aunt for another four days.", "2026-03-02", "2026-03-06"),
+    ("The shop is closed until the 20th for repairs.", "2026-03-02", "2026-03-20"),
+    ("Jon is on leave, he's back on the 9th.", "2026-03-12", "2026-04-09"),
+    ("The gala is on November 14 this year.", "2026-03-02", "2026-11-14"),
+    ("The summit is on June 2 next year.", "2026-03-02", "2027-06-02"),
+])
+def test_expiry_reads_remaining_spans_bare_days_and_year_words(text, today, end):
+    assert rules.expiry(text, today) == end
+
+
+def test_expiry_does_not_read_a_count_as_a_day():
+    assert rules.expiry("I ordered the 3 chairs for the office.", "2026-03-02") is None
+
+
+def test_confidence_reads_the_hedge_in_the_users_own_words():
+    said = "I think my dentist appointment is on Friday, not sure."
+    assert rules.confidence("User's dentist appointment is on Friday.", said) <= 0.7
+    # a hedge about another fact of the same turn does not lower this one
+    assert rules.confidence("User uses poetry.", "I use poetry. Maybe someday I'll learn Haskell.") == 1.0
+
+
+@pytest.mark.parametrize("user", [
+    "The landlord increased our rent to 2100 a month.",
+    "I store my tax documents in a Dropbox folder named Receipts.",
+    "I do not eat shellfish.",
+    "I take 5 mg of amlodipine at night.",
+])
+def test_gate_keeps_habits_places_and_changed_values(user):
+    assert rules.gate(user, "Noted.")["save"]
+
+
+@pytest.mark.parametrize("user", ["What should I eat tonight?", "Thanks, I'll take a look."])
+def test_gate_still_drops_questions_and_thanks(user):
+    assert not rules.gate(user, "Sure.")["save"]
+
+
+@pytest.mark.parametrize("old, new", [
+    # a setting said as a phrase: 'turned ... off' is 'disabled'
+    ("Push alerts are enabled for the staging dashboard and the prod dashboard",
+     "We turned off push alerts for the staging dashboard; email only now."),
+    # a common verb is no use of its own: the notes tool replaced, however notes 'live'
+    ("Family recipes go in Notion.", "My recipes live in Obsidian now."),
+    # the user's one thing of a kind, now another
+    ("User works as a teacher at Oakwood school.", "I started a new job as a nurse at St Mary."),
+    ("User's dentist is Dr. Patel.", "My new dentist is Dr. Ruiz."),
+])
+def test_contradiction_reads_changes_said_without_a_change_verb(old, new):
+    assert supersedes(new, old)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("Family recipes go in Notion.", "My journal lives in Obsidian now."),
+    ("User has two cats.", "We got a new puppy."),
+    ("User works on the app.", "I have a new idea for the app."),
+])
+def test_contradiction_leaves_what_a_new_thing_does_not_replace(old, new):
+    assert not supersedes(new, old)

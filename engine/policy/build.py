@@ -19,8 +19,8 @@ from ..clock import parse_duration
 from ..errors import FormulaError, PolicyError, PolicyErrors
 from ..steps import KINDS
 from . import schema as S
-from .types import (DEFAULT_RANK, RESPONSE_FORMATS, SETTABLE, STATUSES, Candidates, Judgment, Model, Pass,
-                    Policy, Recall, Rule, WriteStep)
+from .types import (DEFAULT_RANK, RESPONSE_FORMATS, SETTABLE, STATUSES, Candidates, Embed, Judgment,
+                    Model, Pass, Policy, Recall, Rule, WriteStep)
 
 _SIMPLE = {S.TEXT: ((str,), "text"), S.MODEL: ((str,), "a model name"),
            S.TEMPLATE: ((str,), "a template file name"), S.NUMBER: ((int, float), "a number"),
@@ -130,6 +130,7 @@ class Builder:
             models=self.models(), params=params, scores=scores, rank=None, rank_text="",
             write=[], passes={}, recall=None, prompt_dirs=self.prompt_dirs(),
             description=str(d.get("description") or ""))
+        self.policy.embed = self.collect(self.embed)
         self.policy.rank_text = str(scores.get("rank", DEFAULT_RANK))
         self.policy.rank = self.collect(self.rank)
         self.policy.write = self.collect(self.write, fallback=[])
@@ -172,7 +173,7 @@ class Builder:
     def check_name(self, name, path):
         if not re.fullmatch(r"[a-z_][a-z0-9_]*", name):
             self.fail(path, f"'{name}' is not a valid name (lowercase letters, digits, _)", True)
-        taken = X.COLUMNS.keys() | X.TIME_WORDS.keys() | X.SCALAR_FUNCS.keys() | {"relevance"}
+        taken = X.COLUMNS.keys() | X.TIME_WORDS.keys() | X.SCALAR_FUNCS.keys() | {"relevance", "similarity"}
         if name in taken or name in X.CONSTANT_NAMES:
             self.fail(path, f"'{name}' is already a column, time word or function", True)
 
@@ -269,6 +270,14 @@ class Builder:
         if spec.get("extra_body") is not None:
             self.mapping(spec["extra_body"], p + ("extra_body",))
 
+    def embed(self) -> Embed | None:
+        """The embedding model, when the policy declares one (engine/embeddings.py)."""
+        if self.d.get("embed") is None:
+            return None
+        spec = self.keys(self.d["embed"], ("embed",), "embed")
+        # a refused provider has been noted; the policy is not built without one
+        return Embed(**spec) if "provider" in spec and "model" in spec else None
+
     def judgment(self, spec, path, section="judgment") -> Judgment:
         spec = self.keys(spec, path, section)
         model = spec.get("model")
@@ -317,20 +326,25 @@ class Builder:
     def candidates(self, spec, path, allow_relevance=False) -> Candidates:
         spec = self.keys(spec, path, "candidates")
         d = lambda k: S.default("candidates", k)  # noqa: E731
+        # `similarity` needs a vector to compare with: a new memory's or a query's, which
+        # clustering has not (it compares memories with each other)
+        similar = self.policy.embed is not None and "cluster" not in path
+        scope = self.scope(allow_relevance=allow_relevance, allow_similarity=similar)
         where = self.collect(self.formula, spec.get("where", d("where")), path + ("where",),
-                             self.scope(allow_relevance=allow_relevance), X.BOOL)
+                             scope, X.BOOL)
         order = self.collect(self.order, spec.get("order", d("order")), path + ("order",),
-                             allow_relevance, fallback=[])
+                             allow_relevance, similar, fallback=[])
         return Candidates(where, order, spec.get("limit", d("limit")), spec.get("min", d("min")),
                           spec.get("k", d("k")), dict(spec))
 
-    def order(self, text, path, allow_relevance=False) -> list:
+    def order(self, text, path, allow_relevance=False, allow_similarity=False) -> list:
         if not isinstance(text, str):
             text = str(text)
         items = []
         for part in _split_top(text):
             m = re.fullmatch(r"(.*?)(?:\s+(asc|desc|ASC|DESC))?", part.strip(), re.S)
-            node = self.formula(m.group(1), path, self.scope(allow_relevance=allow_relevance))
+            node = self.formula(m.group(1), path, self.scope(allow_relevance=allow_relevance,
+                                                             allow_similarity=allow_similarity))
             if node.type not in (X.NUM, X.TIME, X.TEXT):
                 self.fail(path, f"cannot order by {node.type}: '{m.group(1)}'")
             items.append((node, (m.group(2) or "desc").lower() == "desc"))

@@ -112,6 +112,7 @@ def formulas() -> list[str]:
     for name, kind in X.TIME_WORDS.items():
         out.append(f"| `{name}` | {kind} | {S.TIME_WORD_DOCS[name]} |")
     out += [f"| `relevance` | num | {S.RELEVANCE_DOC} |",
+            f"| `similarity` | num | {S.SIMILARITY_DOC} |",
             "| a param | num or text | its value from `params`, bound as a parameter |",
             "| a score | its formula's | the named formula from `scores`, inlined |", "",
             "Time words are not allowed in `scores.rank` and merge results (those values "

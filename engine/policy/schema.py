@@ -72,6 +72,7 @@ class Section:
 
 FALLBACKS = ("rules", "skip", "keep")
 PROVIDERS = ("openai", "rules", "replay")
+EMBED_PROVIDERS = ("openai", "local")
 RESPONSE_FORMATS = ("json_schema", "json_object", "none")
 # what a judgment without `candidates:` is shown (plan.DEFAULT_CANDIDATES)
 JUDGMENT_CANDIDATES = {"limit": 80, "k": 20}
@@ -99,6 +100,8 @@ _SECTIONS = (
             section="pass"),
         Key("recall", MAPPING, {}, "How recall finds candidates and picks among them.",
             section="recall"),
+        Key("embed", MAPPING, None, "An embedding model: candidates become full-text matches "
+            "plus nearest neighbours, and `similarity` is a formula word.", section="embed"),
     )),
     Section("model", "models.NAME", "A model a judgment can name. The settings below are "
             "sent to the endpoint as given; `docs/models.md` says what each server takes.", (
@@ -132,6 +135,20 @@ _SECTIONS = (
         Key("extra_body", MAPPING, None, "Extra fields merged into the request body."),
         Key("file", TEXT, None, "For `replay`: the JSON-lines file of recorded answers, relative "
             "to the policy."),
+    )),
+    Section("embed", "embed", "An embedding model (optional; needs the `embed` extra, or "
+            "`local` for a local model). Vectors are stored with each memory; without the "
+            "model (an outage, `--offline` for `openai`) steps fall back to full-text.", (
+        Key("provider", CHOICE, REQUIRED, "Who embeds: an OpenAI-compatible `/v1/embeddings`, "
+            "or a local sentence-transformers model.", choices=EMBED_PROVIDERS),
+        Key("model", TEXT, REQUIRED, "The model's name at the endpoint; for `local`, a path or "
+            "`package:NAME` for a model a Python package ships."),
+        Key("base_url", TEXT, None, "An OpenAI-compatible endpoint of the entry's own."),
+        Key("api_key_env", TEXT, "OPENAI_API_KEY", "The environment variable holding the key."),
+        Key("timeout", NUMBER, 30.0, "A wall-clock bound on one call, in seconds."),
+        Key("max_retries", WHOLE, 2, "The client's retries of a failed request.", minimum=0),
+        Key("k", WHOLE, 20, "How many nearest neighbours join each step's full-text "
+            "candidates.", minimum=0),
     )),
     Section("judgment", "A judgment", "What every model call takes: write steps, `cluster`, "
             "`merge` and `recall.select`.", (
@@ -232,6 +249,9 @@ TIME_WORD_DOCS = {
     "age_days": "Days since the memory was created.",
     "days_to_expiry": "Days from now until `expires_at` (negative once past; null without one).",
 }
+SIMILARITY_DOC = ("How alike a memory and the new memory (or the recall query) are, 0-1 "
+                  "(cosine of their embeddings); only with `embed:`, in write-step candidates "
+                  "and recall `where`/`order`.")
 RELEVANCE_DOC = ("How well a memory matches the recall query, 0-1 (bm25 over content, summary "
                  "and tags); only in `recall.where`/`recall.order` and scores recall uses.")
 

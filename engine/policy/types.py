@@ -17,6 +17,7 @@ from . import schema as S
 
 STATUSES = ("active", "archived", "superseded", "expired", "compressed")
 PROVIDERS = S.PROVIDERS
+EMBED_PROVIDERS = S.EMBED_PROVIDERS
 STEP_KINDS = WRITE_KINDS
 DEFAULT_RANK = "importance * confidence * decay_score"
 # columns a policy may write, and how their values are read
@@ -52,6 +53,26 @@ class Model:
 
 RESPONSE_FORMATS = S.RESPONSE_FORMATS
 MODEL_KEYS = S.section("model").allowed()  # the schema's, for callers that list them
+
+
+@dataclass
+class Embed:
+    """An embedding model: `openai` (any OpenAI-compatible /v1/embeddings) or `local`
+    (sentence-transformers: a path, a hub name, or `package:NAME` for a model a Python
+    package ships). `k` nearest neighbours join the full-text candidates of each step."""
+
+    provider: str
+    model: str
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout: float = 30.0
+    max_retries: int = 2
+    k: int = 20
+
+    @property
+    def name(self) -> str:
+        """What the stored vectors are tagged with: a change of model re-embeds."""
+        return f"{self.provider}:{self.model}"
 
 
 @dataclass
@@ -126,6 +147,7 @@ class Policy:
     prompt_dirs: tuple[str, ...]
     description: str = ""
     warnings: list = field(default_factory=list)  # PolicyErrors that do not stop loading
+    embed: Embed | None = None
 
     def scope(self, **kw) -> X.Scope:
         return X.Scope(params=self.params, scores=self.scores, **kw)

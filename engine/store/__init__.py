@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 
 from ..clock import Clock
+from ..errors import StoreError
 from .migrations import MIGRATIONS, RECALL_INDEX, migration
 from .postgres import PostgresStore, is_dsn, masked, pg_database_errors
 from .sqlite import SqliteStore, Store
@@ -20,14 +21,19 @@ DATABASE_ERRORS = (sqlite3.DatabaseError, *pg_database_errors())
 
 
 def open_store(target: str, clock: Clock | None = None, read_only: bool = False,
-               progress=None):
+               progress=None, vectors: bool = False):
     """The store for a database target: a SQLite file path, or a postgresql:// DSN;
     `read_only` never writes to it (nor upgrades it); `progress` is told each step of
     upgrading a SQLite file that already holds memories (adopting an article database
-    takes seconds at 1M)."""
+    takes seconds at 1M); `vectors` loads what embeddings need (SQLite only, for now)."""
     if is_dsn(str(target)):
+        if vectors:
+            raise StoreError(f"{masked(str(target))}: a policy with `embed:` needs a SQLite "
+                             "store for now (vectors live in sqlite-vec); on PostgreSQL use "
+                             "a policy without it, such as lifecycle")
         return PostgresStore(str(target), clock, read_only=read_only)
-    return SqliteStore(str(target), clock, read_only=read_only, progress=progress)
+    return SqliteStore(str(target), clock, read_only=read_only, progress=progress,
+                       vectors=vectors)
 
 
 __all__ = ["open_store", "Store", "SqliteStore", "PostgresStore", "is_dsn", "masked",

@@ -254,3 +254,22 @@ def _shown(value) -> str:
     if isinstance(value, bytes):
         return f"a blob of {len(value)} bytes"
     return "NULL" if value is None else repr(value)
+
+
+@migration
+def m016_vectors(db):
+    """Embeddings, when a policy declares an embedding model: one vector per memory and
+    model (float32, unit length, and its sign bits for a cheap first cut), and the cells
+    of the nearest-neighbour index (each vector sits in the cell of its nearest centroid;
+    cell 0 holds everything until the index is built). Plain tables: the vector extension
+    is needed to search them, not to create or fill them."""
+    db.execute("""CREATE TABLE IF NOT EXISTS memory_vectors (
+        memory_id INTEGER PRIMARY KEY REFERENCES memories(id), namespace TEXT NOT NULL,
+        model TEXT NOT NULL, cell INTEGER NOT NULL DEFAULT 0, bits BLOB NOT NULL,
+        vector BLOB NOT NULL)""")
+    # covering: a cell is scanned from the index alone (sign bits, no float vectors)
+    db.execute("CREATE INDEX IF NOT EXISTS memory_vectors_cell ON "
+               "memory_vectors(namespace, model, cell, bits)")
+    db.execute("""CREATE TABLE IF NOT EXISTS vector_cells (
+        namespace TEXT NOT NULL, model TEXT NOT NULL, cell INTEGER NOT NULL,
+        centroid BLOB NOT NULL, PRIMARY KEY (namespace, model, cell))""")

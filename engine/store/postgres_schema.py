@@ -201,3 +201,18 @@ def m015_normalise_odd_rows(db, now=None):
         db.execute("INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
                    "VALUES (%s, 'normalised', %s, %s)",
                    (row[0], json.dumps(detail, ensure_ascii=False, sort_keys=True), now))
+
+
+@migration
+def m016_vectors(db):
+    """As SQLite's m016, so both backends keep one schema: the tables an embedding model's
+    vectors live in. Nothing fills or searches them on a server yet: `open_store` refuses a
+    policy with `embed:` on a DSN (the nearest-neighbour search is sqlite-vec's)."""
+    _run(db, "CREATE TABLE IF NOT EXISTS memory_vectors (memory_id BIGINT PRIMARY KEY "
+             "REFERENCES memories(id), namespace TEXT NOT NULL, model TEXT NOT NULL, "
+             "cell BIGINT NOT NULL DEFAULT 0, bits BYTEA NOT NULL, vector BYTEA NOT NULL)",
+         "CREATE INDEX IF NOT EXISTS memory_vectors_cell ON "
+         "memory_vectors(namespace, model, cell)",
+         "CREATE TABLE IF NOT EXISTS vector_cells (namespace TEXT NOT NULL, model TEXT NOT "
+         "NULL, cell BIGINT NOT NULL, centroid BYTEA NOT NULL, "
+         "PRIMARY KEY (namespace, model, cell))")

@@ -21,27 +21,34 @@ from ..clock import Clock, iso, system_clock
 from ..errors import StoreError
 from . import bulk
 from .lease import SqliteLease, lease_connection
-from .migrations import MIGRATIONS
+from .migrations import MIGRATIONS, RECALL_INDEX
 from .sqlite_bookkeeping import Bookkeeping
+from .vectors import VectorIndex, driver, load_extension
 
-class SqliteStore(Bookkeeping):
-    """A connection to one database file, upgraded to the current schema on open."""
+
+class SqliteStore(Bookkeeping, VectorIndex):
+    """A connection to one database file, upgraded to the current schema on open.
+    `vectors=True` (a policy with an embedding model) loads the sqlite-vec extension."""
 
     dialect = "sqlite"
     # errors of the database itself (locked, full, I/O): never a turn's fault
     busy_errors = (sqlite3.OperationalError,)
 
     def __init__(self, path: str, clock: Clock | None = None, timeout: float = 30.0,
-                 read_only: bool = False, progress=None):
+                 read_only: bool = False, progress=None, vectors: bool = False):
         self.path = str(path)
         self.report = progress  # told each step of upgrading a file in use (a line)
         self.clock = clock or system_clock
         self.timeout = timeout
         self.read_only = read_only
+        self.vectors = vectors
         self._lease_db = None  # opened when a runner first takes a lease
+        sql = driver(vectors)
         try:
-            self.db = self._connect()
-            self.db.row_factory = sqlite3.Row
+            self.db = self._connect(sql)
+            self.db.row_factory = sql.Row
+            if vectors:
+                load_extension(self.db)
             self.db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             if not read_only and self.db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 self.db.execute("PRAGMA journal_mode = WAL")
@@ -54,29 +61,30 @@ class SqliteStore(Bookkeeping):
                 self._check_current()
             else:
                 self.migrate()
-        except sqlite3.DatabaseError as exc:
+        except sql.DatabaseError as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from None
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, sql=sqlite3) -> sqlite3.Connection:
         """Read-write; or read-only, which never writes a byte nor takes the write lock
-        (on a file or folder this process may not write, read as it is, unchanging)."""
+        (on a file or folder this process may not write, read as it is, unchanging).
+        `sql` is the DB-API module (the vector driver when embeddings are on)."""
         args = dict(timeout=self.timeout, isolation_level=None, check_same_thread=False)
         if not self.read_only:
-            return sqlite3.connect(self.path, **args)
+            return sql.connect(self.path, **args)
         if not os.path.exists(self.path):
             raise StoreError(f"cannot open {self.path}: no such database file")
         uri = "file:" + urllib.parse.quote(os.path.abspath(self.path))
         try:
-            db = sqlite3.connect(uri + "?mode=ro", uri=True, **args)
+            db = sql.connect(uri + "?mode=ro", uri=True, **args)
             db.execute("SELECT count(*) FROM sqlite_master").fetchone()
             return db
-        except sqlite3.OperationalError:
+        except sql.OperationalError:
             wal = self.path + "-wal"
             if os.path.exists(wal) and os.path.getsize(wal):
                 raise  # committed pages still in the WAL: nothing to read them through
         # WAL mode needs to write its -shm index beside the file; a file nobody writes
         # (no -wal left) is read as immutable instead
-        return sqlite3.connect(uri + "?immutable=1", uri=True, **args)
+        return sql.connect(uri + "?immutable=1", uri=True, **args)
 
     def _check_current(self) -> None:
         missing = [fn.__name__ for fn in MIGRATIONS if fn.__name__ not in self._applied()]
@@ -101,13 +109,15 @@ class SqliteStore(Bookkeeping):
 
     def reopen(self) -> "SqliteStore":
         """Another connection to the same file (a scheduler works on its own)."""
-        return SqliteStore(self.path, self.clock, self.timeout, self.read_only)
+        return SqliteStore(self.path, self.clock, self.timeout, self.read_only,
+                           vectors=self.vectors)
 
     def interrupt(self) -> None:
         """Abort the statement running on this connection (its transaction rolls back)."""
         try:
             self.db.interrupt()
-        except sqlite3.ProgrammingError:  # closed meanwhile: nothing is running
+        except (sqlite3.ProgrammingError, driver(self.vectors).ProgrammingError):
+            # closed meanwhile: nothing is running
             pass
 
     @contextlib.contextmanager

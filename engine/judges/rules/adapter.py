@@ -15,6 +15,17 @@ def _pairs(candidates) -> list[tuple[int, str]]:
     return [(c["n"], c.get("content") or c.get("summary") or "") for c in candidates or []]
 
 
+def _similar(candidates) -> dict[int, float]:
+    """Each candidate's similarity to the new memory or query, where embeddings gave one."""
+    return {c["n"]: c["similarity"] for c in candidates or []
+            if c.get("similarity") is not None}
+
+
+def _pair_similar(candidates) -> dict[tuple[int, int], float]:
+    return {(min(c["n"], n), max(c["n"], n)): s for c in candidates or []
+            for n, s in (c.get("similar") or {}).items()}
+
+
 def _content(v: dict) -> str:
     mem = v.get("memory") or {}
     return mem.get("content") or v.get("content") or ""
@@ -24,19 +35,22 @@ def answer(step: str, v: dict) -> object:
     if step == "gate":
         return gate(v["user"], v["assistant"])
     if step == "confidence":
-        return {"confidence": confidence(_content(v))}
+        return {"confidence": confidence(_content(v), v.get("user"))}
     if step == "contradiction":
-        return contradiction(_content(v), _pairs(v.get("candidates")))
+        return contradiction(_content(v), _pairs(v.get("candidates")),
+                             _similar(v.get("candidates")))
     if step == "expiry":
         return {"expires_at": expiry(_content(v), v["now"])}
     if step == "fused":
         return _fused(v)
     if step == "cluster":
-        return {"clusters": cluster(_pairs(v.get("candidates")))}
+        return {"clusters": cluster(_pairs(v.get("candidates")),
+                                    similar=_pair_similar(v.get("candidates")))}
     if step == "merge":
         return merge([m["content"] for m in v["memories"]])
     if step == "select":
-        return {"ids": select(v["query"], _pairs(v.get("candidates")), v.get("top_n", 6))}
+        return {"ids": select(v["query"], _pairs(v.get("candidates")), v.get("top_n", 6),
+                              _similar(v.get("candidates")))}
     if step == "extract":
         return {"cells": extract_cells(v["user"], v["assistant"])}
     if step == "summarise":
@@ -48,6 +62,6 @@ def _fused(v: dict) -> dict:
     g = gate(v["user"], v["assistant"])
     if not g.get("save"):
         return {"save": False}
-    c = contradiction(g["content"], _pairs(v.get("candidates")))
-    return {**g, "confidence": confidence(g["content"]), **c,
+    c = contradiction(g["content"], _pairs(v.get("candidates")), _similar(v.get("candidates")))
+    return {**g, "confidence": confidence(g["content"], v.get("user")), **c,
             "expires_at": expiry(g["content"], v["now"])}

@@ -5,11 +5,12 @@ from __future__ import annotations
 from itertools import combinations
 
 from .phrasing import tags
-from .reading import as_sentence, gist, read, similarity, summary
+from .reading import as_sentence, conflict, gist, read, similarity, summary
 from .words import GENERIC
 
 
-def cluster(candidates: list[tuple[int, str]], threshold: float = 0.5) -> list[list[int]]:
+def cluster(candidates: list[tuple[int, str]], threshold: float = 0.5,
+            similar: dict[tuple[int, int], float] | None = None) -> list[list[int]]:
     """Groups (2+ local numbers) of candidates that say the same thing in other words.
 
     Similarity is the (weighted) Jaccard overlap of normalised content words (stemmed,
@@ -20,7 +21,8 @@ def cluster(candidates: list[tuple[int, str]], threshold: float = 0.5) -> list[l
     the closest pair of groups merges while its mean similarity reaches `threshold`."""
     texts = {number: text or "" for number, text in candidates}
     groups = [[number] for number in sorted(texts)]
-    sim = {(a, b): similarity(texts[a], texts[b]) for a, b in combinations(sorted(texts), 2)}
+    sim = {(a, b): _pair(texts[a], texts[b], (similar or {}).get((a, b)))
+           for a, b in combinations(sorted(texts), 2)}
 
     def link(g: list[int], h: list[int]) -> float:
         pairs = [sim[(min(a, b), max(a, b))] for a in g for b in h]
@@ -38,6 +40,19 @@ def cluster(candidates: list[tuple[int, str]], threshold: float = 0.5) -> list[l
         _, i, j = best
         groups[i] = sorted(groups[i] + groups.pop(j))
     return sorted(g for g in groups if len(g) >= 2)
+
+
+MEANING = 0.72  # cosine at which two memories say the same thing (all-MiniLM-L6-v2 scale)
+
+
+def _pair(a: str, b: str, cosine: float | None) -> float:
+    """How far two memories say the same thing: their words, or (with embeddings) their
+    meaning when it is closer - but never when they conflict on a value, a member or
+    polarity, whatever the notation ('6pm' and '18:00' agree)."""
+    words = similarity(a, b)
+    if cosine is None or conflict(read(a), read(b)):
+        return words
+    return max(words, 0.5 + (cosine - MEANING) * 2 if cosine >= MEANING else 0.0)
 
 
 def merge(contents: list[str]) -> dict:

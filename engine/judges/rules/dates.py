@@ -152,8 +152,9 @@ def _month_mentions(text: str, original: str) -> list[DateMention]:
             continue
         found.append(DateMention(m.start(1), m.end(), f"{MONTHS[m[1]]:02d}",
                                  _month_of(None, MONTHS[m[1]])))
-    for m in re.finditer(r"\b(?:until|till|by|before) the (\d{1,2})\b(?! ?[a-z])", text):
-        # 'until the 12th': the next 12th of a month
+    for m in re.finditer(r"\b(?:until|till|by|before|on|after) the (\d{1,2})\b" + _DAY_ENDS,
+                         text):
+        # 'until the 12th', 'back on the 3rd': the next such day of a month
         found.append(DateMention(m.start(), m.end(), f"day-{m[1]}",
                                  lambda today, d=int(m[1]): _next_day_of_month(today, d)))
     for m in re.finditer(r"\bq([1-4])(?:\s+(\d{4}))?\b", text):
@@ -161,6 +162,11 @@ def _month_mentions(text: str, original: str) -> list[DateMention]:
         found.append(DateMention(m.start(), m.end(), f"q{m[1]}",
                                  _month_of(m[2], quarter_end)))
     return found
+
+
+# after a bare day ('the 12'): the sentence goes on, not a noun ('the 12 servers')
+_DAY_ENDS = (r"(?=\s*(?:[.,;:!?)]|$|(?:for|and|but|or|so|because|when|then|at|as|if|"
+             r"unless|while|so)\b))")
 
 
 def _week_end(today: date, weeks_ahead: int = 0) -> date:
@@ -233,7 +239,8 @@ _RELATIVE: tuple[tuple[str, Callable[[re.Match], Callable[[date], date]]], ...] 
 )
 # 'for two weeks' is an end only when the sentence is not about the past
 # ("I've used Python for 5 years" has no end date).
-_FOR_SPAN = re.compile(rf"\bfor\s+{_AMOUNT_RE}\s+(day|week|month)s?\b")
+_FOR_SPAN = re.compile(rf"\b(?:for\s+(?:another\s+|the\s+next\s+)?|another\s+)"
+                       rf"{_AMOUNT_RE}\s+(?:more\s+|other\s+)?(day|week|month)s?\b")
 _PAST_MARKERS = re.compile(r"\b(have|has|had|been|was|were|ago|past|last|over the)\b")
 
 
@@ -261,7 +268,28 @@ def date_mentions(original: str) -> tuple[DateMention, ...]:
         if _START_BEFORE.search(text[max(0, mention.start - 25):mention.start]):
             mention = mention._replace(is_start=True)  # 'since March 3' ends nothing
         chosen.append(mention)
-    return tuple(sorted(chosen, key=lambda m: m.start))
+    return tuple(sorted(_qualified(chosen), key=lambda m: m.start))
+
+
+_YEAR_WORD = re.compile(r"(this|next) year")
+
+
+def _qualified(chosen: list[DateMention]) -> list[DateMention]:
+    """'on October 8 this year': a year word beside a calendar date qualifies it (next
+    year's October 8) rather than being an end of its own (December 31)."""
+    years = [m for m in chosen if _YEAR_WORD.fullmatch(m.label)]
+    dated = [m for m in chosen if m.absolute and re.fullmatch(r"\d\d(-\d\d)?", m.label)]
+    if not years or not dated:
+        return chosen
+    ahead = any(m.label.startswith("next") for m in years)
+    out = [m for m in chosen if m not in years]
+    if ahead:
+        out = [m._replace(resolve=_in_next_year(m.resolve)) if m in dated else m for m in out]
+    return out
+
+
+def _in_next_year(resolve: Callable[[date], date | None]) -> Callable[[date], date | None]:
+    return lambda today: resolve(date(today.year + 1, 1, 1))
 
 
 def read_dates(text: str, today: date) -> list[date]:

@@ -66,7 +66,12 @@ _GATE_SIGNALS = tuple((kind, weight, re.compile(cue)) for kind, weight, cue in (
                 r"has|have|takes?|runs?|uses?|lives?|needs?|gets?|was|were)|"
                 r"our (\w+ ){1,3}(is|are|was|were|has|have|returns?|runs?|uses?|takes?|"
                 r"needs?|gets?|lives?|sends?|stores?|calls?|depends)|heads up|fyi|"
-                r"for context|just so you know|for your information|(we|i) have (a|an|\d+|two|"
+                r"for context|just so you know|for your information|"
+                # habits and where things are kept: "I don't eat pork", "I take 10 mg of
+                # X every morning", "I keep my receipts in a Drive folder"
+                r"(i|we) (do not |never |rarely |usually |often |always |only )?(eat|drink|"
+                r"smoke|take|cook|drive|cycle|bike|walk|commute|keep|store|file|back up) "
+                r"(?!a look|a break|care|it easy)|(we|i) have (a|an|\d+|two|"
                 r"three|four|five|several) (?!question|quick|idea|doubt|minute|second|"
                 r"moment|feeling|thought|suggestion|problem)\w+|"
                 r"(i am|we are|i have been|we have been) (currently |now |still )?(working on|"
@@ -97,8 +102,9 @@ _DID_WORK = re.compile(rf"\b(i|we)( have| had)?( just| finally| already| recentl
 # A plain statement of a value about something definite: "The code freeze starts on March
 # 13.", "The API rate limit is 100 requests per second.", "My order 4417 has not arrived".
 _DEFINITE = re.compile(r"^(?:the|our|my|this|their|his|her)\s+[a-z]")
-_STATES = re.compile(rf"\b(?:{_WORK_VERBS}|starts?|begins?|opens?|closes?|arrives?|arrived|"
-                     r"lands?|expires?|renews?|lasts?|allows?|caps?|limits?|weighs?|"
+# a definite subject's value, or its change: "the landlord raised the rent to 1850"
+_STATES = re.compile(rf"\b(?:{_WORK_VERBS}|[a-z]{{3,}}ed|starts?|begins?|opens?|closes?|"
+                     r"arrives?|lands?|expires?|renews?|lasts?|allows?|caps?|limits?|weighs?|"
                      r"is|are|was|were|has|have|did|does) ")
 _NUMBER = re.compile(r"\d")
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import re
 
-from .words import normalise
+from .reading import sentences
+from .words import normalise, token_tuple
 
 # Cue words per rung of the article's scale, weakest first; the weakest cue present wins.
 _CONFIDENCE_RUNGS = (
@@ -22,15 +23,30 @@ _CONFIDENCE_RUNGS = (
 _SCALE = (0.1, 0.3, 0.5, 0.7, 1.0)
 
 
-def confidence(content: str) -> float:
+def confidence(content: str, said: str | None = None) -> float:
     """How sure the memory is, on the article's scale (1.0, 0.7, 0.5, 0.3, 0.1).
 
     A plain statement ("I use poetry", "We decided on SQLite", "Always use tabs") is
     explicit: 1.0. Hedges lower it: the weakest hedge present sets the rung, and two or
     more hedges together drop one more rung ("I think we probably..." -> 0.3). A bare
-    question is at most a weak inference (0.3)."""
+    question is at most a weak inference (0.3). The hedges are read in the memory and in
+    what the user `said`, whose words a rewrite may have dropped ("I think the demo is
+    on Friday, not sure" may be stored as "The demo is on Friday")."""
     content = content or ""
-    text = normalise(content)
+    score = min(_hedged(normalise(content)), _hedged(normalise(_source(content, said))))
+    if content.strip().endswith("?"):
+        score = min(score, 0.3)
+    return score
+
+
+def _source(content: str, said: str | None) -> str:
+    """The sentences of what the user said that this memory came from: those sharing a
+    content word with it (a turn may hold several facts, each with its own hedges)."""
+    mine = set(token_tuple(content))
+    return " ".join(s for s in sentences(said or "") if mine & set(token_tuple(s)))
+
+
+def _hedged(text: str) -> float:
     score, hedges = 1.0, 0
     for rung, pattern in _CONFIDENCE_RUNGS:
         found = pattern.findall(text)
@@ -39,6 +55,4 @@ def confidence(content: str) -> float:
             hedges += len(found)
     if hedges >= 2 and score > _SCALE[0]:
         score = _SCALE[_SCALE.index(score) - 1]
-    if content.strip().endswith("?"):
-        score = min(score, 0.3)
     return score

@@ -24,7 +24,8 @@ NOT_NEGATION = re.compile(r"\b(?:not|never|no) (?:going |gonna |looking |looked 
                           r"worries|going back)\b|\bnot (?:bad|only)\b|\bnever looked back\b|"
                           r"\bcan not (?:wait|recommend \w+ enough)\b")
 NEGATION = re.compile(r"\b(not|no|never|without|stopped|quit|dislike\w*|hate\w*|avoid\w*|"
-                      r"nobody|nothing|neither|nor|out of|away from)\b")
+                      r"nobody|nothing|neither|nor|out of|away from|unable|"
+                      r"intoleran\w*)\b")
 STRONG_CHANGE = re.compile(
     r"\b(switch(ed|ing)?|migrat(ed|ing|e)|moved|moving|replac(ed|ing|e)|instead|no longer|"
     r"anymore|stopped|quit|ditched|dropped|abandoned|gave up|changed|swapped|rather than|"
@@ -35,7 +36,8 @@ STRONG_CHANGE = re.compile(
     r"(not|never|nobody|no one) miss(es|ed)?)\b")
 _WEAK_CHANGE = re.compile(r"(?<!for )\bnow\b|\bthese days\b|\bnowadays\b|\bstarted using\b|"
                           r"\bpicked up\b|\bactually\b")
-_ADDITIVE = re.compile(r"\b(also|as well|too|in addition|additionally|another|besides|both|"
+# 'too' adds only at a clause's end ("likes Rust too"), not before a word ("too slow")
+_ADDITIVE = re.compile(r"\btoo\b(?=\s*(?:[.,;!?)]|$))|\b(also|as well|in addition|additionally|another|besides|both|"
                        r"along with|on top of|alongside)\b")
 _PROGRESSION = re.compile(r"\b(added|adding|finished|finishing|implemented|implementing|"
                           r"completed|next step|built|wrote|set up|integrated|refactored|"
@@ -82,13 +84,47 @@ def side_words(pattern: re.Pattern, text: str) -> frozenset[str]:
     return frozenset(found - GENERIC)
 
 
+NUMBER_WORDS = _NUMBER_WORDS = {w: str(n) for w, n in lexicon("dates")["number_words"].items()
+                 if w not in ("a", "an")}
+_NUMBER_WORD = re.compile(r"\b(%s)\b(?! of\b)" % "|".join(_NUMBER_WORDS))
+
+
+def _clock(m: re.Match) -> str:
+    hour, minute = int(m[1]), int(m[2] or 0)
+    if m[3] == "pm" and hour < 12:
+        hour += 12
+    if m[3] == "am" and hour == 12:
+        hour = 0
+    return f"{hour:02d}:{minute:02d}"
+
+
+def notation(text: str) -> str:
+    """One notation for equal values: '6pm', '6 pm' and '18:00' read '18:00'; '10,000',
+    '10k' and 'ten thousand' read '10000'; '30s' reads '30'."""
+    text = re.sub(r"\b(\d{1,2})(?::(\d{2}))?\s*(am|pm)\b", _clock, text)
+    text = re.sub(r"\b(\d{1,2}):(\d{2})\b", lambda m: f"{int(m[1]):02d}:{m[2]}", text)
+    text = re.sub(r"\b(\d{1,3}(?:,\d{3})+)\b", lambda m: m[1].replace(",", ""), text)
+    text = re.sub(r"\b(%s) (thousand|hundred)\b" % "|".join(_NUMBER_WORDS),
+                  lambda m: str(int(_NUMBER_WORDS[m[1]]) * (1000 if m[2] == "thousand" else 100)),
+                  text)
+    text = re.sub(r"\b(\d+)k\b", lambda m: str(int(m[1]) * 1000), text)
+    return re.sub(r"\b(\d+)(?:s|sec|secs|mb|gb|kb|km|kg|min|mins)\b", r"\1", text)
+
+
+def undated(original: str) -> str:
+    """The normalised text with every date blanked out: 'May 10' is a date, not 'may'."""
+    rest = normalise(original)
+    for m in date_mentions(original):
+        rest = rest[:m.start] + " " * (m.end - m.start) + rest[m.end:]
+    return rest
+
+
 def _values(text: str, original: str) -> frozenset[str]:
-    mentions = date_mentions(original)
-    values = {m.label for m in mentions}
-    covered = [(m.start, m.end) for m in mentions]
-    for m in re.finditer(r"\bv?\d+(?:\.\d+)*(?:%|k|am|pm)?\b", text):
-        if not any(s <= m.start() < e for s, e in covered):
-            values.add(m[0])
+    values = {m.label for m in date_mentions(original)}
+    rest = notation(undated(original))  # dates are read once, as dates
+    values.update(re.findall(r"\b\d{2}:\d{2}\b|\bv?\d+(?:\.\d+)*(?:%|k|am|pm)?\b", rest))
+    # "three reviewers" holds the value 3
+    values.update(_NUMBER_WORDS[w] for w in _NUMBER_WORD.findall(rest))
     values.update(m[1] for m in re.finditer(rf"\b({WEEKDAY_RE})s\b", text))  # 'on Tuesdays'
     return frozenset(values)
 
@@ -97,16 +133,29 @@ def _values(text: str, original: str) -> frozenset[str]:
 def read(text: str) -> Reading:
     """Read `text` once; every judge works from this."""
     norm = normalise(text)
-    concepts = frozenset(token_tuple(text))
+    # words read in one notation: '6pm' and '18:00', '3k' and '3000' are the same words
+    concepts = frozenset(token_tuple(notation(norm)))
     members = frozenset((cat, w) for w in concepts for cat in MEMBER_OF.get(w, ()))
     slots = frozenset(cat for w in concepts for cat in SLOT_OF.get(w, ()))
     topic = frozenset(w for w in concepts
                       if w not in STANCE and w not in CUE_WORDS and not is_value(w))
     return Reading(norm, concepts, topic, members, slots, _values(norm, text),
-                   bool(NEGATION.search(NOT_NEGATION.sub(" ", norm))),
+                   negated(norm),
                    bool(STRONG_CHANGE.search(norm)),
                    bool(_WEAK_CHANGE.search(norm)), bool(_ADDITIVE.search(norm)),
                    bool(_PROGRESSION.search(norm)))
+
+
+_CLAUSE = re.compile(r"[,;.:!?]|\b(?:and|but|because|so|while|whereas)\b")
+
+
+def negated(norm: str) -> bool:
+    """Does the text say something is not so? A clause is negative when it holds an odd
+    number of negations: two cancel ("never deploy without a review" says reviews always
+    come first, like "deploys happen only after review"; "no longer allergic" is not).
+    Negative words that affirm ("not going back") count for none."""
+    clauses = _CLAUSE.split(NOT_NEGATION.sub(" ", norm))
+    return any(len(NEGATION.findall(c)) % 2 == 1 for c in clauses)
 
 
 def jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> float:

@@ -12,7 +12,8 @@ from .words import GENERIC, SLOT_OF, STANCE, STOPWORDS, canon, is_value, normali
 _LEXICON = lexicon("recall")
 
 
-def select(query: str, candidates: list[tuple[int, str]], top_n: int) -> list[int]:
+def select(query: str, candidates: list[tuple[int, str]], top_n: int,
+           similar: dict[int, float] | None = None) -> list[int]:
     """Which recall candidates fit the query, best first, at most `top_n`.
 
     Each shared content word scores its rarity among the candidates (IDF), and a query
@@ -58,11 +59,31 @@ def select(query: str, candidates: list[tuple[int, str]], top_n: int) -> list[in
                 score += math.log(1 + total / holders[name]) * (0.5 if topical else 1.0)
         if score > 0:
             scored.append((-score, position, number))
+    if similar:
+        scored = _with_similarity(scored, similar, [n for n, _ in readings])
     scored.sort()
     if not scored:
         return []
     floor = -scored[0][0] / 4
     return [number for score, _, number in scored if -score >= floor][:top_n]
+
+
+SIM_FLOOR = 0.25   # a cosine below this fits no query, whatever the words say
+SIM_WEIGHT = 4.0   # a close meaning (cosine 0.6) weighs about two shared rare words
+
+
+def _with_similarity(scored: list, similar: dict[int, float], order: list[int]) -> list:
+    """Word scores plus meaning: each candidate gains SIM_WEIGHT per unit of cosine above
+    SIM_FLOOR, so a paraphrase sharing no word can still be picked; a word match whose
+    meaning is far from the query loses nothing, and nothing below the floor is added."""
+    words = {number: -score for score, _, number in scored}
+    out = []
+    for position, number in enumerate(order):
+        meaning = max(0.0, (similar.get(number) or 0.0) - SIM_FLOOR) * SIM_WEIGHT
+        total = words.get(number, 0.0) + meaning
+        if total > 0:
+            out.append((-total, position, number))
+    return out
 
 
 _PLACE_WORDS = stems(_LEXICON["place_words"])

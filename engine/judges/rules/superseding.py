@@ -5,7 +5,8 @@ import difflib
 import re
 
 from ...lexicon import lexicon, words
-from .reading import (NEGATION, NEW_SIDE, NOT_NEGATION, OLD_SIDE, SIDE_BREAK, STRONG_CHANGE,
+from .guards import NEW_ONE, change_clause, change_said, guarded
+from .reading import (NEGATION, notation, NEW_SIDE, NOT_NEGATION, OLD_SIDE, SIDE_BREAK, STRONG_CHANGE,
                       Reading, conflict, gist, jaccard, members_by_category, read, side_words)
 from ...lexicon.slots import CATEGORIES, MEMBER_OF
 from .words import (CUE_WORDS, GENERIC, SLOT_OF, STANCE, STOPWORDS, WORD_RE, canon, is_value,
@@ -14,7 +15,8 @@ from .words import (CUE_WORDS, GENERIC, SLOT_OF, STANCE, STOPWORDS, WORD_RE, can
 _LEXICON = lexicon("superseding")
 
 
-def contradiction(new: str, candidates: list[tuple[int, str]]) -> dict:
+def contradiction(new: str, candidates: list[tuple[int, str]],
+                  similar: dict[int, float] | None = None) -> dict:
     """Which candidates the NEW memory supersedes, and which it merely restates.
 
     Supersede = the same slot gets a new filler: a lexicon member replaced by another
@@ -31,16 +33,120 @@ def contradiction(new: str, candidates: list[tuple[int, str]]) -> dict:
     or amount; a repeat word for word (or nearly: "We switched from poetry to uv." and
     "We have switched from poetry to uv!") is always a confirmation, never a change."""
     fresh = read(new or "")
+    similar = similar or {}
     supersedes, confirms = [], []
     for number, text in candidates:
         old = read(text or "")
         if _near_verbatim(fresh, old):
             confirms.append(number)  # said again, perhaps a word changed: a confirmation
-        elif _replaces(fresh, old):
+        elif guarded(fresh, old, new or "", text or "") or _left_elsewhere(fresh, old):
+            continue
+        elif _replaces(fresh, old) or _changed(fresh, old, similar.get(number)):
             supersedes.append(number)
         elif _restates(fresh, old):
             confirms.append(number)
     return {"supersedes": supersedes, "confirms": confirms}
+
+
+_FLIPS = tuple((canon(a), canon(b)) for a, b in _LEXICON["flips"])
+
+
+def _changed(n: Reading, o: Reading, similarity: float | None) -> bool:
+    """The general case: the same subject (shared distinctive words, or, with embeddings,
+    a close meaning) and something said about it that differs - a value (a number, a
+    time, an amount, also in words), a flipped setting, or any difference once the new
+    memory says that something changed. Additions and progress never replace."""
+    ended = bool(_ENDED.search(n.text))  # "no more Webflow, we wrote our own"
+    if n.additive or (n.progression and not ended) or not n.topic or not o.topic:
+        return False
+    shared = (n.topic & o.topic) - GENERIC
+    if not shared - _LIGHT:
+        shared = set()  # only a common verb in common
+    sizes = sorted((len(n.topic - GENERIC) or 1, len(o.topic - GENERIC) or 1))
+    # a stray shared name ("Google") is not a shared subject: the overlap must count on both
+    by_words = len(shared) / sizes[0] >= 0.3 and len(shared) / sizes[1] >= 0.25
+    by_strict = len(shared) / sizes[0] >= 0.5
+    close = by_words if similarity is None else \
+        similarity >= _SIMILAR or (similarity >= _RELATED and shared)
+    if not close or not (shared or similarity is not None):
+        return False
+    # a value or a setting of the same thing: words in common beyond the common verbs,
+    # and numbers counting the same unit ("32 GB of RAM" and "8 CPU cores" are two)
+    values = bool(n.values - o.values) and bool(o.values - n.values) and bool(shared) \
+        and _same_units(n, o)
+    mine, theirs = _settings(n), _settings(o)
+    flipped = bool(shared) and any((a in mine and b in theirs and b not in mine)
+                                   or (b in mine and a in theirs and a not in mine)
+                                   for a, b in _FLIPS)
+    if values or flipped:
+        return True
+    # a change word alone needs more in common, and something of the old left behind
+    left = o.topic - n.topic - GENERIC - _LIGHT
+    if not (change_said(n) and left and (similarity is not None or by_strict)
+            and ((n.topic - o.topic) or n.negative != o.negative)):
+        return False
+    return _acts_on(n, o, whole_text_close=similarity is not None)
+
+
+def _acts_on(n: Reading, o: Reading, whole_text_close: bool) -> bool:
+    """Does the change the new memory tells of act on what the old one says? Only the
+    clause saying it counts ("tests are no longer required, CI does it": the reason's CI
+    is not what changed), and a change verb with a named object acts on that object
+    ("replaced the date picker in the frontend" leaves "the frontend uses React")."""
+    heads = _changed_heads(n.text)
+    if heads and not heads & o.topic:
+        return False
+    said = change_clause(n)
+    if said == n.text and whole_text_close:
+        return True  # one clause, and the embeddings found it close
+    return bool((read(said).topic & o.topic) - GENERIC - _LIGHT)
+
+
+# verbs too common to make two memories about one subject ("my notes live in Obsidian",
+# "my brother lives in Glasgow")
+_LIGHT = frozenset(canon(w) for w in words(_LEXICON["light_verbs"]))
+_ENDED = re.compile(r"\b(?:no more|no longer|ditched|dropped|scrapped|cancel+ed|gave up|"
+                    r"quit|stopped|sold|turned off|disabled|left)\b")
+_SIMILAR = 0.55   # cosine at which two memories are about the same thing
+_RELATED = 0.40   # cosine at which a shared distinctive word confirms it
+
+
+_TURNED = ((re.compile(r"\b(?:turn|turned|turns|switch|switched|shut|shuts) (?:\w+ ){0,3}?off\b"),
+            canon("disabled")),
+           (re.compile(r"\b(?:turn|turned|turns|switch|switched) (?:\w+ ){0,3}?on\b"),
+            canon("enabled")))
+
+
+def _settings(r: Reading) -> frozenset[str]:
+    """Its words, with a setting said as a phrase read as its word ('turned X off' is
+    'disabled'), so that a flip is seen however it is said."""
+    return r.concepts | {word for pattern, word in _TURNED if pattern.search(r.text)}
+
+
+def _left_elsewhere(n: Reading, o: Reading) -> bool:
+    """The new memory names what it left behind ("switched me from ibuprofen to
+    naproxen"), and this old memory holds none of it nor a member of the same slot: it
+    is about something else that merely shares a word ("the knee")."""
+    left = side_words(_FROM, n.text) if n.strong_change else frozenset()
+    return bool(left) and not left & o.concepts and not _member_swap(n, o)
+
+
+# the thing left behind, named explicitly ("from ibuprofen", "instead of Slack")
+_FROM = re.compile(r"\b(?:from|instead of|rather than|away from)\s+([\w.+#\- ]+)")
+
+
+_UNIT = re.compile(r"\b\d[\d.,:]*\s+(?:of\s+)?([a-z]{2,})")
+
+
+def _units(r: Reading) -> frozenset[str]:
+    """What a text's numbers count: the word after each ('8 cpu cores' -> cpu)."""
+    return frozenset(canon(m) for m in _UNIT.findall(notation(r.text))
+                     if m not in STOPWORDS and not is_value(canon(m)))
+
+
+def _same_units(n: Reading, o: Reading) -> bool:
+    mine, theirs = _units(n), _units(o)
+    return not mine or not theirs or bool(mine & theirs)
 
 
 def _replaces(n: Reading, o: Reading) -> bool:
@@ -52,7 +158,7 @@ def _replaces(n: Reading, o: Reading) -> bool:
         return False
     return any(test(n, o) for test in (_member_swap, _value_change, _polarity_flip,
                                         _slot_change, _relocation, _resolution, _opposite,
-                                        _handover, _team_move))
+                                        _handover, _team_move, _new_one))
 
 
 def _near_verbatim(n: Reading, o: Reading) -> bool:
@@ -151,7 +257,8 @@ def _compatible_use(n: Reading, o: Reading, category: str) -> bool:
     """After a change cue the new member may come bare ("migrated to MySQL"): it replaces
     an old member used in the same place, or one whose use is barely described, but not
     "the study tracker has a SQLite cache"."""
-    mine, theirs = (c - STANCE for c in _contexts(n, o, category))
+    # a common verb is no use of its own ("notes go in Evernote", "notes live in Obsidian")
+    mine, theirs = (c - STANCE - _LIGHT for c in _contexts(n, o, category))
     if mine & theirs:
         return True
     # a clause joined by 'and'/'but'/'because' is a comment on the change ("... and I'm
@@ -178,7 +285,7 @@ def _same_context(n: Reading, o: Reading, category: str) -> bool:
 
 def _value_change(n: Reading, o: Reading) -> bool:
     """Same subject, different date or amount ("release on May 3" -> "release May 10")."""
-    if not n.values or not o.values or not (n.values - o.values):
+    if not n.values or not o.values or not (n.values - o.values) or not _same_units(n, o):
         return False
     shared = (n.topic & o.topic) - GENERIC
     if n.strong_change:
@@ -203,7 +310,7 @@ def _slot_change(n: Reading, o: Reading) -> bool:
     the cue names what changed ("moved the cluster", "the cluster was moved"), that head
     word must be in the old memory: "replaced the date picker in the frontend" leaves
     "the frontend uses React" alone."""
-    if not n.strong_change or (n.values and not o.values):
+    if not n.strong_change or (n.values - _EVENT_TIMES and not o.values):
         return False  # a new time for something the old memory gave no time for
     # only the clause holding the cue counts: "..., CI does it" is a reason, not a change
     clause = read(" ".join(c for c in re.split(r"[,;:]|\b(?:and|but|because|since|so)\b",
@@ -217,6 +324,9 @@ def _slot_change(n: Reading, o: Reading) -> bool:
     return len(shared) / len(o.topic - GENERIC) >= 0.5
 
 
+# when the change happened, not a value of what changed ("moved my savings this year")
+_EVENT_TIMES = frozenset({"this year", "this month", "this week", "today", "tonight",
+                          "yesterday"})
 _CHANGE_VERB = (r"(?:switched|migrated|moved|replaced|changed|swapped|converted|rewrote|"
                 r"rewritten|upgraded|downgraded|pushed|postponed|delayed|rescheduled|"
                 r"cancell?ed|dropped|ditched|abandoned|increased|decreased|raised|lowered|"
@@ -253,6 +363,18 @@ def _relocation(n: Reading, o: Reading) -> bool:
     if not m or m[1] in STOPWORDS or canon(m[1]) in MEMBER_OF:
         return False
     return canon("live") in o.topic and canon(m[1]) not in o.topic
+
+
+_ABOUT_USER = re.compile(r"\b(?:user|i|my|we|our)\b")
+
+
+def _new_one(n: Reading, o: Reading) -> bool:
+    """"I started a new job as ..." replaces what the user's job was ("works as an
+    analyst at ..."): the user's one thing of that kind, now another."""
+    if not _ABOUT_USER.search(o.text):
+        return False
+    held = {canon(m[1] or m[2]) for m in NEW_ONE.finditer(n.text)}
+    return bool(held & o.concepts)
 
 
 _WAITING = re.compile(r"\b(blocked|waiting|awaiting|on hold|pending|stuck)\b")

@@ -42,6 +42,7 @@ def _implies() -> dict[str, tuple[str, ...]]:
 
 _IMPLIES = _implies()  # word -> the kinds of thing it is too ('macbook' -> 'laptop')
 
+_HYPHENATED = re.compile(r"\b([a-z]{2,})-([a-z]{2,})\b")
 WORD_RE = re.compile(r"\d{4}-\d{2}-\d{2}|\d+(?:\.\d+)+|[a-z0-9]+")
 
 
@@ -115,7 +116,9 @@ def canon(word: str) -> str:
 @lru_cache(maxsize=4096)
 def token_tuple(text: str) -> tuple[str, ...]:
     """tokens(text), cached and immutable: what the judges call on their hot paths."""
-    found = WORD_RE.findall(normalise(text))
+    text = normalise(text)
+    # a hyphenated word is also one word: "stand-up" meets "standup", "e-mail" "email"
+    found = WORD_RE.findall(text) + ["".join(m) for m in _HYPHENATED.findall(text)]
     out: list[str] = []
     for word in found:
         if word not in STOPWORDS:

@@ -1,0 +1,97 @@
+"""Contradiction candidates with embeddings at 1M memories: `Writer.candidates()` (the
+full-text query plus nearest neighbours through the cell index) on a store of N memories
+with synthetic vectors (random unit vectors, 384 dimensions, as all-MiniLM-L6-v2 gives).
+
+    python -m bench.neighbours                 # N = 1M (about 10 minutes to build, cached)
+    python -m bench.neighbours --n 100000
+
+The new memory's own vector is computed before timing (a write computes it once, outside
+the transaction; the local model takes about 10 ms for it on this machine, reported
+apart). Goal: median under 20 ms at 1M.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import time
+
+from engine import FixedClock, Memory
+from engine.store import vectors as V
+from engine.write import Judged
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+DIM = 384
+GOAL_MS = 20.0
+
+
+def build(path: str, n: int, log) -> None:
+    import numpy as np
+
+    rng, np_rng = random.Random(7), np.random.default_rng(7)
+    vocab = [f"w{i}" for i in range(20_000)]
+    mem = Memory(path, policy="lifecycle-local", offline=True, clock=FixedClock("2026-03-02T09:00:00"))
+    db, model = mem.store.db, mem.policy.embed.name
+    t0 = time.perf_counter()
+    for start in range(1, n + 1, 50_000):
+        rows, vecs = [], []
+        block = np_rng.standard_normal((50_000, DIM)).astype(np.float32)
+        block /= np.linalg.norm(block, axis=1, keepdims=True)
+        for j, i in enumerate(range(start, min(n, start + 49_999) + 1)):
+            text = "User " + " ".join(rng.choice(vocab) for _ in range(8))
+            rows.append((i, text, text, "[]", "default", "2026-03-01T00:00:00", 5.0))
+            vecs.append((i, "default", model, block[j].tobytes()))
+        with mem.store.transaction():
+            db.executemany("INSERT INTO memories (id, content, summary, tags, namespace, "
+                           "created_at, rank) VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+            db.executemany("INSERT INTO memory_vectors (memory_id, namespace, model, bits, "
+                           "vector) VALUES (?, ?, ?, vec_quantize_binary(?4), ?4)", vecs)
+        log(f"  {min(n, start + 49_999)} rows, {time.perf_counter() - t0:.0f} s")
+    cells = mem.store.reindex("default", model)
+    log(f"  index: {cells} cells, {time.perf_counter() - t0:.0f} s")
+    mem.close()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.neighbours")
+    ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--calls", type=int, default=50)
+    args = ap.parse_args(argv)
+    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    os.makedirs(DATA, exist_ok=True)
+    path = os.path.join(DATA, f"neighbours-{args.n}.db")
+    if not os.path.exists(path):
+        build(path, args.n, log)
+    mem = Memory(path, policy="lifecycle-local", offline=True, clock=FixedClock("2026-03-02T09:00:00"))
+    step = next(s for s in mem.policy.write if s.step == "contradiction")
+    rng = random.Random(11)
+    texts = [f"User switched w{rng.randrange(20000)} to w{rng.randrange(20000)} and "
+             f"w{rng.randrange(20000)}" for _ in range(args.calls + 3)]
+    t_embed = []
+    for text in texts:  # the write's own vector, computed before the candidates
+        t0 = time.perf_counter()
+        mem.context.embedder.recent[text] = mem.context.embedder.embed([text])[0]
+        t_embed.append(time.perf_counter() - t0)
+    times, shown = [], []
+    for text in texts:
+        t0 = time.perf_counter()
+        rows = mem.writer.candidates(step, Judged(content=text), {"user": text})
+        times.append(time.perf_counter() - t0)
+        shown.append(len(rows))
+    times, t_embed = times[3:], t_embed[3:]
+    vectors, cells = mem.store.vector_count("default", mem.policy.embed.name)
+    med = statistics.median(times) * 1e3
+    print(f"contradiction candidates with embeddings, N={vectors} ({cells} cells, "
+          f"{V.PROBES} probed): median {med:.1f} ms, p90 "
+          f"{sorted(times)[int(len(times) * 0.9)] * 1e3:.1f} ms over {len(times)} calls, "
+          f"{statistics.mean(shown):.0f} candidates shown on average; the new memory's "
+          f"own vector (local model) median {statistics.median(t_embed) * 1e3:.1f} ms; "
+          f"goal < {GOAL_MS:g} ms: {'met' if med < GOAL_MS else 'NOT met'}")
+    mem.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

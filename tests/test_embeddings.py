@@ -1,0 +1,171 @@
+"""Embeddings as an optional model kind: vectors at write time (never blocking it), a
+backfill after an outage, hybrid candidates, `similarity` in formulas, `--offline`.
+
+The `openai` provider talks HTTP to the local test server (tests/fake_openai.py), whose
+/v1/embeddings answers with vectors a test chooses; the real local model has its own file
+(tests/test_local_model.py)."""
+from __future__ import annotations
+
+import random
+from array import array
+
+import pytest
+
+from engine import FixedClock, Memory, PolicyError, load_policy
+from engine.embeddings import cosine, pack
+from tests.fake_openai import FakeOpenAI, word_vector
+from engine.plan import compile_policy, render_plan
+from engine.store import vectors as store_vectors
+
+pytest.importorskip("sqlite_vec", reason="the embed extra (sqlite-vec) is not installed")
+
+TOPICS = {"food": ("vegan", "beef", "chicken", "eat", "eats", "diet"),
+          "bugs": ("jira", "linear", "bugs", "tracker")}
+
+
+def topic_vector(text: str) -> list[float]:
+    """Texts on one topic point the same way, whatever words they use."""
+    words = set(text.lower().replace(",", " ").replace(".", " ").split())
+    vec = [0.0] * 8
+    for i, (topic, cue) in enumerate(TOPICS.items()):
+        vec[i] = float(len(words & set(cue)))
+    vec[7] = 0.2  # never a zero vector
+    return vec
+
+
+@pytest.fixture
+def fake():
+    with FakeOpenAI(embedder=topic_vector) as server:
+        yield server
+
+
+def policy_file(tmp_path, fake, extra: str = "") -> str:
+    path = tmp_path / "embedded.yaml"
+    path.write_text(f"""name: embedded
+extends: lifecycle
+models:
+  cheap: {{provider: rules}}
+  strong: {{provider: rules}}
+embed: {{provider: openai, model: text-embedding-3-small, base_url: "{fake.base_url}",
+         max_retries: 0, timeout: 5}}
+{extra}""", encoding="utf-8")
+    return str(path)
+
+
+def memory(tmp_path, policy, offline=False) -> Memory:
+    return Memory(str(tmp_path / "m.db"), policy=policy, offline=offline,
+                  clock=FixedClock("2026-03-02T09:00:00"))
+
+
+def test_a_write_stores_the_memorys_vector(tmp_path, fake):
+    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+        mem.add("User eats chicken most days.", judged=False)
+        mem.remember("I use Linear for bugs.", "Noted.")
+        assert mem.store.vector_count("default", "openai:text-embedding-3-small") == (2, 0)
+    assert fake.embedding_requests[0]["model"] == "text-embedding-3-small"
+
+
+def test_an_embedding_outage_never_blocks_a_write_and_backfill_fills_it(tmp_path, fake):
+    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+        fake.embeddings_down = True
+        written = mem.remember("I use Linear for bugs.", "Noted.")
+        assert written.stored and not mem.pending()
+        assert mem.store.vector_count("default", mem.policy.embed.name)[0] == 0
+        fake.embeddings_down = False
+        results = mem.run_due()
+        assert results[0].name == "embeddings" and results[0].changed == 1
+        assert mem.store.vector_count("default", mem.policy.embed.name)[0] == 1
+
+
+def test_contradiction_candidates_include_neighbours_sharing_no_word(tmp_path, fake):
+    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+        old = mem.add("User eats chicken or beef most days.", judged=False)
+        mem.add("The team tracks bugs in Jira.", judged=False)
+        judged = mem.writer.judge_turn("I'm vegan now.", "Noted.")  # shares no word
+        step = next(s for s in mem.policy.write if s.step == "contradiction")
+        shown = mem.writer.candidates(step, judged[0], {"user": "I'm vegan now."})
+        assert [c["id"] for c in shown][0] == old
+        assert shown[0]["similarity"] > 0.9
+
+
+def test_offline_skips_openai_embeddings_and_stays_full_text(tmp_path, fake):
+    with memory(tmp_path, policy_file(tmp_path, fake), offline=True) as mem:
+        mem.add("User eats chicken most days.", judged=False)
+        mem.remember("I use Linear for bugs.", "Noted.")
+        assert mem.recall("chicken")
+        assert mem.store.vector_count("default", mem.policy.embed.name)[0] == 0
+    assert fake.embedding_requests == []
+
+
+def test_recall_candidates_add_the_querys_nearest_neighbours(tmp_path, fake):
+    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+        food = mem.add("User eats chicken or beef most days.", judged=False)
+        mem.add("The team tracks bugs in Jira.", judged=False)
+        shown, _ = __import__("engine.recall", fromlist=["choose"]).choose(mem.context, "diet")
+        assert food in [c.id for c in shown]
+
+
+def test_similarity_is_a_formula_word_in_recall_and_candidates(tmp_path, fake):
+    extra = """recall:
+  where: "status = 'active' and (similarity > 0.5 or relevance > 0)"
+  order: "similarity desc, rank"
+  limit: 10
+"""
+    path = policy_file(tmp_path, fake, extra)
+    assert "vec_distance_cosine" in render_plan(compile_policy(load_policy(path)))
+    with memory(tmp_path, path) as mem:
+        food = mem.add("User eats chicken or beef most days.", judged=False)
+        mem.add("The team tracks bugs in Jira.", judged=False)
+        assert [c.id for c in mem.candidates("vegan diet", scored=True)] == [food]
+
+
+def test_similarity_needs_an_embedding_model(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("name: p\nextends: lifecycle\nrecall: {order: 'similarity desc'}\n")
+    with pytest.raises(PolicyError, match="similarity.*embedding model"):
+        load_policy(str(path))
+
+
+def test_an_unknown_embedding_provider_is_refused(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("name: p\nextends: lifecycle\nembed: {provider: magic, model: x}\n")
+    with pytest.raises(PolicyError, match="unknown provider 'magic'; known: openai, local"):
+        load_policy(str(path))
+
+
+def test_compression_reads_pair_similarity(tmp_path, fake):
+    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+        ids = [mem.add(t, judged=False) for t in (
+            "User eats chicken most days.", "User's diet is beef and chicken.",
+            "The team tracks bugs in Jira.", "Bugs live in the Jira tracker.", "User is tall.")]
+        pairs = mem.store.pair_similarities(mem.policy.embed.name, ids)
+        assert pairs[(ids[0], ids[1])] > 0.9 and pairs[(ids[0], ids[2])] < 0.5
+
+
+def test_the_vector_index_finds_the_nearest_after_a_reindex(tmp_path, monkeypatch, fake):
+    monkeypatch.setattr(store_vectors, "CELL_SIZE", 16)
+    rng = random.Random(5)
+    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+        model = mem.policy.embed.name
+        vecs = {}
+        with mem.store.transaction():
+            for _ in range(400):
+                v = pack([rng.gauss(0, 1) for _ in range(32)])
+                mid = mem.store.insert_memory({"content": "x", "namespace": "default"})
+                mem.store.save_vector(mid, "default", model, v)
+                vecs[mid] = v
+        assert mem.store.reindex("default", model) == 25
+        assert mem.store.vector_count("default", model) == (400, 25)
+        hits = 0
+        for mid, v in list(vecs.items())[:50]:
+            near = array("f", v)
+            near[0] += 0.05
+            hits += mid in mem.store.nearest("default", model, pack(near), 2)
+        assert hits >= 45  # an approximate index: nearly always the true neighbour
+
+
+def test_pack_is_unit_length_and_cosine_reads_it():
+    v = pack([3.0, 4.0])
+    assert cosine(v, v) == pytest.approx(1.0)
+    assert cosine(pack(word_vector("deploy the app")), pack(word_vector("deploy the app"))) \
+        == pytest.approx(1.0)
