@@ -1,13 +1,20 @@
 """`Memory.add` under every shipped policy: a stored memory is given, not judged from a turn,
 so steps that run after a turn's memories are stored (a scene's summary) run after it, with
 the memory's own scene, and never see a turn's variables."""
+import importlib.util
+
 import pytest
 
 from engine.memory import Memory
-from engine.resources import shipped_policy_names
+from engine.policy import load
+from engine.resources import shipped_policy, shipped_policy_names
+
+# a policy with a local embedding model needs the `local` extra (tests/test_local_model.py)
+LOCAL_MODEL = importlib.util.find_spec("sentence_transformers") is not None
+RUNNABLE = [n for n in shipped_policy_names() if LOCAL_MODEL or not load(shipped_policy(n)).embed]
 
 
-@pytest.mark.parametrize("policy", shipped_policy_names())
+@pytest.mark.parametrize("policy", RUNNABLE)
 def test_add_stores_under_every_shipped_policy(tmp_path, policy):
     mem = Memory(str(tmp_path / "m.db"), policy=policy, offline=True)
     first = mem.add("We deploy on Fridays after the standup")

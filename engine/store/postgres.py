@@ -25,8 +25,9 @@ import json
 import re
 import uuid
 
-from ..clock import Clock, iso, system_clock
+from ..clock import Clock, system_clock
 from ..errors import StoreError
+from .common import StoreCommon
 from .postgres_bookkeeping import Bookkeeping, q, refuse_nul
 from .postgres_lease import PostgresLease
 from .postgres_schema import PG_MIGRATIONS, SEARCH_CONFIG
@@ -102,11 +103,12 @@ def websearch(fts: str | None) -> str | None:
     return fts.replace('" AND "', '" "') if fts else fts
 
 
-class PostgresStore(Bookkeeping):
+class PostgresStore(StoreCommon, Bookkeeping):
     """A connection to one PostgreSQL database (a DSN), upgraded to the current schema;
     or, `read_only`, one that never writes (nor upgrades it)."""
 
     dialect = "postgres"
+    migrations = PG_MIGRATIONS
 
     def __init__(self, dsn: str, clock: Clock | None = None, timeout: float = 30.0,
                  read_only: bool = False):
@@ -144,24 +146,8 @@ class PostgresStore(Bookkeeping):
         conn.execute(f"SET lock_timeout = {int(self.timeout * 1000)}")
         return conn
 
-    def _check_current(self) -> None:
-        missing = [fn.__name__ for fn in PG_MIGRATIONS if fn.__name__ not in self._applied()]
-        if missing:
-            raise StoreError(f"{self.path} is from an older version of Lethe (it lacks "
-                             f"{', '.join(missing)}); run a command that writes, such as "
-                             "`lethe run`, once to upgrade it")
-
-    def now(self) -> str:
-        return iso(self.clock())
-
     def close(self) -> None:
         self.db.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def reopen(self) -> "PostgresStore":
         """Another connection to the same database (a scheduler works on its own)."""

@@ -17,20 +17,22 @@ import os
 import sqlite3
 import urllib.parse
 
-from ..clock import Clock, iso, system_clock
+from ..clock import Clock, system_clock
 from ..errors import StoreError
 from . import bulk
+from .common import StoreCommon
 from .lease import SqliteLease, lease_connection
 from .migrations import MIGRATIONS, RECALL_INDEX
 from .sqlite_bookkeeping import Bookkeeping
 from .vectors import VectorIndex, driver, load_extension
 
 
-class SqliteStore(Bookkeeping, VectorIndex):
+class SqliteStore(StoreCommon, Bookkeeping, VectorIndex):
     """A connection to one database file, upgraded to the current schema on open.
     `vectors=True` (a policy with an embedding model) loads the sqlite-vec extension."""
 
     dialect = "sqlite"
+    migrations = MIGRATIONS
     # errors of the database itself (locked, full, I/O): never a turn's fault
     busy_errors = (sqlite3.OperationalError,)
 
@@ -86,26 +88,10 @@ class SqliteStore(Bookkeeping, VectorIndex):
         # (no -wal left) is read as immutable instead
         return sql.connect(uri + "?immutable=1", uri=True, **args)
 
-    def _check_current(self) -> None:
-        missing = [fn.__name__ for fn in MIGRATIONS if fn.__name__ not in self._applied()]
-        if missing:
-            raise StoreError(f"{self.path} is from an older version of Lethe (it lacks "
-                             f"{', '.join(missing)}); run a command that writes, such as "
-                             "`lethe run`, once to upgrade it")
-
-    def now(self) -> str:
-        return iso(self.clock())
-
     def close(self) -> None:
         self.db.close()
         if self._lease_db is not None:
             self._lease_db.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def reopen(self) -> "SqliteStore":
         """Another connection to the same file (a scheduler works on its own)."""
