@@ -10,14 +10,18 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from engine.cli import main
+from engine.cli import every_command, main
 from tests.conftest import POLICIES
 
 LIFECYCLE = f"{POLICIES}/lifecycle.yaml"
 
 
+def _subcommands(group):
+    return (every_command() if group is main else group.commands).items()
+
+
 def all_commands(group=main, prefix=()):
-    for name, cmd in group.commands.items():
+    for name, cmd in _subcommands(group):
         yield prefix + (name,), cmd
         if isinstance(cmd, click.Group):
             yield from all_commands(cmd, prefix + (name,))
@@ -36,7 +40,7 @@ def test_every_command_has_help(path, cmd):
 
 def test_data_commands_take_json():
     for name in ("validate", "compile", "run", "ls", "why", "add"):
-        assert "json_" in [p.name for p in main.commands[name].params], name
+        assert "json_" in [p.name for p in every_command()[name].params], name
 
 
 def run(*args, input=None):

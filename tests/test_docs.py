@@ -9,14 +9,18 @@ import click
 import pytest
 
 from engine import Memory
-from engine.cli import main
+from engine.cli import every_command, main
 
 ROOT = pathlib.Path(__file__).parent.parent
 DOCS = "\n".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
 
 
+def _subcommands(group):
+    return (every_command() if group is main else group.commands).items()
+
+
 def commands(group=main, prefix=()):
-    for name, cmd in sorted(group.commands.items()):
+    for name, cmd in sorted(_subcommands(group)):
         yield prefix + (name,), cmd
         if isinstance(cmd, click.Group):
             yield from commands(cmd, prefix + (name,))

@@ -216,6 +216,33 @@ def test_a_lease_taken_over_fences_its_old_holder(pg, clock):
         x.close()
 
 
+def _server_connections(store) -> int:
+    return store.db.execute("SELECT count(*) FROM pg_stat_activity "
+                            "WHERE application_name = 'lethe'").fetchone()[0]
+
+
+def test_run_due_every_tick_keeps_one_lease_connection(pg, clock):
+    """A scheduler takes the pass lease at every tick: it reuses the store's lease
+    connection instead of opening a server backend each time, and closing the store
+    closes it."""
+    mem = Memory(pg, policy=f"{POLICIES}/lifecycle.yaml", clock=clock, offline=True)
+    mem.add("the staging server is called zeus", importance=6)
+    mem.run_due()
+    after_first = _server_connections(mem.store)
+    for _ in range(20):
+        clock.advance(dt.timedelta(hours=2))
+        mem.run_due()
+    assert _server_connections(mem.store) == after_first
+    watcher = PostgresStore(pg, clock)
+    before = _server_connections(watcher)
+    mem.close()
+    deadline = time.monotonic() + 10  # a closed connection's backend exits on its own time
+    while _server_connections(watcher) > before - 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _server_connections(watcher) == before - 2  # the store's and its lease's
+    watcher.close()
+
+
 # ---- lethe import -------------------------------------------------------------------
 def test_import_keeps_ids_events_inbox_and_pass_runs_and_resumes(memory, tmp_path, pg, clock):
     src = str(tmp_path / "lethe.db")

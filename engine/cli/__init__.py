@@ -5,7 +5,9 @@ Engine errors become messages in one place (`LetheGroup.invoke`, in `base`), not
 command.
 
 The command modules define plain click commands and import only `base` and the engine;
-this module builds the group and adds them, so nothing imports back into it.
+this module builds the group from the table below, so nothing imports back into it. A
+command's module is imported when the command runs (or `--help` lists it): `lethe run` does
+not pay for the MCP server, the experiment runner or the chat loop.
 
     base       LetheGroup, shared options, open_memory, emit
     policy     validate, compile, render          (policy files, no database)
@@ -19,11 +21,42 @@ from __future__ import annotations
 
 import click
 
-from . import agent, data, importing, mcp, policy, scenarios
+from ..lazy import lazy
 from .base import CONTEXT, LetheGroup
 
+policy = lazy("engine.cli.policy")
+data = lazy("engine.cli.data")
+agent = lazy("engine.cli.agent")
+scenarios = lazy("engine.cli.scenarios")
+mcp = lazy("engine.cli.mcp")
+importing = lazy("engine.cli.importing")
 
-@click.group(cls=LetheGroup, context_settings=CONTEXT)
+# name -> (module, attribute); `lethe --help` lists them sorted
+COMMANDS = {
+    "validate": (policy, "validate"), "compile": (policy, "compile_"),
+    "render": (policy, "render"),
+    "run": (data, "run"), "ls": (data, "ls"), "why": (data, "why"), "add": (data, "add"),
+    "remember": (data, "remember"), "pending": (data, "pending"), "costs": (data, "costs"),
+    "recall": (agent, "recall"), "daemon": (agent, "daemon"), "chat": (agent, "chat"),
+    "experiment": (scenarios, "experiment"), "mcp": (mcp, "mcp"),
+    "import": (importing, "import_"),
+}
+
+
+class Lethe(LetheGroup):
+    """The `lethe` group: commands from COMMANDS, each imported on first use."""
+
+    def list_commands(self, ctx):
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx, name):
+        if name not in self.commands and name in COMMANDS:
+            module, attr = COMMANDS[name]
+            self.add_command(getattr(module, attr), name)
+        return self.commands.get(name)
+
+
+@click.group(cls=Lethe, context_settings=CONTEXT)
 @click.version_option(package_name="lethe")
 def main():
     """Lethe: agent memory with a lifecycle. Memories decay, get superseded, expire and
@@ -33,8 +66,6 @@ def main():
     and `lethe why ID` against a database file (--db or LETHE_DB)."""
 
 
-for command in (policy.validate, policy.compile_, policy.render,
-                data.run, data.ls, data.why, data.add, data.remember, data.pending, data.costs,
-                agent.recall, agent.daemon, agent.chat,
-                scenarios.experiment, mcp.mcp, importing.import_):
-    main.add_command(command)
+def every_command() -> dict[str, click.Command]:
+    """All of `lethe`'s commands, imported (for documentation and tests)."""
+    return {name: main.get_command(None, name) for name in main.list_commands(None)}

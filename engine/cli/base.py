@@ -22,7 +22,7 @@ from .. import policy as policy_mod
 from ..clock import FixedClock, parse_duration, parse_time, until_end_of_day
 from ..errors import LetheError, StoreError
 from ..memory import DEFAULT_POLICY, Memory
-from ..store import DATABASE_ERRORS, is_dsn
+from ..store import database_errors, is_dsn
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -40,7 +40,7 @@ class LetheGroup(click.Group):
         except LetheError as exc:  # exit 0: not a failure (another runner holds the lease)
             echo(f"{'error: ' if exc.exit_code else ''}{exc}", err=True)
             ctx.exit(exc.exit_code)
-        except DATABASE_ERRORS as exc:  # a corrupt page, a full disk, a lock held too long
+        except database_errors() as exc:  # a corrupt page, a full disk, a lock held too long
             echo(f"error: the database failed: {exc}", err=True)
             ctx.exit(1)
         except Exception as exc:  # a bug, not a user mistake: say so, keep the exit code apart

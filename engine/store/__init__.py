@@ -16,8 +16,12 @@ from .migrations import MIGRATIONS, RECALL_INDEX, migration
 from .postgres import PostgresStore, is_dsn, masked, pg_database_errors
 from .sqlite import SqliteStore, Store
 
-# what a backend raises when the database itself fails (corrupt, full, locked too long)
-DATABASE_ERRORS = (sqlite3.DatabaseError, *pg_database_errors())
+
+def database_errors() -> tuple:
+    """What a backend raises when the database itself fails (corrupt, full, locked too
+    long). psycopg's errors only once psycopg is imported: importing it for a SQLite user
+    would cost ~130 ms of start-up, and a store that never opened a DSN cannot raise them."""
+    return (sqlite3.DatabaseError, *pg_database_errors())
 
 
 def open_store(target: str, clock: Clock | None = None, read_only: bool = False,
@@ -37,4 +41,4 @@ def open_store(target: str, clock: Clock | None = None, read_only: bool = False,
 
 
 __all__ = ["open_store", "Store", "SqliteStore", "PostgresStore", "is_dsn", "masked",
-           "MIGRATIONS", "RECALL_INDEX", "migration", "DATABASE_ERRORS"]
+           "MIGRATIONS", "RECALL_INDEX", "migration", "database_errors"]

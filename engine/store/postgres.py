@@ -23,6 +23,7 @@ import contextlib
 import inspect
 import json
 import re
+import sys
 import uuid
 
 from ..clock import Clock, system_clock
@@ -54,12 +55,10 @@ def _psycopg():
 
 
 def pg_database_errors() -> tuple:
-    """What psycopg raises when the server or the database fails (nothing without it)."""
-    try:
-        import psycopg
-    except ImportError:
-        return ()
-    return (psycopg.DatabaseError,)
+    """What psycopg raises when the server or the database fails: nothing until psycopg
+    has been imported (by opening a DSN), so asking never imports it."""
+    psycopg = sys.modules.get("psycopg")
+    return (psycopg.DatabaseError,) if psycopg is not None else ()
 
 
 class Row(tuple):
@@ -119,6 +118,7 @@ class PostgresStore(StoreCommon, Bookkeeping):
         self.read_only = read_only
         self.holder = uuid.uuid4().hex[:12]  # who claims inbox turns through this connection
         self._common: set[tuple[str, int]] = set()  # full-text queries known to pass a cap
+        self._lease_db = None  # the leases' own connection, opened by the first lease
         self.db = self.connect()
         if read_only:
             self.db.execute("SET default_transaction_read_only = on")
@@ -147,7 +147,18 @@ class PostgresStore(StoreCommon, Bookkeeping):
         return conn
 
     def close(self) -> None:
+        if self._lease_db is not None:
+            self._lease_db.close()
         self.db.close()
+
+    def lease_connection(self):
+        """The connection leases take, renew and release on: one per store, opened on first
+        use and reopened when broken. A connection of its own, so a lease never waits on
+        the store's transaction; kept, because a scheduler takes a lease at every tick and
+        a new server connection costs a backend process each time."""
+        if self._lease_db is None or self._lease_db.closed or self._lease_db.broken:
+            self._lease_db = self.connect()
+        return self._lease_db
 
     def reopen(self) -> "PostgresStore":
         """Another connection to the same database (a scheduler works on its own)."""

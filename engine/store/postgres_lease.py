@@ -11,7 +11,8 @@ holds it. Its `token` grows at every take-over; the holder's fenced commits
 (`PostgresStore.transaction(fence=...)`) renew it only while holder and token are still
 ours, so a holder that stalled past its expiry cannot commit over its successor's work.
 
-It has its own connection, so taking or renewing it never waits on the store's. A lease
+It has its own connection (the store's `lease_connection`, kept across leases), so taking
+or renewing it never waits on the store's. A lease
 statement waits at most `wait` seconds for the row (the holder's long pass transaction
 may hold it, having renewed it there): then it gives up, as SQLite's does on its busy lock.
 """
@@ -23,14 +24,14 @@ from ..clock import Clock, iso
 
 
 class PostgresLease:
-    """One holder's lease on one namespace, over a connection of its own."""
+    """One holder's lease on one namespace, over the store's lease connection."""
 
     def __init__(self, store, namespace: str, clock: Clock, ttl: dt.timedelta, holder: str,
                  wait: float = 1.0):
         self.namespace, self.clock, self.ttl, self.wait = namespace, clock, ttl, wait
         self.holder = holder
         self.token: int | None = None
-        self.db = store.connect()
+        self.db = store.lease_connection()
 
     def acquire(self) -> bool:
         """Take the lease if nobody holds it, it has expired, or it is already ours."""
@@ -91,7 +92,7 @@ class PostgresLease:
         return dict(zip(row.keys(), row)) if row else None
 
     def close(self) -> None:
-        self.db.close()
+        """Nothing to free: the connection is the store's, closed with it."""
 
     def _write(self, sql: str, params: tuple, wait: float | None = None):
         """The statement's returned row (None: no row changed), or False when the lease
