@@ -39,7 +39,9 @@ def run_due(ctx: Context, progress: Progress = None, terms: LeaseTerms | None = 
             retry_failed: bool = False) -> list[P.PassResult]:
     """Under the lease: retry pending turns (with `retry_failed`, the parked ones too),
     then run every pass whose schedule has come round. Raises LeaseBusy when another
-    runner keeps the lease longer than `terms.wait`."""
+    runner keeps the lease longer than `terms.wait` (not when there is nothing to do)."""
+    if _idle(ctx, retry_failed):
+        return []
     with hold(ctx, terms) as held:
         if retry_failed:
             held.store.requeue_turns(held.namespace, None)
@@ -56,6 +58,17 @@ def run_due(ctx: Context, progress: Progress = None, terms: LeaseTerms | None = 
             results.insert(0, P.PassResult("pending", held.now(), before - left,
                                            notes=[f"{left} still pending"] if left else []))
         return results
+
+
+def _idle(ctx: Context, retry_failed: bool) -> bool:
+    """Whether run_due would find nothing to do, read without the lease: most of a
+    scheduler's ticks are idle, and taking the lease is a write (SQLite's write lock, a
+    fsync; round trips on a server). Only the holder decides what runs: when this sees work,
+    run_due takes the lease and looks again. A policy with embeddings always looks under the
+    lease (a backfill is found by its own query)."""
+    if retry_failed or ctx.embedder is not None:
+        return False
+    return not ctx.store.pending_count(ctx.namespace) and not P.due(ctx, ctx.clock())
 
 
 def run_one(ctx: Context, name: str, progress: Progress = None) -> P.PassResult:

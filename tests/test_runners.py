@@ -63,10 +63,10 @@ def decay_scores(db_path) -> list[float]:
 
 
 def other_lease(db_path, clock, holder: str):
-    """Another runner's lease on the namespace, on a connection of its own."""
+    """Another runner's lease on the namespace, on a connection of its own (on a server,
+    its store's lease connection: the store stays open as long as the lease is used)."""
     if is_dsn(db_path):
-        with open_store(db_path, clock) as store:
-            return store.lease("default", dt.timedelta(minutes=15), holder)
+        return open_store(db_path, clock).lease("default", dt.timedelta(minutes=15), holder)
     return SqliteLease(db_path, "default", clock, dt.timedelta(minutes=15), holder)
 
 
@@ -174,6 +174,27 @@ def test_run_due_takes_the_lease_and_says_who_holds_it(tmp_path, db_path):
         assert [r.name for r in mem.run_due(wait=5)] == ["decay"]
         assert 0.4 < time.monotonic() - started < 3
     assert decay_scores(db_path) == [0.9] * 10
+    other.close()
+
+
+def test_an_idle_run_due_takes_no_lease(tmp_path, db_path):
+    """Nothing pending and nothing due: run_due reads that without the lease (no write
+    lock, no server round trips), so an idle tick neither waits on nor fails behind a
+    runner holding it; once a pass is due it asks for the lease as before."""
+    policy = tmp_path / "batched.yaml"
+    policy.write_text(BATCHED)
+    seed(db_path, str(policy), 10)
+    clock = FixedClock(START)
+    with Memory(db_path, policy=str(policy), offline=True, clock=clock) as mem:
+        assert [r.name for r in mem.run_due()] == ["decay"]
+        # another runner holds the lease until START + 1h15m
+        other = other_lease(db_path, FixedClock(START + dt.timedelta(hours=1)), "daemon:42")
+        assert other.acquire()
+        clock.advance(dt.timedelta(minutes=10))
+        assert mem.run_due() == []  # idle: not LeaseBusy
+        clock.advance(dt.timedelta(minutes=55))  # decay (every 1h) is due again
+        with pytest.raises(LeaseBusy):
+            mem.run_due()
     other.close()
 
 
