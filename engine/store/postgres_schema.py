@@ -216,3 +216,15 @@ def m016_vectors(db):
          "CREATE TABLE IF NOT EXISTS vector_cells (namespace TEXT NOT NULL, model TEXT NOT "
          "NULL, cell BIGINT NOT NULL, centroid BYTEA NOT NULL, "
          "PRIMARY KEY (namespace, model, cell))")
+
+
+@migration
+def m017_partial_indexes(db):
+    """As SQLite's m017 for the expiry index: only memories with an expiry date (a
+    comparison on expires_at implies it is not null, which the planner proves for a bound
+    parameter too). Recall's index stays whole here: psycopg prepares a statement run
+    often, and a generic plan cannot prove that `status = $1` is 'active', so a partial
+    recall index would leave recall a sequential scan."""
+    _run(db, "DROP INDEX IF EXISTS memories_expiry",
+         "CREATE INDEX memories_expiry ON memories (namespace, status, expires_at) "
+         "WHERE expires_at IS NOT NULL")

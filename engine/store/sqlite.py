@@ -22,7 +22,7 @@ from ..errors import StoreError
 from . import bulk
 from .common import StoreCommon
 from .lease import SqliteLease, lease_connection
-from .migrations import MIGRATIONS, RECALL_INDEX
+from .migrations import MIGRATIONS
 from .sqlite_bookkeeping import Bookkeeping
 from .vectors import VectorIndex, driver, load_extension
 

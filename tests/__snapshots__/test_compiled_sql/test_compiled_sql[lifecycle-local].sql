@@ -22,8 +22,8 @@ WHERE "namespace" = ? AND (("status" = ?) AND ("expires_at" < ?));
 -- when it reaches over half of the file's memories, the indexes over decay_score, rank, status are dropped before its rules and created again after them, in its transaction
 -- decay reach
 SELECT count(*) FROM memories
-WHERE "namespace" = ? AND (("status" = ?) OR (("status" = ?) AND ("decay_score" < ?)));
--- params: [':namespace', 'active', 'active', 0.1]
+WHERE "namespace" = ? AND (("status" = ?));
+-- params: [':namespace', 'active']
 -- decay.rules[0] rows (the skipped: those it does not change)
 SELECT count(*) FROM memories
 WHERE "namespace" = ? AND ("status" = ?);

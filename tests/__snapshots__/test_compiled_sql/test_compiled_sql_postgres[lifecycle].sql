@@ -22,8 +22,8 @@ WHERE "namespace" = %s AND (("status" = %s::text) AND ("expires_at" < %s));
 -- when it reaches over half of the file's memories, the indexes over decay_score, rank, status are dropped before its rules and created again after them, in its transaction
 -- decay reach
 SELECT count(*) FROM memories
-WHERE "namespace" = %s AND (("status" = %s::text) OR (("status" = %s::text) AND ("decay_score" < %s::double precision)));
--- params: [':namespace', 'active', 'active', 0.1]
+WHERE "namespace" = %s AND (("status" = %s::text));
+-- params: [':namespace', 'active']
 -- decay.rules[0] rows (the skipped: those it does not change)
 SELECT count(*) FROM memories
 WHERE "namespace" = %s AND ("status" = %s::text);

@@ -1,0 +1,146 @@
+"""A pass's rules as statements: per rule an optional INSERT of its events and one UPDATE,
+both under the rule's WHERE, guarded so that no unusable value (NULL, NaN, infinite) is
+ever written; and the reach count that decides how a pass rewrites its rows.
+"""
+from __future__ import annotations
+
+from .. import expr as X
+from ..dialect import NOW, Dialect
+from ..policy import Pass, Policy, Rule
+from ..statement import FROM_ID, NAMESPACE, TO_ID, Statement
+
+
+def pass_statements(policy: Policy, p: Pass, d: Dialect) -> list[Statement]:
+    """A batched pass's statements cover one id range each time they run; the namespace
+    test is then written `+namespace` so SQLite walks the id range, not the namespace."""
+    batch = (f'"id" >= {d.placeholder} AND "id" < {d.placeholder}', [FROM_ID, TO_ID]) \
+        if p.batch else None
+    out = []
+    for i, rule in enumerate(p.rules):
+        out += rule_statements(policy, rule, d, f"{p.name}.rules[{i}]", batch)
+    return out
+
+
+def reach_statement(p: Pass, d: Dialect) -> Statement:
+    """How many rows a pass's rules reach, counted before the first one runs (a later
+    rule may reach rows an earlier one changes; the count is for choosing how to write)."""
+    whens = [r.when for r in p.rules]
+    sql, params = f'"namespace" = {d.placeholder}', [NAMESPACE]
+    if all(w is not None for w in whens):
+        rendered = [d.render(w) for w in _union(whens)]
+        sql += " AND (" + " OR ".join(w for w, _ in rendered) + ")"
+        params += [x for _, ps in rendered for x in ps]
+    return Statement(f"{p.name} reach", f"SELECT count(*) FROM memories\nWHERE {sql}", params)
+
+
+def _union(whens: list[X.Node]) -> list[X.Node]:
+    """The rules' conditions to OR together for the reach count. When one of them is a
+    conjunct of every other (decay's `status = 'active'` and `status = 'active' and
+    decay_score < x`), it alone is their union, and a count an index can answer."""
+    for w in whens:
+        if all(v == w or (isinstance(v, X.BoolOp) and v.op == "and" and w in v.items)
+               for v in whens):
+            return [w]
+    return whens
+
+
+def pass_writes(policy: Policy, p: Pass) -> tuple[str, ...]:
+    """The columns a pass's rules write, the stored rank included when it follows them."""
+    cols = {c for r in p.rules for c in r.set}
+    if cols & X.columns_of(policy.rank):
+        cols.add("rank")
+    return tuple(sorted(cols))
+
+
+def rule_statements(policy: Policy, rule: Rule, d: Dialect, label: str,
+                    extra_where: tuple[str, list] | None = None) -> list[Statement]:
+    """A rule is an optional INSERT ... SELECT of its events, then one UPDATE.
+
+    Both read the same WHERE; the events go first so they see the rows before the change,
+    and both run in the caller's transaction. A rule whose formulas can come out NULL, NaN
+    or infinite on some rows (`confidence / access_count` where access_count is 0) never
+    writes that: both also require every computed value to be usable, and a count of the
+    rows the rule is for goes first: those it did not change are reported as skipped."""
+    where_sql, where_params = _where(rule.when, d, extra_where)
+    guard_sql, guard_params = _usable(rule.set, d)
+    out = []
+    if guard_sql:  # rows the rule is for, before it runs; the skipped are those not changed
+        out.append(Statement(f"{label} rows (the skipped: those it does not change)",
+                             f"SELECT count(*) FROM memories\nWHERE {where_sql}",
+                             list(where_params), counts_skipped=True))
+        where_sql, where_params = f"{where_sql} AND {guard_sql}", where_params + guard_params
+    if rule.event:
+        detail_sql, detail_params = _detail(rule, d, label)
+        out.append(Statement(
+            f"{label} event {rule.event}",
+            "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)\n"
+            f"SELECT \"id\", {d.placeholder}, {detail_sql}, {d.placeholder}\nFROM memories\n"
+            f"WHERE {where_sql}",
+            [rule.event, *detail_params, NOW, *where_params]))
+    if rule.set:
+        set_sql, set_params = assignments(policy, rule.set, d)
+        out.append(Statement(f"{label} update", f"UPDATE memories\nSET {set_sql}\nWHERE {where_sql}",
+                             set_params + where_params))
+    return out
+
+
+# the largest finite REAL: NULL, NaN (which SQLite reads as NULL) and +-inf fall outside
+FINITE = 1.7976931348623157e308
+
+
+def _usable(sets: dict[str, X.Node], d: Dialect) -> tuple[str, list]:
+    """A condition true only where every computed value of a rule's `set` can be stored:
+    a number that is finite, a time that is not NULL. Literals need no check (`null` is
+    written as asked)."""
+    parts, params = [], []
+    for node in sets.values():
+        if isinstance(node, X.Const):
+            continue
+        sql, p = d.render(node)
+        if node.type == X.NUM:
+            parts.append(f"({sql}) BETWEEN {d.placeholder} AND {d.placeholder}")
+            params += [*p, -FINITE, FINITE]
+        else:
+            parts.append(f"({sql}) IS NOT NULL")
+            params += p
+    return (f"({' AND '.join(parts)})" if parts else ""), params
+
+
+def _where(when: X.Node | None, d: Dialect, extra=None) -> tuple[str, list]:
+    ns = d.unindexed("namespace") if extra else d.quote("namespace")
+    sql, params = f"{ns} = {d.placeholder}", [NAMESPACE]
+    if when is not None:
+        w_sql, w_params = d.render(when)
+        sql, params = f"{sql} AND {w_sql}", params + w_params
+    if extra:
+        sql, params = f"{sql} AND {extra[0]}", params + list(extra[1])
+    return sql, params
+
+
+def assignments(policy: Policy, sets: dict[str, X.Node], d: Dialect) -> tuple[str, list]:
+    parts, params = [], []
+    for col, node in sets.items():
+        sql, p = d.render(node)
+        parts.append(f"{d.quote(col)} = {sql}")
+        params += p
+    if set(sets) & X.columns_of(policy.rank):
+        # keep the stored rank current: computed from the values this UPDATE writes
+        sql, p = d.render(policy.rank, overrides=sets)
+        parts.append(f'"rank" = {sql}')
+        params += p
+    return ",\n    ".join(parts), params
+
+
+def _detail(rule: Rule, d: Dialect, label: str) -> tuple[str, list]:
+    """Event detail as JSON: the rule, and each set column's value before and after."""
+    before, after, params_b, params_a = [], [], [], []
+    for col, node in rule.set.items():
+        before.append(f"{d.text_param}, {d.quote(col)}")
+        params_b.append(col)
+        sql, p = d.render(node)
+        after.append(f"{d.text_param}, {sql}")
+        params_a += [col, *p]
+    obj, key = d.json_object, d.text_param
+    sql = (f"{obj}({key}, {key}, {key}, {obj}({', '.join(before)}), "
+           f"{key}, {obj}({', '.join(after)}))")
+    return sql, ["rule", label, "from", *params_b, "to", *params_a]
