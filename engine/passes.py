@@ -46,12 +46,33 @@ def run_rules(ctx: Context, name: str, progress: Callable[[str], None] | None = 
     if state and state["cursor"] >= RULES_DONE:
         return PassResult(name, state["run_now"], state["changed"],
                           notes=["resumed an interrupted run after its rules"])
+    with ctx.transaction(exclusive=True):
+        return _rules_and_record(ctx, name, progress, record)
+
+
+def run_together(ctx: Context, names: list[str], progress=None) -> list[PassResult]:
+    """Passes of rules alone (no `batch:`, no clusters), run in one transaction, each
+    recorded as its own run: `lethe run --pass expiry --pass decay` writes each page of
+    the file once and commits once, as the article's own passes do, instead of committing
+    expiry's scattered rows and then rewriting them. All or none land."""
+    if len(names) == 1 or any(ctx.store.progress(ctx.namespace, n) for n in names):
+        return [run_rules(ctx, name, progress) for name in names]  # one left half done
+    with ctx.transaction(exclusive=True):
+        return [_rules_and_record(ctx, name, progress, True) for name in names]
+
+
+def alone_in_a_transaction(ctx: Context, name: str) -> bool:
+    """Whether a pass is only rules that run in one transaction (what run_together takes)."""
+    p = ctx.policy.passes[name]
+    return not p.batch and p.cluster is None
+
+
+def _rules_and_record(ctx: Context, name: str, progress, record: bool) -> PassResult:
     now = ctx.now()
     result = PassResult(name, now)
-    with ctx.transaction(exclusive=True):
-        with _rewriting(ctx, name, now):
-            _apply(ctx, ctx.plan.passes[name], result, now, progress)
-        _finish(ctx, name, now, result, record)
+    with _rewriting(ctx, name, now):
+        _apply(ctx, ctx.plan.passes[name], result, now, progress)
+    _finish(ctx, name, now, result, record)
     return result
 
 

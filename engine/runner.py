@@ -31,8 +31,7 @@ def run(ctx: Context, names: Iterable[str], progress: Progress = None,
             known = ", ".join(ctx.policy.passes) or "(none)"
             raise LetheError(f"policy '{ctx.policy.name}' has no pass '{name}'; it has: {known}")
     with hold(ctx, terms) as held:
-        hook = _hook(held, progress)
-        return [run_one(held, name, hook) for name in names]
+        return _run_all(held, names, _hook(held, progress))
 
 
 def run_due(ctx: Context, progress: Progress = None, terms: LeaseTerms | None = None,
@@ -50,7 +49,7 @@ def run_due(ctx: Context, progress: Progress = None, terms: LeaseTerms | None = 
             Writer(held).retry_pending()
         embedded = vectors.backfill(held)  # memories stored while the embedding model was down
         hook = _hook(held, progress)
-        results = [run_one(held, name, hook) for name in P.due(held, held.clock())]
+        results = _run_all(held, P.due(held, held.clock()), hook)
         if embedded:
             results.insert(0, P.PassResult("embeddings", held.now(), embedded))
         if before:
@@ -69,6 +68,21 @@ def _idle(ctx: Context, retry_failed: bool) -> bool:
     if retry_failed or ctx.embedder is not None:
         return False
     return not ctx.store.pending_count(ctx.namespace) and not P.due(ctx, ctx.clock())
+
+
+def _run_all(ctx: Context, names: list[str], progress: Progress) -> list[P.PassResult]:
+    """The passes in order; neighbours that are rules alone share one transaction."""
+    results, group = [], []
+    for name in names + [None]:
+        if name is not None and P.alone_in_a_transaction(ctx, name):
+            group.append(name)
+            continue
+        if group:
+            results += P.run_together(ctx, group, progress)
+            group = []
+        if name is not None:
+            results.append(run_one(ctx, name, progress))
+    return results
 
 
 def run_one(ctx: Context, name: str, progress: Progress = None) -> P.PassResult:

@@ -286,7 +286,10 @@ def m017_partial_indexes(db):
     Recall's own `status = ?` picks the partial index for the bound 'active' (SQLite plans
     with bound values); a query for another status reads the table, as it should."""
     db.execute("DROP INDEX IF EXISTS memories_recall")
-    db.execute("CREATE INDEX memories_recall ON memories(namespace, rank, id) "
+    # status stays a column: a query's `status = ?` is then checked in the index, not
+    # against each row (SQLite proves the partial WHERE from the bound value but still
+    # evaluates the term), so a pass's count of active rows reads the index alone
+    db.execute("CREATE INDEX memories_recall ON memories(namespace, status, rank, id) "
                "WHERE status = 'active'")
     db.execute("DROP INDEX IF EXISTS memories_expiry")
     db.execute("CREATE INDEX memories_expiry ON memories(namespace, status, expires_at) "
