@@ -926,3 +926,22 @@ def test_contradiction_reads_changes_said_without_a_change_verb(old, new):
 ])
 def test_contradiction_leaves_what_a_new_thing_does_not_replace(old, new):
     assert not supersedes(new, old)
+
+
+# ---- issue 18, third round: classes of failure, each with sentences of its own ------------
+@pytest.mark.parametrize("old, new", [
+    # the gate writes memories in the third person: "User started ..." is "I started ..."
+    ("User works as a teacher at Oakwood school.", "User started a new job as a nurse at St Mary."),
+    ("User's accountant is Ms. Okafor.", "User's new accountant is Mr. Brandt."),
+    ("User's car is a Honda Civic.", "User just bought a new car, a Mazda 3."),
+])
+def test_contradiction_reads_a_new_one_in_the_third_person(old, new):
+    assert supersedes(new, old)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("User has two cats.", "User got a new puppy."),
+    ("User works on the app.", "User has a new idea for the app."),
+])
+def test_contradiction_third_person_new_thing_still_replaces_only_its_kind(old, new):
+    assert not supersedes(new, old)
