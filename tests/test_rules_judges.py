@@ -945,3 +945,36 @@ def test_contradiction_reads_a_new_one_in_the_third_person(old, new):
 ])
 def test_contradiction_third_person_new_thing_still_replaces_only_its_kind(old, new):
     assert not supersedes(new, old)
+
+
+# With embeddings, each candidate comes with its cosine to the new memory. Unrelated
+# memories sit around 0.1-0.25 with all-MiniLM-L6-v2; the numbers below are of that kind.
+OTHERS = [(2, "The quarterly review is in room 4."), (3, "User's brother lives in Cork."),
+          (4, "The payroll runs on the 25th.")]
+FAR = {2: 0.21, 3: 0.18, 4: 0.12}
+
+
+@pytest.mark.parametrize("old, new", [
+    # an ending said of a kind ("sugar", "caffeine") that the old memory names by a member
+    ("User takes two spoons of honey in every tea.", "User gave up sugar entirely."),
+    ("The Guardian is delivered every Saturday.", "We cancelled the newspaper subscription."),
+    ("CI compiles the whole monorepo at 2am every night.", "No more overnight builds, we stopped them."),
+])
+def test_contradiction_an_ending_acts_on_the_clearly_nearest_memory(old, new):
+    got = rules.contradiction(new, [(1, old)] + OTHERS, {1: 0.5, **FAR})
+    assert got["supersedes"] == [1]
+
+
+@pytest.mark.parametrize("old, new, near", [
+    # two memories equally near: which one ended is not clear, so neither is touched
+    ("User takes two spoons of honey in every tea.", "User gave up sugar entirely.",
+     {1: 0.5, 2: 0.46, 3: 0.18, 4: 0.12}),
+    # clearly nearest, but nothing said to have changed
+    ("User takes two spoons of honey in every tea.", "User loves maple syrup on pancakes.",
+     {1: 0.5, **FAR}),
+    # clearly nearest, but far in meaning
+    ("User takes two spoons of honey in every tea.", "User gave up sugar entirely.",
+     {1: 0.33, 2: 0.1, 3: 0.08, 4: 0.05}),
+])
+def test_contradiction_nearest_needs_a_clear_lead_a_change_and_closeness(old, new, near):
+    assert rules.contradiction(new, [(1, old)] + OTHERS, near)["supersedes"] == []
