@@ -978,3 +978,55 @@ def test_contradiction_an_ending_acts_on_the_clearly_nearest_memory(old, new):
 ])
 def test_contradiction_nearest_needs_a_clear_lead_a_change_and_closeness(old, new, near):
     assert rules.contradiction(new, [(1, old)] + OTHERS, near)["supersedes"] == []
+
+
+# ---- select: an abbreviation is the words it abbreviates ---------------------------------
+FACTS = [
+    (1, "The annual recurring revenue is about 1.2M dollars."),
+    (2, "User's body mass index was 24 at the last check-up."),
+    (3, "The service level agreement promises a reply within 4 hours."),
+    (4, "The parcel has an estimated time of arrival of Friday."),
+    (5, "Return on investment for the ads was 3x last quarter."),
+    (6, "User prefers rust-coloured notebooks."),
+]
+
+
+@pytest.mark.parametrize("query, want", [
+    ("what's our ARR?", 1), ("what was my BMI", 2), ("what does the SLA say", 3),
+    ("parcel ETA", 4), ("ROI on ads", 5),
+])
+def test_select_reads_an_abbreviation_as_the_words_it_spells(query, want):
+    assert rules.select(query, FACTS, 6)[:1] == [want]
+
+
+def test_select_reads_the_words_of_an_abbreviation_a_memory_uses():
+    memories = [(1, "ARR is about 1.2M dollars."), (2, "User drinks coffee black.")]
+    assert rules.select("annual recurring revenue", memories, 6) == [1]
+
+
+@pytest.mark.parametrize("query", ["any open PRs?", "what's our NPS?", "the CFO"])
+def test_select_an_abbreviation_spelled_nowhere_picks_nothing(query):
+    # two letters spell too many word pairs ("prefers rust") to mean anything alone
+    assert rules.select(query, FACTS, 6) == []
+
+
+# ---- select with embeddings: the clearly nearest in meaning is picked ---------------------
+SHELF = [(1, "User's partner is allergic to penicillin."), (2, "The hallway lamp needs a bulb."),
+         (3, "User bikes to work on Tuesdays."), (4, "Support tickets are answered in Freshdesk."),
+         (5, "The quarterly offsite is in Lisbon.")]
+
+
+def test_select_picks_the_clearly_nearest_even_when_no_word_is_shared():
+    near = {1: 0.24, 2: 0.12, 3: 0.09, 4: 0.10, 5: 0.08}
+    assert rules.select("which antibiotics should we avoid", SHELF, 6, near) == [1]
+
+
+def test_select_the_clearly_nearest_stands_beside_a_word_match():
+    # 'support tickets' match two words of 4, but 1 is what the query means
+    near = {1: 0.40, 2: 0.10, 3: 0.12, 4: 0.27, 5: 0.05}
+    assert 1 in rules.select("support tickets about antibiotics", SHELF, 6, near)
+
+
+def test_select_nearest_without_a_clear_lead_adds_nothing():
+    near = {1: 0.24, 2: 0.21, 3: 0.18, 4: 0.10, 5: 0.08}
+    assert rules.select("which antibiotics should we avoid", SHELF, 6, near) == []

@@ -226,6 +226,16 @@ def similarity(a: str, b: str) -> float:
     return shared / sum(max(wa.get(w, 0.0), wb.get(w, 0.0)) for w in both)
 
 
+def clearly_nearest(similar: dict[int, float], at_least: float, lead: float) -> int | None:
+    """The candidate nearest in meaning (by embedding cosine) when it is at least this
+    close and stands `lead` ahead of the next one; None when two are near alike, or fewer
+    than two were measured (a lone candidate has nothing to stand ahead of)."""
+    if len(similar) < 2:
+        return None
+    (first, best), (_, second) = sorted(similar.items(), key=lambda kv: (-kv[1], kv[0]))[:2]
+    return first if best >= at_least and best - second >= lead else None
+
+
 def sentences(text: str) -> list[str]:
     """The sentences of a text; a clause ended by ';' is a sentence of its own, without
     the ';' ("Priya moved to the search team; Tom owns billing now." is two)."""

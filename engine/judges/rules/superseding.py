@@ -7,7 +7,8 @@ import re
 from ...lexicon import lexicon, words
 from .guards import NEW_ONE, change_clause, change_said, guarded
 from .reading import (NEGATION, notation, NEW_SIDE, NOT_NEGATION, OLD_SIDE, SIDE_BREAK, STRONG_CHANGE,
-                      Reading, conflict, gist, jaccard, members_by_category, read, side_words)
+                      Reading, clearly_nearest, conflict, gist, jaccard, members_by_category,
+                      read, side_words)
 from ...lexicon.slots import CATEGORIES, MEMBER_OF
 from .words import (CUE_WORDS, GENERIC, SLOT_OF, STANCE, STOPWORDS, WORD_RE, canon, is_value,
                     token_tuple)
@@ -34,7 +35,9 @@ def contradiction(new: str, candidates: list[tuple[int, str]],
     "We have switched from poetry to uv!") is always a confirmation, never a change."""
     fresh = read(new or "")
     similar = similar or {}
-    nearest = _clearly_nearest(similar)
+    # the one memory a change sharing no word with it can be about ("gave up caffeine" /
+    # "drinks two coffees"): the candidate clearly nearest in meaning
+    nearest = clearly_nearest(similar, _RELATED, _LEAD)
     supersedes, confirms = [], []
     for number, text in candidates:
         old = read(text or "")
@@ -51,16 +54,6 @@ def contradiction(new: str, candidates: list[tuple[int, str]],
 
 
 _FLIPS = tuple((canon(a), canon(b)) for a, b in _LEXICON["flips"])
-
-
-def _clearly_nearest(similar: dict[int, float]) -> int | None:
-    """The candidate nearest in meaning when it stands clearly ahead of the next one: the
-    one memory a change sharing no word with it ("gave up caffeine" / "drinks two coffees")
-    can be about. None when two are near alike, or fewer than two were measured."""
-    if len(similar) < 2:
-        return None
-    (first, best), (_, second) = sorted(similar.items(), key=lambda kv: -kv[1])[:2]
-    return first if best >= _RELATED and best - second >= _LEAD else None
 
 
 def _changed(n: Reading, o: Reading, similarity: float | None, nearest: bool = False) -> bool:
