@@ -1030,3 +1030,24 @@ def test_select_the_clearly_nearest_stands_beside_a_word_match():
 def test_select_nearest_without_a_clear_lead_adds_nothing():
     near = {1: 0.24, 2: 0.21, 3: 0.18, 4: 0.10, 5: 0.08}
     assert rules.select("which antibiotics should we avoid", SHELF, 6, near) == []
+
+
+# ---- cluster: a clipped word is the word it clips; 'daily' is 'every day' -----------------
+@pytest.mark.parametrize("a, b", [
+    ("User's physio sessions are on Thursdays.", "User sees the physiotherapist on Thursdays."),
+    ("User's rehab is with the physio at Lakeside.", "User does rehab with a physiotherapist at Lakeside."),
+    ("Admin access needs a hardware key.", "Administrator access requires a hardware key."),
+    ("User meditates daily.", "User meditates for a few minutes every day."),
+    ("User swims weekly.", "User goes swimming every week."),
+])
+def test_clipped_words_and_frequency_adverbs_cluster(a, b):
+    assert rules.cluster([(1, a), (2, b)]) == [[1, 2]]
+
+
+@pytest.mark.parametrize("a, b", [
+    # a compound is not a clipping: 'fire' is no 'firewall', 'note' no 'notebook'
+    ("The fire alarm is tested on Mondays.", "The firewall is tested on Mondays."),
+    ("User keeps a note by the door.", "User keeps a notebook by the door."),
+])
+def test_compounds_are_no_clipped_words(a, b):
+    assert rules.cluster([(1, a), (2, b)]) == []
