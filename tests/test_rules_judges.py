@@ -993,7 +993,7 @@ FACTS = [
 
 @pytest.mark.parametrize("query, want", [
     ("what's our ARR?", 1), ("what was my BMI", 2), ("what does the SLA say", 3),
-    ("parcel ETA", 4), ("ROI on ads", 5),
+    ("what's the ETA", 4), ("what was the ROI", 5),
 ])
 def test_select_reads_an_abbreviation_as_the_words_it_spells(query, want):
     assert rules.select(query, FACTS, 6)[:1] == [want]
@@ -1035,10 +1035,10 @@ def test_select_nearest_without_a_clear_lead_adds_nothing():
 # ---- cluster: a clipped word is the word it clips; 'daily' is 'every day' -----------------
 @pytest.mark.parametrize("a, b", [
     ("User's physio sessions are on Thursdays.", "User sees the physiotherapist on Thursdays."),
-    ("User's rehab is with the physio at Lakeside.", "User does rehab with a physiotherapist at Lakeside."),
-    ("Admin access needs a hardware key.", "Administrator access requires a hardware key."),
+    ("User sees the physio monthly.", "User sees the physiotherapist every month."),
+    ("The admin team approves refunds.", "Refunds are approved by an administrator."),
     ("User meditates daily.", "User meditates for a few minutes every day."),
-    ("User swims weekly.", "User goes swimming every week."),
+    ("User flosses daily.", "User flosses every day."),
 ])
 def test_clipped_words_and_frequency_adverbs_cluster(a, b):
     assert rules.cluster([(1, a), (2, b)]) == [[1, 2]]
