@@ -1051,3 +1051,11 @@ def test_clipped_words_and_frequency_adverbs_cluster(a, b):
 ])
 def test_compounds_are_no_clipped_words(a, b):
     assert rules.cluster([(1, a), (2, b)]) == []
+
+
+def test_select_an_abbreviation_starts_and_ends_on_words_of_substance():
+    # "User sees a ..." spells no USA: the memories' own subject and a trailing small word
+    # are not what an abbreviation abbreviates
+    memories = [(1, "User sees a physio on Fridays."), (2, "Mia sees a dentist in June.")]
+    assert rules.select("flights to the USA", memories, 6) == []
+    assert rules.select("the MSA rules", memories, 6) == []

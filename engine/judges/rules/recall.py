@@ -113,12 +113,24 @@ def _abbreviations(query: str, texts: list[str]) -> list[set[str]]:
 
 
 def _spells(abbreviation: str, text: str) -> bool:
-    """Do consecutive words of `text` begin with the letters of `abbreviation`, with or
-    without the small words between them ("return on investment", "time of arrival")?"""
-    found = re.findall(r"[a-z0-9]+", text.lower())
-    every = "".join(w[0] for w in found)
-    content = "".join(w[0] for w in found if w not in STOPWORDS)
-    return abbreviation in every or abbreviation in content
+    """Do consecutive words of `text` begin with the letters of `abbreviation`, small
+    words between them skipped or spelled ("time of arrival", "return on investment")?
+    The spelling starts and ends on words of substance, and never on the memories' own
+    subject: "User sees a physio" spells no USA."""
+    found = [w for w in re.findall(r"[a-z0-9]+", text.lower()) if w != "user"]
+    return any(_spelled_from(abbreviation, found, start) for start in range(len(found)))
+
+
+def _spelled_from(abbreviation: str, found: list[str], i: int) -> bool:
+    last = len(abbreviation) - 1
+    for k, letter in enumerate(abbreviation):
+        while 0 < k and i < len(found) and found[i] in STOPWORDS and found[i][0] != letter:
+            i += 1  # a small word between two letters ("time of arrival")
+        if i >= len(found) or found[i][0] != letter or \
+                (found[i] in STOPWORDS and k in (0, last)):
+            return False
+        i += 1
+    return True
 
 
 _PLACE_WORDS = stems(_LEXICON["place_words"])
