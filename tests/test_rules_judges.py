@@ -926,3 +926,136 @@ def test_contradiction_reads_changes_said_without_a_change_verb(old, new):
 ])
 def test_contradiction_leaves_what_a_new_thing_does_not_replace(old, new):
     assert not supersedes(new, old)
+
+
+# ---- issue 18, third round: classes of failure, each with sentences of its own ------------
+@pytest.mark.parametrize("old, new", [
+    # the gate writes memories in the third person: "User started ..." is "I started ..."
+    ("User works as a teacher at Oakwood school.", "User started a new job as a nurse at St Mary."),
+    ("User's accountant is Ms. Okafor.", "User's new accountant is Mr. Brandt."),
+    ("User's car is a Honda Civic.", "User just bought a new car, a Mazda 3."),
+])
+def test_contradiction_reads_a_new_one_in_the_third_person(old, new):
+    assert supersedes(new, old)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("User has two cats.", "User got a new puppy."),
+    ("User works on the app.", "User has a new idea for the app."),
+])
+def test_contradiction_third_person_new_thing_still_replaces_only_its_kind(old, new):
+    assert not supersedes(new, old)
+
+
+# With embeddings, each candidate comes with its cosine to the new memory. Unrelated
+# memories sit around 0.1-0.25 with all-MiniLM-L6-v2; the numbers below are of that kind.
+OTHERS = [(2, "The quarterly review is in room 4."), (3, "User's brother lives in Cork."),
+          (4, "The payroll runs on the 25th.")]
+FAR = {2: 0.21, 3: 0.18, 4: 0.12}
+
+
+@pytest.mark.parametrize("old, new", [
+    # an ending said of a kind ("sugar", "caffeine") that the old memory names by a member
+    ("User takes two spoons of honey in every tea.", "User gave up sugar entirely."),
+    ("The Guardian is delivered every Saturday.", "We cancelled the newspaper subscription."),
+    ("CI compiles the whole monorepo at 2am every night.", "No more overnight builds, we stopped them."),
+])
+def test_contradiction_an_ending_acts_on_the_clearly_nearest_memory(old, new):
+    got = rules.contradiction(new, [(1, old)] + OTHERS, {1: 0.5, **FAR})
+    assert got["supersedes"] == [1]
+
+
+@pytest.mark.parametrize("old, new, near", [
+    # two memories equally near: which one ended is not clear, so neither is touched
+    ("User takes two spoons of honey in every tea.", "User gave up sugar entirely.",
+     {1: 0.5, 2: 0.46, 3: 0.18, 4: 0.12}),
+    # clearly nearest, but nothing said to have changed
+    ("User takes two spoons of honey in every tea.", "User loves maple syrup on pancakes.",
+     {1: 0.5, **FAR}),
+    # clearly nearest, but far in meaning
+    ("User takes two spoons of honey in every tea.", "User gave up sugar entirely.",
+     {1: 0.33, 2: 0.1, 3: 0.08, 4: 0.05}),
+])
+def test_contradiction_nearest_needs_a_clear_lead_a_change_and_closeness(old, new, near):
+    assert rules.contradiction(new, [(1, old)] + OTHERS, near)["supersedes"] == []
+
+
+# ---- select: an abbreviation is the words it abbreviates ---------------------------------
+FACTS = [
+    (1, "The annual recurring revenue is about 1.2M dollars."),
+    (2, "User's body mass index was 24 at the last check-up."),
+    (3, "The service level agreement promises a reply within 4 hours."),
+    (4, "The parcel has an estimated time of arrival of Friday."),
+    (5, "Return on investment for the ads was 3x last quarter."),
+    (6, "User prefers rust-coloured notebooks."),
+]
+
+
+@pytest.mark.parametrize("query, want", [
+    ("what's our ARR?", 1), ("what was my BMI", 2), ("what does the SLA say", 3),
+    ("what's the ETA", 4), ("what was the ROI", 5),
+])
+def test_select_reads_an_abbreviation_as_the_words_it_spells(query, want):
+    assert rules.select(query, FACTS, 6)[:1] == [want]
+
+
+def test_select_reads_the_words_of_an_abbreviation_a_memory_uses():
+    memories = [(1, "ARR is about 1.2M dollars."), (2, "User drinks coffee black.")]
+    assert rules.select("annual recurring revenue", memories, 6) == [1]
+
+
+@pytest.mark.parametrize("query", ["any open PRs?", "what's our NPS?", "the CFO"])
+def test_select_an_abbreviation_spelled_nowhere_picks_nothing(query):
+    # two letters spell too many word pairs ("prefers rust") to mean anything alone
+    assert rules.select(query, FACTS, 6) == []
+
+
+# ---- select with embeddings: the clearly nearest in meaning is picked ---------------------
+SHELF = [(1, "User's partner is allergic to penicillin."), (2, "The hallway lamp needs a bulb."),
+         (3, "User bikes to work on Tuesdays."), (4, "Support tickets are answered in Freshdesk."),
+         (5, "The quarterly offsite is in Lisbon.")]
+
+
+def test_select_picks_the_clearly_nearest_even_when_no_word_is_shared():
+    near = {1: 0.24, 2: 0.12, 3: 0.09, 4: 0.10, 5: 0.08}
+    assert rules.select("which antibiotics should we avoid", SHELF, 6, near) == [1]
+
+
+def test_select_the_clearly_nearest_stands_beside_a_word_match():
+    # 'support tickets' match two words of 4, but 1 is what the query means
+    near = {1: 0.40, 2: 0.10, 3: 0.12, 4: 0.27, 5: 0.05}
+    assert 1 in rules.select("support tickets about antibiotics", SHELF, 6, near)
+
+
+def test_select_nearest_without_a_clear_lead_adds_nothing():
+    near = {1: 0.24, 2: 0.21, 3: 0.18, 4: 0.10, 5: 0.08}
+    assert rules.select("which antibiotics should we avoid", SHELF, 6, near) == []
+
+
+# ---- cluster: a clipped word is the word it clips; 'daily' is 'every day' -----------------
+@pytest.mark.parametrize("a, b", [
+    ("User's physio sessions are on Thursdays.", "User sees the physiotherapist on Thursdays."),
+    ("User sees the physio monthly.", "User sees the physiotherapist every month."),
+    ("The admin team approves refunds.", "Refunds are approved by an administrator."),
+    ("User meditates daily.", "User meditates for a few minutes every day."),
+    ("User flosses daily.", "User flosses every day."),
+])
+def test_clipped_words_and_frequency_adverbs_cluster(a, b):
+    assert rules.cluster([(1, a), (2, b)]) == [[1, 2]]
+
+
+@pytest.mark.parametrize("a, b", [
+    # a compound is not a clipping: 'fire' is no 'firewall', 'note' no 'notebook'
+    ("The fire alarm is tested on Mondays.", "The firewall is tested on Mondays."),
+    ("User keeps a note by the door.", "User keeps a notebook by the door."),
+])
+def test_compounds_are_no_clipped_words(a, b):
+    assert rules.cluster([(1, a), (2, b)]) == []
+
+
+def test_select_an_abbreviation_starts_and_ends_on_words_of_substance():
+    # "User sees a ..." spells no USA: the memories' own subject and a trailing small word
+    # are not what an abbreviation abbreviates
+    memories = [(1, "User sees a physio on Fridays."), (2, "Mia sees a dentist in June.")]
+    assert rules.select("flights to the USA", memories, 6) == []
+    assert rules.select("the MSA rules", memories, 6) == []

@@ -57,6 +57,14 @@ def test_related_words_reads_aliases_and_joins_every_slot_of_a_member():
     assert {"npm", "deno", "runtime", "packagemanager"} <= set(rules.related_words("bun"))
 
 
+def test_related_words_names_the_other_words_of_a_noun_synonym_group():
+    # "a new job" must find "works as": the judges fold job into work, so the search must too
+    assert {"work", "employed"} <= set(rules.related_words("job"))
+    assert "repository" in rules.related_words("repos")
+    # stances are no topic: "love" must not pull in every memory saying "likes"
+    assert rules.related_words("love") == []
+
+
 def test_related_words_is_empty_outside_the_lexicon():
     assert rules.related_words("kreuzberg") == []
 

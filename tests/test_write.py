@@ -543,6 +543,22 @@ def test_candidates_bring_in_the_other_members_of_a_slot_and_skip_common_words(t
     mem.close()
 
 
+def test_candidates_bring_in_the_words_of_a_synonym_group(tmp_path):
+    """A replacement worded with a synonym the judges know ("a new job" for "works as")
+    must be shown to them: the full-text search reads the same synonym groups."""
+    from engine import Memory
+    from engine.write import store_memory
+
+    mem = Memory(str(tmp_path / "m.db"), policy=f"{POLICIES}/lifecycle.yaml", offline=True)
+    with mem.store.transaction():
+        old = store_memory(mem.context, "User works as a pharmacist in Leith.")
+        store_memory(mem.context, "User's sister plays the cello.")
+    new = Judged(content="Started a new job as a baker at Crumb.")
+    rows = mem.writer.candidates(mem.policy.write[2], new, {})
+    assert [r["id"] for r in rows] == [old]
+    mem.close()
+
+
 def test_confidence_contradiction_and_expiry_are_asked_at_once(fake_openai, lethe):
     """After the gate, the three steps that read only its answer are in flight together:
     each answer waits at a barrier the other two must reach, which sequential calls never

@@ -42,12 +42,32 @@ def _member_of() -> dict[str, set[str]]:
 MEMBER_OF: dict[str, set[str]] = _member_of()  # member -> the slots it belongs to
 
 
+def _synonym_groups() -> dict[str, tuple[str, ...]]:
+    """Each word of a noun synonym group in `words.yaml` -> its group ('job' -> work,
+    employed, job). Groups of stances and qualities ('prefer', 'fast') are left out: a
+    word like 'love' would bring in every memory saying 'likes', about anything."""
+    data = lexicon("words")
+    not_nouns = set(words(data["not_nouns"]))
+    groups: dict[str, tuple[str, ...]] = {}
+    for canonical, raw in data["synonyms"].items():
+        if canonical in not_nouns:
+            continue
+        group = (canonical, *words(raw))
+        for word in group:
+            groups[word] = group
+    return groups
+
+
+_SYNONYMS = _synonym_groups()
+
+
 def related_words(word: str) -> list[str]:
     """Words a replacement of `word` may use instead: the other members of its lexicon
-    categories, and the words naming the slot (mysql -> postgresql, sqlite, ..., database).
-    Empty for words outside the lexicon."""
+    categories, the words naming the slot (mysql -> postgresql, sqlite, ..., database),
+    and the other words of its noun synonym group (job -> work, employed). Empty for
+    words outside the lexicon."""
     name = ALIASES.get(word.lower(), word.lower())
-    out: list[str] = []
+    out: list[str] = [w for w in _SYNONYMS.get(name, ()) if w != name]
     for category in sorted(MEMBER_OF.get(name, ())):
         slot = CATEGORIES[category]
         out += [n for n in slot.members if n != name] + list(slot.names)

@@ -20,10 +20,12 @@ _CHANGE = re.compile(r"\b(?:%s)\b|\bno more\b|\bup to\b|\bdown to\b|\bturned off
                      r"\bswitched off\b|\bgave up\b|\bmoved out\b|\bfrom now on\b|"
                      r"\bthese days\b|\bnot \w+ any ?more\b"
                      % "|".join(words(_LEXICON["change_words"])))
-# the user's one thing of a kind, now another: "I started a new job", "my new dentist"
-NEW_ONE = re.compile(r"\b(?:i|we)(?: have| has| just| recently| finally)* (?:started|got|"
-                     r"have|bought|found|signed|moved into) (?:a|an|my|our) new ([a-z]+)|"
-                     r"\b(?:my|our) new ([a-z]+)\b")
+# the user's one thing of a kind, now another: "I started a new job", "my new dentist";
+# the gate writes memories in the third person, so "User started ..." and "user's new
+# dentist" (read as "user new dentist") say the same
+NEW_ONE = re.compile(r"\b(?:i|we|user)(?: have| has| just| recently| finally)* (?:started|"
+                     r"got|have|has|bought|found|signed|moved into) (?:a|an|my|our|their) "
+                     r"new ([a-z]+)|\b(?:my|our|user) new ([a-z]+)\b")
 _HYPOTHETICAL = re.compile(r"\b(?:%s)\b|\bat some point\b|\bnot decided\b|\bin case\b"
                            % "|".join(words(_LEXICON["hypothetical"])))
 # "lived in Montreal before Toronto", "used to work at IBM": the past, told as the past.

@@ -219,11 +219,33 @@ def similarity(a: str, b: str) -> float:
     if conflict(ra, rb):
         return 0.0
     wa, wb = _weights(ra), _weights(rb)
+    wa = {_clipping_of(w, wb): weight for w, weight in wa.items()}
+    wb = {_clipping_of(w, wa): weight for w, weight in wb.items()}
     both = wa.keys() | wb.keys()
     if not both:
         return 0.0
     shared = sum(min(wa.get(w, 0.0), wb.get(w, 0.0)) for w in both)
     return shared / sum(max(wa.get(w, 0.0), wb.get(w, 0.0)) for w in both)
+
+
+def _clipping_of(word: str, others) -> str:
+    """`word`, or the word of `others` it is clipped from ('prod' -> 'production',
+    'physio' -> 'physiotherapist'). A clipping keeps four letters or more and drops five
+    or more: 'fire' is no 'firewall', 'note' no 'notebook' (compounds drop a word)."""
+    if len(word) < 4 or word in others:
+        return word
+    longer = [w for w in others if w.startswith(word) and len(w) >= len(word) + 5]
+    return longer[0] if len(longer) == 1 else word  # two would be a guess
+
+
+def clearly_nearest(similar: dict[int, float], at_least: float, lead: float) -> int | None:
+    """The candidate nearest in meaning (by embedding cosine) when it is at least this
+    close and stands `lead` ahead of the next one; None when two are near alike, or fewer
+    than two were measured (a lone candidate has nothing to stand ahead of)."""
+    if len(similar) < 2:
+        return None
+    (first, best), (_, second) = sorted(similar.items(), key=lambda kv: (-kv[1], kv[0]))[:2]
+    return first if best >= at_least and best - second >= lead else None
 
 
 def sentences(text: str) -> list[str]:

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 
 from ...lexicon import lexicon
-from .reading import FIRST_PERSON, Reading, read
+from .reading import FIRST_PERSON, Reading, clearly_nearest, read
 from ...lexicon.slots import MEMBER_OF
 from .words import GENERIC, SLOT_OF, STANCE, STOPWORDS, canon, is_value, normalise, stems
 
@@ -46,10 +47,14 @@ def select(query: str, candidates: list[tuple[int, str]], top_n: int,
     # user lives in or moved to; 'when is the demo' prefers memories holding a date
     asks = {name for name, (asked, _) in _ASKED_SLOTS.items() if asked(q)}
     holders = {name: sum(1 for _, r in readings if _ASKED_SLOTS[name][1](r)) for name in asks}
+    linked = _abbreviations(query or "", [text or "" for _, text in candidates])
+    linking = Counter(a for held in linked for a in held)  # an abbreviation's df
     scored = []
     for position, (number, r) in enumerate(readings):
         # sorted, so float sums (and hence ties) do not depend on set order
         score = sum(math.log(1 + total / _df(readings, w)) for w in sorted(wanted & r.concepts))
+        score += sum(math.log(1 + total / linking[a])
+                     for a in sorted(linked[position] - (wanted & r.concepts)))
         for category in sorted(namers.keys() & {c for c, _ in r.members}):
             if not namers[category] & r.concepts:  # a word already matched counts once
                 score += math.log(1 + total / _df_slot(readings, category))
@@ -70,20 +75,62 @@ def select(query: str, candidates: list[tuple[int, str]], top_n: int,
 
 SIM_FLOOR = 0.25   # a cosine below this fits no query, whatever the words say
 SIM_WEIGHT = 4.0   # a close meaning (cosine 0.6) weighs about two shared rare words
+SIM_NEAR = 0.20    # the nearest candidate fits when at least this close ...
+SIM_LEAD = 0.10    # ... and this far ahead of the next: it is what the query means
 
 
 def _with_similarity(scored: list, similar: dict[int, float], order: list[int]) -> list:
     """Word scores plus meaning: each candidate gains SIM_WEIGHT per unit of cosine above
     SIM_FLOOR, so a paraphrase sharing no word can still be picked; a word match whose
-    meaning is far from the query loses nothing, and nothing below the floor is added."""
+    meaning is far from the query loses nothing, and nothing below the floor is added.
+    The candidate clearly nearest in meaning ranks with the best word match ("customer
+    attrition" means the churn memory, not the one sharing "customer"): cosines are low
+    for short queries, so a clear lead says more than the cosine itself."""
     words = {number: -score for score, _, number in scored}
-    out = []
-    for position, number in enumerate(order):
-        meaning = max(0.0, (similar.get(number) or 0.0) - SIM_FLOOR) * SIM_WEIGHT
-        total = words.get(number, 0.0) + meaning
-        if total > 0:
-            out.append((-total, position, number))
-    return out
+    totals = {number: words.get(number, 0.0)
+              + max(0.0, (similar.get(number) or 0.0) - SIM_FLOOR) * SIM_WEIGHT
+              for number in order}
+    nearest = clearly_nearest(similar, SIM_NEAR, SIM_LEAD)
+    if nearest in totals:
+        floor = (similar[nearest] - SIM_NEAR) * SIM_WEIGHT  # > 0: picked even alone
+        totals[nearest] = max(totals[nearest], max(totals.values()), floor)
+    return [(-totals[number], position, number) for position, number in enumerate(order)
+            if totals[number] > 0]
+
+
+# Three or more capitals are an abbreviation ("MRR", "SLAs"); two spell too many word
+# pairs ("PR": "pull request", but also "prefers Rust") to say anything on their own.
+_ABBREVIATION = re.compile(r"\b([A-Z][A-Z0-9]{2,5})s?\b")
+
+
+def _abbreviations(query: str, texts: list[str]) -> list[set[str]]:
+    """The abbreviations linking each text to the query: "what's our MRR?" and "the
+    monthly recurring revenue ...", or "annual recurring revenue" and "ARR is ..."."""
+    asked = {a.lower() for a in _ABBREVIATION.findall(query)}
+    return [{a for a in asked if _spells(a, text)}
+            | {a.lower() for a in _ABBREVIATION.findall(text) if _spells(a.lower(), query)}
+            for text in texts]
+
+
+def _spells(abbreviation: str, text: str) -> bool:
+    """Do consecutive words of `text` begin with the letters of `abbreviation`, small
+    words between them skipped or spelled ("time of arrival", "return on investment")?
+    The spelling starts and ends on words of substance, and never on the memories' own
+    subject: "User sees a physio" spells no USA."""
+    found = [w for w in re.findall(r"[a-z0-9]+", text.lower()) if w != "user"]
+    return any(_spelled_from(abbreviation, found, start) for start in range(len(found)))
+
+
+def _spelled_from(abbreviation: str, found: list[str], i: int) -> bool:
+    last = len(abbreviation) - 1
+    for k, letter in enumerate(abbreviation):
+        while 0 < k and i < len(found) and found[i] in STOPWORDS and found[i][0] != letter:
+            i += 1  # a small word between two letters ("time of arrival")
+        if i >= len(found) or found[i][0] != letter or \
+                (found[i] in STOPWORDS and k in (0, last)):
+            return False
+        i += 1
+    return True
 
 
 _PLACE_WORDS = stems(_LEXICON["place_words"])

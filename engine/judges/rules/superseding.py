@@ -7,7 +7,8 @@ import re
 from ...lexicon import lexicon, words
 from .guards import NEW_ONE, change_clause, change_said, guarded
 from .reading import (NEGATION, notation, NEW_SIDE, NOT_NEGATION, OLD_SIDE, SIDE_BREAK, STRONG_CHANGE,
-                      Reading, conflict, gist, jaccard, members_by_category, read, side_words)
+                      Reading, clearly_nearest, conflict, gist, jaccard, members_by_category,
+                      read, side_words)
 from ...lexicon.slots import CATEGORIES, MEMBER_OF
 from .words import (CUE_WORDS, GENERIC, SLOT_OF, STANCE, STOPWORDS, WORD_RE, canon, is_value,
                     token_tuple)
@@ -34,6 +35,9 @@ def contradiction(new: str, candidates: list[tuple[int, str]],
     "We have switched from poetry to uv!") is always a confirmation, never a change."""
     fresh = read(new or "")
     similar = similar or {}
+    # the one memory a change sharing no word with it can be about ("gave up caffeine" /
+    # "drinks two coffees"): the candidate clearly nearest in meaning
+    nearest = clearly_nearest(similar, _RELATED, _LEAD)
     supersedes, confirms = [], []
     for number, text in candidates:
         old = read(text or "")
@@ -41,7 +45,8 @@ def contradiction(new: str, candidates: list[tuple[int, str]],
             confirms.append(number)  # said again, perhaps a word changed: a confirmation
         elif guarded(fresh, old, new or "", text or "") or _left_elsewhere(fresh, old):
             continue
-        elif _replaces(fresh, old) or _changed(fresh, old, similar.get(number)):
+        elif _replaces(fresh, old) or _changed(fresh, old, similar.get(number),
+                                               number == nearest):
             supersedes.append(number)
         elif _restates(fresh, old):
             confirms.append(number)
@@ -51,11 +56,12 @@ def contradiction(new: str, candidates: list[tuple[int, str]],
 _FLIPS = tuple((canon(a), canon(b)) for a, b in _LEXICON["flips"])
 
 
-def _changed(n: Reading, o: Reading, similarity: float | None) -> bool:
+def _changed(n: Reading, o: Reading, similarity: float | None, nearest: bool = False) -> bool:
     """The general case: the same subject (shared distinctive words, or, with embeddings,
-    a close meaning) and something said about it that differs - a value (a number, a
-    time, an amount, also in words), a flipped setting, or any difference once the new
-    memory says that something changed. Additions and progress never replace."""
+    a close meaning, or being clearly the nearest in meaning) and something said about it
+    that differs - a value (a number, a time, an amount, also in words), a flipped
+    setting, or any difference once the new memory says that something changed.
+    Additions and progress never replace."""
     ended = bool(_ENDED.search(n.text))  # "no more Webflow, we wrote our own"
     if n.additive or (n.progression and not ended) or not n.topic or not o.topic:
         return False
@@ -67,7 +73,7 @@ def _changed(n: Reading, o: Reading, similarity: float | None) -> bool:
     by_words = len(shared) / sizes[0] >= 0.3 and len(shared) / sizes[1] >= 0.25
     by_strict = len(shared) / sizes[0] >= 0.5
     close = by_words if similarity is None else \
-        similarity >= _SIMILAR or (similarity >= _RELATED and shared)
+        similarity >= _SIMILAR or (similarity >= _RELATED and (shared or nearest))
     if not close or not (shared or similarity is not None):
         return False
     # a value or a setting of the same thing: words in common beyond the common verbs,
@@ -94,11 +100,11 @@ def _acts_on(n: Reading, o: Reading, whole_text_close: bool) -> bool:
     is not what changed), and a change verb with a named object acts on that object
     ("replaced the date picker in the frontend" leaves "the frontend uses React")."""
     heads = _changed_heads(n.text)
-    if heads and not heads & o.topic:
-        return False
+    if heads and not heads & o.topic and (n.topic & o.topic) - GENERIC - _LIGHT:
+        return False  # the words in common are not what the change acts on
     said = change_clause(n)
-    if said == n.text and whole_text_close:
-        return True  # one clause, and the embeddings found it close
+    if whole_text_close and token_tuple(said) == token_tuple(n.text):
+        return True  # the change is all it says, and the embeddings found it close
     return bool((read(said).topic & o.topic) - GENERIC - _LIGHT)
 
 
@@ -109,6 +115,7 @@ _ENDED = re.compile(r"\b(?:no more|no longer|ditched|dropped|scrapped|cancel+ed|
                     r"quit|stopped|sold|turned off|disabled|left)\b")
 _SIMILAR = 0.55   # cosine at which two memories are about the same thing
 _RELATED = 0.40   # cosine at which a shared distinctive word confirms it
+_LEAD = 0.15      # how far the nearest must stand ahead of the next to be the one meant
 
 
 _TURNED = ((re.compile(r"\b(?:turn|turned|turns|switch|switched|shut|shuts) (?:\w+ ){0,3}?off\b"),
@@ -348,7 +355,7 @@ def _changed_heads(text: str) -> frozenset[str]:
                 break
             phrase.append(word)
         if phrase:
-            heads.add(canon(phrase[-1]))
+            heads.add(canon(phrase[-1].rstrip(".")))  # "... the subscription."
     heads.update(canon(m[1]) for m in _PASSIVE_SUBJECT.finditer(text))
     return frozenset(heads - STOPWORDS - GENERIC)
 
