@@ -22,9 +22,10 @@ from .base import (LIMIT, MEMORY_ID, Finite, IsoTime, emit, json_option, lease_o
 @json_option
 def run(db, policy, namespace, now, offline, record, replay, pass_names, retry_failed, wait,
         lease_ttl, json_):
-    """Run passes (decay, expiry, ...) as the policy declares them, each in one transaction,
-    under the namespace's pass lease: never at the same time as another runner (a daemon,
-    another `lethe run`); with another one at work, say so and exit 0."""
+    """Run passes (decay, expiry, ...) as the policy declares them, each in one transaction
+    (passes of rules alone that follow each other share theirs), under the namespace's
+    pass lease: never at the same time as another runner (a daemon, another `lethe run`);
+    with another one at work, say so and exit 0."""
     terms = {"wait": wait, "lease_ttl": lease_ttl}
     with open_memory(db, policy, namespace, now, offline, record, replay) as mem:
         names = list(pass_names) or mem.due()
