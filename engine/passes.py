@@ -70,10 +70,20 @@ def alone_in_a_transaction(ctx: Context, name: str) -> bool:
 def _rules_and_record(ctx: Context, name: str, progress, record: bool) -> PassResult:
     now = ctx.now()
     result = PassResult(name, now)
+    statements, meant = ctx.plan.passes[name], None
+    if statements and statements[0].counts_skipped:  # counted before the indexes go, so
+        meant = _count(ctx, statements[0], now, progress)  # an index can answer it
+        statements = statements[1:]
     with _rewriting(ctx, name, now):
-        _apply(ctx, ctx.plan.passes[name], result, now, progress)
+        _apply(ctx, statements, result, now, progress, meant=meant)
     _finish(ctx, name, now, result, record)
     return result
+
+
+def _count(ctx: Context, st, now: str, progress, id_range=None) -> int:
+    if progress:
+        progress(st.label)
+    return ctx.store.fetch_one(st, ctx.namespace, now, id_range=id_range or (0, 0))[0]
 
 
 def _rewriting(ctx: Context, name: str, now: str):
@@ -96,14 +106,14 @@ def _finish(ctx: Context, name: str, now: str, result: PassResult, record: bool)
 
 
 def _apply(ctx: Context, statements, result: PassResult, now: str, progress,
-           id_range: tuple[int, int] | None = None) -> None:
-    meant = None  # rows the current rule is for (when its values can come out unusable)
+           id_range: tuple[int, int] | None = None, meant: int | None = None) -> None:
+    # meant: rows the current rule is for (when its values can come out unusable)
     for st in statements:
+        if st.counts_skipped:
+            meant = _count(ctx, st, now, progress, id_range)
+            continue
         if progress:
             progress(st.label)
-        if st.counts_skipped:
-            meant = ctx.store.fetch_one(st, ctx.namespace, now, id_range=id_range or (0, 0))[0]
-            continue
         n = ctx.store.run(st, ctx.namespace, now, id_range=id_range or (0, 0))
         if st.sql.startswith("INSERT INTO memory_events"):
             event = st.params[0]
