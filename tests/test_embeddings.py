@@ -164,6 +164,28 @@ def test_the_vector_index_finds_the_nearest_after_a_reindex(tmp_path, monkeypatc
         assert hits >= 45  # an approximate index: nearly always the true neighbour
 
 
+def test_a_reindex_by_another_connection_is_seen_by_a_search(tmp_path, monkeypatch, fake):
+    # the centroids are kept in memory: another store's reindex must make them stale
+    monkeypatch.setattr(store_vectors, "CELL_SIZE", 16)
+    rng = random.Random(6)
+    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+        model = mem.policy.embed.name
+        vecs = {}
+        with mem.store.transaction():
+            for _ in range(200):
+                v = pack([rng.gauss(0, 1) for _ in range(32)])
+                mid = mem.store.insert_memory({"content": "x", "namespace": "default"})
+                mem.store.save_vector(mid, "default", model, v)
+                vecs[mid] = v
+        assert all(mid in mem.store.nearest("default", model, v, 1) for mid, v in
+                   list(vecs.items())[:5])  # one cell, scanned whole: exact
+        with memory(tmp_path, policy_file(tmp_path, fake)) as other:
+            assert other.store.reindex("default", model) == 12
+        hits = sum(mid in mem.store.nearest("default", model, v, 2)
+                   for mid, v in list(vecs.items())[:40])
+        assert hits >= 36  # with the old (no) cells it would probe only cell 0, now empty
+
+
 def test_pack_is_unit_length_and_cosine_reads_it():
     v = pack([3.0, 4.0])
     assert cosine(v, v) == pytest.approx(1.0)

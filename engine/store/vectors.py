@@ -74,13 +74,14 @@ class VectorIndex:
         """Ids of about `k * SHORTLIST` memories nearest `vector` by their sign bits, from
         the cells nearest it: a shortlist for the compiled neighbour statement to rescore."""
         cells = self._nearest_cells(namespace, model, vector, PROBES)
+        # the query's sign bits computed here and bound: a subquery in ORDER BY is
+        # evaluated again for every row sorted (twice the time of the scan itself)
+        bits = self.db.execute("SELECT vec_quantize_binary(?)", (vector,)).fetchone()[0]
         rows = self.db.execute(
             "SELECT memory_id FROM memory_vectors INDEXED BY memory_vectors_cell "
             "WHERE namespace = ? AND model = ? AND cell IN (SELECT value FROM json_each(?)) "
-            # the query's sign bits once (a scalar subquery), not once per row scanned
-            "ORDER BY vec_distance_hamming(vec_bit(bits), (SELECT vec_quantize_binary(?))) "
-            "LIMIT ?",
-            (namespace, model, json.dumps(cells), vector, k * SHORTLIST))
+            "ORDER BY vec_distance_hamming(vec_bit(bits), vec_bit(?)) LIMIT ?",
+            (namespace, model, json.dumps(cells), bits, k * SHORTLIST))
         return [r[0] for r in rows]
 
     def pair_similarities(self, model: str, ids: list[int]) -> dict[tuple[int, int], float]:
@@ -94,10 +95,32 @@ class VectorIndex:
         return {(a, b): s for a, b, s in rows}
 
     def _nearest_cells(self, namespace: str, model: str, vector: bytes, n: int) -> list[int]:
-        rows = self.db.execute(
-            "SELECT cell FROM vector_cells WHERE namespace = ? AND model = ? "
-            "ORDER BY vec_distance_cosine(centroid, ?) LIMIT ?", (namespace, model, vector, n))
-        return [r[0] for r in rows] or [0]
+        import numpy as np
+
+        cells, centroids = self._centroids(namespace, model)
+        if not cells:
+            return [0]
+        # centroids are unit vectors: the largest dot products are the smallest cosine distances
+        scores = centroids @ np.frombuffer(vector, dtype=np.float32)
+        top = np.argsort(-scores, kind="stable")[:n]
+        return [cells[i] for i in top.tolist()]
+
+    def _centroids(self, namespace: str, model: str):
+        """The cells' ids and centroids as a matrix, kept in memory (reading them for each
+        search cost more than the search of the cells). Read again after any commit by
+        another connection (`PRAGMA data_version`) or by this one's `reindex`."""
+        import numpy as np
+
+        version = self.db.execute("PRAGMA data_version").fetchone()[0]
+        cache = self.__dict__.setdefault("_centroid_cache", {})
+        held = cache.get((namespace, model))
+        if held is None or held[0] != version:
+            rows = self.db.execute("SELECT cell, centroid FROM vector_cells WHERE namespace = ? "
+                                   "AND model = ? ORDER BY cell", (namespace, model)).fetchall()
+            matrix = np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows]) \
+                if rows else np.zeros((0, 0), dtype=np.float32)
+            held = cache[(namespace, model)] = (version, [r[0] for r in rows], matrix)
+        return held[1], held[2]
 
     def vector_count(self, namespace: str, model: str) -> tuple[int, int]:
         """(vectors, cells) of a namespace's index."""
@@ -143,6 +166,7 @@ class VectorIndex:
                 cells = np.argmax(self._matrix(np, chunk) @ centroids.T, axis=1) + 1
                 self.db.executemany("UPDATE memory_vectors SET cell = ? WHERE memory_id = ?",
                                     zip(cells.tolist(), chunk))
+        self.__dict__.pop("_centroid_cache", None)  # this connection's data_version stays put
         return n_cells
 
     def _matrix(self, np, ids: list[int]):
