@@ -2,6 +2,8 @@
 
 A pure function of the policy and a dialect; nothing here opens a database. `lethe
 compile` prints a plan, and the snapshot tests pin the plan of every shipped policy.
+This module has the plan, recall and candidate queries; `rules` a pass's rules, `writes`
+what a write and a merge run, `explain` what `recall --explain` runs.
 """
 from __future__ import annotations
 
@@ -9,11 +11,14 @@ from dataclasses import dataclass, field
 
 from .. import expr as X
 from .. import steps
-from ..dialect import DIALECTS, NOW, Dialect
+from ..dialect import DIALECTS, Dialect
 from ..errors import PolicyError
-from ..policy import Candidates, Pass, Policy, Rule, schema
-from ..statement import IDS, LIMIT, NAMESPACE, NEW_ID, QUERY, TEXT, VECTOR, Statement
+from ..policy import Candidates, Policy, Rule, schema
+from ..statement import IDS, LIMIT, NAMESPACE, QUERY, VECTOR, Statement
+from .explain import order_keys_statement, reasons_statement
 from .rules import assignments, pass_statements, pass_writes, reach_statement
+from .writes import (absorb_events_statement, absorb_statement, forget_statement,
+                     merge_values_statement, reinforce_statement, supersede_statement)
 
 
 @dataclass
@@ -257,111 +262,3 @@ def render_plan(plan: Plan) -> str:
 
 def _show(st: Statement) -> str:
     return f"-- {st.label}\n{st.sql};\n-- params: {st.shown_params()!r}"
-
-
-# ---- what a write, a merge and an explain run (compiled too: `lethe compile` shows them)
-def supersede_statement(d: Dialect) -> Statement:
-    """The memories a new one contradicts become superseded, linked to it."""
-    return Statement("write: supersede", f'UPDATE memories SET "status" = {d.placeholder}, '
-                     f'"contradicted_by" = {d.placeholder}\nWHERE {d.unindexed("namespace")} = '
-                     f'{d.placeholder} AND "id" {d.ids_in()} AND "status" = {d.placeholder}',
-                     ["superseded", NEW_ID, NAMESPACE, IDS, "active"])
-
-
-def forget_statement(d: Dialect) -> Statement:
-    """Forgetting archives (never deletes): the memory leaves recall, its history stays."""
-    return Statement("forget", f'UPDATE memories SET "status" = {d.placeholder}\nWHERE '
-                     f'{d.unindexed("namespace")} = {d.placeholder} AND "id" {d.ids_in()} '
-                     f'AND "status" = {d.placeholder}', ["archived", NAMESPACE, IDS, "active"])
-
-
-def reinforce_statement(policy: Policy, d: Dialect) -> Statement:
-    """A turn that confirms a memory: confidence + `reinforce_bump` (param, default 0.1, at
-    most 1.0), one more access, accessed now; its rank follows."""
-    bump = "reinforce_bump" if "reinforce_bump" in policy.params else "0.1"
-    scope = policy.scope()
-    sets = {"confidence": X.compile_formula(f"min(1.0, confidence + {bump})", scope),
-            "access_count": X.compile_formula("access_count + 1", scope),
-            "last_accessed": X.compile_formula("now", scope)}
-    set_sql, set_params = assignments(policy, sets, d)
-    return Statement("write: reinforce", f"UPDATE memories\nSET {set_sql}\n"
-                     f'WHERE {d.unindexed("namespace")} = {d.placeholder} AND "id" {d.ids_in()} '
-                     f'AND "status" = {d.placeholder}', set_params + [NAMESPACE, IDS, "active"])
-
-
-# what a merged memory gets for the fields its pass's `merge.result` leaves out
-MERGE_DEFAULTS = {k.name: k.default for k in schema.section("merge result").keys}
-
-
-def merge_values_statement(p: Pass, d: Dialect) -> Statement:
-    """A merged memory's values: the pass's `merge.result` formulas (avg, max, ... over the
-    cluster), the defaults for the rest, in one SELECT over the cluster's ids."""
-    scope = X.Scope(params={}, scores={}, allow_aggregates=True, allow_time=False)
-    parts, params = [], []
-    for col, default in MERGE_DEFAULTS.items():
-        node = p.merge_result.get(col) or X.compile_formula(default, scope)
-        sql, ps = d.render(node)
-        parts.append(f"{sql} AS {d.quote(col)}")
-        params += ps
-    return Statement(f"{p.name}: merged values", f"SELECT {', '.join(parts)}\nFROM memories\n"
-                     f'WHERE {d.unindexed("namespace")} = {d.placeholder} AND "id" {d.ids_in()}',
-                     params + [NAMESPACE, IDS])
-
-
-def absorb_events_statement(d: Dialect) -> Statement:
-    return Statement("merge: events of the absorbed", "INSERT INTO memory_events (memory_id, "
-                     f"event_type, detail, occurred_at)\nSELECT \"id\", {d.placeholder}, "
-                     f"{d.placeholder}, {d.placeholder} FROM memories\nWHERE "
-                     f'{d.unindexed("namespace")} = {d.placeholder} AND "id" {d.ids_in()} '
-                     f'AND "status" = {d.placeholder}',
-                     ["compressed", TEXT, NOW, NAMESPACE, IDS, "active"])
-
-
-def absorb_statement(d: Dialect) -> Statement:
-    return Statement("merge: absorb the cluster", f'UPDATE memories SET "status" = {d.placeholder}, '
-                     f'"merged_into" = {d.placeholder}\nWHERE {d.unindexed("namespace")} = '
-                     f'{d.placeholder} AND "id" {d.ids_in()} AND "status" = {d.placeholder}',
-                     ["compressed", NEW_ID, NAMESPACE, IDS, "active"])
-
-
-# ---- recall --explain
-def _fts_join(d: Dialect) -> str:
-    """Each memory's full-text score for the query bound here (NULL when it does not match)."""
-    return f"LEFT JOIN ({d.fts_matches()}) AS fts ON fts.fts_id = memories.id"
-
-
-def reasons_statement(policy, d, query: bool) -> Statement:
-    """Every memory of a namespace counted by why recall would or would not consider it:
-    'eligible' when it passes recall.where (and, for `match: filter`, matches the query;
-    'no_match' when it does not), else its status when not active, else 'below_floor'.
-    One GROUP BY: its cost is one scan, whatever the reasons."""
-    where = policy.recall.candidates.where
-    filtering = query and policy.recall.match == "filter"
-    join = filtering or (query and "@relevance" in X.columns_of(where))
-    where_sql, where_params = d.render(where, relevance_sql=d.relevance_sql if join else d.no_relevance)
-    passing = ("CASE WHEN fts.fts_id IS NULL THEN 'no_match' ELSE 'eligible' END"
-               if filtering else "'eligible'")
-    sql = (f"SELECT CASE WHEN {where_sql} THEN {passing} "
-           "WHEN coalesce(\"status\", '') <> 'active' THEN coalesce(\"status\", 'unknown') "
-           "ELSE 'below_floor' END AS reason, count(*) AS n\nFROM memories"
-           + (("\n" + _fts_join(d)) if join else "")
-           + f"\nWHERE \"namespace\" = {d.placeholder}\nGROUP BY reason")
-    return Statement("recall explain: reasons" + (" (with a query)" if query else ""), sql,
-                     [*where_params, *([QUERY] if join else []), NAMESPACE])
-
-
-def order_keys_statement(policy, d, query: bool) -> Statement:
-    """The value of each recall `order` term for the memories whose ids are bound as a
-    JSON array (in the LIMIT slot, as the on_access statement binds its ids)."""
-    rel = d.relevance_sql if query else d.no_relevance
-    parts, params = [], []
-    for i, (node, _desc) in enumerate(policy.recall.candidates.order):
-        sql, p = d.render(node, relevance_sql=rel)
-        parts.append(f"{sql} AS key_{i}")
-        params += p
-    join = ("\n" + _fts_join(d)) if query else ""
-    sql = (f"SELECT memories.id, {', '.join(parts)}\nFROM memories{join}\n"
-           f"WHERE {d.unindexed('namespace')} = {d.placeholder} "
-           f"AND memories.id {d.ids_in()}")
-    return Statement("recall explain: order keys" + (" (with a query)" if query else ""), sql,
-                     [*params, *([QUERY] if query else []), NAMESPACE, IDS])

@@ -1,0 +1,50 @@
+"""What `recall --explain` runs: every memory counted by why recall would or would not
+consider it, and the order keys of the ones it shows.
+"""
+from __future__ import annotations
+
+from .. import expr as X
+from ..dialect import Dialect
+from ..statement import IDS, NAMESPACE, QUERY, Statement
+
+
+def _fts_join(d: Dialect) -> str:
+    """Each memory's full-text score for the query bound here (NULL when it does not match)."""
+    return f"LEFT JOIN ({d.fts_matches()}) AS fts ON fts.fts_id = memories.id"
+
+
+def reasons_statement(policy, d, query: bool) -> Statement:
+    """Every memory of a namespace counted by why recall would or would not consider it:
+    'eligible' when it passes recall.where (and, for `match: filter`, matches the query;
+    'no_match' when it does not), else its status when not active, else 'below_floor'.
+    One GROUP BY: its cost is one scan, whatever the reasons."""
+    where = policy.recall.candidates.where
+    filtering = query and policy.recall.match == "filter"
+    join = filtering or (query and "@relevance" in X.columns_of(where))
+    where_sql, where_params = d.render(where, relevance_sql=d.relevance_sql if join else d.no_relevance)
+    passing = ("CASE WHEN fts.fts_id IS NULL THEN 'no_match' ELSE 'eligible' END"
+               if filtering else "'eligible'")
+    sql = (f"SELECT CASE WHEN {where_sql} THEN {passing} "
+           "WHEN coalesce(\"status\", '') <> 'active' THEN coalesce(\"status\", 'unknown') "
+           "ELSE 'below_floor' END AS reason, count(*) AS n\nFROM memories"
+           + (("\n" + _fts_join(d)) if join else "")
+           + f"\nWHERE \"namespace\" = {d.placeholder}\nGROUP BY reason")
+    return Statement("recall explain: reasons" + (" (with a query)" if query else ""), sql,
+                     [*where_params, *([QUERY] if join else []), NAMESPACE])
+
+
+def order_keys_statement(policy, d, query: bool) -> Statement:
+    """The value of each recall `order` term for the memories whose ids are bound as a
+    JSON array (in the LIMIT slot, as the on_access statement binds its ids)."""
+    rel = d.relevance_sql if query else d.no_relevance
+    parts, params = [], []
+    for i, (node, _desc) in enumerate(policy.recall.candidates.order):
+        sql, p = d.render(node, relevance_sql=rel)
+        parts.append(f"{sql} AS key_{i}")
+        params += p
+    join = ("\n" + _fts_join(d)) if query else ""
+    sql = (f"SELECT memories.id, {', '.join(parts)}\nFROM memories{join}\n"
+           f"WHERE {d.unindexed('namespace')} = {d.placeholder} "
+           f"AND memories.id {d.ids_in()}")
+    return Statement("recall explain: order keys" + (" (with a query)" if query else ""), sql,
+                     [*params, *([QUERY] if query else []), NAMESPACE, IDS])
