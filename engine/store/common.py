@@ -1,11 +1,17 @@
 """What every store backend does the same way, whatever its database: the clock, the
-context manager, and the check that a read-only open found a current schema. Each
-backend names its own migrations list (`migrations`) and says which it has (`_applied`).
+context manager, the check that a read-only open found a current schema, and the queries
+whose SQL is the same on both. Each backend names its own migrations list (`migrations`),
+says which it has (`_applied`), and runs a statement written with `?` marks (`_x`).
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..clock import iso
 from ..errors import StoreError
+
+
+Row = Any  # sqlite3.Row, or the PostgreSQL backend's Row: read by position or name
 
 
 class StoreCommon:
@@ -27,3 +33,48 @@ class StoreCommon:
             raise StoreError(f"{self.path} is from an older version of Lethe (it lacks "
                              f"{', '.join(missing)}); run a command that writes, such as "
                              "`lethe run`, once to upgrade it")
+
+    # -- queries both backends spell the same (`_x` runs them on either) ---------------
+    def changes(self, namespace: str) -> list[Row]:
+        """Every memory no longer active, with what replaced or absorbed it and when."""
+        return self._x(
+            "SELECT m.id, m.content, m.status, coalesce(r.content, g.content) AS replaced_by, "
+            "coalesce(m.contradicted_by, m.merged_into) AS replaced_by_id, "
+            "(SELECT occurred_at FROM memory_events e WHERE e.memory_id = m.id "
+            " ORDER BY e.id DESC LIMIT 1) AS at "
+            "FROM memories m LEFT JOIN memories r ON r.id = m.contradicted_by "
+            "LEFT JOIN memories g ON g.id = m.merged_into "
+            "WHERE m.namespace = ? AND m.status != 'active' ORDER BY m.id", (namespace,)).fetchall()
+
+    def clear_progress(self, namespace: str, name: str) -> None:
+        self._x("DELETE FROM pass_progress WHERE namespace = ? AND pass = ?", (namespace, name))
+
+    def get(self, memory_id: int, namespace: str | None = None) -> Row | None:
+        """One memory, with its scene's summary; None when absent (or in another namespace)."""
+        sql = ("SELECT memories.*, scenes.summary AS scene_summary FROM memories LEFT JOIN scenes "
+               "ON scenes.namespace = memories.namespace AND scenes.scene = memories.scene "
+               "WHERE memories.id = ?")
+        if namespace is None:
+            return self._x(sql, (memory_id,)).fetchone()
+        return self._x(sql + " AND memories.namespace = ?", (memory_id, namespace)).fetchone()
+
+    def last_runs(self, namespace: str) -> dict[str, str]:
+        return {r[0]: r[1] for r in self._x(
+            "SELECT pass, last_run_at FROM pass_runs WHERE namespace = ?", (namespace,))}
+
+    def pending_ids(self, namespace: str, limit: int) -> list[int]:
+        """Pending turns that may be tried now (no backoff, or it has run out), oldest first."""
+        return [r[0] for r in self._x(
+            "SELECT id FROM inbox WHERE namespace = ? AND status = 'pending' AND "
+            "(next_retry_at IS NULL OR next_retry_at <= ?) ORDER BY id LIMIT ?",
+            (namespace, self.now(), limit))]
+
+    def renew_lease(self, held) -> None:
+        """Extend a held lease from this connection, inside the transaction running now;
+        raises the holder's LeaseLost when the lease is no longer its own."""
+        if self.db.execute(*held.renew_sql()).rowcount != 1:
+            raise held.lost()
+
+    def scenes(self, namespace: str) -> dict[str, str]:
+        return {r[0]: r[1] for r in self._x(
+            "SELECT scene, summary FROM scenes WHERE namespace = ? ORDER BY scene", (namespace,))}

@@ -259,15 +259,6 @@ class PostgresStore(StoreCommon, Bookkeeping):
         self._x("INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
                 "VALUES (?, ?, ?, ?)", (memory_id, event_type, detail, self.now()))
 
-    def get(self, memory_id: int, namespace: str | None = None) -> Row | None:
-        """One memory, with its scene's summary; None when absent (or in another namespace)."""
-        sql = ("SELECT memories.*, scenes.summary AS scene_summary FROM memories LEFT JOIN scenes "
-               "ON scenes.namespace = memories.namespace AND scenes.scene = memories.scene "
-               "WHERE memories.id = ?")
-        if namespace is None:
-            return self._x(sql, (memory_id,)).fetchone()
-        return self._x(sql + " AND memories.namespace = ?", (memory_id, namespace)).fetchone()
-
     def statuses(self, namespace: str, ids: list[int]) -> dict[int, tuple[str, int | None]]:
         """id -> (status, merged_into) of some memories of a namespace."""
         rows = self._x("SELECT id, status, merged_into FROM memories WHERE namespace = ? "
@@ -320,17 +311,6 @@ class PostgresStore(StoreCommon, Bookkeeping):
             "m.status = 'active' AND CASE WHEN e.event_type = 'keyed' THEN "
             "e.detail::json ->> 'key' END = ? ORDER BY e.id DESC LIMIT 1", (namespace, key)).fetchone()
 
-    def changes(self, namespace: str) -> list[Row]:
-        """Every memory no longer active, with what replaced or absorbed it and when."""
-        return self._x(
-            "SELECT m.id, m.content, m.status, coalesce(r.content, g.content) AS replaced_by, "
-            "coalesce(m.contradicted_by, m.merged_into) AS replaced_by_id, "
-            "(SELECT occurred_at FROM memory_events e WHERE e.memory_id = m.id "
-            " ORDER BY e.id DESC LIMIT 1) AS at "
-            "FROM memories m LEFT JOIN memories r ON r.id = m.contradicted_by "
-            "LEFT JOIN memories g ON g.id = m.merged_into "
-            "WHERE m.namespace = ? AND m.status != 'active' ORDER BY m.id", (namespace,)).fetchall()
-
     def match_count(self, fts_query: str, cap: int) -> int:
         """How many memories match a full-text query, counting at most `cap + 1`. A GIN
         scan reads a word's whole posting list before LIMIT applies, so a query found to
@@ -375,9 +355,3 @@ class PostgresStore(StoreCommon, Bookkeeping):
     def lease(self, namespace: str, ttl, holder: str, wait: float = 1.0) -> PostgresLease:
         """The namespace's pass lease, on a connection of its own."""
         return PostgresLease(self, namespace, self.clock, ttl, holder, wait)
-
-    def renew_lease(self, held) -> None:
-        """Extend a held lease from this connection, inside the transaction running now;
-        raises the holder's LeaseLost when the lease is no longer its own."""
-        if self.db.execute(*held.renew_sql()).rowcount != 1:
-            raise held.lost()

@@ -100,13 +100,6 @@ class Bookkeeping:
                        "AND status IN ('pending', 'failed') ORDER BY id", (namespace,))
         return [dict(r) for r in rows]
 
-    def pending_ids(self, namespace: str, limit: int) -> list[int]:
-        """Pending turns that may be tried now (no backoff, or it has run out), oldest first."""
-        return [r[0] for r in self._x(
-            "SELECT id FROM inbox WHERE namespace = ? AND status = 'pending' AND "
-            "(next_retry_at IS NULL OR next_retry_at <= ?) ORDER BY id LIMIT ?",
-            (namespace, self.now(), limit))]
-
     def claim_turns(self, namespace: str, limit: int) -> list[int]:
         """Pending turns that may be tried now and nobody is judging, oldest first, claimed
         for CLAIM: workers sharing the inbox skip each other's rows (SKIP LOCKED) and each
@@ -126,10 +119,6 @@ class Bookkeeping:
                        (namespace,)).fetchone()[0]
 
     # -- pass runs and batched progress -------------------------------------------------
-    def last_runs(self, namespace: str) -> dict[str, str]:
-        return {r[0]: r[1] for r in self._x(
-            "SELECT pass, last_run_at FROM pass_runs WHERE namespace = ?", (namespace,))}
-
     def record_run(self, namespace: str, name: str, now: str, changed: int) -> None:
         self._x("INSERT INTO pass_runs (namespace, pass, last_run_at, rows_changed) "
                 "VALUES (?, ?, ?, ?) ON CONFLICT (namespace, pass) DO UPDATE SET "
@@ -149,9 +138,6 @@ class Bookkeeping:
                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT (namespace, pass) DO UPDATE SET "
                 "cursor = excluded.cursor, changed = excluded.changed",
                 (namespace, name, cursor, now, changed))
-
-    def clear_progress(self, namespace: str, name: str) -> None:
-        self._x("DELETE FROM pass_progress WHERE namespace = ? AND pass = ?", (namespace, name))
 
     def id_bounds(self, namespace: str) -> tuple[int, int]:
         lo, hi = self._x("SELECT min(id), max(id) FROM memories WHERE namespace = ?",
@@ -211,7 +197,3 @@ class Bookkeeping:
         self._x("INSERT INTO scenes (namespace, scene, summary, updated_at) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (namespace, scene) DO UPDATE SET summary = excluded.summary, "
                 "updated_at = excluded.updated_at", (namespace, scene, summary, self.now()))
-
-    def scenes(self, namespace: str) -> dict[str, str]:
-        return {r[0]: r[1] for r in self._x(
-            "SELECT scene, summary FROM scenes WHERE namespace = ? ORDER BY scene", (namespace,))}

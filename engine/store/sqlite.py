@@ -164,6 +164,10 @@ class SqliteStore(StoreCommon, Bookkeeping, VectorIndex):
         return {r[0] for r in self.db.execute("SELECT name FROM lethe_migrations")}
 
     # -- compiled statements (engine.plan) --------------------------------------------
+    def _x(self, sql: str, params=()):
+        """One statement written with `?` marks (the queries StoreCommon shares)."""
+        return self.db.execute(sql, params)
+
     def run(self, st, namespace: str, now: str | None = None, **binds) -> int:
         """Execute one compiled statement; the number of rows it changed."""
         cur = self.db.execute(st.sql, st.bind(now or self.now(), namespace, **binds))
@@ -202,15 +206,6 @@ class SqliteStore(StoreCommon, Bookkeeping, VectorIndex):
             detail = json.dumps(detail, ensure_ascii=False, sort_keys=True)
         self.db.execute("INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
                         "VALUES (?, ?, ?, ?)", (memory_id, event_type, detail, self.now()))
-
-    def get(self, memory_id: int, namespace: str | None = None) -> sqlite3.Row | None:
-        """One memory, with its scene's summary; None when absent (or in another namespace)."""
-        sql = ("SELECT memories.*, scenes.summary AS scene_summary FROM memories LEFT JOIN scenes "
-               "ON scenes.namespace = memories.namespace AND scenes.scene = memories.scene "
-               "WHERE memories.id = ?")
-        if namespace is None:
-            return self.db.execute(sql, (memory_id,)).fetchone()
-        return self.db.execute(sql + " AND memories.namespace = ?", (memory_id, namespace)).fetchone()
 
     def statuses(self, namespace: str, ids: list[int]) -> dict[int, tuple[str, int | None]]:
         """id -> (status, merged_into) of some memories of a namespace."""
@@ -264,17 +259,6 @@ class SqliteStore(StoreCommon, Bookkeeping, VectorIndex):
             # CASE: other events' detail is free text, which json_extract would refuse
             "AND CASE WHEN e.event_type = 'keyed' THEN json_extract(e.detail, '$.key') END = ? "
             "ORDER BY e.id DESC LIMIT 1", (namespace, key)).fetchone()
-
-    def changes(self, namespace: str) -> list[sqlite3.Row]:
-        """Every memory no longer active, with what replaced or absorbed it and when."""
-        return self.db.execute(
-            "SELECT m.id, m.content, m.status, coalesce(r.content, g.content) AS replaced_by, "
-            "coalesce(m.contradicted_by, m.merged_into) AS replaced_by_id, "
-            "(SELECT occurred_at FROM memory_events e WHERE e.memory_id = m.id "
-            " ORDER BY e.id DESC LIMIT 1) AS at "
-            "FROM memories m LEFT JOIN memories r ON r.id = m.contradicted_by "
-            "LEFT JOIN memories g ON g.id = m.merged_into "
-            "WHERE m.namespace = ? AND m.status != 'active' ORDER BY m.id", (namespace,)).fetchall()
 
     def match_count(self, fts_query: str, cap: int) -> int:
         """How many memories match a full-text query, counting at most `cap + 1`."""
@@ -360,13 +344,6 @@ class SqliteStore(StoreCommon, Bookkeeping, VectorIndex):
                                (namespace,))
         return [dict(r) for r in rows]
 
-    def pending_ids(self, namespace: str, limit: int) -> list[int]:
-        """Pending turns that may be tried now (no backoff, or it has run out), oldest first."""
-        return [r[0] for r in self.db.execute(
-            "SELECT id FROM inbox WHERE namespace = ? AND status = 'pending' AND "
-            "(next_retry_at IS NULL OR next_retry_at <= ?) ORDER BY id LIMIT ?",
-            (namespace, self.now(), limit))]
-
     def claim_turns(self, namespace: str, limit: int) -> list[int]:
         """Pending turns to judge, oldest first. One file has one writer at a time, and
         `Writer.finish` re-checks a turn inside its write transaction: nothing to claim."""
@@ -377,10 +354,6 @@ class SqliteStore(StoreCommon, Bookkeeping, VectorIndex):
                                "status = 'pending'", (namespace,)).fetchone()[0]
 
     # -- pass runs and batched progress -------------------------------------------------
-    def last_runs(self, namespace: str) -> dict[str, str]:
-        return {r[0]: r[1] for r in self.db.execute(
-            "SELECT pass, last_run_at FROM pass_runs WHERE namespace = ?", (namespace,))}
-
     def record_run(self, namespace: str, name: str, now: str, changed: int) -> None:
         self.db.execute("INSERT INTO pass_runs (namespace, pass, last_run_at, rows_changed) "
                         "VALUES (?, ?, ?, ?) ON CONFLICT (namespace, pass) DO UPDATE SET "
@@ -401,9 +374,6 @@ class SqliteStore(StoreCommon, Bookkeeping, VectorIndex):
                         "cursor = excluded.cursor, changed = excluded.changed",
                         (namespace, name, cursor, now, changed))
 
-    def clear_progress(self, namespace: str, name: str) -> None:
-        self.db.execute("DELETE FROM pass_progress WHERE namespace = ? AND pass = ?", (namespace, name))
-
     def id_bounds(self, namespace: str) -> tuple[int, int]:
         lo, hi = self.db.execute("SELECT min(id), max(id) FROM memories WHERE namespace = ?",
                                  (namespace,)).fetchone()
@@ -415,12 +385,6 @@ class SqliteStore(StoreCommon, Bookkeeping, VectorIndex):
         if self._lease_db is None:
             self._lease_db = lease_connection(self.path)
         return SqliteLease(self._lease_db, namespace, self.clock, ttl, holder, wait)
-
-    def renew_lease(self, held) -> None:
-        """Extend a held lease from this connection, inside the transaction running now;
-        raises the holder's LeaseLost when the lease is no longer its own."""
-        if self.db.execute(*held.renew_sql()).rowcount != 1:
-            raise held.lost()
 
 
 Store = SqliteStore  # the embedded default

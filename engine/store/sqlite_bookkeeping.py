@@ -66,7 +66,3 @@ class Bookkeeping:
         self.db.execute("INSERT INTO scenes (namespace, scene, summary, updated_at) VALUES (?, ?, ?, ?) "
                         "ON CONFLICT (namespace, scene) DO UPDATE SET summary = excluded.summary, "
                         "updated_at = excluded.updated_at", (namespace, scene, summary, self.now()))
-
-    def scenes(self, namespace: str) -> dict[str, str]:
-        return {r[0]: r[1] for r in self.db.execute(
-            "SELECT scene, summary FROM scenes WHERE namespace = ? ORDER BY scene", (namespace,))}
