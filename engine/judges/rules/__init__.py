@@ -15,6 +15,7 @@ bottom up:
   reading      `read` (one text, read once), `similarity`, sentence helpers
   cues         what kind of sentence this is (request, small talk, work, event)
   hedging      the confidence judge
+  replacements the shapes a replacement takes (a member swapped, a value moved, a handover...)
   superseding  the contradiction judge
   expiring     the expiry judge
   directives   standing instructions in the imperative

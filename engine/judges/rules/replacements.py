@@ -1,0 +1,268 @@
+"""The shapes a replacement takes, each a test of a new memory against an old one: a
+lexicon member swapped, a value or a polarity or a slot changed, a named object changed,
+a move, a wait resolved, the other end of a scale, a handover, a team move, a new one of
+a kind. The contradiction judge (`superseding`) asks them in turn.
+"""
+from __future__ import annotations
+
+import re
+
+from ...lexicon import lexicon, words
+from ...lexicon.slots import CATEGORIES, MEMBER_OF
+from .guards import NEW_ONE
+from .reading import (NEGATION, NEW_SIDE, NOT_NEGATION, SIDE_BREAK, STRONG_CHANGE, Reading, jaccard,
+                      members_by_category, notation, read, side_words)
+from .words import CUE_WORDS, GENERIC, SLOT_OF, STANCE, STOPWORDS, canon, is_value, token_tuple
+
+_LEXICON = lexicon("superseding")
+# verbs too common to make two memories about one subject ("my notes live in Obsidian",
+# "my brother lives in Glasgow")
+LIGHT_VERBS = frozenset(canon(w) for w in words(_LEXICON["light_verbs"]))
+
+
+_UNIT = re.compile(r"\b\d[\d.,:]*\s+(?:of\s+)?([a-z]{2,})")
+
+
+def _units(r: Reading) -> frozenset[str]:
+    """What a text's numbers count: the word after each ('8 cpu cores' -> cpu)."""
+    return frozenset(canon(m) for m in _UNIT.findall(notation(r.text))
+                     if m not in STOPWORDS and not is_value(canon(m)))
+
+
+def same_units(n: Reading, o: Reading) -> bool:
+    mine, theirs = _units(n), _units(o)
+    return not mine or not theirs or bool(mine & theirs)
+
+
+# "Tom owns billing now", "Tom took over billing": who holds a piece of work. A new holder
+# of the same work replaces the old one ("Priya owns the billing service").
+
+
+_HOLDS = re.compile(r"\b([a-z][a-z'-]+) (?:now |also )?(?:owns|leads|manages|maintains|runs|"
+                    r"handles|is responsible for|is in charge of|took over|takes over|"
+                    r"has taken over|is the owner of|is the lead of|heads)\s+([^.;,]+)")
+_NOT_HOLDERS = frozenset(words(_LEXICON["not_holders"]))
+_WORK_FILLER = frozenset(token_tuple(" ".join(words(_LEXICON["work_filler"]))))
+
+
+def _holders(text: str) -> dict[str, frozenset[str]]:
+    """Who holds what: person -> the work's words (without filler like 'service', 'now')."""
+    found: dict[str, frozenset[str]] = {}
+    for m in _HOLDS.finditer(text):
+        person = m[1]
+        # "User owns X" (a memory in the third person) names a holder like any name
+        if person != "user" and (person in STOPWORDS or person in _NOT_HOLDERS):
+            continue
+        work = frozenset(token_tuple(m[2])) - GENERIC - _WORK_FILLER
+        if work:
+            found[person] = found.get(person, frozenset()) | work
+    return found
+
+
+def handover(n: Reading, o: Reading) -> bool:
+    """The same work, another holder: "Tom owns billing now" replaces "Priya owns billing"."""
+    mine, theirs = _holders(n.text), _holders(o.text)
+    return any(jaccard(work, old_work) >= 0.5 and person != old_person and old_person not in mine
+               for person, work in mine.items() for old_person, old_work in theirs.items())
+
+
+_MOVED_TEAM = re.compile(r"\b([a-z][a-z'-]+) (?:has |just |recently )*(?:moved|switched|"
+                         r"transferred|changed|went) (?:over )?(?:to|into) (?:the |a )?([\w-]+) team\b")
+_ON_TEAM = re.compile(r"\b([a-z][a-z'-]+) (?:is|works|sits) (?:on|in|with|for) (?:the |a )?"
+                      r"([\w-]+) team\b")
+
+
+def team_move(n: Reading, o: Reading) -> bool:
+    """"Priya moved to the search team" replaces "Priya is on the billing team"."""
+    moved = {m[1]: m[2] for m in _MOVED_TEAM.finditer(n.text) if m[1] not in STOPWORDS}
+    return any(moved.get(m[1]) not in (None, m[2]) for m in _ON_TEAM.finditer(o.text))
+
+
+def member_swap(n: Reading, o: Reading) -> bool:
+    """A lexicon slot now holds a member the old memory did not, and lost one it had."""
+    # only members a text does not deny: "doesn't like Java" introduces nothing, and
+    # "I use Helix now and I don't miss Emacs" introduces Helix
+    mine, theirs = _held(n), _held(o)
+    for category in sorted(mine.keys() & theirs.keys()):
+        if not (mine[category] - theirs[category]) or not (theirs[category] - mine[category]):
+            continue
+        if n.strong_change or n.weak_change:
+            if _compatible_use(n, o, category):
+                return True
+        elif not n.progression and _same_context(n, o, category):
+            return True
+    return False
+
+
+def _held(r: Reading) -> dict[str, set[str]]:
+    """Lexicon members per slot, leaving out those in a clause that denies them."""
+    if not r.negative:
+        return members_by_category(r)
+    grouped: dict[str, set[str]] = {}
+    for clause in re.split(r"[,;]|\b(?:and|but)\b", r.text):
+        if NEGATION.search(NOT_NEGATION.sub(" ", clause)):
+            continue
+        for word in token_tuple(clause):
+            for category in MEMBER_OF.get(word, ()):
+                grouped.setdefault(category, set()).add(word)
+    return grouped
+
+
+def _contexts(n: Reading, o: Reading, category: str) -> tuple[set[str], set[str]]:
+    """What each text says around the slot, without members, slot names and values."""
+    noise = ({m for _, m in n.members | o.members} | GENERIC
+             | {w for w, cats in SLOT_OF.items() if category in cats})
+    mine = (n.concepts - CUE_WORDS) - noise - {w for w in n.concepts if is_value(w)}
+    theirs = (o.concepts - CUE_WORDS) - noise - {w for w in o.concepts if is_value(w)}
+    return mine, theirs
+
+
+def _compatible_use(n: Reading, o: Reading, category: str) -> bool:
+    """After a change cue the new member may come bare ("migrated to MySQL"): it replaces
+    an old member used in the same place, or one whose use is barely described, but not
+    "the study tracker has a SQLite cache"."""
+    # a common verb is no use of its own ("notes go in Evernote", "notes live in Obsidian")
+    mine, theirs = (c - STANCE - LIGHT_VERBS for c in _contexts(n, o, category))
+    if mine & theirs:
+        return True
+    # a clause joined by 'and'/'but'/'because' is a comment on the change ("... and I'm
+    # not going back", "... because the plugins are better"), not where the member is used
+    held = {m for c, m in n.members if c == category}
+    clauses = re.split(r"[;]|\b(?:and|but|because|since|so|as)\b", n.text)
+    using = [c for c in clauses if held & set(token_tuple(c))]
+    if using and len(using) < len(clauses):
+        mine = _contexts(read(" ".join(using)), o, category)[0] - STANCE
+    if mine and theirs:
+        return False
+    return len(mine | theirs) <= 2
+
+
+def _same_context(n: Reading, o: Reading, category: str) -> bool:
+    """Without a change cue, a swap counts only when both texts speak of the same use."""
+    mine, theirs = _contexts(n, o, category)
+    if CATEGORIES[category].exclusive:
+        # one editor at a time: same stance, or neither says anything else
+        return bool(mine & theirs) or not (mine - STANCE or theirs - STANCE)
+    mine, theirs = mine - STANCE, theirs - STANCE
+    return bool(mine & theirs) and jaccard(mine, theirs) >= 0.5
+
+
+def value_change(n: Reading, o: Reading) -> bool:
+    """Same subject, different date or amount ("release on May 3" -> "release May 10")."""
+    if not n.values or not o.values or not (n.values - o.values) or not same_units(n, o):
+        return False
+    shared = (n.topic & o.topic) - GENERIC
+    if n.strong_change:
+        return bool(shared)
+    if n.progression or not (o.values - n.values):
+        return False
+    return bool(shared) and jaccard(n.topic, o.topic) >= 0.5
+
+
+def polarity_flip(n: Reading, o: Reading) -> bool:
+    """"Drinks coffee" -> "doesn't drink coffee anymore"; "never X" -> "always X"."""
+    if n.negative == o.negative or n.progression:
+        return False
+    return bool((n.topic & o.topic) - GENERIC) and jaccard(n.topic, o.topic) >= 0.5
+
+
+def slot_change(n: Reading, o: Reading) -> bool:
+    """A change cue over a shared subject, with something different on each side.
+
+    Words after 'to'/'with' are the new value: an old memory that already mentions them
+    agrees with the change ("moved to Berlin" does not supersede "works in Berlin"). When
+    the cue names what changed ("moved the cluster", "the cluster was moved"), that head
+    word must be in the old memory: "replaced the date picker in the frontend" leaves
+    "the frontend uses React" alone."""
+    if not n.strong_change or (n.values - _EVENT_TIMES and not o.values):
+        return False  # a new time for something the old memory gave no time for
+    # only the clause holding the cue counts: "..., CI does it" is a reason, not a change
+    clause = read(" ".join(c for c in re.split(r"[,;:]|\b(?:and|but|because|since|so)\b",
+                                               n.text) if STRONG_CHANGE.search(c)))
+    shared = (clause.topic & o.topic) - GENERIC - side_words(NEW_SIDE, n.text)
+    if not shared or not (o.topic - clause.topic) or not (clause.topic - o.topic):
+        return False
+    heads = changed_heads(n.text)
+    if heads:
+        return bool(heads & o.topic)
+    return len(shared) / len(o.topic - GENERIC) >= 0.5
+
+
+# when the change happened, not a value of what changed ("moved my savings this year")
+_EVENT_TIMES = frozenset({"this year", "this month", "this week", "today", "tonight",
+                          "yesterday"})
+_CHANGE_VERB = (r"(?:switched|migrated|moved|replaced|changed|swapped|converted|rewrote|"
+                r"rewritten|upgraded|downgraded|pushed|postponed|delayed|rescheduled|"
+                r"cancell?ed|dropped|ditched|abandoned|increased|decreased|raised|lowered|"
+                r"reduced|extended)")
+_ACTIVE_OBJECT = re.compile(_CHANGE_VERB + r"\s+(?:(?:the|a|an|our|my|their|its|this|"
+                            r"that|all|some)\s+)*((?:[\w.+#-]+\s*)+)")
+_PASSIVE_SUBJECT = re.compile(r"([\w.+#-]+)\s+(?:was|were|is|are|got|has been|have been|"
+                              r"had been)\s+" + _CHANGE_VERB)
+_OBJECT_BREAK = SIDE_BREAK | frozenset(words(_LEXICON["object_break"]))
+
+
+def changed_heads(text: str) -> frozenset[str]:
+    """The nouns a change cue acts on: the last word of its object, or its passive subject."""
+    heads = set()
+    for m in _ACTIVE_OBJECT.finditer(text):
+        phrase = []
+        for word in m[1].split():
+            if word in _OBJECT_BREAK:
+                break
+            phrase.append(word)
+        if phrase:
+            heads.add(canon(phrase[-1].rstrip(".")))  # "... the subscription."
+    heads.update(canon(m[1]) for m in _PASSIVE_SUBJECT.finditer(text))
+    return frozenset(heads - STOPWORDS - GENERIC)
+
+
+_RELOCATION = re.compile(r"\b(?:i|we|user|they|he|she)(?: have| has| just| recently| finally)*"
+                         r" (?:moved|relocated) to ([a-z][\w-]*)")
+
+
+def relocation(n: Reading, o: Reading) -> bool:
+    """"I moved to Lisbon" replaces where the user lives, unless that already says Lisbon."""
+    m = _RELOCATION.search(n.text)
+    if not m or m[1] in STOPWORDS or canon(m[1]) in MEMBER_OF:
+        return False
+    return canon("live") in o.topic and canon(m[1]) not in o.topic
+
+
+_ABOUT_USER = re.compile(r"\b(?:user|i|my|we|our)\b")
+
+
+def new_one(n: Reading, o: Reading) -> bool:
+    """"I started a new job as ..." replaces what the user's job was ("works as an
+    analyst at ..."): the user's one thing of that kind, now another."""
+    if not _ABOUT_USER.search(o.text):
+        return False
+    held = {canon(m[1] or m[2]) for m in NEW_ONE.finditer(n.text)}
+    return bool(held & o.concepts)
+
+
+_WAITING = re.compile(r"\b(blocked|waiting|awaiting|on hold|pending|stuck)\b")
+_RESOLVED = re.compile(r"\b(passed|approved|resolved|unblocked|done|finished|completed|"
+                       r"closed|merged|landed|arrived|heard back|got back|received|signed|"
+                       r"cleared|fixed|granted|accepted|rejected|denied|cancel+ed)\b")
+
+
+def resolution(n: Reading, o: Reading) -> bool:
+    """"Blocked on the security review" ends when "the security review passed"."""
+    if not _WAITING.search(o.text) or _WAITING.search(n.text) or not _RESOLVED.search(n.text):
+        return False
+    return bool((n.topic & o.topic) - GENERIC)
+
+
+# Opposite ends of one scale: a preference for one replaces a preference for the other.
+_OPPOSITES = tuple((canon(a), canon(b)) for a, b in _LEXICON["opposites"])
+
+
+def opposite(n: Reading, o: Reading) -> bool:
+    """"Prefers short answers" -> "likes long detailed answers": same subject, other end."""
+    if n.negative != o.negative or n.progression:
+        return False
+    flipped = any((a in n.topic and b in o.topic and b not in n.topic)
+                  or (b in n.topic and a in o.topic and a not in n.topic)
+                  for a, b in _OPPOSITES)
+    return flipped and bool((n.topic & o.topic) - GENERIC)
