@@ -119,10 +119,11 @@ def _hybrid(ctx: Context, query: str, shown: list) -> tuple[list, dict[int, floa
     k = ctx.policy.embed.k
     fts = fts_query(query)
     seen = {c.id for c in shown}
+    started = vectors.search(ctx, "recall", vector, k)  # beside the full-text query
     matches = [MemoryRecord.from_row(r) for r in ctx.store.fetch(
         ctx.plan.recall_query, ctx.namespace, query=fts, limit=k)] if fts else []
     shown = shown + [m for m in matches if m.id not in seen]
-    near = vectors.neighbours(ctx, "recall", vector, k, [c.id for c in shown])
+    near = vectors.neighbours(ctx, "recall", vector, k, [c.id for c in shown], started)
     similar = {r["id"]: r["similarity"] for r in near}
     seen = {c.id for c in shown}
     shown += [MemoryRecord.from_row(r) for r in near if r["id"] not in seen][:k]

@@ -29,16 +29,41 @@ def vector_of(ctx: Context, text: str) -> bytes | None:
     return recent[text]
 
 
+def search(ctx: Context, step: str, vector: bytes | None, k: int) -> Search:
+    """Start the vector index's search for `vector` (the shortlist `neighbours` rescores)
+    beside whatever the caller does next, e.g. its full-text query: on a second connection
+    when the store has one to offer."""
+    if vector is None or step not in ctx.plan.neighbours or k <= 0:
+        return Search(None)
+    model = ctx.policy.embed.name
+    beside = getattr(ctx.store, "nearest_beside", None)
+    if beside is None:
+        return Search(ctx.store.nearest(ctx.namespace, model, vector, k))
+    return Search(beside(ctx.namespace, model, vector, k))
+
+
+class Search:
+    """A started vector search: its shortlist of ids, or a future of it, or None."""
+
+    def __init__(self, found):
+        self.found = found
+
+    def ids(self) -> list[int] | None:
+        return self.found.result() if hasattr(self.found, "result") else self.found
+
+
 def neighbours(ctx: Context, step: str, vector: bytes | None, k: int,
-               also: list[int] = ()) -> list:
+               also: list[int] = (), started: Search | None = None) -> list:
     """Up to `k` nearest neighbours of `vector` that pass the step's candidate query,
     most similar first, plus the memories `also` names (to learn their similarity):
-    rows with a `similarity` column. [] without a vector."""
+    rows with a `similarity` column. [] without a vector. `started`: the `search` begun
+    for the same vector and k (otherwise it is searched now)."""
     st = ctx.plan.neighbours.get(step)
     if vector is None or st is None or k <= 0:
         return []
-    model = ctx.policy.embed.name
-    ids = list(dict.fromkeys([*ctx.store.nearest(ctx.namespace, model, vector, k), *also]))
+    shortlist = started.ids() if started else ctx.store.nearest(
+        ctx.namespace, ctx.policy.embed.name, vector, k)
+    ids = list(dict.fromkeys([*shortlist, *also]))
     return ctx.store.fetch(st, ctx.namespace, ids=ids, vector=vector, limit=k + len(also))
 
 

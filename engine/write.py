@@ -369,25 +369,21 @@ class Writer:
             f"{turn.get('user', '')} {judged.content}"
         query = distinctive_query(self.ctx, text)
         k = step.judgment.candidates.k if step.judgment.candidates else 20
+        vector = vectors.vector_of(self.ctx, text)
+        if step.step == "contradiction":
+            judged.vector = vector  # the new memory's own vector: stored with it
+        started = vectors.search(self.ctx, step.step, vector, k)  # beside the full-text query
         rows = self.ctx.store.fetch(self.ctx.plan.write_candidates[step.step], self.ctx.namespace,
                                     query=query, limit=k) if query else []
-        rows, similar = self.with_neighbours(step.step, judged, text, rows, k)
+        # hybrid: the full-text ones, then up to k nearest neighbours not among them
+        near = vectors.neighbours(self.ctx, step.step, vector, k, [r["id"] for r in rows], started)
+        similar = {r["id"]: round(r["similarity"], 4) for r in near}
+        shown = {r["id"] for r in rows}
+        rows = list(rows) + [r for r in near if r["id"] not in shown][:k]
         return [{"n": i, "id": r["id"], "content": r["content"], "summary": r["summary"],
                  "created_at": r["created_at"], "importance": r["importance"],
                  "similarity": similar.get(r["id"])}
                 for i, r in enumerate(rows, 1)]
-
-    def with_neighbours(self, step: str, judged: Judged, text: str, rows: list, k: int):
-        """Hybrid candidates: the full-text ones, then up to `k` nearest neighbours not
-        among them; and each one's similarity to the new memory (when it has a vector)."""
-        vector = vectors.vector_of(self.ctx, text)
-        if step == "contradiction":
-            judged.vector = vector  # the new memory's own vector: stored with it
-        near = vectors.neighbours(self.ctx, step, vector, k, [r["id"] for r in rows])
-        similar = {r["id"]: round(r["similarity"], 4) for r in near}
-        shown = {r["id"] for r in rows}
-        extra = [r for r in near if r["id"] not in shown][:k]
-        return list(rows) + extra, similar
 
     # -- applying
     def apply(self, judged: Judged, source: dict, extra: dict | None = None,

@@ -13,6 +13,7 @@ import pytest
 
 from engine import FixedClock, Memory, PolicyError, load_policy
 from engine.embeddings import cosine, pack
+from engine.write import Judged
 from tests.fake_openai import FakeOpenAI, word_vector
 from engine.plan import compile_policy, render_plan
 from engine.store import vectors as store_vectors
@@ -184,6 +185,51 @@ def test_a_reindex_by_another_connection_is_seen_by_a_search(tmp_path, monkeypat
         hits = sum(mid in mem.store.nearest("default", model, v, 2)
                    for mid, v in list(vecs.items())[:40])
         assert hits >= 36  # with the old (no) cells it would probe only cell 0, now empty
+
+
+def test_the_search_beside_runs_on_its_own_connection_and_finds_the_same(tmp_path, monkeypatch,
+                                                                        fake):
+    # the vector index is searched on a second connection, in a thread, while the caller
+    # runs its full-text query; it must find what the store's own connection finds, see
+    # another connection's reindex, and inside a transaction see that transaction's rows
+    monkeypatch.setattr(store_vectors, "CELL_SIZE", 16)
+    rng = random.Random(8)
+    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+        store, model = mem.store, mem.policy.embed.name
+        vecs = [pack([rng.gauss(0, 1) for _ in range(32)]) for _ in range(300)]
+        with store.transaction():
+            for v in vecs:
+                store.save_vector(store.insert_memory({"content": "x", "namespace": "default"}),
+                                  "default", model, v)
+        with memory(tmp_path, policy_file(tmp_path, fake)) as other:
+            other.store.reindex("default", model)
+        futures = [store.nearest_beside("default", model, v, 3) for v in vecs[:30]]
+        assert [f.result() for f in futures] == [store.nearest("default", model, v, 3)
+                                                 for v in vecs[:30]]
+        db, pool = store._beside
+        assert db is not store.db
+        with store.transaction():
+            mid = store.insert_memory({"content": "y", "namespace": "default"})
+            store.save_vector(mid, "default", model, vecs[0])
+            assert mid in store.nearest_beside("default", model, vecs[0], 2).result()
+        store.close_beside()
+        assert store._beside is None
+        assert store.nearest_beside("default", model, vecs[1], 3).result() == \
+            store.nearest("default", model, vecs[1], 3)
+
+
+def test_hybrid_candidates_are_the_same_with_the_search_beside_or_not(tmp_path, fake):
+    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+        for text in ("User eats vegan food.", "User eats beef on Sundays.", "The team tracks "
+                     "bugs in Jira.", "User keeps a chicken diet.", "Bugs go to Linear now."):
+            mem.add(text)
+        step = next(s for s in mem.policy.write if s.step == "contradiction")
+        new = "User went on a beef diet."
+        beside = mem.writer.candidates(step, Judged(content=new), {"user": new})
+        mem.store.nearest_beside = None  # the store offers no second connection
+        alone = mem.writer.candidates(step, Judged(content=new), {"user": new})
+        assert beside == alone and len(alone) >= 3
+        assert mem.store._beside is not None  # the first call did search beside
 
 
 def test_pack_is_unit_length_and_cosine_reads_it():

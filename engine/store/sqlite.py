@@ -89,6 +89,7 @@ class SqliteStore(StoreCommon, Bookkeeping, VectorIndex):
         return sql.connect(uri + "?immutable=1", uri=True, **args)
 
     def close(self) -> None:
+        self.close_beside()
         self.db.close()
         if self._lease_db is not None:
             self._lease_db.close()
