@@ -20,10 +20,9 @@ from .clock import iso
 from .context import Context
 from .errors import LeaseLost, LetheError
 from .judges import JudgeUnavailable
-from .lexicon.slots import related_words
+from .matching import distinctive_query
 from .policy import WriteStep
 from .records import parse_tags
-from .text import words
 
 
 @dataclass
@@ -107,24 +106,6 @@ def forget(ctx: Context, memory_id: int, reason: str) -> bool:
 
 def refresh_rank(ctx: Context, ids: list[int]) -> None:
     ctx.store.run(ctx.plan.rank_refresh_ids, ctx.namespace, ids=ids)
-
-
-RARE = 2000  # a word in more memories than this does not pick contradiction candidates
-
-
-def distinctive_query(ctx: Context, text: str) -> str | None:
-    """An FTS5 query for the memories most like `text`, whose cost does not grow with the
-    store: words found in more than RARE memories are left out (their counts stop at
-    RARE + 1, so counting is bounded too); when every word is that common, all of them
-    must match."""
-    tokens = words(text, content_words=True)
-    if not tokens:
-        return None
-    # a replacement names another member of the same slot: "MySQL" should find "PostgreSQL"
-    related = [r for t in tokens for r in related_words(t) if r not in tokens]
-    rare = [t for t in dict.fromkeys(tokens + related)
-            if ctx.store.match_count(f'"{t}"', RARE) <= RARE][:64]
-    return " OR ".join(f'"{t}"' for t in rare) if rare else " AND ".join(f'"{t}"' for t in tokens)
 
 
 # ---- the pipeline ---------------------------------------------------------------------

@@ -19,7 +19,7 @@ LAYERS = [
     {"store"},
     {"judges", "embeddings"},
     {"context", "keys"},
-    {"write", "passes", "recall", "leasing", "vectors"},
+    {"write", "passes", "recall", "leasing", "vectors", "matching"},
     {"compress"},
     {"runner"},
     {"scheduler", "memory"},

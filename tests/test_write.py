@@ -528,7 +528,8 @@ def test_candidates_bring_in_the_other_members_of_a_slot_and_skip_common_words(t
     "PostgreSQL". And a word in thousands of memories must not pick candidates, so the
     query stays small at any store size."""
     from engine import Memory
-    from engine.write import RARE, distinctive_query, store_memory
+    from engine.matching import RARE, distinctive_query
+    from engine.write import store_memory
 
     mem = Memory(str(tmp_path / "m.db"), policy=f"{POLICIES}/lifecycle.yaml", offline=True)
     with mem.store.transaction() as db:
@@ -540,6 +541,26 @@ def test_candidates_bring_in_the_other_members_of_a_slot_and_skip_common_words(t
     rows = mem.writer.candidates(mem.policy.write[2], Judged(content="We moved the project to MySQL."), {})
     assert [r["id"] for r in rows] == [old]
     assert distinctive_query(mem.context, "the project notes") == '"project" AND "notes"'
+    mem.close()
+
+
+def test_the_candidate_query_keeps_the_rarest_words_within_its_budget(tmp_path, monkeypatch):
+    """bm25 costs a few microseconds a matching row: the words kept are the rarest, until
+    their matches would pass MATCHED (here 12), so a long turn of uncommon words stays
+    bounded too; the rarest word is kept even when it alone passes the budget."""
+    from engine import Memory, matching
+    from engine.write import store_memory
+
+    monkeypatch.setattr(matching, "MATCHED", 12)
+    mem = Memory(str(tmp_path / "m.db"), policy=f"{POLICIES}/lifecycle.yaml", offline=True)
+    with mem.store.transaction():
+        for word, n in (("kestrel", 2), ("osprey", 5), ("heron", 9)):
+            for i in range(n):
+                store_memory(mem.context, f"Saw a {word} at site {i}.")
+    query = matching.distinctive_query(mem.context, "A heron, an osprey and a kestrel.")
+    assert query == '"osprey" OR "kestrel"'   # 2 + 5 kept; with heron's 9 it would be 16
+    monkeypatch.setattr(matching, "MATCHED", 1)
+    assert matching.distinctive_query(mem.context, "A heron and an osprey.") == '"osprey"'
     mem.close()
 
 

@@ -1,0 +1,33 @@
+"""The full-text side of a write's candidates: which of the new memory's words may pick
+them, so that the query's cost stays bounded at any store size."""
+from __future__ import annotations
+
+from .context import Context
+from .lexicon.slots import related_words
+from .text import words
+
+RARE = 2000  # a word in more memories than this does not pick contradiction candidates
+MATCHED = 2000  # rows the candidate query ranks at most: bm25 costs ~4 us a matching row
+
+
+def distinctive_query(ctx: Context, text: str) -> str | None:
+    """An FTS5 query for the memories most like `text`, whose cost does not grow with the
+    store: words found in more than RARE memories are left out (their counts stop at
+    RARE + 1, so counting is bounded too), then the commonest of the rest until their
+    matches add up to MATCHED at most; when every word is that common, all of them must
+    match."""
+    tokens = words(text, content_words=True)
+    if not tokens:
+        return None
+    # a replacement names another member of the same slot: "MySQL" should find "PostgreSQL"
+    related = [r for t in tokens for r in related_words(t) if r not in tokens]
+    counts = {t: ctx.store.match_count(f'"{t}"', RARE) for t in dict.fromkeys(tokens + related)}
+    rare = [t for t, n in counts.items() if n <= RARE][:64]
+    kept, total = set(), 0
+    for t in sorted(rare, key=counts.get):  # the rarest first: they weigh most in bm25
+        if kept and total + counts[t] > MATCHED:
+            break
+        kept.add(t)
+        total += counts[t]
+    rare = [t for t in rare if t in kept]
+    return " OR ".join(f'"{t}"' for t in rare) if rare else " AND ".join(f'"{t}"' for t in tokens)
