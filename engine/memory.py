@@ -137,7 +137,7 @@ class Memory:
             raise LetheError(f"unknown status {status!r}; use one of {', '.join(STATUSES)} or all")
         rows = self.store.list_memories(self.namespace, None if status == "all" else (status,),
                                         int(limit))
-        return [MemoryRecord.from_row(r) for r in rows]
+        return MemoryRecord.from_rows(rows)
 
     def pending(self) -> list[dict]:
         """Turns saved but not yet judged, oldest first: `pending` ones (a model was

@@ -40,7 +40,7 @@ def candidates(ctx: Context, query: str | None = None, limit: int | None = None,
     rows = ctx.store.fetch(st, ctx.namespace, query=fts, limit=limit, vector=vector)
     if not rows and fts and scored:  # `match: filter` and nothing matched: the top ones
         return candidates(ctx, None, limit)
-    records = [MemoryRecord.from_row(r) for r in rows]
+    records = MemoryRecord.from_rows(rows)
     for r in records if unscored else ():
         r.relevance = None  # not computed: say nothing rather than a made-up 0.0
     return records
@@ -120,8 +120,8 @@ def _hybrid(ctx: Context, query: str, shown: list) -> tuple[list, dict[int, floa
     fts = fts_query(query)
     seen = {c.id for c in shown}
     started = vectors.search(ctx, "recall", vector, k)  # beside the full-text query
-    matches = [MemoryRecord.from_row(r) for r in ctx.store.fetch(
-        ctx.plan.recall_query, ctx.namespace, query=fts, limit=k)] if fts else []
+    matches = MemoryRecord.from_rows(ctx.store.fetch(
+        ctx.plan.recall_query, ctx.namespace, query=fts, limit=k)) if fts else []
     shown = shown + [m for m in matches if m.id not in seen]
     near = vectors.neighbours(ctx, "recall", vector, k, [c.id for c in shown], started)
     similar = {r["id"]: r["similarity"] for r in near}

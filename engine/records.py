@@ -32,18 +32,36 @@ class MemoryRecord:
 
     @classmethod
     def from_row(cls, row) -> "MemoryRecord":
-        keys = row.keys()
-        data = {f.name: row[f.name] for f in fields(cls) if f.name in keys}
-        data["tags"] = parse_tags(data.get("tags"))
-        return cls(**data)
+        return cls.from_rows([row])[0]
+
+    @classmethod
+    def from_rows(cls, rows) -> list["MemoryRecord"]:
+        """Records of result rows that share their columns (one statement's). A recall
+        makes 60: which column is which field is worked out once, not for every row; of
+        two columns with one name the first wins, as it does for row[name]."""
+        if not rows:
+            return []
+        picks: dict[str, int] = {}
+        for i, name in enumerate(rows[0].keys()):
+            if name in FIELD_NAMES and name not in picks:
+                picks[name] = i
+        tags = picks.pop("tags", None)
+        out = []
+        for row in rows:
+            data = {name: row[i] for name, i in picks.items()}
+            out.append(cls(**data, tags=parse_tags(None if tags is None else row[tags])))
+        return out
 
     def as_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+FIELD_NAMES = frozenset(f.name for f in fields(MemoryRecord))
+
+
 def parse_tags(raw) -> list:
     """Tags as stored: a JSON array (Lethe), or comma-separated text (older rows)."""
-    if not raw:
+    if not raw or raw == "[]":
         return []
     try:
         value = json.loads(raw)
