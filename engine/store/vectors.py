@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..errors import StoreError
@@ -22,6 +23,7 @@ PROBES = 12           # cells searched per query
 SHORTLIST = 4         # sign-bit candidates kept per neighbour wanted, before rescoring (8 found
                       # no more sources than 4 in bench/neighbours.py, at 1.3x the time)
 REINDEX_AT = 4 * CELL_SIZE
+_OPENING = threading.Lock()  # guards each store's second connection (nearest_beside)
 
 
 def driver(vectors: bool):
@@ -88,21 +90,22 @@ class VectorIndex:
             done: Future = Future()
             done.set_result(self.nearest(namespace, model, vector, k))
             return done
-        if self._beside is None:
-            db = self._connect(driver(True))
-            load_extension(db)
-            db.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
-            self._beside = (db, ThreadPoolExecutor(1, thread_name_prefix="lethe-vectors"))
-        db, pool = self._beside
+        with _OPENING:  # two threads sharing a store open one connection, not two
+            if self._beside is None:
+                db = self._connect(driver(True))
+                load_extension(db)
+                db.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+                self._beside = (db, ThreadPoolExecutor(1, thread_name_prefix="lethe-vectors"))
+            db, pool = self._beside
         return pool.submit(self._shortlist, db, namespace, model, vector, k)
 
     def close_beside(self) -> None:
         """Stop the thread and close the connection `nearest_beside` opened, if it did."""
-        if self._beside is not None:
-            db, pool = self._beside
-            self._beside = None
-            pool.shutdown(wait=True)
-            db.close()
+        with _OPENING:
+            beside, self._beside = self._beside, None
+        if beside is not None:
+            beside[1].shutdown(wait=True)
+            beside[0].close()
 
     def _shortlist(self, db, namespace: str, model: str, vector: bytes, k: int) -> list[int]:
         cells = self._nearest_cells(namespace, model, vector, PROBES, db)
