@@ -564,6 +564,43 @@ def test_the_candidate_query_keeps_the_rarest_words_within_its_budget(tmp_path, 
     mem.close()
 
 
+@pytest.mark.parametrize("archived", [0, 3, 12, 40])
+def test_candidates_read_from_the_best_matches_give_what_reading_every_match_gives(
+        tmp_path, archived):
+    """The candidate statement reads the rows of the 4 x K best-scored matches only, and
+    every match when fewer than K of those pass the policy's where (here: best matches
+    archived). Its answer must be the plain statement's, ties at the cut included."""
+    from engine import Memory
+    from engine.dialect import DIALECTS
+    from engine.plan import DEFAULT_CANDIDATES, candidates_statement, write_candidates_statement
+    from engine.policy import Candidates
+    from engine import expr as X
+    from engine.write import store_memory
+
+    mem = Memory(str(tmp_path / "m.db"), policy=f"{POLICIES}/lifecycle.yaml", offline=True)
+    with mem.store.transaction():
+        ids = [store_memory(mem.context, "Kestrel nest.", importance=9) for _ in range(archived)]
+        for i in range(12):  # equal scores: the cut falls among ties
+            store_memory(mem.context, f"A kestrel over the field, seen on walk {i % 3}.",
+                         importance=i % 4)
+        store_memory(mem.context, "The kestrel we saw at the old quarry, long before the "
+                     "new road was built there by the council.", importance=5)
+    mem.store.db.execute("UPDATE memories SET status = 'archived' WHERE id IN "
+                         "(SELECT value FROM json_each(?))", (json.dumps(ids),))
+    c = DEFAULT_CANDIDATES()
+    d = DIALECTS["sqlite"]
+    best = write_candidates_statement("contradiction", c, d)
+    assert "best AS MATERIALIZED" in best.sql
+    plain = candidates_statement("plain", Candidates(
+        c.where, [(X.Relevance(X.NUM), True), *c.order], c.limit, c.min, c.k), d, query=True)
+    for k in (1, 2, 3, 5, 20):
+        got = mem.store.fetch(best, "default", query='"kestrel"', limit=k)
+        want = mem.store.fetch(plain, "default", query='"kestrel"', limit=k)
+        assert [tuple(r) for r in got] == [tuple(r) for r in want]
+        assert len(want) == min(k, 13)
+    mem.close()
+
+
 def test_candidates_bring_in_the_words_of_a_synonym_group(tmp_path):
     """A replacement worded with a synonym the judges know ("a new job" for "works as")
     must be shown to them: the full-text search reads the same synonym groups."""

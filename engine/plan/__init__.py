@@ -137,7 +137,39 @@ def write_candidates_statement(step: str, c: Candidates | None, d: Dialect,
     K of them (LIMIT is bound to K at run time), so a write costs the same at any size."""
     c = c or DEFAULT_CANDIDATES()
     by_relevance = Candidates(c.where, [(X.Relevance(X.NUM), True), *c.order], c.limit, c.min, c.k)
+    read = set().union(*(X.columns_of(n) for n in [c.where, *[o for o, _ in c.order]]))
+    if d.name == "sqlite" and not (model and "@similarity" in read):
+        return _best_matches_first(f"{step} candidates", by_relevance, d)
     return candidates_statement(f"{step} candidates", by_relevance, d, query=True, model=model)
+
+
+BEST = 4  # matches read per candidate wanted, best scored first (see _best_matches_first)
+
+
+def _best_matches_first(label: str, c: Candidates, d: Dialect) -> Statement:
+    """Candidates ordered by relevance first, reading the rows of the best-scored matches
+    only: at 1M memories a write's words match ~1,000-2,000 memories, and reading each
+    one's row (to test namespace and status) cost more than scoring it. The rows read are
+    the BEST x K best-scored matches and any tied with the last of them; when fewer than K
+    of those pass the policy's `where`, every match is read, as before. Either way the
+    answer is the one the plain statement gives: a match left out scores below every
+    match kept, and K kept ones pass."""
+    rel = d.relevance_sql
+    where_sql, where_params = d.render(c.where, relevance_sql=rel)
+    o_sql, o_params = order_sql(c.order, d, rel)
+    ph, kept = d.placeholder, f'"namespace" = {d.placeholder} AND {where_sql}'
+    sql = (f"WITH matched AS MATERIALIZED ({d.fts_matches()}),\n"
+           f"best AS MATERIALIZED (SELECT fts_id, score FROM matched ORDER BY score "
+           f"LIMIT {BEST} * {ph})\n"
+           f"SELECT memories.*, {rel} AS relevance\n"
+           f"FROM (SELECT * FROM matched WHERE (SELECT count(*) FROM best AS fts CROSS JOIN "
+           f"memories ON memories.id = fts.fts_id WHERE {kept}) < {ph}\n"
+           f"      OR score <= (SELECT max(score) FROM best)) AS fts\n"
+           f"CROSS JOIN memories ON memories.id = fts.fts_id\n"
+           f"WHERE {kept}\nORDER BY {o_sql}\nLIMIT {ph}")
+    params = [QUERY, LIMIT, NAMESPACE, *where_params, LIMIT, NAMESPACE, *where_params,
+              *o_params, LIMIT]
+    return Statement(label, sql, params)
 
 
 def order_sql(order: list[tuple[X.Node, bool]], d: Dialect, rel: str | None,

@@ -91,14 +91,16 @@ UPDATE memories SET "rank" = (("importance" * "confidence") * "decay_score")
 WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?));
 -- params: [':namespace', ':ids']
 -- contradiction candidates
+WITH matched AS MATERIALIZED (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts WHERE memories_fts MATCH ?),
+best AS MATERIALIZED (SELECT fts_id, score FROM matched ORDER BY score LIMIT 4 * ?)
 SELECT memories.*, coalesce(-fts.score / (1.0 - fts.score), 0.0) AS relevance
-FROM (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts
-      WHERE memories_fts MATCH ?) AS fts
+FROM (SELECT * FROM matched WHERE (SELECT count(*) FROM best AS fts CROSS JOIN memories ON memories.id = fts.fts_id WHERE "namespace" = ? AND ("status" = ?)) < ?
+      OR score <= (SELECT max(score) FROM best)) AS fts
 CROSS JOIN memories ON memories.id = fts.fts_id
 WHERE "namespace" = ? AND ("status" = ?)
 ORDER BY coalesce(-fts.score / (1.0 - fts.score), 0.0) DESC, "importance" DESC, "created_at" DESC, "id" DESC
 LIMIT ?;
--- params: [':query', ':namespace', 'active', ':limit']
+-- params: [':query', ':limit', ':namespace', 'active', ':limit', ':namespace', 'active', ':limit']
 -- compression cluster candidates
 SELECT memories.*, 0.0 AS relevance
 FROM memories
