@@ -42,6 +42,8 @@ class Dialect:
     relevance_sql = "coalesce(-fts.score / (1.0 - fts.score), 0.0)"
     matches_first = "CROSS JOIN"  # SQLite keeps a CROSS JOIN's order: the matches drive it
     no_relevance = "0.0"          # relevance without a query
+    # `SET (a, b) = (SELECT ...)`: one evaluation of a value both columns need
+    row_value_set = True
     _FUNCS = {"exp": "exp", "ln": "ln", "log": "log10", "floor": "floor", "ceil": "ceil",
               "abs": "abs", "pow": "pow", "min": "min", "max": "max", "coalesce": "coalesce",
               "sqrt": "sqrt"}
@@ -212,6 +214,7 @@ class PostgresDialect(Dialect):
     relevance_sql = "coalesce(fts.score / (1.0 + fts.score), 0.0)"
     matches_first = "JOIN"  # the planner picks the order from statistics
     no_relevance = "0.0::float8"  # a bare constant may not stand in ORDER BY
+    row_value_set = False  # one assignment per column, as before (not measured there)
     _FUNCS = {**Dialect._FUNCS, "min": "least", "max": "greatest", "log": "log"}
     _divide, _divide_end = " * 1.0 / nullif(", ", 0)"
     _TYPES = ((bool, "::bigint"), (int, "::bigint"), (float, "::double precision"), (str, "::text"))

@@ -465,12 +465,17 @@ def assert_safe_plan(policy) -> None:
         sql = s.sql
         assert "'" not in sql and ";" not in sql and "--" not in sql, sql
         idents = set(re.findall(r'"([^"]*)"', sql))
-        assert idents <= set(X.COLUMNS), idents - set(X.COLUMNS)
+        # a rule's new values are named after their column (engine.plan.rules)
+        known = set(X.COLUMNS) | {"new_" + c for c in X.COLUMNS}
+        assert idents <= known, idents - known
         assert sql_words(sql) <= PLAN_WORDS, (sql, sql_words(sql) - PLAN_WORDS)
         assert sql.count("?") == len(s.params)
         if sql.startswith("UPDATE"):
             set_part = re.split(r"\sSET\s", sql, maxsplit=1)[1].split("WHERE", 1)[0]
             written = set(re.findall(r'(?:^|,)\s*"(\w+)" = ', set_part))
+            shared = re.match(r'\s*\(([^()]*)\) = \(SELECT ', set_part)  # SET (a, rank) = (...)
+            written |= set(re.findall(r'"(\w+)"', shared.group(1))) if shared else set()
+            assert written, set_part
             assert written <= set(SETTABLE) | {"rank"}, written
             assert not written & {"id", "namespace"}
     for p in policy.passes.values():

@@ -30,10 +30,10 @@ WHERE "namespace" = ? AND ("status" = ?);
 -- params: [':namespace', 'active']
 -- decay.rules[0] update
 UPDATE memories
-SET "decay_score" = min(?, (exp(((? * floor((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0))) * 1.0 / ?)) + min(?, ("access_count" * ?)))),
-    "rank" = (("importance" * "confidence") * (min(?, (exp(((? * floor((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0))) * 1.0 / ?)) + min(?, ("access_count" * ?))))))
+SET ("decay_score", "rank") = (SELECT "new_decay_score", (("importance" * "confidence") * ("new_decay_score"))
+    FROM (SELECT min(?, (exp(((? * floor((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0))) * 1.0 / ?)) + min(?, ("access_count" * ?)))) AS "new_decay_score"))
 WHERE "namespace" = ? AND ("status" = ?) AND ((min(?, (exp(((? * floor((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0))) * 1.0 / ?)) + min(?, ("access_count" * ?))))) BETWEEN ? AND ?);
--- params: [1.0, -0.693, ':now', 30, 0.3, 0.03, 1.0, -0.693, ':now', 30, 0.3, 0.03, ':namespace', 'active', 1.0, -0.693, ':now', 30, 0.3, 0.03, -1.7976931348623157e+308, 1.7976931348623157e+308]
+-- params: [1.0, -0.693, ':now', 30, 0.3, 0.03, ':namespace', 'active', 1.0, -0.693, ':now', 30, 0.3, 0.03, -1.7976931348623157e+308, 1.7976931348623157e+308]
 -- decay.rules[1] event archived
 INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status", ?, "decay_score"), ?, json_object(?, ?, ?, ?)), ?

@@ -12,10 +12,10 @@ WHERE "namespace" = ? AND (("status" = ?) AND ((round((julianday(?) - julianday(
 -- params: [':namespace', 'active', ':now', 30]
 -- decay.rules[0] update
 UPDATE memories
-SET "decay_score" = ("decay_score" * ?),
-    "rank" = (("importance" * "confidence") * (("decay_score" * ?)))
+SET ("decay_score", "rank") = (SELECT "new_decay_score", (("importance" * "confidence") * ("new_decay_score"))
+    FROM (SELECT ("decay_score" * ?) AS "new_decay_score"))
 WHERE "namespace" = ? AND (("status" = ?) AND ((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0) >= ?)) AND ((("decay_score" * ?)) BETWEEN ? AND ?);
--- params: [0.9, 0.9, ':namespace', 'active', ':now', 30, 0.9, -1.7976931348623157e+308, 1.7976931348623157e+308]
+-- params: [0.9, ':namespace', 'active', ':now', 30, 0.9, -1.7976931348623157e+308, 1.7976931348623157e+308]
 -- decay.rules[1] event archived
 INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status"), ?, json_object(?, ?)), ?
