@@ -3,8 +3,8 @@
 Median and p99 over CALLS in-process calls (after a short warm-up), against the
 article's full-scan query (bench.seed_article.article_recall_candidates) on the same
 rows - run on the raw article file, where it is a plain table scan - which must return
-the same ids in the same order. Goals: median under 5 ms at every N (the brief asks it
-at 1M), and flat: the median at N at most FLAT_GOAL times the median at the smallest N
+the same ids in the same order. Goals: median at most 1 ms at every N (the performance
+issue's, at 1M; the first brief asked 5 ms), and flat: the median at N at most FLAT_GOAL times the median at the smallest N
 measured.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from . import datasets as D
 from .seed_article import article_recall_candidates
 
 CALLS = 200
-MEDIAN_GOAL_MS = 5.0
+MEDIAN_GOAL_MS = 1.0
 FLAT_GOAL = 2.0
 BASELINE_BUDGET_S = 5.0   # the full scan gets at most CALLS calls or this much time
 
