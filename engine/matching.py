@@ -12,10 +12,11 @@ MATCHED = 2000  # rows the candidate query ranks at most: bm25 costs ~4 us a mat
 
 def distinctive_query(ctx: Context, text: str) -> str | None:
     """An FTS5 query for the memories most like `text`, whose cost does not grow with the
-    store: words found in more than RARE memories are left out (their counts stop at
-    RARE + 1, so counting is bounded too), then the commonest of the rest until their
-    matches add up to MATCHED at most; when every word is that common, all of them must
-    match."""
+    store nor with the turn's length: words found in more than RARE memories are left
+    out (their counts stop at RARE + 1, so counting is bounded too); when the rest match
+    more than MATCHED memories together, the rarest of them are kept until their counts
+    add up to MATCHED (the rarest alone at least). When every word is that common, all
+    of them must match."""
     tokens = words(text, content_words=True)
     if not tokens:
         return None
@@ -23,11 +24,17 @@ def distinctive_query(ctx: Context, text: str) -> str | None:
     related = [r for t in tokens for r in related_words(t) if r not in tokens]
     counts = {t: ctx.store.match_count(f'"{t}"', RARE) for t in dict.fromkeys(tokens + related)}
     rare = [t for t, n in counts.items() if n <= RARE][:64]
+    if not rare or sum(counts[t] for t in rare) <= MATCHED or \
+            ctx.store.match_count(" OR ".join(f'"{t}"' for t in rare), MATCHED) <= MATCHED:
+        return _query(rare, tokens)
     kept, total = set(), 0
     for t in sorted(rare, key=counts.get):  # the rarest first: they weigh most in bm25
         if kept and total + counts[t] > MATCHED:
             break
         kept.add(t)
         total += counts[t]
-    rare = [t for t in rare if t in kept]
+    return _query([t for t in rare if t in kept], tokens)
+
+
+def _query(rare: list[str], tokens: list[str]) -> str:
     return " OR ".join(f'"{t}"' for t in rare) if rare else " AND ".join(f'"{t}"' for t in tokens)

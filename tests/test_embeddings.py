@@ -208,6 +208,17 @@ def test_the_search_beside_runs_on_its_own_connection_and_finds_the_same(tmp_pat
                                                  for v in vecs[:30]]
         db, pool = store._beside
         assert db is not store.db
+        # this store's own commits (a write, a recall's access) keep the cells read
+        held = store._centroid_cache[("default", model)]
+        with store.transaction():
+            store.insert_memory({"content": "z", "namespace": "default"})
+        store.nearest_beside("default", model, vecs[2], 3).result()
+        assert store._centroid_cache[("default", model)] is held
+        with memory(tmp_path, policy_file(tmp_path, fake)) as other:  # another's: read again
+            other.store.reindex("default", model)
+        assert store.nearest_beside("default", model, vecs[2], 3).result() == \
+            store.nearest("default", model, vecs[2], 3)
+        assert store._centroid_cache[("default", model)] is not held
         with store.transaction():
             mid = store.insert_memory({"content": "y", "namespace": "default"})
             store.save_vector(mid, "default", model, vecs[0])

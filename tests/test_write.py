@@ -545,9 +545,10 @@ def test_candidates_bring_in_the_other_members_of_a_slot_and_skip_common_words(t
 
 
 def test_the_candidate_query_keeps_the_rarest_words_within_its_budget(tmp_path, monkeypatch):
-    """bm25 costs a few microseconds a matching row: the words kept are the rarest, until
-    their matches would pass MATCHED (here 12), so a long turn of uncommon words stays
-    bounded too; the rarest word is kept even when it alone passes the budget."""
+    """bm25 costs a few microseconds a matching row: when a turn's words match more than
+    MATCHED memories (here 12) together, the words kept are the rarest, until their counts
+    would pass it, so a long turn of uncommon words stays bounded too; the rarest word is
+    kept even when it alone passes the budget; words under the budget together all stay."""
     from engine import Memory, matching
     from engine.write import store_memory
 
@@ -557,8 +558,12 @@ def test_the_candidate_query_keeps_the_rarest_words_within_its_budget(tmp_path, 
         for word, n in (("kestrel", 2), ("osprey", 5), ("heron", 9)):
             for i in range(n):
                 store_memory(mem.context, f"Saw a {word} at site {i}.")
+        for i in range(7):  # 7 + 7 by their counts, but 7 memories match them together
+            store_memory(mem.context, f"A grebe and a coot on pond {i}.")
     query = matching.distinctive_query(mem.context, "A heron, an osprey and a kestrel.")
     assert query == '"osprey" OR "kestrel"'   # 2 + 5 kept; with heron's 9 it would be 16
+    assert matching.distinctive_query(mem.context, "The grebe and the coot.") == \
+        '"grebe" OR "coot"'   # under the budget together: nothing left out
     monkeypatch.setattr(matching, "MATCHED", 1)
     assert matching.distinctive_query(mem.context, "A heron and an osprey.") == '"osprey"'
     mem.close()

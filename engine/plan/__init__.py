@@ -152,8 +152,8 @@ def _best_matches_first(label: str, c: Candidates, d: Dialect) -> Statement:
     one's row (to test namespace and status) cost more than scoring it. The rows read are
     the BEST x K best-scored matches and any tied with the last of them; when fewer than K
     of those pass the policy's `where`, every match is read, as before. Either way the
-    answer is the one the plain statement gives: a match left out scores below every
-    match kept, and K kept ones pass."""
+    answer is the one the plain statement gives: the cut is on relevance, the order's
+    first key, so a match left out ranks below every match kept, and K kept ones pass."""
     rel = d.relevance_sql
     where_sql, where_params = d.render(c.where, relevance_sql=rel)
     o_sql, o_params = order_sql(c.order, d, rel)
@@ -162,9 +162,9 @@ def _best_matches_first(label: str, c: Candidates, d: Dialect) -> Statement:
            f"best AS MATERIALIZED (SELECT fts_id, score FROM matched ORDER BY score "
            f"LIMIT {BEST} * {ph})\n"
            f"SELECT memories.*, {rel} AS relevance\n"
-           f"FROM (SELECT * FROM matched WHERE (SELECT count(*) FROM best AS fts CROSS JOIN "
-           f"memories ON memories.id = fts.fts_id WHERE {kept}) < {ph}\n"
-           f"      OR score <= (SELECT max(score) FROM best)) AS fts\n"
+           f"FROM (SELECT * FROM matched AS fts WHERE (SELECT count(*) FROM best AS fts "
+           f"CROSS JOIN memories ON memories.id = fts.fts_id WHERE {kept}) < {ph}\n"
+           f"      OR {rel} >= (SELECT min({rel}) FROM best AS fts)) AS fts\n"
            f"CROSS JOIN memories ON memories.id = fts.fts_id\n"
            f"WHERE {kept}\nORDER BY {o_sql}\nLIMIT {ph}")
     params = [QUERY, LIMIT, NAMESPACE, *where_params, LIMIT, NAMESPACE, *where_params,

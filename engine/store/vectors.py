@@ -78,7 +78,7 @@ class VectorIndex:
     def nearest(self, namespace: str, model: str, vector: bytes, k: int) -> list[int]:
         """Ids of about `k * SHORTLIST` memories nearest `vector` by their sign bits, from
         the cells nearest it: a shortlist for the compiled neighbour statement to rescore."""
-        return self._shortlist(self.db, namespace, model, vector, k)
+        return self._shortlist(self.db, self._version(), namespace, model, vector, k)
 
     def nearest_beside(self, namespace: str, model: str, vector: bytes, k: int) -> Future:
         """`nearest()` on a second connection of this store, in a thread of its own, so
@@ -97,7 +97,9 @@ class VectorIndex:
                 db.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
                 self._beside = (db, ThreadPoolExecutor(1, thread_name_prefix="lethe-vectors"))
             db, pool = self._beside
-        return pool.submit(self._shortlist, db, namespace, model, vector, k)
+        # the cells are checked against this connection's data_version, read here: the
+        # second one's changes at every commit of the first (a write, a recall's access)
+        return pool.submit(self._shortlist, db, self._version(), namespace, model, vector, k)
 
     def close_beside(self) -> None:
         """Stop the thread and close the connection `nearest_beside` opened, if it did."""
@@ -107,8 +109,9 @@ class VectorIndex:
             beside[1].shutdown(wait=True)
             beside[0].close()
 
-    def _shortlist(self, db, namespace: str, model: str, vector: bytes, k: int) -> list[int]:
-        cells = self._nearest_cells(namespace, model, vector, PROBES, db)
+    def _shortlist(self, db, version: int, namespace: str, model: str, vector: bytes,
+                   k: int) -> list[int]:
+        cells = self._nearest_cells(namespace, model, vector, PROBES, db, version)
         # the query's sign bits computed here and bound: a subquery in ORDER BY is
         # evaluated again for every row sorted (twice the time of the scan itself)
         bits = db.execute("SELECT vec_quantize_binary(?)", (vector,)).fetchone()[0]
@@ -130,10 +133,11 @@ class VectorIndex:
         return {(a, b): s for a, b, s in rows}
 
     def _nearest_cells(self, namespace: str, model: str, vector: bytes, n: int,
-                       db=None) -> list[int]:
+                       db=None, version: int | None = None) -> list[int]:
         import numpy as np
 
-        cells, centroids = self._centroids(namespace, model, self.db if db is None else db)
+        cells, centroids = self._centroids(namespace, model, self.db if db is None else db,
+                                           self._version() if version is None else version)
         if not cells:
             return [0]
         # centroids are unit vectors: the largest dot products are the smallest cosine distances
@@ -141,23 +145,25 @@ class VectorIndex:
         top = np.argsort(-scores, kind="stable")[:n]
         return [cells[i] for i in top.tolist()]
 
-    def _centroids(self, namespace: str, model: str, db):
-        """The cells' ids and centroids as a matrix, kept in memory for each connection
-        (reading them for each search cost more than the search of the cells). Read again
-        after any commit by another connection (`PRAGMA data_version`, which is each
-        connection's own) or by this one's `reindex`."""
+    def _version(self) -> int:
+        return self.db.execute("PRAGMA data_version").fetchone()[0]
+
+    def _centroids(self, namespace: str, model: str, db, version: int):
+        """The cells' ids and centroids as a matrix, kept in memory (reading them for each
+        search cost more than the search of the cells), read through `db`. Read again
+        when `version` (the store's own connection's `PRAGMA data_version`, which moves
+        at another connection's commit) is not the one they were read at, or after this
+        store's `reindex`."""
         import numpy as np
 
-        version = db.execute("PRAGMA data_version").fetchone()[0]
         cache = self.__dict__.setdefault("_centroid_cache", {})
-        key = (db is self.db, namespace, model)
-        held = cache.get(key)
+        held = cache.get((namespace, model))
         if held is None or held[0] != version:
             rows = db.execute("SELECT cell, centroid FROM vector_cells WHERE namespace = ? "
-                                   "AND model = ? ORDER BY cell", (namespace, model)).fetchall()
+                              "AND model = ? ORDER BY cell", (namespace, model)).fetchall()
             matrix = np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows]) \
                 if rows else np.zeros((0, 0), dtype=np.float32)
-            held = cache[key] = (version, [r[0] for r in rows], matrix)
+            held = cache[(namespace, model)] = (version, [r[0] for r in rows], matrix)
         return held[1], held[2]
 
     def vector_count(self, namespace: str, model: str) -> tuple[int, int]:
