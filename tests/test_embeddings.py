@@ -143,18 +143,23 @@ def test_compression_reads_pair_similarity(tmp_path, fake):
         assert pairs[(ids[0], ids[1])] > 0.9 and pairs[(ids[0], ids[2])] < 0.5
 
 
+def random_vectors(mem, n: int, seed: int) -> dict[int, bytes]:
+    """n memories with random 32-dimension vectors, in one transaction: id -> vector."""
+    rng, model, vecs = random.Random(seed), mem.policy.embed.name, {}
+    with mem.store.transaction():
+        for _ in range(n):
+            v = pack([rng.gauss(0, 1) for _ in range(32)])
+            mid = mem.store.insert_memory({"content": "x", "namespace": "default"})
+            mem.store.save_vector(mid, "default", model, v)
+            vecs[mid] = v
+    return vecs
+
+
 def test_the_vector_index_finds_the_nearest_after_a_reindex(tmp_path, monkeypatch, fake):
     monkeypatch.setattr(store_vectors, "CELL_SIZE", 16)
-    rng = random.Random(5)
     with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
         model = mem.policy.embed.name
-        vecs = {}
-        with mem.store.transaction():
-            for _ in range(400):
-                v = pack([rng.gauss(0, 1) for _ in range(32)])
-                mid = mem.store.insert_memory({"content": "x", "namespace": "default"})
-                mem.store.save_vector(mid, "default", model, v)
-                vecs[mid] = v
+        vecs = random_vectors(mem, 400, seed=5)
         assert mem.store.reindex("default", model) == 25
         assert mem.store.vector_count("default", model) == (400, 25)
         hits = 0
@@ -168,16 +173,9 @@ def test_the_vector_index_finds_the_nearest_after_a_reindex(tmp_path, monkeypatc
 def test_a_reindex_by_another_connection_is_seen_by_a_search(tmp_path, monkeypatch, fake):
     # the centroids are kept in memory: another store's reindex must make them stale
     monkeypatch.setattr(store_vectors, "CELL_SIZE", 16)
-    rng = random.Random(6)
     with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
         model = mem.policy.embed.name
-        vecs = {}
-        with mem.store.transaction():
-            for _ in range(200):
-                v = pack([rng.gauss(0, 1) for _ in range(32)])
-                mid = mem.store.insert_memory({"content": "x", "namespace": "default"})
-                mem.store.save_vector(mid, "default", model, v)
-                vecs[mid] = v
+        vecs = random_vectors(mem, 200, seed=6)
         assert all(mid in mem.store.nearest("default", model, v, 1) for mid, v in
                    list(vecs.items())[:5])  # one cell, scanned whole: exact
         with memory(tmp_path, policy_file(tmp_path, fake)) as other:
@@ -193,14 +191,9 @@ def test_the_search_beside_runs_on_its_own_connection_and_finds_the_same(tmp_pat
     # runs its full-text query; it must find what the store's own connection finds, see
     # another connection's reindex, and inside a transaction see that transaction's rows
     monkeypatch.setattr(store_vectors, "CELL_SIZE", 16)
-    rng = random.Random(8)
     with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
         store, model = mem.store, mem.policy.embed.name
-        vecs = [pack([rng.gauss(0, 1) for _ in range(32)]) for _ in range(300)]
-        with store.transaction():
-            for v in vecs:
-                store.save_vector(store.insert_memory({"content": "x", "namespace": "default"}),
-                                  "default", model, v)
+        vecs = list(random_vectors(mem, 300, seed=8).values())
         with memory(tmp_path, policy_file(tmp_path, fake)) as other:
             other.store.reindex("default", model)
         futures = [store.nearest_beside("default", model, v, 3) for v in vecs[:30]]
