@@ -2,7 +2,8 @@
 
 Loading never touches a database. A loaded `Policy` holds typed IR for every formula, so
 anything that does not compile is refused here, at load time, with file:line:col.
-`types` says what a policy is, `load` finds and merges the files, `build` validates.
+`types` says what a policy is, `load` finds and merges the files, `build` validates
+(`passes` its passes and rules).
 """
 from .load import is_path, load, resolve
 from .types import (DEFAULT_RANK, PROVIDERS, SETTABLE, STATUSES, STEP_KINDS, Candidates,
