@@ -167,13 +167,13 @@ def next_due(last_run: str | None, every: dt.timedelta | None, now: dt.datetime)
     return now if last_run is None else parse_time(last_run) + every
 
 
-def due(ctx: Context, now: dt.datetime) -> list[str]:
-    """Passes whose `every` has elapsed since their last recorded run (never run: due)."""
-    last = ctx.store.last_runs(ctx.namespace)
-    unfinished = ctx.store.unfinished(ctx.namespace)
+def due(ctx: Context, now: dt.datetime, schedule=None) -> list[str]:
+    """Passes whose `every` has elapsed since their last recorded run (never run: due).
+    `schedule`: the store's `schedule()`, when the caller has just read it."""
+    schedule = schedule or ctx.store.schedule(ctx.namespace)
     out = []
     for name, p in ctx.policy.passes.items():
-        when = next_due(last.get(name), p.every, now)
-        if name in unfinished or (when is not None and when <= now):
+        when = next_due(schedule.last_runs.get(name), p.every, now)
+        if name in schedule.unfinished or (when is not None and when <= now):
             out.append(name)  # an interrupted batched run is finished first
     return out

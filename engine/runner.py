@@ -44,12 +44,13 @@ def run_due(ctx: Context, progress: Progress = None, terms: LeaseTerms | None = 
     with hold(ctx, terms) as held:
         if retry_failed:
             held.store.requeue_turns(held.namespace, None)
-        before = held.store.pending_count(held.namespace)
+        schedule = held.store.schedule(held.namespace)  # read under the lease: it decides
+        before = schedule.pending
         if before:
-            Writer(held).retry_pending()
+            Writer(held).retry_pending()  # changes turns only, not what the schedule says
         embedded = vectors.backfill(held)  # memories stored while the embedding model was down
         hook = _hook(held, progress)
-        results = _run_all(held, P.due(held, held.clock()), hook)
+        results = _run_all(held, P.due(held, held.clock(), schedule), hook)
         if embedded:
             results.insert(0, P.PassResult("embeddings", held.now(), embedded))
         if before:
@@ -67,7 +68,8 @@ def _idle(ctx: Context, retry_failed: bool) -> bool:
     lease (a backfill is found by its own query)."""
     if retry_failed or ctx.embedder is not None:
         return False
-    return not ctx.store.pending_count(ctx.namespace) and not P.due(ctx, ctx.clock())
+    schedule = ctx.store.schedule(ctx.namespace)
+    return not schedule.pending and not P.due(ctx, ctx.clock(), schedule)
 
 
 def _run_all(ctx: Context, names: list[str], progress: Progress) -> list[P.PassResult]:

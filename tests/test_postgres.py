@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -213,6 +214,30 @@ def test_a_lease_taken_over_fences_its_old_holder(pg, clock):
     lease.release()
     assert other.current()["holder"] == "them"  # our release took nothing from them
     for x in (lease, other, mine, theirs):
+        x.close()
+
+
+@pytest.mark.parametrize("step", ["acquire", "take_over", "renew"])
+def test_a_lease_statement_waits_for_a_locked_lease_row_at_most_its_own_wait(pg, clock, step):
+    """A lease statement is one round trip that sets its own lock_timeout: it gives up on
+    a lease row another transaction holds after `wait`, whatever the connection's own
+    setting (here 0, which waits for ever)."""
+    mine = PostgresStore(pg, clock, timeout=0)
+    lease = mine.lease("default", dt.timedelta(minutes=15), "me", wait=0.2)
+    assert lease.acquire()
+    blocker = PostgresStore(pg, clock)
+    out = {}
+    with blocker.db.transaction():
+        blocker.db.execute("SELECT * FROM leases FOR UPDATE")
+        worker = threading.Thread(target=lambda: out.setdefault(
+            "got", lease.take_over("me") if step == "take_over" else getattr(lease, step)()))
+        worker.start()
+        worker.join(30)  # without a wait of its own it would still be waiting
+        finished = not worker.is_alive()
+    worker.join()
+    assert finished and out["got"] in (False, None)  # None: renew says "try again later"
+    assert lease.renew() is True  # the row is free again, and still ours
+    for x in (lease, mine, blocker):
         x.close()
 
 

@@ -5,6 +5,7 @@ says which it has (`_applied`), and runs a statement written with `?` marks (`_x
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..clock import iso
@@ -12,6 +13,16 @@ from ..errors import StoreError
 
 
 Row = Any  # sqlite3.Row, or the PostgreSQL backend's Row: read by position or name
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """What decides whether a runner has work: pending turns, each pass's last run, and
+    the passes a crash left half done (`StoreCommon.schedule`)."""
+
+    pending: int = 0
+    last_runs: dict[str, str] = field(default_factory=dict)
+    unfinished: frozenset[str] = frozenset()
 
 
 class StoreCommon:
@@ -61,6 +72,24 @@ class StoreCommon:
     def last_runs(self, namespace: str) -> dict[str, str]:
         return {r[0]: r[1] for r in self._x(
             "SELECT pass, last_run_at FROM pass_runs WHERE namespace = ?", (namespace,))}
+
+    def schedule(self, namespace: str) -> Schedule:
+        """Pending turns, last runs and unfinished passes in one statement: a scheduler
+        asks at every tick, and on a server each statement is a round trip."""
+        pending, last, unfinished = 0, {}, set()
+        for kind, name, at, n in self._x(
+                "SELECT 'pending', NULL, NULL, count(*) FROM inbox "
+                "WHERE namespace = ? AND status = 'pending' "
+                "UNION ALL SELECT 'ran', pass, last_run_at, 0 FROM pass_runs WHERE namespace = ? "
+                "UNION ALL SELECT 'unfinished', pass, NULL, 0 FROM pass_progress "
+                "WHERE namespace = ?", (namespace,) * 3):
+            if kind == "pending":
+                pending = n
+            elif kind == "ran":
+                last[name] = at
+            else:
+                unfinished.add(name)
+        return Schedule(pending, last, frozenset(unfinished))
 
     def pending_ids(self, namespace: str, limit: int) -> list[int]:
         """Pending turns that may be tried now (no backoff, or it has run out), oldest first."""

@@ -38,7 +38,7 @@ class PostgresLease:
         now = self.clock()
         row = self._write(
             "INSERT INTO leases (namespace, holder, acquired_at, expires_at) "
-            "VALUES (%s, %s, %s, %s) ON CONFLICT (namespace) DO UPDATE SET "
+            "SELECT %s, %s, %s, %s FROM waiting ON CONFLICT (namespace) DO UPDATE SET "
             "holder = excluded.holder, acquired_at = excluded.acquired_at, "
             "expires_at = excluded.expires_at, token = leases.token + 1 "
             "WHERE leases.holder = excluded.holder OR leases.expires_at <= excluded.acquired_at "
@@ -49,7 +49,8 @@ class PostgresLease:
         """Take the lease from `gone`, a holder known to be dead, if it still holds it."""
         now = self.clock()
         row = self._write("UPDATE leases SET holder = %s, acquired_at = %s, expires_at = %s, "
-                          "token = token + 1 WHERE namespace = %s AND holder = %s RETURNING token",
+                          "token = token + 1 FROM waiting WHERE namespace = %s AND holder = %s "
+                          "RETURNING token",
                           (self.holder, iso(now), self._until(now), self.namespace, gone))
         return self._took(row)
 
@@ -63,21 +64,23 @@ class PostgresLease:
         """Extend our lease by `ttl` from now, on the lease's own connection: True when
         renewed, False when it is no longer ours (taken over), None when its row stayed
         locked for `wait` seconds (try again later)."""
-        row = self._write(*self.renew_sql(returning=True))
+        row = self._write(*self.renew_sql(returning=True, source=" FROM waiting"))
         return None if row is False else row is not None
 
     def release(self) -> None:
         """Give the lease back (only while it is still ours)."""
         if self.token is not None:
-            self._write("DELETE FROM leases WHERE namespace = %s AND holder = %s AND token = %s "
-                        "RETURNING token", (self.namespace, self.holder, self.token), 30.0)
+            self._write("DELETE FROM leases USING waiting WHERE namespace = %s AND holder = %s "
+                        "AND token = %s RETURNING token", (self.namespace, self.holder, self.token),
+                        30.0)
         self.token = None
 
-    def renew_sql(self, returning: bool = False) -> tuple[str, tuple]:
+    def renew_sql(self, returning: bool = False, source: str = "") -> tuple[str, tuple]:
         """The statement that extends our lease by `ttl` from now, for the caller's
         transaction; it changes no row once the lease is someone else's."""
-        return ("UPDATE leases SET expires_at = greatest(expires_at, %s) WHERE namespace = %s "
-                "AND holder = %s AND token = %s" + (" RETURNING token" if returning else ""),
+        return ("UPDATE leases SET expires_at = greatest(expires_at, %s)" + source +
+                " WHERE namespace = %s AND holder = %s AND token = %s" +
+                (" RETURNING token" if returning else ""),
                 (self._until(self.clock()), self.namespace, self.holder, self.token))
 
     def _until(self, now: dt.datetime) -> str:
@@ -96,12 +99,17 @@ class PostgresLease:
 
     def _write(self, sql: str, params: tuple, wait: float | None = None):
         """The statement's returned row (None: no row changed), or False when the lease
-        row stayed locked for `wait` seconds."""
+        row stayed locked for `wait` seconds.
+
+        One round trip: the connection is in autocommit, so the statement is a transaction
+        of its own, and it reads `waiting` (a CTE setting lock_timeout for that transaction
+        only) before it reaches a lease row, so a wait for the row is bounded by it. A
+        scheduler takes and gives back the lease at every tick that finds work."""
         import psycopg
 
+        ms = str(int((wait or self.wait) * 1000))
         try:
-            with self.db.transaction():
-                self.db.execute(f"SET LOCAL lock_timeout = {int((wait or self.wait) * 1000)}")
-                return self.db.execute(sql, params).fetchone()
+            return self.db.execute("WITH waiting AS (SELECT set_config('lock_timeout', %s, true)) "
+                                   + sql, (ms, *params)).fetchone()
         except psycopg.errors.LockNotAvailable:
             return False
