@@ -33,14 +33,13 @@ BOMB = "name: bomb\na: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{b}: &{b} [{', '.join([f'*{a}'] * 9)}]\n" for a, b in zip("abcdefgh", "bcdefghi"))
 
 
-def test_an_alias_bomb_is_refused_in_well_under_a_second(tmp_path):
-    """337 bytes took 17 s and 1.8 GB; a few more levels never finished."""
+def test_an_alias_bomb_is_refused_before_it_expands(tmp_path):
+    """337 bytes took 17 s and 1.8 GB; a few more levels never finished. Refused by the
+    loader's node budget: the message says so (nothing is timed)."""
     path = tmp_path / "bomb.yaml"
     path.write_text(BOMB)
     assert len(BOMB) < 400
-    started = time.monotonic()
     out = lethe("validate", path)
-    assert time.monotonic() - started < 1.0
     assert out.exit_code == 1
     assert "bomb.yaml:" in out.output and "expands to more than" in out.output
 
