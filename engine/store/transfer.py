@@ -142,7 +142,11 @@ def _readable(raw: _Source, dst, clock: Clock | None, report: Report, result: Tr
     if not missing:
         yield raw
         return
-    folder = tempfile.mkdtemp(prefix=f"{SCRATCH}{os.getpid()}-")
+    try:
+        folder = tempfile.mkdtemp(prefix=f"{SCRATCH}{os.getpid()}-")
+    except OSError as exc:
+        raise StoreError(f"{result.source} has an older schema and must be upgraded in a copy, "
+                         f"but the temp folder refused one (set TMPDIR elsewhere): {exc}") from None
     copy = None
     try:
         path = os.path.join(folder, "source.db")
