@@ -5,6 +5,7 @@ see conftest.py)."""
 import datetime as dt
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -30,6 +31,7 @@ from engine.testing import play
 from tests import pg_server
 from tests.conftest import POLICIES, ROOT, START, run_sql
 from tests.test_batched_passes import batched_policy
+from tests.test_import import ODD
 from tests.test_compiled_sql import SHIPPED
 from tests.test_policy_scenarios import SCENARIOS
 from tests.test_policy_scenarios import SHIPPED as SHIPPED_POLICIES
@@ -372,9 +374,10 @@ def test_four_agents_and_two_daemons_for_a_minute_on_one_server(tmp_path, pg):
 
 
 # ---- SIGKILL, then a rerun: the same rows as a run never interrupted --------------------
-def _lethe(*args) -> subprocess.Popen:
+def _lethe(*args, env: dict | None = None) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "engine.cli", *args], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=None if env is None else {**os.environ, **env})
 
 
 def _kill_when(proc: subprocess.Popen, store, sql: str, timeout: float = 60) -> bool:
@@ -418,6 +421,42 @@ def test_sigkill_during_import_then_a_rerun_gives_the_same_rows(article_20k, pg_
     assert json.loads(out)["already_there"]["memories"] == partial
     with open_store(reference) as a, open_store(killed) as b:
         assert _everything(b) == _everything(a)
+
+
+def test_sigkill_during_import_of_odd_rows_then_a_rerun_gives_the_same_rows(article_20k, pg_dsn,
+                                                                          tmp_path):
+    """An article file with odd values is read from an adopted copy (before: COPY failed
+    on 'high' in a REAL column). The copy is gone from the temp folder once adopted, so a
+    kill during the copy leaves nothing there, and the rerun adopts a fresh one."""
+    source, scratch = str(tmp_path / "agent_memory.db"), tmp_path / "tmp"
+    shutil.copyfile(article_20k, source)
+    scratch.mkdir()
+    with sqlite3.connect(source) as db:
+        for mid, col, value in ODD:
+            db.execute(f"UPDATE memories SET {col} = ? WHERE id = ?", (value, mid))
+    db.close()
+    with open(source, "rb") as f:
+        before = f.read()
+    reference, killed = pg_server.fresh_schema(pg_dsn), pg_server.fresh_schema(pg_dsn)
+    copy_store(source, reference, clock=FixedClock(T), batch=1000)
+    cli = ["import", source, "--db", killed, "--now", T.isoformat()]
+    with open_store(killed) as watch:
+        proc = _lethe(*cli, "--batch", "1000", env={"TMPDIR": str(scratch)})
+        assert _kill_when(proc, watch, "SELECT count(*) > 0 FROM memories"), "import finished first"
+        partial = run_sql(watch, "SELECT count(*) FROM memories").fetchone()[0]
+        assert 0 < partial < 20_000 and partial % 1000 == 0
+    assert os.listdir(scratch) == []
+    again = _lethe(*cli, "--json", env={"TMPDIR": str(scratch)})
+    out, err = again.communicate(timeout=120)
+    assert again.returncode == 0, err
+    assert json.loads(out)["already_there"]["memories"] == partial
+    with open_store(reference) as a, open_store(killed) as b:
+        ours = _everything(b)
+        assert ours == _everything(a)
+        assert len([e for e in ours["memory_events"] if e[2] == "normalised"]) == len(ODD)
+    assert os.listdir(scratch) == []
+    with open(source, "rb") as f:
+        assert f.read() == before
 
 
 def test_sigkill_during_a_pass_then_a_rerun_gives_the_same_rows(article_20k, pg_dsn):

@@ -8,22 +8,37 @@ rows as one that was never interrupted. Leases (who runs passes right now) and t
 signature (compiled SQL, per dialect) are not copied: the destination's first open
 recomputes the stored rank. Stop the source's writers first: rows written to the source
 behind a finished table are not seen.
+
+A SQLite source whose schema is behind (an article database, a file of an older Lethe) is
+first adopted as opening it would: a copy (sqlite3's backup, in the temp folder) gets the
+migrations it lacks, odd values included (m015's `normalised` events), and the rows are
+read from that copy, so an import gives what adopting the file and then importing it
+gives. The source itself is only read. The copy is on disk only while it is adopted:
+then it is read through an open handle and its folder removed.
 """
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 import sqlite3
+import tempfile
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..clock import Clock
+from ..clock import Clock, FixedClock, parse_time, system_clock
 from ..errors import StoreError
 from . import open_store
+from .migrations import MIGRATIONS
 from .postgres import _psycopg, is_dsn, masked
 
 # (table, key): tables with an `id` are copied in id order and resume after the last one
 TABLES = [("memories", "id"), ("memory_events", "id"), ("inbox", "id"), ("model_calls", "id"),
           ("pass_runs", None), ("pass_progress", None), ("scenes", None)]
 Progress = Callable[[str, int, int], None] | None  # (table, copied so far, total)
+Report = Callable[[str], None] | None  # a line saying what happens (adopting a copy, ...)
+SCRATCH = "lethe-import-"  # the temp folder of an adopted copy: lethe-import-<pid>-<random>
 
 
 @dataclass
@@ -34,25 +49,41 @@ class Transfer:
     destination: str
     copied: dict[str, int] = field(default_factory=dict)
     resumed: dict[str, int] = field(default_factory=dict)
+    adopted: list[str] = field(default_factory=list)  # migrations the source's copy got
 
     def as_dict(self) -> dict:
         return {"source": self.source, "destination": self.destination,
-                "copied": self.copied, "already_there": self.resumed}
+                "copied": self.copied, "already_there": self.resumed,
+                "adopted": self.adopted}
 
 
 class _Source:
     """Read-only access to the source's tables, with `?` SQL on either backend."""
 
-    def __init__(self, target: str):
+    def __init__(self, target: str, query: str = "mode=ro"):
         self.pg = is_dsn(target)
         try:
             if self.pg:
                 self.db = _psycopg().connect(target, autocommit=True)
-            else:
-                self.db = sqlite3.connect(f"file:{target}?mode=ro", uri=True)
+            else:  # `immutable`: an adopted copy nobody writes, read after its file is gone
+                uri = "file:" + urllib.parse.quote(os.path.abspath(target))
+                self.db = sqlite3.connect(f"{uri}?{query}", uri=True)
+                self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()
         except Exception as exc:
             shown = masked(target)
             raise StoreError(f"cannot open the source {shown}: {str(exc).splitlines()[0]}") from None
+
+    def has(self, table: str) -> bool:
+        return bool(self.columns(table))
+
+    def behind(self) -> list[str]:
+        """The migrations a SQLite source lacks (all of them for an article database);
+        none for a server, which Lethe upgrades whenever it opens it."""
+        if self.pg:
+            return []
+        done = {r[0] for r in self.q("SELECT name FROM lethe_migrations")} \
+            if self.has("lethe_migrations") else set()
+        return [fn.__name__ for fn in MIGRATIONS if fn.__name__ not in done]
 
     def q(self, sql: str, params=()):
         return self.db.execute(sql.replace("?", "%s") if self.pg else sql, params)
@@ -66,29 +97,101 @@ class _Source:
 
 
 def copy_store(source: str, destination: str, clock: Clock | None = None, batch: int = 5000,
-               progress: Progress = None) -> Transfer:
+               progress: Progress = None, report: Report = None) -> Transfer:
     """Copy every table of `source` into `destination` (created or upgraded to the current
-    schema), keeping ids; resumable. Raises StoreError when the destination holds memories
+    schema), keeping ids; resumable. A SQLite source with an older schema is read from an
+    adopted copy (see the module's docstring; `clock` dates its `normalised` events, and
+    `report` is told about it). Raises StoreError when the destination holds memories
     that are not this source's."""
-    src, dst = _Source(source), open_store(destination, clock)
+    raw = _Source(source)
     result = Transfer(masked(source), masked(destination))
     try:
-        _check_same_history(src, dst)
-        for table, key in TABLES:
-            cols = [c for c in src.columns(table) if c in set(_dst_columns(dst, table))]
-            if not cols:
-                continue  # an article database has no inbox, no pass runs, ...
-            if key:
-                _copy_by_id(src, dst, table, cols, batch, result, progress)
-            else:
-                _copy_small(src, dst, table, cols, result)
-        if dst.dialect == "postgres":
-            _reset_sequences(dst)
-            dst.db.execute("ANALYZE")  # the planner's statistics for the rows just copied
+        dst = open_store(destination, clock)
+    except BaseException:
+        raw.db.close()
+        raise
+    try:
+        with _readable(raw, dst, clock, report, result) as src:
+            _check_same_history(src, dst)
+            _copy_tables(src, dst, batch, result, progress)
     finally:
-        src.db.close()
+        raw.db.close()
         dst.close()
     return result
+
+
+def _copy_tables(src: _Source, dst, batch: int, result: Transfer, progress: Progress) -> None:
+    for table, key in TABLES:
+        cols = [c for c in src.columns(table) if c in set(_dst_columns(dst, table))]
+        if not cols:
+            continue  # a source without an inbox, pass runs, ...
+        if key:
+            _copy_by_id(src, dst, table, cols, batch, result, progress)
+        else:
+            _copy_small(src, dst, table, cols, result)
+    if dst.dialect == "postgres":
+        _reset_sequences(dst)
+        dst.db.execute("ANALYZE")  # the planner's statistics for the rows just copied
+
+
+@contextlib.contextmanager
+def _readable(raw: _Source, dst, clock: Clock | None, report: Report, result: Transfer):
+    """The source itself when its schema is current (or it is a server), else an adopted
+    copy of it, removed when the import ends, however it ends."""
+    missing = raw.behind()
+    if not missing:
+        yield raw
+        return
+    try:
+        folder = tempfile.mkdtemp(prefix=f"{SCRATCH}{os.getpid()}-")
+    except OSError as exc:
+        raise StoreError(f"{result.source} has an older schema and must be upgraded in a copy, "
+                         f"but the temp folder refused one (set TMPDIR elsewhere): {exc}") from None
+    copy = None
+    try:
+        path = os.path.join(folder, "source.db")
+        if report:
+            report(f"{result.source} is behind the current schema (it lacks {len(missing)} "
+                   f"migrations): adopting a copy of it in {folder}")
+        _adopt_copy(raw, path, FixedClock(_adoption_time(raw, dst, clock)), report)
+        copy = _Source(path, query="immutable=1")
+        shutil.rmtree(folder)  # read through the open handle from now: a kill leaves nothing
+        result.adopted = missing
+        yield copy
+    finally:
+        if copy is not None:
+            copy.db.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _adopt_copy(raw: _Source, path: str, clock: Clock, report: Report) -> None:
+    """Back the source up into `path` and open that with Lethe: every migration it lacks,
+    as opening the source itself would run them. Left in rollback-journal mode, so it is
+    read later with no -wal or -shm file beside it."""
+    target = sqlite3.connect(path)
+    try:
+        raw.db.backup(target)
+    finally:
+        target.close()
+    store = open_store(path, clock, progress=report)
+    try:
+        store.db.execute("PRAGMA journal_mode = DELETE")
+    finally:
+        store.close()
+
+
+def _adoption_time(raw: _Source, dst, clock: Clock | None):
+    """When the copy's `normalised` events happen: when an earlier, interrupted import of
+    this source adopted its copy, if that import already copied some of them (a rerun
+    must end with the same rows); else now. Those events are the destination's events
+    after the source's last one."""
+    last = raw.q("SELECT coalesce(max(id), 0) FROM memory_events").fetchone()[0] \
+        if raw.has("memory_events") else 0
+    row = _as_source(dst).q("SELECT occurred_at FROM memory_events WHERE id > ? AND "
+                            "event_type = 'normalised' ORDER BY id LIMIT 1", (last,)).fetchone()
+    if row and row[0]:
+        return parse_time(row[0])
+    return (clock or system_clock)()
 
 
 def _dst_columns(dst, table: str) -> list[str]:
