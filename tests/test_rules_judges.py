@@ -605,6 +605,20 @@ def test_cluster_still_groups_paraphrases_of_one_cadence(a, b):
     assert rules.cluster([(1, a), (2, b)]) == [[1, 2]]
 
 
+@pytest.mark.parametrize("a, b", [
+    ("Payroll runs biweekly", "Payroll runs every other week"),
+    ("Payroll runs fortnightly", "Payroll runs every two weeks"),
+    ("The audit is yearly", "The audit happens once a year"),
+    ("The audit is quarterly", "The audit happens every 3 months"),
+    ("User works from home 3 days a week", "User works from home three times weekly"),
+    ("User takes the pill each evening", "User takes the pill nightly"),
+])
+def test_cluster_reads_one_cadence_in_any_notation(a, b):
+    # too few words in common to group by words alone; embeddings that find them close do
+    # group them, as the cadences agree however they are written
+    assert rules.cluster([(1, a), (2, b)], similar={(1, 2): 0.9}) == [[1, 2]]
+
+
 def test_cluster_groups_each_cadence_with_its_own_paraphrases():
     candidates = [(1, "The backup job runs daily"), (2, "The backup job runs weekly"),
                   (3, "Backups run every day"), (4, "The backup job runs every week"),
