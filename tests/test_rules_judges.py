@@ -153,6 +153,8 @@ def test_contradiction_confirms_restatements(old, new):
     ("Prefers tabs", "Prefers spaces"),                                   # a swap
     ("Deadline is March 15", "Deadline is April 1"),                      # a move
     ("Likes spicy food", "Doesn't like spicy food"),                      # a flip
+    ("The backup job runs daily", "The backup job runs hourly now"),      # a cadence
+    ("Dark mode is on in the editor", "Dark mode is off in the editor"),  # a setting
 ])
 def test_contradiction_does_not_confirm_changes(old, new):
     assert not confirms(new, old)
@@ -527,6 +529,101 @@ def test_cluster_is_deterministic_whatever_the_input_order():
     a = [(3, "Keep code readable"), (1, "Prefers readable code"), (2, "Likes tabs"),
          (5, "Prefers tabs")]
     assert rules.cluster(a) == rules.cluster(list(reversed(a))) == [[1, 3], [2, 5]]
+
+
+@pytest.mark.parametrize("a, b", [
+    # one job, two cadences: merging them loses when it runs
+    ("The backup job runs daily", "The backup job runs weekly"),
+    ("The backup job runs hourly", "The backup job runs daily"),
+    ("The backup job runs nightly", "The backup job runs weekly"),
+    ("Payroll runs weekly", "Payroll runs biweekly"),
+    ("The report is sent monthly", "The report is sent yearly"),
+    ("The report is sent quarterly", "The report is sent monthly"),
+    ("The backup job runs every day", "The backup job runs every Monday"),
+    ("The backup job runs every day", "The backup job runs every week"),
+    ("The report goes out every week", "The report goes out every two weeks"),
+    ("The report goes out weekly", "The report goes out every other week"),
+    ("The backup job runs weekly", "The backup job runs twice a week"),
+    ("User swims once a week", "User swims twice a week"),
+    ("User swims twice a week", "User swims three times a week"),
+    ("User swims twice weekly", "User swims twice daily"),
+    ("Logs rotate every hour", "Logs rotate every day"),
+    ("Logs rotate every 30 minutes", "Logs rotate every 10 minutes"),
+    ("User walks 10,000 steps a day", "User walks 10,000 steps a week"),
+    ("The backup job runs on weekdays", "The backup job runs every day"),
+    ("The backup job runs on weekdays", "The backup job runs on weekends"),
+    # times of day
+    ("The backup job runs in the morning", "The backup job runs in the evening"),
+    ("User exercises in the morning", "User exercises at night"),
+    ("User stretches every morning", "User stretches every evening"),
+    # how often, without a period
+    ("User always runs the tests before pushing", "User sometimes runs the tests before pushing"),
+    ("User usually reviews PRs after lunch", "User rarely reviews PRs after lunch"),
+    # settings and scales the contradiction judge knows as flips and opposites
+    ("Dark mode is on in the editor", "Dark mode is off in the editor"),
+    ("Notifications are enabled for the repo", "Notifications are disabled for the repo"),
+    ("User prefers short answers", "User prefers long answers"),
+    ("The staging repo is public", "The staging repo is private"),
+    ("User prefers early meetings", "User prefers late meetings"),
+    # told apart before too: numbers, versions, weekdays, clock times, always/never
+    ("The cluster has three nodes", "The cluster has five nodes"),
+    ("The service runs Python 3.11", "The service runs Python 3.12"),
+    ("Standup is every Monday", "Standup is every Tuesday"),
+    ("The backup job runs at 2am", "The backup job runs at 3am"),
+    ("User always reviews the PR", "User never reviews the PR"),
+])
+def test_cluster_keeps_apart_memories_that_differ_by_a_contrasting_value(a, b):
+    assert rules.similarity(a, b) == 0.0
+    assert rules.cluster([(1, a), (2, b)]) == []
+    # embeddings that find the two close in meaning do not merge them either
+    assert rules.cluster([(1, a), (2, b)], similar={(1, 2): 0.95}) == []
+
+
+@pytest.mark.parametrize("a, b", [
+    ("The backup job runs daily", "The backup job runs every day"),
+    ("The backup job runs daily", "Backups run every day"),
+    ("The backup job runs daily", "The backup job runs each day"),
+    ("The backup job runs weekly", "The backup job runs every week"),
+    ("The backup job runs weekly", "The weekly backup job"),
+    ("The backup job runs monthly", "The backup job runs once a month"),
+    ("The backup job runs nightly", "Backups run every night"),
+    ("Logs rotate hourly", "Logs rotate every hour"),
+    ("The report goes out every two weeks", "The report goes out every 2 weeks"),
+    ("User swims twice a week", "User swims twice weekly"),
+    ("User swims three times a week", "User swims 3 times a week"),
+    ("The retro is every Friday", "The retro is on Fridays"),
+    # one says more (the day, the time): the same cadence, not another one
+    ("The backup job runs weekly", "The backup job runs weekly on Sundays"),
+    ("The backup job runs daily", "The backup job runs daily at 2am"),
+    ("User takes the pill every night at 18:00", "User takes the pill each evening at 6pm"),
+    ("Standup is at 9:30 every morning", "The daily standup is at 9:30"),
+    ("User walks 10,000 steps a day", "User walks ten thousand steps daily"),
+    ("Rent is 1,400 euros a month", "Rent is 1400 euros monthly"),
+    ("User always runs the tests before pushing", "User runs the tests before pushing"),
+])
+def test_cluster_still_groups_paraphrases_of_one_cadence(a, b):
+    assert rules.cluster([(1, a), (2, b)]) == [[1, 2]]
+
+
+@pytest.mark.parametrize("a, b", [
+    ("Payroll runs biweekly", "Payroll runs every other week"),
+    ("Payroll runs fortnightly", "Payroll runs every two weeks"),
+    ("The audit is yearly", "The audit happens once a year"),
+    ("The audit is quarterly", "The audit happens every 3 months"),
+    ("User works from home 3 days a week", "User works from home three times weekly"),
+    ("User takes the pill each evening", "User takes the pill nightly"),
+])
+def test_cluster_reads_one_cadence_in_any_notation(a, b):
+    # too few words in common to group by words alone; embeddings that find them close do
+    # group them, as the cadences agree however they are written
+    assert rules.cluster([(1, a), (2, b)], similar={(1, 2): 0.9}) == [[1, 2]]
+
+
+def test_cluster_groups_each_cadence_with_its_own_paraphrases():
+    candidates = [(1, "The backup job runs daily"), (2, "The backup job runs weekly"),
+                  (3, "Backups run every day"), (4, "The backup job runs every week"),
+                  (5, "The backup job runs hourly")]
+    assert rules.cluster(candidates) == [[1, 3], [2, 4]]
 
 
 # --------------------------------------------------------------------------- merge

@@ -17,7 +17,8 @@ def cluster(candidates: list[tuple[int, str]], threshold: float = 0.5,
     synonyms folded, stance words like 'prefer'/'always' left out; words in a trailing
     elaboration or contrast - "... with descriptive names", "... over clever one-liners" -
     weigh half), forced to 0 when two texts conflict (polarity, lexicon member, date or
-    amount). Groups grow by average linkage:
+    amount, or a contrast: cadence, part of the day, how often, a setting or scale, so
+    "runs daily" never joins "runs weekly"). Groups grow by average linkage:
     the closest pair of groups merges while its mean similarity reaches `threshold`."""
     texts = {number: text or "" for number, text in candidates}
     groups = [[number] for number in sorted(texts)]
@@ -47,8 +48,9 @@ MEANING = 0.72  # cosine at which two memories say the same thing (all-MiniLM-L6
 
 def _pair(a: str, b: str, cosine: float | None) -> float:
     """How far two memories say the same thing: their words, or (with embeddings) their
-    meaning when it is closer - but never when they conflict on a value, a member or
-    polarity, whatever the notation ('6pm' and '18:00' agree)."""
+    meaning when it is closer - but never when they conflict on a value, a member, a
+    contrast or polarity, whatever the notation ('6pm' and '18:00', 'biweekly' and 'every
+    other week' agree)."""
     words = similarity(a, b)
     if cosine is None or conflict(read(a), read(b)):
         return words

@@ -11,6 +11,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from ...lexicon import lexicon, words
+from .contrasts import contrast, contrasts
 from .dates import WEEKDAY_RE, date_mentions
 from ...lexicon.slots import MEMBER_OF
 from .words import (CUE_WORDS, GENERIC, SLOT_OF, STANCE, STOPWORDS, WORD_RE, canon,
@@ -65,6 +66,7 @@ class Reading(NamedTuple):
     members: frozenset[tuple[str, str]]    # (category, member) from the lexicon
     slots: frozenset[str]                  # categories named by a slot word ('editor')
     values: frozenset[str]                 # dates, weekdays, numbers, versions
+    contrasts: frozenset[tuple[str, str]]  # cadence, part of day, how often, a setting
     negative: bool                         # says something is not / no longer so
     strong_change: bool
     weak_change: bool
@@ -140,7 +142,7 @@ def read(text: str) -> Reading:
     topic = frozenset(w for w in concepts
                       if w not in STANCE and w not in CUE_WORDS and not is_value(w))
     return Reading(norm, concepts, topic, members, slots, _values(norm, text),
-                   negated(norm),
+                   contrasts(norm, concepts), negated(norm),
                    bool(STRONG_CHANGE.search(norm)),
                    bool(_WEAK_CHANGE.search(norm)), bool(_ADDITIVE.search(norm)),
                    bool(_PROGRESSION.search(norm)))
@@ -170,14 +172,17 @@ def members_by_category(reading: Reading) -> dict[str, set[str]]:
 
 
 def conflict(a: Reading, b: Reading) -> bool:
-    """Do two texts disagree on polarity, on a slot's member, or on a value?"""
+    """Do two texts disagree on polarity, on a slot's member, on a value, or on a
+    contrast ('daily' / 'weekly', 'in the morning' / 'at night', 'on' / 'off')?"""
     if a.negative != b.negative:
         return True
     ma, mb = members_by_category(a), members_by_category(b)
     # "pytest over unittest" and "pytest" agree; "pytest" and "unittest" do not
     if any(ma[c] - mb[c] and mb[c] - ma[c] for c in ma.keys() & mb.keys()):
         return True
-    return bool(a.values and b.values and a.values != b.values)
+    if a.values and b.values and a.values != b.values:
+        return True
+    return contrast(a.contrasts, b.contrasts)
 
 
 def gist(reading: Reading) -> frozenset[str]:
