@@ -10,6 +10,8 @@ import json
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 import tempfile
 
 import pytest
@@ -17,6 +19,7 @@ from click.testing import CliRunner
 
 from engine import FixedClock, Memory
 from engine.cli import main
+from engine.errors import StoreError
 from engine.store import MIGRATIONS, open_store
 from engine.store.transfer import TABLES, copy_store
 from tests import pg_server
@@ -167,10 +170,49 @@ def test_an_up_to_date_source_is_read_in_place(tmp_path, target, scratch):
     result = copy_store(path, imported, report=lines.append, batch=5,
                         progress=lambda *_: during.append(os.listdir(scratch)))
     assert result.adopted == [] and lines == [] and during and all(d == [] for d in during)
+    assert fingerprint(path) == before  # a WAL file read gets no -wal or -shm beside it
     assert [r[0] for r in everything(imported)["memories"]] == ids
     assert everything(imported)["memories"] == everything(path)["memories"]
-    # bytes only: a read-only reader of a WAL file leaves its empty -wal and -shm beside it
-    assert fingerprint(path)[0] == before[0]
+
+
+def test_an_old_source_in_wal_mode_gets_no_files_beside_it(tmp_path, target, scratch):
+    source = odd_source(tmp_path / "src", OLD[-1])
+    db = sqlite3.connect(source)
+    db.execute("PRAGMA journal_mode = WAL")  # what every file an older Lethe wrote is in
+    db.close()
+    before = fingerprint(source)
+    copy_store(source, target(), clock=FixedClock(START))
+    assert fingerprint(source) == before and left_behind() == []
+
+
+def test_a_copy_left_by_a_killed_import_is_removed_by_the_next(tmp_path, target, scratch):
+    """A kill while the copy is adopted leaves its folder; the next import on this host
+    removes those of processes that are gone, and only those."""
+    from engine.store.transfer import _HOST
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    stale = scratch / f"{SCRATCH}{gone}@{_HOST}-x1y2z3"
+    live = scratch / f"{SCRATCH}{os.getpid()}@{_HOST}-a1b2c3"  # an import running now
+    elsewhere = scratch / f"{SCRATCH}{gone}@another-host-d4e5f6"
+    for folder in (stale, live, elsewhere):
+        folder.mkdir()
+        (folder / "source.db").write_bytes(b"memories")
+    copy_store(odd_source(tmp_path / "src"), target(), clock=FixedClock(START))
+    assert sorted(left_behind()) == sorted([live.name, elsewhere.name])
+
+
+@pytest.mark.parametrize("body", [b"", None])  # an empty file, another program's database
+def test_a_source_without_memories_is_refused(tmp_path, target, scratch, body):
+    path = tmp_path / "other.db"
+    if body is None:
+        db = sqlite3.connect(path)
+        db.execute("CREATE TABLE songs (id INTEGER PRIMARY KEY, title TEXT)")
+        db.close()
+    else:
+        path.write_bytes(body)
+    with pytest.raises(StoreError, match="holds no memories table"):
+        copy_store(str(path), target())
+    assert left_behind() == []
 
 
 class Interrupted(Exception):

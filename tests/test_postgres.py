@@ -18,7 +18,6 @@ from click.testing import CliRunner
 
 from bench import seed_article
 from engine import FixedClock, Memory
-from engine.errors import StoreError
 from engine.cli import main
 from engine.errors import LeaseLost, StoreError
 from engine.leasing import Held
@@ -219,18 +218,22 @@ def test_a_lease_taken_over_fences_its_old_holder(pg, clock):
         x.close()
 
 
+@pytest.mark.parametrize("held,session", [
+    ("SELECT * FROM leases FOR UPDATE", 0),  # the lease row: the statement's own wait
+    ("LOCK TABLE leases IN ACCESS EXCLUSIVE MODE", 1.0)])  # the table: the connection's
 @pytest.mark.parametrize("step", ["acquire", "take_over", "renew"])
-def test_a_lease_statement_waits_for_a_locked_lease_row_at_most_its_own_wait(pg, clock, step):
+def test_a_lease_statement_waits_for_a_locked_lease_a_bounded_time(pg, clock, step, held, session):
     """A lease statement is one round trip that sets its own lock_timeout: it gives up on
     a lease row another transaction holds after `wait`, whatever the connection's own
-    setting (here 0, which waits for ever)."""
-    mine = PostgresStore(pg, clock, timeout=0)
+    setting (0: for ever). A lock on the whole table is taken while the statement is
+    parsed: the connection's lock_timeout (the store's `timeout`) bounds that wait."""
+    mine = PostgresStore(pg, clock, timeout=session)
     lease = mine.lease("default", dt.timedelta(minutes=15), "me", wait=0.2)
     assert lease.acquire()
     blocker = PostgresStore(pg, clock)
     out = {}
     with blocker.db.transaction():
-        blocker.db.execute("SELECT * FROM leases FOR UPDATE")
+        blocker.db.execute(held)
         worker = threading.Thread(target=lambda: out.setdefault(
             "got", lease.take_over("me") if step == "take_over" else getattr(lease, step)()))
         worker.start()
@@ -304,6 +307,18 @@ def test_import_refuses_a_destination_holding_other_memories(memory, tmp_path, p
     memory(db=src).add("mine")
     with pytest.raises(StoreError, match="already holds other memories"):
         copy_store(src, pg)
+
+
+def test_import_refuses_a_server_source_older_than_this_lethe(memory, tmp_path, pg):
+    """A server is upgraded by opening it, not in a copy: an older one is refused with
+    what to do, rather than copied with values a migration would have fixed."""
+    memory(db=pg).add("a fact on an older server")
+    last = PG_MIGRATIONS[-1].__name__
+    with PostgresStore(pg) as store:
+        run_sql(store, "DELETE FROM lethe_migrations WHERE name = ?", (last,))
+    with pytest.raises(StoreError, match=f"older version of Lethe \\(it lacks {last}\\).*lethe run"):
+        copy_store(pg, str(tmp_path / "copy.db"))
+    assert not os.path.exists(tmp_path / "copy.db")
 
 
 def _rows(store, table):

@@ -14,6 +14,7 @@ from engine import scenario as S
 from engine.cli import main
 from engine.errors import PolicyError
 from engine.experiment import run_experiment
+from engine.memory import Memory
 from engine.store import SqliteStore
 from tests.conftest import POLICIES, ROOT, shipped_scenarios
 
@@ -268,11 +269,20 @@ def test_long_advance_is_cheap(write, monkeypatch):
         db.set_trace_callback(statements.append)
         return db
 
+    idle, run_due = [], Memory.run_due
+
+    def counted(self, *args, **kwargs):
+        ran = run_due(self, *args, **kwargs)
+        idle.extend([] if ran else [self.clock()])
+        return ran
+
     monkeypatch.setattr(SqliteStore, "_connect", traced)
+    monkeypatch.setattr(Memory, "run_due", counted)
     path = write("name: long\nsteps:\n  - add: hi there\n  - advance: 180d\n")
     run = play(path)
     runs = run.playback.pass_runs
     assert runs["expiry"] == 180 * 24  # hourly: one run an hour, not one a tick
+    assert idle == []  # the clock jumps from one due time to the next: no tick finds nothing
     assert len(statements) < 15 * sum(runs.values())  # today about 12 a run, opening included
 
 

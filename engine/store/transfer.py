@@ -14,13 +14,16 @@ first adopted as opening it would: a copy (sqlite3's backup, in the temp folder)
 migrations it lacks, odd values included (m015's `normalised` events), and the rows are
 read from that copy, so an import gives what adopting the file and then importing it
 gives. The source itself is only read. The copy is on disk only while it is adopted:
-then it is read through an open handle and its folder removed.
+then it is read through an open handle and its folder removed. A copy left by an import
+killed while adopting it is removed by the next import on this host. A PostgreSQL source
+must be as new as this Lethe (it is upgraded by opening it, not in a copy).
 """
 from __future__ import annotations
 
 import contextlib
 import os
 import shutil
+import socket
 import sqlite3
 import tempfile
 import urllib.parse
@@ -32,13 +35,14 @@ from ..errors import StoreError
 from . import open_store
 from .migrations import MIGRATIONS
 from .postgres import _psycopg, is_dsn, masked
+from .postgres_schema import PG_MIGRATIONS
 
 # (table, key): tables with an `id` are copied in id order and resume after the last one
 TABLES = [("memories", "id"), ("memory_events", "id"), ("inbox", "id"), ("model_calls", "id"),
           ("pass_runs", None), ("pass_progress", None), ("scenes", None)]
 Progress = Callable[[str, int, int], None] | None  # (table, copied so far, total)
 Report = Callable[[str], None] | None  # a line saying what happens (adopting a copy, ...)
-SCRATCH = "lethe-import-"  # the temp folder of an adopted copy: lethe-import-<pid>-<random>
+SCRATCH = "lethe-import-"  # an adopted copy's temp folder: lethe-import-<pid>@<host>-<random>
 
 
 @dataclass
@@ -60,14 +64,14 @@ class Transfer:
 class _Source:
     """Read-only access to the source's tables, with `?` SQL on either backend."""
 
-    def __init__(self, target: str, query: str = "mode=ro"):
+    def __init__(self, target: str, query: str | None = None):
         self.pg = is_dsn(target)
         try:
             if self.pg:
                 self.db = _psycopg().connect(target, autocommit=True)
             else:  # `immutable`: an adopted copy nobody writes, read after its file is gone
                 uri = "file:" + urllib.parse.quote(os.path.abspath(target))
-                self.db = sqlite3.connect(f"{uri}?{query}", uri=True)
+                self.db = sqlite3.connect(f"{uri}?{query or _read_mode(target)}", uri=True)
                 self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()
         except Exception as exc:
             shown = masked(target)
@@ -77,13 +81,11 @@ class _Source:
         return bool(self.columns(table))
 
     def behind(self) -> list[str]:
-        """The migrations a SQLite source lacks (all of them for an article database);
-        none for a server, which Lethe upgrades whenever it opens it."""
-        if self.pg:
-            return []
+        """The migrations the source lacks (all of them for an article database)."""
         done = {r[0] for r in self.q("SELECT name FROM lethe_migrations")} \
             if self.has("lethe_migrations") else set()
-        return [fn.__name__ for fn in MIGRATIONS if fn.__name__ not in done]
+        return [fn.__name__ for fn in (PG_MIGRATIONS if self.pg else MIGRATIONS)
+                if fn.__name__ not in done]
 
     def q(self, sql: str, params=()):
         return self.db.execute(sql.replace("?", "%s") if self.pg else sql, params)
@@ -106,6 +108,7 @@ def copy_store(source: str, destination: str, clock: Clock | None = None, batch:
     raw = _Source(source)
     result = Transfer(masked(source), masked(destination))
     try:
+        _check_source(raw, result.source)
         dst = open_store(destination, clock)
     except BaseException:
         raw.db.close()
@@ -142,26 +145,95 @@ def _readable(raw: _Source, dst, clock: Clock | None, report: Report, result: Tr
     if not missing:
         yield raw
         return
+    _sweep_stale()
     try:
-        folder = tempfile.mkdtemp(prefix=f"{SCRATCH}{os.getpid()}-")
+        folder = tempfile.mkdtemp(prefix=f"{SCRATCH}{os.getpid()}@{_HOST}-")
     except OSError as exc:
-        raise StoreError(f"{result.source} has an older schema and must be upgraded in a copy, "
-                         f"but the temp folder refused one (set TMPDIR elsewhere): {exc}") from None
+        raise _refused(result.source, exc) from None
     copy = None
     try:
         path = os.path.join(folder, "source.db")
         if report:
             report(f"{result.source} is behind the current schema (it lacks {len(missing)} "
                    f"migrations): adopting a copy of it in {folder}")
-        _adopt_copy(raw, path, FixedClock(_adoption_time(raw, dst, clock)), report)
-        copy = _Source(path, query="immutable=1")
-        shutil.rmtree(folder)  # read through the open handle from now: a kill leaves nothing
+        try:
+            _adopt_copy(raw, path, FixedClock(_adoption_time(raw, dst, clock)), report)
+            copy = _Source(path, query="immutable=1")
+        except (sqlite3.Error, StoreError, OSError) as exc:  # a full or failing temp folder
+            raise _refused(result.source, exc) from None
+        shutil.rmtree(folder)  # read through the open handle from now on
         result.adopted = missing
         yield copy
     finally:
         if copy is not None:
             copy.db.close()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _check_source(raw: _Source, shown: str) -> None:
+    """Refuse what cannot be imported as it is: a database with no memories (an empty or
+    unrelated file), a server whose schema is older than this Lethe's."""
+    if not raw.has("memories"):
+        raise StoreError(f"the source {shown} holds no memories table: it is neither an "
+                         "agent_memory.db nor a Lethe store")
+    if raw.pg and raw.behind():
+        raise StoreError(f"the source {shown} is from an older version of Lethe (it lacks "
+                         f"{', '.join(raw.behind())}); run a command that writes, such as "
+                         "`lethe run`, on it once with this version to upgrade it, then import")
+
+
+def _read_mode(path: str) -> str:
+    """How to open a SQLite source without writing beside it: a WAL-mode file with no
+    -wal left (nobody writes it) as immutable, since reading it otherwise creates -wal and
+    -shm files; any other file read-only, under SQLite's locks."""
+    wal = path + "-wal"
+    try:
+        with open(path, "rb") as f:
+            header = f.read(20)
+    except OSError:
+        return "mode=ro"  # the open itself reports what is wrong
+    in_wal_mode = len(header) == 20 and header[:16] == b"SQLite format 3\x00" and header[18] == 2
+    if in_wal_mode and not (os.path.exists(wal) and os.path.getsize(wal)):
+        return "immutable=1"
+    return "mode=ro"
+
+
+_HOST = "".join(c for c in socket.gethostname() if c.isalnum() or c in ".-")[:64] or "host"
+
+
+def _sweep_stale() -> None:
+    """Remove adopted copies that imports killed mid-adoption left in the temp folder:
+    ours (this user, this host) whose process is gone. Another user's, another host's or a
+    live process's are left alone."""
+    root = tempfile.gettempdir()
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    for name in names:
+        pid, _, rest = name[len(SCRATCH):].partition("@")
+        if not name.startswith(SCRATCH) or not pid.isdigit() or rest.rpartition("-")[0] != _HOST:
+            continue
+        path = os.path.join(root, name)
+        with contextlib.suppress(OSError):
+            if os.lstat(path).st_uid == os.getuid() and os.path.isdir(path) and not _alive(int(pid)):
+                shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
+
+
+def _refused(shown: str, exc: Exception) -> StoreError:
+    return StoreError(f"{shown} has an older schema and is upgraded in a copy, but the temp "
+                      f"folder {tempfile.gettempdir()} refused it (set TMPDIR elsewhere): "
+                      f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
 
 
 def _adopt_copy(raw: _Source, path: str, clock: Clock, report: Report) -> None:
