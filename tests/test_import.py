@@ -197,8 +197,14 @@ def test_a_copy_left_by_a_killed_import_is_removed_by_the_next(tmp_path, target,
     for folder in (stale, live, elsewhere):
         folder.mkdir()
         (folder / "source.db").write_bytes(b"memories")
+    keep = tmp_path / "precious"  # a link with a stale copy's name is not followed
+    keep.mkdir()
+    (keep / "notes.txt").write_text("mine")
+    link = scratch / f"{SCRATCH}{gone}@{_HOST}-l1n2k3"
+    link.symlink_to(keep, target_is_directory=True)
     copy_store(odd_source(tmp_path / "src"), target(), clock=FixedClock(START))
-    assert sorted(left_behind()) == sorted([live.name, elsewhere.name])
+    assert sorted(left_behind()) == sorted([live.name, elsewhere.name, link.name])
+    assert (keep / "notes.txt").read_text() == "mine"
 
 
 @pytest.mark.parametrize("body", [b"", None])  # an empty file, another program's database

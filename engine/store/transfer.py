@@ -25,6 +25,7 @@ import os
 import shutil
 import socket
 import sqlite3
+import stat
 import tempfile
 import urllib.parse
 from dataclasses import dataclass, field
@@ -216,7 +217,8 @@ def _sweep_stale() -> None:
             continue
         path = os.path.join(root, name)
         with contextlib.suppress(OSError):
-            if os.lstat(path).st_uid == os.getuid() and os.path.isdir(path) and not _alive(int(pid)):
+            st = os.lstat(path)  # a link of that name is not followed, nor removed
+            if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not _alive(int(pid)):
                 shutil.rmtree(path, ignore_errors=True)
 
 
