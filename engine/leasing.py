@@ -32,6 +32,7 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Iterator
 
+from . import processes
 from .context import Context
 from .errors import LeaseBusy, LeaseLost
 
@@ -170,16 +171,7 @@ def hold(ctx: Context, terms: LeaseTerms | None = None) -> Iterator[Context]:
 def holder_is_gone(holder: str) -> bool:
     """A holder named by `default_holder` on this host whose process no longer exists."""
     host, _, rest = holder.partition(":")
-    pid = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except (PermissionError, OverflowError, ValueError):
-        return False
-    return False
+    return host == socket.gethostname() and processes.gone(rest.partition(":")[0])
 
 
 def _take(lease, wait: float) -> bool:

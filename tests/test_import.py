@@ -194,7 +194,8 @@ def test_a_copy_left_by_a_killed_import_is_removed_by_the_next(tmp_path, target,
     stale = scratch / f"{SCRATCH}{gone}@{_HOST}-x1y2z3"
     live = scratch / f"{SCRATCH}{os.getpid()}@{_HOST}-a1b2c3"  # an import running now
     elsewhere = scratch / f"{SCRATCH}{gone}@another-host-d4e5f6"
-    for folder in (stale, live, elsewhere):
+    no_pid = scratch / f"{SCRATCH}{'9' * 30}@{_HOST}-g7h8i9"  # not a pid: cannot tell, kept
+    for folder in (stale, live, elsewhere, no_pid):
         folder.mkdir()
         (folder / "source.db").write_bytes(b"memories")
     keep = tmp_path / "precious"  # a link with a stale copy's name is not followed
@@ -203,7 +204,7 @@ def test_a_copy_left_by_a_killed_import_is_removed_by_the_next(tmp_path, target,
     link = scratch / f"{SCRATCH}{gone}@{_HOST}-l1n2k3"
     link.symlink_to(keep, target_is_directory=True)
     copy_store(odd_source(tmp_path / "src"), target(), clock=FixedClock(START))
-    assert sorted(left_behind()) == sorted([live.name, elsewhere.name, link.name])
+    assert sorted(left_behind()) == sorted([live.name, elsewhere.name, no_pid.name, link.name])
     assert (keep / "notes.txt").read_text() == "mine"
 
 

@@ -31,6 +31,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .. import processes
 from ..clock import Clock, FixedClock, parse_time, system_clock
 from ..errors import StoreError
 from . import open_store
@@ -218,18 +219,8 @@ def _sweep_stale() -> None:
         path = os.path.join(root, name)
         with contextlib.suppress(OSError):
             st = os.lstat(path)  # a link of that name is not followed, nor removed
-            if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not _alive(int(pid)):
+            if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and processes.gone(pid):
                 shutil.rmtree(path, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process
-    return True
 
 
 def _refused(shown: str, exc: Exception) -> StoreError:
