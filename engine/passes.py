@@ -154,6 +154,7 @@ def run_batched(ctx: Context, name: str, progress=None, record: bool = True) -> 
             _apply(ctx, ctx.plan.passes[name], result, now, progress, (lo, hi))
             store.save_progress(ns, name, hi, now, result.changed)
         lo = hi
+        store.make_way()  # a writer waiting for the lock takes it before the next range
     with ctx.transaction():
         _finish(ctx, name, now, result, record)
     return result

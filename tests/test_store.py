@@ -16,7 +16,8 @@ def test_new_database_has_every_migration_and_wal(db_path, clock):
     names = [r[0] for r in store.db.execute("SELECT name FROM lethe_migrations ORDER BY rowid")]
     assert names == [m.__name__ for m in MIGRATIONS]
     assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert store.db.execute("PRAGMA busy_timeout").fetchone()[0] == 30000
+    # the connection waits for the write lock itself, 30 s by default (test_sqlite_wait)
+    assert store.db.execute("PRAGMA busy_timeout").fetchone()[0] == 0 and store.db.wait == 30.0
     cols = {r[1] for r in store.db.execute("PRAGMA table_info(memories)")}
     assert {"id", "content", "summary", "tags", "importance", "confidence", "access_count",
             "decay_score", "status", "contradicted_by", "created_at", "last_accessed",

@@ -164,6 +164,10 @@ class PostgresStore(StoreCommon, Bookkeeping):
         """Another connection to the same database (a scheduler works on its own)."""
         return PostgresStore(self._dsn, self.clock, self.timeout, self.read_only)
 
+    def make_way(self) -> None:
+        """Between two ranges of a batched pass: nothing to do, PostgreSQL hands its locks
+        out in the order they were asked for."""
+
     def interrupt(self) -> None:
         """Abort the statement running on this connection (its transaction rolls back)."""
         with contextlib.suppress(Exception):

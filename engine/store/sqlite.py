@@ -1,6 +1,6 @@
-"""The SQLite store: one file, WAL and a busy timeout always on, the migrations list, and
-every bookkeeping query the engine needs (inbox, pass runs, model calls, leases, scenes,
-history, costs).
+"""The SQLite store: one file, WAL and a wait for the write lock always on (sqlite_wait.py),
+the migrations list, and every bookkeeping query the engine needs (inbox, pass runs, model
+calls, leases, scenes, history, costs).
 
 Policy-driven statements (passes, recall, supersede, reinforce, merge, ...) are compiled by
 `engine.plan` and executed here through `run`, `fetch` and `fetch_one`: outside this
@@ -24,6 +24,7 @@ from .common import StoreCommon
 from .lease import SqliteLease, lease_connection
 from .migrations import MIGRATIONS
 from .sqlite_bookkeeping import Bookkeeping
+from .sqlite_wait import connection_class, make_way
 from .vectors import VectorIndex, driver, load_extension
 
 
@@ -51,7 +52,8 @@ class SqliteStore(StoreCommon, Bookkeeping, VectorIndex):
             self.db.row_factory = sql.Row
             if vectors:
                 load_extension(self.db)
-            self.db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            self.db.wait = timeout  # the connection waits for the lock itself (sqlite_wait)
+            self.db.execute("PRAGMA busy_timeout = 0")
             if not read_only and self.db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 self.db.execute("PRAGMA journal_mode = WAL")
             self.db.execute("PRAGMA synchronous = NORMAL")
@@ -70,7 +72,8 @@ class SqliteStore(StoreCommon, Bookkeeping, VectorIndex):
         """Read-write; or read-only, which never writes a byte nor takes the write lock
         (on a file or folder this process may not write, read as it is, unchanging).
         `sql` is the DB-API module (the vector driver when embeddings are on)."""
-        args = dict(timeout=self.timeout, isolation_level=None, check_same_thread=False)
+        args = dict(timeout=0, isolation_level=None, check_same_thread=False,
+                    factory=connection_class(sql))
         if not self.read_only:
             return sql.connect(self.path, **args)
         if not os.path.exists(self.path):
@@ -98,6 +101,11 @@ class SqliteStore(StoreCommon, Bookkeeping, VectorIndex):
         """Another connection to the same file (a scheduler works on its own)."""
         return SqliteStore(self.path, self.clock, self.timeout, self.read_only,
                            vectors=self.vectors)
+
+    def make_way(self) -> None:
+        """Between two committed ranges of a batched pass: leave the write lock free long
+        enough for a waiting writer to take it (see sqlite_wait)."""
+        make_way()
 
     def interrupt(self) -> None:
         """Abort the statement running on this connection (its transaction rolls back)."""
