@@ -1,0 +1,203 @@
+"""Two designs for the 1M decay pass, measured outside the engine (issue 14, sixth round).
+Neither is built into Lethe; this file is how RESULTS.md's figures for them were taken.
+
+    python -m bench.prototypes threshold   # recall from time-invariant bounds
+    python -m bench.prototypes head 5000   # a trigger-kept recall head + a batched pass
+
+`threshold`: after the lifecycle pass at T, stop storing what time changes and read the
+top 60 by the threshold algorithm over three indexes whose keys change only when a row is
+accessed or edited: `log IC + k * a` (rank <= IC * exp(-k (t - a - 1)) + IC * b),
+`IC * b` and `IC` (with IC = importance * confidence, a = the last access in days, b =
+the access bonus). Prints the rows read and the median time, at T and later pass times,
+against the stored-rank index.
+
+`head`: drop the (namespace, status, rank, id) recall index; keep instead a table of the
+rows whose rank is at least a floor (the top ~10,000), kept by triggers on every change
+of rank or status, so a batched decay pass moves no index entry but those. Runs
+`lethe run --pass expiry --pass decay` with `batch: N` and calls remember, add and a
+recall read from the head in turn while it runs (bench/concurrent.py's caller).
+"""
+from __future__ import annotations
+
+import math
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import concurrent as C
+from . import datasets as D
+
+K = 0.693 / 30  # lifecycle's decay rate a day
+LISTS = (("ta1", "k1"), ("ta2", "k2"), ("ta3", "ic"))
+DECAY = f"min(1.0, exp(-{K} * floor(:t - a_day)) + bonus)"
+HEAD_RECALL = (
+    "SELECT memories.*, 0.0 AS relevance FROM recall_head AS h CROSS JOIN memories "
+    "ON memories.id = h.id WHERE h.namespace = 'default' AND memories.namespace = 'default' "
+    "AND memories.status = 'active' AND memories.decay_score > 0.15 "
+    "ORDER BY h.rank DESC, h.id DESC LIMIT 60")
+
+
+def _after_pass(tag: str) -> Path:
+    """A copy of the adopted 1M file after lifecycle's expiry and decay at T."""
+    copy = D.work_copy(D.adopted(1_000_000), tag)
+    subprocess.run(C._lethe_cmd() + ["run", "--db", str(copy), "--policy", str(D.POLICY),
+                                     "--pass", "expiry", "--pass", "decay", "--now", D.T_ISO],
+                   cwd=D.ROOT, check=True, stdout=subprocess.DEVNULL)
+    return copy
+
+
+def _bound_keys(db: sqlite3.Connection) -> None:
+    db.executescript(f"""
+    ALTER TABLE memories ADD COLUMN ic REAL; ALTER TABLE memories ADD COLUMN a_day REAL;
+    ALTER TABLE memories ADD COLUMN bonus REAL; ALTER TABLE memories ADD COLUMN k1 REAL;
+    ALTER TABLE memories ADD COLUMN k2 REAL;
+    UPDATE memories SET ic = importance * confidence,
+      a_day = julianday(coalesce(last_accessed, created_at)), bonus = min(0.3, access_count * 0.03);
+    UPDATE memories SET k1 = ln(max(ic, 1e-12)) + {K} * a_day, k2 = ic * bonus;
+    CREATE INDEX ta1 ON memories(namespace, status, k1, ic, a_day, bonus) WHERE status = 'active';
+    CREATE INDEX ta2 ON memories(namespace, status, k2, ic, a_day, bonus) WHERE status = 'active';
+    CREATE INDEX ta3 ON memories(namespace, status, ic, a_day, bonus) WHERE status = 'active';
+    """)
+
+
+def _threshold_top(db, t: float, strict: bool):
+    """The top 60 by the threshold algorithm, reading m rows of each list, m doubling."""
+    sql = {ix: f"SELECT id, ic * {DECAY} AS r, {col} FROM memories INDEXED BY {ix} "
+               f"WHERE namespace = 'default' AND status = 'active' AND {DECAY} > 0.15 "
+               f"ORDER BY {col} DESC LIMIT :m" for ix, col in LISTS}
+    m = 64
+    while True:
+        best, last = {}, []
+        for ix, _ in LISTS:
+            rows = db.execute(sql[ix], {"t": t, "m": m}).fetchall()
+            best.update((i, r) for i, r, _ in rows)
+            last.append(rows[-1][2] if len(rows) == m else None)
+        top = sorted(best.items(), key=lambda x: (-x[1], -x[0]))[:60]
+        if None in last:  # a list ran out: everything was read
+            return top, m, len(best)
+        bound = min(math.exp(last[0] - K * (t - 1)) + last[1], last[2])
+        if len(top) == 60 and (top[-1][1] > bound if strict else top[-1][1] >= bound):
+            return top, m, len(best)
+        m *= 2
+
+
+def threshold(log=print) -> None:
+    copy = _after_pass("threshold")
+    db = sqlite3.connect(copy)
+    try:
+        _bound_keys(db)
+        t0 = db.execute("SELECT julianday(?)", (D.T_ISO,)).fetchone()[0]
+        for days in (0, 7, 30, 90):
+            t = t0 + days
+            exact = db.execute(f"SELECT id, ic * {DECAY} AS r FROM memories WHERE status = "
+                               f"'active' AND {DECAY} > 0.15 ORDER BY r DESC, id DESC LIMIT 60",
+                               {"t": t}).fetchall()
+            for strict in (False, True):
+                top, m, seen = _threshold_top(db, t, strict)
+                times = []
+                for _ in range(15):
+                    s = time.perf_counter()
+                    _threshold_top(db, t, strict)
+                    times.append(time.perf_counter() - s)
+                same = [i for i, _ in top] == [i for i, _ in exact]
+                log(f"T+{days} d, ties {'by id' if strict else 'any'}: read {seen} rows "
+                    f"(depth {m}), same ids as the full scan: {same}, median "
+                    f"{statistics.median(times) * 1e3:.2f} ms")
+        times = []
+        for _ in range(30):
+            s = time.perf_counter()
+            db.execute("SELECT id FROM memories WHERE namespace = 'default' AND status = "
+                       "'active' AND decay_score > 0.15 ORDER BY rank DESC, id DESC "
+                       "LIMIT 60").fetchall()
+            times.append(time.perf_counter() - s)
+        log(f"the stored-rank index, same query: median {statistics.median(times) * 1e3:.3f} ms")
+    finally:
+        db.close()
+        D.drop(copy)
+
+
+def _make_head(db: sqlite3.Connection, size: int) -> float:
+    floor = db.execute("SELECT rank FROM memories WHERE namespace = 'default' AND status = "
+                       "'active' ORDER BY rank DESC, id DESC LIMIT 1 OFFSET ?",
+                       (size - 1,)).fetchone()[0]
+    th = "(SELECT theta FROM recall_head_floor WHERE namespace = {0}.namespace)"
+    db.executescript(f"""
+    BEGIN;
+    DROP INDEX memories_recall;
+    CREATE TABLE recall_head (namespace TEXT NOT NULL, rank REAL NOT NULL, id INTEGER NOT NULL,
+      PRIMARY KEY (namespace, rank, id)) WITHOUT ROWID;
+    CREATE TABLE recall_head_floor (namespace TEXT PRIMARY KEY, theta REAL NOT NULL);
+    INSERT INTO recall_head_floor VALUES ('default', {floor!r});
+    INSERT INTO recall_head SELECT namespace, rank, id FROM memories
+      WHERE namespace = 'default' AND status = 'active' AND rank >= {floor!r};
+    CREATE TRIGGER head_ins AFTER INSERT ON memories
+      WHEN new.status = 'active' AND new.rank >= {th.format('new')}
+      BEGIN INSERT OR IGNORE INTO recall_head VALUES (new.namespace, new.rank, new.id); END;
+    CREATE TRIGGER head_upd AFTER UPDATE OF rank, status ON memories
+      WHEN (old.status = 'active' AND old.rank >= {th.format('old')})
+        OR (new.status = 'active' AND new.rank >= {th.format('new')})
+      BEGIN
+        DELETE FROM recall_head WHERE namespace = old.namespace AND rank = old.rank AND id = old.id;
+        INSERT OR IGNORE INTO recall_head SELECT new.namespace, new.rank, new.id
+          WHERE new.status = 'active' AND new.rank >= {th.format('new')};
+      END;
+    CREATE TRIGGER head_del AFTER DELETE ON memories
+      BEGIN DELETE FROM recall_head WHERE namespace = old.namespace AND rank = old.rank
+        AND id = old.id; END;
+    COMMIT;
+    """)
+    return floor
+
+
+class HeadCaller(C.Caller):
+    """bench/concurrent.py's caller, with recall read from the head."""
+    path: Path
+
+    def one(self):
+        if C.KINDS[self.i % len(C.KINDS)] != "recall":
+            return super().one()
+        self.i += 1
+        if not hasattr(self, "con"):
+            self.con = sqlite3.connect(self.path, timeout=30)
+        t0 = time.perf_counter()
+        rows = self.con.execute(HEAD_RECALL).fetchall()
+        self.times["recall"].append((t0, time.perf_counter() - t0))
+        assert len(rows) == 60, f"the head gave {len(rows)} rows"
+
+
+def head(batch: int, log=print) -> None:
+    copy = D.work_copy(D.adopted(1_000_000), "head")
+    with tempfile.TemporaryDirectory() as tmp:
+        policy = Path(tmp) / "batched.yaml"
+        policy.write_text(f"name: batched\nextends: {D.POLICY}\npasses:\n"
+                          f"  expiry:\n    batch: {batch}\n  decay:\n    batch: {batch}\n")
+        db = sqlite3.connect(copy, isolation_level=None)
+        try:
+            floor = _make_head(db, 10_000)
+        finally:
+            db.close()
+        HeadCaller.path = copy
+        C.Caller = HeadCaller
+        try:
+            r = C._run(copy, policy, C.IDLE_OPS)
+        finally:
+            D.drop(copy)
+    log(f"head floor {floor:.4f}; batch {batch}; pass {r['pass_s']:.1f} s "
+        f"(ok: {r['pass_ok']}); 'database is locked': {r['locked']}; errors: {r['errors'][:2]}")
+    for kind in C.KINDS:
+        k = r[kind]
+        log(f"  {kind}: p99 {k['p99']:.1f} ms, max {k['max']:.1f} ms, median {k['med']:.1f} ms "
+            f"({k['calls']} calls)")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["threshold"]:
+        threshold()
+    elif sys.argv[1:2] == ["head"]:
+        head(int(sys.argv[2]) if len(sys.argv) > 2 else 5000)
+    else:
+        sys.exit(__doc__)
