@@ -94,7 +94,8 @@ class VectorIndex:
             if self._beside is None:
                 db = self._connect(driver(True))
                 load_extension(db)
-                db.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+                db.wait = self.timeout  # waits for a lock itself, as the store's does
+                db.execute("PRAGMA busy_timeout = 0")
                 self._beside = (db, ThreadPoolExecutor(1, thread_name_prefix="lethe-vectors"))
             db, pool = self._beside
         # the cells are checked against this connection's data_version, read here: the
