@@ -35,6 +35,7 @@ from tests.test_compiled_sql import SHIPPED
 from tests.test_policy_scenarios import SCENARIOS
 from tests.test_policy_scenarios import SHIPPED as SHIPPED_POLICIES
 from tests.test_policy_scenarios import name as scenario_name
+from tests.test_policy_scenarios import played_on_sqlite
 from tests.test_recall import QUERIES, seed_store, stable
 from tests.test_reliability import run_concurrency
 
@@ -430,9 +431,15 @@ def article_20k(tmp_path_factory):
     return path
 
 
-def test_sigkill_during_import_then_a_rerun_gives_the_same_rows(article_20k, pg_dsn):
-    reference, killed = pg_server.fresh_schema(pg_dsn), pg_server.fresh_schema(pg_dsn)
-    copy_store(article_20k, reference, batch=1000)
+@pytest.fixture(scope="module")
+def article_20k_on_pg(article_20k, pg_dsn):
+    """Copies of the file imported once (as the SIGKILL import test's reference imports it)."""
+    return pg_server.Template(pg_dsn, lambda dsn: copy_store(article_20k, dsn, batch=1000))
+
+
+def test_sigkill_during_import_then_a_rerun_gives_the_same_rows(article_20k, article_20k_on_pg,
+                                                                pg_dsn):
+    reference, killed = article_20k_on_pg.copy(), pg_server.fresh_schema(pg_dsn)
     with open_store(killed) as watch:
         proc = _lethe("import", article_20k, "--db", killed, "--batch", "1000")
         assert _kill_when(proc, watch, "SELECT count(*) > 0 FROM memories"), "import finished first"
@@ -482,12 +489,11 @@ def test_sigkill_during_import_of_odd_rows_then_a_rerun_gives_the_same_rows(arti
         assert f.read() == before
 
 
-def test_sigkill_during_a_pass_then_a_rerun_gives_the_same_rows(article_20k, pg_dsn):
-    reference, killed = pg_server.fresh_schema(pg_dsn), pg_server.fresh_schema(pg_dsn)
+def test_sigkill_during_a_pass_then_a_rerun_gives_the_same_rows(article_20k_on_pg):
+    reference, killed = article_20k_on_pg.copy(), article_20k_on_pg.copy()
     run = ["run", "--policy", f"{POLICIES}/lifecycle.yaml", "--pass", "expiry", "--pass", "decay",
            "--now", T.isoformat(), "--json"]
     for db in (reference, killed):
-        copy_store(article_20k, db)
         Memory(db, policy=f"{POLICIES}/lifecycle.yaml", clock=FixedClock(T)).close()  # ranks
     assert subprocess.run([sys.executable, "-m", "engine.cli", *run, "--db", reference], cwd=ROOT,
                           capture_output=True).returncode == 0
@@ -516,14 +522,16 @@ def _state(store):
     return rows, events
 
 
-@pytest.fixture
-def article_pair_pg(tmp_path, pg_dsn):
-    path = str(tmp_path / "agent_memory.db")
+@pytest.fixture(scope="module")
+def article_5k_on_pg(tmp_path_factory, pg_dsn):
+    path = str(tmp_path_factory.mktemp("article-5k") / "agent_memory.db")
     seed_article.generate(path, 5000, START, seed=3)
-    pair = pg_server.fresh_schema(pg_dsn), pg_server.fresh_schema(pg_dsn)
-    for dsn in pair:
-        copy_store(path, dsn)
-    return pair
+    return pg_server.Template(pg_dsn, lambda dsn: copy_store(path, dsn))
+
+
+@pytest.fixture
+def article_pair_pg(article_5k_on_pg):
+    return article_5k_on_pg.copy(), article_5k_on_pg.copy()
 
 
 def test_batched_equals_one_transaction_on_postgres(tmp_path, article_pair_pg):
@@ -584,4 +592,4 @@ PAIRS = [_pair(s, p) for s in SCENARIOS for p in SHIPPED_POLICIES]
 
 @pytest.mark.parametrize("scenario,policy", PAIRS)
 def test_scenarios_end_with_the_same_store_as_on_sqlite(scenario, policy, tmp_path, pg):
-    assert play(scenario, policy, pg) == play(scenario, policy, str(tmp_path / "s.db"))
+    assert play(scenario, policy, pg) == played_on_sqlite(scenario, policy, str(tmp_path / "s.db"))
