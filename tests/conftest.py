@@ -89,14 +89,15 @@ def pytest_terminal_summary(terminalreporter):
 
 @pytest.fixture(scope="session")
 def pg_dsn():
-    """A PostgreSQL server for the whole run: LETHE_TEST_PG, else one started here."""
+    """A PostgreSQL server for the whole run: LETHE_TEST_PG, else one started here (over
+    its Unix socket: tests/pg_server.py)."""
     if os.environ.get(pg_server.ENV_DSN):
         yield os.environ[pg_server.ENV_DSN]
         return
     if not pg_server.available():
         pytest.skip("PostgreSQL is not installed: " + pg_server.HOW_TO_ENABLE)
     server = pg_server.LocalServer()
-    yield server.dsn
+    yield server.socket_dsn
     server.stop()
 
 

@@ -7,6 +7,7 @@ clocks here are real where a lease must run out in real time, injected elsewhere
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 import subprocess
 import sys
 import threading
@@ -22,6 +23,7 @@ from tests.fake_openai import FakeOpenAI
 from engine.leasing import LeaseTerms, hold
 from engine.store import is_dsn, open_store
 from engine.store.lease import SqliteLease
+from tests import pg_server
 from tests.conftest import ROOT, START, run_sql
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
@@ -256,14 +258,38 @@ def _runs(db_path, policy, how: str, n: int) -> list[subprocess.Popen]:
                              text=True) for _ in range(n)]
 
 
+@pytest.fixture(scope="module")
+def batched_20k(tmp_path_factory):
+    """The batched policy's file and, per backend, a store seeded with 20,000 active rows
+    once: a test gets a copy (a file copied, a database made from a template)."""
+    base = tmp_path_factory.mktemp("batched-20k")
+    policy = base / "batched.yaml"
+    policy.write_text(BATCHED)
+    sqlite = str(base / "seeded.db")
+    seed(sqlite, str(policy), 20_000)
+    return str(policy), sqlite, {}
+
+
+@pytest.fixture
+def seeded_20k(batched_20k, backend, tmp_path, request):
+    """A copy of the seeded store on the test's backend, and the policy's file."""
+    policy, sqlite, templates = batched_20k
+    if backend == "postgres":
+        if "pg" not in templates:
+            templates["pg"] = pg_server.Template(request.getfixturevalue("pg_dsn"),
+                                                 lambda dsn: seed(dsn, policy, 20_000))
+        return templates["pg"].copy(), policy
+    path = str(tmp_path / "memory.db")
+    shutil.copyfile(sqlite, path)
+    return path, policy
+
+
 @pytest.mark.parametrize("how", ["cli", "api"])
-def test_runners_in_separate_processes_apply_a_batched_pass_once(tmp_path, db_path, how):
+def test_runners_in_separate_processes_apply_a_batched_pass_once(seeded_20k, how):
     """Three `lethe run`s (or three processes calling run_due) at once on a batched x0.9
     decay: each row decays once. Before: some rows decayed twice or three times."""
-    policy = tmp_path / "batched.yaml"
-    policy.write_text(BATCHED)
-    seed(db_path, str(policy), 20_000)
-    procs = _runs(db_path, str(policy), how, 3)
+    db_path, policy = seeded_20k
+    procs = _runs(db_path, policy, how, 3)
     for p in procs:
         out, err = p.communicate(timeout=300)
         assert p.returncode == 0, err

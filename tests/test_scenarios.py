@@ -332,7 +332,9 @@ def test_experiment_exits_1_when_an_expectation_fails(both):
 
 
 def test_experiment_exits_0_for_the_lifecycle_and_lists_misses_otherwise():
-    ok = CliRunner().invoke(main, ["experiment", *SHIPPED, "-p", LIFECYCLE, "--offline"])
+    # two scenarios: that the lifecycle meets every shipped one is `both`'s (exits_1, json_shape)
+    two = [os.path.join(ROOT, "scenarios", n + ".yaml") for n in ("poetry-to-uv", "waiting-on-alice")]
+    ok = CliRunner().invoke(main, ["experiment", *two, "-p", LIFECYCLE, "--offline"])
     assert ok.exit_code == 0, ok.output
     assert "ok: every expectation holds" in ok.output
     bad = CliRunner().invoke(main, ["experiment", os.path.join(ROOT, "scenarios", "poetry-to-uv.yaml"),

@@ -78,6 +78,7 @@ class Soak:
         self.daemon: subprocess.Popen | None = None
         self.runs: list[subprocess.Popen] = []
         self.n_agents = 0
+        self.deadline = time.monotonic() + seconds  # play() sets it again as it starts
         self.figures = {"kills": {"agent": 0, "daemon": 0, "run": 0}, "runs_started": 0,
                         "runs_ok": 0, "runs_busy": 0, "runs_failed": [], "daemon_starts": 0}
 
@@ -85,8 +86,13 @@ class Soak:
         self.n_agents += 1
         log = self.tmp / f"agent{self.n_agents}.jsonl"
         self.agents[self.n_agents] = spawn(
-            "worker.py", self.db, log, "--worker", self.n_agents, "--seconds", self.seconds + 5,
+            "worker.py", self.db, log, "--worker", self.n_agents, "--seconds", self._left(),
             "--policy", self.policy, "--online", "--real-clock", stdout=subprocess.DEVNULL)
+
+    def _left(self) -> float:
+        """Seconds until the run's end: an agent started (or restarted) now writes up
+        to its end (plus its own start-up), not for a whole run more that `stop()` waits out."""
+        return max(0.0, self.deadline - time.monotonic())
 
     def start_daemon(self) -> None:
         self.figures["daemon_starts"] += 1
@@ -128,12 +134,12 @@ class Soak:
             self.rng.choice(self.runs).kill()
 
     def play(self) -> None:
+        self.deadline = time.monotonic() + self.seconds
         for _ in range(AGENTS):
             self.start_agent()
         self.start_daemon()
-        deadline = time.monotonic() + self.seconds
         next_kill, next_run = time.monotonic() + 2, time.monotonic()
-        while time.monotonic() < deadline:
+        while time.monotonic() < self.deadline:
             now = time.monotonic()
             if now >= next_run:
                 self.start_run()
