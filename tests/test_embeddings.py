@@ -108,7 +108,7 @@ def test_recall_candidates_add_the_querys_nearest_neighbours(tmp_path, fake):
 
 def test_similarity_is_a_formula_word_in_recall_and_candidates(tmp_path, fake):
     extra = """recall:
-  where: "status = 'active' and (similarity > 0.5 or relevance > 0)"
+  where: "status = 'active' and decay_score > recall_floor and (similarity > 0.5 or relevance > 0)"
   order: "similarity desc, rank"
   limit: 10
 """
