@@ -22,15 +22,13 @@ MAKE_WAY = 0.003   # seconds a batched pass leaves the lock free after each rang
 
 
 def _locked(exc: Exception) -> bool:
-    text = str(exc)
-    return "database is locked" in text or "database table is locked" in text \
-        or "database is busy" in text
+    """SQLITE_BUSY: another connection holds the lock (worth another try)."""
+    return "database is locked" in str(exc)
 
 
 def _opens(sql: str) -> bool:
     """BEGIN IMMEDIATE / EXCLUSIVE: the statement that takes the write lock."""
-    head = sql.lstrip()[:16].upper()
-    return head.startswith("BEGIN")
+    return sql.lstrip()[:5].upper() == "BEGIN"
 
 
 @functools.cache
