@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
+from functools import lru_cache
+from operator import itemgetter
 
 
 @dataclass
@@ -38,18 +40,31 @@ class MemoryRecord:
     def from_rows(cls, rows) -> list["MemoryRecord"]:
         """Records of result rows that share their columns (one statement's). A recall
         makes 60: which column is which field is worked out once, not for every row; of
-        two columns with one name the first wins, as it does for row[name]."""
+        two columns with one name the first wins, as it does for row[name]. Each record's
+        fields are set at once, not bound as twenty keyword arguments: that binding was
+        half of a recall's time at a million memories (bench/RESULTS.md). A field the
+        statement leaves out keeps its default, as __init__ would give it."""
         if not rows:
             return []
         picks: dict[str, int] = {}
         for i, name in enumerate(rows[0].keys()):
             if name in FIELD_NAMES and name not in picks:
                 picks[name] = i
+        if missing := REQUIRED - picks.keys():
+            raise TypeError(f"MemoryRecord needs the column(s) {', '.join(sorted(missing))}")
         tags = picks.pop("tags", None)
+        names, index = tuple(picks), tuple(picks.values())
+        values = itemgetter(*index) if len(index) > 1 else lambda row: [row[i] for i in index]
         out = []
         for row in rows:
-            data = {name: row[i] for name, i in picks.items()}
-            out.append(cls(**data, tags=parse_tags(None if tags is None else row[tags])))
+            raw = None if tags is None else row[tags]
+            kept = stored_tags(raw) if isinstance(raw, str) else None
+            data = dict(DEFAULTS)
+            data.update(zip(names, values(row)))
+            data["tags"] = parse_tags(raw) if kept is None else list(kept)
+            record = object.__new__(cls)
+            record.__dict__ = data
+            out.append(record)
         return out
 
     def as_dict(self) -> dict:
@@ -57,6 +72,10 @@ class MemoryRecord:
 
 
 FIELD_NAMES = frozenset(f.name for f in fields(MemoryRecord))
+REQUIRED = frozenset(f.name for f in fields(MemoryRecord)
+                     if f.default is MISSING and f.default_factory is MISSING)
+# every field's default, in the fields' order (tags gets a new list for each record)
+DEFAULTS = {f.name: None if f.default is MISSING else f.default for f in fields(MemoryRecord)}
 
 
 def parse_tags(raw) -> list:
@@ -68,6 +87,15 @@ def parse_tags(raw) -> list:
         return value if isinstance(value, list) else [str(value)]
     except (TypeError, ValueError):
         return [t.strip() for t in str(raw).split(",") if t.strip()]
+
+
+@lru_cache(maxsize=4096)
+def stored_tags(raw: str) -> tuple | None:
+    """parse_tags of one stored text, kept: recalls meet the same few tag lists again and
+    again, and parsing them was a fifth of a recall's time. None when a tag is itself a
+    list or an object, which records must not share."""
+    tags = parse_tags(raw)
+    return tuple(tags) if all(isinstance(t, (str, int, float)) for t in tags) else None
 
 
 @dataclass
