@@ -53,8 +53,7 @@ class MemoryRecord:
         if missing := REQUIRED - picks.keys():
             raise TypeError(f"MemoryRecord needs the column(s) {', '.join(sorted(missing))}")
         tags = picks.pop("tags", None)
-        names, index = tuple(picks), tuple(picks.values())
-        values = itemgetter(*index) if len(index) > 1 else lambda row: [row[i] for i in index]
+        names, values = tuple(picks), itemgetter(*picks.values())  # id, content: two at least
         out = []
         for row in rows:
             raw = None if tags is None else row[tags]
@@ -62,8 +61,11 @@ class MemoryRecord:
             data = dict(DEFAULTS)
             data.update(zip(names, values(row)))
             data["tags"] = parse_tags(raw) if kept is None else list(kept)
-            record = object.__new__(cls)
-            record.__dict__ = data
+            if cls is MemoryRecord:
+                record = object.__new__(cls)
+                record.__dict__ = data
+            else:  # a caller's subclass: its own fields, defaults and __post_init__
+                record = cls(**data)
             out.append(record)
         return out
 
@@ -74,7 +76,8 @@ class MemoryRecord:
 FIELD_NAMES = frozenset(f.name for f in fields(MemoryRecord))
 REQUIRED = frozenset(f.name for f in fields(MemoryRecord)
                      if f.default is MISSING and f.default_factory is MISSING)
-# every field's default, in the fields' order (tags gets a new list for each record)
+# every field's default, in the fields' order; from_rows gives tags, the one field with a
+# default_factory, a new list for each record (a test fails if another is added)
 DEFAULTS = {f.name: None if f.default is MISSING else f.default for f in fields(MemoryRecord)}
 
 

@@ -1,6 +1,7 @@
 """MemoryRecord.from_rows: records built from result rows equal those __init__ builds, keep
 the defaults of the fields a statement leaves out, and share no tag list."""
 import sqlite3
+from dataclasses import MISSING, dataclass, field, fields
 
 import pytest
 
@@ -33,6 +34,27 @@ def test_no_tags_column_and_a_missing_required_one():
     assert one.id == 3 and one.tags == []
     with pytest.raises(TypeError, match="content"):
         MemoryRecord.from_rows(rows("SELECT 3 AS id"))
+
+
+def test_tags_is_the_one_field_built_by_a_factory():
+    # from_rows sets tags itself and every other field from DEFAULTS: another field with a
+    # default_factory would get None there instead of its own new value
+    assert [f.name for f in fields(MemoryRecord) if f.default_factory is not MISSING] == ["tags"]
+
+
+@dataclass
+class Mine(MemoryRecord):
+    """A caller's own record: its own fields, defaults and __post_init__."""
+    seen: list = field(default_factory=list)
+
+    def __post_init__(self):
+        self.seen.append(self.id)
+
+
+def test_a_subclass_gets_its_own_init():
+    (one,) = Mine.from_rows(rows("SELECT 5 AS id, 'x' AS content, '[\"a\"]' AS tags"))
+    assert isinstance(one, Mine) and one.seen == [5] and one.tags == ["a"]
+    assert one == Mine(id=5, content="x", tags=["a"])
 
 
 def test_records_share_no_tag_list():

@@ -52,7 +52,6 @@ class SqliteStore(StoreCommon, Bookkeeping, VectorIndex):
             self.db.row_factory = sql.Row
             if vectors:
                 load_extension(self.db)
-            self.db.wait = timeout  # the connection waits for the lock itself (sqlite_wait)
             self.db.execute("PRAGMA busy_timeout = 0")
             if not read_only and self.db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 self.db.execute("PRAGMA journal_mode = WAL")
@@ -72,15 +71,19 @@ class SqliteStore(StoreCommon, Bookkeeping, VectorIndex):
         """Read-write; or read-only, which never writes a byte nor takes the write lock
         (on a file or folder this process may not write, read as it is, unchanging).
         `sql` is the DB-API module (the vector driver when embeddings are on)."""
-        args = dict(timeout=0, isolation_level=None, check_same_thread=False,
-                    factory=connection_class(sql))
+        def connect(target, **kw):
+            db = sql.connect(target, timeout=0, isolation_level=None, check_same_thread=False,
+                             factory=connection_class(sql), **kw)
+            db.wait = self.timeout  # it waits for the lock itself, this long (sqlite_wait)
+            return db
+
         if not self.read_only:
-            return sql.connect(self.path, **args)
+            return connect(self.path)
         if not os.path.exists(self.path):
             raise StoreError(f"cannot open {self.path}: no such database file")
         uri = "file:" + urllib.parse.quote(os.path.abspath(self.path))
         try:
-            db = sql.connect(uri + "?mode=ro", uri=True, **args)
+            db = connect(uri + "?mode=ro", uri=True)
             db.execute("SELECT count(*) FROM sqlite_master").fetchone()
             return db
         except sql.OperationalError:
@@ -89,7 +92,7 @@ class SqliteStore(StoreCommon, Bookkeeping, VectorIndex):
                 raise  # committed pages still in the WAL: nothing to read them through
         # WAL mode needs to write its -shm index beside the file; a file nobody writes
         # (no -wal left) is read as immutable instead
-        return sql.connect(uri + "?immutable=1", uri=True, **args)
+        return connect(uri + "?immutable=1", uri=True)
 
     def close(self) -> None:
         self.close_beside()
@@ -131,7 +134,12 @@ class SqliteStore(StoreCommon, Bookkeeping, VectorIndex):
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
-        self.db.execute("COMMIT")
+        try:
+            self.db.execute("COMMIT")  # waited for, up to the timeout (sqlite_wait)
+        except BaseException:
+            if self.db.in_transaction:  # not committed: never keep the write lock
+                self.db.execute("ROLLBACK")
+            raise
         if fence is not None:
             fence.renewed()
 

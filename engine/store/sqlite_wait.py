@@ -7,10 +7,11 @@ the lock, and sleeps again: measured at 1M memories with 60 ms ranges, a `rememb
 up to 2.8 s behind a pass that never held the lock for more than 150 ms at a time.
 
 So the store's connections leave SQLite's busy timeout at 0 and wait here instead: a
-statement that finds the database locked, outside a transaction (an autocommit write, or
-the BEGIN IMMEDIATE that opens one), is tried again every millisecond until the store's
-timeout. A pass makes way between its ranges (`MAKE_WAY`) for longer than one such try,
-so a waiting writer gets the lock after at most one range.
+statement that finds the database locked outside a transaction (an autocommit write, or
+the BEGIN IMMEDIATE that opens one), or a COMMIT that must wait for readers (a file SQLite
+could not put in WAL mode), is tried again every millisecond until the store's timeout.
+A pass makes way between its ranges (`MAKE_WAY`) for longer than one such try, so a
+waiting writer gets the lock after at most one range.
 """
 from __future__ import annotations
 
@@ -21,14 +22,21 @@ TRY_EVERY = 0.001  # seconds between tries of a statement that found the databas
 MAKE_WAY = 0.003   # seconds a batched pass leaves the lock free after each range
 
 
+SQLITE_BUSY = 5
+
+
 def _locked(exc: Exception) -> bool:
-    """SQLITE_BUSY: another connection holds the lock (worth another try)."""
-    return "database is locked" in str(exc)
+    """SQLITE_BUSY: another connection holds the lock (worth another try). Not
+    SQLITE_LOCKED, a table lock within this connection, which waiting does not clear."""
+    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11's sqlite3; text otherwise
+    return code & 0xFF == SQLITE_BUSY if code is not None else "database is locked" in str(exc)
 
 
-def _opens(sql: str) -> bool:
-    """BEGIN IMMEDIATE / EXCLUSIVE: the statement that takes the write lock."""
-    return sql.lstrip()[:5].upper() == "BEGIN"
+def _ends(sql: str) -> bool:
+    """COMMIT / END: inside a transaction, the one statement that may wait for others (for
+    readers to finish, in rollback-journal mode) and that is safe to try again."""
+    word = sql.lstrip()[:6].upper()
+    return word == "COMMIT" or word[:3] == "END"
 
 
 @functools.cache
@@ -40,7 +48,7 @@ def connection_class(module):
         wait = 30.0
 
         def execute(self, sql, params=(), /):
-            if self.in_transaction and not _opens(sql):
+            if self.in_transaction and not _ends(sql):
                 return super().execute(sql, params)  # the lock is ours or not needed
             deadline = None
             while True:
