@@ -56,12 +56,13 @@ class PolicyWarning(UserWarning):
 
 
 class FormulaError(LetheError):
-    """A formula that does not compile; `text` is the offending part, quoted in the message."""
+    """A formula that does not compile; `text` is the offending part, quoted in the message.
+    `param` names the param whose value is the mistake, when one is."""
 
     exit_code = 1
 
-    def __init__(self, message: str, offset: int = 0):
-        self.offset = offset
+    def __init__(self, message: str, offset: int = 0, param: str | None = None):
+        self.offset, self.param = offset, param
         super().__init__(message)
 
 

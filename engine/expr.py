@@ -46,6 +46,7 @@ class Node:
 @dataclass(frozen=True)
 class Const(Node):
     value: object
+    param: str | None = field(default=None, compare=False)  # the param it came from, if any
 
 
 @dataclass(frozen=True)
@@ -273,9 +274,9 @@ class _Compiler:
     def __init__(self, text: str, scope: Scope, stack: tuple):
         self.text, self.scope, self.stack = text, scope, stack
 
-    def fail(self, node: ast.AST, message: str):
+    def fail(self, node: ast.AST, message: str, param: str | None = None):
         snippet = ast.get_source_segment(normalise(self.text), node) or self.text
-        raise FormulaError(message.format(snippet=snippet), getattr(node, "col_offset", 0))
+        raise FormulaError(message.format(snippet=snippet), getattr(node, "col_offset", 0), param)
 
     def visit(self, node: ast.AST) -> Node:
         method = getattr(self, "visit_" + type(node).__name__, None)
@@ -322,8 +323,8 @@ class _Compiler:
             if isinstance(value, bool) or not isinstance(value, (int, float, str)):
                 self.fail(node, "param '{snippet}' must be a number or text")
             if isinstance(value, str):
-                return Const(TEXT, value)
-            return Const(NUM, _bindable_number(value, self, node))
+                return Const(TEXT, value, name)
+            return Const(NUM, _bindable_number(value, self, node), name)
         if name in s.scores:
             if name in self.stack:
                 cycle = " -> ".join(self.stack + (name,))
@@ -357,6 +358,10 @@ class _Compiler:
         left, right = self.visit(node.left), self.visit(node.right)
         self.number(node.left, left)
         self.number(node.right, right)
+        if op in ("/", "%") and isinstance(right, Const) and right.value == 0:
+            # SQL gives NULL for every row: a pass would skip them all, recall would rank none
+            named = f" ({right.param} is 0)" if right.param else ""
+            self.fail(node, f"division by zero{named}: '{{snippet}}'", right.param)
         return BinOp(NUM, op, left, right)
 
     def visit_BoolOp(self, node: ast.BoolOp) -> Node:
@@ -430,7 +435,8 @@ class _Compiler:
     # -- type checks: few, but they catch the mistakes policy authors make
     def number(self, node: ast.AST, value: Node) -> Node:
         if value.type not in (NUM, NULL):
-            self.fail(node, f"'{{snippet}}' is {value.type}, a number is needed here")
+            self.fail(node, f"'{{snippet}}' is {value.type}, a number is needed here",
+                      getattr(value, "param", None))
         return value
 
     def boolean(self, node: ast.AST, value: Node) -> Node:
@@ -442,4 +448,5 @@ class _Compiler:
         a, b = left.type, right.type
         ok = a == b or NULL in (a, b) or {a, b} == {TIME, TEXT}
         if not ok:
-            self.fail(node, f"cannot compare {a} with {b}: '{{snippet}}'")
+            param = next((v.param for v in (right, left) if getattr(v, "param", None)), None)
+            self.fail(node, f"cannot compare {a} with {b}: '{{snippet}}'", param)

@@ -297,6 +297,39 @@ def test_extends_cycle_points_at_the_extends_that_closes_it(folder):
     assert_located(refused(a), b, 3, 10, "extends", "goes round in a circle")
 
 
+# a param whose value a formula cannot use is blamed where the value is written: in the
+# extending file, though the formula reading it is in the file it extends
+@pytest.mark.parametrize("param, value, col, fragments", [
+    ("half_life_days", '"ninety"', 19, ["is text, a number is needed here",
+                                        "scores.freshness reads it, lifecycle.yaml:"]),
+    ("archive_below", '"low"', 18, ["cannot compare num with text",
+                                    "passes.decay.rules[1].when reads it, lifecycle.yaml:"]),
+    ("half_life_days", "0", 19, ["division by zero (half_life_days is 0)",
+                                 "scores.freshness reads it"]),
+])
+def test_a_param_a_formula_cannot_use_is_blamed_where_it_is_set(folder, param, value, col,
+                                                                  fragments):
+    shutil.copy(os.path.join(PROJECT, "policies", "lifecycle.yaml"), folder / "lifecycle.yaml")
+    child = write(folder, f"name: mine\nextends: lifecycle\nparams:\n  {param}: {value}\n",
+                  "mine.yaml")
+    assert_located(refused(child), child, 4, col, f"params.{param}", *fragments)
+
+
+@pytest.mark.parametrize("formula, fragment", [
+    ("importance / 0", "division by zero: 'importance / 0'"),
+    ("importance / (2 - 2)", None),   # not a constant: SQL's NULL, kept by the pass's guard
+    ("importance / k", "division by zero (k is 0): 'importance / k'"),
+])
+def test_a_division_by_a_constant_zero_is_refused(folder, formula, fragment):
+    path = write(folder, f"name: z\nparams: {{k: 0}}\nscores:\n  rank: \"{formula}\"\n")
+    if fragment is None:
+        assert policy_mod.load(path).name == "z"
+        return
+    err = refused(path)
+    assert fragment in err.message, err.message
+    assert err.path == ("params.k" if "k is 0" in fragment else "scores.rank")
+
+
 @pytest.mark.parametrize("path", SHIPPED, ids=[os.path.basename(p) for p in SHIPPED])
 def test_every_shipped_policy_loads(path):
     pol = policy_mod.load(path)

@@ -110,6 +110,12 @@ class Builder(PassBuilder):
         try:
             node = X.compile_formula(text, scope)
         except FormulaError as exc:
+            if exc.param and ("params", exc.param) in self.doc.values:
+                # the mistake is the param's value: say so where it is written (perhaps a
+                # file that extends the one holding this formula), and name the formula
+                used = self.doc.mark(path)
+                at = f", {os.path.basename(used.file)}:{used.line}" if used else ""
+                self.fail(("params", exc.param), f"{exc} ({yamldoc.dotted(path)} reads it{at})")
             self.fail(path, str(exc))
         if want and node.type not in (want, X.NULL) and not (want == X.TIME and node.type == X.TEXT):
             label = {X.BOOL: "a condition", X.NUM: "a number", X.TIME: "a time"}[want]
