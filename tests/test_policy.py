@@ -501,3 +501,29 @@ def test_validate_passes_on_the_shipped_policies():
     lines = result.output.splitlines()
     assert [line.split()[1] for line in lines] == SHIPPED
     assert all(line.startswith("ok    ") for line in lines)
+
+
+def test_a_relative_db_is_beside_the_file_that_names_it(folder, monkeypatch):
+    (folder / "agents").mkdir()
+    (folder / "base").mkdir()
+    base = write(folder, "name: base\ndb: shared.db\n", "base/base.yaml")
+    own = write(folder, "name: own\ndb: data/mine.db\n", "agents/own.yaml")
+    child = write(folder, "name: child\nextends: ../base/base.yaml\n", "agents/child.yaml")
+    monkeypatch.chdir(folder / "agents")  # wherever a command runs from
+    assert policy_mod.load(own).db == str(folder / "agents" / "data" / "mine.db")
+    assert policy_mod.load(child).db == str(folder / "base" / "shared.db")  # where it is said
+    assert policy_mod.load(base).db == str(folder / "base" / "shared.db")
+    for as_written in ("postgresql://u@localhost/lethe", ":memory:", str(folder / "abs.db")):
+        path = write(folder, f"name: w\ndb: '{as_written}'\n", "w.yaml")
+        assert policy_mod.load(path).db == as_written
+
+
+def test_a_command_opens_the_policys_db_beside_it(folder, monkeypatch):
+    (folder / "pol").mkdir()
+    (folder / "elsewhere").mkdir()
+    path = write(folder, f"name: withdb\nextends: {PROJECT}/policies/lifecycle.yaml\ndb: mem.db\n",
+                 "pol/withdb.yaml")
+    monkeypatch.chdir(folder / "elsewhere")
+    res = CliRunner().invoke(cli, ["add", "hello there", "-p", path, "--offline"])
+    assert res.exit_code == 0, res.output
+    assert (folder / "pol" / "mem.db").exists() and not (folder / "elsewhere" / "mem.db").exists()

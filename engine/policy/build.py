@@ -132,7 +132,7 @@ class Builder(PassBuilder):
         params = self.params()
         scores = self.scores(params)
         self.policy = Policy(
-            name=name, path=self.doc.file, doc=self.doc, db=d.get("db"),
+            name=name, path=self.doc.file, doc=self.doc, db=self.database(d.get("db")),
             models=self.models(), params=params, scores=scores, rank=None, rank_text="",
             write=[], passes={}, recall=None, prompt_dirs=self.prompt_dirs(),
             description=str(d.get("description") or ""))
@@ -171,6 +171,16 @@ class Builder(PassBuilder):
             if self.collect(self.formula, v, ("scores", k), scope) is None:
                 scores[k] = 0
         return scores
+
+    def database(self, db):
+        """`db:` as commands open it: a relative path is relative to the folder of the file
+        that says it, as `prompts:` and `extends:` are (not to wherever a command runs, which
+        would make a second, empty store); a DSN, `:memory:` or a `file:` URI as written."""
+        if not isinstance(db, str) or not db or os.path.isabs(db) or "://" in db \
+                or db == ":memory:" or db.startswith("file:"):
+            return db
+        written = self.doc.mark(("db",))
+        return os.path.join(os.path.dirname(os.path.abspath(written.file if written else self.doc.file)), db)
 
     def scope(self, **kw) -> X.Scope:
         """The names formulas may use; params they read are noted in `self.used`."""

@@ -85,7 +85,8 @@ _SECTIONS = (
             "file, then in ./policies, then among the shipped ones) whose keys this one starts "
             "from; see *How `extends` merges*."),
         Key("description", TEXT, "", "One line saying what the policy is for."),
-        Key("db", TEXT, None, "The database file commands use when no --db or LETHE_DB is given."),
+        Key("db", TEXT, None, "The database file commands use when no --db or LETHE_DB is given; "
+        "a relative path is relative to this policy file's folder (a postgresql:// DSN as written)."),
         Key("prompts", TEXT, None, "A folder of templates, relative to this file, looked in before "
             "`prompts/` beside the policy's folder and the shipped templates."),
         Key("models", MAPPING, {}, "The models judgments name; `rules` (the built-in rules "
