@@ -5,6 +5,7 @@ are code. Nothing here reads the clock: "today" is always passed in.
 """
 from __future__ import annotations
 
+import bisect
 import calendar
 import re
 from datetime import date, timedelta
@@ -262,12 +263,19 @@ def date_mentions(original: str) -> tuple[DateMention, ...]:
     relative words ('Friday March 3' is one date)."""
     text = normalise(original)
     chosen: list[DateMention] = []
+    starts: list[int] = []  # of the chosen, which never overlap: sorted, so are their ends
+    ends: list[int] = []
     for mention in _absolute_mentions(text, original) + _relative_mentions(text):
-        if any(mention.start < c.end and c.start < mention.end for c in chosen):
+        # overlapping a chosen one: only the last chosen to start before this one ends can
+        # (a search, not a scan of all: a text with thousands of dates stays linear)
+        i = bisect.bisect_left(starts, mention.end)
+        if i and ends[i - 1] > mention.start:
             continue
         if _START_BEFORE.search(text[max(0, mention.start - 25):mention.start]):
             mention = mention._replace(is_start=True)  # 'since March 3' ends nothing
         chosen.append(mention)
+        starts.insert(i, mention.start)
+        ends.insert(i, mention.end)
     return tuple(sorted(_qualified(chosen), key=lambda m: m.start))
 
 

@@ -1,0 +1,45 @@
+"""The rules judges' date reading: of overlapping date mentions the first found wins
+(absolute dates before relative words), whatever the number of mentions in a text."""
+import random
+
+from engine.judges.rules import dates
+
+PHRASES = ["tomorrow", "next Friday", "on March 3", "Friday March 3", "since March 3",
+           "for two weeks", "in 3 days", "2026-03-01", "this year", "on October 8 this year",
+           "by end of month", "today", "next week", "the deploy", "we met", "until June 5 2027",
+           "3pm", "for another 2 months", "last year", "Monday", "March"]
+
+
+def reference(text: str) -> list[tuple]:
+    """What date_mentions chooses, worked out the plain way: each candidate checked against
+    every one chosen before it."""
+    norm = dates.normalise(text)
+    chosen = []
+    for m in dates._absolute_mentions(norm, text) + dates._relative_mentions(norm):
+        if any(m.start < c.end and c.start < m.end for c in chosen):
+            continue
+        if dates._START_BEFORE.search(norm[max(0, m.start - 25):m.start]):
+            m = m._replace(is_start=True)
+        chosen.append(m)
+    return sorted(shown(m) for m in dates._qualified(chosen))
+
+
+def shown(m) -> tuple:
+    return m.start, m.end, m.label, m.absolute, m.is_start
+
+
+def test_overlapping_mentions_resolve_as_one_scan_of_all_would():
+    rng = random.Random(7)
+    seen = 0
+    for _ in range(2000):
+        text = " ".join(rng.choice(PHRASES) for _ in range(rng.randint(1, 14))) + "."
+        got = [shown(m) for m in dates.date_mentions(text)]
+        assert got == reference(text), text
+        seen += len(got)
+    assert seen > 4000  # the texts did mention dates, many overlapping
+
+
+def test_a_text_of_thousands_of_dates_reads_each_once():
+    text = "We meet on Friday at 3pm. " * 5000
+    found = dates.date_mentions(text)
+    assert len(found) == 5000 and all(m.label.lower().endswith("friday") for m in found)
