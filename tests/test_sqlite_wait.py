@@ -149,10 +149,11 @@ def hold_in_turns(path, first: float, hold: float, gap: float, turns: int, gaps:
 @pytest.mark.parametrize("how", ["transaction", "autocommit"])
 def test_a_writer_that_waited_long_still_takes_the_first_short_gap(db_path, clock, how):
     # SQLite's own handler has backed off to a try every 100 ms after a second of waiting,
-    # and so misses most 3 ms gaps; the store's 1 ms tries take the first one
+    # and so misses most 5 ms gaps (it got in after 7-16 of them, measured); the store's 1 ms
+    # tries take the first
     Store(db_path, clock).close()
     gaps: list = []
-    holder = hold_in_turns(db_path, first=1.0, hold=0.05, gap=0.003, turns=40, gaps=gaps)
+    holder = hold_in_turns(db_path, first=1.0, hold=0.05, gap=0.005, turns=40, gaps=gaps)
     store = Store(db_path, clock)
     try:
         if how == "transaction":  # BEGIN IMMEDIATE waits, then the insert in it
@@ -164,7 +165,7 @@ def test_a_writer_that_waited_long_still_takes_the_first_short_gap(db_path, cloc
     finally:
         holder.join()
         store.close()
-    assert 1 <= got_in <= 2, f"the writer got in after {got_in} of the holder's gaps"
+    assert 1 <= got_in <= 3, f"the writer got in after {got_in} of the holder's gaps"
 
 
 def test_a_read_only_open_waits_only_the_store_timeout(db_path, clock):
