@@ -1156,3 +1156,74 @@ def test_select_an_abbreviation_starts_and_ends_on_words_of_substance():
     memories = [(1, "User sees a physio on Fridays."), (2, "Mia sees a dentist in June.")]
     assert rules.select("flights to the USA", memories, 6) == []
     assert rules.select("the MSA rules", memories, 6) == []
+
+
+# ---- a changed value supersedes only a value of the same subject --------------------------
+# Two memories that share nothing but the value's unit ("GB of RAM"), the word "number" or
+# a verb ("weighs", "costs") are about two things: the laptop's RAM is not the server's.
+@pytest.mark.parametrize("old, new", [
+    # units: the thing measured is not the thing that has it
+    ("The staging server has 16 GB of RAM.", "My laptop has 32 GB of RAM."),
+    ("The staging server has 16 GB of RAM.", "I upgraded my laptop to 32 GB of RAM."),
+    ("The rain barrel holds 200 litres.", "Our hot water tank holds 150 litres."),
+    ("My road bike weighs 8 kg.", "The dog weighs 30 kg now."),
+    # ids: "number 7", "service 7" and "ticket 4512" name which one
+    ("Fact number 7: the port for service 7 is 807.", "I switched my editor to Helix number 2."),
+    ("Service 7 listens on port 8007.", "Service 9 listens on port 8009."),
+    ("Ticket 4512 is estimated at 3 points.", "Ticket 4620 got bumped to 5 points."),
+    # versions and ports
+    ("The mobile app is on version 2.3.", "The Android tablet got upgraded to version 14."),
+    ("Our API gateway listens on port 8080.", "The metrics exporter listens on port 9100."),
+    # prices
+    ("The gym membership costs 40 euros a month.", "My phone plan costs 25 euros a month."),
+    # counts: another office, another owner's team
+    ("The Berlin office has 12 engineers.", "The Lisbon office is up to 8 engineers."),
+    ("Tom's team has 6 people.", "My team has 9 people now."),
+    # dates: another owner's passport, another room's renovation
+    ("Sara's passport expires on 2027-04-01.", "My passport expires on 2035-06-30."),
+    ("The kitchen renovation starts on May 4.", "The bathroom renovation was pushed to June 10."),
+    # a change verb does not make another thing's value this one's
+    ("The production server has 64 GB of RAM.", "The staging server was upgraded to 32 GB of RAM."),
+    ("Invoice 1043 for the Kappa project is 2,400 euros.",
+     "Invoice 1051 for the Kappa project was raised to 3,100 euros."),
+    ("User's laptop has 8 GB of RAM.", "His laptop has 16 GB of RAM."),
+])
+def test_contradiction_a_value_of_another_subject_is_no_change(old, new):
+    assert not supersedes(new, old)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("The staging server has 16 GB of RAM.", "The staging server has 32 GB of RAM now."),
+    # my / the / our / user's: determiners and the user's own possessives name one thing
+    ("My laptop has 8 GB of RAM.", "User's laptop was upgraded to 16 GB of RAM."),
+    ("The gym membership costs 40 euros a month.", "My gym membership went up to 45 euros a month."),
+    ("Our rain barrel holds 200 litres.", "The rain barrel holds 250 litres now."),
+    ("The metrics exporter listens on port 9100.", "The metrics exporter moved to port 9200."),
+    ("The mobile app is on version 2.3.", "The mobile app is on version 2.4 now."),
+    # the same id, a new value
+    ("Service 7 listens on port 8007.", "Service 7 now listens on port 8107."),
+    ("Tom's team has 6 people.", "Tom's team is down to 4 people."),
+    ("The kitchen renovation starts on May 4.", "The kitchen renovation was pushed to June 10."),
+    ("Sara's passport expires on 2027-04-01.", "Sara's passport now expires on 2035-06-30."),
+])
+def test_contradiction_a_value_of_the_same_subject_still_changes(old, new):
+    assert supersedes(new, old)
+
+
+def test_contradiction_a_new_value_supersedes_only_its_own_subjects_memory():
+    got = rules.contradiction("My laptop has 32 GB of RAM now.", [
+        (1, "The staging server has 16 GB of RAM."), (2, "User's laptop has 8 GB of RAM."),
+        (3, "The build box has 64 GB of RAM."), (4, "Tom's laptop has 16 GB of RAM.")])
+    assert got["supersedes"] == [2]
+
+
+def test_contradiction_a_value_of_another_subject_is_no_change_however_close_in_meaning():
+    # embeddings find "my laptop's RAM" and "the server's RAM" close: still two subjects
+    got = rules.contradiction("My laptop has 32 GB of RAM.",
+                              [(1, "The staging server has 16 GB of RAM.")] + OTHERS,
+                              {1: 0.8, **FAR})
+    assert got["supersedes"] == []
+    got = rules.contradiction("The staging server has 32 GB of RAM now.",
+                              [(1, "The staging server has 16 GB of RAM.")] + OTHERS,
+                              {1: 0.9, **FAR})
+    assert got["supersedes"] == [1]

@@ -10,8 +10,8 @@ import re
 from ...lexicon import lexicon, words
 from ...lexicon.slots import CATEGORIES, MEMBER_OF
 from .guards import NEW_ONE
-from .reading import (NEGATION, NEW_SIDE, NOT_NEGATION, SIDE_BREAK, STRONG_CHANGE, Reading, jaccard,
-                      members_by_category, notation, read, side_words)
+from .reading import (NEGATION, NEW_SIDE, NOT_NEGATION, NUMBER_WORDS, SIDE_BREAK, STRONG_CHANGE,
+                      Reading, jaccard, members_by_category, notation, read, side_words)
 from .words import CUE_WORDS, GENERIC, SLOT_OF, STANCE, STOPWORDS, canon, is_value, token_tuple
 
 _LEXICON = lexicon("superseding")
@@ -32,6 +32,120 @@ def _units(r: Reading) -> frozenset[str]:
 def same_units(n: Reading, o: Reading) -> bool:
     mine, theirs = _units(n), _units(o)
     return not mine or not theirs or bool(mine & theirs)
+
+
+# A value's own words: the label before a number ("number 7", "version 2.3", "port 8080"),
+# the unit after it ("32 GB", "5 engineers") and what that unit is of ("GB of RAM"). They
+# say what kind of value it is, never whose: the laptop's RAM and the server's RAM share them.
+_LABELS = frozenset(words(_LEXICON["value_labels"]))
+_OWN = frozenset(words(_LEXICON["own_words"]))
+_OTHERS = frozenset(words(_LEXICON["others_words"]))
+_PLAIN = frozenset(words(_LEXICON["plain_modifiers"]))
+_CHANGE_WORDS = frozenset(canon(w) for w in words(_LEXICON["change_words"]))
+_WORD = re.compile(r"\$?\d[\d.,:\-]*%?|[a-z][a-z0-9'\-]*|[:;,.!?()]")
+_NUMBER = re.compile(r"\$?\d[\d.,:\-]*%?|v\d+")
+
+
+def _words(r: Reading) -> list[str]:
+    """The text's words in order, values in one notation, punctuation kept as words."""
+    return [w.rstrip(".,") or w for w in _WORD.findall(notation(r.text))]
+
+
+def _is_number(word: str) -> bool:
+    return bool(_NUMBER.fullmatch(word)) or word in NUMBER_WORDS
+
+
+def _value_words(r: Reading) -> frozenset[str]:
+    """The words that belong to the text's numbers: labels, units, what a unit is of."""
+    said, found = _words(r), set()
+    for i, word in enumerate(said):
+        if not _is_number(word):
+            continue
+        if i and said[i - 1] in _LABELS:
+            found.add(said[i - 1])
+        rest = said[i + 1:i + 5]
+        if rest and rest[0] == "of":
+            rest = rest[1:]  # "ten of the engineers"
+        if rest and rest[0] not in STOPWORDS and rest[0][:1].isalpha():
+            found.add(rest[0])  # the unit: "32 gb", "5 engineers"
+            rest = rest[1:]
+            if rest and rest[0] == "of":
+                rest = [w for w in rest[1:] if w not in STOPWORDS][:1]
+                found.update(w for w in rest if w[:1].isalpha())  # "gb of ram"
+    return frozenset(canon(w) for w in found)
+
+
+def _lead(r: Reading) -> tuple[str | None, tuple[frozenset[str], ...], tuple[str, ...]]:
+    """Who the text's opening noun phrase belongs to ('own', 'other' or None for 'the'),
+    its words (each as its tokens: 'iPhone' is also a phone), and the numbers that name
+    it ("service 7", "ticket 4512"). It ends at the first small word, verb of the lexicon,
+    change word or value; a text that opens with a value or a verb ("Two reviewers ...",
+    "Upgraded the service ...") has none."""
+    said, i, owner = _words(r), 0, None
+    while i < len(said) and (said[i] in STOPWORDS or said[i] in _PLAIN
+                             or (is_value(canon(said[i])) and not _is_number(said[i]))):
+        if said[i] in _OWN:
+            owner = "own"
+        elif said[i] in _OTHERS and owner is None:
+            owner = "other"
+        i += 1
+    phrase: list[frozenset[str]] = []
+    ids: list[str] = []
+    for j, word in enumerate(said[i:], start=i):
+        if _is_number(word):
+            if not phrase or not any(_is_number(w) for w in said[j + 1:]):
+                break  # the value itself: "5 engineers are ...", "the barrel holds 200"
+            ids.append(word)  # "service 7 listens on port 8007": 7 names which service
+            continue
+        if word in _LABELS and phrase:
+            continue  # "fact number 7"
+        token = canon(word)
+        if (ids or not word[:1].isalpha() or word in STOPWORDS or token in CUE_WORDS
+                or token in LIGHT_VERBS or token in _CHANGE_WORDS
+                or (is_value(token) and phrase)):
+            break
+        if is_value(token) or word in _PLAIN:
+            continue
+        phrase.append(frozenset(token_tuple(word)) | {token})
+    return owner, tuple(phrase), tuple(ids)
+
+
+def same_subject(n: Reading, o: Reading) -> bool:
+    """Are two texts that give a value about the same thing? They must share a word that is
+    not one of both values' own words ("GB", "RAM", "number", "port") nor a common verb, and
+    their opening noun phrases must not name two things: two ids of one kind ("service 7"
+    / "service 9"), two phrases each led by a word the other text never says ("my road
+    bike" / "the dog", "the Berlin office" / "the Lisbon office"), or the user's own thing
+    and someone else's ("my team" / "Tom's team", "my passport" / "her passport").
+    Determiners and the user's possessives name one thing: "my", "our", "the", "User's"."""
+    valued = _value_words(n) & _value_words(o)
+    (owner_n, lead_n, ids_n), (owner_o, lead_o, ids_o) = _lead(n), _lead(o)
+    shared = (n.topic & o.topic) - GENERIC - LIGHT_VERBS - valued
+    # a common word may lead both ("team size is 5" / "the team grew to 7"), and "we" may be
+    # the team ("we're down to four engineers" / "the team is five engineers")
+    same_lead = bool(lead_n and lead_o and lead_n[0] & lead_o[0])
+    we_are_it = any(owner == "own" and not lead and their
+                    and frozenset().union(*their) <= GENERIC
+                    for owner, lead, their in ((owner_n, lead_n, lead_o),
+                                               (owner_o, lead_o, lead_n)))
+    if not (shared or same_lead or we_are_it):
+        return False  # nothing in common but the values' own words
+    if ids_n and ids_o and ids_n[0] != ids_o[0] and \
+            frozenset().union(*lead_n) & frozenset().union(*lead_o):
+        return False  # "service 7" and "service 9", "ticket 4512" and "ticket 4620"
+    if not lead_n or not lead_o:
+        return True   # "We're down to four engineers", "Upgraded the service to ..."
+    if not lead_n[0] & o.concepts and not lead_o[0] & n.concepts:
+        return False  # each opens with a thing the other never names
+    if {owner_n, owner_o} == {"own", "other"}:
+        return False  # "my laptop" and "his laptop"
+    # the user's own thing, and one led by a word the user's text never says: "my team"
+    # and "Tom's team" (read "tom team"), "my passport" and "Sara's passport"
+    if owner_n == "own" and owner_o != "own" and not lead_o[0] & n.concepts:
+        return False
+    if owner_o == "own" and owner_n != "own" and not lead_n[0] & o.concepts:
+        return False
+    return True
 
 
 # "Tom owns billing now", "Tom took over billing": who holds a piece of work. A new holder

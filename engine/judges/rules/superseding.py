@@ -8,8 +8,8 @@ from ...lexicon import lexicon
 from .guards import change_clause, change_said, guarded
 from .reading import OLD_SIDE, Reading, clearly_nearest, conflict, gist, jaccard, read, side_words
 from .replacements import (LIGHT_VERBS, changed_heads, handover, member_swap, new_one, opposite,
-                           polarity_flip, relocation, resolution, same_units, slot_change,
-                           team_move, value_change)
+                           polarity_flip, relocation, resolution, same_subject, same_units,
+                           slot_change, team_move, value_change)
 from .words import GENERIC, WORD_RE, canon, token_tuple
 
 _LEXICON = lexicon("superseding")
@@ -42,7 +42,8 @@ def contradiction(new: str, candidates: list[tuple[int, str]],
         old = read(text or "")
         if _near_verbatim(fresh, old):
             confirms.append(number)  # said again, perhaps a word changed: a confirmation
-        elif guarded(fresh, old, new or "", text or "") or _left_elsewhere(fresh, old):
+        elif guarded(fresh, old, new or "", text or "") or _left_elsewhere(fresh, old) \
+                or _other_subject(fresh, old):
             continue
         elif _replaces(fresh, old) or _changed(fresh, old, similar.get(number),
                                                number == nearest):
@@ -50,6 +51,15 @@ def contradiction(new: str, candidates: list[tuple[int, str]],
         elif _restates(fresh, old):
             confirms.append(number)
     return {"supersedes": supersedes, "confirms": confirms}
+
+
+def _other_subject(n: Reading, o: Reading) -> bool:
+    """A new value, and the old memory's value is another thing's: "my laptop has 32 GB of
+    RAM" is no new value of "the staging server has 16 GB of RAM", nor "Helix number 2" of
+    "fact number 7". Whatever the test that would take it for a change (a value moved, a
+    change verb over a shared word, embeddings finding the two close), two subjects that
+    share only a unit, a label or a verb never supersede each other."""
+    return bool(n.values and o.values and n.values - o.values) and not same_subject(n, o)
 
 
 _FLIPS = tuple((canon(a), canon(b)) for a, b in _LEXICON["flips"])
