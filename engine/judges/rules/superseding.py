@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections import Counter
 
 from ...lexicon import lexicon
 from .guards import change_clause, change_said, guarded
@@ -168,7 +169,26 @@ def _near_verbatim(n: Reading, o: Reading) -> bool:
         return False
     if side_words(OLD_SIDE, n.text) != side_words(OLD_SIDE, o.text):
         return False
-    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() >= 0.85
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    if matcher.real_quick_ratio() < NEAR or matcher.quick_ratio() < NEAR:
+        return False  # bounds of ratio() from the lengths and the shared words: linear
+    if len(a) + len(b) > LONG_WORDS:
+        # ratio() is quadratic in the words (two similar 15,000-word turns: 11 s a pair):
+        # long texts are near verbatim when their word pairs, in order, are shared as much
+        return _pairs_shared(a, b) >= NEAR
+    return matcher.ratio() >= NEAR
+
+
+NEAR = 0.85        # near verbatim: this share of the words in the same order
+LONG_WORDS = 1000  # texts longer than this together are compared by their word pairs
+
+
+def _pairs_shared(a: list[str], b: list[str]) -> float:
+    """The share of adjacent word pairs two texts have in common (as ratio() counts
+    matched words: twice the shared, over both)."""
+    pa, pb = Counter(zip(a, a[1:])), Counter(zip(b, b[1:]))
+    total = sum(pa.values()) + sum(pb.values())
+    return 2 * sum((pa & pb).values()) / total if total else 0.0
 
 
 def _restates(n: Reading, o: Reading) -> bool:

@@ -1,8 +1,9 @@
-"""The rules judges' date reading: of overlapping date mentions the first found wins
-(absolute dates before relative words), whatever the number of mentions in a text."""
+"""The rules judges on long texts and many mentions: of overlapping date mentions the first
+found wins (absolute dates before relative words), whatever their number; two long turns
+are near verbatim by their word pairs."""
 import random
 
-from engine.judges.rules import dates
+from engine.judges.rules import dates, superseding
 
 PHRASES = ["tomorrow", "next Friday", "on March 3", "Friday March 3", "since March 3",
            "for two weeks", "in 3 days", "2026-03-01", "this year", "on October 8 this year",
@@ -43,3 +44,33 @@ def test_a_text_of_thousands_of_dates_reads_each_once():
     text = "We meet on Friday at 3pm. " * 5000
     found = dates.date_mentions(text)
     assert len(found) == 5000 and all(m.label.lower().endswith("friday") for m in found)
+
+
+# -- long texts in the contradiction judge: near verbatim by word pairs, not quadratic ------
+
+
+def long_turn(rng, words: int, fixed: str = "") -> str:
+    vocab = ("the deploy runs on friday after alice reviews the staging build and bob signs "
+             "off the release notes for the mobile team").split()
+    return fixed + " ".join(rng.choice(vocab) for _ in range(words)) + "."
+
+
+def test_a_long_turn_said_again_with_a_word_changed_confirms():
+    text = long_turn(random.Random(1), 3000)
+    again = text.replace(" bob ", " carol ", 1)
+    assert superseding.contradiction(again, [(1, text)]) == {"supersedes": [], "confirms": [1]}
+
+
+def test_long_turns_of_the_same_words_in_another_order_are_not_near_verbatim():
+    rng = random.Random(2)
+    text = long_turn(rng, 3000)
+    shuffled = text.rstrip(".").split()
+    rng.shuffle(shuffled)
+    fresh, old = superseding.read(" ".join(shuffled) + "."), superseding.read(text)
+    assert not superseding._near_verbatim(fresh, old)
+
+
+def test_word_pairs_shared_count_as_ratio_counts_matched_words():
+    assert superseding._pairs_shared("a b c d".split(), "a b c d".split()) == 1.0
+    assert superseding._pairs_shared("a b c d".split(), "d c b a".split()) == 0.0
+    assert superseding._pairs_shared("a b c d".split(), "a b x d".split()) == 2 * 1 / 6
