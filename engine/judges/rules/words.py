@@ -43,7 +43,8 @@ def _implies() -> dict[str, tuple[str, ...]]:
 _IMPLIES = _implies()  # word -> the kinds of thing it is too ('macbook' -> 'laptop')
 
 _HYPHENATED = re.compile(r"\b([a-z]{2,})-([a-z]{2,})\b")
-WORD_RE = re.compile(r"\d{4}-\d{2}-\d{2}|\d+(?:\.\d+)+|[a-z0-9]+")
+# words of any script (not only a-z: "数据库", "Straße", "café" are words too), never "_"
+WORD_RE = re.compile(r"\d{4}-\d{2}-\d{2}|\d+(?:\.\d+)+|[^\W_]+")
 
 
 def stem(word: str) -> str:
