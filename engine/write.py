@@ -176,15 +176,17 @@ class Writer:
         return out
 
     def retry_pending(self, limit: int = 100) -> int:
-        """Judge the pending turns whose time has come, oldest first. A turn that fails is
-        recorded and the next one is tried; an outage stops the round (the model is down,
-        so trying the rest now would only wait on timeouts)."""
-        tried = 0
+        """Judge the pending turns whose time has come, oldest first; return how many this
+        round judged (turns that stay pending, and turns queued meanwhile, are not counted).
+        A turn that fails is recorded and the next one is tried; an outage stops the round
+        (the model is down, so trying the rest now would only wait on timeouts)."""
+        judged = 0
         for turn_id in self.ctx.store.claim_turns(self.ctx.namespace, limit):
-            tried += 1
-            if self.process(turn_id).outage:
+            written = self.process(turn_id)
+            if written.outage:
                 break
-        return tried
+            judged += written.pending is None
+        return judged
 
     def add(self, content: str, fields: dict) -> int:
         """Store given content: every write step but the gate (a fused step keeps the given
