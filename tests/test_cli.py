@@ -176,3 +176,16 @@ def test_a_bad_replay_file_is_an_error_that_names_it(tmp_path):
     bad.write_text('["no", "fields"]\n')
     out = run("run", "--db", db, "--replay", str(bad))
     assert out.exit_code == 2 and f"replay file {bad}:1 " in out.output
+
+
+def test_render_without_example_says_what_the_template_needs(tmp_path):
+    """`lethe render lifecycle gate` failed with `'user' is undefined` and no way on."""
+    out = run("render", "lifecycle", "gate")
+    assert out.exit_code == 1, out.output  # a template error, as with --vars lacking one
+    assert "gate.j2 uses user, assistant, today; not given: user, assistant." in out.output
+    assert "Add --example" in out.output and "--vars FILE.json" in out.output
+    given = tmp_path / "vars.json"
+    given.write_text('{"user": "I use uv.", "assistant": "ok"}')
+    out = run("render", "lifecycle", "gate", "--vars", str(given))
+    assert out.exit_code == 0 and "I use uv." in out.output
+    assert run("render", "lifecycle", "gate", "--example").exit_code == 0
