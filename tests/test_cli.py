@@ -189,3 +189,15 @@ def test_render_without_example_says_what_the_template_needs(tmp_path):
     out = run("render", "lifecycle", "gate", "--vars", str(given))
     assert out.exit_code == 0 and "I use uv." in out.output
     assert run("render", "lifecycle", "gate", "--example").exit_code == 0
+
+
+def test_why_says_what_superseded_a_memory_once(tmp_path):
+    """The `superseded` event names the new memory and its text; a summary line after the
+    events printed the same words again."""
+    db = str(tmp_path / "a.db")
+    for turn in ("I manage dependencies with poetry.", "I stopped using poetry, it's uv now."):
+        assert run("remember", turn, "--db", db, "--offline").exit_code == 0
+    out = run("why", "1", "--db", db)
+    assert out.exit_code == 0, out.output
+    assert out.output.count("superseded by #2: User stopped using poetry, it's uv now.") == 1
+    assert json.loads(run("why", "1", "--db", db, "--json").output)["superseded_by"]["id"] == 2

@@ -102,10 +102,14 @@ def why(db, policy, namespace, now, offline, memory_id, json_):
              f"accessed {m.access_count}x  created {m.created_at}  expires {m.expires_at or '-'}"]
     for e in h.events:
         lines.append(f"  {e['occurred_at']}  {e['event_type']:<12} {e['detail'] or ''}")
-    if h.superseded_by:
-        lines.append(f"  superseded by #{h.superseded_by.id}: {h.superseded_by.content[:100]}")
-    if h.merged_into:
-        lines.append(f"  merged into #{h.merged_into.id}: {h.merged_into.content[:100]}")
+    # what replaced it, unless an event already says so word for word (a `superseded`
+    # event names the new memory and its text: the line printed it a second time)
+    said = [str(e["detail"] or "") for e in h.events]
+    for what, other in (("superseded by", h.superseded_by), ("merged into", h.merged_into)):
+        if other:
+            text = f"{what} #{other.id}: {other.content[:100]}"
+            if not any(text in detail for detail in said):
+                lines.append(f"  {text}")
     emit(data, json_, lines)
 
 
