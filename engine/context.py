@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 
 from .clock import Clock
 from .embeddings import make_embedder
+from .errors import LetheError
 from .judges import Judges
 from .plan import Plan, compile_policy
 from .policy import Policy
@@ -64,8 +65,35 @@ def make_judges(policy: Policy, store, namespace: str, s: JudgeSettings) -> Judg
     return Judges(policy, store, namespace, s.offline, s.record, s.replay, s.scripted)
 
 
+def check_replay(path: str) -> None:
+    """A `--replay` file is read when a judge is first asked, and a bad one then failed
+    each turn with a bare `JSONDecodeError` that named no file (the turn stayed pending
+    for it). Read it up front: a file that is not JSON lines of recorded answers is an
+    error that names the file and line."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                    ok = isinstance(rec, dict) and {"step", "prompt_sha", "answer"} <= rec.keys()
+                    why = "it lacks step, prompt_sha or answer"
+                except ValueError as exc:
+                    ok, why = False, f"not JSON ({exc})"
+                if not ok:
+                    raise LetheError(f"replay file {path}:{n} is not an answer recorded by "
+                                     f"--record (JSON lines of step, prompt_sha, answer): {why}")
+    except FileNotFoundError:
+        raise LetheError(f"replay file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LetheError(f"cannot read replay file {path}: {exc}") from None
+
+
 def open_context(target: str, policy: Policy, namespace: str, clock: Clock,
                  settings: JudgeSettings, read_only: bool = False, progress=None) -> Context:
+    if settings.replay:
+        check_replay(settings.replay)
     store = open_store(target, clock, read_only, progress, vectors=policy.embed is not None)
     plan = compile_policy(policy, store.dialect)
     ctx = Context(store, plan, policy, namespace, clock,

@@ -22,6 +22,7 @@ from .keys import missing_key
 from .memory import Memory
 from .policy import STATUSES, Policy
 from .scenario import Playback, Scenario, Script
+from .write import pending_reasons
 
 
 @dataclass
@@ -175,9 +176,8 @@ def run_one(scenario: Scenario, policy: Policy, db_path: str, offline: bool = Fa
             player.play()
         except LetheError as exc:  # e.g. a model outage mid-pass: the run failed, others go on
             error = f"{type(exc).__name__}: {exc}"
-        pending = len(mem.pending())
-        if pending:
-            player.out.notes.append(f"{pending} turn(s) still pending: a model was unreachable")
+        for why, n in pending_reasons(mem.pending()).items():
+            player.out.notes.append(f"{n} turn(s) still pending: {why}")
         run = Run(scenario, policy, player.out, counts(mem), changes(mem), model_use(mem), error)
     run.seconds = time.perf_counter() - started
     return run

@@ -47,6 +47,8 @@ class Memory:
             warnings.warn(PolicyWarning(warning.headline()), stacklevel=2)
         # scripted: an object with .take(step) -> answer or None (a scenario's `judged:`)
         settings = JudgeSettings(offline, record, replay, scripted)
+        if clock is not None:
+            _check_clock(clock)
         # read_only: list, explain and inspect without ever writing (nor waiting on a writer);
         # progress(line): told each step of adopting or upgrading a file with memories in it
         self.context: Context = open_context(db_path, pol, namespace, clock or system_clock,
@@ -73,8 +75,10 @@ class Memory:
         self.close()
 
     # -- writing
-    def remember(self, user: str, assistant: str) -> Written:
-        """Judge a conversation turn and store what is worth keeping; returns the ids stored
+    def remember(self, user: str, assistant: str = "") -> Written:
+        """Judge a conversation turn (what the user said and, if any, what the assistant
+        answered: `lethe remember` and the MCP tool take it as optional too) and store what
+        is worth keeping; returns the ids stored
         or reinforced, as a list that also says what was `stored`, `reinforced` and
         `superseded`. The turn is saved first: if a model is unreachable it stays pending
         (see `pending()`), `run_due()` retries it, and this returns [] with `.pending`
@@ -261,6 +265,21 @@ class Memory:
                 detail = json.loads(event["detail"])
                 return Keyed(memory, detail["key"], detail["value"], event["occurred_at"])
         return None
+
+
+def _check_clock(clock) -> None:
+    """A clock is a callable returning a datetime. One returning text (`lambda:
+    "2026-01-01"`) failed at the first time the engine read, as a bare AttributeError deep
+    inside: its first value is checked here instead."""
+    if not callable(clock):
+        raise LetheError(f"clock must be a zero-argument callable returning a datetime, got "
+                         f"{type(clock).__name__} {clock!r} (for a fixed time: "
+                         "engine.FixedClock('2026-01-01T09:00:00'))")
+    first = clock()
+    if not isinstance(first, dt.datetime):
+        raise LetheError(f"clock must return a datetime, it returned {type(first).__name__} "
+                         f"{first!r} (for a fixed time: engine.FixedClock({str(first)!r}), "
+                         "which also takes ISO text)")
 
 
 def _terms(wait: float, lease_ttl) -> LeaseTerms:

@@ -129,6 +129,15 @@ def check_variables(name: str, dirs: tuple[str, ...], given: dict, step: str) ->
         pass           # rendering for real reports them (and keeps the work pending)
 
 
+def used_names(name: str, dirs: tuple[str, ...]) -> list[str]:
+    """The variables a template reads (itself, not what it includes), sorted: what
+    `lethe render` must be given."""
+    import jinja2.meta
+    env = environment(dirs)
+    source, _, _ = env.loader.get_source(env, name)
+    return sorted(jinja2.meta.find_undeclared_variables(env.parse(source)))
+
+
 def render(name: str, dirs: tuple[str, ...], variables: dict) -> str:
     """Render a template with variables; an undefined name or a sandbox violation is a PolicyError."""
     path = find(name, dirs) or name

@@ -46,16 +46,18 @@ def run_due(ctx: Context, progress: Progress = None, terms: LeaseTerms | None = 
             held.store.requeue_turns(held.namespace, None)
         schedule = held.store.schedule(held.namespace)  # read under the lease: it decides
         before = schedule.pending
-        if before:
-            Writer(held).retry_pending()  # changes turns only, not what the schedule says
+        if before:  # changes turns only, not what the schedule says
+            judged = Writer(held).retry_pending()
         embedded = vectors.backfill(held)  # memories stored while the embedding model was down
         hook = _hook(held, progress)
         results = _run_all(held, P.due(held, held.clock(), schedule), hook)
         if embedded:
             results.insert(0, P.PassResult("embeddings", held.now(), embedded))
         if before:
+            # the turns this run judged: `before - left` would count turns other processes
+            # queued (or judged) meanwhile, down to a negative number
             left = held.store.pending_count(held.namespace)
-            results.insert(0, P.PassResult("pending", held.now(), before - left,
+            results.insert(0, P.PassResult("pending", held.now(), judged,
                                            notes=[f"{left} still pending"] if left else []))
         return results
 

@@ -71,6 +71,24 @@ MAX_FAILURES = 3                   # failures (not outages) before a turn is par
 BACKOFF = dt.timedelta(minutes=1)  # before the second try; four times that before the third
 
 
+def pending_reasons(rows: list[dict]) -> dict[str, int]:
+    """Why the turns wait, with how many turns wait for each reason, as the inbox records
+    it (what `lethe pending` shows): the last error of a turn tried, and for one not tried
+    yet that it waits (another process may be judging it right now). `remember` and an
+    experiment say these, not one reason guessed for all."""
+    reasons: dict[str, int] = {}
+    for r in rows:
+        if r["status"] == "failed":
+            why = f"parked as failed: {r['last_error'] or '-'}"
+        elif r["last_error"]:
+            why = r["last_error"] + (f", next try after {r['next_retry_at']}"
+                                     if r["next_retry_at"] else "")
+        else:
+            why = "not judged yet: another process may be judging it now"
+        reasons[why] = reasons.get(why, 0) + 1
+    return reasons
+
+
 # ---- storing one memory -----------------------------------------------------------------
 def store_memory(ctx: Context, content: str, *, summary=None, tags=None, importance=None,
                  confidence=None, expires_at=None, kind=None, scene=None, access_count=0,
@@ -176,15 +194,17 @@ class Writer:
         return out
 
     def retry_pending(self, limit: int = 100) -> int:
-        """Judge the pending turns whose time has come, oldest first. A turn that fails is
-        recorded and the next one is tried; an outage stops the round (the model is down,
-        so trying the rest now would only wait on timeouts)."""
-        tried = 0
+        """Judge the pending turns whose time has come, oldest first; return how many this
+        round judged (turns that stay pending, and turns queued meanwhile, are not counted).
+        A turn that fails is recorded and the next one is tried; an outage stops the round
+        (the model is down, so trying the rest now would only wait on timeouts)."""
+        judged = 0
         for turn_id in self.ctx.store.claim_turns(self.ctx.namespace, limit):
-            tried += 1
-            if self.process(turn_id).outage:
+            written = self.process(turn_id)
+            if written.outage:
                 break
-        return tried
+            judged += written.pending is None
+        return judged
 
     def add(self, content: str, fields: dict) -> int:
         """Store given content: every write step but the gate (a fused step keeps the given

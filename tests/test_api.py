@@ -55,3 +55,20 @@ def test_forget_reaches_only_its_own_namespace(memory):
 def test_memories_refuses_an_unknown_status(memory):
     with pytest.raises(LetheError, match="unknown status 'gone'"):
         memory("lifecycle").memories("gone")
+
+
+def test_remember_takes_the_assistant_answer_as_optional(memory):
+    """The CLI and the MCP tool make it optional; Memory.remember(user) raised TypeError."""
+    mem = memory("lifecycle")
+    out = mem.remember("We run CI on Jenkins.")
+    assert len(out) == 1 and mem.get(out[0]).content.endswith("CI on Jenkins.")
+
+
+@pytest.mark.parametrize("clock", [lambda: "2026-01-01", "2026-01-01", lambda: None])
+def test_a_clock_that_is_not_one_is_refused_when_the_memory_is_made(tmp_path, clock):
+    """`Memory(clock=lambda: "2026-01-01")` raised a bare AttributeError at the first time
+    the engine read."""
+    from engine import Memory
+    with pytest.raises(LetheError, match=r"clock must (return a datetime|be a zero-argument)"
+                       r".*FixedClock"):
+        Memory(str(tmp_path / "a.db"), offline=True, clock=clock)

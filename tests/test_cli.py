@@ -140,3 +140,64 @@ def test_python_m_engine_cli_is_lethe():
     help_ = subprocess.run([sys.executable, "-m", "engine.cli", "daemon", "-h"],
                            capture_output=True, text=True)
     assert help_.returncode == 0 and "--interval" in help_.stdout
+
+
+# ---- a user audit of the installed wheel ----------------------------------------------
+def test_remember_says_why_turns_are_pending_not_always_an_unreachable_model(tmp_path):
+    """`remember` printed "a model was unreachable" for any pending turn: one another
+    process is judging, one with no recorded answer in a --replay file."""
+    db = str(tmp_path / "a.db")
+    from engine import Memory
+    with Memory(db, offline=True) as mem:  # another process's turn, not judged yet
+        mem.store.add_turn(mem.namespace, "I use make for builds.", "")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    out = run("remember", "I use uv.", "--db", db, "--replay", str(empty))
+    assert out.exit_code == 0, out.output
+    assert "a model was unreachable" not in out.output
+    assert "2 turn(s) pending; `lethe run` retries them; `lethe pending` lists them:" in out.output
+    assert "  1 turn(s): not judged yet: another process may be judging it now" in out.output
+    assert f"  1 turn(s): no recorded answer for step 'gate' (prompt " in out.output
+    assert f"in {empty}" in out.output
+    data = json.loads(run("remember", "I use pip.", "--db", db, "--replay", str(empty),
+                          "--json").output)
+    assert data["pending"] == 3 and sum(data["pending_reasons"].values()) == 3
+
+
+def test_a_bad_replay_file_is_an_error_that_names_it(tmp_path):
+    """A --replay file that is not JSON lines failed each turn with a bare JSONDecodeError
+    (naming no file) and left it pending; now nothing is stored and the error says where."""
+    db, bad = str(tmp_path / "a.db"), tmp_path / "answers.jsonl"
+    bad.write_text('{"step": "gate", "prompt_sha": "x", "answer": "{}"}\ngarbage\n')
+    out = run("remember", "I use uv.", "--db", db, "--replay", str(bad))
+    assert out.exit_code == 2
+    assert f"error: replay file {bad}:2 is not an answer recorded by --record" in out.output
+    assert "JSONDecodeError" not in out.output
+    bad.write_text('["no", "fields"]\n')
+    out = run("run", "--db", db, "--replay", str(bad))
+    assert out.exit_code == 2 and f"replay file {bad}:1 " in out.output
+
+
+def test_render_without_example_says_what_the_template_needs(tmp_path):
+    """`lethe render lifecycle gate` failed with `'user' is undefined` and no way on."""
+    out = run("render", "lifecycle", "gate")
+    assert out.exit_code == 1, out.output  # a template error, as with --vars lacking one
+    assert "gate.j2 uses user, assistant, today; not given: user, assistant." in out.output
+    assert "Add --example" in out.output and "--vars FILE.json" in out.output
+    given = tmp_path / "vars.json"
+    given.write_text('{"user": "I use uv.", "assistant": "ok"}')
+    out = run("render", "lifecycle", "gate", "--vars", str(given))
+    assert out.exit_code == 0 and "I use uv." in out.output
+    assert run("render", "lifecycle", "gate", "--example").exit_code == 0
+
+
+def test_why_says_what_superseded_a_memory_once(tmp_path):
+    """The `superseded` event names the new memory and its text; a summary line after the
+    events printed the same words again."""
+    db = str(tmp_path / "a.db")
+    for turn in ("I manage dependencies with poetry.", "I stopped using poetry, it's uv now."):
+        assert run("remember", turn, "--db", db, "--offline").exit_code == 0
+    out = run("why", "1", "--db", db)
+    assert out.exit_code == 0, out.output
+    assert out.output.count("superseded by #2: User stopped using poetry, it's uv now.") == 1
+    assert json.loads(run("why", "1", "--db", db, "--json").output)["superseded_by"]["id"] == 2

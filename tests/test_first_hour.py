@@ -42,10 +42,13 @@ POETRY = os.path.join(ROOT, "scenarios", "poetry-to-uv.yaml")
 
 
 def clean_env(**extra) -> dict:
-    """The environment of a new user: no key, no endpoint, no LETHE_* settings."""
+    """The environment of a new user: no key, no endpoint, no LETHE_* settings. PYTHONPATH
+    names this checkout only: the venv's editable install may be another checkout's (a git
+    worktree's tests run with the main checkout's venv), and its engine is not under test."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("OPENAI_", "LETHE_")) and k not in ("PYTHONPATH",)}
     env["PATH"] = BIN + os.pathsep + env.get("PATH", "")
+    env["PYTHONPATH"] = str(ROOT)
     return {**env, **extra}
 
 
@@ -727,3 +730,34 @@ def test_13_the_named_scenarios_and_policies_are_the_shipped_ones():
         assert os.path.isfile(os.path.join(ROOT, "scenarios", name + ".yaml")), name
     for name in SHIPPED_POLICIES:
         assert os.path.isfile(os.path.join(POLICIES, name + ".yaml")), name
+
+
+# ---- a user audit of the installed wheel: what works outside a checkout ----------------
+def test_the_start_point_of_lethe_help_works_from_an_empty_folder(tmp_path):
+    """`lethe --help` said "Start with `lethe validate policies/*.yaml`": with the wheel
+    installed there is no policies/ folder, and it failed."""
+    first = re.search(r"Start with `(lethe [^`]+)`", main.help)[1]
+    done = shell(first, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("ok    lifecycle")
+
+
+def test_a_missing_scenario_is_a_usage_error_that_says_where_scenarios_are(tmp_path,
+                                                                          monkeypatch):
+    """Exit 1 said "an expectation failed"; the README's exit codes make it a usage error."""
+    monkeypatch.chdir(tmp_path)  # no checkout here: no scenarios/
+    out = cli("experiment", "scenarios/poetry-to-uv.yaml", "-p", "lifecycle", "--offline")
+    assert out.exit_code == 2, out.output
+    assert "scenario not found: scenarios/poetry-to-uv.yaml" in out.output
+    assert "scenarios/ folder of Lethe's repository" in out.output
+    assert "2 usage or internal error" in README
+
+
+def test_the_readme_says_what_comes_from_the_repository_and_what_report_needs():
+    shell_section = README.split("\n## Use it from the shell\n", 1)[1].split("\n## ", 1)[0]
+    intro, after = shell_section.split("```console", 1)[0], shell_section.rsplit("```", 1)[1]
+    assert "`scenarios/` comes with the repository, not\nwith the package" in intro
+    assert "`lethe validate\nlifecycle archive`" in intro
+    assert "pip install\n'lethe[report]'" in after
+    pin = README.split("\n## Pin your own policy\n", 1)[1].split("\n## ", 1)[0]
+    assert "one of the repository's `scenarios/` (the package does not install\nthem)" in pin

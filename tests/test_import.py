@@ -268,3 +268,20 @@ def test_lethe_import_says_it_read_an_adopted_copy(tmp_path, target, scratch):
     assert as_json.exit_code == 0, as_json.output
     assert json.loads(as_json.output)["adopted"] == [m.__name__ for m in MIGRATIONS]
     assert fingerprint(source) == before and left_behind() == []
+
+
+def test_importing_a_file_into_itself_is_refused(tmp_path):
+    """It printed "0 copied, 3 already there" and exited 0, as a finished rerun would."""
+    path = tmp_path / "a.db"
+    with Memory(str(path), offline=True) as mem:
+        mem.add("a fact", judged=False)
+    (tmp_path / "link.db").symlink_to(path)
+    (tmp_path / "sub").mkdir()
+    for src, dst in [(path, path), (tmp_path / "link.db", path),
+                     (path, tmp_path / "sub" / ".." / "a.db")]:
+        out = CliRunner().invoke(main, ["import", str(src), "--db", str(dst)])
+        assert out.exit_code == 2, out.output
+        assert f"error: cannot import {src} into itself" in out.output
+        assert "copied" not in out.output
+    with pytest.raises(StoreError, match="into itself"):
+        copy_store(str(path), str(path))

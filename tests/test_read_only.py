@@ -4,6 +4,7 @@
 migration, no rank rebuild)."""
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -105,3 +106,62 @@ def test_a_store_that_needs_upgrading_is_not_upgraded_by_a_reader(tmp_path):
         Memory(str(path), policy=LIFECYCLE, offline=True, read_only=True)
     done = cli("ls", "--db", path, "--policy", LIFECYCLE)
     assert done.returncode == 2 and "run a command that writes" in done.stderr
+
+
+# ---- a user audit of the installed wheel: a store a writer cannot use says why ----------
+WRITERS = [["add", "x", "--offline"], ["remember", "I use uv.", "--offline"],
+           ["run", "--offline"], ["recall", "x", "--offline"]]
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None or not _can_mount_read_only(),
+                    reason="needs a private read-only mount (unshare -m, as root)")
+@pytest.mark.parametrize("command", WRITERS, ids=" ".join)
+def test_writers_on_a_read_only_mount_say_it_is_read_only(store, tmp_path, command):
+    """Before: `error: cannot open ro/agent.db: unable to open database file` (or `the
+    database failed: attempt to write a readonly database`), which said neither why nor
+    what works."""
+    path, _ = store
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    argv = " ".join(f"'{a}'" for a in [sys.executable, "-m", "engine.cli", *command,
+                                        "--db", f"{ro}/agent.db"])
+    script = (f"mount --bind '{tmp_path}' '{ro}' && mount -o remount,bind,ro '{ro}' && "
+              f"cd '{ROOT}' && {argv}")
+    done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert f"error: cannot open {ro}/agent.db: the file is read-only" in done.stderr
+    assert "only the commands that read work: lethe ls, why, pending and costs" in done.stderr
+
+
+@pytest.mark.parametrize("command", WRITERS, ids=" ".join)
+def test_writers_say_a_read_only_folder_is_why(store, monkeypatch, command):
+    """A folder the writer may not write (file modes do not stop root, so os.access
+    answers as for another user): SQLite needs it for the -wal and -shm files."""
+    from click.testing import CliRunner
+    from engine.cli import main
+    path, _ = store
+    folder = os.path.dirname(path)
+    for beside in (path + "-wal", path + "-shm"):
+        if os.path.exists(beside):
+            os.remove(beside)
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if str(p) == folder and
+                        mode == os.W_OK else real(p, mode, **kw))
+    out = CliRunner().invoke(main, [*command, "--db", path])
+    assert out.exit_code == 2, out.output
+    assert f"its directory {folder} is read-only, and SQLite needs to write its -wal and " \
+           f"-shm files" in out.output
+
+
+@pytest.mark.parametrize("command", [*WRITERS, *READERS], ids=" ".join)
+def test_a_db_that_is_a_directory_or_in_a_missing_one_says_so(tmp_path, command):
+    from click.testing import CliRunner
+    from engine.cli import main
+    out = CliRunner().invoke(main, [*command, "--db", str(tmp_path)])
+    assert out.exit_code == 2
+    assert f"cannot open {tmp_path}: it is a directory, not a database file" in out.output
+    out = CliRunner().invoke(main, [*command, "--db", str(tmp_path / "nodir" / "a.db")])
+    assert out.exit_code == 2
+    assert f"the directory {tmp_path / 'nodir'} does not exist" in out.output
+    assert not (tmp_path / "nodir").exists()

@@ -200,6 +200,25 @@ def test_an_idle_run_due_takes_no_lease(tmp_path, db_path):
     other.close()
 
 
+def test_pending_counts_the_turns_this_run_judged_while_others_queue_more(db_path, monkeypatch):
+    """Parallel `lethe remember`s queue turns while a daemon judges the queue: the daemon
+    reported `pending: -16 changed (20 still pending)`, the queue's shrinkage, which the
+    new turns pushed below zero. It reports the turns it judged, never a negative."""
+    from engine.write import Writer
+    with Memory(db_path, offline=True, clock=FixedClock(START)) as mem:
+        for i in range(3):
+            mem.store.add_turn(mem.namespace, f"I use tool{i} for builds.", "")
+        process = Writer.process
+
+        def busy_neighbours(self, turn_id, **kw):  # two more turns arrive per turn judged
+            for _ in range(2):
+                self.ctx.store.add_turn(self.ctx.namespace, "I use make for builds.", "")
+            return process(self, turn_id, **kw)
+        monkeypatch.setattr(Writer, "process", busy_neighbours)
+        [pending, *_] = mem.run_due()
+        assert (pending.name, pending.changed, pending.notes) == ("pending", 3, ["6 still pending"])
+
+
 def test_lethe_run_behind_another_runner_says_so_and_exits_0(tmp_path, db_path):
     policy = tmp_path / "batched.yaml"
     policy.write_text(BATCHED)

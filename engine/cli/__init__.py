@@ -62,8 +62,9 @@ def main():
     """Lethe: agent memory with a lifecycle. Memories decay, get superseded, expire and
     merge as a YAML policy says; every change is an event you can audit.
 
-    Start with `lethe validate policies/*.yaml`, then `lethe add`, `lethe run`, `lethe ls`
-    and `lethe why ID` against a database file (--db or LETHE_DB)."""
+    Start with `lethe validate lifecycle` (a shipped policy, found from any directory; give
+    a file to check your own), then `lethe add`, `lethe run`, `lethe ls` and `lethe why ID`
+    against a database file (--db or LETHE_DB)."""
 
 
 def every_command() -> dict[str, click.Command]:

@@ -232,13 +232,17 @@ def _finite(value):
 
 
 def no_database(path: str) -> str:
-    """A read-only command was given a database that is not there: say which look alike."""
+    """A command that needs an existing store (ls, why, recall, pending, costs) was given a
+    database that is not there: say which look alike, or that its directory is missing."""
     folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        return (f"no database at {path}: the directory {folder} does not exist; commands "
+                "that write (remember, add, run) create the file, not its directory")
     near = difflib.get_close_matches(os.path.basename(path), [
         os.path.basename(p) for p in glob.glob(os.path.join(glob.escape(folder), "*.db"))], n=1)
     hint = f" (did you mean {os.path.join(os.path.dirname(path), near[0])}?)" if near else ""
-    return (f"no database at {path}{hint}: this command only reads; commands that write "
-            "(remember, add, run) create it")
+    return (f"no database at {path}{hint}: this command does not create one; commands that "
+            "write (remember, add, run) do")
 
 
 def emit(data, json_: bool, text) -> None:

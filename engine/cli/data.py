@@ -7,6 +7,7 @@ import click
 
 from ..memory import Memory
 from ..policy import STATUSES
+from ..write import pending_reasons
 from .base import (LIMIT, MEMORY_ID, Finite, IsoTime, emit, json_option, lease_options,
                    model_options, open_memory, store_options)
 
@@ -101,10 +102,14 @@ def why(db, policy, namespace, now, offline, memory_id, json_):
              f"accessed {m.access_count}x  created {m.created_at}  expires {m.expires_at or '-'}"]
     for e in h.events:
         lines.append(f"  {e['occurred_at']}  {e['event_type']:<12} {e['detail'] or ''}")
-    if h.superseded_by:
-        lines.append(f"  superseded by #{h.superseded_by.id}: {h.superseded_by.content[:100]}")
-    if h.merged_into:
-        lines.append(f"  merged into #{h.merged_into.id}: {h.merged_into.content[:100]}")
+    # what replaced it, unless an event already says so word for word (a `superseded`
+    # event names the new memory and its text: the line printed it a second time)
+    said = [str(e["detail"] or "") for e in h.events]
+    for what, other in (("superseded by", h.superseded_by), ("merged into", h.merged_into)):
+        if other:
+            text = f"{what} #{other.id}: {other.content[:100]}"
+            if not any(text in detail for detail in said):
+                lines.append(f"  {text}")
     emit(data, json_, lines)
 
 
@@ -147,14 +152,22 @@ def remember(db, policy, namespace, now, offline, record, replay, user, assistan
     with open_memory(db, policy, namespace, now, offline, record, replay) as mem:
         written = mem.remember(user, assistant)
         records = {i: mem.get(i) for i in [*written, *(old for old, _ in written.superseded)]}
-        pending = len(mem.pending())
+        rows = mem.pending()
+    reasons = pending_reasons(rows)
     data = {**written.as_dict(), "memories": [records[i].as_dict() for i in written],
-            "pending": pending, "pending_reason": written.pending}
+            "pending": len(rows), "pending_reason": written.pending,
+            "pending_reasons": reasons}
     for entry in data["superseded"]:
         entry["content"] = records[entry["id"]].content
     lines = written_lines(written, records) or ["nothing stored"]
-    if pending:
-        lines.append(f"{pending} turn(s) pending: a model was unreachable; `lethe run` retries them")
+    if rows:
+        retry = "`lethe run` retries them" + (
+            " (--retry-failed: the parked ones)" if any(r["status"] == "failed" for r in rows) else "")
+        if len(reasons) == 1:
+            lines.append(f"{len(rows)} turn(s) pending ({next(iter(reasons))}); {retry}")
+        else:
+            lines.append(f"{len(rows)} turn(s) pending; {retry}; `lethe pending` lists them:")
+            lines += [f"  {n} turn(s): {reason}" for reason, n in reasons.items()]
     emit(data, json_, lines)
 
 

@@ -11,6 +11,7 @@ from .. import variables
 from ..errors import LetheError, PolicyError, error_fields
 from ..plan import compile_policy, render_plan
 from ..prompts import render as render_template
+from ..prompts import used_names
 from .base import echo, emit, json_option
 
 
@@ -97,6 +98,30 @@ def render(policy, step, vars_file, example):
         raise click.BadParameter(f"not JSON: {exc}", param_hint="--vars") from None
     if not isinstance(given, dict):
         raise click.BadParameter("must be a JSON object of variables", param_hint="--vars")
-    values = {**(variables.example(step.rpartition(".")[2]) if example else {}), **given}
+    kind = step.rpartition(".")[2]
+    values = {**(variables.example(kind) if example else {}), **given}
     values.setdefault("today", "2026-01-05")
-    echo(render_template(judgment.prompt, pol.prompt_dirs, values), nl=False)
+    try:
+        echo(render_template(judgment.prompt, pol.prompt_dirs, values), nl=False)
+    except PolicyError as exc:
+        raise _with_what_it_needs(exc, judgment.prompt, pol.prompt_dirs, kind, values) from None
+
+
+def _with_what_it_needs(exc: PolicyError, template: str, dirs, kind: str, values: dict):
+    """A template that met a name nobody gave (`'user' is undefined`, from `lethe render
+    lifecycle gate` without --example): the same error, saying which variables it uses,
+    which were not given, and how to give them."""
+    try:
+        order = variables.names(kind)  # the step's order (`lethe render --help`), then others
+        used = sorted(used_names(template, dirs),
+                      key=lambda n: order.index(n) if n in order else len(order))
+    except Exception:  # noqa: BLE001 - a template that cannot be read: its own error says why
+        return exc
+    missing = [name for name in used if name not in values]
+    if not missing or "undefined" not in exc.message:
+        return exc
+    return PolicyError(f"{exc.message}\n{template} uses {', '.join(used)}; not given: "
+                       f"{', '.join(missing)}. Add --example to render it with an example "
+                       "value of each, or --vars FILE.json to give your own (a JSON object; "
+                       "`lethe render --help` lists each step's variables)",
+                       exc.file, exc.line, exc.col, exc.path, exc.excerpt)

@@ -1,6 +1,7 @@
 """Commands on scenarios: experiment."""
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -27,6 +28,11 @@ def experiment(scenarios, policies, offline, report, keep, json_):
     matrix of expectations met, end counts by status, stale recalls, model use and judge
     fallbacks. On a terminal, each run is reported as it ends. Exit 0 when every
     expectation of every run holds, 1 otherwise."""
+    for path in scenarios:  # a usage error (exit 2), not a missed expectation (exit 1)
+        if not os.path.isfile(path):
+            raise click.UsageError(
+                f"scenario not found: {path} (the example scenarios are in the scenarios/ "
+                "folder of Lethe's repository; the installed package does not include them)")
     if report:
         check_path(report)  # before the run, not after minutes of it
     shown = None if json_ or not sys.stderr.isatty() else \

@@ -28,6 +28,39 @@ from .sqlite_wait import connection_class, make_way
 from .vectors import VectorIndex, driver, load_extension
 
 
+# the commands that open a store read-only, and so work where it cannot be written
+READ_ONLY_COMMANDS = "lethe ls, why, pending and costs (and lethe import from it)"
+
+
+def unusable(path: str, read_only: bool) -> str | None:
+    """Why `path` cannot be opened as asked, in words, before SQLite says only "unable to
+    open database file" or "attempt to write a readonly database" (at the first write):
+    a directory, a folder that does not exist, or a file or folder a writer may not write
+    (SQLite writes the file and, beside it, its -wal and -shm files). None when it looks
+    usable (SQLite may still refuse it: then its own error is shown)."""
+    if path == ":memory:" or path.startswith("file:"):
+        return None
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        return (f"it is a directory, not a database file (give a file, e.g. "
+                f"{os.path.join(path, 'agent.db')})")
+    if not os.path.isdir(folder):
+        return f"the directory {os.path.dirname(path) or '.'} does not exist"
+    if read_only:
+        return None
+    beside = [path + "-wal", path + "-shm"]
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        what = "the file is read-only (its mode, or a read-only mount)"
+    elif not os.access(folder, os.W_OK) and not all(
+            os.path.exists(p) and os.access(p, os.W_OK) for p in beside):
+        what = (f"its directory {os.path.dirname(path) or '.'} is read-only, and SQLite "
+                "needs to write its -wal and -shm files (the write-ahead log) beside it")
+    else:
+        return None
+    return (f"{what}, so this command, which writes, cannot use it; on a read-only file or "
+            f"mount only the commands that read work: {READ_ONLY_COMMANDS}")
+
+
 class SqliteStore(StoreCommon, Bookkeeping, VectorIndex):
     """A connection to one database file, upgraded to the current schema on open.
     `vectors=True` (a policy with an embedding model) loads the sqlite-vec extension."""
@@ -47,6 +80,9 @@ class SqliteStore(StoreCommon, Bookkeeping, VectorIndex):
         self.vectors = vectors
         self._lease_db = None  # opened when a runner first takes a lease
         sql = driver(vectors)
+        problem = unusable(self.path, read_only)
+        if problem:
+            raise StoreError(f"cannot open {self.path}: {problem}")
         try:
             self.db = self._connect(sql)
             self.db.row_factory = sql.Row

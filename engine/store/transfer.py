@@ -107,6 +107,7 @@ def copy_store(source: str, destination: str, clock: Clock | None = None, batch:
     adopted copy (see the module's docstring; `clock` dates its `normalised` events, and
     `report` is told about it). Raises StoreError when the destination holds memories
     that are not this source's."""
+    _check_not_itself(source, destination)
     raw = _Source(source)
     result = Transfer(masked(source), masked(destination))
     try:
@@ -170,6 +171,23 @@ def _readable(raw: _Source, dst, clock: Clock | None, report: Report, result: Tr
         if copy is not None:
             copy.db.close()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _check_not_itself(source: str, destination: str) -> None:
+    """Importing a store into itself copied nothing and said "3 already there", exit 0, as
+    if a rerun had found the work done: refuse it, whatever path (a symlink, ../x) or
+    spelling names the one file or database twice."""
+    if is_dsn(source) or is_dsn(destination):
+        same = is_dsn(source) and is_dsn(destination) and source.strip() == destination.strip()
+    else:
+        try:
+            same = os.path.samefile(source, destination)
+        except OSError:  # one of them is not there (the destination is created)
+            same = False
+    if same:
+        also = "" if source == destination else f" ({masked(destination)} is the same file)"
+        raise StoreError(f"cannot import {masked(source)} into itself{also}: give --db another "
+                         "database, the one to copy it into")
 
 
 def _check_source(raw: _Source, shown: str) -> None:
