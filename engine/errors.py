@@ -55,6 +55,11 @@ class PolicyWarning(UserWarning):
     reads), located as file:line:col: key.path: message."""
 
 
+class StoreWarning(UserWarning):
+    """Something the store could not do that its caller need not stop for (a recall's
+    access it kept while a pass held the lock, and could not write at close)."""
+
+
 class FormulaError(LetheError):
     """A formula that does not compile; `text` is the offending part, quoted in the message.
     `param` names the param whose value is the mistake, when one is."""

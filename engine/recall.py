@@ -6,6 +6,7 @@ score parts, and how many memories were left out and why, counted by one GROUP B
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from . import vectors
@@ -17,6 +18,9 @@ from .text import fts_query
 
 # statuses recall explains by name, in this order; others found are listed after them
 STATUSES = ("archived", "superseded", "expired", "compressed")
+
+
+ACCESS_WAIT = 0.02  # seconds a recall waits for the write lock before it defers its access
 
 
 def candidates(ctx: Context, query: str | None = None, limit: int | None = None,
@@ -56,9 +60,7 @@ def recall(ctx: Context, query: str, top_n: int | None = None) -> list[MemoryRec
     select judge (at most top_n), with their access recorded."""
     shown, chosen = choose(ctx, query, top_n, relevance=False)
     if chosen and ctx.plan.access is not None:
-        with ctx.store.transaction():  # resolved under the write lock: nothing moves meanwhile
-            live = still_active(ctx, chosen)
-            ctx.store.run(ctx.plan.access, ctx.namespace, ids=list(dict.fromkeys(live.values())))
+        live = record_access(ctx, chosen)
     else:
         live = still_active(ctx, chosen)
     by_id = {c.id: c for c in shown}
@@ -72,6 +74,29 @@ def recall(ctx: Context, query: str, top_n: int | None = None) -> list[MemoryRec
         fresh.relevance = by_id[mid].relevance
         out.append(fresh)
     return out
+
+
+def record_access(ctx: Context, chosen: list[int]) -> dict[int, int]:
+    """Record the chosen memories' access (the policy's on_access) and say which active
+    memory holds each now (`still_active`), resolved under the write lock so that nothing
+    moves meanwhile. A recall is a read: when another writer holds the lock longer than
+    ACCESS_WAIT (a pass's one transaction: seconds at 1M memories), the access is kept for
+    this store's next transaction (`defer`, with the recall's time) and the answer is not
+    held up."""
+    store, now = ctx.store, ctx.store.now()
+    try:
+        with store.transaction(wait=ACCESS_WAIT):
+            live = still_active(ctx, chosen)
+            store.run(ctx.plan.access, ctx.namespace, now=now,
+                      ids=list(dict.fromkeys(live.values())))
+        return live
+    except Exception as exc:
+        if not store.is_busy(exc):
+            raise
+    live = still_active(ctx, chosen)  # readers never wait for the lock
+    store.defer(functools.partial(store.run, ctx.plan.access, ctx.namespace, now=now,
+                                  ids=list(dict.fromkeys(live.values()))))
+    return live
 
 
 def still_active(ctx: Context, ids: list[int], depth: int = 8) -> dict[int, int]:

@@ -1,15 +1,16 @@
 """What every store backend does the same way, whatever its database: the clock, the
-context manager, the check that a read-only open found a current schema, and the queries
-whose SQL is the same on both. Each backend names its own migrations list (`migrations`),
+context manager, the check that a read-only open found a current schema, the writes kept
+for the next transaction (`defer`), and the queries whose SQL is the same on both. Each backend names its own migrations list (`migrations`),
 says which it has (`_applied`), and runs a statement written with `?` marks (`_x`).
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..clock import iso
-from ..errors import StoreError
+from ..errors import StoreError, StoreWarning
 
 
 Row = Any  # sqlite3.Row, or the PostgreSQL backend's Row: read by position or name
@@ -30,6 +31,48 @@ class StoreCommon:
 
     def now(self) -> str:
         return iso(self.clock())
+
+    # -- writes that can wait for the store's next transaction -------------------------
+    @property
+    def deferred(self) -> list:
+        """The writes `defer` kept, in order (each a callable that makes one): what this
+        store's next transaction runs first."""
+        return self.__dict__.setdefault("_deferred", [])
+
+    def defer(self, write) -> None:
+        """Keep a write whose caller need not wait for it (a recall's access and its model
+        call's log line, while a pass holds the write lock): `write()` runs at the start of
+        this store's next transaction, in the order kept, and commits with it; `close()`
+        waits for the lock to write what is still kept. A write bound to a time (`now`)
+        keeps the time it was made at. A process that dies first loses it, as it would have
+        lost the write it was waiting to make."""
+        self.deferred.append(write)
+
+    def _run_deferred(self) -> int:
+        """Inside a transaction that has just begun: run the kept writes. How many there
+        were; the caller forgets them (`_forget_deferred`) once its commit has landed."""
+        kept = list(self.deferred)
+        for write in kept:
+            write()
+        return len(kept)
+
+    def _forget_deferred(self, count: int) -> None:
+        del self.deferred[:count]
+
+    def flush_deferred(self) -> None:
+        """Write what `defer` kept, waiting for the lock up to the store's timeout; when it
+        cannot, a warning says how many writes are lost."""
+        if not self.deferred or self.read_only:
+            return
+        try:
+            with self.transaction():
+                pass  # the transaction runs them first
+        except Exception as exc:  # closing: say what is lost, never raise over it
+            count = len(self.deferred)
+            self.deferred.clear()
+            warnings.warn(StoreWarning(
+                f"{self.path}: {count} write(s) kept while the store was busy (a recall's "
+                f"access, a model call's log line) could not be made ({type(exc).__name__}: {exc})"), stacklevel=3)
 
     def __enter__(self):
         return self

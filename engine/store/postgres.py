@@ -147,6 +147,7 @@ class PostgresStore(StoreCommon, Bookkeeping):
         return conn
 
     def close(self) -> None:
+        self.flush_deferred()
         if self._lease_db is not None:
             self._lease_db.close()
         self.db.close()
@@ -174,21 +175,33 @@ class PostgresStore(StoreCommon, Bookkeeping):
             getattr(self.db, "cancel_safe", self.db.cancel)()
 
     @contextlib.contextmanager
-    def transaction(self, fence=None, exclusive: bool = False):
+    def transaction(self, fence=None, exclusive: bool = False, wait: float | None = None):
         """BEGIN ... COMMIT; anything raised inside rolls the whole thing back. `exclusive`:
         no other writer changes memories until the commit (readers are not held up).
+        `wait`: seconds a statement in it waits for a lock, when not the store's timeout
+        (after it, lock_not_available: `is_busy`). The writes `defer` kept run first.
 
         With a `fence` (a held pass lease), the commit first renews the lease inside this
         transaction; when the lease is no longer the holder's (another runner took it over)
         that raises and everything rolls back, so work done after a takeover never lands."""
         with self.db.transaction():
+            if wait is not None:
+                self.db.execute("SELECT set_config('lock_timeout', %s, true)",
+                                (f"{max(1, int(wait * 1000))}ms",))
             if exclusive and not self.read_only:
                 self.db.execute("LOCK TABLE memories IN SHARE ROW EXCLUSIVE MODE")
+            kept = self._run_deferred()
             yield self.db
             if fence is not None:
                 self.renew_lease(fence)
+        self._forget_deferred(kept)
         if fence is not None:
             fence.renewed()
+
+    def is_busy(self, exc: BaseException) -> bool:
+        """The error a statement meets when another transaction holds the lock it needs
+        longer than it waited (lock_not_available)."""
+        return getattr(exc, "sqlstate", None) == "55P03"
 
     def migrate(self) -> list[str]:
         """Run the migrations this database lacks, each in its own transaction under a

@@ -24,7 +24,7 @@ from .common import StoreCommon
 from .lease import SqliteLease, lease_connection
 from .migrations import MIGRATIONS
 from .sqlite_bookkeeping import Bookkeeping
-from .sqlite_wait import connection_class, make_way
+from .sqlite_wait import Waiting, connection_class, make_way
 from .vectors import VectorIndex, driver, load_extension
 
 
@@ -61,7 +61,7 @@ def unusable(path: str, read_only: bool) -> str | None:
             f"mount only the commands that read work: {READ_ONLY_COMMANDS}")
 
 
-class SqliteStore(StoreCommon, Bookkeeping, VectorIndex):
+class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
     """A connection to one database file, upgraded to the current schema on open.
     `vectors=True` (a policy with an embedding model) loads the sqlite-vec extension."""
 
@@ -131,6 +131,7 @@ class SqliteStore(StoreCommon, Bookkeeping, VectorIndex):
         return connect(uri + "?immutable=1", uri=True)
 
     def close(self) -> None:
+        self.flush_deferred()
         self.close_beside()
         self.db.close()
         if self._lease_db is not None:
@@ -155,15 +156,19 @@ class SqliteStore(StoreCommon, Bookkeeping, VectorIndex):
             pass
 
     @contextlib.contextmanager
-    def transaction(self, fence=None, exclusive: bool = False):
+    def transaction(self, fence=None, exclusive: bool = False, wait: float | None = None):
         """BEGIN IMMEDIATE ... COMMIT; anything raised inside rolls the whole thing back.
         `exclusive` (no other writer until the commit) is what SQLite's write lock always is.
+        `wait`: seconds to wait for the write lock, when not the store's timeout (after it,
+        "database is locked": `is_busy`). The writes `defer` kept run first.
 
         With a `fence` (a held pass lease), the commit first renews the lease inside this
         transaction; when the lease is no longer the holder's (another runner took it over)
         that raises and everything rolls back, so work done after a takeover never lands."""
-        self.db.execute("BEGIN IMMEDIATE")
+        with self.waiting(wait):
+            self.db.execute("BEGIN IMMEDIATE")
         try:
+            kept = self._run_deferred()
             yield self.db
             if fence is not None:
                 self.renew_lease(fence)
@@ -176,6 +181,7 @@ class SqliteStore(StoreCommon, Bookkeeping, VectorIndex):
             if self.db.in_transaction:  # not committed: never keep the write lock
                 self.db.execute("ROLLBACK")
             raise
+        self._forget_deferred(kept)
         if fence is not None:
             fence.renewed()
 

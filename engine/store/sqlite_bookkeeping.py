@@ -14,8 +14,9 @@ class Bookkeeping:
                  prompt_tokens: int, completion_tokens: int, latency_ms: float, outcome: str,
                  detail: str | None, attempt: int = 0, estimated: bool = False) -> None:
         """One model call: which step, model and attempt, its tokens (`estimated` when the
-        server sent no usage), latency and outcome."""
-        self.db.execute(
+        server sent no usage), latency and outcome. Written soon: while a pass holds the
+        write lock it waits for the next transaction (`write_soon`)."""
+        self.write_soon(
             "INSERT INTO model_calls (namespace, step, model, provider, prompt_tokens, "
             "completion_tokens, latency_ms, outcome, detail, occurred_at, attempt, "
             "tokens_estimated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",

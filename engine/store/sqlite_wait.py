@@ -15,17 +15,19 @@ waiting writer gets the lock after at most one range.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 
 TRY_EVERY = 0.001  # seconds between tries of a statement that found the database locked
 MAKE_WAY = 0.003   # seconds a batched pass leaves the lock free after each range
+SOON = 0.02        # seconds a write no caller waits on waits for the lock before it is kept
 
 
 SQLITE_BUSY = 5
 
 
-def _locked(exc: Exception) -> bool:
+def locked(exc: Exception) -> bool:
     """SQLITE_BUSY: another connection holds the lock (worth another try). Not
     SQLITE_LOCKED, a table lock within this connection, which waiting does not clear."""
     code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11's sqlite3; text otherwise
@@ -55,7 +57,7 @@ def connection_class(module):
                 try:
                     return super().execute(sql, params)
                 except module.OperationalError as exc:
-                    if not _locked(exc):
+                    if not locked(exc):
                         raise
                     now = time.monotonic()
                     deadline = deadline or now + self.wait
@@ -69,3 +71,37 @@ def connection_class(module):
 def make_way() -> None:
     """Between two ranges of a batched pass: give a writer that waits one try at the lock."""
     time.sleep(MAKE_WAY)
+
+
+class Waiting:
+    """The SQLite store's ways of waiting for the lock less than its timeout (it keeps the
+    connection in `db`, its timeout in `timeout`, and `defer`s writes: common.py)."""
+
+    @contextlib.contextmanager
+    def waiting(self, seconds: float | None):
+        """Statements that find the file locked wait `seconds` for it (None: the store's
+        timeout)."""
+        if seconds is None:
+            yield
+            return
+        self.db.wait = seconds
+        try:
+            yield
+        finally:
+            self.db.wait = self.timeout
+
+    def write_soon(self, sql: str, params=()) -> None:
+        """An autocommit write no caller waits on (a model call's log line): made now when
+        the write lock is free within SOON, else kept for the next transaction (`defer`)."""
+        try:
+            with self.waiting(SOON):
+                self.db.execute(sql, params)
+        except Exception as exc:
+            if not self.is_busy(exc):
+                raise
+            self.defer(functools.partial(self.db.execute, sql, params))
+
+    def is_busy(self, exc: BaseException) -> bool:
+        """The error a writer meets when another connection holds the write lock longer
+        than it waited."""
+        return hasattr(exc, "sqlite_errorcode") and locked(exc)  # sqlite3's or pysqlite3's
