@@ -84,8 +84,8 @@ def record_access(ctx: Context, chosen: list[int]) -> dict[int, int]:
     this store's next transaction (`defer`, with the recall's time) and the answer is not
     held up."""
     store, now = ctx.store, ctx.store.now()
-    try:
-        with store.transaction(wait=ACCESS_WAIT):
+    try:  # one try when a write is kept already: the lock was busy a moment ago
+        with store.transaction(wait=0.0 if store.deferred else ACCESS_WAIT):
             live = still_active(ctx, chosen)
             store.run(ctx.plan.access, ctx.namespace, now=now,
                       ids=list(dict.fromkeys(live.values())))

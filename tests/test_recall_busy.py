@@ -141,3 +141,16 @@ def test_a_waiting_writer_still_waits(db_path, clock, held):
         holder.release()
     finally:
         mem.close()
+
+
+def test_the_next_recall_with_the_lock_free_writes_what_was_kept(memory, held, db_path, clock):
+    mem, tea = seeded(memory)
+    holder = held()
+    mem.recall("green tea")
+    mem.recall("green tea")  # one try only, the lock was busy a moment ago: kept too
+    assert access(db_path, clock, tea)[0] == 0
+    holder.release()
+    mem.recall("green tea")
+    assert not mem.store.deferred
+    assert access(db_path, clock, tea)[0] == 3
+    assert select_calls(db_path, clock) == 3

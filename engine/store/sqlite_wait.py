@@ -92,7 +92,11 @@ class Waiting:
 
     def write_soon(self, sql: str, params=()) -> None:
         """An autocommit write no caller waits on (a model call's log line): made now when
-        the write lock is free within SOON, else kept for the next transaction (`defer`)."""
+        the write lock is free within SOON, else kept for the next transaction (`defer`),
+        as it is at once when a write is kept already (the lock was busy a moment ago)."""
+        if self.deferred:
+            self.defer(functools.partial(self.db.execute, sql, params))
+            return
         try:
             with self.waiting(SOON):
                 self.db.execute(sql, params)
