@@ -106,7 +106,8 @@ class Memory:
             importance: float | None = None, confidence: float | None = None, expires_at=None,
             kind: str | None = None, scene: str | None = None, judged: bool = True) -> int:
         """Store a memory: every write step of the policy except the gate runs (values given
-        here win over judgments). `judged=False` stores it exactly as given."""
+        here win over judgments). `judged=False` stores it exactly as given. An `expires_at`
+        that is not after the clock's now is refused (LetheError)."""
         if not isinstance(content, str) or not content.strip():
             raise LetheError("a memory needs non-empty content")
         tags = list(tags) if tags else None
@@ -115,7 +116,7 @@ class Memory:
         fields = {"summary": summary, "tags": tags,
                   "importance": _number(importance, 0, 10, "importance"),
                   "confidence": _number(confidence, 0, 1, "confidence"),
-                  "expires_at": _expiry(expires_at), "kind": kind, "scene": scene}
+                  "expires_at": _expiry(expires_at, self.clock()), "kind": kind, "scene": scene}
         if judged:
             return self.writer.add(content, fields)
         vector = vectors.vector_of(self.context, content)  # outside the transaction
@@ -300,10 +301,17 @@ def _number(value, lo: float, hi: float, what: str) -> float | None:
     return float(value)
 
 
-def _expiry(value) -> str | None:
+def _expiry(value, now: dt.datetime) -> str | None:
+    """A given expiry as stored text. One not after `now` (the Memory's clock) is refused:
+    stored active, it only waited for the next expiry pass, and it is almost always a
+    typo (the wrong year)."""
     if value is None or value == "":
         return None
     try:
-        return iso(until_end_of_day(value) if isinstance(value, str) else value)
+        when = iso(until_end_of_day(value) if isinstance(value, str) else value)
     except (ValueError, OverflowError, TypeError, AttributeError):
         raise LetheError(f"expires_at: not an ISO-8601 date or time: {value!r}") from None
+    if when <= iso(now):
+        raise LetheError(f"expires_at {when} is not after now ({iso(now)}): the memory would be "
+                         "stored already expired; give a later date, or none")
+    return when

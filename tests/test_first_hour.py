@@ -23,10 +23,10 @@ import warnings
 import pytest
 from click.testing import CliRunner
 
-from engine import Memory, report, variables
+from engine import FixedClock, Memory, report, variables
 from engine import expr as X
 from engine.cli import main
-from engine.errors import PolicyError
+from engine.errors import LetheError, PolicyError
 from engine.experiment import run_experiment, text_lines
 from tests.fake_openai import FakeOpenAI
 from engine.judges import rules
@@ -761,3 +761,26 @@ def test_the_readme_says_what_comes_from_the_repository_and_what_report_needs():
     assert "pip install\n'lethe[report]'" in after
     pin = README.split("\n## Pin your own policy\n", 1)[1].split("\n## ", 1)[0]
     assert "one of the repository's `scenarios/` (the package does not install\nthem)" in pin
+
+
+# ---- a second first hour: what went unsaid -------------------------------------------
+def test_an_expiry_in_the_past_is_refused_against_the_clock(tmp_path):
+    """`--expires-at 2025-03-01` (meant: 2026) stored an active memory that the next
+    expiry pass expired."""
+    clock = FixedClock("2026-01-05T09:00:00")
+    with Memory(str(tmp_path / "m.db"), offline=True, clock=clock) as mem:
+        for past in ("2025-03-01", "2026-01-05T09:00:00", dt.datetime(2026, 1, 4, 12)):
+            with pytest.raises(LetheError) as refused:
+                mem.add("The beta launches on March 1.", expires_at=past)
+            assert "is not after now (2026-01-05T09:00:00)" in str(refused.value)
+        assert "expires_at 2025-03-01T23:59:59 is not after now" in str(
+            pytest.raises(LetheError, mem.add, "x", expires_at="2025-03-01", judged=False).value)
+        assert mem.counts() == {}
+        kept = mem.add("The venue is booked today.", expires_at="2026-01-05")  # through its end
+        assert mem.get(kept).expires_at == "2026-01-05T23:59:59"
+    done = shell('lethe add "The beta launches on March 1." --expires-at 2025-03-01 --db c.db '
+                 '--offline --now 2026-01-05T09:00:00; echo "exit $?"; lethe ls --db c.db', tmp_path)
+    assert done.stdout == "exit 2\n(no candidates)\n"
+    assert done.stderr == ("error: expires_at 2025-03-01T23:59:59 is not after now "
+                           "(2026-01-05T09:00:00): the memory would be stored already expired; "
+                           "give a later date, or none\n")
