@@ -234,6 +234,18 @@ class Memory:
         """Every namespace that holds a memory in this database, in order."""
         return self.store.namespaces()
 
+    def why_empty(self) -> str | None:
+        """Why listing or recalling found nothing, when it is that this namespace holds
+        nothing at all (no memory of any status, no pending turn) while others in the
+        database do: most often a mistyped namespace. None otherwise (an empty namespace
+        of its own is legitimate: a new agent's)."""
+        held = self.store.namespace_counts()
+        if held.get(self.namespace) or not held or self.pending():
+            return None
+        counts = ", ".join(f"{name} ({n} memor{'y' if n == 1 else 'ies'})" if i == 0
+                           else f"{name} ({n})" for i, (name, n) in enumerate(held.items()))
+        return f"namespace '{self.namespace}' holds nothing; this database holds: {counts}"
+
     # -- keys: memories a key-value caller (the LangGraph store) names itself
     def put(self, key: str, content: str, value=None, **fields) -> int:
         """Store `content` through `add()` (`fields` are add()'s) under the caller's own
