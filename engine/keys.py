@@ -2,8 +2,9 @@
 
 An openai model needs its key (`api_key_env`, default OPENAI_API_KEY) unless it talks to
 a server of its own (`base_url`, or $OPENAI_BASE_URL, that is not api.openai.com). The
-experiment refuses to start without one; `remember()` warns once when a turn is left
-pending for this reason.
+experiment refuses to start without one; a `Memory` asked to judge without one warns
+once, saying what happened instead: the turn is pending (remember), the built-in rules
+judged (add, recall), or the passes left the model's part undone (run).
 """
 from __future__ import annotations
 
@@ -32,12 +33,32 @@ def missing_key(policy: Policy, names=None) -> Model | None:
 
 
 class NoApiKeyWarning(UserWarning):
-    """A turn was left pending because no API key is set: `remember()` says so once."""
+    """A turn was left pending because no API key is set: `remember()` says so once. The
+    base of every warning that a model was asked without its key (filter on this one)."""
+
+    instead = "the turn is pending"
 
     def __init__(self, env: str = "OPENAI_API_KEY"):
         self.env = env
-        super().__init__(f"no API key: the turn is pending; pass offline=True or set {env}")
+        super().__init__(self._advice("offline=True"))
+
+    def _advice(self, offline: str) -> str:
+        return f"no API key: {self.instead}; pass {offline} or set {self.env}"
 
     def for_cli(self) -> str:
         """The same advice in the words of the command line."""
-        return f"no API key: the turn is pending; pass --offline or set {self.env}"
+        return self._advice("--offline")
+
+
+class RulesJudgedWarning(NoApiKeyWarning):
+    """A judgment fell back to the built-in rules because no API key is set (`add()`,
+    `recall()`, `explain()`): the answer looks like the model's, so say whose it is."""
+
+    instead = "the built-in rules judged instead"
+
+
+class PassesUndoneWarning(NoApiKeyWarning):
+    """`run()` / `run_due()` asked a model that has no API key: the turns it would judge
+    stay pending and compression merges nothing."""
+
+    instead = "the passes left the model's part undone (pending turns, merges)"

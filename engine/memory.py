@@ -5,6 +5,7 @@ judges) and hands it to the step that does the work (write, recall, runner, ...)
 """
 from __future__ import annotations
 
+import functools
 import json
 import warnings
 import datetime as dt
@@ -18,7 +19,7 @@ from . import vectors
 from .clock import Clock, iso, parse_duration, system_clock, until_end_of_day
 from .context import Context, JudgeSettings, open_context
 from .errors import LetheError, PolicyWarning
-from .keys import NoApiKeyWarning, missing_key
+from .keys import NoApiKeyWarning, PassesUndoneWarning, RulesJudgedWarning
 from .leasing import LeaseTerms
 from .policy import Policy, load
 from .records import History, Keyed, MemoryRecord
@@ -29,6 +30,23 @@ from .write import Writer, Written, forget, store_memory
 DEFAULT_POLICY = "lifecycle"
 
 __all__ = ["Memory", "MemoryRecord", "History", "Keyed", "DEFAULT_POLICY"]
+
+
+def _says_if_keyless(warning: type[NoApiKeyWarning]):
+    """For a method that may ask a model: when it asked one that needs an API key none is
+    set for (never offline, replaying, or a model on a server of its own: those need none),
+    warn with `warning` once per Memory. Without it a keyless add or recall looked judged."""
+    def wrap(method):
+        @functools.wraps(method)
+        def asking(self, *args, **kwargs):
+            before = self.judges.keyless_asks
+            out = method(self, *args, **kwargs)
+            if self.judges.keyless_asks > before and warning not in self._warned:
+                self._warned.add(warning)
+                warnings.warn(warning(self.judges.keyless_env), stacklevel=2)
+            return out
+        return asking
+    return wrap
 
 
 class Memory:
@@ -54,7 +72,7 @@ class Memory:
         self.context: Context = open_context(db_path, pol, namespace, clock or system_clock,
                                              settings, read_only, progress)
         self.writer = Writer(self.context)
-        self._warned_no_key = False
+        self._warned: set[type] = set()  # the keyless warnings given
 
     # the context's parts, for callers that inspect them
     policy = property(lambda self: self.context.policy)
@@ -75,6 +93,7 @@ class Memory:
         self.close()
 
     # -- writing
+    @_says_if_keyless(NoApiKeyWarning)
     def remember(self, user: str, assistant: str = "") -> Written:
         """Judge a conversation turn (what the user said and, if any, what the assistant
         answered: `lethe remember` and the MCP tool take it as optional too) and store what
@@ -88,25 +107,17 @@ class Memory:
             raise LetheError("remember() takes the user's and the assistant's text")
         valid_text(user, "the user's text")
         valid_text(assistant, "the assistant's text")
-        written = self.writer.remember(user, assistant)
-        if written.pending and not self._warned_no_key:
-            self._warn_if_no_key()
-        return written
+        return self.writer.remember(user, assistant)
 
-    def _warn_if_no_key(self) -> None:
-        """Warn when a model the write pipeline asks is keyless (not merely unreachable)."""
-        writing = {s.judgment.model for s in self.policy.write}
-        model = None if self.offline or self.context.settings.replay else \
-            missing_key(self.policy, writing)
-        if model is not None:
-            self._warned_no_key = True
-            warnings.warn(NoApiKeyWarning(model.api_key_env or "OPENAI_API_KEY"), stacklevel=3)
-
+    @_says_if_keyless(RulesJudgedWarning)
     def add(self, content: str, *, summary: str | None = None, tags: Iterable[str] | None = None,
             importance: float | None = None, confidence: float | None = None, expires_at=None,
             kind: str | None = None, scene: str | None = None, judged: bool = True) -> int:
         """Store a memory: every write step of the policy except the gate runs (values given
-        here win over judgments). `judged=False` stores it exactly as given."""
+        here win over judgments). `judged=False` stores it exactly as given. An `expires_at`
+        that is not after the clock's now is refused (LetheError). A model that
+        cannot be reached is answered for by the built-in rules; when that is because no
+        API key is set, a `RulesJudgedWarning` says so, once per Memory."""
         if not isinstance(content, str) or not content.strip():
             raise LetheError("a memory needs non-empty content")
         tags = list(tags) if tags else None
@@ -115,7 +126,7 @@ class Memory:
         fields = {"summary": summary, "tags": tags,
                   "importance": _number(importance, 0, 10, "importance"),
                   "confidence": _number(confidence, 0, 1, "confidence"),
-                  "expires_at": _expiry(expires_at), "kind": kind, "scene": scene}
+                  "expires_at": _expiry(expires_at, self.clock()), "kind": kind, "scene": scene}
         if judged:
             return self.writer.add(content, fields)
         vector = vectors.vector_of(self.context, content)  # outside the transaction
@@ -156,6 +167,7 @@ class Memory:
         return self.store.requeue_turns(self.namespace, None if ids is None else list(ids))
 
     # -- passes
+    @_says_if_keyless(PassesUndoneWarning)
     def run(self, names: Iterable[str], progress=None, *, wait: float = 0.0,
             lease_ttl=None) -> list[P.PassResult]:
         """Run the named passes now, in the order given, under the namespace's pass lease
@@ -168,6 +180,7 @@ class Memory:
         """The passes whose schedule has come round (or whose batched run was interrupted)."""
         return P.due(self.context, self.clock())
 
+    @_says_if_keyless(PassesUndoneWarning)
     def run_due(self, progress=None, *, wait: float = 0.0, lease_ttl=None,
                 retry_failed: bool = False) -> list[P.PassResult]:
         """Retry pending turns (with `retry_failed`, also those parked as failed), then run
@@ -184,11 +197,15 @@ class Memory:
         candidates, each with its `relevance` to the query (0 when it shares no word)."""
         return R.candidates(self.context, query, limit, scored, relevance)
 
+    @_says_if_keyless(RulesJudgedWarning)
     def recall(self, query: str, top_n: int | None = None) -> list[MemoryRecord]:
         """What the agent should know for `query`: the policy's candidates, picked by its
-        select judge (at most top_n), with their access recorded."""
+        select judge (at most top_n), with their access recorded. A select model that cannot
+        be reached is answered for by the built-in rules (a `RulesJudgedWarning` says so
+        once when that is because no API key is set)."""
         return R.recall(self.context, query, top_n)
 
+    @_says_if_keyless(RulesJudgedWarning)
     def explain(self, query: str, top_n: int | None = None) -> R.Explanation:
         """Why recall returns what it returns for `query` (records no access)."""
         return R.explain(self.context, query, top_n)
@@ -232,6 +249,18 @@ class Memory:
     def namespaces(self) -> list[str]:
         """Every namespace that holds a memory in this database, in order."""
         return self.store.namespaces()
+
+    def why_empty(self) -> str | None:
+        """Why listing or recalling found nothing, when it is that this namespace holds
+        nothing at all (no memory of any status, no pending turn) while others in the
+        database do: most often a mistyped namespace. None otherwise (an empty namespace
+        of its own is legitimate: a new agent's)."""
+        held = self.store.namespace_counts()
+        if held.get(self.namespace) or not held or self.pending():
+            return None
+        counts = ", ".join(f"{name} ({n} memor{'y' if n == 1 else 'ies'})" if i == 0
+                           else f"{name} ({n})" for i, (name, n) in enumerate(held.items()))
+        return f"namespace '{self.namespace}' holds nothing; this database holds: {counts}"
 
     # -- keys: memories a key-value caller (the LangGraph store) names itself
     def put(self, key: str, content: str, value=None, **fields) -> int:
@@ -300,10 +329,17 @@ def _number(value, lo: float, hi: float, what: str) -> float | None:
     return float(value)
 
 
-def _expiry(value) -> str | None:
+def _expiry(value, now: dt.datetime) -> str | None:
+    """A given expiry as stored text. One not after `now` (the Memory's clock) is refused:
+    stored active, it only waited for the next expiry pass, and it is almost always a
+    typo (the wrong year)."""
     if value is None or value == "":
         return None
     try:
-        return iso(until_end_of_day(value) if isinstance(value, str) else value)
+        when = iso(until_end_of_day(value) if isinstance(value, str) else value)
     except (ValueError, OverflowError, TypeError, AttributeError):
         raise LetheError(f"expires_at: not an ISO-8601 date or time: {value!r}") from None
+    if when <= iso(now):
+        raise LetheError(f"expires_at {when} is not after now ({iso(now)}): the memory would be "
+                         "stored already expired; give a later date, or none")
+    return when

@@ -52,7 +52,8 @@ def test_add_run_ls_why_round_trip(db_path):
     out = run("add", "User prefers tabs over spaces", *base, "--importance", "8",
               "--now", "2026-01-05T09:00:00", "--json")
     assert out.exit_code == 0, out.output
-    mid = json.loads(out.output)["id"]
+    assert "no API key: the built-in rules judged instead" in out.stderr  # no key, no --offline
+    mid = json.loads(out.stdout)["id"]
     run("add", "Deadline is March 15", *base, "--expires-at", "2026-03-15",
         "--now", "2026-01-05T09:00:00")
 

@@ -23,14 +23,14 @@ import warnings
 import pytest
 from click.testing import CliRunner
 
-from engine import Memory, report, variables
+from engine import FixedClock, Memory, report, variables
 from engine import expr as X
 from engine.cli import main
-from engine.errors import PolicyError
+from engine.errors import LetheError, PolicyError
 from engine.experiment import run_experiment, text_lines
 from tests.fake_openai import FakeOpenAI
 from engine.judges import rules
-from engine.keys import NoApiKeyWarning
+from engine.keys import NoApiKeyWarning, PassesUndoneWarning, RulesJudgedWarning
 from engine.policy import Model
 from engine.policy import load as load_policy
 from engine.policy import reference, schema
@@ -119,9 +119,11 @@ def test_the_readme_shell_session_runs_line_by_line_as_shown(tmp_path):
     for command, expected, status in steps:
         done = shell(command, folder)
         assert done.returncode == status, f"$ {command}\n{done.stdout}{done.stderr}"
-        assert matches(expected, done.stdout), \
-            f"$ {command}\n--- the README shows:\n{expected}--- it printed:\n{done.stdout}"
-        assert done.stderr == "", f"$ {command}\n{done.stderr}"
+        seen = done.stdout + done.stderr  # a terminal shows both: a hint after the output
+        assert matches(expected, seen), \
+            f"$ {command}\n--- the README shows:\n{expected}--- it printed:\n{seen}"
+        assert all(line in expected.splitlines() for line in done.stderr.splitlines()), \
+            f"$ {command}\n{done.stderr}"  # no warning, no traceback the README leaves out
     assert (folder / "out.html").exists()
 
 
@@ -761,3 +763,130 @@ def test_the_readme_says_what_comes_from_the_repository_and_what_report_needs():
     assert "pip install\n'lethe[report]'" in after
     pin = README.split("\n## Pin your own policy\n", 1)[1].split("\n## ", 1)[0]
     assert "one of the repository's `scenarios/` (the package does not install\nthem)" in pin
+
+
+# ---- a second first hour: what went unsaid -------------------------------------------
+RULES_JUDGED = ("no API key: the built-in rules judged instead; pass offline=True or set "
+                "OPENAI_API_KEY")
+RULES_JUDGED_CLI = ("warning: no API key: the built-in rules judged instead; pass --offline "
+                    "or set OPENAI_API_KEY")
+FACTS = ["We use Postgres for billing.", "Deploys happen on Fridays.", "Alice owns the API.",
+         "The CI runs on GitHub Actions.", "Logs go to Loki.", "The CLI is written in Go."]
+
+
+def keyless(mem, call) -> list:
+    """The NoApiKeyWarnings `call(mem)` gave, every one (Python's own once-per-place
+    filter off: what is counted is the Memory's own once)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        call(mem)
+    return [w.message for w in caught if isinstance(w.message, NoApiKeyWarning)]
+
+
+def test_keyless_add_says_once_that_the_rules_judged(tmp_path, clock):
+    """`add` without a key fell back to the rules silently: a `judge_fallback` event said
+    "model unreachable" much later, and the user thought the model had judged."""
+    with Memory(str(tmp_path / "m.db"), clock=clock) as mem:
+        said = keyless(mem, lambda m: [m.add("We use Postgres."), m.add("We deploy on Fridays.")])
+        assert [str(w) for w in said] == [RULES_JUDGED] and type(said[0]) is RulesJudgedWarning
+        assert said[0].for_cli() == RULES_JUDGED_CLI[len("warning: "):]
+        assert mem.counts() == {"active": 2}          # stored all the same, by the rules
+        assert keyless(mem, lambda m: m.recall("postgres")) == []  # once per Memory
+
+
+def test_keyless_recall_and_explain_say_once_that_the_rules_picked(tmp_path, clock):
+    path = str(tmp_path / "m.db")
+    with Memory(path, offline=True, clock=clock) as mem:
+        for fact in FACTS:
+            mem.add(fact)
+        offline = [r.id for r in mem.recall("which database for billing?")]
+    with Memory(path, clock=clock) as mem:
+        got = []
+        said = keyless(mem, lambda m: [got.append([r.id for r in m.recall("which database for billing?")]),
+                                       m.recall("who owns the API?"), m.explain("Loki")])
+        assert [str(w) for w in said] == [RULES_JUDGED]
+        assert got == [offline]                       # what the rules pick, as offline
+
+
+def test_keyless_passes_say_what_they_left_undone(tmp_path, clock):
+    with Memory(str(tmp_path / "m.db"), clock=clock) as mem:
+        for fact in FACTS:
+            mem.add(fact, judged=False)
+        results = []
+        said = keyless(mem, lambda m: [results.extend(m.run(["compression"])),
+                                       m.run(["compression"])])
+        assert [type(w) for w in said] == [PassesUndoneWarning]
+        assert str(said[0]) == ("no API key: the passes left the model's part undone (pending "
+                                "turns, merges); pass offline=True or set OPENAI_API_KEY")
+        assert "cluster model unreachable, nothing merged" in results[0].notes[0]
+
+
+def test_the_warning_names_the_models_own_key_variable(tmp_path, clock):
+    policy = tmp_path / "own.yaml"
+    policy.write_text("name: own\nextends: lifecycle\nmodels:\n"
+                      "  cheap: {provider: openai, model: gpt-4o-mini, api_key_env: TEAM_KEY}\n")
+    with Memory(str(tmp_path / "m.db"), policy=str(policy), clock=clock) as mem:
+        said = keyless(mem, lambda m: m.add("We use Postgres."))
+    assert [str(w) for w in said] == [RULES_JUDGED.replace("OPENAI_API_KEY", "TEAM_KEY")]
+
+
+def test_no_keyless_warning_offline_replaying_or_on_a_server_of_its_own(tmp_path, clock):
+    local = tmp_path / "local.yaml"
+    local.write_text("name: local\nextends: lifecycle\nmodels:\n"
+                     "  cheap: {provider: openai, model: gpt-4o-mini, base_url: "
+                     "'http://127.0.0.1:9/v1', max_retries: 0, timeout: 0.5}\n")
+    (tmp_path / "answers.jsonl").write_text("")
+    for kw in ({"offline": True}, {"replay": str(tmp_path / "answers.jsonl")},
+               {"policy": str(local)}):
+        with Memory(str(tmp_path / "m.db"), clock=clock, **kw) as mem:
+            assert keyless(mem, lambda m: [m.add("We use Postgres."), m.recall("postgres")]) == [], kw
+
+
+def test_keyless_lethe_add_and_recall_say_it_on_stderr_only(tmp_path):
+    offline = shell('lethe add "We use Postgres." --db o.db --offline; '
+                    'lethe recall postgres --db o.db --offline', tmp_path)
+    done = shell('lethe add "We use Postgres." --db m.db; lethe recall postgres --db m.db', tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [RULES_JUDGED_CLI] * 2
+    assert done.stdout == offline.stdout and offline.stderr == ""
+    assert RULES_JUDGED_CLI[len("warning: "):] in README.replace("\n", " ")
+
+
+def test_an_empty_namespace_says_what_the_database_holds(tmp_path):
+    """`lethe ls -n agnet` printed "(no candidates)" and exit 0: nothing said the memories
+    were under `agent`."""
+    done = shell('lethe add "We use uv." --db m.db --offline -n agent >/dev/null; '
+                 'lethe add "We use Go." --db m.db --offline >/dev/null; '
+                 'lethe ls --db m.db -n agnet; lethe ls --db m.db -n agnet --status all --json; '
+                 'lethe recall uv --db m.db -n agnet --offline; '
+                 'lethe recall uv --db m.db -n agnet --offline --explain', tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [
+        "namespace 'agnet' holds nothing; this database holds: agent (1 memory), default (1)"] * 4
+    assert done.stdout.startswith("(no candidates)\n[]\n(nothing recalled)\nrecall 'uv'")
+    # nothing of a status in a namespace that holds others, or a store with nothing: quiet
+    quiet = shell('lethe ls --db m.db -n agent --status archived; lethe run --db n.db; '
+                  'lethe ls --db n.db; lethe recall uv --db n.db --offline', tmp_path)
+    assert quiet.returncode == 0 and quiet.stderr == ""
+
+
+def test_an_expiry_in_the_past_is_refused_against_the_clock(tmp_path):
+    """`--expires-at 2025-03-01` (meant: 2026) stored an active memory that the next
+    expiry pass expired."""
+    clock = FixedClock("2026-01-05T09:00:00")
+    with Memory(str(tmp_path / "m.db"), offline=True, clock=clock) as mem:
+        for past in ("2025-03-01", "2026-01-05T09:00:00", dt.datetime(2026, 1, 4, 12)):
+            with pytest.raises(LetheError) as refused:
+                mem.add("The beta launches on March 1.", expires_at=past)
+            assert "is not after now (2026-01-05T09:00:00)" in str(refused.value)
+        assert "expires_at 2025-03-01T23:59:59 is not after now" in str(
+            pytest.raises(LetheError, mem.add, "x", expires_at="2025-03-01", judged=False).value)
+        assert mem.counts() == {}
+        kept = mem.add("The venue is booked today.", expires_at="2026-01-05")  # through its end
+        assert mem.get(kept).expires_at == "2026-01-05T23:59:59"
+    done = shell('lethe add "The beta launches on March 1." --expires-at 2025-03-01 --db c.db '
+                 '--offline --now 2026-01-05T09:00:00; echo "exit $?"; lethe ls --db c.db', tmp_path)
+    assert done.stdout == "exit 2\n(no candidates)\n"
+    assert done.stderr == ("error: expires_at 2025-03-01T23:59:59 is not after now "
+                           "(2026-01-05T09:00:00): the memory would be stored already expired; "
+                           "give a later date, or none\n")

@@ -8,6 +8,7 @@ import datetime as dt
 import os
 import subprocess
 import sys
+import warnings
 from typing import TypedDict
 
 import pytest
@@ -16,6 +17,7 @@ from langgraph.runtime import Runtime
 from langgraph.store.base import GetOp, InvalidNamespaceError, PutOp
 
 from engine import Memory
+from engine.keys import NoApiKeyWarning, RulesJudgedWarning
 from engine.integrations.langgraph import LetheStore
 from tests.conftest import POLICIES, ROOT
 
@@ -114,6 +116,17 @@ def test_delete_forgets_and_never_deletes(store, lethe):
     assert story.memory.status == "archived"
     assert story.events[-1]["event_type"] == "forgotten" and "'wifi'" in story.events[-1]["detail"]
     store.delete(ALICE, "wifi")  # deleting what is gone is a no-op, as in LangGraph
+
+
+def test_puts_without_a_key_say_once_per_namespace_that_the_rules_judged(db_path, clock):
+    with LetheStore(db_path, policy=f"{POLICIES}/lifecycle.yaml", clock=clock) as keyless, \
+            warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        keyless.put(ALICE, "db", {"text": "We use Postgres."})
+        keyless.put(ALICE, "ci", {"text": "CI runs on GitHub Actions."})
+        assert keyless.search(ALICE, query="postgres")
+    assert [type(w.message) for w in caught if issubclass(w.category, NoApiKeyWarning)] == \
+        [RulesJudgedWarning]
 
 
 def test_ttl_becomes_expires_at_and_an_expired_item_is_gone(store, lethe, clock):

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 
 import anyio
 import pytest
@@ -21,6 +22,7 @@ from syrupy.extensions.json import JSONSnapshotExtension
 
 from engine.cli import main
 from engine.integrations.mcp import build_server
+from engine.keys import RulesJudgedWarning
 from tests.conftest import ROOT
 
 NOW = "2026-01-05T09:00:00"
@@ -172,6 +174,22 @@ def test_remember_says_why_a_turn_is_pending(memory, tmp_path):
     assert "pending:" in out.content[0].text and len(mem.pending()) == 1
 
 
+def test_tools_without_a_key_say_once_that_the_rules_judged(memory):
+    """The tools call the same Memory methods as the API: the same one warning, on stderr."""
+    mem = memory("lifecycle", offline=False)  # the shipped models, and no key in the tests
+
+    async def script(c):
+        return [await c.call_tool("add", {"content": "We use Postgres."}),
+                await c.call_tool("recall", {"query": "postgres"})]
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        added, recalled = talk(build_server(mem), script)
+    assert not added.is_error and structured(recalled)
+    assert [type(w.message) for w in caught if issubclass(w.category, UserWarning)
+            and "API key" in str(w.message)] == [RulesJudgedWarning]
+
+
 # ---- bad requests ---------------------------------------------------------------------
 BAD = [
     ("recall", {"query": "x", "limit": 0}, "limit: Input should be greater than or equal to 1"),
@@ -179,6 +197,8 @@ BAD = [
     ("recall", {"query": ""}, "query: String should have at least 1 character"),
     ("add", {"content": "x", "importance": 50}, "importance: Input should be less than or equal to 10"),
     ("add", {"content": "x", "expires_at": "soon"}, "expires_at: not an ISO-8601 date or time: 'soon'"),
+    ("add", {"content": "x", "expires_at": "2026-01-04"},
+     "expires_at 2026-01-04T23:59:59 is not after now (2026-01-05T09:00:00)"),
     ("add", {"content": "x", "tags": "not-a-list"}, "tags: Input should be a valid list"),
     ("why", {"memory_id": 999}, "no memory #999"),
     ("why", {"memory_id": "one"}, "memory_id: Input should be a valid integer"),

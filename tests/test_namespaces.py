@@ -163,3 +163,31 @@ def test_get_and_history_do_not_read_another_namespace(agents):
     alice, bob = agents
     bob_id = bob.candidates(None, limit=1)[0].id
     assert alice.get(bob_id) is None
+
+
+def test_the_store_counts_every_namespaces_memories_of_any_status(agents, memory):
+    alice, bob = agents
+    held = len(SHARED) + len(CLUSTER) + len(FILLER)
+    assert alice.store.namespace_counts() == {"alice": held, "bob": held}
+    alice.forget(alice.candidates(None, limit=1)[0].id, "done")  # archived: still held
+    assert bob.store.namespace_counts() == {"alice": held, "bob": held}
+    assert memory("lifecycle", namespace="o'brien").store.namespace_counts() == {
+        "alice": held, "bob": held}  # a name with a quote is a bound value, never SQL text
+
+
+def test_an_empty_namespace_says_which_namespaces_the_database_holds(agents, memory):
+    """A mistyped namespace listed and recalled nothing, and said nothing about it."""
+    alice, _ = agents
+    typo = memory("lifecycle", namespace="alcie")
+    assert typo.memories("all") == [] and typo.recall("billing") == []
+    held = len(SHARED) + len(CLUSTER) + len(FILLER)
+    assert typo.why_empty() == (f"namespace 'alcie' holds nothing; this database holds: "
+                                f"alice ({held} memories), bob ({held})")
+    assert alice.why_empty() is None                 # it holds memories
+    waiting = memory("lifecycle", namespace="carol")
+    waiting.store.add_turn("carol", "We use uv.", "")  # a turn not yet judged: not nothing
+    assert waiting.why_empty() is None
+
+
+def test_a_store_with_nothing_in_it_has_nothing_to_point_at(memory):
+    assert memory("lifecycle", namespace="new").why_empty() is None

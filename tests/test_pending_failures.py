@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from engine import FixedClock, Memory, PolicyError
 from engine.cli import main
 from tests.fake_openai import FakeOpenAI
-from tests.conftest import START
+from tests.conftest import START, run_sql
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
@@ -45,10 +45,19 @@ def turns(mem) -> dict:
     return {t["user_text"]: t for t in mem.pending()}
 
 
+def stale(mem) -> int:
+    """A memory whose expiry has passed but no expiry pass has run yet (`add()` refuses an
+    expiry in the past, so it is dated back as an old row would be)."""
+    mid = mem.add("The 2020 offsite is in Lisbon", judged=False)
+    run_sql(mem.store, "UPDATE memories SET expires_at = ? WHERE id = ?",
+            ("2020-01-01T23:59:59", mid))
+    return mid
+
+
 def test_a_turn_that_fails_is_recorded_backed_off_then_parked(fragile, db_path):
     clock = FixedClock(START)
     mem = Memory(db_path, policy=fragile, offline=True, clock=clock)
-    stale = mem.add("The 2020 offsite is in Lisbon", expires_at="2020-01-01", judged=False)
+    old = stale(mem)
     with pytest.raises(PolicyError, match="ZeroDivisionError"):
         mem.remember("I use quasar dashboards every day.", "ok")  # the caller hears of a broken policy...
     bad = turns(mem)["I use quasar dashboards every day."]  # ...and the turn keeps what happened
@@ -59,7 +68,7 @@ def test_a_turn_that_fails_is_recorded_backed_off_then_parked(fragile, db_path):
     assert len(mem.remember("I use Python for scripts.", "ok")) == 1  # the queue goes on
     [pending, expiry] = mem.run_due()  # the bad turn waits out its backoff; passes run
     assert (pending.name, pending.changed, expiry.events) == ("pending", 0, {"expired": 1})
-    assert mem.get(stale).status == "expired"
+    assert mem.get(old).status == "expired"
     assert turns(mem)["I use quasar dashboards every day."]["attempts"] == 1
 
     clock.advance(dt.timedelta(minutes=1))
@@ -149,7 +158,7 @@ def test_a_hostile_answer_never_wedges_the_queue(tmp_path, db_path, answer):
         clock = FixedClock(START)
         with Memory(db_path, policy=str(policy), clock=clock) as mem:
             mem.add("We use PostgreSQL", judged=False)
-            stale = mem.add("The 2020 offsite is in Lisbon", expires_at="2020-01-01", judged=False)
+            old = stale(mem)
             mem.remember("We moved from PostgreSQL to MySQL.", "Noted.")
             for turn in mem.pending():
                 assert turn["attempts"] >= 1 and turn["last_error"]
@@ -157,7 +166,7 @@ def test_a_hostile_answer_never_wedges_the_queue(tmp_path, db_path, answer):
                                         "--now", "2026-01-05T10:00:00"])
         assert out.exit_code == 0, out.output
         with Memory(db_path, policy=str(policy), clock=clock) as mem:
-            assert mem.get(stale).status == "expired"
+            assert mem.get(old).status == "expired"
             for turn in mem.pending():
                 assert turn["attempts"] >= 1 and turn["last_error"]
             assert all(math.isfinite(m.confidence) for m in mem.memories("all"))

@@ -137,7 +137,8 @@ def test_relevance_in_the_order_formula(memory, clock, tmp_path):
     for i in range(8):
         add(plain, f"Unrelated note number {i} about green tea", importance=8)
     assert plain.candidates("database", scored=True)[0].id != db_id  # rank alone: importance 8 first
-    relevant = memory(write_policy(tmp_path, "relevant", 'recall:\n  order: "rank * (0.5 + relevance)"\n'))
+    relevant = memory(write_policy(tmp_path, "relevant", 'recall:\n  order: "rank * (0.5 + relevance)"\n'),
+                      offline=True)
     first = relevant.candidates("database", scored=True)[0]
     assert first.id == db_id
     assert relevant.explain("database").candidates[0].order_keys == [
@@ -184,7 +185,7 @@ def test_explain_counts_every_reason_with_one_group_by(memory, clock):
 
 
 def test_explain_counts_what_the_limit_cut(memory, clock, tmp_path):
-    mem = memory(write_policy(tmp_path, "short", "recall:\n  limit: 2\n"))
+    mem = memory(write_policy(tmp_path, "short", "recall:\n  limit: 2\n"), offline=True)
     for i in range(5):
         add(mem, f"fact number {i}", importance=i + 1)
     ex = mem.explain("fact")

@@ -9,8 +9,8 @@ import click
 
 from ..chat import ChatSession, chat_model_for
 from ..scheduler import Scheduler
-from .base import (LIMIT, Finite, echo, emit, json_option, lease_ttl_option, model_options,
-                   open_memory, store_options, to_json)
+from .base import (LIMIT, Finite, echo, elsewhere, emit, json_option, lease_ttl_option,
+                   model_options, open_memory, store_options, to_json)
 
 
 # ---- recall -------------------------------------------------------------------------
@@ -29,14 +29,15 @@ def recall(db, policy, namespace, now, offline, record, replay, query, top_n, ex
         if explain:
             return show_explanation(mem, query, top_n, json_)
         records = mem.recall(query, top_n)
+        note = elsewhere(mem, records)
     lines = [f"#{r.id} (conf {r.confidence:.2f} fresh {r.decay_score:.2f}) {r.content}" for r in records]
-    emit([r.as_dict() for r in records], json_, lines or ["(nothing recalled)"])
+    emit([r.as_dict() for r in records], json_, lines or ["(nothing recalled)"], note)
 
 
 def show_explanation(mem, query: str, top_n: int | None, json_: bool) -> None:
     """Print why recall returns what it returns for QUERY (`lethe recall --explain`)."""
     ex = mem.explain(query, top_n)
-    emit(ex.as_dict(), json_, explanation_lines(ex))
+    emit(ex.as_dict(), json_, explanation_lines(ex), elsewhere(mem, ex.candidates))
 
 
 def explanation_lines(ex) -> list[str]:

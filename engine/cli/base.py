@@ -174,6 +174,12 @@ def open_memory(db, policy, namespace, now, offline, record=None, replay=None,
                   progress=terminal_progress(sys.stderr))
 
 
+def elsewhere(mem: Memory, found) -> str | None:
+    """When nothing was `found` because the namespace holds nothing while others do (a
+    mistyped --namespace): the line saying what the database holds, for `emit`'s note."""
+    return None if found else mem.why_empty()
+
+
 def terminal_progress(stream):
     """A progress callback that writes each step as a line on `stream` when it is a
     terminal (None otherwise: piped or captured output stays as it was)."""
@@ -245,10 +251,13 @@ def no_database(path: str) -> str:
             "write (remember, add, run) do")
 
 
-def emit(data, json_: bool, text) -> None:
-    """Print `data` as JSON with --json, else `text` (a line or a list of lines)."""
+def emit(data, json_: bool, text, note: str | None = None) -> None:
+    """Print `data` as JSON with --json, else `text` (a line or a list of lines); then
+    `note`, a hint rather than data, on stderr (the exit code is the command's)."""
     if json_:
         click.echo(to_json(data))
     else:
         for line in ([text] if isinstance(text, str) else text):
             echo(line)
+    if note:
+        echo(note, err=True)

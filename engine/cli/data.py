@@ -8,8 +8,8 @@ import click
 from ..memory import Memory
 from ..policy import STATUSES
 from ..write import pending_reasons
-from .base import (LIMIT, MEMORY_ID, Finite, IsoTime, emit, json_option, lease_options,
-                   model_options, open_memory, store_options)
+from .base import (LIMIT, MEMORY_ID, Finite, IsoTime, elsewhere, emit, json_option,
+                   lease_options, model_options, open_memory, store_options)
 
 
 @click.command()
@@ -68,14 +68,14 @@ def ls(db, policy, namespace, now, offline, query, status, limit, json_):
         raise click.UsageError("--query lists recall candidates; use it without --status")
     with open_memory(db, policy, namespace, now, offline, must_exist=True,
                      read_only=True) as mem:
-        if status:
-            records = mem.memories(status, limit or 20)
-            return emit([r.as_dict() for r in records], json_,
-                        [status_line(r) for r in records] or [f"(no {status} memories)"])
-        records = mem.candidates(query, limit)
+        records = mem.memories(status, limit or 20) if status else mem.candidates(query, limit)
+        note = elsewhere(mem, records)
+    if status:
+        return emit([r.as_dict() for r in records], json_,
+                    [status_line(r) for r in records] or [f"(no {status} memories)"], note)
     lines = [f"#{r.id:<6} rank {r.rank or 0:6.3f}  imp {r.importance:4.1f}  conf {r.confidence:4.2f}  "
              f"fresh {r.decay_score:4.2f}  {r.summary or r.content[:120]}" for r in records]
-    emit([r.as_dict() for r in records], json_, lines or ["(no candidates)"])
+    emit([r.as_dict() for r in records], json_, lines or ["(no candidates)"], note)
 
 
 def status_line(r) -> str:

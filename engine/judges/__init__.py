@@ -27,7 +27,7 @@ from ..answers import BadAnswer
 from ..errors import LetheError
 from ..policy import Judgment, Model, Policy
 from ..lazy import lazy
-from .openai import JudgeUnavailable, OpenAIProvider
+from .openai import JudgeUnavailable, KeyMissing, OpenAIProvider
 
 # the rules judges are ~90 ms of imports that a pass or a recall without them never needs
 rules_adapter = lazy("engine.judges.rules.adapter")
@@ -173,6 +173,9 @@ class Judges:
         self._providers: dict[str, object] = {}
         self._lock = threading.Lock()
         self.rules = RulesProvider()
+        # models asked without the key they need: how often, and the variable last named
+        # (`Memory` compares the count around a call to warn once)
+        self.keyless_asks, self.keyless_env = 0, None
 
     def provider(self, model_name: str):
         with self._lock:  # steps asked at once share one provider per model
@@ -225,6 +228,9 @@ class Judges:
             a = Answer(scripted, "scripted", "scripted") if scripted is not None else \
                 self.provider(judgment.model).ask(step, prompt, variables, retry)
         except JudgeUnavailable as exc:
+            if isinstance(exc, KeyMissing):
+                with self._lock:
+                    self.keyless_asks, self.keyless_env = self.keyless_asks + 1, exc.env
             self.log(step, judgment.model, None, "unavailable", str(exc), start, attempt)
             raise
         except BadAnswer as exc:    # the response held no answer at all
@@ -269,4 +275,4 @@ class Judges:
                                 detail, attempt=attempt, estimated=bool(a and a.estimated))
 
 
-__all__ = ["Judges", "JudgeUnavailable", "BadAnswer", "Answer", "prompt_hash"]
+__all__ = ["Judges", "JudgeUnavailable", "KeyMissing", "BadAnswer", "Answer", "prompt_hash"]

@@ -39,6 +39,15 @@ class JudgeUnavailable(LetheError):
     """The model is unreachable or kept failing (connection refused, timeout, 5xx, 429 after retries)."""
 
 
+class KeyMissing(JudgeUnavailable):
+    """The model needs an API key that is not set (`env` names it): an outage to the
+    caller, which `Memory` tells the user about, since no retry will cure it."""
+
+    def __init__(self, message: str, env: str):
+        self.env = env
+        super().__init__(message)
+
+
 @dataclass
 class Completion:
     """One model answer with its cost and latency."""
@@ -198,7 +207,7 @@ class OpenAIProvider:
         try:
             key = self.endpoint.api_key(self.model)
         except E.NoKey as exc:
-            raise JudgeUnavailable(str(exc)) from None
+            raise KeyMissing(str(exc), self.endpoint.key_env) from None
         http_client = None
         if not self.endpoint.ambient:   # keep the environment's OpenAI settings at home
             hook = E.foreign_request_hook(key, self.headers)

@@ -147,6 +147,11 @@ class StoreCommon:
         if self.db.execute(*held.renew_sql()).rowcount != 1:
             raise held.lost()
 
+    def namespace_counts(self) -> dict[str, int]:
+        """How many memories (of any status) each namespace holds, by name."""
+        return {r[0]: r[1] for r in self._x(
+            "SELECT namespace, count(*) FROM memories GROUP BY namespace ORDER BY namespace")}
+
     def scenes(self, namespace: str) -> dict[str, str]:
         return {r[0]: r[1] for r in self._x(
             "SELECT scene, summary FROM scenes WHERE namespace = ? ORDER BY scene", (namespace,))}
