@@ -115,7 +115,7 @@ class Memory:
             kind: str | None = None, scene: str | None = None, judged: bool = True) -> int:
         """Store a memory: every write step of the policy except the gate runs (values given
         here win over judgments). `judged=False` stores it exactly as given. An `expires_at`
-        that is not after the clock's now is refused (LetheError). A model that
+        before the clock's now is refused (LetheError). A model that
         cannot be reached is answered for by the built-in rules; when that is because no
         API key is set, a `RulesJudgedWarning` says so, once per Memory."""
         if not isinstance(content, str) or not content.strip():
@@ -255,8 +255,10 @@ class Memory:
         nothing at all (no memory of any status, no pending turn) while others in the
         database do: most often a mistyped namespace. None otherwise (an empty namespace
         of its own is legitimate: a new agent's)."""
+        if self.store.holds(self.namespace) or self.pending():
+            return None  # the count of every namespace below reads them all: not for this
         held = self.store.namespace_counts()
-        if held.get(self.namespace) or not held or self.pending():
+        if not held:
             return None
         counts = ", ".join(f"{name} ({n} memor{'y' if n == 1 else 'ies'})" if i == 0
                            else f"{name} ({n})" for i, (name, n) in enumerate(held.items()))
@@ -330,7 +332,7 @@ def _number(value, lo: float, hi: float, what: str) -> float | None:
 
 
 def _expiry(value, now: dt.datetime) -> str | None:
-    """A given expiry as stored text. One not after `now` (the Memory's clock) is refused:
+    """A given expiry as stored text. One before `now` (the Memory's clock) is refused:
     stored active, it only waited for the next expiry pass, and it is almost always a
     typo (the wrong year)."""
     if value is None or value == "":
@@ -339,7 +341,7 @@ def _expiry(value, now: dt.datetime) -> str | None:
         when = iso(until_end_of_day(value) if isinstance(value, str) else value)
     except (ValueError, OverflowError, TypeError, AttributeError):
         raise LetheError(f"expires_at: not an ISO-8601 date or time: {value!r}") from None
-    if when <= iso(now):
-        raise LetheError(f"expires_at {when} is not after now ({iso(now)}): the memory would be "
+    if when < iso(now):  # in the same second as now is not refused: times are to the second
+        raise LetheError(f"expires_at {when} is before now ({iso(now)}): the memory would be "
                          "stored already expired; give a later date, or none")
     return when

@@ -6,7 +6,6 @@ score parts, and how many memories were left out and why, counted by one GROUP B
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 
 from . import vectors
@@ -81,22 +80,25 @@ def record_access(ctx: Context, chosen: list[int]) -> dict[int, int]:
     memory holds each now (`still_active`), resolved under the write lock so that nothing
     moves meanwhile. A recall is a read: when another writer holds the lock longer than
     ACCESS_WAIT (a pass's one transaction: seconds at 1M memories), the access is kept for
-    this store's next transaction (`defer`, with the recall's time) and the answer is not
+    this store's next transaction (`defer`: then resolved and timed) and the answer is not
     held up."""
-    store, now = ctx.store, ctx.store.now()
+    store = ctx.store
+
+    def access() -> dict[int, int]:
+        live = still_active(ctx, chosen)
+        store.run(ctx.plan.access, ctx.namespace, ids=list(dict.fromkeys(live.values())))
+        return live
+
     try:  # one try when a write is kept already: the lock was busy a moment ago
         with store.transaction(wait=0.0 if store.deferred else ACCESS_WAIT):
-            live = still_active(ctx, chosen)
-            store.run(ctx.plan.access, ctx.namespace, now=now,
-                      ids=list(dict.fromkeys(live.values())))
-        return live
+            return access()
     except Exception as exc:
         if not store.is_busy(exc):
             raise
-    live = still_active(ctx, chosen)  # readers never wait for the lock
-    store.defer(functools.partial(store.run, ctx.plan.access, ctx.namespace, now=now,
-                                  ids=list(dict.fromkeys(live.values()))))
-    return live
+    # kept: resolved again when it is written (the pass may merge a chosen memory), and
+    # at that time (`now` then: a later recall's access, written meanwhile, is not undone)
+    store.defer(access)
+    return still_active(ctx, chosen)  # readers never wait for the lock
 
 
 def still_active(ctx: Context, ids: list[int], depth: int = 8) -> dict[int, int]:

@@ -875,11 +875,11 @@ def test_an_expiry_in_the_past_is_refused_against_the_clock(tmp_path):
     expiry pass expired."""
     clock = FixedClock("2026-01-05T09:00:00")
     with Memory(str(tmp_path / "m.db"), offline=True, clock=clock) as mem:
-        for past in ("2025-03-01", "2026-01-05T09:00:00", dt.datetime(2026, 1, 4, 12)):
+        for past in ("2025-03-01", "2026-01-05T08:59:59", dt.datetime(2026, 1, 4, 12)):
             with pytest.raises(LetheError) as refused:
                 mem.add("The beta launches on March 1.", expires_at=past)
-            assert "is not after now (2026-01-05T09:00:00)" in str(refused.value)
-        assert "expires_at 2025-03-01T23:59:59 is not after now" in str(
+            assert "is before now (2026-01-05T09:00:00)" in str(refused.value)
+        assert "expires_at 2025-03-01T23:59:59 is before now" in str(
             pytest.raises(LetheError, mem.add, "x", expires_at="2025-03-01", judged=False).value)
         assert mem.counts() == {}
         kept = mem.add("The venue is booked today.", expires_at="2026-01-05")  # through its end
@@ -887,6 +887,26 @@ def test_an_expiry_in_the_past_is_refused_against_the_clock(tmp_path):
     done = shell('lethe add "The beta launches on March 1." --expires-at 2025-03-01 --db c.db '
                  '--offline --now 2026-01-05T09:00:00; echo "exit $?"; lethe ls --db c.db', tmp_path)
     assert done.stdout == "exit 2\n(no candidates)\n"
-    assert done.stderr == ("error: expires_at 2025-03-01T23:59:59 is not after now "
+    assert done.stderr == ("error: expires_at 2025-03-01T23:59:59 is before now "
                            "(2026-01-05T09:00:00): the memory would be stored already expired; "
                            "give a later date, or none\n")
+
+
+def test_the_wall_clock_is_utc_whatever_the_machine_zone(tmp_path):
+    """The README says every time is UTC; the wall clock was the local time, so east of
+    UTC an expiry given as an aware time an hour ahead was refused as already past."""
+    script = ("import datetime as dt\n"
+              "from engine.clock import system_clock\n"
+              "from engine.memory import Memory\n"
+              "utc = dt.datetime.now(dt.timezone.utc)\n"
+              "assert abs((system_clock() - utc.replace(tzinfo=None)).total_seconds()) < 60\n"
+              f"with Memory({str(tmp_path / 'm.db')!r}, offline=True) as mem:\n"
+              "    i = mem.add('The call is in an hour.', expires_at=utc + dt.timedelta(hours=1))\n"
+              "    print(mem.get(i).expires_at)\n")
+    for zone in ("Europe/Berlin", "America/New_York", "Asia/Kolkata"):
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              env=clean_env(TZ=zone), cwd=tmp_path)
+        assert done.returncode == 0, (zone, done.stderr)
+        stored = dt.datetime.fromisoformat(done.stdout.strip())
+        ahead = stored - dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+        assert dt.timedelta(minutes=55) < ahead <= dt.timedelta(hours=1), (zone, stored)

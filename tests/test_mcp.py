@@ -198,7 +198,7 @@ BAD = [
     ("add", {"content": "x", "importance": 50}, "importance: Input should be less than or equal to 10"),
     ("add", {"content": "x", "expires_at": "soon"}, "expires_at: not an ISO-8601 date or time: 'soon'"),
     ("add", {"content": "x", "expires_at": "2026-01-04"},
-     "expires_at 2026-01-04T23:59:59 is not after now (2026-01-05T09:00:00)"),
+     "expires_at 2026-01-04T23:59:59 is before now (2026-01-05T09:00:00)"),
     ("add", {"content": "x", "tags": "not-a-list"}, "tags: Input should be a valid list"),
     ("why", {"memory_id": 999}, "no memory #999"),
     ("why", {"memory_id": "one"}, "memory_id: Input should be a valid integer"),

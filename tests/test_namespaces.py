@@ -184,6 +184,9 @@ def test_an_empty_namespace_says_which_namespaces_the_database_holds(agents, mem
     assert typo.why_empty() == (f"namespace 'alcie' holds nothing; this database holds: "
                                 f"alice ({held} memories), bob ({held})")
     assert alice.why_empty() is None                 # it holds memories
+    counted = []  # and says so from one index probe, not a count of every namespace
+    alice.store.namespace_counts = lambda: counted.append(1) or {}
+    assert alice.why_empty() is None and counted == []
     waiting = memory("lifecycle", namespace="carol")
     waiting.store.add_turn("carol", "We use uv.", "")  # a turn not yet judged: not nothing
     assert waiting.why_empty() is None

@@ -165,3 +165,26 @@ def test_a_db_that_is_a_directory_or_in_a_missing_one_says_so(tmp_path, command)
     assert out.exit_code == 2
     assert f"the directory {tmp_path / 'nodir'} does not exist" in out.output
     assert not (tmp_path / "nodir").exists()
+
+
+def test_a_link_is_judged_by_the_folder_of_the_file_it_names(tmp_path, monkeypatch):
+    """SQLite writes -wal and -shm beside the file a link points to: a link in a folder the
+    writer may not write, to a file in one it may, works (it was refused), and the reverse
+    is refused (it was let through to SQLite's own 'unable to open database file')."""
+    from engine.store.sqlite import unusable
+    (tmp_path / "ro").mkdir()
+    (tmp_path / "rw").mkdir()
+    target = tmp_path / "rw" / "agent.db"
+    target.write_bytes(b"")
+    link = tmp_path / "ro" / "agent.db"
+    link.symlink_to(target)
+    back = tmp_path / "rw" / "back.db"
+    (tmp_path / "ro" / "real.db").write_bytes(b"")
+    back.symlink_to(tmp_path / "ro" / "real.db")
+    real = os.access
+    ro = str(tmp_path / "ro")
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if str(p) == ro and
+                        mode == os.W_OK else real(p, mode, **kw))
+    assert unusable(str(link), read_only=False) is None
+    problem = unusable(str(back), read_only=False)
+    assert problem and problem.startswith(f"its directory {ro} is read-only"), problem

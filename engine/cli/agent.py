@@ -29,9 +29,13 @@ def recall(db, policy, namespace, now, offline, record, replay, query, top_n, ex
         if explain:
             return show_explanation(mem, query, top_n, json_)
         records = mem.recall(query, top_n)
-        note = elsewhere(mem, records)
-    lines = [f"#{r.id} (conf {r.confidence:.2f} fresh {r.decay_score:.2f}) {r.content}" for r in records]
-    emit([r.as_dict() for r in records], json_, lines or ["(nothing recalled)"], note)
+        lines = [f"#{r.id} (conf {r.confidence:.2f} fresh {r.decay_score:.2f}) {r.content}"
+                 for r in records]
+        # printed before the store closes: an access kept while a pass holds the lock is
+        # written at close, which waits for the lock; the answer does not
+        emit([r.as_dict() for r in records], json_, lines or ["(nothing recalled)"],
+             elsewhere(mem, records))
+        sys.stdout.flush()  # a pipe's reader has it now, not when the process ends
 
 
 def show_explanation(mem, query: str, top_n: int | None, json_: bool) -> None:

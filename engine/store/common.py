@@ -5,6 +5,7 @@ says which it has (`_applied`), and runs a statement written with `?` marks (`_x
 """
 from __future__ import annotations
 
+import contextlib
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,53 +27,14 @@ class Schedule:
     unfinished: frozenset[str] = frozenset()
 
 
+_nothing = contextlib.nullcontext
+
+
 class StoreCommon:
     migrations: list = []
 
     def now(self) -> str:
         return iso(self.clock())
-
-    # -- writes that can wait for the store's next transaction -------------------------
-    @property
-    def deferred(self) -> list:
-        """The writes `defer` kept, in order (each a callable that makes one): what this
-        store's next transaction runs first."""
-        return self.__dict__.setdefault("_deferred", [])
-
-    def defer(self, write) -> None:
-        """Keep a write whose caller need not wait for it (a recall's access and its model
-        call's log line, while a pass holds the write lock): `write()` runs at the start of
-        this store's next transaction, in the order kept, and commits with it; `close()`
-        waits for the lock to write what is still kept. A write bound to a time (`now`)
-        keeps the time it was made at. A process that dies first loses it, as it would have
-        lost the write it was waiting to make."""
-        self.deferred.append(write)
-
-    def _run_deferred(self) -> int:
-        """Inside a transaction that has just begun: run the kept writes. How many there
-        were; the caller forgets them (`_forget_deferred`) once its commit has landed."""
-        kept = list(self.deferred)
-        for write in kept:
-            write()
-        return len(kept)
-
-    def _forget_deferred(self, count: int) -> None:
-        del self.deferred[:count]
-
-    def flush_deferred(self) -> None:
-        """Write what `defer` kept, waiting for the lock up to the store's timeout; when it
-        cannot, a warning says how many writes are lost."""
-        if not self.deferred or self.read_only:
-            return
-        try:
-            with self.transaction():
-                pass  # the transaction runs them first
-        except Exception as exc:  # closing: say what is lost, never raise over it
-            count = len(self.deferred)
-            self.deferred.clear()
-            warnings.warn(StoreWarning(
-                f"{self.path}: {count} write(s) kept while the store was busy (a recall's "
-                f"access, a model call's log line) could not be made ({type(exc).__name__}: {exc})"), stacklevel=3)
 
     def __enter__(self):
         return self
@@ -87,6 +49,78 @@ class StoreCommon:
             raise StoreError(f"{self.path} is from an older version of Lethe (it lacks "
                              f"{', '.join(missing)}); run a command that writes, such as "
                              "`lethe run`, once to upgrade it")
+
+    # -- writes that can wait for the store's next transaction -------------------------
+    @property
+    def deferred(self) -> list:
+        """The writes `defer` kept, in order (each a callable that makes one): what this
+        store's next transaction runs first."""
+        return self.__dict__.setdefault("_deferred", [])
+
+    def defer(self, write) -> None:
+        """Keep a write whose caller need not wait for it (a recall's access and its model
+        call's log line, while a pass holds the write lock): `write()` runs at the start of
+        this store's next transaction, in the order kept, and commits with it; `close()`
+        waits for the lock to write what is still kept. A process that dies first loses it,
+        as it would have lost the write it was waiting to make."""
+        self.deferred.append(write)
+
+    def _run_deferred(self) -> int:
+        """Inside a transaction that has just begun: run the kept writes, each under a
+        savepoint. One that finds a lock held (PostgreSQL: a pass's lock on memories, in a
+        transaction that need not touch them) waits only briefly (`_briefly`), and it and
+        the rest stay kept. One that fails otherwise (a value the database refuses) is
+        dropped with a StoreWarning: it must not fail this transaction, nor every later
+        one. Returns how many to forget (`_forget_deferred`) once the commit has landed."""
+        if not self.deferred:
+            return 0
+        done = 0
+        with self._briefly() if not self.__dict__.get("_flushing") else _nothing():
+            for write in list(self.deferred):
+                self._x("SAVEPOINT lethe_kept")
+                try:
+                    write()
+                except Exception as exc:
+                    self._x("ROLLBACK TO SAVEPOINT lethe_kept")
+                    self._x("RELEASE SAVEPOINT lethe_kept")
+                    if self.is_busy(exc):
+                        break
+                    warnings.warn(StoreWarning(f"{self.path}: a write kept while the store was "
+                                               f"busy was dropped ({type(exc).__name__}: {exc})"),
+                                  stacklevel=2)
+                else:
+                    self._x("RELEASE SAVEPOINT lethe_kept")
+                done += 1
+        return done
+
+    def _briefly(self):
+        """While kept writes run: how long a statement waits for a lock (the backend's;
+        SQLite's transaction holds the only lock there is)."""
+        return _nothing()
+
+    def _forget_deferred(self, count: int) -> None:
+        del self.deferred[:count]
+
+    def flush_deferred(self) -> None:
+        """Write what `defer` kept, waiting for the lock up to the store's timeout; when it
+        cannot, a warning says how many writes are lost."""
+        if not self.deferred or self.read_only:
+            return
+        self._flushing = True
+        try:
+            with self.transaction():
+                pass  # the transaction runs them first
+            problem = "the lock stayed busy" if self.deferred else None
+        except Exception as exc:  # closing: say what is lost, never raise over it
+            problem = f"{type(exc).__name__}: {exc}"
+        finally:
+            self._flushing = False
+        if problem:
+            count = len(self.deferred)
+            self.deferred.clear()
+            warnings.warn(StoreWarning(
+                f"{self.path}: {count} write(s) kept while the store was busy (a recall's "
+                f"access, a model call's log line) could not be made ({problem})"), stacklevel=3)
 
     # -- queries both backends spell the same (`_x` runs them on either) ---------------
     def changes(self, namespace: str) -> list[Row]:
@@ -146,6 +180,11 @@ class StoreCommon:
         raises the holder's LeaseLost when the lease is no longer its own."""
         if self.db.execute(*held.renew_sql()).rowcount != 1:
             raise held.lost()
+
+    def holds(self, namespace: str) -> bool:
+        """Whether the namespace holds any memory, of any status (one index probe)."""
+        return self._x("SELECT 1 FROM memories WHERE namespace = ? LIMIT 1",
+                       (namespace,)).fetchone() is not None
 
     def namespace_counts(self) -> dict[str, int]:
         """How many memories (of any status) each namespace holds, by name."""

@@ -102,6 +102,9 @@ def websearch(fts: str | None) -> str | None:
     return fts.replace('" AND "', '" "') if fts else fts
 
 
+KEPT_WAIT = "20ms"  # how long a kept write waits for a lock inside another transaction
+
+
 class PostgresStore(StoreCommon, Bookkeeping):
     """A connection to one PostgreSQL database (a DSN), upgraded to the current schema;
     or, `read_only`, one that never writes (nor upgrades it)."""
@@ -197,6 +200,17 @@ class PostgresStore(StoreCommon, Bookkeeping):
         self._forget_deferred(kept)
         if fence is not None:
             fence.renewed()
+
+    @contextlib.contextmanager
+    def _briefly(self):
+        """Kept writes wait KEPT_WAIT for a lock: a transaction that only touches the inbox
+        must not wait behind a pass's lock on memories for a recall's access."""
+        saved = self.db.execute("SELECT current_setting('lock_timeout')").fetchone()[0]
+        self.db.execute("SELECT set_config('lock_timeout', %s, true)", (KEPT_WAIT,))
+        try:
+            yield
+        finally:
+            self.db.execute("SELECT set_config('lock_timeout', %s, true)", (saved,))
 
     def is_busy(self, exc: BaseException) -> bool:
         """The error a statement meets when another transaction holds the lock it needs

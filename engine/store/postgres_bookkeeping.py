@@ -12,6 +12,7 @@ psycopg's `%s` by `q` (so most methods are the SQLite text verbatim). What diffe
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 
 from ..clock import iso
@@ -149,13 +150,21 @@ class Bookkeeping:
                  prompt_tokens: int, completion_tokens: int, latency_ms: float, outcome: str,
                  detail: str | None, attempt: int = 0, estimated: bool = False) -> None:
         """One model call: which step, model and attempt, its tokens (`estimated` when the
-        server sent no usage), latency and outcome."""
-        self._x("INSERT INTO model_calls (namespace, step, model, provider, prompt_tokens, "
-                "completion_tokens, latency_ms, outcome, detail, occurred_at, attempt, "
-                "tokens_estimated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                (namespace, step, model, provider, prompt_tokens, completion_tokens, latency_ms,
-                 outcome, detail.replace("\x00", "") if detail else detail, self.now(), attempt,
-                 int(estimated)))
+        server sent no usage), latency and outcome. When writes are kept (a recall's
+        access, while a pass held memories), it is written in a transaction that tries them
+        too (briefly: `StoreCommon._run_deferred`)."""
+        insert = functools.partial(
+            self._x, "INSERT INTO model_calls (namespace, step, model, provider, prompt_tokens, "
+            "completion_tokens, latency_ms, outcome, detail, occurred_at, attempt, "
+            "tokens_estimated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (namespace, step, model, provider, prompt_tokens, completion_tokens, latency_ms,
+             outcome, detail.replace("\x00", "") if detail else detail, self.now(), attempt,
+             int(estimated)))
+        if not self.deferred or self.db.info.transaction_status:
+            insert()
+            return
+        with self.transaction():
+            insert()
 
     def costs(self, namespace: str) -> list[dict]:
         """Every logged model call summed per step and model: calls, tokens, latency, and

@@ -40,12 +40,13 @@ def unusable(path: str, read_only: bool) -> str | None:
     usable (SQLite may still refuse it: then its own error is shown)."""
     if path == ":memory:" or path.startswith("file:"):
         return None
-    folder = os.path.dirname(os.path.abspath(path))
+    path = os.path.realpath(path)  # a link: SQLite writes -wal and -shm beside its target
+    folder = os.path.dirname(path)
     if os.path.isdir(path):
         return (f"it is a directory, not a database file (give a file, e.g. "
                 f"{os.path.join(path, 'agent.db')})")
     if not os.path.isdir(folder):
-        return f"the directory {os.path.dirname(path) or '.'} does not exist"
+        return f"the directory {folder} does not exist"
     if read_only:
         return None
     beside = [path + "-wal", path + "-shm"]
@@ -53,7 +54,7 @@ def unusable(path: str, read_only: bool) -> str | None:
         what = "the file is read-only (its mode, or a read-only mount)"
     elif not os.access(folder, os.W_OK) and not all(
             os.path.exists(p) and os.access(p, os.W_OK) for p in beside):
-        what = (f"its directory {os.path.dirname(path) or '.'} is read-only, and SQLite "
+        what = (f"its directory {folder} is read-only, and SQLite "
                 "needs to write its -wal and -shm files (the write-ahead log) beside it")
     else:
         return None

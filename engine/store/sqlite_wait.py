@@ -92,18 +92,21 @@ class Waiting:
 
     def write_soon(self, sql: str, params=()) -> None:
         """An autocommit write no caller waits on (a model call's log line): made now when
-        the write lock is free within SOON, else kept for the next transaction (`defer`),
-        as it is at once when a write is kept already (the lock was busy a moment ago)."""
-        if self.deferred:
-            self.defer(functools.partial(self.db.execute, sql, params))
-            return
+        the write lock is free within SOON, else kept for the next transaction (`defer`).
+        When writes are kept already (the lock was busy a moment ago) it is tried once, in a
+        transaction that writes those too."""
+        write = functools.partial(self.db.execute, sql, params)
         try:
-            with self.waiting(SOON):
-                self.db.execute(sql, params)
+            if self.deferred and not self.db.in_transaction:
+                with self.transaction(wait=0.0):
+                    write()
+            else:
+                with self.waiting(SOON):
+                    write()
         except Exception as exc:
             if not self.is_busy(exc):
                 raise
-            self.defer(functools.partial(self.db.execute, sql, params))
+            self.defer(write)
 
     def is_busy(self, exc: BaseException) -> bool:
         """The error a writer meets when another connection holds the write lock longer
