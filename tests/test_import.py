@@ -285,3 +285,20 @@ def test_importing_a_file_into_itself_is_refused(tmp_path):
         assert "copied" not in out.output
     with pytest.raises(StoreError, match="into itself"):
         copy_store(str(path), str(path))
+
+
+def test_a_dsn_written_another_way_is_the_same_database():
+    """The same server and database in another order or form was imported into itself
+    ("1 already there", exit 0); another database or schema is another store."""
+    pytest.importorskip("psycopg")
+    from engine.store.transfer import _check_not_itself
+    a = "postgresql://lethe@localhost:5433/lethe?options=-csearch_path%3Dt1&connect_timeout=5"
+    for same in ("postgresql://lethe@localhost:5433/lethe?connect_timeout=5"
+                 "&options=-csearch_path%3Dt1",
+                 "postgres://lethe@localhost:5433/lethe?options=-csearch_path%3Dt1 "):
+        with pytest.raises(StoreError, match="into itself"):
+            _check_not_itself(a, same)
+    for other in ("postgresql://lethe@localhost:5433/other?options=-csearch_path%3Dt1",
+                  "postgresql://lethe@localhost:5433/lethe?options=-csearch_path%3Dt2",
+                  "postgresql://lethe@localhost:5434/lethe?options=-csearch_path%3Dt1"):
+        _check_not_itself(a, other)  # not refused

@@ -178,7 +178,7 @@ def _check_not_itself(source: str, destination: str) -> None:
     if a rerun had found the work done: refuse it, whatever path (a symlink, ../x) or
     spelling names the one file or database twice."""
     if is_dsn(source) or is_dsn(destination):
-        same = is_dsn(source) and is_dsn(destination) and source.strip() == destination.strip()
+        same = is_dsn(source) and is_dsn(destination) and _place(source) == _place(destination)
     else:
         try:
             same = os.path.samefile(source, destination)
@@ -188,6 +188,18 @@ def _check_not_itself(source: str, destination: str) -> None:
         also = "" if source == destination else f" ({masked(destination)} is the same file)"
         raise StoreError(f"cannot import {masked(source)} into itself{also}: give --db another "
                          "database, the one to copy it into")
+
+
+def _place(dsn: str):
+    """Where a DSN leads, whatever order or form (URL, key=value) it is written in: the
+    server, database, user and options (a schema is chosen there); the text without psycopg."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+        parts = conninfo_to_dict(dsn.strip())
+    except Exception:  # no postgres extra, or a DSN psycopg cannot read: as written
+        return dsn.strip()
+    return tuple(str(parts.get(k) or "") for k in ("host", "hostaddr", "port", "dbname",
+                                                     "user", "options"))
 
 
 def _check_source(raw: _Source, shown: str) -> None:
