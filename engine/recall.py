@@ -13,13 +13,11 @@ from .answers import today
 from .context import Context
 from .judges import JudgeUnavailable
 from .records import MemoryRecord
+from .store.common import KEEP_AFTER
 from .text import fts_query
 
 # statuses recall explains by name, in this order; others found are listed after them
 STATUSES = ("archived", "superseded", "expired", "compressed")
-
-
-ACCESS_WAIT = 0.02  # seconds a recall waits for the write lock before it defers its access
 
 
 def candidates(ctx: Context, query: str | None = None, limit: int | None = None,
@@ -79,7 +77,7 @@ def record_access(ctx: Context, chosen: list[int]) -> dict[int, int]:
     """Record the chosen memories' access (the policy's on_access) and say which active
     memory holds each now (`still_active`), resolved under the write lock so that nothing
     moves meanwhile. A recall is a read: when another writer holds the lock longer than
-    ACCESS_WAIT (a pass's one transaction: seconds at 1M memories), the access is kept for
+    KEEP_AFTER (a pass's one transaction: seconds at 1M memories), the access is kept for
     this store's next transaction (`defer`: then resolved and timed) and the answer is not
     held up."""
     store = ctx.store
@@ -90,7 +88,7 @@ def record_access(ctx: Context, chosen: list[int]) -> dict[int, int]:
         return live
 
     try:  # one try when a write is kept already: the lock was busy a moment ago
-        with store.transaction(wait=0.0 if store.deferred else ACCESS_WAIT):
+        with store.transaction(wait=0.0 if store.deferred else KEEP_AFTER):
             return access()
     except Exception as exc:
         if not store.is_busy(exc):

@@ -29,6 +29,10 @@ class Schedule:
 
 _nothing = contextlib.nullcontext
 
+# seconds a write no caller waits on (a recall's access, a model call's log line) waits for
+# a lock before it is kept for the store's next transaction (`StoreCommon.defer`)
+KEEP_AFTER = 0.02
+
 
 class StoreCommon:
     migrations: list = []

@@ -28,7 +28,7 @@ import uuid
 
 from ..clock import Clock, system_clock
 from ..errors import StoreError
-from .common import StoreCommon
+from .common import KEEP_AFTER, StoreCommon
 from .postgres_bookkeeping import Bookkeeping, q, refuse_nul
 from .postgres_lease import PostgresLease
 from .postgres_schema import PG_MIGRATIONS, SEARCH_CONFIG
@@ -100,9 +100,6 @@ def websearch(fts: str | None) -> str | None:
     """The engine's full-text queries ('"a" OR "b"', '"a" AND "b"', every token quoted) in
     websearch_to_tsquery's syntax, where OR is OR and words side by side are AND."""
     return fts.replace('" AND "', '" "') if fts else fts
-
-
-KEPT_WAIT = "20ms"  # how long a kept write waits for a lock inside another transaction
 
 
 class PostgresStore(StoreCommon, Bookkeeping):
@@ -203,10 +200,10 @@ class PostgresStore(StoreCommon, Bookkeeping):
 
     @contextlib.contextmanager
     def _briefly(self):
-        """Kept writes wait KEPT_WAIT for a lock: a transaction that only touches the inbox
+        """Kept writes wait KEEP_AFTER for a lock: a transaction that only touches the inbox
         must not wait behind a pass's lock on memories for a recall's access."""
         saved = self.db.execute("SELECT current_setting('lock_timeout')").fetchone()[0]
-        self.db.execute("SELECT set_config('lock_timeout', %s, true)", (KEPT_WAIT,))
+        self.db.execute("SELECT set_config('lock_timeout', %s, true)", (f"{int(KEEP_AFTER * 1000)}ms",))
         try:
             yield
         finally:

@@ -19,9 +19,10 @@ import contextlib
 import functools
 import time
 
+from .common import KEEP_AFTER
+
 TRY_EVERY = 0.001  # seconds between tries of a statement that found the database locked
 MAKE_WAY = 0.003   # seconds a batched pass leaves the lock free after each range
-SOON = 0.02        # seconds a write no caller waits on waits for the lock before it is kept
 
 
 SQLITE_BUSY = 5
@@ -92,7 +93,7 @@ class Waiting:
 
     def write_soon(self, sql: str, params=()) -> None:
         """An autocommit write no caller waits on (a model call's log line): made now when
-        the write lock is free within SOON, else kept for the next transaction (`defer`).
+        the write lock is free within KEEP_AFTER, else kept for the next transaction (`defer`).
         When writes are kept already (the lock was busy a moment ago) it is tried once, in a
         transaction that writes those too."""
         write = functools.partial(self.db.execute, sql, params)
@@ -101,7 +102,7 @@ class Waiting:
                 with self.transaction(wait=0.0):
                     write()
             else:
-                with self.waiting(SOON):
+                with self.waiting(KEEP_AFTER):
                     write()
         except Exception as exc:
             if not self.is_busy(exc):
