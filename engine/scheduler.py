@@ -15,11 +15,13 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+import warnings
 from typing import Callable
 
 from . import runner
 from .clock import parse_duration
 from .errors import LeaseBusy, LeaseLost, LetheError
+from .keys import PassesUndoneWarning
 from .leasing import DEFAULT_TTL, LeaseTerms, default_holder
 from .passes import PassResult
 
@@ -61,6 +63,7 @@ class Scheduler:
         self._run_lock = threading.Lock()      # the thread and force_run take turns
         self._thread: threading.Thread | None = None
         self._own = None                       # the scheduler's context, on its own connection
+        self._warned_keyless = False           # PassesUndoneWarning is given once
         self._open()
 
     # -- lifecycle
@@ -126,12 +129,26 @@ class Scheduler:
         with self._run_lock:
             ctx = self._open()
             hook = self._hook(progress)
-            if names is not None:
-                return runner.run(ctx, names, hook, terms)
+            before = ctx.judges.keyless_asks
             try:
-                return runner.run_due(ctx, hook, terms)
-            except LeaseBusy:
-                return None
+                if names is not None:
+                    return runner.run(ctx, names, hook, terms)
+                try:
+                    return runner.run_due(ctx, hook, terms)
+                except LeaseBusy:
+                    return None
+            finally:
+                self._say_if_keyless(ctx, before)
+
+    def _say_if_keyless(self, ctx, before: int) -> None:
+        """Once per scheduler, as `Memory.run_due()` does: a tick asked a model that has no
+        API key, so its turns stay pending and compression merges nothing. Also logged,
+        since a background thread's warning is easy to miss."""
+        if ctx.judges.keyless_asks > before and not self._warned_keyless:
+            self._warned_keyless = True
+            warning = PassesUndoneWarning(ctx.judges.keyless_env or "OPENAI_API_KEY")
+            log.warning("scheduler: %s", warning)
+            warnings.warn(warning, stacklevel=2)
 
     def _hook(self, progress):
         """Called before each statement of a pass, inside the pass's transaction: report

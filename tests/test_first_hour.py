@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 
 import pytest
@@ -910,3 +911,50 @@ def test_the_wall_clock_is_utc_whatever_the_machine_zone(tmp_path):
         stored = dt.datetime.fromisoformat(done.stdout.strip())
         ahead = stored - dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
         assert dt.timedelta(minutes=55) < ahead <= dt.timedelta(hours=1), (zone, stored)
+
+
+def test_a_keyless_scheduler_says_once_what_its_passes_left_undone(tmp_path, clock):
+    """The scheduler (and `lethe daemon`) runs passes on a context of its own, so the
+    Memory's once-only warning never fired there: a keyless daemon merged nothing, quietly."""
+    from engine import Scheduler
+    with Memory(str(tmp_path / "m.db"), clock=clock) as mem:
+        for fact in FACTS:
+            mem.add(fact, judged=False)
+        sched = Scheduler(mem, interval=3600)
+        try:
+            results = []
+            said = keyless(mem, lambda m: [results.extend(sched.force_run(["compression"])),
+                                           sched.tick(), sched.force_run(["compression"])])
+        finally:
+            sched.close()
+        assert [type(w) for w in said] == [PassesUndoneWarning]
+        assert "cluster model unreachable, nothing merged" in results[0].notes[0]
+    with Memory(str(tmp_path / "m.db"), clock=clock, offline=True) as mem:
+        sched = Scheduler(mem, interval=3600)
+        try:
+            assert keyless(mem, lambda m: sched.force_run(["compression"])) == []
+        finally:
+            sched.close()
+
+
+def test_a_keyless_lethe_daemon_says_it_on_stderr(tmp_path):
+    setup = shell("; ".join(f'lethe add "{f}" --db m.db --offline >/dev/null' for f in FACTS[:5]),
+                  tmp_path)
+    assert setup.returncode == 0, setup.stderr
+    out, err = tmp_path / "out.txt", tmp_path / "err.txt"
+    with open(out, "w") as o, open(err, "w") as e:
+        daemon = subprocess.Popen([sys.executable, "-m", "engine.cli", "daemon", "--db", "m.db",
+                                   "--interval", "0.2"], cwd=tmp_path, env=clean_env(),
+                                  stdout=o, stderr=e)
+    try:
+        for _ in range(600):  # its first tick runs every pass; wait for it, at most a minute
+            if "compression" in out.read_text() or daemon.poll() is not None:
+                break
+            time.sleep(0.1)
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)
+    warned = [line for line in err.read_text().splitlines() if line.startswith("warning:")]
+    assert warned == ["warning: no API key: the passes left the model's part undone (pending "
+                      "turns, merges); pass --offline or set OPENAI_API_KEY"], err.read_text()
+    assert "nothing merged" in out.read_text(), out.read_text()
