@@ -2,14 +2,35 @@
 
     from engine import Memory
     mem = Memory("agent.db", policy="policies/lifecycle.yaml", offline=True)
+
+The names below are imported on first use (PEP 562): `lethe --version`, or a program that
+imports only `engine.errors`, does not pay for the policy compiler, the store and Jinja.
 """
 from .clock import FixedClock
 from .errors import ExpectationError, FormulaError, LetheError, PolicyError, StoreError
-from .memory import History, Memory, MemoryRecord
-from .scheduler import Scheduler
-from .policy import Policy
-from .policy import load as load_policy
+from .lazy import lazy
+
+_memory = lazy("engine.memory")
+_scheduler = lazy("engine.scheduler")
+_policy = lazy("engine.policy")
+
+# name -> (module, attribute)
+_LAZY = {"Memory": (_memory, "Memory"), "MemoryRecord": (_memory, "MemoryRecord"),
+         "History": (_memory, "History"), "Scheduler": (_scheduler, "Scheduler"),
+         "Policy": (_policy, "Policy"), "load_policy": (_policy, "load")}
 
 __all__ = ["Memory", "MemoryRecord", "History", "Policy", "load_policy", "FixedClock",
            "Scheduler", "LetheError", "PolicyError", "FormulaError", "StoreError", "ExpectationError"]
 
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        value = getattr(module, attr)
+        globals()[name] = value  # a plain lookup from now on
+        return value
+    raise AttributeError(f"module 'engine' has no attribute '{name}'")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
-import socket
 import threading
 import time
 import uuid
@@ -50,9 +49,17 @@ class LeaseTerms:
     wait: float = 0.0
 
 
+def _host() -> str:
+    """This machine's name (socket.gethostname(), without importing socket where os has it)."""
+    if hasattr(os, "uname"):
+        return os.uname().nodename
+    import socket
+    return socket.gethostname()
+
+
 def default_holder() -> str:
     """host:pid:random, so a lease row says who holds it and no two holders share a name."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    return f"{_host()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 class Held:
@@ -171,7 +178,7 @@ def hold(ctx: Context, terms: LeaseTerms | None = None) -> Iterator[Context]:
 def holder_is_gone(holder: str) -> bool:
     """A holder named by `default_holder` on this host whose process no longer exists."""
     host, _, rest = holder.partition(":")
-    return host == socket.gethostname() and processes.gone(rest.partition(":")[0])
+    return host == _host() and processes.gone(rest.partition(":")[0])
 
 
 def _take(lease, wait: float) -> bool:

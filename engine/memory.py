@@ -13,7 +13,6 @@ import math
 from typing import Iterable
 
 from . import passes as P
-from . import recall as R
 from . import runner
 from . import vectors
 from .clock import Clock, iso, parse_duration, system_clock, until_end_of_day
@@ -23,11 +22,15 @@ from .keys import NoApiKeyWarning, PassesUndoneWarning, RulesJudgedWarning
 from .leasing import LeaseTerms
 from .policy import Policy, load
 from .records import History, Keyed, MemoryRecord
+from .resources import DEFAULT_POLICY
+from .lazy import lazy
 from .text import valid_text
 from .policy import STATUSES
-from .write import Writer, Written, forget, store_memory
 
-DEFAULT_POLICY = "lifecycle"
+
+# what a pass alone (`lethe run`, the scheduler) never calls: imported on first use
+R = lazy("engine.recall")
+W = lazy("engine.write")
 
 __all__ = ["Memory", "MemoryRecord", "History", "Keyed", "DEFAULT_POLICY"]
 
@@ -71,7 +74,7 @@ class Memory:
         # progress(line): told each step of adopting or upgrading a file with memories in it
         self.context: Context = open_context(db_path, pol, namespace, clock or system_clock,
                                              settings, read_only, progress)
-        self.writer = Writer(self.context)
+        self._writer = None
         self._warned: set[type] = set()  # the keyless warnings given
 
     # the context's parts, for callers that inspect them
@@ -82,6 +85,13 @@ class Memory:
     namespace = property(lambda self: self.context.namespace)
     clock = property(lambda self: self.context.clock)
     offline = property(lambda self: self.context.settings.offline)
+
+    @property
+    def writer(self) -> W.Writer:
+        """The write pipeline (made on first use: a pass alone never writes memories)."""
+        if self._writer is None:
+            self._writer = W.Writer(self.context)
+        return self._writer
 
     def close(self) -> None:
         self.store.close()
@@ -94,7 +104,7 @@ class Memory:
 
     # -- writing
     @_says_if_keyless(NoApiKeyWarning)
-    def remember(self, user: str, assistant: str = "") -> Written:
+    def remember(self, user: str, assistant: str = "") -> W.Written:
         """Judge a conversation turn (what the user said and, if any, what the assistant
         answered: `lethe remember` and the MCP tool take it as optional too) and store what
         is worth keeping; returns the ids stored
@@ -131,7 +141,7 @@ class Memory:
             return self.writer.add(content, fields)
         vector = vectors.vector_of(self.context, content)  # outside the transaction
         with self.store.transaction():
-            new_id = store_memory(self.context, content, **fields)
+            new_id = W.store_memory(self.context, content, **fields)
             vectors.save(self.context, new_id, vector)
             return new_id
 
@@ -141,7 +151,7 @@ class Memory:
         mem = self.get(memory_id)
         if mem is None:
             raise LetheError(self._not_here(memory_id))
-        if not forget(self.context, memory_id, str(reason)):
+        if not W.forget(self.context, memory_id, str(reason)):
             raise LetheError(f"memory #{memory_id} is {mem.status}, not active: nothing to forget")
         return self.get(memory_id)
 

@@ -9,12 +9,14 @@ package are read when a policy is looked up.
 from __future__ import annotations
 
 import os
-from importlib import resources
 
 POLICY_SUFFIX = ".yaml"
+DEFAULT_POLICY = "lifecycle"  # the policy a Memory, the CLI and the integrations use unnamed
 
 
 def _shipped(folder: str) -> str:
+    from importlib import resources  # 4 ms at start-up, and only a bare policy name needs it
+
     # realpath: in a checkout the link leads to the top-level folder, and errors and
     # prompt folders then name the file an author would edit
     return os.path.realpath(os.fspath(resources.files("engine.shipped") / folder))

@@ -12,11 +12,14 @@ from typing import Callable, Iterable
 
 from . import passes as P
 from . import vectors
-from .compress import compress
 from .context import Context
 from .errors import LetheError
+from .lazy import lazy
 from .leasing import LeaseTerms, hold
-from .write import Writer
+
+# imported when a turn is pending or a compression pass runs, not for decay alone
+compressing = lazy("engine.compress")
+write = lazy("engine.write")
 
 Progress = Callable[[str], None] | None
 
@@ -47,7 +50,7 @@ def run_due(ctx: Context, progress: Progress = None, terms: LeaseTerms | None = 
         schedule = held.store.schedule(held.namespace)  # read under the lease: it decides
         before = schedule.pending
         if before:  # changes turns only, not what the schedule says
-            judged = Writer(held).retry_pending()
+            judged = write.Writer(held).retry_pending()
         embedded = vectors.backfill(held)  # memories stored while the embedding model was down
         hook = _hook(held, progress)
         results = _run_all(held, P.due(held, held.clock(), schedule), hook)
@@ -96,7 +99,7 @@ def run_one(ctx: Context, name: str, progress: Progress = None) -> P.PassResult:
     # recorded only once every merge is done: a crash mid-compression leaves it due, with
     # its rules marked done so that the next run only clusters and merges
     result = P.run_rules(ctx, name, progress, record=False)
-    compress(ctx, p, result)
+    compressing.compress(ctx, p, result)
     with ctx.transaction():
         ctx.store.clear_progress(ctx.namespace, name)
         ctx.store.record_run(ctx.namespace, name, result.ran_at, result.changed)

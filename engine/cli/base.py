@@ -18,11 +18,15 @@ import warnings
 
 import click
 
-from .. import policy as policy_mod
 from ..clock import FixedClock, parse_duration, parse_time, until_end_of_day
 from ..errors import LetheError, StoreError
-from ..memory import DEFAULT_POLICY, Memory
-from ..store import database_errors, is_dsn
+from ..lazy import lazy
+from ..resources import DEFAULT_POLICY
+
+# imported when a command opens a store: `lethe --help` and `--version` do without them
+memory = lazy("engine.memory")
+policy_mod = lazy("engine.policy")
+store = lazy("engine.store")
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -40,7 +44,7 @@ class LetheGroup(click.Group):
         except LetheError as exc:  # exit 0: not a failure (another runner holds the lease)
             echo(f"{'error: ' if exc.exit_code else ''}{exc}", err=True)
             ctx.exit(exc.exit_code)
-        except database_errors() as exc:  # a corrupt page, a full disk, a lock held too long
+        except store.database_errors() as exc:  # a corrupt page, a full disk, a lock held too long
             echo(f"error: the database failed: {exc}", err=True)
             ctx.exit(1)
         except Exception as exc:  # a bug, not a user mistake: say so, keep the exit code apart
@@ -157,7 +161,7 @@ def lease_options(f):
 
 # ---- opening and printing -----------------------------------------------------------
 def open_memory(db, policy, namespace, now, offline, record=None, replay=None,
-                must_exist=False, read_only: bool = False) -> Memory:
+                must_exist=False, read_only: bool = False) -> memory.Memory:
     """The `Memory` the store options describe: --db, else the policy's `db:`. Commands
     that only read pass `must_exist` (a mistyped path is refused, not created empty) and
     open it `read_only`: they never write, so never wait behind a writer, and work on a
@@ -166,15 +170,15 @@ def open_memory(db, policy, namespace, now, offline, record=None, replay=None,
     path = db or pol.db
     if not path:
         raise click.UsageError("no database: pass --db FILE (or a postgresql:// DSN) or set LETHE_DB")
-    if must_exist and not is_dsn(path) and not os.path.exists(path):
+    if must_exist and not store.is_dsn(path) and not os.path.exists(path):
         raise StoreError(no_database(path))
     clock = FixedClock(now) if now else None
-    return Memory(path, policy=pol, namespace=namespace, offline=offline, clock=clock,
+    return memory.Memory(path, policy=pol, namespace=namespace, offline=offline, clock=clock,
                   record=record, replay=replay, read_only=read_only,
                   progress=terminal_progress(sys.stderr))
 
 
-def elsewhere(mem: Memory, found) -> str | None:
+def elsewhere(mem: memory.Memory, found) -> str | None:
     """When nothing was `found` because the namespace holds nothing while others do (a
     mistyped --namespace): the line saying what the database holds, for `emit`'s note."""
     return None if found else mem.why_empty()

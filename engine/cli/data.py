@@ -5,11 +5,13 @@ import sys
 
 import click
 
+from ..lazy import lazy
 from ..memory import Memory
 from ..policy import STATUSES
-from ..write import pending_reasons
 from .base import (LIMIT, MEMORY_ID, Finite, IsoTime, elsewhere, emit, json_option,
                    lease_options, model_options, open_memory, store_options)
+
+write = lazy("engine.write")  # `lethe pending` only: a pass does not import the pipeline
 
 
 @click.command()
@@ -153,7 +155,7 @@ def remember(db, policy, namespace, now, offline, record, replay, user, assistan
         written = mem.remember(user, assistant)
         records = {i: mem.get(i) for i in [*written, *(old for old, _ in written.superseded)]}
         rows = mem.pending()
-    reasons = pending_reasons(rows)
+    reasons = write.pending_reasons(rows)
     data = {**written.as_dict(), "memories": [records[i].as_dict() for i in written],
             "pending": len(rows), "pending_reason": written.pending,
             "pending_reasons": reasons}

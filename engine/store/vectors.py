@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..errors import StoreError
 
@@ -80,14 +79,16 @@ class VectorIndex:
         the cells nearest it: a shortlist for the compiled neighbour statement to rescore."""
         return self._shortlist(self.db, self._version(), namespace, model, vector, k)
 
-    def nearest_beside(self, namespace: str, model: str, vector: bytes, k: int) -> Future:
+    def nearest_beside(self, namespace: str, model: str, vector: bytes, k: int):
         """`nearest()` on a second connection of this store, in a thread of its own, so
         the caller's full-text query runs meanwhile: SQLite and the distance functions run
         without holding the GIL, and at 1M memories the two take 5-8 ms each. Inside a
         transaction it runs at once on the store's own connection, which alone sees what
-        that transaction wrote."""
+        that transaction wrote. Returns a concurrent.futures.Future."""
+        # imported here: 3 ms of every start-up, and only a store with vectors gets here
+        from concurrent.futures import Future, ThreadPoolExecutor
         if self.db.in_transaction:
-            done: Future = Future()
+            done = Future()
             done.set_result(self.nearest(namespace, model, vector, k))
             return done
         with _OPENING:  # two threads sharing a store open one connection, not two
