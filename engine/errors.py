@@ -93,3 +93,8 @@ class LeaseLost(LetheError):
     holder's uncommitted work was rolled back, and the new holder finishes the job."""
 
     exit_code = 1
+
+
+class GaveWay(Exception):
+    """A pass's one transaction rolled back because a writer was waiting for the lock: the
+    pass runs again in ranges (engine/passes.py). Never reaches a caller."""

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 from .clock import parse_time
 from .context import Context
+from .errors import GaveWay
 
 
 @dataclass
@@ -32,22 +34,34 @@ class PassResult:
 # the cursor of a pass whose rules are all applied while the rest of it (compression's
 # merges) is still to do: a resumed run goes straight to that rest
 RULES_DONE = 2 ** 62
+# a pass that gave way to a writer runs in ranges of ids sized to hold the write lock this
+# long each, starting from FIRST_RANGE ids
+RANGE_SECONDS = 0.005
+FIRST_RANGE = 500
+GAVE_WAY = "gave way to a waiting writer: ran in ranges"
 
 
 def run_rules(ctx: Context, name: str, progress: Callable[[str], None] | None = None,
               record: bool = True) -> PassResult:
     """Execute one pass's rule statements and record the run, all in one transaction;
-    a pass with `batch: N` commits every N ids instead (see `run_batched`). With
-    `record=False` the caller records the run when its own work is done; until then the
-    pass's progress says its rules are applied, so a crash never applies them twice."""
+    a pass with `batch: N` commits every N ids instead (see `run_batched`), and so does
+    one that gives way to a writer waiting for the lock (it rolls back and runs again in
+    ranges). With `record=False` the caller records the run when its own work is done;
+    until then the pass's progress says its rules are applied, so a crash never applies
+    them twice."""
     if ctx.policy.passes[name].batch:
         return run_batched(ctx, name, progress, record)
     state = ctx.store.progress(ctx.namespace, name)
     if state and state["cursor"] >= RULES_DONE:
         return PassResult(name, state["run_now"], state["changed"],
                           notes=["resumed an interrupted run after its rules"])
-    with ctx.transaction(exclusive=True):
-        return _rules_and_record(ctx, name, progress, record, clear=state is not None)
+    if state:  # it gave way, and that run in ranges was cut short: finish it
+        return run_batched(ctx, name, progress, record)
+    try:
+        with _giving_way(ctx, [name]), ctx.transaction(exclusive=True):
+            return _rules_and_record(ctx, name, progress, record, clear=False)
+    except GaveWay:
+        return run_batched(ctx, name, progress, record, GAVE_WAY)
 
 
 def run_together(ctx: Context, names: list[str], progress=None) -> list[PassResult]:
@@ -57,8 +71,18 @@ def run_together(ctx: Context, names: list[str], progress=None) -> list[PassResu
     expiry's scattered rows and then rewriting them. All or none land."""
     if len(names) == 1 or any(ctx.store.progress(ctx.namespace, n) for n in names):
         return [run_rules(ctx, name, progress) for name in names]  # one left half done
-    with ctx.transaction(exclusive=True):
-        return [_rules_and_record(ctx, name, progress, True, clear=False) for name in names]
+    try:
+        with _giving_way(ctx, names), ctx.transaction(exclusive=True):
+            return [_rules_and_record(ctx, name, progress, True, clear=False) for name in names]
+    except GaveWay:  # a writer waits: each runs in ranges, none of them has landed
+        return [run_batched(ctx, name, progress, note=GAVE_WAY) for name in names]
+
+
+def _giving_way(ctx: Context, names: list[str]):
+    """The store's giving_way, unless one of the passes is `atomic: true`."""
+    if any(ctx.policy.passes[n].atomic for n in names):
+        return contextlib.nullcontext()
+    return ctx.store.giving_way()
 
 
 def alone_in_a_transaction(ctx: Context, name: str) -> bool:
@@ -137,28 +161,38 @@ def _note_skipped(result: PassResult, rule: str) -> None:
         result.notes.append(note)
 
 
-def run_batched(ctx: Context, name: str, progress=None, record: bool = True) -> PassResult:
+def run_batched(ctx: Context, name: str, progress=None, record: bool = True,
+                note: str | None = None) -> PassResult:
     """A pass over a huge store, committed in id ranges so readers and writers are never
     held up for long. Every rule reads and writes only its own row, so running all rules
     range by range gives the same rows as one transaction. Each range commits together
     with the cursor, and a resumed run keeps the `now` it started with: after a crash the
     next run finishes the same pass, and no row is ever passed over or done twice. Under
     the lease only a runner whose predecessor is gone (died, or lost the lease) finds the
-    cursor, and each range's commit is fenced: two runners never share one run."""
+    cursor, and each range's commit is fenced: two runners never share one run.
+    Without `batch:` (a pass that gave way to a writer) each range is sized from the last
+    one's time to hold the lock about RANGE_SECONDS."""
     store, ns = ctx.store, ctx.namespace
     size = ctx.policy.passes[name].batch
+    timed, size = size is None, size or FIRST_RANGE
+    statements = ctx.plan.pass_ranges[name] if timed else ctx.plan.passes[name]
     state = store.progress(ns, name)
     now = state["run_now"] if state else ctx.now()
     result = PassResult(name, now, notes=["resumed an interrupted run"] if state else [])
+    if note:
+        result.notes.append(note)
     result.changed = state["changed"] if state else 0  # rows the interrupted run already did
     lo, top = store.id_bounds(ns)
     lo = state["cursor"] if state else lo
     while lo <= top:
-        hi = lo + size
+        hi, began = lo + size, time.perf_counter()
         with ctx.transaction(exclusive=True):
-            _apply(ctx, ctx.plan.passes[name], result, now, progress, (lo, hi))
+            _apply(ctx, statements, result, now, progress, (lo, hi))
             store.save_progress(ns, name, hi, now, result.changed)
         lo = hi
+        if timed:  # at most twice the last, at least a tenth of the first
+            took = max(time.perf_counter() - began, 1e-4)
+            size = max(FIRST_RANGE // 10, min(2 * size, int(size * RANGE_SECONDS / took)))
         store.make_way()  # a writer waiting for the lock takes it before the next range
     with ctx.transaction():
         _finish(ctx, name, now, result, record)

@@ -47,6 +47,8 @@ class Plan:
     # reaches most of the file, the indexes over those are rebuilt once: engine.store.bulk)
     pass_reach: dict[str, Statement] = field(default_factory=dict)
     pass_writes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # a one-transaction pass that gave way to a writer: its rules over one id range each
+    pass_ranges: dict[str, list[Statement]] = field(default_factory=dict)
     # with an embedding model: nearest neighbours (ids from the store's vector index)
     # through each step's candidate query, by step ('contradiction', 'fused', 'recall')
     neighbours: dict[str, Statement] = field(default_factory=dict)
@@ -90,6 +92,8 @@ def compile_policy(policy: Policy, dialect: str | Dialect = "sqlite") -> Plan:
         pass_reach={name: reach_statement(p, d) for name, p in policy.passes.items()
                     if p.rules and not p.batch},
         pass_writes={name: pass_writes(policy, p) for name, p in policy.passes.items()},
+        pass_ranges={name: pass_statements(policy, p, d, ranged=True)
+                     for name, p in policy.passes.items() if p.rules and not p.batch},
         neighbours=neighbour_statements(policy, d) if model else {},
     )
 
@@ -273,6 +277,10 @@ def render_plan(plan: Plan) -> str:
             blocks.append(_show(plan.pass_reach[name]))
         for st in statements:
             blocks.append(_show(st))
+        if name in plan.pass_ranges and plan.dialect.name == "sqlite":
+            blocks.append("-- when a writer waits for the lock meanwhile, the transaction rolls "
+                          "back and the rules run over one id range per transaction instead")
+            blocks.extend(_show(st) for st in plan.pass_ranges[name])
     blocks.append("\n-- recall")
     blocks.append(_show(plan.recall))
     blocks.append(_show(plan.recall_query))

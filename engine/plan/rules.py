@@ -10,13 +10,15 @@ from ..policy import Pass, Policy, Rule
 from ..statement import FROM_ID, NAMESPACE, TO_ID, Statement
 
 
-def pass_statements(policy: Policy, p: Pass, d: Dialect) -> list[Statement]:
-    """A batched pass's statements cover one id range each time they run; the namespace
-    test is then written `+namespace` so SQLite walks the id range, not the namespace."""
+def pass_statements(policy: Policy, p: Pass, d: Dialect, ranged: bool = False) -> list[Statement]:
+    """A batched pass's statements cover one id range each time they run (and, `ranged`,
+    those a one-transaction pass runs instead once it gives way to a writer); the
+    namespace test is then written `+namespace` so SQLite walks the id range, not the
+    namespace."""
     batch = (f'"id" >= {d.placeholder} AND "id" < {d.placeholder}', [FROM_ID, TO_ID]) \
-        if p.batch else None
+        if p.batch or ranged else None
     out = []
-    for i, rule in enumerate(p.rules):
+    for i, rule in enumerate(p.rules):  # the label is the rule's name in its events too
         out += rule_statements(policy, rule, d, f"{p.name}.rules[{i}]", batch)
     return out
 

@@ -85,6 +85,9 @@ class Builder(PassBuilder):
             low = key.minimum or 0
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 self.fail(path, f"must be a whole number >= {low}, got {value!r}")
+        elif key.kind == S.CHOICE and key.choices == (False, True):
+            if not isinstance(value, bool):  # 1 == True: say it as YAML does
+                self.fail(path, f"must be true or false, got {value!r}")
         elif key.kind == S.CHOICE and value not in key.choices:
             self.fail(path, f"unknown {key.name} {_quoted(value)}; known: {', '.join(key.choices)}")
         elif key.kind == S.MAPPING and value is not None and not isinstance(value, dict):

@@ -33,7 +33,10 @@ class PassBuilder:
                 every = parse_duration(spec["every"])
             except (ValueError, OverflowError) as exc:
                 self.note(p + ("every",), str(exc))
-        ps = Pass(name, every, batch=spec.get("batch"))
+        ps = Pass(name, every, batch=spec.get("batch"), atomic=spec.get("atomic") is True)
+        if ps.atomic and ps.batch:
+            self.fail(p + ("atomic",), "a pass with `batch:` commits every range: it cannot "
+                      "be atomic too")
         rules = spec.get("rules") or []
         ps.rules = [r for r in (self.collect(self.rule, r, p + ("rules", i))
                                 for i, r in enumerate(rules)) if r is not None]

@@ -48,6 +48,8 @@ EXTENDS = """## How `extends` merges
 def _value(v) -> str:
     if v is S.REQUIRED:
         return "**required**"
+    if isinstance(v, bool):
+        return f"`{str(v).lower()}`"  # as YAML writes it
     if v is None or v == "" or v == {} or v == []:
         return "-"
     return f"`{v}`"

@@ -38,6 +38,8 @@ class Key:
         return self.default is REQUIRED
 
     def type_text(self) -> str:
+        if self.kind == CHOICE and self.choices == (False, True):
+            return "`true` or `false`"
         if self.kind == CHOICE:
             return "one of " + ", ".join(f"`{c}`" for c in self.choices)
         if self.kind == WHOLE and self.minimum is not None:
@@ -194,6 +196,10 @@ _SECTIONS = (
         Key("description", TEXT, "", "What the pass is for."),
         Key("batch", WHOLE, None, "Commit every N ids instead of once (very large stores).",
             minimum=1),
+        Key("atomic", CHOICE, False, "Stay one transaction even while writers wait for it "
+            "(SQLite). Without it a pass that finds a writer waiting rolls back and runs its "
+            "rules in ranges of ids, a few milliseconds each, with the same results; readers "
+            "may then see it half done.", choices=(False, True)),
     )),
     Section("rule", "rules[N]", "One set-based UPDATE: the rows matching `when` get `set`, and "
             "each changed row an `event`.", (

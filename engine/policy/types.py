@@ -119,6 +119,7 @@ class Pass:
     merge: Judgment | None = None
     merge_result: dict[str, X.Node] = field(default_factory=dict)
     batch: int | None = None  # commit every N ids instead of once (huge stores)
+    atomic: bool = False  # one transaction even while a writer waits (never gives way)
 
 
 @dataclass

@@ -169,6 +169,11 @@ class PostgresStore(StoreCommon, Bookkeeping):
         """Between two ranges of a batched pass: nothing to do, PostgreSQL hands its locks
         out in the order they were asked for."""
 
+    def giving_way(self):
+        """Around a pass's one transaction: nothing (see make_way; on SQLite a waiting
+        writer interrupts it, engine/store/sqlite_wait.py)."""
+        return contextlib.nullcontext()
+
     def interrupt(self) -> None:
         """Abort the statement running on this connection (its transaction rolls back)."""
         with contextlib.suppress(Exception):

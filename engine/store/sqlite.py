@@ -24,7 +24,7 @@ from .common import StoreCommon
 from .lease import SqliteLease, lease_connection
 from .migrations import MIGRATIONS
 from .sqlite_bookkeeping import Bookkeeping
-from .sqlite_wait import Waiting, connection_class, make_way
+from .sqlite_wait import Waiters, Waiting, connection_class, make_way
 from .vectors import VectorIndex, driver, load_extension
 
 
@@ -87,6 +87,8 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
         try:
             self.db = self._connect(sql)
             self.db.row_factory = sql.Row
+            if not read_only and self.path not in ("", ":memory:"):
+                self.db.waiters = Waiters(self.path)  # it says when it waits (sqlite_wait)
             if vectors:
                 load_extension(self.db)
             self.db.execute("PRAGMA busy_timeout = 0")
@@ -135,6 +137,8 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
         self.flush_deferred()
         self.close_beside()
         self.db.close()
+        if self.db.waiters is not None:
+            self.db.waiters.close()
         if self._lease_db is not None:
             self._lease_db.close()
 
@@ -174,7 +178,8 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
             if fence is not None:
                 self.renew_lease(fence)
         except BaseException:
-            self.db.execute("ROLLBACK")
+            if self.db.in_transaction:  # an interrupted statement rolled it back itself
+                self.db.execute("ROLLBACK")
             raise
         try:
             self.db.execute("COMMIT")  # waited for, up to the timeout (sqlite_wait)

@@ -12,17 +12,33 @@ the BEGIN IMMEDIATE that opens one), or a COMMIT that must wait for readers (a f
 could not put in WAL mode), is tried again every millisecond until the store's timeout.
 A pass makes way between its ranges (`MAKE_WAY`) for longer than one such try, so a
 waiting writer gets the lock after at most one range.
+
+A pass of one transaction gives way too (`giving_way`). A writer that waits, and needs
+what it writes (remember, add, forget: not a recall's kept access), holds a shared flock
+on a file beside the database (`WAITERS`) while it waits. The pass looks for one every
+`LOOK_EVERY` steps of SQLite's machine (a millisecond or two); when it finds one, its
+statement is interrupted, its transaction rolls back, and it runs again in ranges
+(engine/passes.py): the writer waits milliseconds, not the whole pass.
 """
 from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import time
 
+from ..errors import GaveWay
 from .common import KEEP_AFTER
+
+try:
+    import fcntl
+except ImportError:  # no flock (Windows): writers do not say they wait, passes never give way
+    fcntl = None
 
 TRY_EVERY = 0.001  # seconds between tries of a statement that found the database locked
 MAKE_WAY = 0.003   # seconds a batched pass leaves the lock free after each range
+WAITERS = "-lethe-waiters"  # the file beside the database a waiting writer holds a lock on
+LOOK_EVERY = 50_000  # SQLite machine steps between a giving-way pass's looks for a writer
 
 
 SQLITE_BUSY = 5
@@ -49,24 +65,85 @@ def connection_class(module):
 
     class Connection(module.Connection):
         wait = 30.0
+        waiters = None  # the store's Waiters, for a connection that writes
 
         def execute(self, sql, params=(), /):
             if self.in_transaction and not _ends(sql):
                 return super().execute(sql, params)  # the lock is ours or not needed
-            deadline = None
-            while True:
-                try:
-                    return super().execute(sql, params)
-                except module.OperationalError as exc:
-                    if not locked(exc):
-                        raise
-                    now = time.monotonic()
-                    deadline = deadline or now + self.wait
-                    if now >= deadline:
-                        raise
-                    time.sleep(TRY_EVERY)
+            deadline, said = None, False
+            try:
+                while True:
+                    try:
+                        return super().execute(sql, params)
+                    except module.OperationalError as exc:
+                        if not locked(exc):
+                            raise
+                        now = time.monotonic()
+                        deadline = deadline or now + self.wait
+                        if now >= deadline:
+                            raise
+                        if not said and self.waiters is not None and self.wait > KEEP_AFTER:
+                            said = self.waiters.waiting()  # a pass may give way to us
+                        time.sleep(TRY_EVERY)
+            finally:
+                if said:
+                    self.waiters.done()
 
     return Connection
+
+
+class Waiters:
+    """The file beside a database (`WAITERS`) by which writers say they wait: each holds a
+    shared flock on it while it waits; a pass that finds it cannot take an exclusive one
+    knows somebody waits. Opened on first use; where it cannot be (a folder this process
+    may not write, a link in its place), nobody says and nothing gives way."""
+
+    def __init__(self, db_path: str):
+        self.path = db_path + WAITERS
+        self.fd: int | None = None
+
+    def _file(self) -> int | None:
+        if self.fd is None:
+            try:  # O_NOFOLLOW: a link put in its place is refused, never followed
+                self.fd = os.open(self.path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW
+                                  | os.O_CLOEXEC, 0o644)
+            except OSError:
+                self.fd = -1
+        return self.fd if self.fd >= 0 else None
+
+    def waiting(self) -> bool:
+        """Say this connection waits (until `done`); False when it could not say so."""
+        fd = self._file() if fcntl else None
+        if fd is None:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return True
+        except OSError:  # a pass looking at this very moment: the next try says it
+            return False
+
+    def done(self) -> None:
+        with contextlib.suppress(OSError):
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+    def anyone(self) -> bool:
+        """Whether another connection says it waits."""
+        fd = self._file() if fcntl else None
+        if fd is None:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+
+    def close(self) -> None:
+        if self.fd is not None and self.fd >= 0:
+            os.close(self.fd)
+        self.fd = None
 
 
 def make_way() -> None:
@@ -108,6 +185,34 @@ class Waiting:
             if not self.is_busy(exc):
                 raise
             self.defer(write)
+
+    @contextlib.contextmanager
+    def giving_way(self):
+        """Around a pass's one transaction: when a writer says it waits (`Waiters`), the
+        running statement is interrupted, the transaction rolls back, and GaveWay is
+        raised for the pass to run again in ranges. Looks once per LOOK_EVERY steps; a
+        COMMIT, once begun, is not interrupted."""
+        waiters = self.db.waiters
+        if waiters is None or fcntl is None:
+            yield
+            return
+        seen = []
+
+        def look() -> int:
+            if not seen and waiters.anyone():
+                seen.append(True)
+                return 1  # once: the ROLLBACK that follows must run
+            return 0
+
+        self.db.set_progress_handler(look, LOOK_EVERY)
+        try:
+            yield
+        except Exception:  # the interrupted statement's error (sqlite3's or pysqlite3's)
+            if seen:
+                raise GaveWay() from None
+            raise
+        finally:
+            self.db.set_progress_handler(None, 0)
 
     def is_busy(self, exc: BaseException) -> bool:
         """The error a writer meets when another connection holds the write lock longer

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import sys
 
@@ -73,6 +74,9 @@ def main() -> None:
 
     db.set_progress_handler(on_progress, a.every)
     db.set_trace_callback(on_trace)
+    # a pass watches for waiting writers through the same (one) progress handler, and
+    # would replace ours; nobody writes here, so it would never give way: keep ours
+    mem.store.giving_way = contextlib.nullcontext
 
     if a.kill_merge:
         from engine import compress

@@ -17,6 +17,18 @@ UPDATE memories
 SET "status" = ?
 WHERE "namespace" = ? AND (("status" = ?) AND ("expires_at" < ?));
 -- params: ['expired', ':namespace', 'active', ':now']
+-- when a writer waits for the lock meanwhile, the transaction rolls back and the rules run over one id range per transaction instead
+-- expiry.rules[0] event expired
+INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
+SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status"), ?, json_object(?, ?)), ?
+FROM memories
+WHERE +"namespace" = ? AND (("status" = ?) AND ("expires_at" < ?)) AND "id" >= ? AND "id" < ?;
+-- params: ['expired', 'rule', 'expiry.rules[0]', 'from', 'status', 'to', 'status', 'expired', ':now', ':namespace', 'active', ':now', ':from_id', ':to_id']
+-- expiry.rules[0] update
+UPDATE memories
+SET "status" = ?
+WHERE +"namespace" = ? AND (("status" = ?) AND ("expires_at" < ?)) AND "id" >= ? AND "id" < ?;
+-- params: ['expired', ':namespace', 'active', ':now', ':from_id', ':to_id']
 
 -- pass decay (every 23:00:00)
 -- when it reaches over half of the file's memories, the indexes over decay_score, rank, status are dropped before its rules and created again after them, in its transaction
@@ -47,6 +59,30 @@ SET "status" = ?,
     "rank" = (("importance" * "confidence") * (?))
 WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" < ?));
 -- params: ['archived', 0, 0, ':namespace', 'active', 0.1]
+-- when a writer waits for the lock meanwhile, the transaction rolls back and the rules run over one id range per transaction instead
+-- decay.rules[0] rows (the skipped: those it does not change)
+SELECT count(*) FROM memories
+WHERE +"namespace" = ? AND ("status" = ?) AND "id" >= ? AND "id" < ?;
+-- params: [':namespace', 'active', ':from_id', ':to_id']
+-- decay.rules[0] update
+UPDATE memories
+SET ("decay_score", "rank") = (SELECT "new_decay_score", (("importance" * "confidence") * ("new_decay_score"))
+    FROM (SELECT min(?, (exp(((? * floor((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0))) * 1.0 / ?)) + min(?, ("access_count" * ?)))) AS "new_decay_score"))
+WHERE +"namespace" = ? AND ("status" = ?) AND "id" >= ? AND "id" < ? AND ((min(?, (exp(((? * floor((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0))) * 1.0 / ?)) + min(?, ("access_count" * ?))))) BETWEEN ? AND ?);
+-- params: [1.0, -0.693, ':now', 30, 0.3, 0.03, ':namespace', 'active', ':from_id', ':to_id', 1.0, -0.693, ':now', 30, 0.3, 0.03, -1.7976931348623157e+308, 1.7976931348623157e+308]
+-- decay.rules[1] event archived
+INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
+SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status", ?, "decay_score"), ?, json_object(?, ?, ?, ?)), ?
+FROM memories
+WHERE +"namespace" = ? AND (("status" = ?) AND ("decay_score" < ?)) AND "id" >= ? AND "id" < ?;
+-- params: ['archived', 'rule', 'decay.rules[1]', 'from', 'status', 'decay_score', 'to', 'status', 'archived', 'decay_score', 0, ':now', ':namespace', 'active', 0.1, ':from_id', ':to_id']
+-- decay.rules[1] update
+UPDATE memories
+SET "status" = ?,
+    "decay_score" = ?,
+    "rank" = (("importance" * "confidence") * (?))
+WHERE +"namespace" = ? AND (("status" = ?) AND ("decay_score" < ?)) AND "id" >= ? AND "id" < ?;
+-- params: ['archived', 0, 0, ':namespace', 'active', 0.1, ':from_id', ':to_id']
 
 -- pass compression (every 6 days, 0:00:00)
 -- then: cluster and merge through judges

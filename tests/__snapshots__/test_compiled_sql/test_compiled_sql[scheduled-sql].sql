@@ -27,6 +27,28 @@ UPDATE memories
 SET "status" = ?
 WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" < ?));
 -- params: ['archived', ':namespace', 'active', 0.1]
+-- when a writer waits for the lock meanwhile, the transaction rolls back and the rules run over one id range per transaction instead
+-- decay.rules[0] rows (the skipped: those it does not change)
+SELECT count(*) FROM memories
+WHERE +"namespace" = ? AND (("status" = ?) AND ((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0) >= ?)) AND "id" >= ? AND "id" < ?;
+-- params: [':namespace', 'active', ':now', 30, ':from_id', ':to_id']
+-- decay.rules[0] update
+UPDATE memories
+SET ("decay_score", "rank") = (SELECT "new_decay_score", (("importance" * "confidence") * ("new_decay_score"))
+    FROM (SELECT ("decay_score" * ?) AS "new_decay_score"))
+WHERE +"namespace" = ? AND (("status" = ?) AND ((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0) >= ?)) AND "id" >= ? AND "id" < ? AND ((("decay_score" * ?)) BETWEEN ? AND ?);
+-- params: [0.9, ':namespace', 'active', ':now', 30, ':from_id', ':to_id', 0.9, -1.7976931348623157e+308, 1.7976931348623157e+308]
+-- decay.rules[1] event archived
+INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
+SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status"), ?, json_object(?, ?)), ?
+FROM memories
+WHERE +"namespace" = ? AND (("status" = ?) AND ("decay_score" < ?)) AND "id" >= ? AND "id" < ?;
+-- params: ['archived', 'rule', 'decay.rules[1]', 'from', 'status', 'to', 'status', 'archived', ':now', ':namespace', 'active', 0.1, ':from_id', ':to_id']
+-- decay.rules[1] update
+UPDATE memories
+SET "status" = ?
+WHERE +"namespace" = ? AND (("status" = ?) AND ("decay_score" < ?)) AND "id" >= ? AND "id" < ?;
+-- params: ['archived', ':namespace', 'active', 0.1, ':from_id', ':to_id']
 
 -- pass expiry (every 1 day, 0:00:00)
 -- when it reaches over half of the file's memories, the indexes over status are dropped before its rules and created again after them, in its transaction
@@ -45,6 +67,18 @@ UPDATE memories
 SET "status" = ?
 WHERE "namespace" = ? AND (("status" = ?) AND ("expires_at" < ?));
 -- params: ['expired', ':namespace', 'active', ':now']
+-- when a writer waits for the lock meanwhile, the transaction rolls back and the rules run over one id range per transaction instead
+-- expiry.rules[0] event expired
+INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
+SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status"), ?, json_object(?, ?)), ?
+FROM memories
+WHERE +"namespace" = ? AND (("status" = ?) AND ("expires_at" < ?)) AND "id" >= ? AND "id" < ?;
+-- params: ['expired', 'rule', 'expiry.rules[0]', 'from', 'status', 'to', 'status', 'expired', ':now', ':namespace', 'active', ':now', ':from_id', ':to_id']
+-- expiry.rules[0] update
+UPDATE memories
+SET "status" = ?
+WHERE +"namespace" = ? AND (("status" = ?) AND ("expires_at" < ?)) AND "id" >= ? AND "id" < ?;
+-- params: ['expired', ':namespace', 'active', ':now', ':from_id', ':to_id']
 
 -- recall
 -- recall

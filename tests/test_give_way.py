@@ -1,0 +1,250 @@
+"""A pass of one transaction gives way to a writer: a `remember` or `add` that finds the
+write lock held by a decay pass no longer waits for the whole pass (4 s at 1M memories).
+The pass rolls back and runs again in ranges, with the same results, each row done once.
+
+The pass runs in `lethe run`, another process, as a scheduler would; the writer here."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from bench import seed_article
+from engine import Memory, PolicyError, load_policy
+from engine.store import Store
+from tests.conftest import ROOT, START
+
+pytestmark = pytest.mark.sqlite_only
+
+T = START + dt.timedelta(days=1)
+ROWS = 100_000
+NOTE = "gave way to a waiting writer: ran in ranges"
+
+
+@pytest.fixture(scope="module")
+def adopted(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("give-way") / "adopted.db")
+    seed_article.generate(path, ROWS, START, seed=11)
+    Store(path).close()
+    return path
+
+
+@pytest.fixture
+def copies(adopted, tmp_path):
+    """Two copies of the adopted file: one for the pass a writer meets, one for the same
+    pass alone."""
+    out = []
+    for name in ("met.db", "alone.db"):
+        shutil.copy(adopted, tmp_path / name)
+        out.append(str(tmp_path / name))
+    return out
+
+
+def pass_command(path, policy="lifecycle") -> list[str]:
+    return [sys.executable, "-m", "engine.cli", "run", "--db", path, "--pass", "expiry",
+            "--pass", "decay", "--now", T.isoformat(), "--json", "--policy", policy]
+
+
+def start_pass(path, policy="lifecycle"):
+    return subprocess.Popen(pass_command(path, policy), cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def held(path) -> bool:
+    """Whether another connection holds the write lock now and 30 ms later (the pass's
+    transaction, not the lease's one-statement writes)."""
+    db = sqlite3.connect(path, timeout=0, isolation_level=None)
+    try:
+        for _ in range(2):
+            try:
+                db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError:
+                time.sleep(0.03)
+                continue
+            db.execute("ROLLBACK")
+            return False
+        return True
+    finally:
+        db.close()
+
+
+def wait_until_held(path, passing) -> None:
+    while not held(path):
+        assert passing.poll() is None, passing.communicate()
+        time.sleep(0.002)
+
+
+def in_ranges(path) -> bool:
+    """Whether a pass is part way through a run in ranges (its cursor is saved)."""
+    db = sqlite3.connect(path, timeout=30)
+    try:
+        return db.execute("SELECT count(*) FROM pass_progress").fetchone()[0] > 0
+    finally:
+        db.close()
+
+
+def decayed(path) -> bool:
+    """Whether the decay pass's run at T is recorded (it has all landed)."""
+    db = sqlite3.connect(path, timeout=30)
+    try:
+        return db.execute("SELECT count(*) FROM pass_runs WHERE pass = 'decay' AND "
+                          "last_run_at = ?", (T.isoformat(),)).fetchone()[0] > 0
+    finally:
+        db.close()
+
+
+def rows(path, skip=()) -> tuple[list, list]:
+    """Every memory's status, score and rank; every event the passes wrote, as written."""
+    db = sqlite3.connect(path)
+    try:
+        memories = db.execute("SELECT id, status, decay_score, rank FROM memories "
+                              "ORDER BY id").fetchall()
+        events = db.execute("SELECT memory_id, event_type, detail, occurred_at FROM "
+                            "memory_events WHERE event_type IN ('archived', 'expired') "
+                            "ORDER BY memory_id, event_type, detail").fetchall()
+    finally:
+        db.close()
+    return ([r for r in memories if r[0] not in skip], [e for e in events if e[0] not in skip])
+
+
+def once_each(events) -> bool:
+    return len({(m, kind) for m, kind, _, _ in events}) == len(events) > 0
+
+
+def alone(path) -> list[dict]:
+    done = subprocess.run(pass_command(path), cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("call", ["add", "remember"])
+def test_a_writer_meeting_a_pass_does_not_wait_for_all_of_it(copies, call):
+    met, by_itself = copies
+    with Memory(met, clock=lambda: T, offline=True) as mem:
+        passing = start_pass(met)
+        try:
+            wait_until_held(met, passing)
+            if call == "add":
+                written = [mem.add("We deploy on Fridays.", importance=6)]
+            else:
+                written = list(mem.remember("We moved the deploys to Fridays.", "Noted."))
+            # it returned before the pass had landed
+            landed = decayed(met)
+        finally:
+            out, err = passing.communicate(timeout=300)
+    assert passing.returncode == 0, err
+    assert not landed, "the writer waited for the whole pass"
+    assert written and all(isinstance(i, int) for i in written)
+    results = json.loads(out)
+    assert [NOTE in r["notes"] for r in results] == [True, True]
+
+    expected = alone(by_itself)
+    assert [NOTE in r["notes"] for r in expected] == [False, False]
+    for got, want in zip(results, expected):
+        assert (got["pass"], got["events"], got["skipped"]) == \
+            (want["pass"], want["events"], want["skipped"])
+        # the memories written meanwhile are decayed too when they landed before its ranges
+        assert want["changed"] <= got["changed"] <= want["changed"] + len(written)
+    # every row as the pass alone left it, each archived or expired memory with one event
+    got_rows, got_events = rows(met, skip=written)
+    want_rows, want_events = rows(by_itself)
+    assert got_rows == want_rows
+    assert got_events == want_events and once_each(got_events)
+    assert not in_ranges(met)
+
+
+def test_a_pass_that_gave_way_and_died_is_finished_once(copies):
+    """Killed while it runs in ranges, the next run finishes it from its cursor, with the
+    time it started with: no row passed over, none done twice."""
+    met, by_itself = copies
+    with Memory(met, clock=lambda: T, offline=True) as mem:
+        passing = start_pass(met)
+        try:
+            wait_until_held(met, passing)
+            mem.add("We deploy on Fridays.", importance=6)
+            deadline = time.monotonic() + 60
+            while not in_ranges(met):
+                assert time.monotonic() < deadline and passing.poll() is None, \
+                    "the pass never ran in ranges"
+                time.sleep(0.001)
+            time.sleep(0.05)
+        finally:
+            passing.send_signal(signal.SIGKILL)
+            passing.communicate(timeout=60)
+    added = max(r[0] for r in rows(met)[0])
+    finished = alone(met)
+    assert any("resumed an interrupted run" in r["notes"] for r in finished)
+    alone(by_itself)
+    got_rows, got_events = rows(met, skip=(added,))
+    want_rows, want_events = rows(by_itself)
+    assert got_rows == want_rows
+    assert got_events == want_events and once_each(got_events)
+
+
+def test_a_recall_does_not_make_a_pass_give_way(copies):
+    """A recall never waits (its access is kept for later): the pass stays one transaction."""
+    met, _ = copies
+    with Memory(met, clock=lambda: T, offline=True) as mem:
+        passing = start_pass(met)
+        try:
+            wait_until_held(met, passing)
+            mem.recall("deploys")
+        finally:
+            out, err = passing.communicate(timeout=300)
+    assert passing.returncode == 0, err
+    assert [NOTE in r["notes"] for r in json.loads(out)] == [False, False]
+
+
+def test_the_waiters_file_is_never_followed_through_a_link(tmp_path):
+    target = tmp_path / "elsewhere"
+    path = str(tmp_path / "m.db")
+    os.symlink(target, path + "-lethe-waiters")
+    blocker = sqlite3.connect(path, isolation_level=None)
+    with Memory(path, offline=True) as mem:
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            mem.store.timeout = mem.store.db.wait = 0.1
+            with pytest.raises(sqlite3.OperationalError):
+                mem.add("We deploy on Fridays.", judged=False)
+        finally:
+            blocker.execute("ROLLBACK")
+    assert not target.exists()
+
+
+def test_an_atomic_pass_stays_one_transaction(copies, tmp_path):
+    """`atomic: true`: the writer waits for the whole pass, as before."""
+    met, _ = copies
+    policy = tmp_path / "atomic.yaml"
+    policy.write_text("name: atomic\nextends: lifecycle\npasses:\n  decay: {atomic: true}\n")
+    with Memory(met, policy=str(policy), clock=lambda: T, offline=True) as mem:
+        passing = start_pass(met, str(policy))
+        try:
+            wait_until_held(met, passing)
+            mem.add("We deploy on Fridays.", importance=6)
+            landed = decayed(met)
+        finally:
+            out, err = passing.communicate(timeout=300)
+    assert passing.returncode == 0, err
+    assert landed
+    assert [NOTE in r["notes"] for r in json.loads(out)] == [False, False]
+
+
+@pytest.mark.parametrize("decay, says", [
+    ("{atomic: true, batch: 100}", "cannot be atomic too"),
+    ("{atomic: 1}", "must be true or false, got 1"),
+    ("{atomic: 'yes'}", "must be true or false, got 'yes'"),
+])
+def test_atomic_is_true_or_false_and_never_batched(tmp_path, decay, says):
+    policy = tmp_path / "p.yaml"
+    policy.write_text(f"name: p\nextends: lifecycle\npasses:\n  decay: {decay}\n")
+    with pytest.raises(PolicyError, match=says):
+        load_policy(str(policy))
