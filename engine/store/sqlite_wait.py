@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import threading
 import time
 
 from ..errors import GaveWay
@@ -101,15 +102,17 @@ class Waiters:
     def __init__(self, db_path: str):
         self.path = db_path + WAITERS
         self.fd: int | None = None
+        self._opening = threading.Lock()  # threads sharing a store open it once
 
     def _file(self) -> int | None:
-        if self.fd is None:
-            try:  # O_NOFOLLOW: a link put in its place is refused, never followed
-                self.fd = os.open(self.path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW
-                                  | os.O_CLOEXEC, 0o644)
-            except OSError:
-                self.fd = -1
-        return self.fd if self.fd >= 0 else None
+        with self._opening:
+            if self.fd is None:
+                try:  # O_NOFOLLOW: a link put in its place is refused, never followed
+                    self.fd = os.open(self.path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW
+                                      | os.O_CLOEXEC, 0o644)
+                except OSError:
+                    self.fd = -1
+            return self.fd if self.fd >= 0 else None
 
     def waiting(self) -> bool:
         """Say this connection waits (until `done`); False when it could not say so."""
@@ -141,9 +144,10 @@ class Waiters:
         return False
 
     def close(self) -> None:
-        if self.fd is not None and self.fd >= 0:
-            os.close(self.fd)
-        self.fd = None
+        with self._opening:
+            if self.fd is not None and self.fd >= 0:
+                os.close(self.fd)
+            self.fd = -1  # closed for good: a late writer's wait says nothing
 
 
 def make_way() -> None:
