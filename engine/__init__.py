@@ -6,6 +6,8 @@
 The names below are imported on first use (PEP 562): `lethe --version`, or a program that
 imports only `engine.errors`, does not pay for the policy compiler, the store and Jinja.
 """
+import importlib
+
 from .clock import FixedClock
 from .errors import ExpectationError, FormulaError, LetheError, PolicyError, StoreError
 from .lazy import lazy
@@ -29,6 +31,12 @@ def __getattr__(name: str):
         value = getattr(module, attr)
         globals()[name] = value  # a plain lookup from now on
         return value
+    if name.isidentifier() and not name.startswith("_"):
+        try:  # `engine.store.Store` after `import engine`, as when everything was imported
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
     raise AttributeError(f"module 'engine' has no attribute '{name}'")
 
 

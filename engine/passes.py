@@ -57,11 +57,15 @@ def run_rules(ctx: Context, name: str, progress: Callable[[str], None] | None = 
                           notes=["resumed an interrupted run after its rules"])
     if state:  # it gave way, and that run in ranges was cut short: finish it
         return run_batched(ctx, name, progress, record)
+    seen = []  # the ids this transaction sees: all a run in ranges may reach
     try:
-        with _giving_way(ctx, [name]), ctx.transaction(exclusive=True):
-            return _rules_and_record(ctx, name, progress, record, clear=False)
+        with ctx.transaction(exclusive=True):
+            seen.append(_top(ctx))
+            with _giving_way(ctx, [name]):
+                result = _rules_and_record(ctx, name, progress, record, clear=False)
+        return result
     except GaveWay:
-        return run_batched(ctx, name, progress, record, GAVE_WAY)
+        return run_batched(ctx, name, progress, record, GAVE_WAY, top=seen[0])
 
 
 def run_together(ctx: Context, names: list[str], progress=None) -> list[PassResult]:
@@ -71,11 +75,21 @@ def run_together(ctx: Context, names: list[str], progress=None) -> list[PassResu
     expiry's scattered rows and then rewriting them. All or none land."""
     if len(names) == 1 or any(ctx.store.progress(ctx.namespace, n) for n in names):
         return [run_rules(ctx, name, progress) for name in names]  # one left half done
+    seen = []
     try:
-        with _giving_way(ctx, names), ctx.transaction(exclusive=True):
-            return [_rules_and_record(ctx, name, progress, True, clear=False) for name in names]
+        with ctx.transaction(exclusive=True):
+            seen.append(_top(ctx))
+            with _giving_way(ctx, names):
+                results = [_rules_and_record(ctx, name, progress, True, clear=False)
+                           for name in names]
+        return results
     except GaveWay:  # a writer waits: each runs in ranges, none of them has landed
-        return [run_batched(ctx, name, progress, note=GAVE_WAY) for name in names]
+        return [run_batched(ctx, name, progress, note=GAVE_WAY, top=seen[0]) for name in names]
+
+
+def _top(ctx: Context) -> int:
+    """The largest memory id a pass's transaction sees (where its ranges would stop)."""
+    return ctx.store.id_bounds(ctx.namespace)[1]
 
 
 def _giving_way(ctx: Context, names: list[str]):
@@ -162,7 +176,7 @@ def _note_skipped(result: PassResult, rule: str) -> None:
 
 
 def run_batched(ctx: Context, name: str, progress=None, record: bool = True,
-                note: str | None = None) -> PassResult:
+                note: str | None = None, top: int | None = None) -> PassResult:
     """A pass over a huge store, committed in id ranges so readers and writers are never
     held up for long. Every rule reads and writes only its own row, so running all rules
     range by range gives the same rows as one transaction. Each range commits together
@@ -182,10 +196,13 @@ def run_batched(ctx: Context, name: str, progress=None, record: bool = True,
     if note:
         result.notes.append(note)
     result.changed = state["changed"] if state else 0  # rows the interrupted run already did
-    lo, top = store.id_bounds(ns)
+    lo, last = store.id_bounds(ns)
     lo = state["cursor"] if state else lo
+    top = last if top is None else top  # a pass that gave way: what its transaction saw
+    if note == GAVE_WAY:
+        store.make_way()  # the writer it gave way to goes first
     while lo <= top:
-        hi, began = lo + size, time.perf_counter()
+        hi, began = min(lo + size, top + 1), time.perf_counter()
         with ctx.transaction(exclusive=True):
             _apply(ctx, statements, result, now, progress, (lo, hi))
             store.save_progress(ns, name, hi, now, result.changed)

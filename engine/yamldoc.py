@@ -78,13 +78,15 @@ def excerpt(m: Mark, around: int = 2) -> str:
 # libyaml's parser when PyYAML was built with it (the wheels are): the same nodes, values
 # and marks, 10 ms less for a shipped policy, which every command that opens a store
 # parses. A document it refuses is parsed again by PyYAML's own parser, whose errors are
-# the ones policy authors are shown; so is one with a character PyYAML's reader refuses.
+# the ones policy authors are shown; so is one with a tab or a character PyYAML refuses.
 _FAST = getattr(yaml, "CSafeLoader", None)
 
 
 def _parsed(text: str):
     """(loader, root node) for `text`; the loader is the one to construct values with."""
-    if _FAST is not None and not yaml.reader.Reader.NON_PRINTABLE.search(text):
+    # libyaml takes a tab between flow tokens (`[a,\tb]`) that PyYAML refuses: a policy
+    # must load the same with or without libyaml, so any tab goes to PyYAML
+    if _FAST is not None and "\t" not in text and not yaml.reader.Reader.NON_PRINTABLE.search(text):
         loader = _FAST(text)
         try:
             return loader, loader.get_single_node()

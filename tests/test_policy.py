@@ -277,6 +277,19 @@ def test_a_yaml_error_at_the_end_of_the_file_still_gets_a_caret(folder):
     assert "^" in err.excerpt
 
 
+@pytest.mark.parametrize("flow", ["[gate,\tconfidence]", "{a: 1,\tb: 2}"])
+def test_a_policy_reads_the_same_with_or_without_libyaml(folder, monkeypatch, flow):
+    """libyaml takes a tab between flow tokens that PyYAML's own parser refuses: a policy
+    must not load on one machine and fail on another."""
+    from engine import yamldoc
+    path = write(folder, f"name: tabs\nextends: lifecycle\ndescription: x\nextra: {flow}\n")
+    errors = []
+    for fast in (yamldoc._FAST, None):
+        monkeypatch.setattr(yamldoc, "_FAST", fast)
+        errors.append(refused(path).message)
+    assert errors[0] == errors[1] and "cannot start any token" in errors[0]
+
+
 # ---- extends ------------------------------------------------------------------------
 def test_extends_cycle_is_refused(folder):
     a = write(folder, "name: a\nextends: b.yaml\n", "a.yaml")

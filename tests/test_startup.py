@@ -58,3 +58,13 @@ def test_a_pass_imports_no_write_pipeline_recall_judges_or_threads(tmp_path):
     assert under(got, "engine.write", "engine.recall", "engine.compress", "engine.matching",
                  "engine.judges.rules", "engine.lexicon.slots", "openai", "httpx",
                  "concurrent.futures", "socket") == []
+
+
+def test_engine_submodules_are_still_reached_as_attributes(tmp_path):
+    """`import engine` no longer imports the store, but `engine.store.Store` still works."""
+    done = subprocess.run([sys.executable, "-c", "import engine; print(engine.store.Store.__name__,"
+                           " engine.Memory.__name__); engine.nothing_here"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    assert done.stdout.split() == ["SqliteStore", "Memory"]
+    assert "AttributeError: module 'engine' has no attribute 'nothing_here'" in done.stderr

@@ -170,8 +170,12 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
         With a `fence` (a held pass lease), the commit first renews the lease inside this
         transaction; when the lease is no longer the holder's (another runner took it over)
         that raises and everything rolls back, so work done after a takeover never lands."""
-        with self.waiting(wait):
-            self.db.execute("BEGIN IMMEDIATE")
+        self.db.says_it_waits = not exclusive  # a pass waits its turn without asking for it
+        try:
+            with self.waiting(wait):
+                self.db.execute("BEGIN IMMEDIATE")
+        finally:
+            self.db.says_it_waits = True
         try:
             kept = self._run_deferred()
             yield self.db

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import stat
 import threading
 import time
 
@@ -67,6 +68,7 @@ def connection_class(module):
     class Connection(module.Connection):
         wait = 30.0
         waiters = None  # the store's Waiters, for a connection that writes
+        says_it_waits = True  # False while a pass opens a transaction (passes never ask)
 
         def execute(self, sql, params=(), /):
             if self.in_transaction and not _ends(sql):
@@ -83,7 +85,8 @@ def connection_class(module):
                         deadline = deadline or now + self.wait
                         if now >= deadline:
                             raise
-                        if not said and self.waiters is not None and self.wait > KEEP_AFTER:
+                        if not said and self.says_it_waits and self.waiters is not None \
+                                and self.wait > KEEP_AFTER:
                             said = self.waiters.waiting()  # a pass may give way to us
                         time.sleep(TRY_EVERY)
             finally:
@@ -93,6 +96,20 @@ def connection_class(module):
     return Connection
 
 
+def _open_plain(path: str) -> int:
+    """A descriptor of the regular file at `path`, created empty if missing; -1 when it
+    cannot be had. Never follows a link put in its place, never blocks on a FIFO."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+                     | os.O_CLOEXEC, 0o644)
+    except OSError:
+        return -1
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return -1
+    return fd
+
+
 class Waiters:
     """The file beside a database (`WAITERS`) by which writers say they wait: each holds a
     shared flock on it while it waits; a pass that finds it cannot take an exclusive one
@@ -100,18 +117,16 @@ class Waiters:
     may not write, a link in its place), nobody says and nothing gives way."""
 
     def __init__(self, db_path: str):
-        self.path = db_path + WAITERS
+        # the file's own folder, as SQLite's -wal: every process reaching it through a link
+        # or another relative path finds the same waiters file
+        self.path = os.path.realpath(db_path) + WAITERS
         self.fd: int | None = None
         self._opening = threading.Lock()  # threads sharing a store open it once
 
     def _file(self) -> int | None:
         with self._opening:
             if self.fd is None:
-                try:  # O_NOFOLLOW: a link put in its place is refused, never followed
-                    self.fd = os.open(self.path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW
-                                      | os.O_CLOEXEC, 0o644)
-                except OSError:
-                    self.fd = -1
+                self.fd = _open_plain(self.path)
             return self.fd if self.fd >= 0 else None
 
     def waiting(self) -> bool:
@@ -192,10 +207,10 @@ class Waiting:
 
     @contextlib.contextmanager
     def giving_way(self):
-        """Around a pass's one transaction: when a writer says it waits (`Waiters`), the
-        running statement is interrupted, the transaction rolls back, and GaveWay is
-        raised for the pass to run again in ranges. Looks once per LOOK_EVERY steps; a
-        COMMIT, once begun, is not interrupted."""
+        """Inside a pass's one transaction, around its statements (never its BEGIN, its
+        lease renewal or its COMMIT): when a writer says it waits (`Waiters`), the running
+        statement is interrupted and GaveWay raised, for the transaction to roll back and
+        the pass to run again in ranges. Looks once per LOOK_EVERY steps."""
         waiters = self.db.waiters
         if waiters is None or fcntl is None:
             yield
@@ -211,8 +226,8 @@ class Waiting:
         self.db.set_progress_handler(look, LOOK_EVERY)
         try:
             yield
-        except Exception:  # the interrupted statement's error (sqlite3's or pysqlite3's)
-            if seen:
+        except Exception as exc:  # the interrupted statement's (sqlite3's or pysqlite3's)
+            if seen and "interrupted" in str(exc):
                 raise GaveWay() from None
             raise
         finally:
