@@ -210,7 +210,8 @@ class Waiting:
         """Inside a pass's one transaction, around its statements (never its BEGIN, its
         lease renewal or its COMMIT): when a writer says it waits (`Waiters`), the running
         statement is interrupted and GaveWay raised, for the transaction to roll back and
-        the pass to run again in ranges. Looks once per LOOK_EVERY steps."""
+        the pass to run again in ranges. Looks once per LOOK_EVERY steps, and once more
+        after the last statement, since a COMMIT (a second at 1M memories) cannot be."""
         waiters = self.db.waiters
         if waiters is None or fcntl is None:
             yield
@@ -226,6 +227,10 @@ class Waiting:
         self.db.set_progress_handler(look, LOOK_EVERY)
         try:
             yield
+            if not seen and waiters.anyone():  # one last look: its COMMIT cannot be cut short
+                raise GaveWay()
+        except GaveWay:
+            raise
         except Exception as exc:  # the interrupted statement's (sqlite3's or pysqlite3's)
             if seen and "interrupted" in str(exc):
                 raise GaveWay() from None
