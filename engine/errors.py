@@ -97,4 +97,9 @@ class LeaseLost(LetheError):
 
 class GaveWay(Exception):
     """A pass's one transaction rolled back because a writer was waiting for the lock: the
-    pass runs again in ranges (engine/passes.py). Never reaches a caller."""
+    pass runs again in ranges (engine/passes.py), up to `top`, the largest id it saw.
+    Never reaches a caller."""
+
+    def __init__(self, top: int):
+        super().__init__(f"gave way to a waiting writer (ids up to {top})")
+        self.top = top

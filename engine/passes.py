@@ -57,15 +57,12 @@ def run_rules(ctx: Context, name: str, progress: Callable[[str], None] | None = 
                           notes=["resumed an interrupted run after its rules"])
     if state:  # it gave way, and that run in ranges was cut short: finish it
         return run_batched(ctx, name, progress, record)
-    seen = []  # the ids this transaction sees: all a run in ranges may reach
     try:
-        with ctx.transaction(exclusive=True):
-            seen.append(_top(ctx))
-            with _giving_way(ctx, [name]):
-                result = _rules_and_record(ctx, name, progress, record, clear=False)
+        with ctx.transaction(exclusive=True), _giving_way(ctx, [name]):
+            result = _rules_and_record(ctx, name, progress, record, clear=False)
         return result
-    except GaveWay:
-        return run_batched(ctx, name, progress, record, GAVE_WAY, top=seen[0])
+    except GaveWay as gave:
+        return run_batched(ctx, name, progress, record, GAVE_WAY, top=gave.top)
 
 
 def run_together(ctx: Context, names: list[str], progress=None) -> list[PassResult]:
@@ -75,25 +72,18 @@ def run_together(ctx: Context, names: list[str], progress=None) -> list[PassResu
     expiry's scattered rows and then rewriting them. All or none land."""
     if len(names) == 1 or any(ctx.store.progress(ctx.namespace, n) for n in names):
         return [run_rules(ctx, name, progress) for name in names]  # one left half done
-    seen = []
     try:
-        with ctx.transaction(exclusive=True):
-            seen.append(_top(ctx))
-            with _giving_way(ctx, names):
-                results = [_rules_and_record(ctx, name, progress, True, clear=False)
-                           for name in names]
+        with ctx.transaction(exclusive=True), _giving_way(ctx, names):
+            results = [_rules_and_record(ctx, name, progress, True, clear=False)
+                       for name in names]
         return results
-    except GaveWay:  # a writer waits: each runs in ranges, none of them has landed
-        return [run_batched(ctx, name, progress, note=GAVE_WAY, top=seen[0]) for name in names]
-
-
-def _top(ctx: Context) -> int:
-    """The largest memory id a pass's transaction sees (where its ranges would stop)."""
-    return ctx.store.id_bounds(ctx.namespace)[1]
+    except GaveWay as gave:  # a writer waits: each runs in ranges, none of them has landed
+        return [run_batched(ctx, name, progress, note=GAVE_WAY, top=gave.top) for name in names]
 
 
 def _giving_way(ctx: Context, names: list[str]):
-    """The store's giving_way, unless one of the passes is `atomic: true`."""
+    """Inside the pass's transaction, around its statements (never its BEGIN, its lease
+    renewal or its COMMIT): the store's giving_way, unless a pass is `atomic: true`."""
     if any(ctx.policy.passes[n].atomic for n in names):
         return contextlib.nullcontext()
     return ctx.store.giving_way()

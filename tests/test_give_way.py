@@ -272,6 +272,8 @@ def test_giving_way_wherever_the_interrupt_lands_gives_the_same_rows(adopted, tm
     with Memory(alone_copy, clock=FixedClock(T), offline=True) as mem:
         want = [r.as_dict() for r in mem.run(["expiry", "decay"])]
     monkeypatch.setattr(sqlite_wait, "LOOK_EVERY", every)
+    # the in-statement looks alone, but for the one that never looks during a statement
+    monkeypatch.setattr(sqlite_wait, "LAST_LOOK", every == 10 ** 9)
     monkeypatch.setattr(Waiters, "anyone", lambda self: True)
     with Memory(small, clock=FixedClock(T), offline=True) as mem:
         got = [r.as_dict() for r in mem.run(["expiry", "decay"])]
@@ -289,18 +291,20 @@ def test_only_a_writer_that_needs_its_write_says_it_waits(tmp_path):
     with Memory(path, offline=True) as mem, Memory(path, offline=True) as other:
         blocker = sqlite3.connect(path, isolation_level=None)
         blocker.execute("BEGIN IMMEDIATE")
-        said = {}
+        said, done = {}, []
         try:
             for kind, store, exclusive in (("pass", mem.store, True), ("writer", other.store, False)):
-                def begin(store=store, exclusive=exclusive):
+                def begin(store=store, exclusive=exclusive, kind=kind):
                     with store.transaction(exclusive=exclusive):
-                        pass
+                        done.append(kind)
                 waiter = threading.Thread(target=begin)
                 waiter.start()
                 time.sleep(0.1)
                 said[kind] = Waiters(path).anyone()
+                assert waiter.is_alive() and kind not in done  # it was still waiting
                 blocker.execute("ROLLBACK")
                 waiter.join(10)
+                assert not waiter.is_alive() and done[-1] == kind
                 blocker.execute("BEGIN IMMEDIATE")
         finally:
             if blocker.in_transaction:

@@ -170,7 +170,9 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
         With a `fence` (a held pass lease), the commit first renews the lease inside this
         transaction; when the lease is no longer the holder's (another runner took it over)
         that raises and everything rolls back, so work done after a takeover never lands."""
-        self.db.says_it_waits = not exclusive  # a pass waits its turn without asking for it
+        # a runner's commits (fenced by its lease: a pass, its bookkeeping, merges) wait
+        # their turn without asking a pass to give way
+        self.db.says_it_waits = fence is None and not exclusive
         try:
             with self.waiting(wait):
                 self.db.execute("BEGIN IMMEDIATE")

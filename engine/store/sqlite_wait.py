@@ -23,6 +23,7 @@ statement is interrupted, its transaction rolls back, and it runs again in range
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import stat
@@ -41,6 +42,7 @@ TRY_EVERY = 0.001  # seconds between tries of a statement that found the databas
 MAKE_WAY = 0.003   # seconds a batched pass leaves the lock free after each range
 WAITERS = "-lethe-waiters"  # the file beside the database a waiting writer holds a lock on
 LOOK_EVERY = 50_000  # SQLite machine steps between a giving-way pass's looks for a writer
+LAST_LOOK = True     # and one look after its last statement (its COMMIT cannot be cut short)
 
 
 SQLITE_BUSY = 5
@@ -96,15 +98,25 @@ def connection_class(module):
     return Connection
 
 
-def _open_plain(path: str) -> int:
+# why a waiters file can never be had here (a link, another user's file, a read-only
+# folder): not tried again; anything else (out of descriptors) is tried at the next wait
+_FOR_GOOD = {errno.ELOOP, errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOENT, errno.ENOTDIR}
+
+
+def _open_plain(path: str) -> int | None:
     """A descriptor of the regular file at `path`, created empty if missing; -1 when it
-    cannot be had. Never follows a link put in its place, never blocks on a FIFO."""
+    can never be had, None when not now. Never follows a link put in its place, never
+    blocks on a FIFO, never keeps anything but a regular file open."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
                      | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        return -1 if exc.errno in _FOR_GOOD else None
+    try:
+        plain = stat.S_ISREG(os.fstat(fd).st_mode)
     except OSError:
-        return -1
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        plain = False
+    if not plain:
         os.close(fd)
         return -1
     return fd
@@ -127,7 +139,7 @@ class Waiters:
         with self._opening:
             if self.fd is None:
                 self.fd = _open_plain(self.path)
-            return self.fd if self.fd >= 0 else None
+            return self.fd if self.fd is not None and self.fd >= 0 else None
 
     def waiting(self) -> bool:
         """Say this connection waits (until `done`); False when it could not say so."""
@@ -216,6 +228,9 @@ class Waiting:
         if waiters is None or fcntl is None:
             yield
             return
+        # the ids this transaction sees, all its runs in ranges may reach (AUTOINCREMENT:
+        # a memory written after it has a larger one); max(rowid) is one B-tree descent
+        top = self.db.execute("SELECT coalesce(max(rowid), 0) FROM memories").fetchone()[0]
         seen = []
 
         def look() -> int:
@@ -227,13 +242,13 @@ class Waiting:
         self.db.set_progress_handler(look, LOOK_EVERY)
         try:
             yield
-            if not seen and waiters.anyone():  # one last look: its COMMIT cannot be cut short
-                raise GaveWay()
+            if LAST_LOOK and not seen and waiters.anyone():  # its COMMIT cannot be cut short
+                raise GaveWay(top)
         except GaveWay:
             raise
         except Exception as exc:  # the interrupted statement's (sqlite3's or pysqlite3's)
             if seen and "interrupted" in str(exc):
-                raise GaveWay() from None
+                raise GaveWay(top) from None
             raise
         finally:
             self.db.set_progress_handler(None, 0)
