@@ -19,7 +19,7 @@ import time
 import pytest
 
 from bench import seed_article
-from engine import FixedClock, Memory, PolicyError, load_policy
+from engine import FixedClock, Memory, PolicyError, leasing, load_policy
 from engine.store import Store, sqlite_wait
 from engine.store.sqlite_wait import Waiters
 from tests.conftest import ROOT, START
@@ -285,18 +285,21 @@ def test_giving_way_wherever_the_interrupt_lands_gives_the_same_rows(adopted, tm
 
 
 def test_only_a_writer_that_needs_its_write_says_it_waits(tmp_path):
-    """A pass waiting for the lock (another namespace's, in the same file) does not make
-    the pass holding it give way; a writer does."""
+    """A pass waiting for the lock (another namespace's, in the same file), or a runner's
+    commit under its lease, does not make the pass holding it give way; a writer does."""
     path = str(tmp_path / "m.db")
-    with Memory(path, offline=True) as mem, Memory(path, offline=True) as other:
+    said, done = {}, []
+    with Memory(path, offline=True) as mem, Memory(path, offline=True) as other, \
+            leasing.hold(mem.context) as held:  # a runner's commits are fenced
         blocker = sqlite3.connect(path, isolation_level=None)
-        blocker.execute("BEGIN IMMEDIATE")
-        said, done = {}, []
         try:
-            for kind, store, exclusive in (("pass", mem.store, True), ("writer", other.store, False)):
-                def begin(store=store, exclusive=exclusive, kind=kind):
-                    with store.transaction(exclusive=exclusive):
+            for kind, begin_one in (("pass", lambda: mem.store.transaction(exclusive=True)),
+                                    ("runner", held.transaction),
+                                    ("writer", other.store.transaction)):
+                def begin(begin_one=begin_one, kind=kind):
+                    with begin_one():
                         done.append(kind)
+                blocker.execute("BEGIN IMMEDIATE")
                 waiter = threading.Thread(target=begin)
                 waiter.start()
                 time.sleep(0.1)
@@ -305,12 +308,11 @@ def test_only_a_writer_that_needs_its_write_says_it_waits(tmp_path):
                 blocker.execute("ROLLBACK")
                 waiter.join(10)
                 assert not waiter.is_alive() and done[-1] == kind
-                blocker.execute("BEGIN IMMEDIATE")
         finally:
             if blocker.in_transaction:
                 blocker.execute("ROLLBACK")
             blocker.close()
-    assert said == {"pass": False, "writer": True}
+    assert said == {"pass": False, "runner": False, "writer": True}
 
 
 def test_the_waiters_file_is_the_one_beside_the_real_file(tmp_path):
