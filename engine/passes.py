@@ -83,8 +83,9 @@ def run_together(ctx: Context, names: list[str], progress=None) -> list[PassResu
 
 def _giving_way(ctx: Context, names: list[str]):
     """Inside the pass's transaction, around its statements (never its BEGIN, its lease
-    renewal or its COMMIT): the store's giving_way, unless a pass is `atomic: true`."""
-    if any(ctx.policy.passes[n].atomic for n in names):
+    renewal or its COMMIT): the store's giving_way, unless a pass is `atomic: true` or
+    has no rules to run in ranges (compression's part before its merges)."""
+    if any(ctx.policy.passes[n].atomic or n not in ctx.plan.pass_ranges for n in names):
         return contextlib.nullcontext()
     return ctx.store.giving_way()
 
@@ -188,14 +189,17 @@ def run_batched(ctx: Context, name: str, progress=None, record: bool = True,
     result.changed = state["changed"] if state else 0  # rows the interrupted run already did
     lo, last = store.id_bounds(ns)
     lo = state["cursor"] if state else lo
-    top = last if top is None else top  # a pass that gave way: what its transaction saw
+    if state and state["top_id"] is not None:
+        top = state["top_id"]  # resumed: where it was to stop when it began
+    elif top is None:
+        top = last  # (a pass that gave way: what its transaction saw)
     if note == GAVE_WAY:
         store.make_way()  # the writer it gave way to goes first
     while lo <= top:
         hi, began = min(lo + size, top + 1), time.perf_counter()
         with ctx.transaction(exclusive=True):
             _apply(ctx, statements, result, now, progress, (lo, hi))
-            store.save_progress(ns, name, hi, now, result.changed)
+            store.save_progress(ns, name, hi, now, result.changed, top)
         lo = hi
         if timed:  # at most twice the last, at least a tenth of the first
             took = max(time.perf_counter() - began, 1e-4)

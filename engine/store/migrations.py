@@ -294,3 +294,12 @@ def m017_partial_indexes(db):
     db.execute("DROP INDEX IF EXISTS memories_expiry")
     db.execute("CREATE INDEX memories_expiry ON memories(namespace, status, expires_at) "
                "WHERE expires_at IS NOT NULL")
+
+
+@migration
+def m018_pass_progress_top(db):
+    """The largest id a run in ranges reaches: what the pass saw when it began. Without it
+    a run resumed after a crash read the newest id again and passed, with its old `now`,
+    memories written after that `now` (NULL: a run saved before, which reads it again)."""
+    if "top_id" not in _columns(db, "pass_progress"):
+        db.execute("ALTER TABLE pass_progress ADD COLUMN top_id INTEGER")

@@ -131,14 +131,15 @@ class Bookkeeping:
                                       (namespace,))}
 
     def progress(self, namespace: str, name: str):
-        return self._x("SELECT cursor, run_now, changed FROM pass_progress WHERE "
+        return self._x("SELECT cursor, run_now, changed, top_id FROM pass_progress WHERE "
                        "namespace = ? AND pass = ?", (namespace, name)).fetchone()
 
-    def save_progress(self, namespace: str, name: str, cursor: int, now: str, changed: int) -> None:
-        self._x("INSERT INTO pass_progress (namespace, pass, cursor, run_now, changed) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (namespace, pass) DO UPDATE SET "
-                "cursor = excluded.cursor, changed = excluded.changed",
-                (namespace, name, cursor, now, changed))
+    def save_progress(self, namespace: str, name: str, cursor: int, now: str, changed: int,
+                      top: int | None = None) -> None:
+        self._x("INSERT INTO pass_progress (namespace, pass, cursor, run_now, changed, top_id) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (namespace, pass) DO UPDATE SET "
+                "cursor = excluded.cursor, changed = excluded.changed, top_id = excluded.top_id",
+                (namespace, name, cursor, now, changed, top))
 
     def id_bounds(self, namespace: str) -> tuple[int, int]:
         lo, hi = self._x("SELECT min(id), max(id) FROM memories WHERE namespace = ?",

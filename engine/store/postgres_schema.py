@@ -228,3 +228,9 @@ def m017_partial_indexes(db):
     _run(db, "DROP INDEX IF EXISTS memories_expiry",
          "CREATE INDEX memories_expiry ON memories (namespace, status, expires_at) "
          "WHERE expires_at IS NOT NULL")
+
+
+@migration
+def m018_pass_progress_top(db):
+    """As SQLite's m018: where a run in ranges stops, kept across a crash."""
+    _run(db, "ALTER TABLE pass_progress ADD COLUMN IF NOT EXISTS top_id BIGINT")

@@ -436,14 +436,15 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
                                               (namespace,))}
 
     def progress(self, namespace: str, name: str) -> sqlite3.Row | None:
-        return self.db.execute("SELECT cursor, run_now, changed FROM pass_progress WHERE "
+        return self.db.execute("SELECT cursor, run_now, changed, top_id FROM pass_progress WHERE "
                                "namespace = ? AND pass = ?", (namespace, name)).fetchone()
 
-    def save_progress(self, namespace: str, name: str, cursor: int, now: str, changed: int) -> None:
-        self.db.execute("INSERT INTO pass_progress (namespace, pass, cursor, run_now, changed) "
-                        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (namespace, pass) DO UPDATE SET "
-                        "cursor = excluded.cursor, changed = excluded.changed",
-                        (namespace, name, cursor, now, changed))
+    def save_progress(self, namespace: str, name: str, cursor: int, now: str, changed: int,
+                      top: int | None = None) -> None:
+        self.db.execute("INSERT INTO pass_progress (namespace, pass, cursor, run_now, changed, top_id) "
+                        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (namespace, pass) DO UPDATE SET "
+                        "cursor = excluded.cursor, changed = excluded.changed, top_id = excluded.top_id",
+                        (namespace, name, cursor, now, changed, top))
 
     def id_bounds(self, namespace: str) -> tuple[int, int]:
         lo, hi = self.db.execute("SELECT min(id), max(id) FROM memories WHERE namespace = ?",
