@@ -431,26 +431,6 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
                         "last_run_at = excluded.last_run_at, rows_changed = excluded.rows_changed",
                         (namespace, name, now, changed))
 
-    def unfinished(self, namespace: str) -> set[str]:
-        return {r[0] for r in self.db.execute("SELECT pass FROM pass_progress WHERE namespace = ?",
-                                              (namespace,))}
-
-    def progress(self, namespace: str, name: str) -> sqlite3.Row | None:
-        return self.db.execute("SELECT cursor, run_now, changed, top_id FROM pass_progress WHERE "
-                               "namespace = ? AND pass = ?", (namespace, name)).fetchone()
-
-    def save_progress(self, namespace: str, name: str, cursor: int, now: str, changed: int,
-                      top: int | None = None) -> None:
-        self.db.execute("INSERT INTO pass_progress (namespace, pass, cursor, run_now, changed, top_id) "
-                        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (namespace, pass) DO UPDATE SET "
-                        "cursor = excluded.cursor, changed = excluded.changed, top_id = excluded.top_id",
-                        (namespace, name, cursor, now, changed, top))
-
-    def id_bounds(self, namespace: str) -> tuple[int, int]:
-        lo, hi = self.db.execute("SELECT min(id), max(id) FROM memories WHERE namespace = ?",
-                                 (namespace,)).fetchone()
-        return lo or 0, hi or 0
-
     # -- leases ---------------------------------------------------------------------------
     def lease(self, namespace: str, ttl, holder: str, wait: float = 1.0) -> SqliteLease:
         """The namespace's pass lease, on a connection of its own (kept for the next one)."""

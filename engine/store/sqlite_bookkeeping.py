@@ -1,6 +1,6 @@
-"""The SQLite store's bookkeeping of model calls and scenes, as methods `SqliteStore`
-inherits (sqlite.py keeps the connection, transactions, schema, compiled statements,
-memories, the inbox, pass runs and leases). The split is only for size, as
+"""The SQLite store's bookkeeping of model calls, scenes and a pass's progress, as
+methods `SqliteStore` inherits (sqlite.py keeps the connection, transactions, schema,
+compiled statements, memories, the inbox, pass runs and leases). The split is only for size, as
 postgres_bookkeeping.py is for the PostgreSQL store; both read `self.db` and `self.now()`.
 """
 from __future__ import annotations
@@ -67,3 +67,24 @@ class Bookkeeping:
         self.db.execute("INSERT INTO scenes (namespace, scene, summary, updated_at) VALUES (?, ?, ?, ?) "
                         "ON CONFLICT (namespace, scene) DO UPDATE SET summary = excluded.summary, "
                         "updated_at = excluded.updated_at", (namespace, scene, summary, self.now()))
+
+    # -- where a run in ranges is (pass_progress) --------------------------------------
+    def unfinished(self, namespace: str) -> set[str]:
+        return {r[0] for r in self.db.execute("SELECT pass FROM pass_progress WHERE namespace = ?",
+                                              (namespace,))}
+
+    def progress(self, namespace: str, name: str) -> sqlite3.Row | None:
+        return self.db.execute("SELECT cursor, run_now, changed, top_id FROM pass_progress WHERE "
+                               "namespace = ? AND pass = ?", (namespace, name)).fetchone()
+
+    def save_progress(self, namespace: str, name: str, cursor: int, now: str, changed: int,
+                      top: int | None = None) -> None:
+        self.db.execute("INSERT INTO pass_progress (namespace, pass, cursor, run_now, changed, top_id) "
+                        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (namespace, pass) DO UPDATE SET "
+                        "cursor = excluded.cursor, changed = excluded.changed, top_id = excluded.top_id",
+                        (namespace, name, cursor, now, changed, top))
+
+    def id_bounds(self, namespace: str) -> tuple[int, int]:
+        lo, hi = self.db.execute("SELECT min(id), max(id) FROM memories WHERE namespace = ?",
+                                 (namespace,)).fetchone()
+        return lo or 0, hi or 0
