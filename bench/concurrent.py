@@ -191,3 +191,77 @@ def bench(n: int = 1_000_000, log=print, policy: Path | None = None) -> tuple[li
                      note=f"only recalls, {k['calls']} during a {alone['pass_s']:.1f} s pass, "
                           f"max {k['max']:.0f} ms; baseline: p99 with no pass running"))
     return rows, problems
+
+
+LATE_DELAYS = (1.5, 3.0)  # seconds after the pass process starts (it reaches its rules ~1 s in)
+
+
+def _late(copy: Path, delay: float | None) -> dict:
+    """`lethe run --pass expiry --pass decay` in another process; `delay` seconds after it
+    starts, one add, one remember and one recall (None: no calls, the pass alone)."""
+    from engine import FixedClock, Memory
+
+    mem = Memory(str(copy), policy=str(D.POLICY), offline=True, clock=FixedClock(D.T))
+    try:
+        caller = Caller(mem)
+        for _ in range(len(KINDS)):  # import the rules judges, warm the caches
+            caller.one()
+        caller = Caller(mem)
+        cmd = _lethe_cmd() + ["run", "--db", str(copy), "--policy", str(D.POLICY),
+                              "--pass", "expiry", "--pass", "decay", "--now", D.T_ISO, "--json"]
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=D.ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        if delay is not None:
+            time.sleep(delay)
+            for _ in KINDS:
+                caller.one()
+        out, err = proc.communicate()
+        secs = time.perf_counter() - start
+    finally:
+        mem.close()
+    if proc.returncode != 0:
+        return {"error": err.strip()[-300:]}
+    notes = [n for r in json.loads(out) for n in r["notes"]]
+    waits = {k: v[0][1] * 1e3 for k, v in caller.times.items() if v}
+    return {"pass_s": secs, "gave_way": any("gave way" in n for n in notes),
+            "at_once": any("the rest in one transaction" in n for n in notes),
+            "waits": waits, "locked": caller.locked, "errors": caller.other_errors}
+
+
+def late(n: int = 1_000_000, log=print) -> tuple[list[dict], list[str]]:
+    """One writer that comes after the pass has begun: how long its calls wait, and how
+    long the pass takes once it gave way to them (it runs in ranges while writers wait,
+    then the rest in one transaction), against the same pass with nobody calling."""
+    rows, problems = [], []
+    src = D.adopted(n, log)
+    runs = {}
+    for delay in (None, *LATE_DELAYS):
+        copy = D.work_copy(src, "late")
+        try:
+            runs[delay] = r = _late(copy, delay)
+        finally:
+            D.drop(copy)
+        if "error" in r or r["errors"]:
+            problems.append(f"late writer at {delay} s: {r.get('error') or r['errors'][0]}")
+            return rows, problems
+        log(f"late writer at {delay} s: pass {r['pass_s']:.1f} s (gave way: {r['gave_way']}, "
+            f"rest at once: {r['at_once']}); "
+            + ", ".join(f"{k} {v:.0f} ms" for k, v in r["waits"].items()))
+    alone = runs[None]["pass_s"]
+    for delay in LATE_DELAYS:
+        r = runs[delay]
+        first = max(r["waits"][k] for k in ("add", "remember"))
+        rows.append(dict(measure=f"a writer {delay} s into the pass: its wait (ms)", n=n,
+                         value=first, baseline=None, goal=MAX_GOAL_MS, absolute_goal=True,
+                         note="the longer of one add and one remember, called one after "
+                              "the other, then a recall "
+                              f"({r['waits']['recall']:.0f} ms); 'database is locked': "
+                              f"{r['locked']}"))
+        how = ("gave way, then the rest in one transaction" if r["at_once"] else
+               "gave way, in ranges to its end" if r["gave_way"] else "did not give way")
+        rows.append(dict(measure=f"the pass with a writer {delay} s in (s)", n=n,
+                         value=r["pass_s"], baseline=alone,
+                         note=f"expiry + decay, whole process ({how}); baseline: the same "
+                              "pass with nobody calling, this run"))
+    return rows, problems

@@ -96,7 +96,7 @@ def _load() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n")[0])
-    ap.add_argument("part", nargs="?", choices=("all", "passes", "recall", "write", "tokens", "contention", "peak"), default="all")
+    ap.add_argument("part", nargs="?", choices=("all", "passes", "recall", "write", "tokens", "contention", "late", "peak"), default="all")
     ap.add_argument("--sizes", type=D.parse_sizes,
                     default=list(D.DEFAULT_SIZES), help="comma-separated, e.g. 10k,100k,1M")
     ap.add_argument("--repeat", type=int, default=None,
@@ -136,6 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.part in ("all", "contention"):
         from . import concurrent
         r, p = concurrent.bench(max(args.sizes), log, args.contention_policy)
+        rows += r
+        problems += p
+    if args.part in ("all", "late"):
+        from . import concurrent
+        r, p = concurrent.late(max(args.sizes), log)
         rows += r
         problems += p
     if args.part in ("all", "peak"):

@@ -39,6 +39,10 @@ RULES_DONE = 2 ** 62
 RANGE_SECONDS = 0.005
 FIRST_RANGE = 500
 GAVE_WAY = "gave way to a waiting writer: ran in ranges"
+# once no writer has waited for this long, what is left of it runs in one transaction
+# again (and gives way again if one comes); each time it had to give way again, twice as long
+QUIET_SECONDS = 0.5
+AT_ONCE = "no writer waited: ran the rest in one transaction"
 
 
 def run_rules(ctx: Context, name: str, progress: Callable[[str], None] | None = None,
@@ -78,7 +82,12 @@ def run_together(ctx: Context, names: list[str], progress=None) -> list[PassResu
                        for name in names]
         return results
     except GaveWay as gave:  # a writer waits: each runs in ranges, none of them has landed
-        return [run_batched(ctx, name, progress, note=GAVE_WAY, top=gave.top) for name in names]
+        results: list[PassResult] = []
+        for name in names:  # once one ended at once, the next tries that first
+            quiet = 0.0 if results and AT_ONCE in results[-1].notes else None
+            results.append(run_batched(ctx, name, progress, note=GAVE_WAY, top=gave.top,
+                                       quiet=quiet))
+        return results
 
 
 def _giving_way(ctx: Context, names: list[str]):
@@ -116,13 +125,15 @@ def _count(ctx: Context, st, now: str, progress, id_range=None) -> int:
     return ctx.store.fetch_one(st, ctx.namespace, now, id_range=id_range or (0, 0))[0]
 
 
-def _rewriting(ctx: Context, name: str, now: str):
+def _rewriting(ctx: Context, name: str, now: str, id_range: tuple[int, int] | None = None):
     """A pass that reaches most of the file rebuilds the indexes over what it writes once,
-    at its end, instead of moving one entry per row (engine.store.bulk)."""
-    reach = ctx.plan.pass_reach.get(name)
+    at its end, instead of moving one entry per row (engine.store.bulk); `id_range`: what
+    it reaches within that range (the rest of a pass that gave way)."""
+    reach = (ctx.plan.pass_reach_ranged if id_range else ctx.plan.pass_reach).get(name)
     if reach is None or not ctx.plan.pass_writes[name]:
         return contextlib.nullcontext([])
-    return ctx.store.rewriting(reach, ctx.plan.pass_writes[name], ctx.namespace, now)
+    return ctx.store.rewriting(reach, ctx.plan.pass_writes[name], ctx.namespace, now,
+                               id_range=id_range or (0, 0))
 
 
 def _finish(ctx: Context, name: str, now: str, result: PassResult, record: bool,
@@ -167,7 +178,8 @@ def _note_skipped(result: PassResult, rule: str) -> None:
 
 
 def run_batched(ctx: Context, name: str, progress=None, record: bool = True,
-                note: str | None = None, top: int | None = None) -> PassResult:
+                note: str | None = None, top: int | None = None,
+                quiet: float | None = None) -> PassResult:
     """A pass over a huge store, committed in id ranges so readers and writers are never
     held up for long. Every rule reads and writes only its own row, so running all rules
     range by range gives the same rows as one transaction. Each range commits together
@@ -176,7 +188,8 @@ def run_batched(ctx: Context, name: str, progress=None, record: bool = True,
     the lease only a runner whose predecessor is gone (died, or lost the lease) finds the
     cursor, and each range's commit is fenced: two runners never share one run.
     Without `batch:` (a pass that gave way to a writer) each range is sized from the last
-    one's time to hold the lock about RANGE_SECONDS."""
+    one's time to hold the lock about RANGE_SECONDS, and once no writer has waited for
+    QUIET_SECONDS (`quiet`, when given) the rest runs in one transaction (`_rest_at_once`)."""
     store, ns = ctx.store, ctx.namespace
     size = ctx.policy.passes[name].batch
     timed, size = size is None, size or FIRST_RANGE
@@ -193,9 +206,19 @@ def run_batched(ctx: Context, name: str, progress=None, record: bool = True,
         top = state["top_id"]  # resumed: where it was to stop when it began
     elif top is None:
         top = last  # (a pass that gave way: what its transaction saw)
+    # a run that just gave way waits for quiet; one resumed after a crash tries at once
+    if quiet is None:
+        quiet = QUIET_SECONDS if note == GAVE_WAY else 0.0
+    last_writer = time.monotonic()
     if note == GAVE_WAY:
         store.make_way()  # the writer it gave way to goes first
     while lo <= top:
+        if timed and time.monotonic() - last_writer >= quiet:
+            if _rest_at_once(ctx, name, statements, result, now, progress, (lo, top + 1), record):
+                return result
+            quiet, last_writer = max(2 * quiet, QUIET_SECONDS), time.monotonic()
+            store.make_way()
+            continue
         hi, began = min(lo + size, top + 1), time.perf_counter()
         with ctx.transaction(exclusive=True):
             _apply(ctx, statements, result, now, progress, (lo, hi))
@@ -204,10 +227,31 @@ def run_batched(ctx: Context, name: str, progress=None, record: bool = True,
         if timed:  # at most twice the last, at least a tenth of the first
             took = max(time.perf_counter() - began, 1e-4)
             size = max(FIRST_RANGE // 10, min(2 * size, int(size * RANGE_SECONDS / took)))
+            if store.writer_waits():
+                last_writer = time.monotonic()
         store.make_way()  # a writer waiting for the lock takes it before the next range
     with ctx.transaction():
         _finish(ctx, name, now, result, record)
     return result
+
+
+def _rest_at_once(ctx: Context, name: str, statements, result: PassResult, now: str,
+                  progress, rest: tuple[int, int], record: bool) -> bool:
+    """What is left of a pass in ranges (ids in `rest`), run in one transaction with its
+    run recorded, as the pass would have been, giving way again if a writer comes: False
+    then, with nothing of it landed and `result` as it was."""
+    kept = (result.changed, dict(result.events), result.skipped, list(result.notes))
+    try:
+        with ctx.transaction(exclusive=True), _giving_way(ctx, [name]):
+            with _rewriting(ctx, name, now, rest):
+                _apply(ctx, statements, result, now, progress, rest)
+            if AT_ONCE not in result.notes:
+                result.notes.append(AT_ONCE)
+            _finish(ctx, name, now, result, record)
+        return True
+    except GaveWay:
+        result.changed, result.events, result.skipped, result.notes = kept
+        return False
 
 
 def next_due(last_run: str | None, every: dt.timedelta | None, now: dt.datetime) -> dt.datetime | None:

@@ -29,6 +29,7 @@ pytestmark = pytest.mark.sqlite_only
 T = START + dt.timedelta(days=1)
 ROWS = 100_000
 NOTE = "gave way to a waiting writer: ran in ranges"
+AT_ONCE = "no writer waited: ran the rest in one transaction"
 
 
 @pytest.fixture(scope="module")
@@ -150,6 +151,8 @@ def test_a_writer_meeting_a_pass_does_not_wait_for_all_of_it(copies, call):
     assert written and all(isinstance(i, int) for i in written)
     results = json.loads(out)
     assert [NOTE in r["notes"] for r in results] == [True, True]
+    # the writer came once: what was left of decay then ran in one transaction again
+    assert [AT_ONCE in r["notes"] for r in results if r["pass"] == "decay"] == [True]
 
     expected = alone(by_itself)
     assert [NOTE in r["notes"] for r in expected] == [False, False]
@@ -190,6 +193,8 @@ def test_a_pass_that_gave_way_and_died_is_finished_once(copies):
         later = mem.add("We deploy on Mondays now.", importance=6, judged=False)
     finished = alone(met)
     assert any("resumed an interrupted run" in r["notes"] for r in finished)
+    # nobody waits: the resumed run does the rest in one transaction
+    assert [AT_ONCE in r["notes"] for r in finished if r["pass"] == "decay"] == [True]
     expected = alone(by_itself)
     # it stops where it was to stop when it began: the memory written since is not passed
     assert [r["changed"] for r in finished if r["pass"] == "decay"] == \
@@ -358,3 +363,54 @@ def test_a_pass_without_rules_never_gives_way(tmp_path, monkeypatch):
         results = mem.run(["compression"])
     assert [r.name for r in results] == ["compression"]
     assert all(NOTE not in n for r in results for n in r.notes)
+
+
+@pytest.mark.parametrize("every", [1, 700, 10 ** 9])  # 10**9: the look after its last statement
+def test_the_rest_run_at_once_gives_way_again_to_a_writer(adopted, tmp_path, monkeypatch,
+                                                          every):
+    """A pass in ranges runs the rest in one transaction once no writer waits; a writer
+    that comes then (the interrupt landing in its first statement, a later one, or after
+    its last) makes it roll back and go on in ranges, and the next try finishes it: the
+    rows and events of the pass alone, each once, its run recorded once."""
+    from engine import passes
+
+    met, by_itself = str(tmp_path / "met.db"), str(tmp_path / "alone.db")
+    shutil.copy(adopted, met)
+    shutil.copy(adopted, by_itself)
+    with Memory(by_itself, clock=FixedClock(T), offline=True) as mem:
+        want = [r.as_dict() for r in mem.run(["expiry", "decay"])]
+    tries, now_trying, in_ranges_yet = [], [], []
+    rest_at_once, run_batched = passes._rest_at_once, passes.run_batched
+
+    def batched(*args, **kw):
+        in_ranges_yet.append(True)
+        return run_batched(*args, **kw)
+
+    def counted(ctx, name, *args):
+        tries.append(name)
+        now_trying.append(tries.count(name))
+        try:
+            return rest_at_once(ctx, name, *args)
+        finally:
+            now_trying.pop()
+
+    # a writer waits when the pass is first one transaction, and during each pass's first
+    # try at the rest; never between ranges
+    monkeypatch.setattr(passes, "_rest_at_once", counted)
+    monkeypatch.setattr(passes, "run_batched", batched)
+    monkeypatch.setattr(passes, "QUIET_SECONDS", 0.05)
+    monkeypatch.setattr(Waiters, "anyone", lambda self: not in_ranges_yet or now_trying == [1])
+    monkeypatch.setattr(sqlite_wait, "LOOK_EVERY", every)
+    with Memory(met, clock=FixedClock(T), offline=True) as mem:
+        got = [r.as_dict() for r in mem.run(["expiry", "decay"])]
+        runs = mem.store.db.execute("SELECT pass, last_run_at FROM pass_runs "
+                                    "ORDER BY pass").fetchall()
+    # decay gave way again once, then finished at once (expiry, a few ranges, may end first)
+    assert tries.count("decay") == 2 and tries.count("expiry") in (0, 2), tries
+    assert [(NOTE in r["notes"], AT_ONCE in r["notes"]) for r in got] == \
+        [(True, "expiry" in tries), (True, True)]
+    for g, w in zip(got, want):
+        assert (g["changed"], g["events"], g["skipped"]) == (w["changed"], w["events"], w["skipped"])
+    assert rows(met) == rows(by_itself) and once_each(rows(met)[1])
+    assert [tuple(r) for r in runs] == [("decay", T.isoformat()), ("expiry", T.isoformat())]
+    assert not in_ranges(met)

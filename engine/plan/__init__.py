@@ -47,8 +47,10 @@ class Plan:
     # reaches most of the file, the indexes over those are rebuilt once: engine.store.bulk)
     pass_reach: dict[str, Statement] = field(default_factory=dict)
     pass_writes: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    # a one-transaction pass that gave way to a writer: its rules over one id range each
+    # a one-transaction pass that gave way to a writer: its rules over one id range each,
+    # and its reach within one (the rest, run at once when no writer waits any more)
     pass_ranges: dict[str, list[Statement]] = field(default_factory=dict)
+    pass_reach_ranged: dict[str, Statement] = field(default_factory=dict)
     # with an embedding model: nearest neighbours (ids from the store's vector index)
     # through each step's candidate query, by step ('contradiction', 'fused', 'recall')
     neighbours: dict[str, Statement] = field(default_factory=dict)
@@ -94,6 +96,8 @@ def compile_policy(policy: Policy, dialect: str | Dialect = "sqlite") -> Plan:
         pass_writes={name: pass_writes(policy, p) for name, p in policy.passes.items()},
         pass_ranges={name: pass_statements(policy, p, d, ranged=True)
                      for name, p in policy.passes.items() if p.rules and not p.batch},
+        pass_reach_ranged={name: reach_statement(p, d, ranged=True)
+                           for name, p in policy.passes.items() if p.rules and not p.batch},
         neighbours=neighbour_statements(policy, d) if model else {},
     )
 
@@ -279,7 +283,10 @@ def render_plan(plan: Plan) -> str:
             blocks.append(_show(st))
         if name in plan.pass_ranges and plan.dialect.name == "sqlite":
             blocks.append("-- when a writer waits for the lock meanwhile, the transaction rolls "
-                          "back and the rules run over one id range per transaction instead")
+                          "back and the rules run over one id range per transaction instead; "
+                          "once no writer has waited for a while, the rest runs in one "
+                          "transaction again, counted first")
+            blocks.append(_show(plan.pass_reach_ranged[name]))
             blocks.extend(_show(st) for st in plan.pass_ranges[name])
     blocks.append("\n-- recall")
     blocks.append(_show(plan.recall))

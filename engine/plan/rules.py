@@ -23,16 +23,22 @@ def pass_statements(policy: Policy, p: Pass, d: Dialect, ranged: bool = False) -
     return out
 
 
-def reach_statement(p: Pass, d: Dialect) -> Statement:
+def reach_statement(p: Pass, d: Dialect, ranged: bool = False) -> Statement:
     """How many rows a pass's rules reach, counted before the first one runs (a later
-    rule may reach rows an earlier one changes; the count is for choosing how to write)."""
+    rule may reach rows an earlier one changes; the count is for choosing how to write).
+    `ranged`: within one id range (what is left of a pass that gave way to a writer)."""
     whens = [r.when for r in p.rules]
     sql, params = f'"namespace" = {d.placeholder}', [NAMESPACE]
+    if ranged:
+        sql = f'{d.unindexed("namespace")} = {d.placeholder} AND "id" >= {d.placeholder} ' \
+              f'AND "id" < {d.placeholder}'
+        params += [FROM_ID, TO_ID]
     if all(w is not None for w in whens):
         rendered = [d.render(w) for w in _union(whens)]
         sql += " AND (" + " OR ".join(w for w, _ in rendered) + ")"
         params += [x for _, ps in rendered for x in ps]
-    return Statement(f"{p.name} reach", f"SELECT count(*) FROM memories\nWHERE {sql}", params)
+    label = f"{p.name} reach" + (" in a range" if ranged else "")
+    return Statement(label, f"SELECT count(*) FROM memories\nWHERE {sql}", params)
 
 
 def _union(whens: list[X.Node]) -> list[X.Node]:

@@ -174,6 +174,11 @@ class PostgresStore(StoreCommon, Bookkeeping):
         writer interrupts it, engine/store/sqlite_wait.py)."""
         return contextlib.nullcontext()
 
+    def writer_waits(self) -> bool:
+        """Never asked here: a pass on PostgreSQL never gives way, so never runs in ranges
+        but for `batch:`."""
+        return False
+
     def interrupt(self) -> None:
         """Abort the statement running on this connection (its transaction rolls back)."""
         with contextlib.suppress(Exception):
@@ -378,7 +383,7 @@ class PostgresStore(StoreCommon, Bookkeeping):
                     "updated_at = excluded.updated_at", (namespace, policy, signature, self.now()))
 
     @contextlib.contextmanager
-    def rewriting(self, reach, columns, namespace: str, now: str):
+    def rewriting(self, reach, columns, namespace: str, now: str, id_range=(0, 0)):
         """A pass's rows are updated with their indexes in place: unlike SQLite, dropping
         an index here takes an ACCESS EXCLUSIVE lock on memories, which would stop every
         other agent's reads and writes on the server for the whole pass. Yields no index."""

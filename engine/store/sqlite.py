@@ -152,6 +152,11 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
         enough for a waiting writer to take it (see sqlite_wait)."""
         make_way()
 
+    def writer_waits(self) -> bool:
+        """Whether a writer whose caller needs its write waits for the lock now (it says
+        so on the waiters file, sqlite_wait): a pass in ranges stays in ranges."""
+        return self.db.waiters is not None and self.db.waiters.anyone()
+
     def interrupt(self) -> None:
         """Abort the statement running on this connection (its transaction rolls back)."""
         try:
@@ -358,12 +363,12 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
                        "updated_at = excluded.updated_at", (namespace, policy, signature, self.now()))
 
     @contextlib.contextmanager
-    def rewriting(self, reach, columns, namespace: str, now: str):
+    def rewriting(self, reach, columns, namespace: str, now: str, id_range=(0, 0)):
         """Inside a pass's transaction: count the rows it reaches (`reach`, a compiled
-        count), and when they are most of the file, rebuild the indexes over the
-        `columns` it writes once at the end instead of moving an entry per row
-        (engine.store.bulk). Yields the names of the indexes rebuilt."""
-        rows = self.fetch_one(reach, namespace, now)[0]
+        count, within `id_range` when it is ranged), and when they are most of the file,
+        rebuild the indexes over the `columns` it writes once at the end instead of moving
+        an entry per row (engine.store.bulk). Yields the names of the indexes rebuilt."""
+        rows = self.fetch_one(reach, namespace, now, id_range=id_range)[0]
         with bulk.rebuilding(self.db, columns, rows) as rebuilt:
             yield rebuilt
 

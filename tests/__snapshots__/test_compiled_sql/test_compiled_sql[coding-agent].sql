@@ -17,7 +17,11 @@ UPDATE memories
 SET "status" = ?
 WHERE "namespace" = ? AND (("status" = ?) AND ("expires_at" < ?));
 -- params: ['expired', ':namespace', 'active', ':now']
--- when a writer waits for the lock meanwhile, the transaction rolls back and the rules run over one id range per transaction instead
+-- when a writer waits for the lock meanwhile, the transaction rolls back and the rules run over one id range per transaction instead; once no writer has waited for a while, the rest runs in one transaction again, counted first
+-- expiry reach in a range
+SELECT count(*) FROM memories
+WHERE +"namespace" = ? AND "id" >= ? AND "id" < ? AND ((("status" = ?) AND ("expires_at" < ?)));
+-- params: [':namespace', ':from_id', ':to_id', 'active', ':now']
 -- expiry.rules[0] event expired
 INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status"), ?, json_object(?, ?)), ?
@@ -59,7 +63,11 @@ SET "status" = ?,
     "rank" = (("importance" * "confidence") * (?))
 WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" < ?));
 -- params: ['archived', 0, 0, ':namespace', 'active', 0.1]
--- when a writer waits for the lock meanwhile, the transaction rolls back and the rules run over one id range per transaction instead
+-- when a writer waits for the lock meanwhile, the transaction rolls back and the rules run over one id range per transaction instead; once no writer has waited for a while, the rest runs in one transaction again, counted first
+-- decay reach in a range
+SELECT count(*) FROM memories
+WHERE +"namespace" = ? AND "id" >= ? AND "id" < ? AND (("status" = ?));
+-- params: [':namespace', ':from_id', ':to_id', 'active']
 -- decay.rules[0] rows (the skipped: those it does not change)
 SELECT count(*) FROM memories
 WHERE +"namespace" = ? AND ("status" = ?) AND "id" >= ? AND "id" < ?;

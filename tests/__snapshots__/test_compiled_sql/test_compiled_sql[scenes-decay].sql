@@ -27,7 +27,11 @@ SET "status" = ?,
     "decay_score" = ?
 WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" < ?));
 -- params: ['archived', 0, ':namespace', 'active', 0.1]
--- when a writer waits for the lock meanwhile, the transaction rolls back and the rules run over one id range per transaction instead
+-- when a writer waits for the lock meanwhile, the transaction rolls back and the rules run over one id range per transaction instead; once no writer has waited for a while, the rest runs in one transaction again, counted first
+-- decay reach in a range
+SELECT count(*) FROM memories
+WHERE +"namespace" = ? AND "id" >= ? AND "id" < ? AND (("status" = ?));
+-- params: [':namespace', ':from_id', ':to_id', 'active']
 -- decay.rules[0] rows (the skipped: those it does not change)
 SELECT count(*) FROM memories
 WHERE +"namespace" = ? AND ("status" = ?) AND "id" >= ? AND "id" < ?;
