@@ -21,13 +21,12 @@ For each N, on fresh copies of one cached article-format database:
 * startup - `lethe --version` vs `python -c pass`: the fixed cost of a process that
             imports the engine, which dominates at small N.
 
-Then checks that all three agree: status counts, event counts, and decay_score (and
-the stored rank) on a sample of ids, to 1e-9.
+Then checks that all of them agree: status and event counts, and every row's status,
+decay_score and rank (to 1e-9) and every archived or expired event, none of them twice.
 """
 from __future__ import annotations
 
 import json
-import math
 import os
 import sqlite3
 import statistics
@@ -41,7 +40,6 @@ from .seed_article import article_decay, article_expiry
 
 LETHE_GOAL = 1.5          # lethe process time / bare SQL process time
 ARTICLE_CAP_S = 120.0     # do not run the article loop when it would take longer
-SAMPLE = 2000             # ids compared per N
 TOL = 1e-9
 
 
@@ -117,51 +115,82 @@ def startup() -> tuple[float, float]:
 
 
 # -- agreement -------------------------------------------------------------------------
-def _snapshot(path: Path, ids: list[int]) -> dict:
-    conn = sqlite3.connect(str(path))
+def _rank(conn: sqlite3.Connection, schema: str) -> str:
+    """The stored rank, or (a file without one: the article's) what it would be."""
+    cols = {r[1] for r in conn.execute(f"PRAGMA {schema}.table_info(memories)")}
+    return "rank" if "rank" in cols else "importance * confidence * decay_score"
+
+
+def _counts(conn: sqlite3.Connection, schema: str) -> dict:
+    return {
+        "status": dict(conn.execute(f"SELECT status, count(*) FROM {schema}.memories "
+                                    "GROUP BY status")),
+        "events": dict(conn.execute(f"SELECT event_type, count(*) FROM {schema}.memory_events "
+                                    "GROUP BY event_type")),
+        # memories with more than one archived or expired event
+        "twice": conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM {schema}.memory_events "
+                              "WHERE event_type IN ('archived', 'expired') "
+                              "GROUP BY memory_id, event_type HAVING count(*) > 1)").fetchone()[0],
+    }
+
+
+def _differences(ref: Path, other: Path) -> tuple[int, int, list]:
+    """Every row of `ref` against `other` by id (status, decay_score and rank to TOL, a row
+    missing on either side counted), and the archived / expired events as (memory, kind)
+    pairs one side has and the other not: (rows differing, events differing, examples)."""
+    conn = sqlite3.connect(str(ref))
     try:
-        cols = {r[1] for r in conn.execute("PRAGMA table_info(memories)")}
-        rank = "rank" if "rank" in cols else "importance * confidence * decay_score"
-        marks = ",".join("?" * len(ids))
-        rows = conn.execute(f"SELECT id, status, decay_score, {rank} FROM memories "
-                            f"WHERE id IN ({marks})", ids).fetchall()
-        return {
-            "status": dict(conn.execute("SELECT status, count(*) FROM memories GROUP BY status")),
-            "events": dict(conn.execute("SELECT event_type, count(*) FROM memory_events "
-                                        "GROUP BY event_type")),
-            "rows": {r[0]: r[1:] for r in rows},
-        }
+        conn.execute("ATTACH DATABASE ? AS o", (str(other),))
+        ra, rb = _rank(conn, "main"), _rank(conn, "o")
+        rb = " ".join("b." + w if w.isidentifier() else w for w in rb.split())
+        ra = " ".join("a." + w if w.isidentifier() else w for w in ra.split())
+        differ = (f"a.status IS NOT b.status OR NOT coalesce(abs(a.decay_score - b.decay_score) "
+                  f"<= :tol, a.decay_score IS b.decay_score) OR NOT coalesce(abs(({ra}) - ({rb})) "
+                  f"<= :tol, ({ra}) IS ({rb}))")
+        rows = conn.execute(f"SELECT a.id, a.status, a.decay_score, b.status, b.decay_score "
+                            f"FROM memories a LEFT JOIN o.memories b ON b.id = a.id "
+                            f"WHERE b.id IS NULL OR {differ}", {"tol": TOL}).fetchall()
+        missing = conn.execute("SELECT count(*) FROM o.memories WHERE id NOT IN "
+                               "(SELECT id FROM main.memories)").fetchone()[0]
+        pairs = ("SELECT memory_id, event_type FROM {} WHERE event_type IN ('archived', "
+                 "'expired')")
+        events = conn.execute(f"SELECT * FROM ({pairs.format('main.memory_events')} EXCEPT "
+                              f"{pairs.format('o.memory_events')}) UNION ALL SELECT * FROM "
+                              f"({pairs.format('o.memory_events')} EXCEPT "
+                              f"{pairs.format('main.memory_events')})").fetchall()
+        return len(rows) + missing, len(events), rows[:3] + events[:3]
     finally:
         conn.close()
 
 
 def agree(n: int, runs: dict[str, tuple[Path, dict]]) -> list[str]:
-    """Problems found comparing the runs' results (empty: they agree)."""
-    step = max(1, n // SAMPLE)
-    ids = list(range(1, n + 1, step))
-    snaps = {name: (_snapshot(path, ids), counts) for name, (path, counts) in runs.items()}
+    """Problems found comparing the runs' results (empty: they agree): the counts each
+    reported, the status and event counts, no memory archived or expired twice, and every
+    row and archived / expired event of each run against the first's."""
     problems = []
-    names = list(snaps)
+    names = list(runs)
     ref = names[0]
-    (rs, rc) = snaps[ref]
+    counted = {}
+    for name, (path, _) in runs.items():
+        conn = sqlite3.connect(str(path))
+        try:
+            counted[name] = _counts(conn, "main")
+        finally:
+            conn.close()
+        if counted[name]["twice"]:
+            problems.append(f"{name}: {counted[name]['twice']} memories with two archived or "
+                            "expired events")
     for other in names[1:]:
-        (os_, oc) = snaps[other]
-        if rc != oc:
-            problems.append(f"{ref} counted {rc}, {other} counted {oc}")
-        if rs["status"] != os_["status"]:
-            problems.append(f"status counts differ: {ref} {rs['status']} vs {other} {os_['status']}")
-        if rs["events"] != os_["events"]:
-            problems.append(f"events differ: {ref} {rs['events']} vs {other} {os_['events']}")
-        bad = 0
-        for i in ids:
-            a, b = rs["rows"].get(i), os_["rows"].get(i)
-            if a is None or b is None or a[0] != b[0] or abs(a[1] - b[1]) > TOL \
-                    or abs((a[2] or 0.0) - (b[2] or 0.0)) > TOL:
-                if bad < 3:
-                    problems.append(f"id {i}: {ref} {a} vs {other} {b}")
-                bad += 1
-        if bad:
-            problems.append(f"{bad} of {len(ids)} sampled rows differ between {ref} and {other}")
+        if runs[ref][1] != runs[other][1]:
+            problems.append(f"{ref} counted {runs[ref][1]}, {other} counted {runs[other][1]}")
+        for what in ("status", "events"):
+            if counted[ref][what] != counted[other][what]:
+                problems.append(f"{what} counts differ: {ref} {counted[ref][what]} vs {other} "
+                                f"{counted[other][what]}")
+        rows, events, examples = _differences(runs[ref][0], runs[other][0])
+        if rows or events:
+            problems.append(f"{rows} rows and {events} events differ between {ref} and "
+                            f"{other} (of {n}), e.g. {examples}")
     return problems
 
 
@@ -253,16 +282,16 @@ def bench(sizes, repeat: int | None = None, log=print) -> tuple[list[dict], list
                              note="article: in-process per-row loop on a raw (unindexed) copy"))
 
         found = agree(n, runs)
-        sampled = math.ceil(n / max(1, n // SAMPLE))
         if found:
             problems += [f"passes N={D.label(n)}: {p}" for p in found]
         log(f"  agreement ({', '.join(runs)}; {lethe_counts['expired']} expired, "
-            f"{lethe_counts['archived']} archived, {sampled} rows sampled): "
+            f"{lethe_counts['archived']} archived; every row and event compared): "
             f"{'OK' if not found else 'MISMATCH'}")
         rows.append(dict(measure="pass: results agree", n=n, value="yes" if not found else "NO",
                          baseline=None, check=not found,
                          note=f"{lethe_counts['expired']} expired, {lethe_counts['archived']} "
-                              f"archived; {', '.join(runs)}"))
+                              f"archived; {', '.join(runs)}: status, decay_score and rank of "
+                              "every row, each archived or expired event, none twice"))
         for p in (lc, bc, fc, ac):
             if p is not None:
                 D.drop(p)
