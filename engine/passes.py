@@ -216,9 +216,9 @@ def run_batched(ctx: Context, name: str, progress=None, record: bool = True,
         if timed and time.monotonic() - last_writer >= quiet:
             if _rest_at_once(ctx, name, statements, result, now, progress, (lo, top + 1), record):
                 return result
+            # a writer came: it goes first, then at least one range before the next try
             quiet, last_writer = max(2 * quiet, QUIET_SECONDS), time.monotonic()
             store.make_way()
-            continue
         hi, began = min(lo + size, top + 1), time.perf_counter()
         with ctx.transaction(exclusive=True):
             _apply(ctx, statements, result, now, progress, (lo, hi))

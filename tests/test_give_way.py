@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 import shutil
 import signal
@@ -365,13 +366,67 @@ def test_a_pass_without_rules_never_gives_way(tmp_path, monkeypatch):
     assert all(NOTE not in n for r in results for n in r.notes)
 
 
-@pytest.mark.parametrize("every", [1, 700, 10 ** 9])  # 10**9: the look after its last statement
+class Tries:
+    """Each pass's tries at the rest in one transaction (engine.passes._rest_at_once), and
+    whether each landed; installs `Waiters.anyone`, which says a writer waits in the
+    pass's first transaction and whenever `during_try(name, attempt, statement)` says so
+    (`statement`: the SQL running on the pass's connection at that look)."""
+
+    def __init__(self, monkeypatch, during_try, between_ranges=False):
+        from engine import passes
+
+        self.outcomes: dict[str, list[bool]] = {}
+        self.interrupted: list[str] = []  # the statement running when a try gave way
+        self.started: dict[str, float] = {}
+        self.trying, self.ranges, self.statement = None, False, [""]
+        rest_at_once, run_batched = passes._rest_at_once, passes.run_batched
+
+        def counted(ctx, name, *args):
+            self.trying = (name, len(self.outcomes.setdefault(name, [])) + 1)
+            try:
+                landed = rest_at_once(ctx, name, *args)
+            finally:
+                self.trying = None
+            self.outcomes[name].append(landed)
+            return landed
+
+        def batched(ctx, name, *args, **kw):
+            self.ranges = True
+            self.started[name] = time.monotonic()
+            return run_batched(ctx, name, *args, **kw)
+
+        def anyone(waiters):
+            if not self.ranges:
+                return True  # the pass's first transaction gives way
+            if self.trying is None:
+                return between_ranges
+            if during_try(*self.trying, self.statement[0]):
+                self.interrupted.append(self.statement[0])
+                return True
+            return False
+
+        monkeypatch.setattr(passes, "_rest_at_once", counted)
+        monkeypatch.setattr(passes, "run_batched", batched)
+        monkeypatch.setattr(Waiters, "anyone", anyone)
+
+    def saw(self, sql: str) -> None:
+        self.statement[0] = " ".join(sql.split())  # one line, as `where` is written
+
+
+@pytest.mark.parametrize("every, where", [
+    (100, "SELECT count(*) FROM memories"),      # the rest's reach
+    (100, 'UPDATE memories SET ("decay_score"'),  # its decay
+    (100, "INSERT INTO memory_events"),          # the archive events
+    (100, "CREATE INDEX"),                       # the recall index, built again
+    (10 ** 9, "INSERT INTO pass_runs"),          # only the look after its last statement
+])
 def test_the_rest_run_at_once_gives_way_again_to_a_writer(adopted, tmp_path, monkeypatch,
-                                                          every):
+                                                          every, where):
     """A pass in ranges runs the rest in one transaction once no writer waits; a writer
-    that comes then (the interrupt landing in its first statement, a later one, or after
-    its last) makes it roll back and go on in ranges, and the next try finishes it: the
-    rows and events of the pass alone, each once, its run recorded once."""
+    that comes then (the interrupt landing in each of its statements in turn, or after
+    the last) makes it roll back and go on in ranges, and the next try finishes it: the
+    rows and events of the pass alone, each once, its run recorded once, recall's index
+    rebuilt by the rest that reaches most of the file."""
     from engine import passes
 
     met, by_itself = str(tmp_path / "met.db"), str(tmp_path / "alone.db")
@@ -379,38 +434,73 @@ def test_the_rest_run_at_once_gives_way_again_to_a_writer(adopted, tmp_path, mon
     shutil.copy(adopted, by_itself)
     with Memory(by_itself, clock=FixedClock(T), offline=True) as mem:
         want = [r.as_dict() for r in mem.run(["expiry", "decay"])]
-    tries, now_trying, in_ranges_yet = [], [], []
-    rest_at_once, run_batched = passes._rest_at_once, passes.run_batched
-
-    def batched(*args, **kw):
-        in_ranges_yet.append(True)
-        return run_batched(*args, **kw)
-
-    def counted(ctx, name, *args):
-        tries.append(name)
-        now_trying.append(tries.count(name))
-        try:
-            return rest_at_once(ctx, name, *args)
-        finally:
-            now_trying.pop()
-
-    # a writer waits when the pass is first one transaction, and during each pass's first
-    # try at the rest; never between ranges
-    monkeypatch.setattr(passes, "_rest_at_once", counted)
-    monkeypatch.setattr(passes, "run_batched", batched)
+    tries = Tries(monkeypatch, lambda name, attempt, sql: name == "decay" and attempt == 1
+                  and sql.startswith(where))
     monkeypatch.setattr(passes, "QUIET_SECONDS", 0.05)
-    monkeypatch.setattr(Waiters, "anyone", lambda self: not in_ranges_yet or now_trying == [1])
     monkeypatch.setattr(sqlite_wait, "LOOK_EVERY", every)
+    built = []
+
+    def seen(sql):
+        tries.saw(sql)
+        if sql.startswith("CREATE INDEX memories_recall") and tries.trying == ("decay", 2):
+            built.append(sql)
     with Memory(met, clock=FixedClock(T), offline=True) as mem:
+        mem.store.db.set_trace_callback(seen)
         got = [r.as_dict() for r in mem.run(["expiry", "decay"])]
         runs = mem.store.db.execute("SELECT pass, last_run_at FROM pass_runs "
                                     "ORDER BY pass").fetchall()
-    # decay gave way again once, then finished at once (expiry, a few ranges, may end first)
-    assert tries.count("decay") == 2 and tries.count("expiry") in (0, 2), tries
+    assert tries.outcomes["decay"] == [False, True], tries.outcomes
+    assert tries.interrupted and all(s.startswith(where) for s in tries.interrupted)
+    assert tries.outcomes.get("expiry", []) in ([], [True])  # ranges alone may finish it
     assert [(NOTE in r["notes"], AT_ONCE in r["notes"]) for r in got] == \
-        [(True, "expiry" in tries), (True, True)]
+        [(True, bool(tries.outcomes.get("expiry"))), (True, True)]
     for g, w in zip(got, want):
         assert (g["changed"], g["events"], g["skipped"]) == (w["changed"], w["events"], w["skipped"])
     assert rows(met) == rows(by_itself) and once_each(rows(met)[1])
     assert [tuple(r) for r in runs] == [("decay", T.isoformat()), ("expiry", T.isoformat())]
     assert not in_ranges(met)
+    assert built, "the rest, most of the file, did not rebuild recall's index"
+
+
+def test_a_writer_at_every_range_keeps_the_pass_in_ranges(adopted, tmp_path, monkeypatch):
+    """While writers keep waiting between its ranges, a pass that gave way never tries the
+    rest in one transaction."""
+    from engine import passes
+
+    small = str(tmp_path / "small.db")  # a second or so in ranges
+    shutil.copy(adopted, small)
+    db = sqlite3.connect(small)
+    db.execute("DELETE FROM memory_events WHERE memory_id > 30000")
+    db.execute("DELETE FROM memories WHERE id > 30000")
+    db.commit()
+    db.close()
+    tries = Tries(monkeypatch, lambda *_: True, between_ranges=True)
+    monkeypatch.setattr(passes, "QUIET_SECONDS", 0.05)  # ranges and the ways made between
+    with Memory(small, clock=FixedClock(T), offline=True) as mem:
+        got = [r.as_dict() for r in mem.run(["expiry", "decay"])]
+    assert tries.outcomes == {} and tries.ranges
+    assert [(NOTE in r["notes"], AT_ONCE in r["notes"]) for r in got] == [(True, False)] * 2
+
+
+def test_each_try_that_gives_way_again_doubles_the_quiet(adopted, tmp_path, monkeypatch):
+    """A writer that comes at every try (never between ranges): the pass tries again only
+    after twice the quiet each time, so a few times in all, and ends in ranges with the
+    rows of the pass alone."""
+    from engine import passes
+
+    met, by_itself = str(tmp_path / "met.db"), str(tmp_path / "alone.db")
+    shutil.copy(adopted, met)
+    shutil.copy(adopted, by_itself)
+    with Memory(by_itself, clock=FixedClock(T), offline=True) as mem:
+        mem.run(["expiry", "decay"])
+    tries = Tries(monkeypatch, lambda *_: True)
+    monkeypatch.setattr(passes, "QUIET_SECONDS", 0.01)
+    with Memory(met, clock=FixedClock(T), offline=True) as mem:
+        got = [r.as_dict() for r in mem.run(["expiry", "decay"])]
+    took = time.monotonic() - tries.started["decay"]
+    decay = tries.outcomes["decay"]
+    assert decay and not any(decay)
+    # tries at 0.01, 0.03, 0.07 ... s: at most log2(took / 0.01) + 1 of them
+    assert len(decay) <= math.log2(took / 0.01) + 1, (len(decay), took)
+    assert [AT_ONCE in r["notes"] for r in got] == [False, False]
+    assert rows(met) == rows(by_itself) and not in_ranges(met)
