@@ -121,6 +121,18 @@ def rows(path, skip=()) -> tuple[list, list]:
     return ([r for r in memories if r[0] not in skip], [e for e in events if e[0] not in skip])
 
 
+def first_memories(adopted, tmp_path, n: int) -> str:
+    """A copy of the adopted file with its first `n` memories only."""
+    small = str(tmp_path / "small.db")
+    shutil.copy(adopted, small)
+    db = sqlite3.connect(small)
+    db.execute("DELETE FROM memory_events WHERE memory_id > ?", (n,))
+    db.execute("DELETE FROM memories WHERE id > ?", (n,))
+    db.commit()
+    db.close()
+    return small
+
+
 def once_each(events) -> bool:
     return len({(m, kind) for m, kind, _, _ in events}) == len(events) > 0
 
@@ -274,13 +286,7 @@ def test_giving_way_wherever_the_interrupt_lands_gives_the_same_rows(adopted, tm
     update, the index rebuild), or (never looking during a statement) the look after the
     last one finds the writer: the pass rolls back and runs in ranges, with the rows and
     events of the pass alone. Its BEGIN and COMMIT are never interrupted."""
-    small = str(tmp_path / "small.db")
-    shutil.copy(adopted, small)
-    db = sqlite3.connect(small)
-    db.execute("DELETE FROM memory_events WHERE memory_id > 3000")
-    db.execute("DELETE FROM memories WHERE id > 3000")
-    db.commit()
-    db.close()
+    small = first_memories(adopted, tmp_path, 3000)
     alone_copy = str(tmp_path / "alone.db")
     shutil.copy(small, alone_copy)
     with Memory(alone_copy, clock=FixedClock(T), offline=True) as mem:
@@ -467,13 +473,7 @@ def test_a_writer_at_every_range_keeps_the_pass_in_ranges(adopted, tmp_path, mon
     rest in one transaction."""
     from engine import passes
 
-    small = str(tmp_path / "small.db")  # a second or so in ranges
-    shutil.copy(adopted, small)
-    db = sqlite3.connect(small)
-    db.execute("DELETE FROM memory_events WHERE memory_id > 30000")
-    db.execute("DELETE FROM memories WHERE id > 30000")
-    db.commit()
-    db.close()
+    small = first_memories(adopted, tmp_path, 30_000)  # a second or so in ranges
     tries = Tries(monkeypatch, lambda *_: True, between_ranges=True)
     monkeypatch.setattr(passes, "QUIET_SECONDS", 0.05)  # ranges and the ways made between
     with Memory(small, clock=FixedClock(T), offline=True) as mem:
