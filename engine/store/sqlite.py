@@ -24,7 +24,7 @@ from .common import StoreCommon
 from .lease import SqliteLease, lease_connection
 from .migrations import MIGRATIONS
 from .sqlite_bookkeeping import Bookkeeping
-from .sqlite_wait import Waiters, Waiting, connection_class, make_way
+from .sqlite_wait import Waiters, Waiting, connection_class
 from .vectors import VectorIndex, driver, load_extension
 
 
@@ -146,16 +146,6 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
         """Another connection to the same file (a scheduler works on its own)."""
         return SqliteStore(self.path, self.clock, self.timeout, self.read_only,
                            vectors=self.vectors)
-
-    def make_way(self) -> None:
-        """Between two committed ranges of a batched pass: leave the write lock free long
-        enough for a waiting writer to take it (see sqlite_wait)."""
-        make_way()
-
-    def writer_waits(self) -> bool:
-        """Whether a writer whose caller needs its write waits for the lock now (it says
-        so on the waiters file, sqlite_wait): a pass in ranges stays in ranges."""
-        return self.db.waiters is not None and self.db.waiters.anyone()
 
     def interrupt(self) -> None:
         """Abort the statement running on this connection (its transaction rolls back)."""

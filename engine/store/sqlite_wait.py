@@ -177,11 +177,6 @@ class Waiters:
             self.fd = -1  # closed for good: a late writer's wait says nothing
 
 
-def make_way() -> None:
-    """Between two ranges of a batched pass: give a writer that waits one try at the lock."""
-    time.sleep(MAKE_WAY)
-
-
 class Waiting:
     """The SQLite store's ways of waiting for the lock less than its timeout (it keeps the
     connection in `db`, its timeout in `timeout`, and `defer`s writes: common.py)."""
@@ -198,6 +193,16 @@ class Waiting:
             yield
         finally:
             self.db.wait = self.timeout
+
+    def make_way(self) -> None:
+        """Between two committed ranges of a batched pass: leave the write lock free long
+        enough (MAKE_WAY) for a waiting writer to take it."""
+        time.sleep(MAKE_WAY)
+
+    def writer_waits(self) -> bool:
+        """Whether a writer whose caller needs its write waits for the lock now (it says
+        so on the waiters file): a pass in ranges stays in ranges."""
+        return self.db.waiters is not None and self.db.waiters.anyone()
 
     def write_soon(self, sql: str, params=()) -> None:
         """An autocommit write no caller waits on (a model call's log line): made now when
