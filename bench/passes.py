@@ -115,10 +115,11 @@ def startup() -> tuple[float, float]:
 
 
 # -- agreement -------------------------------------------------------------------------
-def _rank(conn: sqlite3.Connection, schema: str) -> str:
-    """The stored rank, or (a file without one: the article's) what it would be."""
+def _rank(conn: sqlite3.Connection, schema: str, row: str) -> str:
+    """`row`'s stored rank, or (a file without one: the article's) what it would be."""
     cols = {r[1] for r in conn.execute(f"PRAGMA {schema}.table_info(memories)")}
-    return "rank" if "rank" in cols else "importance * confidence * decay_score"
+    return (f"{row}.rank" if "rank" in cols else
+            f"{row}.importance * {row}.confidence * {row}.decay_score")
 
 
 def _counts(conn: sqlite3.Connection, schema: str) -> dict:
@@ -141,9 +142,7 @@ def _differences(ref: Path, other: Path) -> tuple[int, int, list]:
     conn = sqlite3.connect(str(ref))
     try:
         conn.execute("ATTACH DATABASE ? AS o", (str(other),))
-        ra, rb = _rank(conn, "main"), _rank(conn, "o")
-        rb = " ".join("b." + w if w.isidentifier() else w for w in rb.split())
-        ra = " ".join("a." + w if w.isidentifier() else w for w in ra.split())
+        ra, rb = _rank(conn, "main", "a"), _rank(conn, "o", "b")
         differ = (f"a.status IS NOT b.status OR NOT coalesce(abs(a.decay_score - b.decay_score) "
                   f"<= :tol, a.decay_score IS b.decay_score) OR NOT coalesce(abs(({ra}) - ({rb})) "
                   f"<= :tol, ({ra}) IS ({rb}))")

@@ -28,10 +28,10 @@ def reach_statement(p: Pass, d: Dialect, ranged: bool = False) -> Statement:
     rule may reach rows an earlier one changes; the count is for choosing how to write).
     `ranged`: within one id range (what is left of a pass that gave way to a writer)."""
     whens = [r.when for r in p.rules]
-    sql, params = f'"namespace" = {d.placeholder}', [NAMESPACE]
+    ns = d.unindexed("namespace") if ranged else d.quote("namespace")
+    sql, params = f"{ns} = {d.placeholder}", [NAMESPACE]
     if ranged:
-        sql = f'{d.unindexed("namespace")} = {d.placeholder} AND "id" >= {d.placeholder} ' \
-              f'AND "id" < {d.placeholder}'
+        sql += f' AND "id" >= {d.placeholder} AND "id" < {d.placeholder}'
         params += [FROM_ID, TO_ID]
     if all(w is not None for w in whens):
         rendered = [d.render(w) for w in _union(whens)]
