@@ -15,6 +15,11 @@ counts as JSON. Imports nothing but the standard library.
 `--article` runs the same statements without the stored rank (the article's file has no
 such column, and no index): the floor, what the article's own schema costs for the same
 three rules (expiry, decay, archive) and their events.
+
+`--as-lethe` runs them as any `lethe run` has to: it imports click first (the CLI is
+a click command), and the file is in WAL mode (the store's journal, which lets recalls
+read while a pass writes; the benchmark converts the copy before timing). With
+`--article` that is the floor with Lethe's unavoidable costs and none of its own work.
 """
 import json
 import sqlite3
@@ -57,8 +62,10 @@ def article_statements() -> list[tuple[str, str]]:
     return out
 
 
-def connect(db_path: str) -> sqlite3.Connection:
+def connect(db_path: str, wal: bool = False) -> sqlite3.Connection:
     db = sqlite3.connect(db_path, isolation_level=None)
+    if wal and db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        raise SystemExit(f"{db_path} is not in WAL mode")
     db.execute("PRAGMA synchronous = NORMAL")  # what the engine's store uses with WAL
     return db
 
@@ -73,8 +80,10 @@ def run(db: sqlite3.Connection, now: str, article: bool = False) -> dict:
     return counts
 
 
-def main(db_path: str, now: str, article: bool = False) -> dict:
-    db = connect(db_path)
+def main(db_path: str, now: str, article: bool = False, as_lethe: bool = False) -> dict:
+    if as_lethe:
+        import click  # noqa: F401  (what `lethe run` imports before anything else)
+    db = connect(db_path, wal=as_lethe)
     try:
         return run(db, now, article)
     finally:
@@ -82,4 +91,5 @@ def main(db_path: str, now: str, article: bool = False) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1], sys.argv[2], "--article" in sys.argv[3:])))
+    flags = sys.argv[3:]
+    print(json.dumps(main(sys.argv[1], sys.argv[2], "--article" in flags, "--as-lethe" in flags)))

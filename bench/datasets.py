@@ -62,7 +62,8 @@ def _sidecars(path: Path) -> list[Path]:
 
 
 def drop(path: Path) -> None:
-    for p in [Path(path), *_sidecars(Path(path))]:
+    # and the store's file of waiting writers (engine.store.sqlite_wait)
+    for p in [Path(path), *_sidecars(Path(path)), Path(str(path) + "-lethe-waiters")]:
         with contextlib.suppress(FileNotFoundError):
             p.unlink()
 

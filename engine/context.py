@@ -111,4 +111,5 @@ def sync_rank(ctx: Context) -> None:
     st = ctx.plan.rank_refresh
     signature = json.dumps([st.sql, [repr(p) for p in st.shown_params()]])
     if ctx.store.rank_signature(ctx.namespace) != signature:
-        ctx.store.rebuild_rank(st, ctx.namespace, ctx.policy.name, signature)
+        ctx.store.rebuild_rank(st, ctx.namespace, ctx.policy.name, signature,
+                               ranged=ctx.plan.rank_refresh_ranged)

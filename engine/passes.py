@@ -109,12 +109,15 @@ def _rules_and_record(ctx: Context, name: str, progress, record: bool,
                       clear: bool = True) -> PassResult:
     now = ctx.now()
     result = PassResult(name, now)
-    statements, meant = ctx.plan.passes[name], None
+    statements, meant, id_range = ctx.plan.passes[name], None, None
     if statements and statements[0].counts_skipped:  # counted before the indexes go, so
         meant = _count(ctx, statements[0], now, progress)  # an index can answer it
         statements = statements[1:]
-    with _rewriting(ctx, name, now):
-        _apply(ctx, statements, result, now, progress, meant=meant)
+    with _rewriting(ctx, name, now) as top:
+        if top is not None:  # most of the file: its rows in id order (engine.store.bulk)
+            statements, id_range = ctx.plan.pass_ranges[name], (0, top + 1)
+            statements = statements[1:] if meant is not None else statements
+        _apply(ctx, statements, result, now, progress, id_range, meant=meant)
     _finish(ctx, name, now, result, record, clear)
     return result
 
@@ -128,10 +131,12 @@ def _count(ctx: Context, st, now: str, progress, id_range=None) -> int:
 def _rewriting(ctx: Context, name: str, now: str, id_range: tuple[int, int] | None = None):
     """A pass that reaches most of the file rebuilds the indexes over what it writes once,
     at its end, instead of moving one entry per row (engine.store.bulk); `id_range`: what
-    it reaches within that range (the rest of a pass that gave way)."""
+    it reaches within that range (the rest of a pass that gave way). Yields the file's
+    largest id when the pass reaches most of it, for its rules over an id range to read
+    every id in order instead of walking an index on namespace; else None."""
     reach = (ctx.plan.pass_reach_ranged if id_range else ctx.plan.pass_reach).get(name)
     if reach is None or not ctx.plan.pass_writes[name]:
-        return contextlib.nullcontext([])
+        return contextlib.nullcontext(None)
     return ctx.store.rewriting(reach, ctx.plan.pass_writes[name], ctx.namespace, now,
                                id_range=id_range or (0, 0))
 

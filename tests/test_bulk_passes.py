@@ -150,3 +150,84 @@ def test_the_reach_count_is_the_union_of_the_rules_said_once(tmp_path):
     assert absorbed.sql.endswith('WHERE "namespace" = ? AND (("status" = ?))')
     assert absorbed.params[1:] == ["active"]
     assert nested.sql.count(" OR ") == 2 and nested.params[1:] == ["active", 2, "active", "superseded"]
+
+
+def scatter_scenes(mem):
+    """Scenes in an order of their own, so the (namespace, scene) index lists the rows out
+    of id order."""
+    with mem.store.transaction() as db:
+        db.execute("UPDATE memories SET scene = 'scene-' || ((id * 7919) % 97)")
+
+
+def traced(mem, ran):
+    mem.store.db.set_trace_callback(ran.append)
+    return mem
+
+
+def test_a_pass_over_most_of_the_file_reads_its_rows_in_id_order(tmp_path, big):
+    """Without statistics SQLite takes `namespace = ?` as selective, and walked the
+    (namespace, scene) index: the rows fetched in scene order, 3.3x slower at a million
+    memories (bench/RESULTS.md, eleventh round). Over most of the file the rules run over
+    every id instead, so the rows (and the events they write) come in id order, and the
+    rows and events are those of the same pass in batches."""
+    a, b = str(tmp_path / "scan.db"), str(tmp_path / "batched.db")
+    shutil.copy(big, a)
+    shutil.copy(big, b)
+    ran = []
+    with Memory(a, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as one:
+        scatter_scenes(one)
+        first = one.store.db.execute("SELECT coalesce(max(id), 0) FROM memory_events").fetchone()[0]
+        traced(one, ran).run(["expiry", "decay"])
+        decay = [st for st in one.plan.pass_ranges["decay"] if st.label.endswith("update")]
+        plans = [" ".join(r[3] for r in one.store.db.execute(
+            "EXPLAIN QUERY PLAN " + st.sql, st.bind(one.store.now(), "default", id_range=(0, N + 1))))
+            for st in decay]
+    with Memory(b, policy=batched_policy(tmp_path), clock=lambda: T, offline=True) as many:
+        scatter_scenes(many)
+        many.run(["expiry", "decay"])
+    rules = [s for s in ran if s.startswith("UPDATE memories") and "decay_score" in s]
+    assert len(rules) == 2 and all('+"namespace"' in s and '"id" >= 0' in s for s in rules)
+    assert plans and all("INTEGER PRIMARY KEY" in p and "memories_scene" not in p for p in plans)
+    conn = sqlite3.connect(a)
+    archived = [r[0] for r in conn.execute("SELECT memory_id FROM memory_events WHERE id > ? "
+                                           "AND event_type = 'archived' ORDER BY id", (first,))]
+    assert len(archived) > 100 and archived == sorted(archived)
+    assert state(a) == state(b)
+
+
+def test_a_pass_over_a_small_namespace_keeps_to_its_index(tmp_path, big):
+    """A namespace that is a small part of the file is read through its index, not by a
+    scan of every id."""
+    path = str(tmp_path / "few.db")
+    shutil.copy(big, path)
+    with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
+        with mem.store.transaction() as db:
+            db.execute("UPDATE memories SET namespace = 'few' WHERE id % 10 = 0")
+    ran = []
+    with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", namespace="few", clock=lambda: T,
+                offline=True) as few:
+        results = traced(few, ran).run(["decay"])
+    rules = [s for s in ran if s.startswith("UPDATE memories") and "decay_score" in s]
+    assert results[0].changed > 100
+    assert len(rules) == 2 and not any('"id" >=' in s for s in rules)
+
+
+def test_a_rank_refresh_over_most_of_the_file_reads_it_in_id_order(tmp_path, big):
+    """A new rank formula recomputes the namespace's ranks; over most of the file, in id
+    order (the statement over an id range), with the ranks of the formula."""
+    path = str(tmp_path / "rank.db")
+    shutil.copy(big, path)
+    from engine.context import sync_rank
+    with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
+        scatter_scenes(mem)
+        with mem.store.transaction() as db:
+            db.execute("UPDATE memories SET rank = -1")
+            db.execute("UPDATE policy_state SET rank_formula = 'an older formula'")
+        ran = []
+        traced(mem, ran)
+        sync_rank(mem.context)
+    refresh = [s for s in ran if s.startswith('UPDATE memories SET "rank"')]
+    assert len(refresh) == 1 and '+"namespace"' in refresh[0] and '"id" >= 0' in refresh[0]
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT count(*) FROM memories WHERE rank IS NOT "
+                        "importance * confidence * decay_score").fetchone()[0] == 0

@@ -14,7 +14,7 @@ from .. import steps
 from ..dialect import DIALECTS, Dialect
 from ..errors import PolicyError
 from ..policy import Candidates, Policy, Rule, schema
-from ..statement import IDS, LIMIT, NAMESPACE, QUERY, VECTOR, Statement
+from ..statement import FROM_ID, IDS, LIMIT, NAMESPACE, QUERY, TO_ID, VECTOR, Statement
 from .explain import order_keys_statement, reasons_statement
 from .rules import assignments, pass_statements, pass_writes, reach_statement
 from .writes import (absorb_events_statement, absorb_statement, forget_statement,
@@ -31,6 +31,7 @@ class Plan:
     recall_scored: Statement
     rank_refresh: Statement
     rank_refresh_ids: Statement
+    rank_refresh_ranged: Statement  # over one id range: all of them, for most of the file
     access: Statement | None
     write_candidates: dict[str, Statement] = field(default_factory=dict)
     recall_reads_relevance: bool = False
@@ -73,6 +74,7 @@ def compile_policy(policy: Policy, dialect: str | Dialect = "sqlite") -> Plan:
                                            query=True, keep_unmatched=True, model=model),
         rank_refresh=rank_refresh_statement(policy, d),
         rank_refresh_ids=rank_refresh_statement(policy, d, by_ids=True),
+        rank_refresh_ranged=rank_refresh_statement(policy, d, ranged=True),
         access=access_statement(policy, rec.on_access, d) if rec.on_access else None,
         recall_reads_relevance=any("@relevance" in X.columns_of(n) for n in
                                    [rec.candidates.where, *[o for o, _ in rec.candidates.order]]),
@@ -241,10 +243,18 @@ def _scored_in_recall_order(label: str, c: Candidates, d: Dialect) -> Statement:
     return Statement(label, sql, [QUERY, NAMESPACE, *where_params, *o_params, LIMIT])
 
 
-def rank_refresh_statement(policy: Policy, d: Dialect, by_ids: bool = False) -> Statement:
+def rank_refresh_statement(policy: Policy, d: Dialect, by_ids: bool = False,
+                           ranged: bool = False) -> Statement:
     """Recompute the stored rank for a namespace (after adoption or a rank formula change),
-    or for a few memories by id (after a write the passes did not make)."""
+    or for a few memories by id (after a write the passes did not make). `ranged`: the
+    namespace's rows within one id range, read in id order (for a namespace that is most
+    of the file: engine.store.bulk)."""
     sql, p = d.render(policy.rank)
+    if ranged:
+        return Statement("rank refresh (in id order)", f'UPDATE memories SET "rank" = {sql}\n'
+                         f'WHERE {d.unindexed("namespace")} = {d.placeholder} '
+                         f'AND "id" >= {d.placeholder} AND "id" < {d.placeholder}',
+                         p + [NAMESPACE, FROM_ID, TO_ID])
     if not by_ids:
         return Statement("rank refresh", f'UPDATE memories SET "rank" = {sql}\n'
                          f'WHERE "namespace" = {d.placeholder}', p + [NAMESPACE])
@@ -277,7 +287,11 @@ def render_plan(plan: Plan) -> str:
         if name in plan.pass_reach:
             blocks.append(f"-- when it reaches over half of the file's memories, the indexes "
                           f"over {', '.join(plan.pass_writes[name])} are dropped before its "
-                          "rules and created again after them, in its transaction")
+                          "rules and created again after them, in its transaction"
+                          + ("; its rules are then the ones over an id range below, run "
+                             "over every id (the rows read in id order, not through an "
+                             "index on namespace)" if name in plan.pass_ranges
+                             and plan.dialect.name == "sqlite" else ""))
             blocks.append(_show(plan.pass_reach[name]))
         for st in statements:
             blocks.append(_show(st))
@@ -296,6 +310,10 @@ def render_plan(plan: Plan) -> str:
         blocks.append(_show(plan.access))
     blocks.append(_show(plan.rank_refresh))
     blocks.append(_show(plan.rank_refresh_ids))
+    if plan.dialect.name == "sqlite":
+        blocks.append("-- when the namespace is over half of the file's memories, its ranks "
+                      "are refreshed in id order, over every id:")
+        blocks.append(_show(plan.rank_refresh_ranged))
     for st in [*plan.write_candidates.values(), *plan.cluster_candidates.values(),
                *plan.neighbours.values()]:
         blocks.append(_show(st))

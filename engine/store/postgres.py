@@ -369,7 +369,8 @@ class PostgresStore(StoreCommon, Bookkeeping):
         row = self._x("SELECT rank_formula FROM policy_state WHERE namespace = ?", (namespace,)).fetchone()
         return row[0] if row else None
 
-    def rebuild_rank(self, st, namespace: str, policy: str, signature: str) -> None:
+    def rebuild_rank(self, st, namespace: str, policy: str, signature: str,
+                     ranged=None) -> None:
         """Recompute a namespace's stored ranks and remember the formula they came from;
         processes opening the database at once take turns, and only the first rebuilds."""
         with self.transaction():
@@ -386,8 +387,9 @@ class PostgresStore(StoreCommon, Bookkeeping):
     def rewriting(self, reach, columns, namespace: str, now: str, id_range=(0, 0)):
         """A pass's rows are updated with their indexes in place: unlike SQLite, dropping
         an index here takes an ACCESS EXCLUSIVE lock on memories, which would stop every
-        other agent's reads and writes on the server for the whole pass. Yields no index."""
-        yield []
+        other agent's reads and writes on the server for the whole pass. Yields None: the
+        planner, which keeps statistics, chooses how to read the rows."""
+        yield None
 
     # -- leases ---------------------------------------------------------------------------
     def lease(self, namespace: str, ttl, holder: str, wait: float = 1.0) -> PostgresLease:

@@ -337,16 +337,23 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
                               (namespace,)).fetchone()
         return row[0] if row else None
 
-    def rebuild_rank(self, st, namespace: str, policy: str, signature: str) -> None:
-        """Recompute a namespace's stored ranks and remember the formula they came from."""
+    def rebuild_rank(self, st, namespace: str, policy: str, signature: str,
+                     ranged=None) -> None:
+        """Recompute a namespace's stored ranks and remember the formula they came from.
+        `ranged`: the same statement over an id range, run over every id when the
+        namespace is most of the file (engine.store.bulk)."""
         with self.transaction() as db:
             # a small namespace in a big file just updates its rows (engine.store.bulk)
             mine = db.execute("SELECT count(*) FROM memories WHERE namespace = ?",
                               (namespace,)).fetchone()[0]
             if mine and self.report:
                 self.report(f"computing the stored rank of {mine} memories ({policy})")
+            top = bulk.most_of_the_table(db, mine)
             with bulk.rebuilding(db, ["rank"], mine):
-                self.run(st, namespace)
+                if top is None or ranged is None:
+                    self.run(st, namespace)
+                else:
+                    self.run(ranged, namespace, id_range=(0, top + 1))
             db.execute("INSERT INTO policy_state (namespace, policy, rank_formula, updated_at) "
                        "VALUES (?, ?, ?, ?) ON CONFLICT (namespace) DO UPDATE SET "
                        "policy = excluded.policy, rank_formula = excluded.rank_formula, "
@@ -357,10 +364,11 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
         """Inside a pass's transaction: count the rows it reaches (`reach`, a compiled
         count, within `id_range` when it is ranged), and when they are most of the file,
         rebuild the indexes over the `columns` it writes once at the end instead of moving
-        an entry per row (engine.store.bulk). Yields the names of the indexes rebuilt."""
+        an entry per row (engine.store.bulk). Yields the file's largest id when they are
+        (the pass then reads its rows in id order, up to it), else None."""
         rows = self.fetch_one(reach, namespace, now, id_range=id_range)[0]
-        with bulk.rebuilding(self.db, columns, rows) as rebuilt:
-            yield rebuilt
+        with bulk.rebuilding(self.db, columns, rows):
+            yield bulk.most_of_the_table(self.db, rows)
 
     # -- the inbox: turns saved before any model is asked -------------------------------
     def add_turn(self, namespace: str, user: str, assistant: str) -> int:

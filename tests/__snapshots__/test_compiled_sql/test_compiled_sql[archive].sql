@@ -33,6 +33,11 @@ WHERE "namespace" = ?;
 UPDATE memories SET "rank" = ("importance" * "confidence")
 WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?));
 -- params: [':namespace', ':ids']
+-- when the namespace is over half of the file's memories, its ranks are refreshed in id order, over every id:
+-- rank refresh (in id order)
+UPDATE memories SET "rank" = ("importance" * "confidence")
+WHERE +"namespace" = ? AND "id" >= ? AND "id" < ?;
+-- params: [':namespace', ':from_id', ':to_id']
 
 -- write, merge and explain
 -- write: supersede

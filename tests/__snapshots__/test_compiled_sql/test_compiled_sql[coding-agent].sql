@@ -1,7 +1,7 @@
 -- policy: coding-agent  dialect: sqlite
 
 -- pass expiry (every 1:00:00)
--- when it reaches over half of the file's memories, the indexes over status are dropped before its rules and created again after them, in its transaction
+-- when it reaches over half of the file's memories, the indexes over status are dropped before its rules and created again after them, in its transaction; its rules are then the ones over an id range below, run over every id (the rows read in id order, not through an index on namespace)
 -- expiry reach
 SELECT count(*) FROM memories
 WHERE "namespace" = ? AND ((("status" = ?) AND ("expires_at" < ?)));
@@ -35,7 +35,7 @@ WHERE +"namespace" = ? AND (("status" = ?) AND ("expires_at" < ?)) AND "id" >= ?
 -- params: ['expired', ':namespace', 'active', ':now', ':from_id', ':to_id']
 
 -- pass decay (every 23:00:00)
--- when it reaches over half of the file's memories, the indexes over decay_score, rank, status are dropped before its rules and created again after them, in its transaction
+-- when it reaches over half of the file's memories, the indexes over decay_score, rank, status are dropped before its rules and created again after them, in its transaction; its rules are then the ones over an id range below, run over every id (the rows read in id order, not through an index on namespace)
 -- decay reach
 SELECT count(*) FROM memories
 WHERE "namespace" = ? AND (("status" = ?));
@@ -134,6 +134,11 @@ WHERE "namespace" = ?;
 UPDATE memories SET "rank" = (("importance" * "confidence") * "decay_score")
 WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?));
 -- params: [':namespace', ':ids']
+-- when the namespace is over half of the file's memories, its ranks are refreshed in id order, over every id:
+-- rank refresh (in id order)
+UPDATE memories SET "rank" = (("importance" * "confidence") * "decay_score")
+WHERE +"namespace" = ? AND "id" >= ? AND "id" < ?;
+-- params: [':namespace', ':from_id', ':to_id']
 -- contradiction candidates
 WITH matched AS MATERIALIZED (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts WHERE memories_fts MATCH ?),
 best AS MATERIALIZED (SELECT fts_id, score FROM matched ORDER BY score LIMIT 4 * ?)

@@ -1,7 +1,7 @@
 -- policy: scenes-decay  dialect: sqlite
 
 -- pass decay (every 1 day, 0:00:00)
--- when it reaches over half of the file's memories, the indexes over decay_score, status are dropped before its rules and created again after them, in its transaction
+-- when it reaches over half of the file's memories, the indexes over decay_score, status are dropped before its rules and created again after them, in its transaction; its rules are then the ones over an id range below, run over every id (the rows read in id order, not through an index on namespace)
 -- decay reach
 SELECT count(*) FROM memories
 WHERE "namespace" = ? AND (("status" = ?));
@@ -94,6 +94,11 @@ WHERE "namespace" = ?;
 UPDATE memories SET "rank" = "importance"
 WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?));
 -- params: [':namespace', ':ids']
+-- when the namespace is over half of the file's memories, its ranks are refreshed in id order, over every id:
+-- rank refresh (in id order)
+UPDATE memories SET "rank" = "importance"
+WHERE +"namespace" = ? AND "id" >= ? AND "id" < ?;
+-- params: [':namespace', ':from_id', ':to_id']
 
 -- write, merge and explain
 -- write: supersede

@@ -1,7 +1,7 @@
 -- policy: scheduled-sql  dialect: sqlite
 
 -- pass decay (every 1 day, 0:00:00)
--- when it reaches over half of the file's memories, the indexes over decay_score, rank, status are dropped before its rules and created again after them, in its transaction
+-- when it reaches over half of the file's memories, the indexes over decay_score, rank, status are dropped before its rules and created again after them, in its transaction; its rules are then the ones over an id range below, run over every id (the rows read in id order, not through an index on namespace)
 -- decay reach
 SELECT count(*) FROM memories
 WHERE "namespace" = ? AND ((("status" = ?) AND ((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0) >= ?)) OR (("status" = ?) AND ("decay_score" < ?)));
@@ -55,7 +55,7 @@ WHERE +"namespace" = ? AND (("status" = ?) AND ("decay_score" < ?)) AND "id" >= 
 -- params: ['archived', ':namespace', 'active', 0.1, ':from_id', ':to_id']
 
 -- pass expiry (every 1 day, 0:00:00)
--- when it reaches over half of the file's memories, the indexes over status are dropped before its rules and created again after them, in its transaction
+-- when it reaches over half of the file's memories, the indexes over status are dropped before its rules and created again after them, in its transaction; its rules are then the ones over an id range below, run over every id (the rows read in id order, not through an index on namespace)
 -- expiry reach
 SELECT count(*) FROM memories
 WHERE "namespace" = ? AND ((("status" = ?) AND ("expires_at" < ?)));
@@ -127,6 +127,11 @@ WHERE "namespace" = ?;
 UPDATE memories SET "rank" = (("importance" * "confidence") * "decay_score")
 WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?));
 -- params: [':namespace', ':ids']
+-- when the namespace is over half of the file's memories, its ranks are refreshed in id order, over every id:
+-- rank refresh (in id order)
+UPDATE memories SET "rank" = (("importance" * "confidence") * "decay_score")
+WHERE +"namespace" = ? AND "id" >= ? AND "id" < ?;
+-- params: [':namespace', ':from_id', ':to_id']
 
 -- write, merge and explain
 -- write: supersede
