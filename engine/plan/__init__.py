@@ -14,9 +14,9 @@ from .. import steps
 from ..dialect import DIALECTS, Dialect
 from ..errors import PolicyError
 from ..policy import Candidates, Policy, Rule, schema
-from ..statement import FROM_ID, IDS, LIMIT, NAMESPACE, QUERY, TO_ID, VECTOR, Statement
+from ..statement import IDS, LIMIT, NAMESPACE, QUERY, VECTOR, Statement
 from .explain import order_keys_statement, reasons_statement
-from .rules import assignments, pass_statements, pass_writes, reach_statement
+from .rules import assignments, id_range, pass_statements, pass_writes, reach_statement
 from .writes import (absorb_events_statement, absorb_statement, forget_statement,
                      merge_values_statement, reinforce_statement, supersede_statement)
 
@@ -251,10 +251,10 @@ def rank_refresh_statement(policy: Policy, d: Dialect, by_ids: bool = False,
     of the file: engine.store.bulk)."""
     sql, p = d.render(policy.rank)
     if ranged:
+        r_sql, r_params = id_range(d)
         return Statement("rank refresh (in id order)", f'UPDATE memories SET "rank" = {sql}\n'
-                         f'WHERE {d.unindexed("namespace")} = {d.placeholder} '
-                         f'AND "id" >= {d.placeholder} AND "id" < {d.placeholder}',
-                         p + [NAMESPACE, FROM_ID, TO_ID])
+                         f'WHERE {d.unindexed("namespace")} = {d.placeholder} AND {r_sql}',
+                         p + [NAMESPACE, *r_params])
     if not by_ids:
         return Statement("rank refresh", f'UPDATE memories SET "rank" = {sql}\n'
                          f'WHERE "namespace" = {d.placeholder}', p + [NAMESPACE])

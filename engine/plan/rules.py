@@ -10,13 +10,17 @@ from ..policy import Pass, Policy, Rule
 from ..statement import FROM_ID, NAMESPACE, TO_ID, Statement
 
 
+def id_range(d: Dialect) -> tuple[str, list]:
+    """The test of one id range (`from_id <= id < to_id`), bound when the statement runs."""
+    return f'"id" >= {d.placeholder} AND "id" < {d.placeholder}', [FROM_ID, TO_ID]
+
+
 def pass_statements(policy: Policy, p: Pass, d: Dialect, ranged: bool = False) -> list[Statement]:
     """A batched pass's statements cover one id range each time they run (and, `ranged`,
     those a one-transaction pass runs instead once it gives way to a writer); the
     namespace test is then written `+namespace` so SQLite walks the id range, not the
     namespace."""
-    batch = (f'"id" >= {d.placeholder} AND "id" < {d.placeholder}', [FROM_ID, TO_ID]) \
-        if p.batch or ranged else None
+    batch = id_range(d) if p.batch or ranged else None
     out = []
     for i, rule in enumerate(p.rules):  # the label is the rule's name in its events too
         out += rule_statements(policy, rule, d, f"{p.name}.rules[{i}]", batch)
@@ -31,8 +35,8 @@ def reach_statement(p: Pass, d: Dialect, ranged: bool = False) -> Statement:
     ns = d.unindexed("namespace") if ranged else d.quote("namespace")
     sql, params = f"{ns} = {d.placeholder}", [NAMESPACE]
     if ranged:
-        sql += f' AND "id" >= {d.placeholder} AND "id" < {d.placeholder}'
-        params += [FROM_ID, TO_ID]
+        r_sql, r_params = id_range(d)
+        sql, params = f"{sql} AND {r_sql}", params + r_params
     if all(w is not None for w in whens):
         rendered = [d.render(w) for w in _union(whens)]
         sql += " AND (" + " OR ".join(w for w, _ in rendered) + ")"
