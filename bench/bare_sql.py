@@ -20,6 +20,13 @@ three rules (expiry, decay, archive) and their events.
 a click command), and the file is in WAL mode (the store's journal, which lets recalls
 read while a pass writes; the benchmark converts the copy before timing). With
 `--article` that is the floor with Lethe's unavoidable costs and none of its own work.
+
+`--design` (on an adopted copy, with `--as-lethe`) runs Lethe's design with none of its
+code: the statements that keep the stored rank, with recall's (namespace, status, rank,
+id) index dropped before the decay and created again after it in the same transaction (as
+a Lethe pass over most of the file does), after importing what `lethe run` needs to read
+and check a policy (yaml, jinja2). What the goal leaves for Lethe's code, measured rather
+than argued.
 """
 import json
 import sqlite3
@@ -70,26 +77,46 @@ def connect(db_path: str, wal: bool = False) -> sqlite3.Connection:
     return db
 
 
-def run(db: sqlite3.Connection, now: str, article: bool = False) -> dict:
-    """All five statements in one transaction; returns each one's row count."""
+RECALL_INDEX = "memories_recall"
+
+
+def run(db: sqlite3.Connection, now: str, article: bool = False, rebuild: bool = False) -> dict:
+    """All five statements in one transaction; returns each one's row count. `rebuild`:
+    recall's index is dropped before the decay and created again (as it was) after it."""
     counts = {}
     db.execute("BEGIN IMMEDIATE")
+    index = None
     for name, sql in (article_statements() if article else STATEMENTS):
+        if rebuild and name == "decayed":
+            index = db.execute("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?",
+                               (RECALL_INDEX,)).fetchone()
+            if index is None:
+                raise SystemExit(f"no index {RECALL_INDEX} to rebuild: not an adopted file")
+            db.execute(f"DROP INDEX {RECALL_INDEX}")
         counts[name] = db.execute(sql, {"now": now}).rowcount
+    if index is not None:
+        db.execute(index[0])
     db.execute("COMMIT")
     return counts
 
 
-def main(db_path: str, now: str, article: bool = False, as_lethe: bool = False) -> dict:
+def main(db_path: str, now: str, article: bool = False, as_lethe: bool = False,
+         design: bool = False) -> dict:
+    if design and (article or not as_lethe):
+        raise SystemExit("--design is for an adopted copy, with --as-lethe")
     if as_lethe:
         import click  # noqa: F401  (what `lethe run` imports before anything else)
+    if design:  # what reading and checking a policy needs, whatever the engine's code
+        import jinja2.sandbox  # noqa: F401
+        import yaml  # noqa: F401
     db = connect(db_path, wal=as_lethe)
     try:
-        return run(db, now, article)
+        return run(db, now, article, rebuild=design)
     finally:
         db.close()
 
 
 if __name__ == "__main__":
     flags = sys.argv[3:]
-    print(json.dumps(main(sys.argv[1], sys.argv[2], "--article" in flags, "--as-lethe" in flags)))
+    print(json.dumps(main(sys.argv[1], sys.argv[2], "--article" in flags, "--as-lethe" in flags,
+                          "--design" in flags)))

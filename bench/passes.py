@@ -14,6 +14,12 @@ For each N, on fresh copies of one cached article-format database:
             floor's statements as any `lethe run` must run them, on an un-adopted copy in
             WAL mode (the journal that lets recalls read during a pass), after importing
             click (the CLI). What is left of the goal for Lethe's own work.
+* design  - the whole process `python bench/bare_sql.py COPY T --as-lethe --design` on an
+            adopted copy in WAL mode: Lethe's design with none of its code (the statements
+            that keep the stored rank, recall's index dropped before the decay and created
+            again after it, in one transaction), after importing click, yaml and jinja2 (the
+            CLI and what reading and checking a policy needs). Its ratio to the floor is
+            what any code with this design and these packages would pay.
 * scenes  - `lethe run` as above on an adopted copy whose memories have scenes, in an order
             of their own (the (namespace, scene) index then lists rows out of id order).
 * bare    - the whole process `python bench/bare_sql.py COPY T`: the same statements
@@ -72,7 +78,8 @@ def run_lethe(copy: Path) -> tuple[float, dict]:
                   "archived": res["decay"]["events"].get("archived", 0)}
 
 
-def run_bare(copy: Path, article: bool = False, as_lethe: bool = False) -> tuple[float, dict]:
+def run_bare(copy: Path, article: bool = False, as_lethe: bool = False,
+             design: bool = False) -> tuple[float, dict]:
     if as_lethe:  # the store's journal, switched before the clock starts
         conn = sqlite3.connect(str(copy))
         try:
@@ -81,7 +88,8 @@ def run_bare(copy: Path, article: bool = False, as_lethe: bool = False) -> tuple
             conn.close()
     secs, out = _timed([sys.executable, str(D.ROOT / "bench" / "bare_sql.py"), str(copy),
                         D.T_ISO, *(["--article"] if article else []),
-                        *(["--as-lethe"] if as_lethe else [])])
+                        *(["--as-lethe"] if as_lethe else []),
+                        *(["--design"] if design else [])])
     c = json.loads(out)
     return secs, {"expired": c["expired"], "archived": c["archived"]}
 
@@ -245,7 +253,7 @@ def bench(sizes, repeat: int | None = None, log=print) -> tuple[list[dict], list
                          note="in-process Memory() open: migrations, FTS rebuild, rank refresh"))
 
         scened = with_scenes(base)
-        lethe_t, bare_t, floor_t, wal_t, scene_t = [], [], [], [], []
+        lethe_t, bare_t, floor_t, wal_t, scene_t, des_t = [], [], [], [], [], []
         for r in range(reps):  # interleaved, each on a fresh copy
             lc = D.work_copy(base, "lethe")
             t, lethe_counts = run_lethe(lc)
@@ -259,15 +267,18 @@ def bench(sizes, repeat: int | None = None, log=print) -> tuple[list[dict], list
             sc = D.work_copy(scened, "scenes")
             t, scene_counts = run_lethe(sc)
             scene_t.append(t)
+            dc = D.work_copy(base, "design")
+            t, des_counts = run_bare(dc, as_lethe=True, design=True)
+            des_t.append(t)
             bc = D.work_copy(base, "bare")
             t, bare_counts = run_bare(bc)
             bare_t.append(t)
             if r < reps - 1:
-                for p in (lc, bc, fc, wc, sc):
+                for p in (lc, bc, fc, wc, sc, dc):
                     D.drop(p)
         D.drop(scened)
-        t_l, t_b, t_f, t_w, t_s = (statistics.median(x)
-                                   for x in (lethe_t, bare_t, floor_t, wal_t, scene_t))
+        t_l, t_b, t_f, t_w, t_s, t_d = (statistics.median(x) for x in
+                                        (lethe_t, bare_t, floor_t, wal_t, scene_t, des_t))
         show = lambda xs: ", ".join(f"{x:.3f}" for x in xs)  # noqa: E731
         log(f"  lethe {t_l:.3f} s, bare SQL on the article's file {t_f:.3f} s, on the adopted "
             f"file {t_b:.3f} s  (runs: {show(lethe_t)} / {show(floor_t)} / {show(bare_t)}; "
@@ -286,6 +297,16 @@ def bench(sizes, repeat: int | None = None, log=print) -> tuple[list[dict], list
         rows.append(dict(measure="pass: lethe / floor as lethe run must (s)", n=n, value=t_l,
                          baseline=t_w, informative=True,
                          note="Lethe's own cost over the floor it cannot avoid"))
+        log(f"  Lethe's design in bare SQL, with its packages (stored rank, recall's index "
+            f"rebuilt, WAL, click, yaml, jinja2) {t_d:.3f} s  (runs: {show(des_t)})")
+        rows.append(dict(measure="design in bare SQL, packages loaded / floor (s)", n=n,
+                         value=t_d, baseline=t_f, goal=LETHE_GOAL, informative=True,
+                         note="the stored rank and recall's index rebuilt in one transaction, "
+                              "WAL, after importing click, yaml and jinja2, no engine code: "
+                              "what this design and these packages cost whoever writes them"))
+        rows.append(dict(measure="pass: lethe / design in bare SQL (s)", n=n, value=t_l,
+                         baseline=t_d, informative=True,
+                         note="what Lethe's code costs over its design's own floor"))
         rows.append(dict(measure="pass with scenes set / without (s)", n=n, value=t_s,
                          baseline=t_l, goal=LETHE_GOAL, informative=True,
                          note="lethe run on an adopted copy whose memories have scenes"))
@@ -311,7 +332,7 @@ def bench(sizes, repeat: int | None = None, log=print) -> tuple[list[dict], list
 
         runs = {"lethe": (lc, lethe_counts), "bare": (bc, bare_counts),
                 "floor": (fc, floor_counts), "as lethe": (wc, wal_counts),
-                "scenes": (sc, scene_counts)}
+                "scenes": (sc, scene_counts), "design": (dc, des_counts)}
         estimate = rate * n if rate is not None else None
         if estimate is None and n > 100_000:
             estimate = _calibrate(log) * n
@@ -341,7 +362,7 @@ def bench(sizes, repeat: int | None = None, log=print) -> tuple[list[dict], list
                          note=f"{lethe_counts['expired']} expired, {lethe_counts['archived']} "
                               f"archived; {', '.join(runs)}: status, decay_score and rank of "
                               "every row, each archived or expired event, none twice"))
-        for p in (lc, bc, fc, wc, sc, ac):
+        for p in (lc, bc, fc, wc, sc, dc, ac):
             if p is not None:
                 D.drop(p)
     return rows, problems
