@@ -44,6 +44,9 @@ class Dialect:
     no_relevance = "0.0"          # relevance without a query
     # `SET (a, b) = (SELECT ...)`: one evaluation of a value both columns need
     row_value_set = True
+    # a function the store defines that returns its argument and counts the call: a pass's
+    # rule calls it for each row it keeps because a new value is unusable (plan.rules)
+    kept = "lethe_kept"
     _FUNCS = {"exp": "exp", "ln": "ln", "log": "log10", "floor": "floor", "ceil": "ceil",
               "abs": "abs", "pow": "pow", "min": "min", "max": "max", "coalesce": "coalesce",
               "sqrt": "sqrt"}
@@ -215,6 +218,7 @@ class PostgresDialect(Dialect):
     matches_first = "JOIN"  # the planner picks the order from statistics
     no_relevance = "0.0::float8"  # a bare constant may not stand in ORDER BY
     row_value_set = False  # one assignment per column, as before (not measured there)
+    kept = None  # no function of ours on the server: a guard in the WHERE and a count first
     _FUNCS = {**Dialect._FUNCS, "min": "least", "max": "greatest", "log": "log"}
     _divide, _divide_end = " * 1.0 / nullif(", ", 0)"
     _TYPES = ((bool, "::bigint"), (int, "::bigint"), (float, "::double precision"), (str, "::text"))

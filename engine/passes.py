@@ -164,6 +164,13 @@ def _apply(ctx: Context, statements, result: PassResult, now: str, progress,
             continue
         if progress:
             progress(st.label)
+        if st.counts_kept:  # an UPDATE that keeps, and counts, the rows it cannot score
+            n, kept = ctx.store.run_rule(st, ctx.namespace, now, id_range=id_range or (0, 0))
+            result.changed += n
+            if kept:
+                result.skipped += kept
+                _note_skipped(result, st.label.split(" update")[0])
+            continue
         n = ctx.store.run(st, ctx.namespace, now, id_range=id_range or (0, 0))
         if st.sql.startswith("INSERT INTO memory_events"):
             event = st.params[0]

@@ -27,6 +27,7 @@ class Statement:
     sql: str
     params: list = field(default_factory=list)
     counts_skipped: bool = False  # a SELECT count(*) of the rows a rule leaves alone
+    counts_kept: bool = False  # an UPDATE that counts the rows it keeps (Dialect.kept)
 
     def bind(self, now: str, namespace: str, query: str | None = None,
              limit: int | None = None, ids: list[int] | None = None,

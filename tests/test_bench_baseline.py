@@ -57,7 +57,7 @@ def test_the_design_baseline_ends_where_lethe_ends(tmp_path, adopted):
         ran = m.run(["expiry", "decay"])
     db = bare_sql.connect(design)
     try:
-        counts = bare_sql.run(db, T.isoformat(timespec="seconds"), rebuild=True)
+        counts = bare_sql.run(db, T.isoformat(timespec="seconds"), design=True)
     finally:
         db.close()
     assert counts["archived"] == ran[1].events["archived"] > 0
@@ -79,7 +79,7 @@ def test_the_design_baseline_rebuilds_only_an_index_that_is_there(tmp_path, adop
     db = bare_sql.connect(path)
     try:
         with pytest.raises(SystemExit, match="not an adopted file"):
-            bare_sql.run(db, T.isoformat(timespec="seconds"), rebuild=True)
+            bare_sql.run(db, T.isoformat(timespec="seconds"), design=True)
     finally:
         db.close()
 

@@ -26,7 +26,7 @@ from engine import expr as X
 from engine.dialect import DIALECTS, NOW
 from engine.errors import StoreError
 from engine.errors import FormulaError, LetheError, PolicyError
-from engine.plan import compile_policy
+from engine.plan import compile_policy, rules
 from engine.policy import SETTABLE, load
 from tests.conftest import POLICIES, START, run_sql, shipped_policies
 
@@ -204,9 +204,9 @@ def formula_db(tmp_path_factory):
         run_sql(mem.store, "UPDATE memories SET last_accessed = 'not a date', kind = 'fact' "
                              "WHERE id = 3")
     db = sqlite3.connect(path)
-    from engine.store.sqlite import _ensure_math
+    from engine.store.sqlite import sql_functions
 
-    _ensure_math(db)
+    sql_functions(db)
     yield db
     db.close()
 
@@ -465,8 +465,8 @@ def assert_safe_plan(policy) -> None:
         sql = s.sql
         assert "'" not in sql and ";" not in sql and "--" not in sql, sql
         idents = set(re.findall(r'"([^"]*)"', sql))
-        # a rule's new values are named after their column (engine.plan.rules)
-        known = set(X.COLUMNS) | {"new_" + c for c in X.COLUMNS}
+        # a rule's new values are named after their column, and their test (engine.plan.rules)
+        known = set(X.COLUMNS) | {"new_" + c for c in X.COLUMNS} | {rules.USABLE}
         assert idents <= known, idents - known
         assert sql_words(sql) <= PLAN_WORDS, (sql, sql_words(sql) - PLAN_WORDS)
         assert sql.count("?") == len(s.params)
@@ -490,9 +490,9 @@ def assert_safe_plan(policy) -> None:
 def run_plan(plan, db_path: str) -> None:
     """Execute every statement of an accepted plan on a real store, then roll back."""
     db = sqlite3.connect(db_path, isolation_level=None)
-    from engine.store.sqlite import _ensure_math
+    from engine.store.sqlite import sql_functions
 
-    _ensure_math(db)
+    sql_functions(db)
     now = START.isoformat()
     db.execute("BEGIN")
     try:

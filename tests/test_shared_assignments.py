@@ -1,9 +1,13 @@
-"""A pass's rule whose new value the stored rank reuses computes it once per row
-(`SET (decay_score, rank) = (SELECT ...)`, engine.plan.rules) and writes exactly what the
-per-column form writes: the same scores, ranks and skipped rows."""
+"""A pass's rule computes each new value once per row (`SET (decay_score, rank) = (SELECT
+...)`, engine.plan.rules): no guard in its WHERE evaluates the formula again; a row where a
+value comes out unusable keeps all its values and is counted by the store's `lethe_kept`.
+It writes exactly what the guarded form (a guard in the WHERE and a count first, as on
+PostgreSQL) writes: the same scores, ranks, skipped rows and events."""
 import datetime as dt
 import shutil
 import sqlite3
+
+import pytest
 
 from bench import seed_article
 from engine import Memory
@@ -12,46 +16,110 @@ from engine.plan.rules import rule_statements
 from tests.conftest import POLICIES, START
 
 T = START + dt.timedelta(days=1)
+ROWS = "SELECT id, status, decay_score, rank FROM memories ORDER BY id"
 
 
-class PerColumn(Dialect):
-    row_value_set = False  # the form every statement had before
+class Guarded(Dialect):
+    kept = None  # the form every statement had before, and PostgreSQL's
 
 
-def decay_update(mem, dialect):
+def decay_statements(mem, dialect):
     rule = mem.policy.passes["decay"].rules[0]
-    return next(s for s in rule_statements(mem.policy, rule, dialect, "decay.rules[0]")
-                if s.label.endswith("update"))
+    return rule_statements(mem.policy, rule, dialect, "decay.rules[0]")
 
 
-def test_the_decay_formula_is_written_once_in_its_set(tmp_path):
-    path = str(tmp_path / "plan.db")
-    with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
-        shared, per_column = decay_update(mem, Dialect()), decay_update(mem, PerColumn())
-    set_shared = shared.sql.split("\nWHERE")[0]
-    set_per_column = per_column.sql.split("\nWHERE")[0]
-    assert set_shared.count("julianday(coalesce") == 1
-    assert set_per_column.count("julianday(coalesce") == 2
-    assert shared.sql.split("\nWHERE")[1] == per_column.sql.split("\nWHERE")[1]  # same guard
+def update(statements):
+    return next(s for s in statements if s.label.endswith("update"))
 
 
-def test_both_forms_write_the_same_rows(tmp_path):
-    a, b = str(tmp_path / "shared.db"), str(tmp_path / "per_column.db")
-    seed_article.generate(a, 3000, START, seed=11)
-    conn = sqlite3.connect(a)  # two rows the formula cannot score: no time to decay from
+def unscorable(path, ids=(7, 8)):
+    """Two active rows the decay formula cannot score: no time to decay from."""
+    conn = sqlite3.connect(path)
     conn.execute("UPDATE memories SET created_at = NULL, last_accessed = NULL "
-                 "WHERE id IN (7, 8) AND status = 'active'")
+                 f"WHERE id IN ({', '.join('?' * len(ids))}) AND status = 'active'", ids)
     conn.commit()
     conn.close()
+
+
+def test_the_decay_formula_is_computed_once_a_row(tmp_path):
+    path = str(tmp_path / "plan.db")
+    with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
+        kept, guarded = decay_statements(mem, Dialect()), decay_statements(mem, Guarded())
+    assert [s.counts_kept for s in kept] == [True]  # no count first
+    assert update(kept).sql.count("julianday(coalesce") == 1  # in SET, none in the WHERE
+    assert "lethe_kept(" in update(kept).sql
+    assert [s.counts_skipped for s in guarded] == [True, False]
+    assert update(guarded).sql.count("julianday(coalesce") == 3  # score, rank, guard
+    # the same rows are the rule's: its WHERE, without the guard
+    assert update(kept).sql.split("\nWHERE ")[1] == guarded[0].sql.split("\nWHERE ")[1]
+
+
+def test_both_forms_write_the_same_rows_and_count_the_same_skipped(tmp_path):
+    a, b = str(tmp_path / "kept.db"), str(tmp_path / "guarded.db")
+    seed_article.generate(a, 3000, START, seed=11)
+    unscorable(a)
     shutil.copy(a, b)
-    changed = {}
-    for path, dialect in ((a, Dialect()), (b, PerColumn())):
-        with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T,
-                    offline=True) as mem:
-            st = decay_update(mem, dialect)
-            changed[path] = mem.store.run(st, "default", T.isoformat())
-    rows = "SELECT id, status, decay_score, rank FROM memories ORDER BY id"
-    assert sqlite3.connect(a).execute(rows).fetchall() == sqlite3.connect(b).execute(rows).fetchall()
-    active = sqlite3.connect(a).execute(
-        "SELECT count(*) FROM memories WHERE status = 'active'").fetchone()[0]
-    assert changed[a] == changed[b] == active - 2  # the two unscorable rows are skipped
+    with Memory(a, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
+        changed, kept = mem.store.run_rule(update(decay_statements(mem, Dialect())), "default",
+                                           T.isoformat())
+    with Memory(b, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
+        count, st = decay_statements(mem, Guarded())
+        meant = mem.store.fetch_one(count, "default", T.isoformat())[0]
+        guarded = mem.store.run(st, "default", T.isoformat())
+    assert sqlite3.connect(a).execute(ROWS).fetchall() == sqlite3.connect(b).execute(ROWS).fetchall()
+    assert (changed, kept) == (guarded, meant - guarded)
+    assert kept == 2 and changed > 0
+    row = sqlite3.connect(a).execute("SELECT decay_score, rank FROM memories WHERE id = 7")
+    assert row.fetchone() == sqlite3.connect(b).execute(
+        "SELECT decay_score, rank FROM memories WHERE id = 7").fetchone()  # as they were
+
+
+def test_a_pass_reports_the_rows_it_kept_as_skipped(tmp_path):
+    path = str(tmp_path / "pass.db")
+    seed_article.generate(path, 3000, START, seed=11)
+    conn = sqlite3.connect(path)
+    ids = tuple(r[0] for r in conn.execute(  # rows the archive rule leaves alone
+        "SELECT id FROM memories WHERE status = 'active' AND decay_score > 0.5 LIMIT 3"))
+    active = conn.execute("SELECT count(*) FROM memories WHERE status = 'active'").fetchone()[0]
+    conn.close()
+    unscorable(path, ids)
+    read = f"SELECT id, status, decay_score FROM memories WHERE id IN {ids!r}"
+    before = sqlite3.connect(path).execute(read).fetchall()
+    with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
+        decay = mem.run(["decay"])[0]
+    assert decay.skipped == 3
+    assert any("kept their values" in n for n in decay.notes)
+    assert sqlite3.connect(path).execute(read).fetchall() == before
+    assert decay.changed == active - 3 + decay.events["archived"]
+
+
+RANKED = """name: ranked
+extends: lifecycle
+scores:
+  rank: "{rank}"
+"""
+
+
+@pytest.mark.parametrize("rank", ["0.5 * importance * confidence * decay_score",
+                                  "importance * confidence * decay_score + 0.25",
+                                  "min(3, importance) * pow(decay_score, 2)"])
+def test_a_rank_with_numbers_of_its_own_is_stored_as_it_reads(tmp_path, rank):
+    """The rank's own constants are parameters too: each must meet its own placeholder
+    (they once took the decay formula's, so the stored rank was another formula's)."""
+    policy = tmp_path / "ranked.yaml"
+    policy.write_text(RANKED.format(rank=rank))
+    path = str(tmp_path / "ranked.db")
+    seed_article.generate(path, 2000, START, seed=4)
+    with Memory(path, policy=str(policy), clock=lambda: T, offline=True) as mem:
+        mem.run(["decay"])
+        st = mem.plan.rank_refresh
+    fresh = str(tmp_path / "refreshed.db")
+    shutil.copy(path, fresh)
+    with Memory(fresh, policy=str(policy), clock=lambda: T, offline=True) as mem:
+        mem.store.run(st, "default", T.isoformat())  # the rank formula alone, over every row
+        mem.store.db.commit()
+    stored = sqlite3.connect(path).execute(
+        "SELECT id, rank FROM memories WHERE status = 'active' ORDER BY id").fetchall()
+    refreshed = dict(sqlite3.connect(fresh).execute(
+        "SELECT id, rank FROM memories WHERE status = 'active'").fetchall())
+    assert stored and all(r == pytest.approx(refreshed[i], abs=1e-9) for i, r in stored)

@@ -71,30 +71,46 @@ def rule_statements(policy: Policy, rule: Rule, d: Dialect, label: str,
     Both read the same WHERE; the events go first so they see the rows before the change,
     and both run in the caller's transaction. A rule whose formulas can come out NULL, NaN
     or infinite on some rows (`confidence / access_count` where access_count is 0) never
-    writes that: both also require every computed value to be usable, and a count of the
-    rows the rule is for goes first: those it did not change are reported as skipped."""
+    writes that, and its events leave those rows out. Where the dialect has a function to
+    count them (`Dialect.kept`, SQLite), the UPDATE computes each new value once per row,
+    keeps the old values of a row where one is unusable and counts it there
+    (`_kept_assignments`): those are reported as skipped. Elsewhere the UPDATE also
+    requires every computed value to be usable, and a count of the rows the rule is for
+    goes first: those it did not change are the skipped."""
     where_sql, where_params = _where(rule.when, d, extra_where)
     guard_sql, guard_params = _usable(rule.set, d)
+    kept = bool(guard_sql) and d.kept is not None
+    guarded = ((f"{where_sql} AND {guard_sql}", where_params + guard_params) if guard_sql
+               else (where_sql, where_params))
     out = []
-    if guard_sql:  # rows the rule is for, before it runs; the skipped are those not changed
+    if guard_sql and not kept:  # rows the rule is for, before it runs
         out.append(Statement(f"{label} rows (the skipped: those it does not change)",
                              f"SELECT count(*) FROM memories\nWHERE {where_sql}",
                              list(where_params), counts_skipped=True))
-        where_sql, where_params = f"{where_sql} AND {guard_sql}", where_params + guard_params
     if rule.event:
         detail_sql, detail_params = _detail(rule, d, label)
         out.append(Statement(
             f"{label} event {rule.event}",
             "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)\n"
             f"SELECT \"id\", {d.placeholder}, {detail_sql}, {d.placeholder}\nFROM memories\n"
-            f"WHERE {where_sql}",
-            [rule.event, *detail_params, NOW, *where_params]))
+            f"WHERE {guarded[0]}",
+            [rule.event, *detail_params, NOW, *guarded[1]]))
     if rule.set:
-        set_sql, set_params = assignments(policy, rule.set, d, computed_once=True)
-        out.append(Statement(f"{label} update", f"UPDATE memories\nSET {set_sql}\nWHERE {where_sql}",
-                             set_params + where_params))
+        if kept:
+            set_sql, set_params = _kept_assignments(policy, rule.set, d)
+            out.append(Statement(f"{label} update",
+                                 f"UPDATE memories\nSET {set_sql}\nWHERE {where_sql}",
+                                 set_params + where_params, counts_kept=True))
+        else:
+            set_sql, set_params = assignments(policy, rule.set, d)
+            out.append(Statement(f"{label} update",
+                                 f"UPDATE memories\nSET {set_sql}\nWHERE {guarded[0]}",
+                                 set_params + guarded[1]))
     return out
 
+
+# the name a rule's UPDATE gives its test that every new value of a row can be stored
+USABLE = "usable"
 
 # the largest finite REAL: NULL, NaN (which SQLite reads as NULL) and +-inf fall outside
 FINITE = 1.7976931348623157e308
@@ -129,21 +145,14 @@ def _where(when: X.Node | None, d: Dialect, extra=None) -> tuple[str, list]:
     return sql, params
 
 
-def assignments(policy: Policy, sets: dict[str, X.Node], d: Dialect,
-                computed_once: bool = False) -> tuple[str, list]:
-    """The SET list of an UPDATE writing `sets`, and the stored rank when it follows them.
-    With `computed_once` (a pass's rule, over most of the file), a formula the rank reuses
-    is computed once per row where the dialect allows (`_shared_assignments`)."""
-    reused = set(sets) & X.columns_of(policy.rank)
-    if computed_once and d.row_value_set and any(
-            not isinstance(sets[c], X.Const) for c in reused):
-        return _shared_assignments(policy, sets, d)
+def assignments(policy: Policy, sets: dict[str, X.Node], d: Dialect) -> tuple[str, list]:
+    """The SET list of an UPDATE writing `sets`, and the stored rank when it follows them."""
     parts, params = [], []
     for col, node in sets.items():
         sql, p = d.render(node)
         parts.append(f"{d.quote(col)} = {sql}")
         params += p
-    if reused:
+    if set(sets) & X.columns_of(policy.rank):
         # keep the stored rank current: computed from the values this UPDATE writes
         sql, p = d.render(policy.rank, overrides=sets)
         parts.append(f'"rank" = {sql}')
@@ -151,22 +160,38 @@ def assignments(policy: Policy, sets: dict[str, X.Node], d: Dialect,
     return ",\n    ".join(parts), params
 
 
-def _shared_assignments(policy: Policy, sets: dict[str, X.Node], d: Dialect) -> tuple[str, list]:
-    """`SET (a, rank) = (SELECT new_a, <rank of new_a> FROM (SELECT <a's formula> AS new_a))`:
-    SQLite evaluates each new value once per row instead of once more inside the rank (the
-    decay formula's julianday and exp: 0.6 s of CPU in a 1M decay, bench/RESULTS.md). The
-    guard in the WHERE still evaluates it: the rows it skips must not count as changed."""
-    inner, params = [], []
+def _kept_assignments(policy: Policy, sets: dict[str, X.Node], d: Dialect) -> tuple[str, list]:
+    """`SET (a, rank) = (SELECT CASE WHEN usable THEN new_a ELSE kept(a) END, CASE WHEN
+    usable THEN <rank of new_a> ELSE rank END FROM (SELECT new_a, <new_a is usable> AS usable
+    FROM (SELECT <a's formula> AS new_a)))`: each new value is computed once per row (the
+    decay formula's julianday and exp are most of a 1M decay's CPU, bench/RESULTS.md), not
+    again in a guard, and a row where one is unusable keeps every value it had. The
+    dialect's `kept` function, called for those rows alone, returns the value it is given
+    and counts the row: the rule's skipped."""
+    inner, inner_params = [], []
     for col, node in sets.items():
         sql, p = d.render(node)
         inner.append(f"{sql} AS {d.quote('new_' + col)}")
-        params += p
+        inner_params += p
     news = {c: X.Col(node.type, "new_" + c) for c, node in sets.items()}
-    rank_sql, rank_params = d.render(policy.rank, overrides=news)
-    cols = ", ".join(d.quote(c) for c in [*sets, "rank"])
+    usable_sql, usable_params = _usable(
+        {c: news[c] for c, node in sets.items() if not isinstance(node, X.Const)}, d)
+    cols, outer, outer_params, usable = list(sets), [], [], d.quote(USABLE)
+    for i, col in enumerate(cols):
+        old = f"memories.{d.quote(col)}"
+        outer.append(f"CASE WHEN {usable} THEN {d.quote('new_' + col)} ELSE "
+                     f"{f'{d.kept}({old})' if i == 0 else old} END")
+    if set(sets) & X.columns_of(policy.rank):
+        rank_sql, rank_params = d.render(policy.rank, overrides=news)
+        cols.append("rank")
+        outer.append(f'CASE WHEN {usable} THEN {rank_sql} ELSE memories."rank" END')
+        outer_params += rank_params
     picked = ", ".join(d.quote("new_" + c) for c in sets)
-    return (f"({cols}) = (SELECT {picked}, {rank_sql}\n    FROM (SELECT {', '.join(inner)}))",
-            params + rank_params)
+    sql = (f"({', '.join(d.quote(c) for c in cols)}) = (SELECT {', '.join(outer)}\n"
+           f"    FROM (SELECT {picked}, {usable_sql} AS {usable}\n"
+           f"    FROM (SELECT {', '.join(inner)})))")
+    # in the order they appear: the outer list, then the usable test, then the formulas
+    return sql, outer_params + usable_params + inner_params
 
 
 def _detail(rule: Rule, d: Dialect, label: str) -> tuple[str, list]:

@@ -18,6 +18,7 @@ import sqlite3
 import urllib.parse
 
 from ..clock import Clock, system_clock
+from ..dialect import Dialect
 from ..errors import StoreError
 from . import bulk
 from .common import StoreCommon
@@ -98,7 +99,7 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
             # a pass rewrites index entries all over the table: a 64 MiB page cache halves
             # a million-row decay (measured in bench/)
             self.db.execute("PRAGMA cache_size = -65536")
-            _ensure_math(self.db)
+            self._kept = sql_functions(self.db)  # rows a pass's rule kept (run_rule)
             if read_only:
                 self._check_current()
             else:
@@ -238,6 +239,13 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
         """Execute one compiled statement; the number of rows it changed."""
         cur = self.db.execute(st.sql, st.bind(now or self.now(), namespace, **binds))
         return max(cur.rowcount, 0)
+
+    def run_rule(self, st, namespace: str, now: str | None = None, **binds) -> tuple[int, int]:
+        """A rule's UPDATE that keeps a row whose new value is unusable and counts it
+        (`Statement.counts_kept`): (rows changed, rows kept)."""
+        self._kept.calls = 0
+        n = self.run(st, namespace, now, **binds)
+        return n - self._kept.calls, self._kept.calls
 
     def fetch(self, st, namespace: str, now: str | None = None, **binds) -> list[sqlite3.Row]:
         return self.db.execute(st.sql, st.bind(now or self.now(), namespace, **binds)).fetchall()
@@ -444,6 +452,25 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
 
 Store = SqliteStore  # the embedded default
 
+
+
+class _Counter:
+    """The SQL function `Dialect.kept`: returns its argument, and counts the calls."""
+
+    calls = 0
+
+    def __call__(self, value):
+        self.calls += 1
+        return value
+
+
+def sql_functions(db: sqlite3.Connection) -> _Counter:
+    """Define on `db` the functions compiled statements may call: the math functions where
+    SQLite's build lacks them, and `Dialect.kept` (returned: its count of calls)."""
+    _ensure_math(db)
+    kept = _Counter()
+    db.create_function(Dialect.kept, 1, kept)
+    return kept
 
 
 def _ensure_math(db: sqlite3.Connection) -> None:

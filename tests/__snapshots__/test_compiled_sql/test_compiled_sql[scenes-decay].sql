@@ -6,15 +6,14 @@
 SELECT count(*) FROM memories
 WHERE "namespace" = ? AND (("status" = ?));
 -- params: [':namespace', 'active']
--- decay.rules[0] rows (the skipped: those it does not change)
-SELECT count(*) FROM memories
-WHERE "namespace" = ? AND ("status" = ?);
--- params: [':namespace', 'active']
+-- lethe_kept(x) returns x and counts the row: a row where a new value comes out NULL or not finite keeps all its values, and the pass reports it as skipped
 -- decay.rules[0] update
 UPDATE memories
-SET "decay_score" = min(?, (exp(((? * floor((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0))) * 1.0 / ?)) + min(?, ("access_count" * ?))))
-WHERE "namespace" = ? AND ("status" = ?) AND ((min(?, (exp(((? * floor((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0))) * 1.0 / ?)) + min(?, ("access_count" * ?))))) BETWEEN ? AND ?);
--- params: [1.0, -0.693, ':now', 30, 0.3, 0.03, ':namespace', 'active', 1.0, -0.693, ':now', 30, 0.3, 0.03, -1.7976931348623157e+308, 1.7976931348623157e+308]
+SET ("decay_score") = (SELECT CASE WHEN "usable" THEN "new_decay_score" ELSE lethe_kept(memories."decay_score") END
+    FROM (SELECT "new_decay_score", (("new_decay_score") BETWEEN ? AND ?) AS "usable"
+    FROM (SELECT min(?, (exp(((? * floor((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0))) * 1.0 / ?)) + min(?, ("access_count" * ?)))) AS "new_decay_score")))
+WHERE "namespace" = ? AND ("status" = ?);
+-- params: [-1.7976931348623157e+308, 1.7976931348623157e+308, 1.0, -0.693, ':now', 30, 0.3, 0.03, ':namespace', 'active']
 -- decay.rules[1] event archived
 INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status", ?, "decay_score"), ?, json_object(?, ?, ?, ?)), ?
@@ -32,15 +31,13 @@ WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" < ?));
 SELECT count(*) FROM memories
 WHERE +"namespace" = ? AND "id" >= ? AND "id" < ? AND (("status" = ?));
 -- params: [':namespace', ':from_id', ':to_id', 'active']
--- decay.rules[0] rows (the skipped: those it does not change)
-SELECT count(*) FROM memories
-WHERE +"namespace" = ? AND ("status" = ?) AND "id" >= ? AND "id" < ?;
--- params: [':namespace', 'active', ':from_id', ':to_id']
 -- decay.rules[0] update
 UPDATE memories
-SET "decay_score" = min(?, (exp(((? * floor((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0))) * 1.0 / ?)) + min(?, ("access_count" * ?))))
-WHERE +"namespace" = ? AND ("status" = ?) AND "id" >= ? AND "id" < ? AND ((min(?, (exp(((? * floor((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0))) * 1.0 / ?)) + min(?, ("access_count" * ?))))) BETWEEN ? AND ?);
--- params: [1.0, -0.693, ':now', 30, 0.3, 0.03, ':namespace', 'active', ':from_id', ':to_id', 1.0, -0.693, ':now', 30, 0.3, 0.03, -1.7976931348623157e+308, 1.7976931348623157e+308]
+SET ("decay_score") = (SELECT CASE WHEN "usable" THEN "new_decay_score" ELSE lethe_kept(memories."decay_score") END
+    FROM (SELECT "new_decay_score", (("new_decay_score") BETWEEN ? AND ?) AS "usable"
+    FROM (SELECT min(?, (exp(((? * floor((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0))) * 1.0 / ?)) + min(?, ("access_count" * ?)))) AS "new_decay_score")))
+WHERE +"namespace" = ? AND ("status" = ?) AND "id" >= ? AND "id" < ?;
+-- params: [-1.7976931348623157e+308, 1.7976931348623157e+308, 1.0, -0.693, ':now', 30, 0.3, 0.03, ':namespace', 'active', ':from_id', ':to_id']
 -- decay.rules[1] event archived
 INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status", ?, "decay_score"), ?, json_object(?, ?, ?, ?)), ?

@@ -6,16 +6,14 @@
 SELECT count(*) FROM memories
 WHERE "namespace" = ? AND ((("status" = ?) AND ((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0) >= ?)) OR (("status" = ?) AND ("decay_score" < ?)));
 -- params: [':namespace', 'active', ':now', 30, 'active', 0.1]
--- decay.rules[0] rows (the skipped: those it does not change)
-SELECT count(*) FROM memories
-WHERE "namespace" = ? AND (("status" = ?) AND ((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0) >= ?));
--- params: [':namespace', 'active', ':now', 30]
+-- lethe_kept(x) returns x and counts the row: a row where a new value comes out NULL or not finite keeps all its values, and the pass reports it as skipped
 -- decay.rules[0] update
 UPDATE memories
-SET ("decay_score", "rank") = (SELECT "new_decay_score", (("importance" * "confidence") * ("new_decay_score"))
-    FROM (SELECT ("decay_score" * ?) AS "new_decay_score"))
-WHERE "namespace" = ? AND (("status" = ?) AND ((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0) >= ?)) AND ((("decay_score" * ?)) BETWEEN ? AND ?);
--- params: [0.9, ':namespace', 'active', ':now', 30, 0.9, -1.7976931348623157e+308, 1.7976931348623157e+308]
+SET ("decay_score", "rank") = (SELECT CASE WHEN "usable" THEN "new_decay_score" ELSE lethe_kept(memories."decay_score") END, CASE WHEN "usable" THEN (("importance" * "confidence") * ("new_decay_score")) ELSE memories."rank" END
+    FROM (SELECT "new_decay_score", (("new_decay_score") BETWEEN ? AND ?) AS "usable"
+    FROM (SELECT ("decay_score" * ?) AS "new_decay_score")))
+WHERE "namespace" = ? AND (("status" = ?) AND ((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0) >= ?));
+-- params: [-1.7976931348623157e+308, 1.7976931348623157e+308, 0.9, ':namespace', 'active', ':now', 30]
 -- decay.rules[1] event archived
 INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status"), ?, json_object(?, ?)), ?
@@ -32,16 +30,13 @@ WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" < ?));
 SELECT count(*) FROM memories
 WHERE +"namespace" = ? AND "id" >= ? AND "id" < ? AND ((("status" = ?) AND ((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0) >= ?)) OR (("status" = ?) AND ("decay_score" < ?)));
 -- params: [':namespace', ':from_id', ':to_id', 'active', ':now', 30, 'active', 0.1]
--- decay.rules[0] rows (the skipped: those it does not change)
-SELECT count(*) FROM memories
-WHERE +"namespace" = ? AND (("status" = ?) AND ((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0) >= ?)) AND "id" >= ? AND "id" < ?;
--- params: [':namespace', 'active', ':now', 30, ':from_id', ':to_id']
 -- decay.rules[0] update
 UPDATE memories
-SET ("decay_score", "rank") = (SELECT "new_decay_score", (("importance" * "confidence") * ("new_decay_score"))
-    FROM (SELECT ("decay_score" * ?) AS "new_decay_score"))
-WHERE +"namespace" = ? AND (("status" = ?) AND ((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0) >= ?)) AND "id" >= ? AND "id" < ? AND ((("decay_score" * ?)) BETWEEN ? AND ?);
--- params: [0.9, ':namespace', 'active', ':now', 30, ':from_id', ':to_id', 0.9, -1.7976931348623157e+308, 1.7976931348623157e+308]
+SET ("decay_score", "rank") = (SELECT CASE WHEN "usable" THEN "new_decay_score" ELSE lethe_kept(memories."decay_score") END, CASE WHEN "usable" THEN (("importance" * "confidence") * ("new_decay_score")) ELSE memories."rank" END
+    FROM (SELECT "new_decay_score", (("new_decay_score") BETWEEN ? AND ?) AS "usable"
+    FROM (SELECT ("decay_score" * ?) AS "new_decay_score")))
+WHERE +"namespace" = ? AND (("status" = ?) AND ((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0) >= ?)) AND "id" >= ? AND "id" < ?;
+-- params: [-1.7976931348623157e+308, 1.7976931348623157e+308, 0.9, ':namespace', 'active', ':now', 30, ':from_id', ':to_id']
 -- decay.rules[1] event archived
 INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status"), ?, json_object(?, ?)), ?
