@@ -25,7 +25,9 @@ read while a pass writes; the benchmark converts the copy before timing). With
 code: the statements that keep the stored rank (the decay formula computed once a row),
 with recall's (namespace, status, rank, id) index dropped before the decay and created
 again after it in the same transaction (as a Lethe pass over most of the file does), after
-importing what `lethe run` needs to read and check a policy (yaml, jinja2). What the goal leaves for Lethe's code, measured rather
+importing what `lethe run` needs to read and check a policy (yaml, jinja2). `--head` is the
+same but leaves recall's index in place: for a copy whose index covers only the head of the
+ranking (`python -m bench.prototypes partial`), which a pass barely touches. What the goal leaves for Lethe's code, measured rather
 than argued.
 """
 import json
@@ -84,16 +86,19 @@ def connect(db_path: str, wal: bool = False) -> sqlite3.Connection:
 RECALL_INDEX = "memories_recall"
 
 
-def run(db: sqlite3.Connection, now: str, article: bool = False, design: bool = False) -> dict:
+def run(db: sqlite3.Connection, now: str, article: bool = False, design: bool = False,
+        head: bool = False) -> dict:
     """All five statements in one transaction; returns each one's row count. `design`:
     the decay computes its formula once a row (DECAYED_ONCE), and recall's index is dropped
-    before it and created again (as it was) after it."""
+    before it and created again (as it was) after it. `head`: the decay computed once, and
+    the index left in place."""
     counts = {}
     db.execute("BEGIN IMMEDIATE")
     index = None
     for name, sql in (article_statements() if article else STATEMENTS):
-        if design and name == "decayed":
+        if (design or head) and name == "decayed":
             sql = DECAYED_ONCE
+        if design and name == "decayed":
             index = db.execute("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?",
                                (RECALL_INDEX,)).fetchone()
             if index is None:
@@ -107,17 +112,17 @@ def run(db: sqlite3.Connection, now: str, article: bool = False, design: bool = 
 
 
 def main(db_path: str, now: str, article: bool = False, as_lethe: bool = False,
-         design: bool = False) -> dict:
-    if design and (article or not as_lethe):
-        raise SystemExit("--design is for an adopted copy, with --as-lethe")
+         design: bool = False, head: bool = False) -> dict:
+    if (design or head) and (article or not as_lethe):
+        raise SystemExit("--design and --head are for an adopted copy, with --as-lethe")
     if as_lethe:
         import click  # noqa: F401  (what `lethe run` imports before anything else)
-    if design:  # what reading and checking a policy needs, whatever the engine's code
+    if design or head:  # what reading and checking a policy needs, whatever the engine's code
         import jinja2.sandbox  # noqa: F401
         import yaml  # noqa: F401
     db = connect(db_path, wal=as_lethe)
     try:
-        return run(db, now, article, design=design)
+        return run(db, now, article, design=design, head=head)
     finally:
         db.close()
 
@@ -125,4 +130,4 @@ def main(db_path: str, now: str, article: bool = False, as_lethe: bool = False,
 if __name__ == "__main__":
     flags = sys.argv[3:]
     print(json.dumps(main(sys.argv[1], sys.argv[2], "--article" in flags, "--as-lethe" in flags,
-                          "--design" in flags)))
+                          "--design" in flags, "--head" in flags)))

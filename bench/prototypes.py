@@ -1,8 +1,9 @@
-"""Two designs for the 1M decay pass, measured outside the engine (issue 14, sixth round).
-Neither is built into Lethe; this file is how RESULTS.md's figures for them were taken.
+"""Designs for the 1M decay pass, measured outside the engine (issue 14, sixth and twelfth
+rounds). None is built into Lethe; this file is how RESULTS.md's figures for them were taken.
 
     python -m bench.prototypes threshold   # recall from time-invariant bounds
     python -m bench.prototypes head 5000   # a trigger-kept recall head + a batched pass
+    python -m bench.prototypes partial [R] # recall's index partial over the head (R runs)
 
 `threshold`: after the lifecycle pass at T, stop storing what time changes and read the
 top 60 by the threshold algorithm over three indexes whose keys change only when a row is
@@ -10,6 +11,14 @@ accessed or edited: `log IC + k * a` (rank <= IC * exp(-k (t - a - 1)) + IC * b)
 `IC * b` and `IC` (with IC = importance * confidence, a = the last access in days, b =
 the access bonus). Prints the rows read and the median time, at T and later pass times,
 against the stored-rank index.
+
+`partial` (twelfth round): recall's index stays an index, made partial over the head of
+the ranking (`WHERE status = 'active' AND rank >= FLOOR`, FLOOR the 10,000th rank). SQLite
+maintains a partial index only for rows that are in it before or after an UPDATE, so the
+decay's rewrite of every rank costs no index work outside the head and nothing is rebuilt.
+Recall adds `rank >= ?` bound to FLOOR (SQLite plans with the bound value). Times the floor,
+the design as built (bench/bare_sql.py --design) and the same statements on the head
+index (--head), and recall through it against the full index.
 
 `head`: drop the (namespace, status, rank, id) recall index; keep instead a table of the
 rows whose rank is at least a floor (the top ~10,000), kept by triggers on every change
@@ -194,8 +203,93 @@ def head(batch: int, log=print) -> None:
             f"({k['calls']} calls)")
 
 
+# -- partial: recall's index over the head of the ranking only ------------------------
+HEAD_ROWS = 10_000  # the head's size when its floor is chosen
+FULL_RECALL = ("SELECT id FROM memories WHERE namespace = ? AND status = ? AND decay_score > ? "
+               "ORDER BY rank DESC, id DESC LIMIT 60")
+HEAD_RECALL_PARTIAL = ("SELECT id FROM memories WHERE namespace = ? AND status = ? AND "
+                       "decay_score > ? AND rank >= ? ORDER BY rank DESC, id DESC LIMIT 60")
+
+
+def _wal(path: Path) -> Path:
+    conn = sqlite3.connect(str(path))
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")
+    finally:
+        conn.close()
+    return path
+
+
+def _head_index(path: Path, rows: int = HEAD_ROWS) -> tuple[float, float]:
+    """Recall's index made partial over the head: the active rows whose rank is at least
+    the `rows`-th's (the floor, a number the engine would choose and write into the DDL
+    itself). Returns (floor, seconds the CREATE INDEX took)."""
+    db = sqlite3.connect(str(path), isolation_level=None)
+    try:
+        floor = db.execute("SELECT rank FROM memories WHERE namespace = 'default' AND status = "
+                           "'active' ORDER BY rank DESC LIMIT 1 OFFSET ?", (rows - 1,)).fetchone()[0]
+        db.execute("DROP INDEX memories_recall")
+        t0 = time.perf_counter()
+        db.execute("CREATE INDEX memories_recall ON memories(namespace, status, rank, id) "
+                   f"WHERE status = 'active' AND rank >= {float(floor)!r}")
+        return floor, time.perf_counter() - t0
+    finally:
+        db.close()
+
+
+def partial(reps: int = 2, log=print) -> None:
+    """The floor, Lethe's design (recall's index rebuilt in the pass) and the same
+    statements with recall's index partial over the head (left in place: rows outside it
+    cost no index work), whole processes on fresh copies, interleaved; then recall through
+    the head against the full index."""
+    from . import passes as P
+
+    raw, base = D.raw(1_000_000, log), D.adopted(1_000_000, log)
+    times = {"floor": [], "design": [], "head": []}
+    for _ in range(reps):
+        c = D.work_copy(raw, "p-floor")
+        times["floor"].append(P.run_bare(c, article=True)[0])
+        D.drop(c)
+        design = _wal(D.work_copy(base, "p-design"))
+        times["design"].append(P._timed([sys.executable, str(D.ROOT / "bench" / "bare_sql.py"),
+                                         str(design), D.T_ISO, "--as-lethe", "--design"])[0])
+        head_copy = _wal(D.work_copy(base, "p-head"))
+        floor, build = _head_index(head_copy)
+        times["head"].append(P._timed([sys.executable, str(D.ROOT / "bench" / "bare_sql.py"),
+                                       str(head_copy), D.T_ISO, "--as-lethe", "--head"])[0])
+        log("  " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    log(f"floor {med['floor']:.2f} s; design (index rebuilt) {med['design']:.2f} s = "
+        f"{med['design'] / med['floor']:.2f}x; head index in place {med['head']:.2f} s = "
+        f"{med['head'] / med['floor']:.2f}x (medians of {reps})")
+    args = ("default", "active", 0.15)
+    hd, full = sqlite3.connect(str(head_copy)), sqlite3.connect(str(design))
+    try:
+        kept = hd.execute("SELECT count(*) FROM memories WHERE namespace = 'default' AND "
+                          "status = 'active' AND rank >= ?", (floor,)).fetchone()[0]
+        plan = [r[3] for r in hd.execute("EXPLAIN QUERY PLAN " + HEAD_RECALL_PARTIAL,
+                                         (*args, floor))]
+        took = []
+        for _ in range(200):
+            t0 = time.perf_counter()
+            rows = hd.execute(HEAD_RECALL_PARTIAL, (*args, floor)).fetchall()
+            took.append(time.perf_counter() - t0)
+        same = rows == full.execute(FULL_RECALL, args).fetchall()
+    finally:
+        hd.close()
+        full.close()
+    log(f"head: floor {floor:.4f}, built in {build:.2f} s over {HEAD_ROWS} rows, {kept} rows "
+        f"left in it after the pass; recall through it: median "
+        f"{statistics.median(took) * 1000:.3f} ms, plan {plan}, same 60 ids as the full "
+        f"index: {same}")
+    for c in (design, head_copy):
+        D.drop(c)
+
+
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["threshold"]:
+    if sys.argv[1:2] == ["partial"]:
+        partial(int(sys.argv[2]) if len(sys.argv) > 2 else 2)
+    elif sys.argv[1:2] == ["threshold"]:
         threshold()
     elif sys.argv[1:2] == ["head"]:
         head(int(sys.argv[2]) if len(sys.argv) > 2 else 5000)

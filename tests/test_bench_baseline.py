@@ -92,5 +92,5 @@ def test_the_design_flag_refuses_what_it_cannot_measure(tmp_path, adopted, flags
                            T.isoformat(timespec="seconds"), *flags],
                           cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode != 0
-    assert "--design is for an adopted copy, with --as-lethe" in proc.stderr
+    assert "--design and --head are for an adopted copy, with --as-lethe" in proc.stderr
     assert rows_and_events(path)[1] == rows_and_events(str(adopted))[1]  # nothing ran
