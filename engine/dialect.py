@@ -44,8 +44,8 @@ class Dialect:
     no_relevance = "0.0"          # relevance without a query
     # `SET (a, b) = (SELECT ...)`: one evaluation of a value both columns need
     row_value_set = True
-    # a function the store defines that returns its argument and counts the call: a pass's
-    # rule calls it for each row it keeps because a new value is unusable (plan.rules)
+    # a function the store defines that counts its calls and returns NULL: a pass's rule
+    # calls it for each row it keeps because a new value is unusable (plan.rules)
     kept = "lethe_kept"
     _FUNCS = {"exp": "exp", "ln": "ln", "log": "log10", "floor": "floor", "ceil": "ceil",
               "abs": "abs", "pow": "pow", "min": "min", "max": "max", "coalesce": "coalesce",

@@ -123,3 +123,33 @@ def test_a_rank_with_numbers_of_its_own_is_stored_as_it_reads(tmp_path, rank):
     refreshed = dict(sqlite3.connect(fresh).execute(
         "SELECT id, rank FROM memories WHERE status = 'active'").fetchall())
     assert stored and all(r == pytest.approx(refreshed[i], abs=1e-9) for i, r in stored)
+
+
+NOT_UTF8 = """name: not-utf8
+extends: lifecycle
+passes:
+  decay:
+    rules:
+      - when: "status = 'active'"
+        set: {kind: fact, decay_score: "confidence / access_count"}
+"""
+
+
+def test_a_kept_row_whose_old_text_is_not_utf8_stays_as_it_was(tmp_path):
+    """The kept row's old values stay in SQL: one Python could not decode (text that is not
+    UTF-8, in the first column the rule sets) used to fail the whole UPDATE."""
+    policy = tmp_path / "not-utf8.yaml"
+    policy.write_text(NOT_UTF8)
+    path = str(tmp_path / "odd.db")
+    with Memory(path, policy=str(policy), clock=lambda: START, offline=True) as mem:
+        mem.add("a fact")  # access_count 0: confidence / 0 is NULL
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE memories SET kind = CAST(x'6e6f7465ff' AS TEXT)")
+    conn.commit()
+    conn.close()
+    with Memory(path, policy=str(policy), clock=lambda: T, offline=True) as mem:
+        decay = mem.run(["decay"])[0]
+    assert (decay.changed, decay.skipped) == (0, 1)
+    conn = sqlite3.connect(path)
+    conn.text_factory = bytes
+    assert conn.execute("SELECT kind FROM memories").fetchone()[0] == b"note\xff"

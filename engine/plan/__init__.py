@@ -294,8 +294,8 @@ def render_plan(plan: Plan) -> str:
                              and plan.dialect.name == "sqlite" else ""))
             blocks.append(_show(plan.pass_reach[name]))
         if any(st.counts_kept for st in statements):
-            blocks.append(f"-- {plan.dialect.kept}(x) returns x and counts the row: a row "
-                          "where a new value comes out NULL or not finite keeps all its "
+            blocks.append(f"-- {plan.dialect.kept}() counts the row and returns NULL: a "
+                          "row where a new value comes out NULL or not finite keeps all its "
                           "values, and the pass reports it as skipped")
         for st in statements:
             blocks.append(_show(st))

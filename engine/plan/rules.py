@@ -161,13 +161,14 @@ def assignments(policy: Policy, sets: dict[str, X.Node], d: Dialect) -> tuple[st
 
 
 def _kept_assignments(policy: Policy, sets: dict[str, X.Node], d: Dialect) -> tuple[str, list]:
-    """`SET (a, rank) = (SELECT CASE WHEN usable THEN new_a ELSE kept(a) END, CASE WHEN
-    usable THEN <rank of new_a> ELSE rank END FROM (SELECT new_a, <new_a is usable> AS usable
-    FROM (SELECT <a's formula> AS new_a)))`: each new value is computed once per row (the
-    decay formula's julianday and exp are most of a 1M decay's CPU, bench/RESULTS.md), not
-    again in a guard, and a row where one is unusable keeps every value it had. The
-    dialect's `kept` function, called for those rows alone, returns the value it is given
-    and counts the row: the rule's skipped."""
+    """`SET (a, rank) = (SELECT CASE WHEN usable THEN new_a ELSE coalesce(kept(), a) END,
+    CASE WHEN usable THEN <rank of new_a> ELSE rank END FROM (SELECT new_a, <new_a is usable>
+    AS usable FROM (SELECT <a's formula> AS new_a)))`: each new value is computed once per
+    row (the decay formula's julianday and exp are most of a 1M decay's CPU,
+    bench/RESULTS.md), not again in a guard, and a row where one is unusable keeps every
+    value it had. The dialect's `kept` function, called for those rows alone, counts the row
+    (the rule's skipped) and returns NULL: the old value never passes through Python (text
+    that is not UTF-8 could not)."""
     inner, inner_params = [], []
     for col, node in sets.items():
         sql, p = d.render(node)
@@ -180,7 +181,7 @@ def _kept_assignments(policy: Policy, sets: dict[str, X.Node], d: Dialect) -> tu
     for i, col in enumerate(cols):
         old = f"memories.{d.quote(col)}"
         outer.append(f"CASE WHEN {usable} THEN {d.quote('new_' + col)} ELSE "
-                     f"{f'{d.kept}({old})' if i == 0 else old} END")
+                     f"{f'coalesce({d.kept}(), {old})' if i == 0 else old} END")
     if set(sets) & X.columns_of(policy.rank):
         rank_sql, rank_params = d.render(policy.rank, overrides=news)
         cols.append("rank")

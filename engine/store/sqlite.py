@@ -455,13 +455,12 @@ Store = SqliteStore  # the embedded default
 
 
 class _Counter:
-    """The SQL function `Dialect.kept`: returns its argument, and counts the calls."""
+    """The SQL function `Dialect.kept()`: counts the calls and returns NULL."""
 
     calls = 0
 
-    def __call__(self, value):
+    def __call__(self):
         self.calls += 1
-        return value
 
 
 def sql_functions(db: sqlite3.Connection) -> _Counter:
@@ -469,7 +468,7 @@ def sql_functions(db: sqlite3.Connection) -> _Counter:
     SQLite's build lacks them, and `Dialect.kept` (returned: its count of calls)."""
     _ensure_math(db)
     kept = _Counter()
-    db.create_function(Dialect.kept, 1, kept)
+    db.create_function(Dialect.kept, 0, kept)
     return kept
 
 

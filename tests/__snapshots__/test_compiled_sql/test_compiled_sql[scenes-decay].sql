@@ -6,10 +6,10 @@
 SELECT count(*) FROM memories
 WHERE "namespace" = ? AND (("status" = ?));
 -- params: [':namespace', 'active']
--- lethe_kept(x) returns x and counts the row: a row where a new value comes out NULL or not finite keeps all its values, and the pass reports it as skipped
+-- lethe_kept() counts the row and returns NULL: a row where a new value comes out NULL or not finite keeps all its values, and the pass reports it as skipped
 -- decay.rules[0] update
 UPDATE memories
-SET ("decay_score") = (SELECT CASE WHEN "usable" THEN "new_decay_score" ELSE lethe_kept(memories."decay_score") END
+SET ("decay_score") = (SELECT CASE WHEN "usable" THEN "new_decay_score" ELSE coalesce(lethe_kept(), memories."decay_score") END
     FROM (SELECT "new_decay_score", (("new_decay_score") BETWEEN ? AND ?) AS "usable"
     FROM (SELECT min(?, (exp(((? * floor((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0))) * 1.0 / ?)) + min(?, ("access_count" * ?)))) AS "new_decay_score")))
 WHERE "namespace" = ? AND ("status" = ?);
@@ -33,7 +33,7 @@ WHERE +"namespace" = ? AND "id" >= ? AND "id" < ? AND (("status" = ?));
 -- params: [':namespace', ':from_id', ':to_id', 'active']
 -- decay.rules[0] update
 UPDATE memories
-SET ("decay_score") = (SELECT CASE WHEN "usable" THEN "new_decay_score" ELSE lethe_kept(memories."decay_score") END
+SET ("decay_score") = (SELECT CASE WHEN "usable" THEN "new_decay_score" ELSE coalesce(lethe_kept(), memories."decay_score") END
     FROM (SELECT "new_decay_score", (("new_decay_score") BETWEEN ? AND ?) AS "usable"
     FROM (SELECT min(?, (exp(((? * floor((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0))) * 1.0 / ?)) + min(?, ("access_count" * ?)))) AS "new_decay_score")))
 WHERE +"namespace" = ? AND ("status" = ?) AND "id" >= ? AND "id" < ?;
