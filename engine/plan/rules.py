@@ -79,7 +79,7 @@ def rule_statements(policy: Policy, rule: Rule, d: Dialect, label: str,
     goes first: those it did not change are the skipped."""
     where_sql, where_params = _where(rule.when, d, extra_where)
     guard_sql, guard_params = _usable(rule.set, d)
-    kept = bool(guard_sql) and d.kept is not None
+    kept = bool(guard_sql) and d.kept is not None and d.row_value_set  # _kept_assignments
     guarded = ((f"{where_sql} AND {guard_sql}", where_params + guard_params) if guard_sql
                else (where_sql, where_params))
     out = []
