@@ -130,7 +130,7 @@ extends: lifecycle
 passes:
   decay:
     rules:
-      - when: "status = 'active'"
+      - when: "status = 'active' and decay_score >= archive_below"
         set: {kind: fact, decay_score: "confidence / access_count"}
 """
 
