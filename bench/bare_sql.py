@@ -27,7 +27,7 @@ with recall's (namespace, status, rank, id) index dropped before the decay and c
 again after it in the same transaction (as a Lethe pass over most of the file does), after
 importing what `lethe run` needs to read and check a policy (yaml, jinja2). `--head` is the
 same but leaves recall's index in place: for a copy whose index covers only the head of the
-ranking (`python -m bench.prototypes partial`), which a pass barely touches. What the goal leaves for Lethe's code, measured rather
+ranking (what a store of many memories keeps: engine.store.head), which a pass barely touches. What the goal leaves for Lethe's code, measured rather
 than argued.
 """
 import json

@@ -47,6 +47,9 @@ class Dialect:
     # a function the store defines that counts its calls and returns NULL: a pass's rule
     # calls it for each row it keeps because a new value is unusable (plan.rules)
     kept = "lethe_kept"
+    # recall's index may hold only the head of the ranking (engine.store.head): candidates
+    # in rank order get a form that reads only `rank >= :floor`, run first
+    recall_head = True
     _FUNCS = {"exp": "exp", "ln": "ln", "log": "log10", "floor": "floor", "ceil": "ceil",
               "abs": "abs", "pow": "pow", "min": "min", "max": "max", "coalesce": "coalesce",
               "sqrt": "sqrt"}
@@ -219,6 +222,7 @@ class PostgresDialect(Dialect):
     no_relevance = "0.0::float8"  # a bare constant may not stand in ORDER BY
     row_value_set = False  # one assignment per column, as before (not measured there)
     kept = None  # no function of ours on the server: a guard in the WHERE and a count first
+    recall_head = False  # its planner has statistics: recall's index holds every active row
     _FUNCS = {**Dialect._FUNCS, "min": "least", "max": "greatest", "log": "log"}
     _divide, _divide_end = " * 1.0 / nullif(", ", 0)"
     _TYPES = ((bool, "::bigint"), (int, "::bigint"), (float, "::double precision"), (str, "::text"))

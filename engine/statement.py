@@ -19,6 +19,7 @@ TO_ID = object()
 NEW_ID = object()     # marker parameter: the memory that supersedes or absorbs others
 TEXT = object()       # marker parameter: event text written by the engine (never SQL)
 VECTOR = object()     # marker parameter: the embedding of the query or the new memory
+FLOOR = object()      # marker parameter: the floor of recall's index (engine.store.head)
 
 
 @dataclass
@@ -28,14 +29,18 @@ class Statement:
     params: list = field(default_factory=list)
     counts_skipped: bool = False  # a SELECT count(*) of the rows a rule leaves alone
     counts_kept: bool = False  # an UPDATE that counts the rows it keeps (Dialect.kept)
+    # the same SELECT over the head of the ranking only (`rank >= :floor`), which a store
+    # whose recall index holds only the head runs first (engine.store.head)
+    head: "Statement | None" = None
 
     def bind(self, now: str, namespace: str, query: str | None = None,
              limit: int | None = None, ids: list[int] | None = None,
              id_range: tuple[int, int] = (0, 0), new_id: int | None = None,
-             text: str | None = None, vector: bytes | None = None) -> list:
+             text: str | None = None, vector: bytes | None = None,
+             floor: float | None = None) -> list:
         table = {id(NOW): now, id(NAMESPACE): namespace, id(QUERY): query, id(LIMIT): limit,
                  id(IDS): json.dumps(ids or []), id(FROM_ID): id_range[0], id(TO_ID): id_range[1],
-                 id(NEW_ID): new_id, id(TEXT): text, id(VECTOR): vector}
+                 id(NEW_ID): new_id, id(TEXT): text, id(VECTOR): vector, id(FLOOR): floor}
         return [table.get(id(p), p) if id(p) in table else p
                 for p in self.params]
 
@@ -43,5 +48,5 @@ class Statement:
         names = {id(NOW): ":now", id(NAMESPACE): ":namespace", id(QUERY): ":query",
                  id(LIMIT): ":limit", id(IDS): ":ids", id(FROM_ID): ":from_id",
                  id(TO_ID): ":to_id", id(NEW_ID): ":new_id", id(TEXT): ":text",
-                 id(VECTOR): ":vector"}
+                 id(VECTOR): ":vector", id(FLOOR): ":floor"}
         return [names.get(id(p), p) for p in self.params]

@@ -95,7 +95,7 @@ def test_only_a_pass_over_most_of_the_file_rebuilds(tmp_path):
     assert [n for n, _ in bulk.indexes_over(db, ["status"])] == ["by_expiry", "by_rank"]
     assert bulk.indexes_over(db, ["content"]) == []
     for rows, rebuilt in ((20_000, ["by_rank"]), (14_000, []), (bulk.BULK_MIN_ROWS, [])):
-        with bulk.rebuilding(db, ["rank"], rows) as names:
+        with bulk.rebuilding(db, ["rank"], rows, "2026-01-01T00:00:00") as names:
             assert names == rebuilt
             inside = [n for n, _ in bulk.indexes_over(db, ["rank"])]
         assert inside == ([] if rebuilt else ["by_rank"])

@@ -14,7 +14,7 @@ from .. import steps
 from ..dialect import DIALECTS, Dialect
 from ..errors import PolicyError
 from ..policy import Candidates, Policy, Rule, schema
-from ..statement import IDS, LIMIT, NAMESPACE, QUERY, VECTOR, Statement
+from ..statement import FLOOR, IDS, LIMIT, NAMESPACE, QUERY, VECTOR, Statement
 from .explain import order_keys_statement, reasons_statement
 from .rules import assignments, id_range, pass_statements, pass_writes, reach_statement
 from .writes import (absorb_events_statement, absorb_statement, forget_statement,
@@ -228,7 +228,45 @@ def candidates_statement(label: str, c: Candidates, d: Dialect, query: bool = Fa
            f"ORDER BY {o_sql}\nLIMIT {d.placeholder}")
     params = ([QUERY] if query else []) + join_params + [NAMESPACE, *where_params, *o_params,
                                                          LIMIT]
-    return Statement(label, sql, params)
+    return _with_head(Statement(label, sql, params), c, d, where_params) if not query else \
+        Statement(label, sql, params)
+
+
+def reads_the_head(c: Candidates) -> bool:
+    """Whether candidates are active memories taken best rank first: what recall's index
+    over the head of the ranking serves (engine.store.head)."""
+    if not c.order or not c.order[0][1]:
+        return False
+    first = c.order[0][0]
+    if not (isinstance(first, X.Col) and first.name == "rank"):
+        return False
+    items = c.where.items if isinstance(c.where, X.BoolOp) and c.where.op == "and" else (c.where,)
+    return any(_is_active(w) for w in items)
+
+
+def _is_active(w: X.Node) -> bool:
+    """`status = 'active'`, either way round."""
+    if not (isinstance(w, X.Cmp) and w.op == "="):
+        return False
+    sides = {type(w.left): w.left, type(w.right): w.right}
+    col, const = sides.get(X.Col), sides.get(X.Const)
+    return col is not None and const is not None and col.name == "status" and \
+        const.value == "active"
+
+
+def _with_head(st: Statement, c: Candidates, d: Dialect, where_params: list) -> Statement:
+    """`st` with its form over the head of the ranking: `AND rank >= :floor` after the
+    policy's `where`, when the dialect's store may keep recall's index over the head only
+    and these candidates are what it serves. The store runs that form first, and `st` when
+    it returns fewer rows than the limit, so the answer is the same either way."""
+    if not (d.recall_head and reads_the_head(c)):
+        return st
+    at = st.sql.index("\nORDER BY ")
+    cut = st.params.index(NAMESPACE) + 1 + len(where_params)
+    st.head = Statement(f"{st.label}, over the head of the ranking",
+                        f'{st.sql[:at]} AND "rank" >= {d.placeholder}{st.sql[at:]}',
+                        [*st.params[:cut], FLOOR, *st.params[cut:]])
+    return st
 
 
 def _scored_in_recall_order(label: str, c: Candidates, d: Dialect) -> Statement:
@@ -240,7 +278,8 @@ def _scored_in_recall_order(label: str, c: Candidates, d: Dialect) -> Statement:
     sql = (f"SELECT memories.*, {rel} AS relevance\nFROM memories\n"
            f"WHERE \"namespace\" = {d.placeholder} AND {where_sql}\n"
            f"ORDER BY {o_sql}\nLIMIT {d.placeholder}")
-    return Statement(label, sql, [QUERY, NAMESPACE, *where_params, *o_params, LIMIT])
+    return _with_head(Statement(label, sql, [QUERY, NAMESPACE, *where_params, *o_params, LIMIT]),
+                      c, d, where_params)
 
 
 def rank_refresh_statement(policy: Policy, d: Dialect, by_ids: bool = False,
@@ -288,6 +327,10 @@ def render_plan(plan: Plan) -> str:
             blocks.append(f"-- when it reaches over half of the file's memories, the indexes "
                           f"over {', '.join(plan.pass_writes[name])} are dropped before its "
                           "rules and created again after them, in its transaction"
+                          + (" (not recall's while it holds only the head of the ranking, "
+                             "nor the small partial ones: those move the few entries the "
+                             "pass changes; recall's is made again when its head has drifted)"
+                             if plan.dialect.recall_head else "")
                           + ("; its rules are then the ones over an id range below, run "
                              "over every id (the rows read in id order, not through an "
                              "index on namespace)" if name in plan.pass_ranges
@@ -330,4 +373,10 @@ def render_plan(plan: Plan) -> str:
 
 
 def _show(st: Statement) -> str:
-    return f"-- {st.label}\n{st.sql};\n-- params: {st.shown_params()!r}"
+    shown = f"-- {st.label}\n{st.sql};\n-- params: {st.shown_params()!r}"
+    if st.head is None:
+        return shown
+    return (f"{shown}\n-- while recall's index holds only the head of the ranking (rank >= "
+            ":floor, a number the store\n-- chooses from the ranks; a store of few memories "
+            "keeps every active one in it), this runs\n-- first, and the statement above "
+            "only when it returns fewer than :limit rows:\n" + _show(st.head))

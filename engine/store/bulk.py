@@ -13,14 +13,18 @@ import contextlib
 import sqlite3
 from typing import Iterable, Iterator
 
+from . import head
+
 # rebuilding pays off only when the rows rewritten are most of the table, and it is not
 # worth a thought below this many rows: lifecycle's expiry + decay in-process, medians of
 # 7 interleaved runs, moved in place / rebuilt: 500 rows 6.1 / 4.6 ms, 2,000 rows
 # 10.5 / 8.8 ms, 5,000 rows 23.7 / 17.8 ms, 10,000 rows 50.7 / 35.8 ms; 100 rows 2.9 / 3.0
 BULK_MIN_ROWS = 1_000
-# partial indexes over a small part of the table (m017: memories with an expiry date):
-# a pass moves the few entries it touches there for less than a rebuild's scan of the table
-KEPT_IN_PLACE = {"memories_expiry"}
+# partial indexes over a small part of the table (m017: memories with an expiry date) or
+# over columns a pass rarely changes (m019: active memories by namespace): a pass moves
+# the few entries it touches there for less than a rebuild's scan of the table. Recall's
+# index joins them while it holds only the head of the ranking (engine.store.head).
+KEPT_IN_PLACE = {"memories_expiry", "memories_active"}
 
 
 def most_of_the_table(db: sqlite3.Connection, rows: int) -> int | None:
@@ -44,29 +48,40 @@ def worth_rebuilding(db: sqlite3.Connection, rows: int) -> bool:
     return most_of_the_table(db, rows) is not None
 
 
-def indexes_over(db: sqlite3.Connection, columns: Iterable[str]) -> list[tuple[str, str]]:
+def indexes_over(db: sqlite3.Connection, columns: Iterable[str],
+                 head_in_place: bool = True) -> list[tuple[str, str]]:
     """(name, CREATE statement) of each index on memories that holds one of `columns`.
     Indexes SQLite made for a constraint (no SQL of their own) and the small partial
-    indexes in KEPT_IN_PLACE are never included."""
+    indexes in KEPT_IN_PLACE are never included, nor recall's while it holds only the
+    head of the ranking, unless `head_in_place` is False (a rank refresh, which may move
+    every rank into the head: it is chosen again from the new ranks instead)."""
     wanted = set(columns)
+    kept = KEPT_IN_PLACE | ({head.INDEX} if head_in_place and head.floor(db) is not None
+                            else set())
     out = []
     for name, sql in db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' "
                                 "AND tbl_name = 'memories' AND sql IS NOT NULL ORDER BY name"):
         held = {r[2] for r in db.execute("SELECT * FROM pragma_index_info(?)", (name,))}
-        if held & wanted and name not in KEPT_IN_PLACE:
+        if held & wanted and name not in kept:
             out.append((name, sql))
     return out
 
 
 @contextlib.contextmanager
-def rebuilding(db: sqlite3.Connection, columns: Iterable[str], rows: int) -> Iterator[list[str]]:
+def rebuilding(db: sqlite3.Connection, columns: Iterable[str], rows: int,
+               now: str, head_in_place: bool = True) -> Iterator[list[str]]:
     """Inside the caller's transaction: when rewriting `rows` memories is worth it, drop
-    the indexes over `columns` for the block and create them again after it. Yields the
-    names of the indexes rebuilt (empty: the statements update them as usual). When the
-    block raises, nothing is re-created here: the caller's rollback restores them."""
-    dropped = indexes_over(db, columns) if worth_rebuilding(db, rows) else []
+    the indexes over `columns` for the block and create them again after it (recall's
+    with the floor chosen again from the new ranks: engine.store.head; `now` is when).
+    Yields the names of the indexes rebuilt (empty: the statements update them as usual).
+    When the block raises, nothing is re-created here: the caller's rollback restores
+    them."""
+    dropped = indexes_over(db, columns, head_in_place) if worth_rebuilding(db, rows) else []
     for name, _ in dropped:
         db.execute('DROP INDEX "' + name.replace('"', '""') + '"')
     yield [name for name, _ in dropped]
-    for _, sql in dropped:
-        db.execute(sql)
+    for name, sql in dropped:
+        if name == head.INDEX:
+            head.settle(db, now)
+        else:
+            db.execute(sql)

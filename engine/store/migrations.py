@@ -303,3 +303,17 @@ def m018_pass_progress_top(db):
     memories written after that `now` (NULL: a run saved before, which reads it again)."""
     if "top_id" not in _columns(db, "pass_progress"):
         db.execute("ALTER TABLE pass_progress ADD COLUMN top_id INTEGER")
+
+
+@migration
+def m019_recall_head(db):
+    """Room for recall's index to hold only the head of the ranking (engine.store.head):
+    `recall_head` keeps its floor (NULL: every active memory, as m017 made it), and
+    `memories_active` counts a namespace's active memories and finds them when recall reads
+    past the head. It holds no column a decay writes, so a pass moves none of its entries."""
+    db.execute("CREATE INDEX IF NOT EXISTS memories_active ON memories(namespace, status) "
+               "WHERE status = 'active'")
+    db.execute("""CREATE TABLE IF NOT EXISTS recall_head (
+        floor REAL, rows INTEGER NOT NULL DEFAULT 0, chosen_at TEXT)""")
+    if db.execute("SELECT count(*) FROM recall_head").fetchone()[0] == 0:
+        db.execute("INSERT INTO recall_head (floor, rows) VALUES (NULL, 0)")

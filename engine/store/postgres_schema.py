@@ -234,3 +234,10 @@ def m017_partial_indexes(db):
 def m018_pass_progress_top(db):
     """As SQLite's m018: where a run in ranges stops, kept across a crash."""
     _run(db, "ALTER TABLE pass_progress ADD COLUMN IF NOT EXISTS top_id BIGINT")
+
+
+@migration
+def m019_recall_head(db):
+    """As SQLite's m019 by name only: recall's index stays over every active memory here
+    (engine.store.head is SQLite's). The server's planner has statistics, and a prepared
+    generic plan could not prove a floor bound as a parameter."""

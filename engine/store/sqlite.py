@@ -18,7 +18,7 @@ import urllib.parse
 
 from ..clock import Clock, system_clock
 from ..errors import StoreError
-from . import bulk
+from . import bulk, head
 from .common import StoreCommon
 from .lease import SqliteLease, lease_connection
 from .migrations import MIGRATIONS
@@ -247,7 +247,19 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
         return n - self._kept.calls, self._kept.calls
 
     def fetch(self, st, namespace: str, now: str | None = None, **binds) -> list[sqlite3.Row]:
-        return self.db.execute(st.sql, st.bind(now or self.now(), namespace, **binds)).fetchall()
+        """The rows of a compiled SELECT. One with a `head` form (recall's, in rank order)
+        reads the head of the ranking first while recall's index holds only that, and the
+        whole statement when the head has fewer rows than its limit (engine.store.head)."""
+        now = now or self.now()
+        limit = binds.get("limit")
+        if st.head is not None and limit is not None:
+            value = head.floor(self.db)
+            if value is not None:
+                rows = self.db.execute(st.head.sql, st.head.bind(now, namespace, floor=value,
+                                                                 **binds)).fetchall()
+                if len(rows) >= limit:
+                    return rows
+        return self.db.execute(st.sql, st.bind(now, namespace, **binds)).fetchall()
 
     def fetch_one(self, st, namespace: str, now: str | None = None, **binds):
         return self.db.execute(st.sql, st.bind(now or self.now(), namespace, **binds)).fetchone()
@@ -356,11 +368,13 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
             if mine and self.report:
                 self.report(f"computing the stored rank of {mine} memories ({policy})")
             top = bulk.most_of_the_table(db, mine)
-            with bulk.rebuilding(db, ["rank"], mine):
+            # a new formula may move every rank: recall's head is chosen again, not moved
+            with bulk.rebuilding(db, ["rank"], mine, self.now(), head_in_place=False):
                 if top is None or ranged is None:
                     self.run(st, namespace)
                 else:
                     self.run(ranged, namespace, id_range=(0, top + 1))
+            head.check(db, namespace, self.now())
             db.execute("INSERT INTO policy_state (namespace, policy, rank_formula, updated_at) "
                        "VALUES (?, ?, ?, ?) ON CONFLICT (namespace) DO UPDATE SET "
                        "policy = excluded.policy, rank_formula = excluded.rank_formula, "
@@ -372,10 +386,12 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
         count, within `id_range` when it is ranged), and when they are most of the file,
         rebuild the indexes over the `columns` it writes once at the end instead of moving
         an entry per row (engine.store.bulk). Yields the file's largest id when they are
-        (the pass then reads its rows in id order, up to it), else None."""
+        (the pass then reads its rows in id order, up to it), else None. After the block,
+        recall's index is made again when its head has drifted (engine.store.head)."""
         rows = self.fetch_one(reach, namespace, now, id_range=id_range)[0]
-        with bulk.rebuilding(self.db, columns, rows):
+        with bulk.rebuilding(self.db, columns, rows, now):
             yield bulk.most_of_the_table(self.db, rows)
+        head.check(self.db, namespace, now)
 
     # -- the inbox: turns saved before any model is asked -------------------------------
     def add_turn(self, namespace: str, user: str, assistant: str) -> int:

@@ -8,6 +8,16 @@ WHERE "namespace" = ? AND ("status" = ?)
 ORDER BY "rank" DESC, "created_at" DESC, "id" DESC
 LIMIT ?;
 -- params: [':namespace', 'active', ':limit']
+-- while recall's index holds only the head of the ranking (rank >= :floor, a number the store
+-- chooses from the ranks; a store of few memories keeps every active one in it), this runs
+-- first, and the statement above only when it returns fewer than :limit rows:
+-- recall, over the head of the ranking
+SELECT memories.*, 0.0 AS relevance
+FROM memories
+WHERE "namespace" = ? AND ("status" = ?) AND "rank" >= ?
+ORDER BY "rank" DESC, "created_at" DESC, "id" DESC
+LIMIT ?;
+-- params: [':namespace', 'active', ':floor', ':limit']
 -- recall (matching a query)
 SELECT memories.*, coalesce(-fts.score / (1.0 - fts.score), 0.0) AS relevance
 FROM (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts
@@ -25,6 +35,17 @@ WHERE "namespace" = ? AND ("status" = ?)
 ORDER BY "rank" DESC, "created_at" DESC, "id" DESC
 LIMIT ?;
 -- params: [':query', ':namespace', 'active', ':limit']
+-- while recall's index holds only the head of the ranking (rank >= :floor, a number the store
+-- chooses from the ranks; a store of few memories keeps every active one in it), this runs
+-- first, and the statement above only when it returns fewer than :limit rows:
+-- recall (scored by a query), over the head of the ranking
+SELECT memories.*, coalesce((SELECT -s / (1.0 - s) FROM (SELECT bm25(memories_fts) AS s FROM memories_fts
+      WHERE memories_fts MATCH ? AND rowid = memories.id)), 0.0) AS relevance
+FROM memories
+WHERE "namespace" = ? AND ("status" = ?) AND "rank" >= ?
+ORDER BY "rank" DESC, "created_at" DESC, "id" DESC
+LIMIT ?;
+-- params: [':query', ':namespace', 'active', ':floor', ':limit']
 -- rank refresh
 UPDATE memories SET "rank" = ("importance" * "confidence")
 WHERE "namespace" = ?;

@@ -1,7 +1,7 @@
 -- policy: lifecycle  dialect: sqlite
 
 -- pass expiry (every 1:00:00)
--- when it reaches over half of the file's memories, the indexes over status are dropped before its rules and created again after them, in its transaction; its rules are then the ones over an id range below, run over every id (the rows read in id order, not through an index on namespace)
+-- when it reaches over half of the file's memories, the indexes over status are dropped before its rules and created again after them, in its transaction (not recall's while it holds only the head of the ranking, nor the small partial ones: those move the few entries the pass changes; recall's is made again when its head has drifted); its rules are then the ones over an id range below, run over every id (the rows read in id order, not through an index on namespace)
 -- expiry reach
 SELECT count(*) FROM memories
 WHERE "namespace" = ? AND ((("status" = ?) AND ("expires_at" < ?)));
@@ -35,7 +35,7 @@ WHERE +"namespace" = ? AND (("status" = ?) AND ("expires_at" < ?)) AND "id" >= ?
 -- params: ['expired', ':namespace', 'active', ':now', ':from_id', ':to_id']
 
 -- pass decay (every 23:00:00)
--- when it reaches over half of the file's memories, the indexes over decay_score, rank, status are dropped before its rules and created again after them, in its transaction; its rules are then the ones over an id range below, run over every id (the rows read in id order, not through an index on namespace)
+-- when it reaches over half of the file's memories, the indexes over decay_score, rank, status are dropped before its rules and created again after them, in its transaction (not recall's while it holds only the head of the ranking, nor the small partial ones: those move the few entries the pass changes; recall's is made again when its head has drifted); its rules are then the ones over an id range below, run over every id (the rows read in id order, not through an index on namespace)
 -- decay reach
 SELECT count(*) FROM memories
 WHERE "namespace" = ? AND (("status" = ?));
@@ -98,6 +98,16 @@ WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" > ?))
 ORDER BY "rank" DESC, "id" DESC
 LIMIT ?;
 -- params: [':namespace', 'active', 0.15, ':limit']
+-- while recall's index holds only the head of the ranking (rank >= :floor, a number the store
+-- chooses from the ranks; a store of few memories keeps every active one in it), this runs
+-- first, and the statement above only when it returns fewer than :limit rows:
+-- recall, over the head of the ranking
+SELECT memories.*, 0.0 AS relevance
+FROM memories
+WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" > ?)) AND "rank" >= ?
+ORDER BY "rank" DESC, "id" DESC
+LIMIT ?;
+-- params: [':namespace', 'active', 0.15, ':floor', ':limit']
 -- recall (matching a query)
 SELECT memories.*, coalesce(-fts.score / (1.0 - fts.score), 0.0) AS relevance
 FROM (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts
@@ -115,6 +125,17 @@ WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" > ?))
 ORDER BY "rank" DESC, "id" DESC
 LIMIT ?;
 -- params: [':query', ':namespace', 'active', 0.15, ':limit']
+-- while recall's index holds only the head of the ranking (rank >= :floor, a number the store
+-- chooses from the ranks; a store of few memories keeps every active one in it), this runs
+-- first, and the statement above only when it returns fewer than :limit rows:
+-- recall (scored by a query), over the head of the ranking
+SELECT memories.*, coalesce((SELECT -s / (1.0 - s) FROM (SELECT bm25(memories_fts) AS s FROM memories_fts
+      WHERE memories_fts MATCH ? AND rowid = memories.id)), 0.0) AS relevance
+FROM memories
+WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" > ?)) AND "rank" >= ?
+ORDER BY "rank" DESC, "id" DESC
+LIMIT ?;
+-- params: [':query', ':namespace', 'active', 0.15, ':floor', ':limit']
 -- recall on_access
 UPDATE memories
 SET "access_count" = ("access_count" + ?),

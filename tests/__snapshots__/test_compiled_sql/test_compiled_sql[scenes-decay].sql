@@ -1,7 +1,7 @@
 -- policy: scenes-decay  dialect: sqlite
 
 -- pass decay (every 1 day, 0:00:00)
--- when it reaches over half of the file's memories, the indexes over decay_score, status are dropped before its rules and created again after them, in its transaction; its rules are then the ones over an id range below, run over every id (the rows read in id order, not through an index on namespace)
+-- when it reaches over half of the file's memories, the indexes over decay_score, status are dropped before its rules and created again after them, in its transaction (not recall's while it holds only the head of the ranking, nor the small partial ones: those move the few entries the pass changes; recall's is made again when its head has drifted); its rules are then the ones over an id range below, run over every id (the rows read in id order, not through an index on namespace)
 -- decay reach
 SELECT count(*) FROM memories
 WHERE "namespace" = ? AND (("status" = ?));
