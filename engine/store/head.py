@@ -117,7 +117,7 @@ def check(db: sqlite3.Connection, namespace: str, now: str) -> bool:
     drifted from what it was chosen for. Costs a count of the head's entries (a few
     thousand) or, over every active memory, nothing while the file is small. Whether it
     settled."""
-    value, chosen_for = db.execute("SELECT floor, rows FROM recall_head").fetchone()
+    value, chosen_for = db.execute("SELECT floor, rows FROM recall_head").fetchone() or (None, 0)
     if value is None:  # over every active memory: has the file grown enough for a head?
         top = db.execute("SELECT coalesce(max(rowid), 0) FROM memories").fetchone()[0]
         if top < FULL_BELOW:
