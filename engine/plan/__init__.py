@@ -14,8 +14,9 @@ from .. import steps
 from ..dialect import DIALECTS, Dialect
 from ..errors import PolicyError
 from ..policy import Candidates, Policy, Rule, schema
-from ..statement import FLOOR, IDS, LIMIT, NAMESPACE, QUERY, VECTOR, Statement
+from ..statement import IDS, LIMIT, NAMESPACE, QUERY, VECTOR, Statement
 from .explain import order_keys_statement, reasons_statement
+from .head import with_head
 from .rules import assignments, id_range, pass_statements, pass_writes, reach_statement
 from .writes import (absorb_events_statement, absorb_statement, forget_statement,
                      merge_values_statement, reinforce_statement, supersede_statement)
@@ -228,45 +229,8 @@ def candidates_statement(label: str, c: Candidates, d: Dialect, query: bool = Fa
            f"ORDER BY {o_sql}\nLIMIT {d.placeholder}")
     params = ([QUERY] if query else []) + join_params + [NAMESPACE, *where_params, *o_params,
                                                          LIMIT]
-    return _with_head(Statement(label, sql, params), c, d, where_params) if not query else \
+    return with_head(Statement(label, sql, params), c, d, where_params) if not query else \
         Statement(label, sql, params)
-
-
-def reads_the_head(c: Candidates) -> bool:
-    """Whether candidates are active memories taken best rank first: what recall's index
-    over the head of the ranking serves (engine.store.head)."""
-    if not c.order or not c.order[0][1]:
-        return False
-    first = c.order[0][0]
-    if not (isinstance(first, X.Col) and first.name == "rank"):
-        return False
-    items = c.where.items if isinstance(c.where, X.BoolOp) and c.where.op == "and" else (c.where,)
-    return any(_is_active(w) for w in items)
-
-
-def _is_active(w: X.Node) -> bool:
-    """`status = 'active'`, either way round."""
-    if not (isinstance(w, X.Cmp) and w.op == "="):
-        return False
-    sides = {type(w.left): w.left, type(w.right): w.right}
-    col, const = sides.get(X.Col), sides.get(X.Const)
-    return col is not None and const is not None and col.name == "status" and \
-        const.value == "active"
-
-
-def _with_head(st: Statement, c: Candidates, d: Dialect, where_params: list) -> Statement:
-    """`st` with its form over the head of the ranking: `AND rank >= :floor` after the
-    policy's `where`, when the dialect's store may keep recall's index over the head only
-    and these candidates are what it serves. The store runs that form first, and `st` when
-    it returns fewer rows than the limit, so the answer is the same either way."""
-    if not (d.recall_head and reads_the_head(c)):
-        return st
-    at = st.sql.index("\nORDER BY ")
-    cut = st.params.index(NAMESPACE) + 1 + len(where_params)
-    st.head = Statement(f"{st.label}, over the head of the ranking",
-                        f'{st.sql[:at]} AND "rank" >= {d.placeholder}{st.sql[at:]}',
-                        [*st.params[:cut], FLOOR, *st.params[cut:]])
-    return st
 
 
 def _scored_in_recall_order(label: str, c: Candidates, d: Dialect) -> Statement:
@@ -278,7 +242,7 @@ def _scored_in_recall_order(label: str, c: Candidates, d: Dialect) -> Statement:
     sql = (f"SELECT memories.*, {rel} AS relevance\nFROM memories\n"
            f"WHERE \"namespace\" = {d.placeholder} AND {where_sql}\n"
            f"ORDER BY {o_sql}\nLIMIT {d.placeholder}")
-    return _with_head(Statement(label, sql, [QUERY, NAMESPACE, *where_params, *o_params, LIMIT]),
+    return with_head(Statement(label, sql, [QUERY, NAMESPACE, *where_params, *o_params, LIMIT]),
                       c, d, where_params)
 
 
