@@ -11,10 +11,14 @@ import json
 import os
 from functools import lru_cache
 
-import jinja2
-from jinja2.sandbox import ImmutableSandboxedEnvironment
-
 from .errors import PolicyError
+from .lazy import lazy
+
+# Jinja is imported when a template is first parsed: a policy loaded for passes of rules
+# alone (`lethe run --pass decay`) never pays its ~30-60 ms (engine.policy.load)
+jinja2 = lazy("jinja2")
+sandbox = lazy("jinja2.sandbox")
+meta = lazy("jinja2.meta")
 
 
 # JSON leaves these raw, but they end a line for many readers (str.splitlines, JavaScript):
@@ -37,20 +41,26 @@ def inside(path: str, folder: str) -> bool:
     return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
 
 
-class _ConfinedLoader(jinja2.FileSystemLoader):
-    """Templates (and what they include) only from inside their prompt folders."""
+@lru_cache(maxsize=1)
+def _confined_loader() -> type:
+    """A FileSystemLoader that serves templates (and what they include) only from inside
+    their prompt folders (a class made once, when Jinja is first needed)."""
 
-    def get_source(self, environment, template):
-        source, filename, uptodate = super().get_source(environment, template)
-        if not any(inside(filename, d) for d in self.searchpath):
-            raise jinja2.TemplateNotFound(f"{template} (a link leading out of its prompt folder)")
-        return source, filename, uptodate
+    class ConfinedLoader(jinja2.FileSystemLoader):
+        def get_source(self, environment, template):
+            source, filename, uptodate = super().get_source(environment, template)
+            if not any(inside(filename, d) for d in self.searchpath):
+                raise jinja2.TemplateNotFound(
+                    f"{template} (a link leading out of its prompt folder)")
+            return source, filename, uptodate
+    return ConfinedLoader
 
 
 @lru_cache(maxsize=32)
-def environment(dirs: tuple[str, ...]) -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(
-        loader=_ConfinedLoader(list(dirs)),
+def environment(dirs: tuple[str, ...]):
+    """The sandboxed Jinja environment for these prompt folders (StrictUndefined)."""
+    env = sandbox.ImmutableSandboxedEnvironment(
+        loader=_confined_loader()(list(dirs)),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=False,
@@ -94,6 +104,13 @@ def _plain(name: str) -> bool:
 
 def check(name: str, dirs: tuple[str, ...]) -> None:
     """Parse a template: a missing file or a syntax error is a PolicyError at file:line."""
+    locate(name, dirs)
+    parse(name, dirs)
+
+
+def locate(name: str, dirs: tuple[str, ...]) -> str:
+    """The file a template name stands for, checked without Jinja: a name outside the
+    prompt folders, a link out of them or a missing file is a PolicyError."""
     if not _plain(name):
         raise PolicyError(f"template '{name}' must be a name inside the prompt folders "
                           "(no absolute path, no '..')")
@@ -103,6 +120,13 @@ def check(name: str, dirs: tuple[str, ...]) -> None:
     path = find(name, dirs)
     if path is None:
         raise PolicyError(f"template '{name}' not found in {', '.join(dirs) or '(no prompt dirs)'}")
+    return path
+
+
+def parse(name: str, dirs: tuple[str, ...]) -> None:
+    """Parse (and compile) a template `locate` found: a syntax error is a PolicyError at
+    the template's file and line."""
+    path = find(name, dirs) or name
     try:
         environment(dirs).get_template(name)
     except jinja2.TemplateNotFound as exc:
@@ -132,10 +156,9 @@ def check_variables(name: str, dirs: tuple[str, ...], given: dict, step: str) ->
 def used_names(name: str, dirs: tuple[str, ...]) -> list[str]:
     """The variables a template reads (itself, not what it includes), sorted: what
     `lethe render` must be given."""
-    import jinja2.meta
     env = environment(dirs)
     source, _, _ = env.loader.get_source(env, name)
-    return sorted(jinja2.meta.find_undeclared_variables(env.parse(source)))
+    return sorted(meta.find_undeclared_variables(env.parse(source)))
 
 
 def render(name: str, dirs: tuple[str, ...], variables: dict) -> str:

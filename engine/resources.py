@@ -1,4 +1,4 @@
-"""Where the shipped policies and prompts are: package data found through importlib.resources.
+"""Where the shipped policies and prompts are: package data, beside `engine.shipped`.
 
 A wheel installed in another project carries `lifecycle` and its templates inside the
 `engine.shipped` package, so a bare policy name resolves wherever the process runs. In a
@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import os
 
+from . import shipped
+
 POLICY_SUFFIX = ".yaml"
 DEFAULT_POLICY = "lifecycle"  # the policy a Memory, the CLI and the integrations use unnamed
 
 
 def _shipped(folder: str) -> str:
-    from importlib import resources  # 4 ms at start-up, and only a bare policy name needs it
-
-    # realpath: in a checkout the link leads to the top-level folder, and errors and
-    # prompt folders then name the file an author would edit
-    return os.path.realpath(os.fspath(resources.files("engine.shipped") / folder))
+    # the package's own folder: importlib.resources.files would say the same for an
+    # installed or linked package, and costs 8-16 ms of imports (tempfile, zipfile) at the
+    # start of every command that loads a policy. realpath: in a checkout the link leads to
+    # the top-level folder, and errors and prompt folders then name the file an author edits
+    return os.path.realpath(os.path.join(os.path.dirname(shipped.__file__), folder))
 
 
 def shipped_policies_dir() -> str:

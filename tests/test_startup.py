@@ -48,7 +48,8 @@ def test_version_imports_no_engine_beyond_the_command_line(tmp_path):
 def test_a_pass_imports_no_write_pipeline_recall_judges_or_threads(tmp_path):
     """`lethe run --pass decay`: the policy, the store and the pass; not the write
     pipeline and its lexicon, recall, compression, the rules judges, the openai client,
-    thread pools or sockets."""
+    thread pools or sockets; nor Jinja (the policy's templates are found, not parsed:
+    tests/test_deferred_templates.py), OpenSSL's hashes, or importlib.resources."""
     first = subprocess.run([sys.executable, "-m", "engine.cli", "add", "We use uv.", "--db",
                             "m.db", "--offline"], cwd=tmp_path, capture_output=True, text=True,
                            timeout=120, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
@@ -57,7 +58,8 @@ def test_a_pass_imports_no_write_pipeline_recall_judges_or_threads(tmp_path):
     assert {"engine.passes", "engine.store.sqlite", "engine.policy"} <= got
     assert under(got, "engine.write", "engine.recall", "engine.compress", "engine.matching",
                  "engine.judges.rules", "engine.lexicon.slots", "openai", "httpx",
-                 "concurrent.futures", "socket") == []
+                 "concurrent.futures", "socket", "jinja2", "hashlib", "importlib.resources",
+                 "tempfile") == []
 
 
 def test_engine_submodules_are_still_reached_as_attributes(tmp_path):

@@ -161,12 +161,18 @@ def lease_options(f):
 
 # ---- opening and printing -----------------------------------------------------------
 def open_memory(db, policy, namespace, now, offline, record=None, replay=None,
-                must_exist=False, read_only: bool = False) -> memory.Memory:
+                must_exist=False, read_only: bool = False,
+                only_passes: tuple[str, ...] = ()) -> memory.Memory:
     """The `Memory` the store options describe: --db, else the policy's `db:`. Commands
     that only read pass `must_exist` (a mistyped path is refused, not created empty) and
     open it `read_only`: they never write, so never wait behind a writer, and work on a
-    file they may not write."""
-    pol = policy_mod.load(policy)
+    file they may not write. `only_passes`: the command runs these passes and nothing
+    else; when none of them asks a judge, the policy's templates are found but not parsed
+    (no Jinja at start-up: `lethe run --pass decay`), and parsed if anything renders one."""
+    pol = policy_mod.load(policy, templates=not only_passes)
+    if only_passes and any(pol.passes[n].cluster or pol.passes[n].merge
+                           if n in pol.passes else True for n in only_passes):
+        policy_mod.check_templates(pol)  # a pass that judges, or one the policy lacks: as a full load
     path = db or pol.db
     if not path:
         raise click.UsageError("no database: pass --db FILE (or a postgresql:// DSN) or set LETHE_DB")

@@ -28,9 +28,11 @@ def run(db, policy, namespace, now, offline, record, replay, pass_names, retry_f
     """Run passes (decay, expiry, ...) as the policy declares them, each in one transaction
     (passes of rules alone that follow each other share theirs), under the namespace's
     pass lease: never at the same time as another runner (a daemon, another `lethe run`);
-    with another one at work, say so and exit 0."""
+    with another one at work, say so and exit 0. With --pass naming passes of rules alone,
+    the policy's templates are found but not parsed (`lethe validate` parses them)."""
     terms = {"wait": wait, "lease_ttl": lease_ttl}
-    with open_memory(db, policy, namespace, now, offline, record, replay) as mem:
+    with open_memory(db, policy, namespace, now, offline, record, replay,
+                     only_passes=pass_names) as mem:
         names = list(pass_names) or mem.due()
         if pass_names:
             run_them = lambda progress: mem.run(names, progress, **terms)  # noqa: E731

@@ -15,7 +15,6 @@ repair, the detail says which); `bad_answer` (refused, the detail says why); `un
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import threading
@@ -25,7 +24,7 @@ from dataclasses import dataclass
 from .. import answers, prompts, steps
 from ..answers import BadAnswer
 from ..errors import LetheError
-from ..policy import Judgment, Model, Policy
+from ..policy import Judgment, Model, Policy, check_templates
 from ..lazy import lazy
 from .openai import JudgeUnavailable, KeyMissing, OpenAIProvider
 
@@ -55,6 +54,8 @@ class Answer:
 
 
 def prompt_hash(prompt: str) -> str:
+    import hashlib  # OpenSSL's start-up (3-4 ms) is paid by what asks a judge, not by every pass
+
     return hashlib.sha256(prompt.encode("utf-8")).hexdigest()[:16]
 
 
@@ -210,6 +211,7 @@ class Judges:
         """The checked answer, and a note when the fallback answered instead of the model.
         Raises JudgeUnavailable when the model cannot be reached; never anything else for
         anything a model or server sends."""
+        check_templates(self.policy)  # a policy loaded with templates=False: parse them now
         prompt = prompts.render(judgment.prompt, self.policy.prompt_dirs, variables)
         scripted = self.scripted.take(step) if self.scripted else None
         retry, problem = (), "no answer"

@@ -3,12 +3,13 @@
 Loading never touches a database. A loaded `Policy` holds typed IR for every formula, so
 anything that does not compile is refused here, at load time, with file:line:col.
 `types` says what a policy is, `load` finds and merges the files, `build` validates
-(`passes` its passes and rules).
+(`passes` its passes and rules; `check_templates` what a load left for later).
 """
+from .build import check_templates
 from .load import is_path, load, resolve
 from .types import (DEFAULT_RANK, PROVIDERS, SETTABLE, STATUSES, STEP_KINDS, Candidates,
                     Judgment, Model, Pass, Policy, Recall, Rule, WriteStep, find_judgment)
 
 __all__ = ["DEFAULT_RANK", "PROVIDERS", "SETTABLE", "STATUSES", "STEP_KINDS", "Candidates",
            "Judgment", "Model", "Pass", "Policy", "Recall", "Rule", "WriteStep",
-           "find_judgment", "is_path", "load", "resolve"]
+           "check_templates", "find_judgment", "is_path", "load", "resolve"]

@@ -30,10 +30,13 @@ _SIMPLE = {S.TEXT: ((str,), "text"), S.MODEL: ((str,), "a model name"),
 class Builder(PassBuilder):
     """Builds one `Policy` from its merged document, collecting every mistake."""
 
-    def __init__(self, doc: yamldoc.Doc):
+    def __init__(self, doc: yamldoc.Doc, templates: bool = True):
         self.doc = doc
         self.d = doc.data
         self.errors: list[PolicyError] = []
+        # False: each template is found now, and parsed by check_templates below (Jinja
+        # is then imported only by what renders one): see engine.policy.load
+        self.templates = templates
 
     # helpers -------------------------------------------------------------------------
     def fail(self, path, message, of_key=False):
@@ -315,9 +318,21 @@ class Builder(PassBuilder):
                         spec.get("fallback", S.default("judgment", "fallback")), options)
 
     def template(self, prompt, path, section, step_path) -> None:
-        """The template exists, parses, and uses only the variables its step provides."""
+        """The template exists, parses, and uses only the variables its step provides
+        (those two now, or when check_templates below is called)."""
         try:
-            prompts.check(prompt, self.policy.prompt_dirs)
+            prompts.locate(prompt, self.policy.prompt_dirs)
+        except PolicyError as exc:
+            self.fail(path, exc.message)
+        if self.templates:
+            self.parsed(prompt, path, section, step_path)
+        else:
+            self.policy.unparsed.append((prompt, path, section, step_path))
+
+    def parsed(self, prompt, path, section, step_path) -> None:
+        """A template found by `template` parses and uses only its step's variables."""
+        try:
+            prompts.parse(prompt, self.policy.prompt_dirs)
         except PolicyError as exc:
             if exc.file:  # the template itself is broken: point there
                 raise
@@ -330,6 +345,16 @@ class Builder(PassBuilder):
             except PolicyError as exc:
                 raise PolicyError(f"{exc.message} (used by {yamldoc.dotted(step_path)})",
                                   exc.file, exc.line, exc.col, excerpt=exc.excerpt) from None
+
+    def check_templates(self, policy: Policy) -> None:
+        """The checks `template` left for later (templates=False), on `policy`, which this
+        document built: every mistake raised together, as loading would have."""
+        self.policy = policy
+        for args in policy.unparsed:
+            self.collect(self.parsed, *args)
+        if self.errors:
+            raise self.errors[0] if len(self.errors) == 1 else PolicyErrors(self.errors)
+        policy.unparsed = []
 
     def step_kind(self, section, path) -> str | None:
         """Which step kind a judgment at `path` serves: its variables depend on it."""
@@ -430,3 +455,10 @@ def _closest(word: str, options) -> str | None:
     found = difflib.get_close_matches(word, list(options), n=1, cutoff=0.7)
     return found[0] if found else None
 
+
+def check_templates(policy: Policy) -> None:
+    """Parse the templates a load with templates=False left unparsed, and check the
+    variables each uses, as a full load does (a PolicyError, or PolicyErrors, naming file
+    and line); then nothing is left to check. Returns at once when nothing is left."""
+    if policy.unparsed:
+        Builder(policy.doc).check_templates(policy)

@@ -40,10 +40,15 @@ def _candidates(ref: str, relative_to: str | None) -> list[str]:
     return [os.path.join(d, ref + resources.POLICY_SUFFIX) for d in dirs]
 
 
-def load(ref: str) -> Policy:
-    """Load, merge `extends:`, validate and compile a policy. Raises PolicyError."""
+def load(ref: str, templates: bool = True) -> Policy:
+    """Load, merge `extends:`, validate and compile a policy. Raises PolicyError.
+
+    `templates=False` finds each template but leaves parsing it, and checking the
+    variables it uses, to `check_templates(policy)`, which whatever renders one calls
+    first: for a caller that runs passes of rules alone (`lethe run --pass decay`), which
+    then never imports Jinja or compiles a template it does not use."""
     doc = _load_doc(resolve(ref), ())
-    return Builder(doc).build()
+    return Builder(doc, templates).build()
 
 
 def _load_doc(path: str, chain: tuple) -> yamldoc.Doc:

@@ -149,6 +149,9 @@ class Policy:
     description: str = ""
     warnings: list = field(default_factory=list)  # PolicyErrors that do not stop loading
     embed: Embed | None = None
+    # templates found but not parsed yet (engine.policy.load with templates=False): what
+    # engine.policy.check_templates parses, before anything renders one
+    unparsed: list = field(default_factory=list, repr=False, compare=False)
 
     def scope(self, **kw) -> X.Scope:
         return X.Scope(params=self.params, scores=self.scores, **kw)
