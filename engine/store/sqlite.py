@@ -23,6 +23,7 @@ from .common import StoreCommon
 from .lease import SqliteLease, lease_connection
 from .migrations import MIGRATIONS
 from .sqlite_bookkeeping import Bookkeeping
+from .sqlite_checkpoint import CHECKPOINT_BYTES, Checkpointer
 from .sqlite_functions import sql_functions
 from .sqlite_wait import Waiters, Waiting, connection_class
 from .vectors import VectorIndex, driver, load_extension
@@ -80,6 +81,7 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
         self.read_only = read_only
         self.vectors = vectors
         self._lease_db = None  # opened when a runner first takes a lease
+        self._checkpoints = None  # the WAL's checkpoints, off the commits (sqlite_checkpoint)
         sql = driver(vectors)
         problem = unusable(self.path, read_only)
         if problem:
@@ -95,6 +97,11 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
             if not read_only and self.db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 self.db.execute("PRAGMA journal_mode = WAL")
             self.db.execute("PRAGMA synchronous = NORMAL")
+            if not read_only and self.path not in ("", ":memory:") \
+                    and not self.path.startswith("file:"):
+                self.db.execute("PRAGMA wal_autocheckpoint = 0")  # a thread does them
+                self.db.execute(f"PRAGMA journal_size_limit = {CHECKPOINT_BYTES}")
+                self._checkpoints = Checkpointer(self.path, lambda: self._plain_connection(sql))
             # a pass rewrites index entries all over the table: a 64 MiB page cache halves
             # a million-row decay (measured in bench/)
             self.db.execute("PRAGMA cache_size = -65536")
@@ -133,9 +140,21 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
         # (no -wal left) is read as immutable instead
         return connect(uri + "?immutable=1", uri=True)
 
+    def _plain_connection(self, sql) -> sqlite3.Connection:
+        """A connection for the checkpoint thread: the same SQLite library as the store's
+        (two libraries' locks on one file in one process do not see each other)."""
+        return sql.connect(self.path, timeout=0, isolation_level=None, check_same_thread=False)
+
+    def stop_checkpoints(self) -> None:
+        """No more checkpoints from the store's thread (after the one running, if one is):
+        before a switch that needs the file to itself (`PRAGMA journal_mode = DELETE`)."""
+        if self._checkpoints is not None:
+            self._checkpoints.close()
+
     def close(self) -> None:
         self.flush_deferred()
         self.close_beside()
+        self.stop_checkpoints()  # then the last connection's close checkpoints the rest
         self.db.close()
         if self.db.waiters is not None:
             self.db.waiters.close()
@@ -189,6 +208,8 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
                 self.db.execute("ROLLBACK")
             raise
         self._forget_deferred(kept)
+        if self._checkpoints is not None:
+            self._checkpoints.committed(self.db)
         if fence is not None:
             fence.renewed()
 

@@ -270,6 +270,7 @@ def _adopt_copy(raw: _Source, path: str, clock: Clock, report: Report) -> None:
         target.close()
     store = open_store(path, clock, progress=report)
     try:
+        store.stop_checkpoints()  # its thread's connection would keep the mode from changing
         store.db.execute("PRAGMA journal_mode = DELETE")
     finally:
         store.close()

@@ -1,0 +1,106 @@
+"""The WAL is checkpointed by the store's own thread, not inside a caller's commit
+(engine/store/sqlite_checkpoint.py), and stays bounded however fast the writes come."""
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+
+import pytest
+
+import engine.store.sqlite_checkpoint as C
+from engine import Memory
+
+
+def _note(i: int) -> str:
+    return f"note {i}: " + " ".join(f"n{i}w{j}" for j in range(300))
+
+
+def _wal(path) -> int:
+    try:
+        return os.path.getsize(str(path) + "-wal")
+    except OSError:
+        return 0
+
+
+def test_commits_leave_checkpoints_to_the_stores_thread(tmp_path):
+    path = tmp_path / "m.db"
+    mem = Memory(str(path), offline=True)
+    try:
+        assert mem.store.db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+        written, i = 0, 0
+        while written < 3 * C.CHECKPOINT_BYTES:  # enough for the thread to be woken
+            before = _wal(path)
+            mem.add(_note(i), judged=False)
+            written += max(0, _wal(path) - before)
+            i += 1
+        assert mem.store._checkpoints.idle()
+        assert mem.store._checkpoints.done >= 1 and mem.store._checkpoints.failed is None
+        names = {t.name for t in threading.enumerate()}
+        assert "lethe-checkpoint" in names
+    finally:
+        mem.close()
+    assert "lethe-checkpoint" not in {t.name for t in threading.enumerate()}
+    # the last close checkpointed the rest; every note is in the file itself
+    assert not os.path.exists(str(path) + "-wal") or _wal(path) == 0
+    db = sqlite3.connect(str(path))
+    try:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert db.execute("SELECT count(*) FROM memories").fetchone()[0] == i
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("thread", [True, False])
+def test_a_burst_of_writes_keeps_the_wal_bounded(tmp_path, monkeypatch, thread):
+    """Writes faster than the thread copies: the WAL never starts over by itself, so past
+    BEHIND_BYTES the committing connection checkpoints (with the thread or without it)."""
+    if not thread:  # the thread never woken: the bound alone holds the WAL
+        real = C.Checkpointer.committed
+
+        def without_thread(self, db):
+            self._seen = 1 << 62  # never "grown enough"; EVERY_COMMITS never reached
+            self._commits = 1
+            return real(self, db)
+        monkeypatch.setattr(C.Checkpointer, "committed", without_thread)
+    path = tmp_path / "m.db"
+    mem = Memory(str(path), offline=True)
+    try:
+        largest, i = 0, 0
+        while i < 1000:  # about 2.5 times BEHIND_BYTES of WAL without checkpoints
+            mem.add(_note(i), judged=False)
+            largest = max(largest, _wal(path))
+            i += 1
+    finally:
+        mem.close()
+    # a commit's worth over the bound at most (and, with no thread, that far: the burst
+    # wrote more than the bound)
+    assert largest < C.BEHIND_BYTES + C.CHECKPOINT_BYTES
+    assert thread or largest >= C.BEHIND_BYTES
+
+
+def test_a_read_only_store_has_no_checkpoints(tmp_path):
+    path = tmp_path / "m.db"
+    with Memory(str(path), offline=True) as mem:
+        mem.add("We use uv.")
+    with Memory(str(path), offline=True, read_only=True) as mem:
+        assert mem.store._checkpoints is None
+
+
+def test_a_store_that_has_checkpointed_can_still_have_the_file_to_itself(tmp_path):
+    """An import upgrades a copy of an older file and leaves it in rollback-journal mode:
+    a switch no other connection may be open for, the checkpoint thread's included."""
+    path = tmp_path / "m.db"
+    mem = Memory(str(path), offline=True)
+    try:
+        i = 0
+        while mem.store._checkpoints.done == 0:
+            mem.add(_note(i), judged=False)
+            i += 1
+            if i % 50 == 0:
+                assert mem.store._checkpoints.idle()
+            assert i < 5000, "no checkpoint ran"
+        mem.store.stop_checkpoints()
+        assert mem.store.db.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"
+    finally:
+        mem.close()
