@@ -170,9 +170,10 @@ def open_memory(db, policy, namespace, now, offline, record=None, replay=None,
     else; when none of them asks a judge, the policy's templates are found but not parsed
     (no Jinja at start-up: `lethe run --pass decay`), and parsed if anything renders one."""
     pol = policy_mod.load(policy, templates=not only_passes)
-    if only_passes and any(pol.passes[n].cluster or pol.passes[n].merge
-                           if n in pol.passes else True for n in only_passes):
-        policy_mod.check_templates(pol)  # a pass that judges, or one the policy lacks: as a full load
+    # a pass that judges (what the runner runs as one: engine.runner.run_one), or one the
+    # policy lacks: checked as a full load would
+    if any(n not in pol.passes or pol.passes[n].cluster is not None for n in only_passes):
+        policy_mod.check_templates(pol)
     path = db or pol.db
     if not path:
         raise click.UsageError("no database: pass --db FILE (or a postgresql:// DSN) or set LETHE_DB")

@@ -23,7 +23,7 @@ from .common import StoreCommon
 from .lease import SqliteLease, lease_connection
 from .migrations import MIGRATIONS
 from .sqlite_bookkeeping import Bookkeeping
-from .sqlite_checkpoint import CHECKPOINT_BYTES, Checkpointer
+from .sqlite_checkpoint import Checkpointer
 from .sqlite_functions import sql_functions
 from .sqlite_wait import Waiters, Waiting, connection_class
 from .vectors import VectorIndex, driver, load_extension
@@ -99,9 +99,7 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
             self.db.execute("PRAGMA synchronous = NORMAL")
             if not read_only and self.path not in ("", ":memory:") \
                     and not self.path.startswith("file:"):
-                self.db.execute("PRAGMA wal_autocheckpoint = 0")  # a thread does them
-                self.db.execute(f"PRAGMA journal_size_limit = {CHECKPOINT_BYTES}")
-                self._checkpoints = Checkpointer(self.path, lambda: self._plain_connection(sql))
+                self._checkpoints = Checkpointer.taking_over(self.db, self.path, sql)
             # a pass rewrites index entries all over the table: a 64 MiB page cache halves
             # a million-row decay (measured in bench/)
             self.db.execute("PRAGMA cache_size = -65536")
@@ -139,11 +137,6 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
         # WAL mode needs to write its -shm index beside the file; a file nobody writes
         # (no -wal left) is read as immutable instead
         return connect(uri + "?immutable=1", uri=True)
-
-    def _plain_connection(self, sql) -> sqlite3.Connection:
-        """A connection for the checkpoint thread: the same SQLite library as the store's
-        (two libraries' locks on one file in one process do not see each other)."""
-        return sql.connect(self.path, timeout=0, isolation_level=None, check_same_thread=False)
 
     def stop_checkpoints(self) -> None:
         """No more checkpoints from the store's thread (after the one running, if one is):

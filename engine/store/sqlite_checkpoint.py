@@ -52,6 +52,17 @@ class Checkpointer:
         self.done = 0  # checkpoints run (for tests and the curious)
         self.failed: str | None = None  # the last one's error, if it failed
 
+    @classmethod
+    def taking_over(cls, db, path: str, sql=sqlite3) -> "Checkpointer":
+        """The checkpoints of the store's connection `db` to `path`, which from now on
+        makes none as it commits. `sql`: the DB-API module `db` came from; the thread's
+        connections use the same SQLite library (two libraries' locks on one file in one
+        process do not see each other)."""
+        db.execute("PRAGMA wal_autocheckpoint = 0")
+        db.execute(f"PRAGMA journal_size_limit = {CHECKPOINT_BYTES}")  # a number of ours
+        return cls(path, lambda: sql.connect(path, timeout=0, isolation_level=None,
+                                             check_same_thread=False))
+
     def _size(self) -> int:
         try:
             return os.stat(self.wal).st_size
