@@ -15,13 +15,14 @@ from ..errors import StoreError
 from .migrations import MIGRATIONS, RECALL_INDEX, migration
 from .postgres import PostgresStore, is_dsn, masked, pg_database_errors
 from .sqlite import SqliteStore, Store
+from .sqlite_library import loaded
 
 
 def database_errors() -> tuple:
     """What a backend raises when the database itself fails (corrupt, full, locked too
     long). psycopg's errors only once psycopg is imported: importing it for a SQLite user
     would cost ~130 ms of start-up, and a store that never opened a DSN cannot raise them."""
-    return (sqlite3.DatabaseError, *pg_database_errors())
+    return (*loaded("DatabaseError"), *pg_database_errors())  # sqlite3 and pysqlite3 if used
 
 
 def open_store(target: str, clock: Clock | None = None, read_only: bool = False,

@@ -30,6 +30,8 @@ from __future__ import annotations
 import math
 import sqlite3
 
+from .sqlite_library import library
+
 INDEX = "memories_recall"
 HEAD_ROWS = 10_000     # entries in the head when its floor is chosen
 PER_NAMESPACE = 500    # entries kept for each namespace of at least twice this many
@@ -43,7 +45,7 @@ def floor(db: sqlite3.Connection) -> float | None:
     no `recall_head`: a bare article file that no store has opened)."""
     try:
         row = db.execute("SELECT floor FROM recall_head").fetchone()
-    except sqlite3.OperationalError:
+    except library(db).OperationalError:
         if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'recall_head'").fetchone():
             raise
         return None
@@ -133,7 +135,7 @@ def check(db: sqlite3.Connection, namespace: str, now: str) -> bool:
         return True
     try:
         head, mine = _head(db, value), _head(db, value, namespace)
-    except sqlite3.OperationalError:  # the index is not the one recorded: make it again
+    except library(db).OperationalError:  # the index is not the one recorded: make it again
         head = mine = -1
     chosen_for = max(chosen_for or 0, 1)
     drifted = not chosen_for // 2 <= head <= 4 * max(chosen_for, HEAD_ROWS)

@@ -14,12 +14,14 @@ import datetime as dt
 import sqlite3
 
 from ..clock import Clock, iso
+from .sqlite_library import library
 
 
-def lease_connection(path: str) -> sqlite3.Connection:
-    """A connection for leases only (a store keeps one and lends it to each lease)."""
-    db = sqlite3.connect(path, timeout=1.0, isolation_level=None, check_same_thread=False)
-    db.row_factory = sqlite3.Row
+def lease_connection(path: str, sql=sqlite3) -> sqlite3.Connection:
+    """A connection for leases only (a store keeps one and lends it to each lease), from
+    `sql`, the store's own SQLite library (sqlite_library: two on one file corrupt it)."""
+    db = sql.connect(path, timeout=1.0, isolation_level=None, check_same_thread=False)
+    db.row_factory = sql.Row
     # as the store's own connection: WAL commits without an fsync each (a lease row a
     # power cut takes back is harmless: the fence still stops a second holder)
     db.execute("PRAGMA synchronous = NORMAL")
@@ -92,7 +94,7 @@ class SqliteLease:
         self.db.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
         try:
             self.db.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError:  # the write lock stayed taken for `wait` seconds
+        except library(self.db).OperationalError:  # the write lock stayed taken `wait` s
             return None
         try:
             changed = self.db.execute(sql, params).rowcount

@@ -26,7 +26,8 @@ from .sqlite_bookkeeping import Bookkeeping
 from .sqlite_checkpoint import Checkpointer
 from .sqlite_functions import sql_functions
 from .sqlite_wait import Waiters, Waiting, connection_class
-from .vectors import VectorIndex, driver, load_extension
+from .sqlite_library import driver
+from .vectors import VectorIndex, load_extension
 
 
 # the commands that open a store read-only, and so work where it cannot be written
@@ -69,8 +70,6 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
 
     dialect = "sqlite"
     migrations = MIGRATIONS
-    # errors of the database itself (locked, full, I/O): never a turn's fault
-    busy_errors = (sqlite3.OperationalError,)
 
     def __init__(self, path: str, clock: Clock | None = None, timeout: float = 30.0,
                  read_only: bool = False, progress=None, vectors: bool = False):
@@ -82,7 +81,9 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
         self.vectors = vectors
         self._lease_db = None  # opened when a runner first takes a lease
         self._checkpoints = None  # the WAL's checkpoints, off the commits (sqlite_checkpoint)
-        sql = driver(vectors)
+        sql = self.sql = driver(vectors)  # every connection to the file comes from it
+        # errors of the database itself (locked, full, I/O): never a turn's fault
+        self.busy_errors = (sql.OperationalError,)
         problem = unusable(self.path, read_only)
         if problem:
             raise StoreError(f"cannot open {self.path}: {problem}")
@@ -111,10 +112,11 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
         except sql.DatabaseError as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from None
 
-    def _connect(self, sql=sqlite3) -> sqlite3.Connection:
+    def _connect(self, sql=None) -> sqlite3.Connection:
         """Read-write; or read-only, which never writes a byte nor takes the write lock
         (on a file or folder this process may not write, read as it is, unchanging).
-        `sql` is the DB-API module (the vector driver when embeddings are on)."""
+        `sql` is the DB-API module (the store's own, `self.sql`, unless given)."""
+        sql = sql or self.sql
         def connect(target, **kw):
             db = sql.connect(target, timeout=0, isolation_level=None, check_same_thread=False,
                              factory=connection_class(sql), **kw)
@@ -163,7 +165,7 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
         """Abort the statement running on this connection (its transaction rolls back)."""
         try:
             self.db.interrupt()
-        except (sqlite3.ProgrammingError, driver(self.vectors).ProgrammingError):
+        except self.sql.ProgrammingError:
             # closed meanwhile: nothing is running
             pass
 
@@ -475,7 +477,7 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
     def lease(self, namespace: str, ttl, holder: str, wait: float = 1.0) -> SqliteLease:
         """The namespace's pass lease, on a connection of its own (kept for the next one)."""
         if self._lease_db is None:
-            self._lease_db = lease_connection(self.path)
+            self._lease_db = lease_connection(self.path, self.sql)
         return SqliteLease(self._lease_db, namespace, self.clock, ttl, holder, wait)
 
 

@@ -39,9 +39,10 @@ BEHIND_BYTES = 8 * CHECKPOINT_BYTES
 class Checkpointer:
     """One store's background checkpoints (a thread, started at the first one needed)."""
 
-    def __init__(self, path: str, connect):
+    def __init__(self, path: str, connect, sql=sqlite3):
         self.wal = path + "-wal"
         self._connect = connect  # a new connection to the same file, for the thread
+        self._errors = sql.Error  # what `connect`'s library raises
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -56,12 +57,12 @@ class Checkpointer:
     def taking_over(cls, db, path: str, sql=sqlite3) -> "Checkpointer":
         """The checkpoints of the store's connection `db` to `path`, which from now on
         makes none as it commits. `sql`: the DB-API module `db` came from; the thread's
-        connections use the same SQLite library (two libraries' locks on one file in one
-        process do not see each other)."""
+        connections use the same SQLite library (sqlite_library: two libraries on one file in
+        one process corrupt it)."""
         db.execute("PRAGMA wal_autocheckpoint = 0")
         db.execute(f"PRAGMA journal_size_limit = {CHECKPOINT_BYTES}")  # a number of ours
         return cls(path, lambda: sql.connect(path, timeout=0, isolation_level=None,
-                                             check_same_thread=False))
+                                             check_same_thread=False), sql)
 
     def _size(self) -> int:
         try:
@@ -112,14 +113,14 @@ class Checkpointer:
         store holds no connection beyond its own (a journal-mode switch needs that)."""
         try:
             db = self._connect()
-        except sqlite3.Error as exc:
+        except self._errors as exc:
             self.failed = str(exc)
             return
         try:
             db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
             self.done += 1
             self.failed = None
-        except sqlite3.Error as exc:  # busy, or the file went away: next time
+        except self._errors as exc:  # busy, or the file went away: next time
             self.failed = str(exc)
         finally:
             db.close()

@@ -7,6 +7,7 @@ import math
 import sqlite3
 
 from ..dialect import Dialect
+from .sqlite_library import library
 
 
 class _Counter:
@@ -32,7 +33,7 @@ def _ensure_math(db: sqlite3.Connection) -> None:
     try:
         db.execute("SELECT exp(0), ln(1), log10(1), floor(0.5), ceil(0.5), pow(2, 2), sqrt(4)")
         return
-    except sqlite3.OperationalError:
+    except library(db).OperationalError:
         pass
     for name, fn, n in (("exp", math.exp, 1), ("ln", math.log, 1), ("log10", math.log10, 1),
                         ("floor", math.floor, 1), ("ceil", math.ceil, 1), ("pow", math.pow, 2),

@@ -25,19 +25,6 @@ REINDEX_AT = 4 * CELL_SIZE
 _OPENING = threading.Lock()  # guards each store's second connection (nearest_beside)
 
 
-def driver(vectors: bool):
-    """The DB-API module a store connects with: the standard library's, unless embeddings
-    are on and it cannot load extensions (a Python built without them), then pysqlite3."""
-    if not vectors or hasattr(sqlite3.Connection, "enable_load_extension"):
-        return sqlite3
-    try:
-        from pysqlite3 import dbapi2
-    except ImportError:
-        raise StoreError("embeddings need a SQLite that can load extensions, and this "
-                         "Python's cannot: pip install 'lethe[embed]' (pysqlite3-binary)") from None
-    return dbapi2
-
-
 def load_extension(db) -> None:
     try:
         import sqlite_vec
@@ -93,7 +80,7 @@ class VectorIndex:
             return done
         with _OPENING:  # two threads sharing a store open one connection, not two
             if self._beside is None:
-                db = self._connect(driver(True))
+                db = self._connect()
                 load_extension(db)
                 db.wait = self.timeout  # waits for a lock itself, as the store's does
                 db.execute("PRAGMA busy_timeout = 0")

@@ -1,0 +1,85 @@
+"""Every connection a SQLite store opens to its file comes from the store's own SQLite
+library (engine.store.sqlite_library). On a Python whose sqlite3 cannot load extensions,
+a store with embeddings runs on pysqlite3; a lease connection from the standard library
+beside it did not see the store's locks (CI: "database disk image is malformed", and a
+runner told its lease was taken over by nobody)."""
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+
+import pytest
+
+from engine.store import database_errors, open_store
+from engine.store.sqlite_library import driver, library
+
+TTL = dt.timedelta(minutes=15)
+
+
+def _store(tmp_path, clock, vectors):
+    if vectors:
+        pytest.importorskip("sqlite_vec")
+        try:
+            driver(True)
+        except Exception as exc:  # noqa: BLE001 - no SQLite here that loads extensions
+            pytest.skip(str(exc))
+    return open_store(str(tmp_path / "m.db"), clock, vectors=vectors)
+
+
+@pytest.mark.parametrize("vectors", [False, True], ids=["plain", "embeddings"])
+def test_every_connection_to_the_file_is_the_stores_library(tmp_path, clock, vectors):
+    store = _store(tmp_path, clock, vectors)
+    try:
+        assert library(store.db) is store.sql is driver(vectors)
+        lease = store.lease("default", TTL, "me")
+        assert library(lease.db) is store.sql
+        checkpoint = store._checkpoints._connect()
+        try:
+            assert library(checkpoint) is store.sql
+        finally:
+            checkpoint.close()
+        assert store.busy_errors == (store.sql.OperationalError,)
+        assert store.sql.DatabaseError in database_errors()
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("vectors", [False, True], ids=["plain", "embeddings"])
+def test_the_lease_waits_for_the_stores_write_lock(tmp_path, clock, vectors):
+    """While the store's own connection holds the write lock, the lease's connection
+    cannot write: renewing says "busy" (None). A connection of another SQLite library
+    does not see that lock and wrote beside the store's transaction."""
+    store = _store(tmp_path, clock, vectors)
+    try:
+        lease = store.lease("default", TTL, "me", wait=0.05)
+        assert lease.acquire()
+        with store.transaction():
+            store.db.execute("UPDATE leases SET holder = holder")
+            assert lease.renew() is None
+        assert lease.renew() is True
+        lease.release()
+    finally:
+        store.close()
+    check = sqlite3.connect(str(tmp_path / "m.db"))
+    try:
+        assert check.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    finally:
+        check.close()
+
+
+def test_errors_of_each_library_are_caught_as_the_connection_raises_them(tmp_path):
+    """`library` names the module of a connection (also of the store's subclass of it),
+    so `except library(db).OperationalError` catches what that connection raises."""
+    from engine.store.sqlite_wait import connection_class
+    plain = sqlite3.connect(":memory:", factory=connection_class(sqlite3))
+    assert library(plain) is sqlite3
+    with pytest.raises(library(plain).OperationalError):
+        plain.execute("SELECT * FROM nowhere")
+    plain.close()
+    pysqlite3 = pytest.importorskip("pysqlite3.dbapi2")
+    other = pysqlite3.connect(":memory:", factory=connection_class(pysqlite3))
+    assert library(other) is pysqlite3
+    assert not issubclass(pysqlite3.OperationalError, sqlite3.Error)
+    with pytest.raises(library(other).OperationalError):
+        other.execute("SELECT * FROM nowhere")
+    other.close()
