@@ -7,6 +7,9 @@ The contradiction judge (superseding.py) asks `guarded` before any of its tests,
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from functools import lru_cache
+from types import MappingProxyType
 
 from ...lexicon import lexicon, words
 from ...lexicon.slots import MEMBER_OF
@@ -104,15 +107,21 @@ def _overlap(a: set[str], b: set[str]) -> bool:
     return bool(words_a & {w for x in b for w in x.split()})
 
 
+@lru_cache(maxsize=4096)
+def _before(text: str) -> Mapping[str, str]:
+    """Each head noun of `text` with the word in front of it (read-only: it is cached, as
+    the new memory's text is read again for every candidate it is compared with)."""
+    tokens = re.findall(r"[a-z][a-z0-9-]*", text)
+    return MappingProxyType({canon(b): a for a, b in zip(tokens, tokens[1:])
+                             if a not in STOPWORDS and a not in _PLAIN_MODIFIERS
+                             and not is_value(a) and a not in NUMBER_WORDS
+                             and canon(a) not in STANCE})
+
+
 def _modifiers_differ(n: Reading, o: Reading) -> bool:
     """A shared head noun with a different word in front: 'kitchen renovation' and
     'bathroom renovation', 'Pro plan' and 'Team plan' are two things."""
-    def before(text: str) -> dict[str, str]:
-        tokens = re.findall(r"[a-z][a-z0-9-]*", text)
-        return {canon(b): a for a, b in zip(tokens, tokens[1:])
-                if a not in STOPWORDS and a not in _PLAIN_MODIFIERS and not is_value(a)
-                and a not in NUMBER_WORDS and canon(a) not in STANCE}
-    mine, theirs = before(n.text), before(o.text)
+    mine, theirs = _before(n.text), _before(o.text)
     shared = (n.topic & o.topic) - GENERIC
     return any(h in mine and h in theirs and canon(mine[h]) != canon(theirs[h])
                and canon(mine[h]) not in o.concepts and canon(theirs[h]) not in n.concepts

@@ -99,8 +99,10 @@ def normalise(text: str) -> str:
     return re.sub(r"\b(\d+)(?:st|nd|rd|th)\b", r"\1", text)
 
 
+@lru_cache(maxsize=65536)
 def canon(word: str) -> str:
-    """One raw word as a token: alias resolved, synonym folded, stemmed."""
+    """One raw word as a token: alias resolved, synonym folded, stemmed (cached: the
+    judges ask for the same words again for every candidate of a write)."""
     word = ALIASES.get(word, word)
     if word in MEMBER_OF:
         return word  # product names are kept whole; stemming 'pandas' helps nobody
@@ -149,6 +151,7 @@ _VALUE_WORDS = stems(" ".join(_DATES["months"]) + " " + _DATES["weekdays"] + " "
                      + _LEXICON["values"])
 
 
+@lru_cache(maxsize=65536)
 def is_value(token: str) -> bool:
     """Is this token a value of a slot (a date, an amount, a version) rather than a topic?"""
     return token in _VALUE_WORDS or bool(re.fullmatch(r"[\d.\-]+|v\d+|q[1-4]|\d+(am|pm)",
