@@ -83,3 +83,51 @@ def test_errors_of_each_library_are_caught_as_the_connection_raises_them(tmp_pat
     with pytest.raises(library(other).OperationalError):
         other.execute("SELECT * FROM nowhere")
     other.close()
+
+
+def _needs_pysqlite3_for_embeddings():
+    pytest.importorskip("sqlite_vec")
+    if driver(True) is sqlite3:
+        pytest.skip("this Python's sqlite3 loads extensions: one library serves both")
+
+
+def test_a_plain_store_on_a_file_open_with_embeddings_uses_the_same_library(tmp_path, clock):
+    """A store without embeddings opened beside one with them (another policy on the same
+    file, `lethe copy` of it in-process) joins its library instead of bringing another."""
+    _needs_pysqlite3_for_embeddings()
+    path = str(tmp_path / "m.db")
+    with_vectors = open_store(path, clock, vectors=True)
+    try:
+        plain = open_store(path, clock)
+        try:
+            assert plain.sql is with_vectors.sql is driver(True)
+            assert library(plain.lease("default", TTL, "other").db) is with_vectors.sql
+        finally:
+            plain.close()
+    finally:
+        with_vectors.close()
+    alone = open_store(path, clock)  # nothing open any more: Python's own again
+    try:
+        assert alone.sql is sqlite3
+    finally:
+        alone.close()
+
+
+def test_embeddings_on_a_file_open_without_them_are_refused_with_the_reason(tmp_path, clock):
+    _needs_pysqlite3_for_embeddings()
+    from engine.errors import StoreError
+    path = str(tmp_path / "m.db")
+    plain = open_store(path, clock)
+    try:
+        with pytest.raises(StoreError, match="two SQLite libraries on one file"):
+            open_store(path, clock, vectors=True)
+        plain.db.execute("SELECT count(*) FROM memories").fetchone()  # still usable
+    finally:
+        plain.close()
+    later = open_store(path, clock, vectors=True)  # once it is closed: fine
+    later.close()
+    check = sqlite3.connect(path)
+    try:
+        assert check.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    finally:
+        check.close()

@@ -26,7 +26,7 @@ from .sqlite_bookkeeping import Bookkeeping
 from .sqlite_checkpoint import Checkpointer
 from .sqlite_functions import sql_functions
 from .sqlite_wait import Waiters, Waiting, connection_class
-from .sqlite_library import driver
+from .sqlite_library import closed, for_file, opened
 from .vectors import VectorIndex, load_extension
 
 
@@ -81,7 +81,9 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
         self.vectors = vectors
         self._lease_db = None  # opened when a runner first takes a lease
         self._checkpoints = None  # the WAL's checkpoints, off the commits (sqlite_checkpoint)
-        sql = self.sql = driver(vectors)  # every connection to the file comes from it
+        self._registered = False
+        # every connection to the file comes from it (sqlite_library)
+        sql = self.sql = for_file(self.path, vectors)
         # errors of the database itself (locked, full, I/O): never a turn's fault
         self.busy_errors = (sql.OperationalError,)
         problem = unusable(self.path, read_only)
@@ -111,6 +113,8 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
                 self.migrate()
         except sql.DatabaseError as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from None
+        opened(self.path, sql)
+        self._registered = True
 
     def _connect(self, sql=None) -> sqlite3.Connection:
         """Read-write; or read-only, which never writes a byte nor takes the write lock
@@ -155,6 +159,9 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
             self.db.waiters.close()
         if self._lease_db is not None:
             self._lease_db.close()
+        if self._registered:
+            self._registered = False
+            closed(self.path)
 
     def reopen(self) -> "SqliteStore":
         """Another connection to the same file (a scheduler works on its own)."""

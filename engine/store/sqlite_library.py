@@ -9,17 +9,26 @@ of one deletes a WAL the other still reads ("database disk image is malformed"; 
 How To Corrupt, 2.2.1). CI saw exactly that when the lease's connection was the standard
 library's and the store's pysqlite3's (tests/test_sqlite_library.py).
 
-So errors are caught as the connection's own library raises them (`library(db)`): a
+The same holds across stores: a file one store of this process has open through pysqlite3
+is opened through pysqlite3 by the next one too, embeddings or not (`for_file`), and one
+open through the standard library cannot be opened with embeddings on a Python that
+needs pysqlite3 for them: that is refused, with the reason, instead of corrupting it.
+
+Errors are caught as the connection's own library raises them (`library(db)`): a
 pysqlite3 OperationalError is not a `sqlite3.OperationalError`.
 """
 from __future__ import annotations
 
+import os
 import sqlite3
 import sys
+import threading
 
 from .common import StoreError
 
 _MODULES = ("sqlite3", "pysqlite3.dbapi2")
+_OPEN: dict[str, list] = {}  # a file's real path: [the library it is open through, stores]
+_OPEN_LOCK = threading.Lock()
 
 
 def driver(vectors: bool):
@@ -47,3 +56,50 @@ def loaded(name: str) -> tuple:
     """The exception class `name` ("DatabaseError", ...) of every SQLite library this
     process has imported: what any store of it may raise."""
     return tuple(getattr(sys.modules[m], name) for m in _MODULES if m in sys.modules)
+
+
+def _key(path: str) -> str | None:
+    if path in ("", ":memory:") or path.startswith("file:"):
+        return None  # private to its connection, or a URI read as it is
+    return os.path.realpath(path)
+
+
+def open_through(path: str):
+    """The library a store of this process has the file at `path` open through, or None."""
+    key = _key(path)
+    with _OPEN_LOCK:
+        entry = _OPEN.get(key) if key else None
+        return entry[0] if entry else None
+
+
+def for_file(path: str, vectors: bool):
+    """The library a new store on `path` connects with: `driver(vectors)`, unless the file
+    is open through another one here already (see above)."""
+    wanted, there = driver(vectors), open_through(path)
+    if there is None or there is wanted:
+        return wanted
+    if not vectors:
+        return there  # pysqlite3's SQLite reads and writes a plain store as well
+    raise StoreError(f"cannot open {path} with embeddings while this process has it open "
+                     "without them: embeddings need pysqlite3's SQLite here, the open store "
+                     "uses Python's own, and two SQLite libraries on one file corrupt it; "
+                     "close the other store first")
+
+
+def opened(path: str, sql) -> None:
+    """A store connected to `path` through `sql` (undone by `closed`)."""
+    key = _key(path)
+    if key:
+        with _OPEN_LOCK:
+            _OPEN.setdefault(key, [sql, 0])[1] += 1
+
+
+def closed(path: str) -> None:
+    key = _key(path)
+    if key:
+        with _OPEN_LOCK:
+            entry = _OPEN.get(key)
+            if entry:
+                entry[1] -= 1
+                if entry[1] <= 0:
+                    del _OPEN[key]

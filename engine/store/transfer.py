@@ -38,6 +38,7 @@ from . import open_store
 from .migrations import MIGRATIONS
 from .postgres import _psycopg, is_dsn, masked
 from .postgres_schema import PG_MIGRATIONS
+from .sqlite_library import library, open_through
 
 # (table, key): tables with an `id` are copied in id order and resume after the last one
 TABLES = [("memories", "id"), ("memory_events", "id"), ("inbox", "id"), ("model_calls", "id"),
@@ -73,7 +74,8 @@ class _Source:
                 self.db = _psycopg().connect(target, autocommit=True)
             else:  # `immutable`: an adopted copy nobody writes, read after its file is gone
                 uri = "file:" + urllib.parse.quote(os.path.abspath(target))
-                self.db = sqlite3.connect(f"{uri}?{query or _read_mode(target)}", uri=True)
+                sql = open_through(target) or sqlite3  # the library it is open through here
+                self.db = sql.connect(f"{uri}?{query or _read_mode(target)}", uri=True)
                 self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()
         except Exception as exc:
             shown = masked(target)
@@ -263,7 +265,7 @@ def _adopt_copy(raw: _Source, path: str, clock: Clock, report: Report) -> None:
     """Back the source up into `path` and open that with Lethe: every migration it lacks,
     as opening the source itself would run them. Left in rollback-journal mode, so it is
     read later with no -wal or -shm file beside it."""
-    target = sqlite3.connect(path)
+    target = library(raw.db).connect(path)  # backup() wants both of one library
     try:
         raw.db.backup(target)
     finally:
