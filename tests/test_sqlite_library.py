@@ -131,3 +131,57 @@ def test_embeddings_on_a_file_open_without_them_are_refused_with_the_reason(tmp_
         assert check.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     finally:
         check.close()
+
+
+def test_two_threads_opening_one_file_get_one_library(tmp_path, clock):
+    """The library is claimed before connecting: a store with embeddings and one without,
+    opened at once from two threads, never end up on two libraries (or one is refused)."""
+    import threading
+    from engine.errors import StoreError
+    _needs_pysqlite3_for_embeddings()
+    for attempt in range(8):
+        path = str(tmp_path / f"m{attempt}.db")
+        open_store(path, clock).close()  # migrated first: the threads only connect
+        start, got = threading.Barrier(2), {}
+
+        def open_one(vectors):
+            start.wait()
+            try:
+                got[vectors] = open_store(path, clock, vectors=vectors)
+            except StoreError as exc:
+                got[vectors] = exc
+
+        threads = [threading.Thread(target=open_one, args=(v,)) for v in (False, True)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        stores = [s for s in got.values() if not isinstance(s, Exception)]
+        assert len({s.sql for s in stores}) == 1, got
+        for s in stores:
+            s.close()
+    alone = open_store(str(tmp_path / "m0.db"), clock, vectors=True)  # nothing left claimed
+    alone.close()
+
+
+def test_a_store_opened_by_a_relative_path_survives_a_change_of_directory(tmp_path, clock,
+                                                                           monkeypatch):
+    """Its lease, checkpoints and release all find the file it opened, not one of the
+    same name in the new current directory."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    store = open_store("m.db", clock)
+    try:
+        monkeypatch.chdir(tmp_path / "b")
+        lease = store.lease("default", TTL, "me")
+        assert lease.acquire()
+        lease.release()
+        checkpoint = store._checkpoints._connect()
+        checkpoint.close()
+    finally:
+        store.close()
+    assert not (tmp_path / "b" / "m.db").exists()
+    if driver(True) is not sqlite3:
+        # released under the key it was claimed with: embeddings may open it now
+        open_store(str(tmp_path / "a" / "m.db"), clock, vectors=True).close()

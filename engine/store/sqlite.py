@@ -26,42 +26,9 @@ from .sqlite_bookkeeping import Bookkeeping
 from .sqlite_checkpoint import Checkpointer
 from .sqlite_functions import sql_functions
 from .sqlite_wait import Waiters, Waiting, connection_class
-from .sqlite_library import closed, for_file, opened
+from .sqlite_library import claim, release
+from .sqlite_file import READ_ONLY_COMMANDS, absolute, unusable  # noqa: F401 (re-exported)
 from .vectors import VectorIndex, load_extension
-
-
-# the commands that open a store read-only, and so work where it cannot be written
-READ_ONLY_COMMANDS = "lethe ls, why, pending and costs (and lethe import from it)"
-
-
-def unusable(path: str, read_only: bool) -> str | None:
-    """Why `path` cannot be opened as asked, in words, before SQLite says only "unable to
-    open database file" or "attempt to write a readonly database" (at the first write):
-    a directory, a folder that does not exist, or a file or folder a writer may not write
-    (SQLite writes the file and, beside it, its -wal and -shm files). None when it looks
-    usable (SQLite may still refuse it: then its own error is shown)."""
-    if path == ":memory:" or path.startswith("file:"):
-        return None
-    path = os.path.realpath(path)  # a link: SQLite writes -wal and -shm beside its target
-    folder = os.path.dirname(path)
-    if os.path.isdir(path):
-        return (f"it is a directory, not a database file (give a file, e.g. "
-                f"{os.path.join(path, 'agent.db')})")
-    if not os.path.isdir(folder):
-        return f"the directory {folder} does not exist"
-    if read_only:
-        return None
-    beside = [path + "-wal", path + "-shm"]
-    if os.path.exists(path) and not os.access(path, os.W_OK):
-        what = "the file is read-only (its mode, or a read-only mount)"
-    elif not os.access(folder, os.W_OK) and not all(
-            os.path.exists(p) and os.access(p, os.W_OK) for p in beside):
-        what = (f"its directory {folder} is read-only, and SQLite "
-                "needs to write its -wal and -shm files (the write-ahead log) beside it")
-    else:
-        return None
-    return (f"{what}, so this command, which writes, cannot use it; on a read-only file or "
-            f"mount only the commands that read work: {READ_ONLY_COMMANDS}")
 
 
 class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
@@ -73,7 +40,8 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
 
     def __init__(self, path: str, clock: Clock | None = None, timeout: float = 30.0,
                  read_only: bool = False, progress=None, vectors: bool = False):
-        self.path = str(path)
+        self.path = str(path)  # as given, for messages
+        self._file = absolute(self.path)  # what every connection opens
         self.report = progress  # told each step of upgrading a file in use (a line)
         self.clock = clock or system_clock
         self.timeout = timeout
@@ -81,19 +49,29 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
         self.vectors = vectors
         self._lease_db = None  # opened when a runner first takes a lease
         self._checkpoints = None  # the WAL's checkpoints, off the commits (sqlite_checkpoint)
-        self._registered = False
-        # every connection to the file comes from it (sqlite_library)
-        sql = self.sql = for_file(self.path, vectors)
-        # errors of the database itself (locked, full, I/O): never a turn's fault
-        self.busy_errors = (sql.OperationalError,)
         problem = unusable(self.path, read_only)
         if problem:
             raise StoreError(f"cannot open {self.path}: {problem}")
+        # every connection to the file comes from one library (sqlite_library)
+        self.sql, self._claim = claim(self.path, vectors)
+        # errors of the database itself (locked, full, I/O): never a turn's fault
+        self.busy_errors = (self.sql.OperationalError,)
+        try:
+            self._open(self.sql, vectors, read_only)
+        except BaseException:
+            self.stop_checkpoints()  # a migration's commit may have started the thread
+            if getattr(self, "db", None) is not None:
+                self.db.close()
+            release(self._claim)
+            self._claim = None
+            raise
+
+    def _open(self, sql, vectors: bool, read_only: bool) -> None:
         try:
             self.db = self._connect(sql)
             self.db.row_factory = sql.Row
             if not read_only and self.path not in ("", ":memory:"):
-                self.db.waiters = Waiters(self.path)  # it says when it waits (sqlite_wait)
+                self.db.waiters = Waiters(self._file)  # it says when it waits (sqlite_wait)
             if vectors:
                 load_extension(self.db)
             self.db.execute("PRAGMA busy_timeout = 0")
@@ -102,7 +80,7 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
             self.db.execute("PRAGMA synchronous = NORMAL")
             if not read_only and self.path not in ("", ":memory:") \
                     and not self.path.startswith("file:"):
-                self._checkpoints = Checkpointer.taking_over(self.db, self.path, sql)
+                self._checkpoints = Checkpointer.taking_over(self.db, self._file, sql)
             # a pass rewrites index entries all over the table: a 64 MiB page cache halves
             # a million-row decay (measured in bench/)
             self.db.execute("PRAGMA cache_size = -65536")
@@ -113,8 +91,6 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
                 self.migrate()
         except sql.DatabaseError as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from None
-        opened(self.path, sql)
-        self._registered = True
 
     def _connect(self, sql=None) -> sqlite3.Connection:
         """Read-write; or read-only, which never writes a byte nor takes the write lock
@@ -128,16 +104,16 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
             return db
 
         if not self.read_only:
-            return connect(self.path)
-        if not os.path.exists(self.path):
+            return connect(self._file)
+        if not os.path.exists(self._file):
             raise StoreError(f"cannot open {self.path}: no such database file")
-        uri = "file:" + urllib.parse.quote(os.path.abspath(self.path))
+        uri = "file:" + urllib.parse.quote(self._file)
         try:
             db = connect(uri + "?mode=ro", uri=True)
             db.execute("SELECT count(*) FROM sqlite_master").fetchone()
             return db
         except sql.OperationalError:
-            wal = self.path + "-wal"
+            wal = self._file + "-wal"
             if os.path.exists(wal) and os.path.getsize(wal):
                 raise  # committed pages still in the WAL: nothing to read them through
         # WAL mode needs to write its -shm index beside the file; a file nobody writes
@@ -159,13 +135,12 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
             self.db.waiters.close()
         if self._lease_db is not None:
             self._lease_db.close()
-        if self._registered:
-            self._registered = False
-            closed(self.path)
+        release(self._claim)
+        self._claim = None  # closing twice releases once
 
     def reopen(self) -> "SqliteStore":
         """Another connection to the same file (a scheduler works on its own)."""
-        return SqliteStore(self.path, self.clock, self.timeout, self.read_only,
+        return SqliteStore(self._file, self.clock, self.timeout, self.read_only,
                            vectors=self.vectors)
 
     def interrupt(self) -> None:
@@ -484,7 +459,7 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
     def lease(self, namespace: str, ttl, holder: str, wait: float = 1.0) -> SqliteLease:
         """The namespace's pass lease, on a connection of its own (kept for the next one)."""
         if self._lease_db is None:
-            self._lease_db = lease_connection(self.path, self.sql)
+            self._lease_db = lease_connection(self._file, self.sql)
         return SqliteLease(self._lease_db, namespace, self.clock, ttl, holder, wait)
 
 

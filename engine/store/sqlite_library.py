@@ -10,7 +10,7 @@ How To Corrupt, 2.2.1). CI saw exactly that when the lease's connection was the 
 library's and the store's pysqlite3's (tests/test_sqlite_library.py).
 
 The same holds across stores: a file one store of this process has open through pysqlite3
-is opened through pysqlite3 by the next one too, embeddings or not (`for_file`), and one
+is opened through pysqlite3 by the next one too, embeddings or not (`claim`), and one
 open through the standard library cannot be opened with embeddings on a Python that
 needs pysqlite3 for them: that is refused, with the reason, instead of corrupting it.
 
@@ -72,30 +72,34 @@ def open_through(path: str):
         return entry[0] if entry else None
 
 
-def for_file(path: str, vectors: bool):
-    """The library a new store on `path` connects with: `driver(vectors)`, unless the file
-    is open through another one here already (see above)."""
-    wanted, there = driver(vectors), open_through(path)
-    if there is None or there is wanted:
-        return wanted
-    if not vectors:
-        return there  # pysqlite3's SQLite reads and writes a plain store as well
-    raise StoreError(f"cannot open {path} with embeddings while this process has it open "
-                     "without them: embeddings need pysqlite3's SQLite here, the open store "
-                     "uses Python's own, and two SQLite libraries on one file corrupt it; "
-                     "close the other store first")
+def claim(path: str, vectors: bool):
+    """The library a new store on `path` connects with, and the file's key to `release`
+    when that store closes (or fails to open): `driver(vectors)`, unless the file is open
+    through another one here already (see above). Claimed before connecting, under one
+    lock, so two threads opening one file cannot pick two libraries."""
+    wanted, key = driver(vectors), _key(path)
+    if key is None:
+        return wanted, None
+    with _OPEN_LOCK:
+        entry = _OPEN.get(key)
+        if entry is None:
+            _OPEN[key] = [wanted, 1]
+            return wanted, key
+        if entry[0] is not wanted:
+            if vectors:
+                raise StoreError(
+                    f"cannot open {path} with embeddings while this process has it open "
+                    "without them: embeddings need pysqlite3's SQLite here, the open store "
+                    "uses Python's own, and two SQLite libraries on one file corrupt it; "
+                    "close the other store first")
+            wanted = entry[0]  # pysqlite3's SQLite reads and writes a plain store as well
+        entry[1] += 1
+        return wanted, key
 
 
-def opened(path: str, sql) -> None:
-    """A store connected to `path` through `sql` (undone by `closed`)."""
-    key = _key(path)
-    if key:
-        with _OPEN_LOCK:
-            _OPEN.setdefault(key, [sql, 0])[1] += 1
-
-
-def closed(path: str) -> None:
-    key = _key(path)
+def release(key: str | None) -> None:
+    """A store that `claim` gave `key` has closed (kept by the store: the key is the real
+    path when it opened, whatever the current directory is now)."""
     if key:
         with _OPEN_LOCK:
             entry = _OPEN.get(key)

@@ -38,7 +38,7 @@ from . import open_store
 from .migrations import MIGRATIONS
 from .postgres import _psycopg, is_dsn, masked
 from .postgres_schema import PG_MIGRATIONS
-from .sqlite_library import library, open_through
+from .sqlite_library import library, loaded, open_through
 
 # (table, key): tables with an `id` are copied in id order and resume after the last one
 TABLES = [("memories", "id"), ("memory_events", "id"), ("inbox", "id"), ("model_calls", "id"),
@@ -164,7 +164,7 @@ def _readable(raw: _Source, dst, clock: Clock | None, report: Report, result: Tr
         try:
             _adopt_copy(raw, path, FixedClock(_adoption_time(raw, dst, clock)), report)
             copy = _Source(path, query="immutable=1")
-        except (sqlite3.Error, StoreError, OSError) as exc:  # a full or failing temp folder
+        except (*loaded("Error"), StoreError, OSError) as exc:  # a full or failing temp folder
             raise _refused(result.source, exc) from None
         shutil.rmtree(folder)  # read through the open handle from now on
         result.adopted = missing
