@@ -104,3 +104,38 @@ def test_a_store_that_has_checkpointed_can_still_have_the_file_to_itself(tmp_pat
         assert mem.store.db.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"
     finally:
         mem.close()
+
+
+def test_a_wal_grown_by_another_connection_is_the_threads_to_copy(tmp_path):
+    """A pass in another process that wrote 40 MB of WAL and then gave way: the writer
+    that commits next checkpoints nothing in its commit (that was the fsync of the
+    pass's frames: 170-300 ms, bench/RESULTS.md); the store's thread copies them."""
+    path = tmp_path / "m.db"
+    mem = Memory(str(path), offline=True)
+    other = sqlite3.connect(str(path), isolation_level=None)
+    try:
+        mem.add("We use uv.", judged=False)
+        other.execute("PRAGMA wal_autocheckpoint = 0")
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("CREATE TABLE scratch (x)")
+        blob = "x" * 100_000
+        for _ in range(400):  # about 40 MB, past BEHIND_BYTES
+            other.execute("INSERT INTO scratch VALUES (?)", (blob,))
+        other.execute("COMMIT")
+        assert _wal(path) > C.BEHIND_BYTES
+        ran = []
+        real = mem.store.db.execute
+
+        def spy(sql, params=(), /):
+            ran.append(sql)
+            return real(sql, params)
+        mem.store.db.execute = spy
+        try:
+            mem.add("We deploy on Fridays.", judged=False)
+        finally:
+            del mem.store.db.execute
+        assert not [s for s in ran if "wal_checkpoint" in s]
+        assert mem.store._checkpoints.idle() and mem.store._checkpoints.done >= 1
+    finally:
+        other.close()
+        mem.close()

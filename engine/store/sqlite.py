@@ -169,6 +169,8 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
                 self.db.execute("BEGIN IMMEDIATE")
         finally:
             self.db.says_it_waits = True
+        if self._checkpoints is not None:
+            self._checkpoints.began()
         try:
             kept = self._run_deferred()
             yield self.db

@@ -18,9 +18,14 @@ checkpoints what is left, as SQLite always does.
 
 The WAL starts over from its beginning at the first write after a checkpoint that copied
 all of it, and is then cut back to CHECKPOINT_BYTES (`journal_size_limit`). Writes that
-come faster than the thread copies never let it start over. Past BEHIND_BYTES the
-committing connection checkpoints itself, as SQLite's default would, so a burst cannot
-grow the WAL without bound (tests/test_checkpoints.py).
+come faster than the thread copies never let it start over. Once this connection's own
+commits have grown the WAL by BEHIND_BYTES since it last started over, the committing
+connection checkpoints itself, as SQLite's default would, so a burst cannot grow the WAL
+without bound (tests/test_checkpoints.py). Only its own growth counts (the size from
+`began`, under the write lock, to after the commit): a WAL made large by someone else,
+such as a pass in another process that spilled 200 MB and then gave way to this writer,
+is the thread's to copy. Checkpointing it inside the writer's commit cost that writer
+170-300 ms, the fsync of the pass's frames (bench/RESULTS.md, sixteenth round).
 """
 from __future__ import annotations
 
@@ -48,6 +53,8 @@ class Checkpointer:
         self._thread: threading.Thread | None = None
         self._stop = False
         self._seen = self._size()  # the WAL's size at the last checkpoint asked for
+        self._began = self._last = self._seen  # at this transaction's start; after the last
+        self._own = 0  # bytes this connection's commits added since the WAL last started over
         self._commits = 0
         self._pending = False  # a checkpoint asked for and not finished yet
         self.done = 0  # checkpoints run (for tests and the curious)
@@ -70,19 +77,31 @@ class Checkpointer:
         except OSError:
             return 0
 
+    def began(self) -> None:
+        """A write transaction of the store's connection began (it holds the write lock:
+        what the WAL grows by until `committed` is its own)."""
+        self._began = self._size()
+
     def committed(self, db) -> None:
         """After a commit on `db`: wake the thread when the WAL holds enough to copy. When
-        the WAL has not started over for BEHIND_BYTES (writes come faster than the thread
-        copies, so no checkpoint ever finds it all copied), `db` checkpoints here, as
-        SQLite's default would: a burst of writes cannot grow the WAL without bound."""
+        this connection's own commits grew the WAL by BEHIND_BYTES without it starting
+        over (they come faster than the thread copies, so no checkpoint ever finds it all
+        copied), `db` checkpoints here, as SQLite's default would: a burst of writes
+        cannot grow the WAL without bound."""
         self._commits += 1
         size = self._size()
-        if size >= BEHIND_BYTES:
+        if size < self._last:
+            self._own = 0  # it started over (and was cut back) since our last commit
+        self._own += max(0, size - self._began)
+        self._last = size
+        # a WAL that started over is first written over in the CHECKPOINT_BYTES it was cut
+        # back to, which the file's size does not show: with them, past BEHIND_BYTES
+        if self._own >= BEHIND_BYTES - CHECKPOINT_BYTES:
             try:
                 db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
             except Exception as exc:  # noqa: BLE001 - the commit stands; the thread tries
                 self.failed = str(exc)
-            self._seen = 0
+            self._seen = self._own = 0
             return
         if size - self._seen < CHECKPOINT_BYTES and self._commits % EVERY_COMMITS:
             return
