@@ -88,8 +88,11 @@ def record_access(ctx: Context, chosen: list[int]) -> dict[int, int]:
         return live
 
     try:  # one try when a write is kept already: the lock was busy a moment ago
-        with store.transaction(wait=0.0 if store.deferred else KEEP_AFTER):
-            return access()
+        with store.transaction(wait=0.0 if store.deferred else KEEP_AFTER,
+                               kept_at_most=store.KEPT_AT_ONCE):
+            if not store.keeps_more():
+                return access()
+            # more kept than one recall makes (after a long pass): this one behind them
     except Exception as exc:
         if not store.is_busy(exc):
             raise

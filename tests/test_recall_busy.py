@@ -247,3 +247,32 @@ def test_postgres_an_inbox_write_does_not_wait_for_a_kept_access(memory, held, b
     assert mem.pending()[0]["last_error"] == "a model was unreachable"
     holder.release()
     mem.close()
+
+
+def test_a_recall_after_a_long_pass_makes_a_bounded_share_of_the_kept_writes(memory, held,
+                                                                            db_path, clock):
+    """After a pass of seconds, recalls made during it left many writes kept (1,164 after
+    a 1M decay: making them all took the next recall 290 ms). A recall's transaction makes
+    the first KEPT_AT_ONCE and keeps its own behind the rest: in order, none lost."""
+    mem, tea = seeded(memory)
+    before = select_calls(db_path, clock)
+    mem.store.KEPT_AT_ONCE = 4
+    holder = held()
+    for _ in range(12):
+        mem.recall("green tea")
+    holder.release()
+    kept = len(mem.store.deferred)
+    assert kept >= 12
+    mem.recall("green tea")
+    # four made by each of its transactions (its log line's and its access's), its own
+    # kept behind the rest
+    assert kept - 2 * 4 <= len(mem.store.deferred) < kept
+    assert access(db_path, clock, tea)[0] < 12
+    recalls = 13
+    while mem.store.deferred and recalls < 40:
+        mem.recall("green tea")
+        recalls += 1
+    assert not mem.store.deferred
+    assert access(db_path, clock, tea)[0] == recalls  # each once
+    assert select_calls(db_path, clock) == before + recalls
+    mem.close()

@@ -185,11 +185,13 @@ class PostgresStore(StoreCommon, Bookkeeping):
             getattr(self.db, "cancel_safe", self.db.cancel)()
 
     @contextlib.contextmanager
-    def transaction(self, fence=None, exclusive: bool = False, wait: float | None = None):
+    def transaction(self, fence=None, exclusive: bool = False, wait: float | None = None,
+                    kept_at_most: int | None = None):
         """BEGIN ... COMMIT; anything raised inside rolls the whole thing back. `exclusive`:
         no other writer changes memories until the commit (readers are not held up).
         `wait`: seconds a statement in it waits for a lock, when not the store's timeout
-        (after it, lock_not_available: `is_busy`). The writes `defer` kept run first.
+        (after it, lock_not_available: `is_busy`). The writes `defer` kept run first (the
+        first `kept_at_most` of them, when given: then see `keeps_more`).
 
         With a `fence` (a held pass lease), the commit first renews the lease inside this
         transaction; when the lease is no longer the holder's (another runner took it over)
@@ -200,7 +202,7 @@ class PostgresStore(StoreCommon, Bookkeeping):
                                 (f"{max(1, int(wait * 1000))}ms",))
             if exclusive and not self.read_only:
                 self.db.execute("LOCK TABLE memories IN SHARE ROW EXCLUSIVE MODE")
-            kept = self._run_deferred()
+            kept = self._run_deferred(kept_at_most)
             yield self.db
             if fence is not None:
                 self.renew_lease(fence)

@@ -164,8 +164,8 @@ class Bookkeeping:
         if not self.deferred or self.db.info.transaction_status:
             insert()
             return
-        with self.transaction():
-            insert()
+        with self.transaction(kept_at_most=self.KEPT_AT_ONCE):
+            insert()  # a log line is never kept here: made now, whatever is still kept
 
     def costs(self, namespace: str) -> list[dict]:
         """Every logged model call summed per step and model: calls, tokens, latency, and

@@ -152,11 +152,13 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
             pass
 
     @contextlib.contextmanager
-    def transaction(self, fence=None, exclusive: bool = False, wait: float | None = None):
+    def transaction(self, fence=None, exclusive: bool = False, wait: float | None = None,
+                    kept_at_most: int | None = None):
         """BEGIN IMMEDIATE ... COMMIT; anything raised inside rolls the whole thing back.
         `exclusive` (no other writer until the commit) is what SQLite's write lock always is.
         `wait`: seconds to wait for the write lock, when not the store's timeout (after it,
-        "database is locked": `is_busy`). The writes `defer` kept run first.
+        "database is locked": `is_busy`). The writes `defer` kept run first (the first
+        `kept_at_most` of them, when given: then see `keeps_more`).
 
         With a `fence` (a held pass lease), the commit first renews the lease inside this
         transaction; when the lease is no longer the holder's (another runner took it over)
@@ -172,7 +174,7 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
         if self._checkpoints is not None:
             self._checkpoints.began()
         try:
-            kept = self._run_deferred()
+            kept = self._run_deferred(kept_at_most)
             yield self.db
             if fence is not None:
                 self.renew_lease(fence)

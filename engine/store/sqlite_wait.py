@@ -212,11 +212,14 @@ class Waiting:
         write = functools.partial(self.db.execute, sql, params)
         try:
             if self.deferred and not self.db.in_transaction:
-                with self.transaction(wait=0.0):
-                    write()
-            else:
-                with self.waiting(KEEP_AFTER):
-                    write()
+                with self.transaction(wait=0.0, kept_at_most=self.KEPT_AT_ONCE):
+                    if not self.keeps_more():
+                        write()
+                        return
+                self.defer(write)  # behind the ones still kept
+                return
+            with self.waiting(KEEP_AFTER):
+                write()
         except Exception as exc:
             if not self.is_busy(exc):
                 raise
