@@ -27,7 +27,7 @@ from .sqlite_checkpoint import Checkpointer
 from .sqlite_functions import sql_functions
 from .sqlite_wait import Waiters, Waiting, connection_class
 from .sqlite_library import claim, release
-from .sqlite_file import READ_ONLY_COMMANDS, absolute, unusable  # noqa: F401 (re-exported)
+from .sqlite_file import READ_ONLY_COMMANDS, absolute, on_disk, unusable  # noqa: F401
 from .vectors import VectorIndex, load_extension
 
 
@@ -78,8 +78,7 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
             if not read_only and self.db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 self.db.execute("PRAGMA journal_mode = WAL")
             self.db.execute("PRAGMA synchronous = NORMAL")
-            if not read_only and self.path not in ("", ":memory:") \
-                    and not self.path.startswith("file:"):
+            if not read_only and on_disk(self.path):
                 self._checkpoints = Checkpointer.taking_over(self.db, self._file, sql)
             # a pass rewrites index entries all over the table: a 64 MiB page cache halves
             # a million-row decay (measured in bench/)

@@ -40,8 +40,11 @@ def unusable(path: str, read_only: bool) -> str | None:
             f"mount only the commands that read work: {READ_ONLY_COMMANDS}")
 
 
+def on_disk(path: str) -> bool:
+    """A file path, not an in-memory database nor a `file:` URI (read as it is)."""
+    return path not in ("", ":memory:") and not path.startswith("file:")
+
+
 def absolute(path: str) -> str:
     """`path` made absolute; an in-memory database and a `file:` URI as they are."""
-    if path in ("", ":memory:") or path.startswith("file:"):
-        return path
-    return os.path.abspath(path)
+    return os.path.abspath(path) if on_disk(path) else path

@@ -25,6 +25,7 @@ import sys
 import threading
 
 from .common import StoreError
+from .sqlite_file import on_disk
 
 _MODULES = ("sqlite3", "pysqlite3.dbapi2")
 _OPEN: dict[str, list] = {}  # a file's real path: [the library it is open through, stores]
@@ -59,9 +60,7 @@ def loaded(name: str) -> tuple:
 
 
 def _key(path: str) -> str | None:
-    if path in ("", ":memory:") or path.startswith("file:"):
-        return None  # private to its connection, or a URI read as it is
-    return os.path.realpath(path)
+    return os.path.realpath(path) if on_disk(path) else None
 
 
 def open_through(path: str):
