@@ -113,6 +113,33 @@ def test_a_plain_store_on_a_file_open_with_embeddings_uses_the_same_library(tmp_
         alone.close()
 
 
+def test_a_second_name_for_the_file_is_the_same_file(tmp_path, clock):
+    """A hard link (or a bind mount) has a real path of its own: the file it names is
+    still the open one, so a store opened through it joins the open store's library, and
+    embeddings through it beside a plain store are refused, as through the first name."""
+    _needs_pysqlite3_for_embeddings()
+    from engine.errors import StoreError
+    path, link = tmp_path / "m.db", tmp_path / "also.db"
+    open_store(str(path), clock).close()
+    link.hardlink_to(path)
+    with_vectors = open_store(str(path), clock, vectors=True)
+    try:
+        plain = open_store(str(link), clock)
+        try:
+            assert plain.sql is with_vectors.sql is driver(True)
+        finally:
+            plain.close()
+    finally:
+        with_vectors.close()
+    plain = open_store(str(link), clock)
+    try:
+        with pytest.raises(StoreError, match="two SQLite libraries on one file"):
+            open_store(str(path), clock, vectors=True)
+    finally:
+        plain.close()
+    open_store(str(path), clock, vectors=True).close()  # released: nothing left claimed
+
+
 def test_embeddings_on_a_file_open_without_them_are_refused_with_the_reason(tmp_path, clock):
     _needs_pysqlite3_for_embeddings()
     from engine.errors import StoreError

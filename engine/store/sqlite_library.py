@@ -29,6 +29,7 @@ from .sqlite_file import on_disk
 
 _MODULES = ("sqlite3", "pysqlite3.dbapi2")
 _OPEN: dict[str, list] = {}  # a file's real path: [the library it is open through, stores]
+# (a second name for an open file, a hard link, finds its entry by the file's identity)
 _OPEN_LOCK = threading.Lock()
 
 
@@ -63,11 +64,27 @@ def _key(path: str) -> str | None:
     return os.path.realpath(path) if on_disk(path) else None
 
 
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them is not there (yet, or any more)
+        return False
+
+
+def _entry(key: str) -> str:
+    """The key `key`'s file is registered under: its own, or that of an open file it is
+    the same file as by another name (a hard link, a bind mount), which its real path does
+    not show. Called under _OPEN_LOCK."""
+    if key in _OPEN:
+        return key
+    return next((other for other in _OPEN if _same_file(other, key)), key)
+
+
 def open_through(path: str):
     """The library a store of this process has the file at `path` open through, or None."""
     key = _key(path)
     with _OPEN_LOCK:
-        entry = _OPEN.get(key) if key else None
+        entry = _OPEN.get(_entry(key)) if key else None
         return entry[0] if entry else None
 
 
@@ -80,6 +97,7 @@ def claim(path: str, vectors: bool):
     if key is None:
         return wanted, None
     with _OPEN_LOCK:
+        key = _entry(key)
         entry = _OPEN.get(key)
         if entry is None:
             _OPEN[key] = [wanted, 1]
@@ -97,8 +115,8 @@ def claim(path: str, vectors: bool):
 
 
 def release(key: str | None) -> None:
-    """A store that `claim` gave `key` has closed (kept by the store: the key is the real
-    path when it opened, whatever the current directory is now)."""
+    """A store that `claim` gave `key` has closed (kept by the store: the key it was
+    registered under when it opened, whatever the current directory or the names are now)."""
     if key:
         with _OPEN_LOCK:
             entry = _OPEN.get(key)
