@@ -29,6 +29,13 @@ importing what `lethe run` needs to read and check a policy (yaml, jinja2). `--h
 same but leaves recall's index in place: for a copy whose index covers only the head of the
 ranking (what a store of many memories keeps: engine.store.head), which a pass barely touches. What the goal leaves for Lethe's code, measured rather
 than argued.
+
+`--read-time` (on an adopted copy, with `--as-lethe`; bench/prototypes.py readtime): a
+design not built, measured. Only what a read cannot compute is written: the expiry, the
+archived rows (found by computing the decay formula at `now` in the WHERE, not stored),
+and the head of the ranking (the rows in recall's partial index, whose stored rank recall
+reads). Every other active row's decay_score would be computed when it is read, from its
+inputs and the pass's time.
 """
 import json
 import sqlite3
@@ -64,6 +71,24 @@ DECAYED_ONCE = ("UPDATE memories SET (decay_score, rank) = (SELECT f, importance
                 f"FROM (SELECT {FRESH} AS f)) WHERE status = 'active'")
 
 
+# the read-time design: the archive reads the formula at :now instead of a stored score;
+# the head's rows (recall's partial index) get their new score and rank stored
+READ_TIME = [
+    STATEMENTS[0], STATEMENTS[1],
+    ("archived_events",
+     "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
+     "SELECT id, 'archived', json_object('rule', 'decay', 'from', json_object('status', status, "
+     f"'decay_score', f), 'to', json_object('status', 'archived', 'decay_score', 0)), :now "
+     f"FROM (SELECT id, status, {FRESH} AS f FROM memories WHERE status = 'active') WHERE f < 0.1"),
+    ("archived",
+     "UPDATE memories SET status = 'archived', decay_score = 0.0, rank = 0.0 "
+     f"WHERE status = 'active' AND {FRESH} < 0.1"),
+    ("decayed",
+     "UPDATE memories SET (decay_score, rank) = (SELECT f, importance * confidence * f "
+     f"FROM (SELECT {FRESH} AS f)) WHERE status = 'active' AND rank >= :floor"),
+]
+
+
 def article_statements() -> list[tuple[str, str]]:
     """The statements without the stored rank, for the article's own schema."""
     drop = (f", rank = importance * confidence * ({FRESH})", ", rank = 0.0")
@@ -84,6 +109,19 @@ def connect(db_path: str, wal: bool = False) -> sqlite3.Connection:
 
 
 RECALL_INDEX = "memories_recall"
+
+
+def run_read_time(db: sqlite3.Connection, now: str) -> dict:
+    """The read-time design's statements in one transaction; returns each one's count."""
+    floor = db.execute("SELECT floor FROM recall_head").fetchone()[0]
+    if floor is None:
+        raise SystemExit("--read-time needs a copy whose recall index holds the head only")
+    counts = {}
+    db.execute("BEGIN IMMEDIATE")
+    for name, sql in READ_TIME:
+        counts[name] = db.execute(sql, {"now": now, "floor": floor}).rowcount
+    db.execute("COMMIT")
+    return counts
 
 
 def run(db: sqlite3.Connection, now: str, article: bool = False, design: bool = False,
@@ -112,9 +150,10 @@ def run(db: sqlite3.Connection, now: str, article: bool = False, design: bool = 
 
 
 def main(db_path: str, now: str, article: bool = False, as_lethe: bool = False,
-         design: bool = False, head: bool = False) -> dict:
-    if (design or head) and (article or not as_lethe):
-        raise SystemExit("--design and --head are for an adopted copy, with --as-lethe")
+         design: bool = False, head: bool = False, read_time: bool = False) -> dict:
+    if (design or head or read_time) and (article or not as_lethe):
+        raise SystemExit("--design, --head and --read-time are for an adopted copy, with --as-lethe")
+    design = design or read_time
     if as_lethe:
         import click  # noqa: F401  (what `lethe run` imports before anything else)
     if design or head:  # what reading and checking a policy needs, whatever the engine's code
@@ -122,6 +161,8 @@ def main(db_path: str, now: str, article: bool = False, as_lethe: bool = False,
         import yaml  # noqa: F401
     db = connect(db_path, wal=as_lethe)
     try:
+        if read_time:
+            return run_read_time(db, now)
         return run(db, now, article, design=design, head=head)
     finally:
         db.close()
@@ -130,4 +171,4 @@ def main(db_path: str, now: str, article: bool = False, as_lethe: bool = False,
 if __name__ == "__main__":
     flags = sys.argv[3:]
     print(json.dumps(main(sys.argv[1], sys.argv[2], "--article" in flags, "--as-lethe" in flags,
-                          "--design" in flags, "--head" in flags)))
+                          "--design" in flags, "--head" in flags, "--read-time" in flags)))

@@ -4,6 +4,7 @@ rounds). None is built into Lethe; this file is how RESULTS.md's figures for the
     python -m bench.prototypes threshold   # recall from time-invariant bounds
     python -m bench.prototypes head 5000   # a trigger-kept recall head + a batched pass
     python -m bench.prototypes partial [R] # recall's index partial over the head (R runs)
+    python -m bench.prototypes readtime [R] # decay scores computed when read (R runs)
 
 `threshold`: after the lifecycle pass at T, stop storing what time changes and read the
 top 60 by the threshold algorithm over three indexes whose keys change only when a row is
@@ -28,6 +29,7 @@ recall read from the head in turn while it runs (bench/concurrent.py's caller).
 """
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
 import statistics
@@ -286,9 +288,72 @@ def partial(reps: int = 2, log=print) -> None:
         D.drop(c)
 
 
+READ_BACK = ("SELECT id, status, CASE WHEN status = 'active' THEN {f} ELSE decay_score END "
+             "FROM memories ORDER BY id")
+
+
+def readtime(reps: int = 2, log=print) -> None:
+    """Seventeenth round: the floor, Lethe's design as built (bench/bare_sql.py --head) and
+    the read-time design (--read-time: expiry, the archive found by the formula at T, the
+    head's scores stored, nothing else written), whole processes on fresh copies,
+    interleaved. Then every row as a reader would see it (an active row's decay_score
+    computed at T from its inputs) against the floor's file: status and decay_score."""
+    from . import bare_sql as B
+    from . import passes as P
+
+    raw, base = D.raw(1_000_000, log), D.adopted(1_000_000, log)
+    times = {"floor": [], "design": [], "read-time": []}
+    counts = {}
+    floor_copy = read_copy = None
+    for i in range(reps):
+        last = i == reps - 1
+        c = D.work_copy(raw, "rt-floor")
+        secs, counts["floor"] = P.run_bare(c, article=True)
+        times["floor"].append(secs)
+        if last:
+            floor_copy = c
+        else:
+            D.drop(c)
+        d = D.work_copy(base, "rt-design")
+        secs, counts["design"] = P.run_bare(d, as_lethe=True, design=True)
+        times["design"].append(secs)
+        D.drop(d)
+        r = _wal(D.work_copy(base, "rt-read"))
+        secs, out = P._timed([sys.executable, str(D.ROOT / "bench" / "bare_sql.py"), str(r),
+                              D.T_ISO, "--as-lethe", "--read-time"])
+        times["read-time"].append(secs)
+        counts["read-time"] = json.loads(out)
+        if last:
+            read_copy = r
+        else:
+            D.drop(r)
+        log("  " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    log(f"floor {med['floor']:.2f} s; design as built {med['design']:.2f} s = "
+        f"{med['design'] / med['floor']:.2f}x; read-time design {med['read-time']:.2f} s = "
+        f"{med['read-time'] / med['floor']:.2f}x (medians of {reps}); counts {counts}")
+    a, b = sqlite3.connect(str(floor_copy)), sqlite3.connect(str(read_copy))
+    try:
+        want = a.execute("SELECT id, status, decay_score FROM memories ORDER BY id").fetchall()
+        got = b.execute(READ_BACK.format(f=B.FRESH), {"now": D.T_ISO}).fetchall()
+        events = [db.execute("SELECT event_type, count(*), count(DISTINCT memory_id) FROM "
+                             "memory_events WHERE occurred_at = ? GROUP BY event_type "
+                             "ORDER BY event_type", (D.T_ISO,)).fetchall() for db in (a, b)]
+    finally:
+        a.close()
+        b.close()
+    differ = sum(1 for x, y in zip(want, got) if x[1] != y[1] or abs(x[2] - y[2]) > 1e-12)
+    log(f"rows: {len(want)} vs {len(got)}, differing in status or decay_score: {differ}; "
+        f"events at T: floor {events[0]}, read-time {events[1]}")
+    D.drop(floor_copy)
+    D.drop(read_copy)
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["partial"]:
         partial(int(sys.argv[2]) if len(sys.argv) > 2 else 2)
+    elif sys.argv[1:2] == ["readtime"]:
+        readtime(int(sys.argv[2]) if len(sys.argv) > 2 else 2)
     elif sys.argv[1:2] == ["threshold"]:
         threshold()
     elif sys.argv[1:2] == ["head"]:
