@@ -84,7 +84,44 @@ def test_the_design_baseline_rebuilds_only_an_index_that_is_there(tmp_path, adop
         db.close()
 
 
-@pytest.mark.parametrize("flags", [["--design"], ["--design", "--article", "--as-lethe"]])
+def test_the_read_time_baseline_reads_as_lethe_ends(tmp_path, adopted):
+    """bench/bare_sql.py --read-time (a design measured, not built) writes only the expiry,
+    the archive and the head's scores; every row as a reader computes it then (an active
+    row's decay_score from its inputs at T) is Lethe's, and so are the events and the
+    stored score of every head row."""
+    lethe, rt = str(tmp_path / "lethe.db"), str(tmp_path / "read-time.db")
+    shutil.copy(adopted, lethe)
+    shutil.copy(adopted, rt)
+    with Memory(lethe, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as m:
+        m.run(["expiry", "decay"])
+    db = bare_sql.connect(rt)
+    try:
+        with pytest.raises(SystemExit, match="holds the head only"):  # floor NULL: no head
+            bare_sql.run_read_time(db, T.isoformat(timespec="seconds"))
+        floor = db.execute("SELECT rank FROM memories WHERE status = 'active' "
+                           "ORDER BY rank DESC LIMIT 1 OFFSET 99").fetchone()[0]
+        db.execute("UPDATE recall_head SET floor = ?", (floor,))
+        head = [r[0] for r in db.execute("SELECT id FROM memories WHERE status = 'active' "
+                                         "AND rank >= ?", (floor,))]
+        counts = bare_sql.run_read_time(db, T.isoformat(timespec="seconds"))
+        read = db.execute("SELECT id, status, CASE WHEN status = 'active' THEN "
+                          f"{bare_sql.FRESH} ELSE decay_score END FROM memories ORDER BY id",
+                          {"now": T.isoformat(timespec="seconds")}).fetchall()
+        stored = dict(db.execute("SELECT id, decay_score FROM memories"))
+    finally:
+        db.close()
+    l_rows, l_events, _ = rows_and_events(lethe)
+    assert counts["archived"] > 0 and counts["expired"] > 0 and 0 < counts["decayed"] <= 100
+    assert len(read) == len(l_rows)
+    for x, y in zip(read, l_rows):
+        assert x[:2] == y[:2] and x[2] == pytest.approx(y[2], abs=1e-9), (x, y)
+    by_id = {r[0]: r for r in l_rows}
+    assert all(stored[i] == pytest.approx(by_id[i][2], abs=1e-9) for i in head)
+    assert rows_and_events(rt)[1] == l_events
+
+
+@pytest.mark.parametrize("flags", [["--design"], ["--design", "--article", "--as-lethe"],
+                                   ["--read-time"]])
 def test_the_design_flag_refuses_what_it_cannot_measure(tmp_path, adopted, flags):
     path = str(tmp_path / "refused.db")
     shutil.copy(adopted, path)
@@ -92,5 +129,5 @@ def test_the_design_flag_refuses_what_it_cannot_measure(tmp_path, adopted, flags
                            T.isoformat(timespec="seconds"), *flags],
                           cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode != 0
-    assert "--design and --head are for an adopted copy, with --as-lethe" in proc.stderr
+    assert "--design, --head and --read-time are for an adopted copy, with --as-lethe" in proc.stderr
     assert rows_and_events(path)[1] == rows_and_events(str(adopted))[1]  # nothing ran
