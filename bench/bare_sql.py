@@ -153,10 +153,9 @@ def main(db_path: str, now: str, article: bool = False, as_lethe: bool = False,
          design: bool = False, head: bool = False, read_time: bool = False) -> dict:
     if (design or head or read_time) and (article or not as_lethe):
         raise SystemExit("--design, --head and --read-time are for an adopted copy, with --as-lethe")
-    design = design or read_time
     if as_lethe:
         import click  # noqa: F401  (what `lethe run` imports before anything else)
-    if design or head:  # what reading and checking a policy needs, whatever the engine's code
+    if design or head or read_time:  # what reading and checking a policy needs, whatever the engine's code
         import jinja2.sandbox  # noqa: F401
         import yaml  # noqa: F401
     db = connect(db_path, wal=as_lethe)
