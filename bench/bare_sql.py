@@ -167,7 +167,12 @@ def main(db_path: str, now: str, article: bool = False, as_lethe: bool = False,
         db.close()
 
 
+USAGE = "usage: python bench/bare_sql.py DB NOW_ISO [--article] [--as-lethe] [--design | --head | --read-time]"
+FLAGS = {"--article", "--as-lethe", "--design", "--head", "--read-time"}
+
 if __name__ == "__main__":
     flags = sys.argv[3:]
+    if len(sys.argv) < 3 or sys.argv[1].startswith("--") or not FLAGS.issuperset(flags):
+        raise SystemExit(USAGE)
     print(json.dumps(main(sys.argv[1], sys.argv[2], "--article" in flags, "--as-lethe" in flags,
                           "--design" in flags, "--head" in flags, "--read-time" in flags)))

@@ -131,3 +131,12 @@ def test_the_design_flag_refuses_what_it_cannot_measure(tmp_path, adopted, flags
     assert proc.returncode != 0
     assert "--design, --head and --read-time are for an adopted copy, with --as-lethe" in proc.stderr
     assert rows_and_events(path)[1] == rows_and_events(str(adopted))[1]  # nothing ran
+
+
+@pytest.mark.parametrize("args", [[], ["only-a-db.db"], ["x.db", "2025-06-02", "--desing"]])
+def test_the_baseline_script_prints_its_usage_for_arguments_it_cannot_run(args):
+    proc = subprocess.run([sys.executable, "bench/bare_sql.py", *args], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert proc.stderr.startswith("usage: python bench/bare_sql.py DB NOW_ISO"), proc.stderr
+    assert "Traceback" not in proc.stderr
