@@ -10,6 +10,7 @@ import json
 import warnings
 import datetime as dt
 import math
+import operator
 from typing import Iterable
 
 from . import passes as P
@@ -18,6 +19,7 @@ from . import vectors
 from .clock import Clock, iso, parse_duration, system_clock, until_end_of_day
 from .context import Context, JudgeSettings, open_context
 from .errors import LetheError, PolicyWarning
+from .expr import INT64
 from .keys import NoApiKeyWarning, PassesUndoneWarning, RulesJudgedWarning
 from .leasing import LeaseTerms
 from .policy import Policy, load
@@ -151,6 +153,7 @@ class Memory:
         mem = self.get(memory_id)
         if mem is None:
             raise LetheError(self._not_here(memory_id))
+        memory_id = mem.id
         if not W.forget(self.context, memory_id, str(reason)):
             raise LetheError(f"memory #{memory_id} is {mem.status}, not active: nothing to forget")
         return self.get(memory_id)
@@ -174,7 +177,10 @@ class Memory:
     def retry_turns(self, ids: Iterable[int] | None = None) -> int:
         """Put turns parked as failed (or waiting out a backoff) back in the queue, all of
         them or those of `ids`; the next `run_due()` judges them. How many went back."""
-        return self.store.requeue_turns(self.namespace, None if ids is None else list(ids))
+        if ids is None:
+            return self.store.requeue_turns(self.namespace, None)
+        ids = [i for i in map(_id, ids) if i is not None]  # an id past INTEGER's range names no turn
+        return self.store.requeue_turns(self.namespace, ids) if ids else 0
 
     # -- passes
     @_says_if_keyless(PassesUndoneWarning)
@@ -221,8 +227,10 @@ class Memory:
         return R.explain(self.context, query, top_n)
 
     def get(self, memory_id: int) -> MemoryRecord | None:
-        """One memory of this namespace by id, or None."""
-        return R.get(self.context, memory_id)
+        """One memory of this namespace by id, or None. An id that is not a whole number is
+        refused (LetheError)."""
+        memory_id = _id(memory_id)
+        return None if memory_id is None else R.get(self.context, memory_id)
 
     def recall_context(self, query: str, top_n: int | None = None) -> str:
         """The text an agent puts in its prompt: the summaries of the scenes the recalled
@@ -238,19 +246,26 @@ class Memory:
         mem = self.get(memory_id)
         if mem is None:
             raise LetheError(self._not_here(memory_id))
-        events = [dict(e) for e in self.store.events(memory_id)]
+        events = [dict(e) for e in self.store.events(mem.id)]
         superseded_by = self.get(mem.contradicted_by) if mem.contradicted_by else None
         merged = self.get(mem.merged_into) if mem.merged_into else None
         return History(mem, events, superseded_by, merged)
 
     def _not_here(self, memory_id: int) -> str:
-        """Why there is no memory #id: which namespace was searched, and where it is."""
-        where = f"no memory #{memory_id} in namespace '{self.namespace}'"
-        row = self.store.get(memory_id)
-        if row is not None:
-            return f"{where}: #{memory_id} belongs to namespace '{row['namespace']}'"
+        """Why there is no memory #id: which namespace was searched, and what it holds.
+        Never where the id is instead: a server shared between namespaces passes this on
+        to each of them (`namespace_of` is for a tool whose user owns the database)."""
         held = sum(self.counts().values())
-        return f"{where} (it holds {held} memor{'y' if held == 1 else 'ies'})"
+        return (f"no memory #{memory_id} in namespace '{self.namespace}' "
+                f"(it holds {held} memor{'y' if held == 1 else 'ies'})")
+
+    def namespace_of(self, memory_id: int) -> str | None:
+        """The namespace that holds memory #id in this database, whichever it is, or None.
+        For a tool whose user owns the whole database (the CLI's hint for a mistyped
+        --namespace); a server shared between namespaces must not pass it on."""
+        memory_id = _id(memory_id)
+        row = None if memory_id is None else self.store.get(memory_id)
+        return None if row is None else row["namespace"]
 
     def counts(self) -> dict[str, int]:
         """How many memories this namespace holds, by status."""
@@ -328,6 +343,19 @@ def _terms(wait: float, lease_ttl) -> LeaseTerms:
         return LeaseTerms(wait=float(wait))
     ttl = lease_ttl if isinstance(lease_ttl, dt.timedelta) else parse_duration(lease_ttl)
     return LeaseTerms(ttl=ttl, wait=float(wait))
+
+
+def _id(value) -> int | None:
+    """A memory or turn id given by a caller: a whole number, None when no row can have it
+    (below 1 or past the 64-bit INTEGER both stores hold; SQLite would raise OverflowError
+    binding it). Anything else is refused."""
+    if isinstance(value, bool):
+        raise LetheError(f"an id is a whole number, got {value!r}")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise LetheError(f"an id is a whole number, got {value!r}") from None
+    return value if 1 <= value <= INT64 else None
 
 
 def _number(value, lo: float, hi: float, what: str) -> float | None:

@@ -52,6 +52,36 @@ def test_forget_reaches_only_its_own_namespace(memory):
     assert alice.get(mid).status == "active"
 
 
+def test_another_namespace_is_never_named_and_namespace_of_says_where(memory):
+    alice, bob = memory("lifecycle", namespace="alice"), memory("lifecycle", namespace="bob")
+    mid = alice.add("Alice's note", judged=False)
+    for call in (lambda: bob.forget(mid, "not mine"), lambda: bob.history(mid)):
+        with pytest.raises(LetheError) as refused:
+            call()
+        assert str(refused.value) == f"no memory #{mid} in namespace 'bob' (it holds 0 memories)"
+    assert bob.namespace_of(mid) == "alice" and bob.namespace_of(mid + 1) is None
+
+
+@pytest.mark.parametrize("huge", [2 ** 63, 2 ** 64, 10 ** 30, 0, -1])
+def test_an_id_no_row_can_have_is_no_memory(memory, huge):
+    """Past SQLite's 64-bit INTEGER (binding it raised OverflowError), or below 1."""
+    mem = memory("lifecycle")
+    mem.add("A note", judged=False)
+    assert mem.get(huge) is None and mem.namespace_of(huge) is None
+    for call in (lambda: mem.forget(huge, "x"), lambda: mem.history(huge)):
+        with pytest.raises(LetheError, match=f"no memory #{huge} in namespace 'default'"):
+            call()
+    assert mem.retry_turns([huge]) == 0
+
+
+@pytest.mark.parametrize("odd", ["1", 1.0, True, None])
+def test_an_id_that_is_not_a_whole_number_is_refused(memory, odd):
+    mem = memory("lifecycle")
+    mem.add("A note", judged=False)
+    with pytest.raises(LetheError, match="an id is a whole number"):
+        mem.get(odd)
+
+
 def test_memories_refuses_an_unknown_status(memory):
     with pytest.raises(LetheError, match="unknown status 'gone'"):
         memory("lifecycle").memories("gone")

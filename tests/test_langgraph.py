@@ -159,6 +159,7 @@ def test_memories_from_other_paths_answer_to_memory_id(store, lethe):
     item = store.get(ALICE, f"memory-{ids[0]}")
     assert item.value == {"text": mem.get(ids[0]).content} and "peanuts" in item.value["text"]
     assert [h.key for h in store.search(ALICE)] == [f"memory-{ids[0]}"]
+    assert store.get(ALICE, "memory-99999999999999999999999") is None  # past INTEGER: none
 
 
 def test_judged_false_stores_values_exactly(db_path, clock, lethe):

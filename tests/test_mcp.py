@@ -204,6 +204,10 @@ BAD = [
     ("why", {"memory_id": "one"}, "memory_id: Input should be a valid integer"),
     ("forget", {"memory_id": 999, "reason": "gone"}, "no memory #999 in namespace 'default'"),
     ("forget", {"memory_id": 1}, "reason: Field required"),
+    # past SQLite's 64-bit INTEGER: no memory can have it (binding it raised OverflowError)
+    ("why", {"memory_id": 2 ** 63}, "no memory #9223372036854775808 in namespace 'default'"),
+    ("forget", {"memory_id": 2 ** 64, "reason": "gone"}, "no memory #18446744073709551616 in"),
+    ("why", {"memory_id": -5}, "no memory #-5 in namespace 'default'"),
     ("list_memories", {"status": "deleted"}, "status: Input should be 'active', 'archived'"),
     ("remember", {"user": 5}, "user: Input should be a valid string (got 5)"),
     ("no_such_tool", {}, "Unknown tool: no_such_tool"),
@@ -237,6 +241,8 @@ def test_resources_show_the_policy_and_one_memory(memory):
             await c.read_resource("lethe://memory/999")
         with pytest.raises(MCPError, match="an id is a number"):
             await c.read_resource("lethe://memory/abc")
+        with pytest.raises(MCPError, match="no memory #99999999999999999999999 in namespace"):
+            await c.read_resource("lethe://memory/99999999999999999999999")
         return policy.contents[0].text, one.contents[0].text
 
     policy_text, memory_text = talk(build_server(mem), script)
@@ -258,6 +264,9 @@ def test_a_host_reaches_only_the_namespace_it_was_started_with(memory, served):
 
     why, forget, recall, listing = talk(server, script)
     assert why.is_error and forget.is_error
+    for refused in (why, forget):  # not even where the id is: that names another tenant
+        assert f"no memory #{secret} in namespace 'alice'" in refused.content[0].text
+        assert "bob" not in refused.content[0].text
     assert structured(recall)["memories"] == [] and structured(listing)["memories"] == []
     assert other.get(secret).status == "active"
 

@@ -5,6 +5,7 @@ import sys
 
 import click
 
+from ..errors import LetheError
 from ..lazy import lazy
 from ..memory import Memory
 from ..policy import STATUSES
@@ -96,7 +97,14 @@ def status_line(r) -> str:
 def why(db, policy, namespace, now, offline, memory_id, json_):
     """Show a memory's whole history: its events, what superseded it, what it merged into."""
     with open_memory(db, policy, namespace, now, offline, must_exist=True, read_only=True) as mem:
-        h = mem.history(memory_id)
+        try:
+            h = mem.history(memory_id)
+        except LetheError as exc:  # the CLI's user owns the file: say where the id is
+            held_by = mem.namespace_of(memory_id)
+            if held_by is None:
+                raise
+            raise LetheError(f"no memory #{memory_id} in namespace '{mem.namespace}': "
+                             f"#{memory_id} belongs to namespace '{held_by}'") from None
     m = h.memory
     data = {"memory": m.as_dict(), "events": h.events,
             "superseded_by": h.superseded_by.as_dict() if h.superseded_by else None,
