@@ -92,14 +92,28 @@ def check_line(check: dict) -> str:
     return f"MISS {check['what']}" + (f": {check['detail']}" if check.get("detail") else "")
 
 
+def beside(path: str, folder: str) -> str:
+    """A relative file name as given when it is there from the working directory, else the
+    one in `folder` (the test file's) when that is there: pytest run from a project's root
+    finds the scenario and policy copied beside the test. Anything else (a policy's bare
+    name, a file in neither place) is left as given."""
+    path = os.fspath(path)
+    if os.path.isabs(path) or os.path.exists(path):
+        return path
+    near = os.path.join(folder, path)
+    return near if os.path.exists(near) else path
+
+
 @pytest.fixture
-def lethe_scenario(tmp_path):
-    """`lethe_scenario(scenario_file, policy)` -> a stable dump of the store afterwards."""
+def lethe_scenario(tmp_path, request):
+    """`lethe_scenario(scenario_file, policy)` -> a stable dump of the store afterwards.
+    Relative file names are found from the working directory, else beside the test file."""
     count = {"n": 0}
+    folder = os.path.dirname(str(request.path))
 
     def run(scenario_path: str, policy: str, offline: bool = True) -> dict:
         count["n"] += 1
-        return play(scenario_path, policy, os.path.join(tmp_path, f"scenario-{count['n']}.db"),
-                    offline)
+        return play(beside(scenario_path, folder), beside(policy, folder),
+                    os.path.join(tmp_path, f"scenario-{count['n']}.db"), offline)
 
     return run

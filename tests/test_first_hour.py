@@ -541,6 +541,21 @@ def test_10_the_readme_plugin_snippet_pins_a_policy_and_names_a_missed_check(tmp
             '"poetry": got: I manage dependencies with poetry.') in broken.stdout
 
 
+def test_10_files_beside_the_test_are_found_when_pytest_runs_from_the_project_root(tmp_path):
+    tests = tmp_path / "tests"
+    (tests / "scenarios").mkdir(parents=True)
+    shutil.copy(POETRY, tests / "scenarios" / "poetry-to-uv.yaml")
+    (tests / "policies").mkdir()
+    (tests / "policies" / "my-agent.yaml").write_text("name: my-agent\nextends: lifecycle\n")
+    (tests / "test_mine.py").write_text(block_after("Pin your own policy", "python"))
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
+                          "no:hypothesispytest", "-p", "no:langsmith_plugin", "--snapshot-update",
+                          "tests/test_mine.py"], cwd=tmp_path, env=clean_env(),
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert (tests / "__snapshots__" / "test_mine.ambr").exists()
+
+
 def test_10_each_memory_of_the_dump_starts_with_its_content(lethe_scenario):
     dump = lethe_scenario(POETRY, os.path.join(POLICIES, "lifecycle.yaml"))
     contents = [m[0] for m in dump["memories"]]

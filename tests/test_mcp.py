@@ -268,6 +268,7 @@ def test_a_host_reaches_only_the_namespace_it_was_started_with(memory, served):
         assert f"no memory #{secret} in namespace 'alice'" in refused.content[0].text
         assert "bob" not in refused.content[0].text
     assert structured(recall)["memories"] == [] and structured(listing)["memories"] == []
+    assert listing.content[0].text == "(no memories)"  # not "(no all memories)"
     assert other.get(secret).status == "active"
 
 

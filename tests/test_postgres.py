@@ -137,6 +137,31 @@ def test_an_unreachable_server_is_one_line_without_the_password():
     assert result.output.count("\n") == 1 and "s3cret" not in result.output
 
 
+def test_a_reader_on_a_server_without_a_store_says_so(pg):
+    """Not 'an older version of Lethe': there is no store there at all."""
+    result = CliRunner().invoke(main, ["ls", "--db", pg])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: no Lethe store at ") and "older version" not in result.output
+    assert "commands that write (remember, add, run) do" in result.output
+    with PostgresStore(pg) as store:  # and nothing was created by the reader
+        assert store._applied() and run_sql(store, "SELECT count(*) FROM memories").fetchone()[0] == 0
+
+
+def test_a_search_path_naming_no_schema_says_to_create_it(pg_dsn):
+    import psycopg
+
+    name = "s_" + os.urandom(6).hex()
+    dsn = f"{pg_dsn}{'&' if '?' in pg_dsn else '?'}options=-csearch_path%3D{name}"
+    result = CliRunner().invoke(main, ["add", "team a fact", "--offline", "--db", dsn])
+    assert result.exit_code == 2, result.output
+    assert result.output == (f"error: {dsn}: no schema of its search_path ({name}) exists, so "
+                             "there is nowhere to create the store's tables; create it first "
+                             "(CREATE SCHEMA ...), or connect without the search_path option\n")
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{name}"')
+    assert CliRunner().invoke(main, ["add", "team a fact", "--offline", "--db", dsn]).exit_code == 0
+
+
 def test_without_psycopg_the_error_names_the_extra():
     code = ("import sys; sys.modules['psycopg'] = None\n"
             "from engine.store import open_store\n"

@@ -99,6 +99,24 @@ def test_readers_work_on_a_file_on_a_read_only_file_system(store, tmp_path, comm
     assert "error" not in done.stderr
 
 
+def test_a_reader_says_what_a_file_holding_no_store_is(tmp_path):
+    """An empty SQLite file has no Lethe store; the seed article's file has not been
+    adopted; neither is 'an older version of Lethe', and the reader changes neither."""
+    empty, article = tmp_path / "empty.db", tmp_path / "agent_memory.db"
+    sqlite3.connect(empty).execute("CREATE TABLE notes (x)")
+    db = sqlite3.connect(article)
+    db.execute("CREATE TABLE memories (id INTEGER PRIMARY KEY, content TEXT NOT NULL)")
+    db.commit()
+    db.close()
+    for path, said in ((empty, f"error: no Lethe store at {empty}: this command does not create one"),
+                       (article, f"error: {article} holds memories Lethe has not adopted yet; run "
+                                 "a command that writes, such as `lethe run`, once to adopt it")):
+        before = path.read_bytes()
+        done = cli("ls", "--db", path, "--policy", LIFECYCLE)
+        assert done.returncode == 2 and done.stderr.startswith(said), done.stderr
+        assert "older version" not in done.stderr and path.read_bytes() == before
+
+
 def test_a_store_that_needs_upgrading_is_not_upgraded_by_a_reader(tmp_path):
     path = tmp_path / "old.db"
     shutil.copyfile(f"{ROOT}/tests/fixtures/schemas/v6-m006_inbox.sqlite", path)

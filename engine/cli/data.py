@@ -77,7 +77,7 @@ def ls(db, policy, namespace, now, offline, query, status, limit, json_):
         note = elsewhere(mem, records)
     if status:
         return emit([r.as_dict() for r in records], json_,
-                    [status_line(r) for r in records] or [f"(no {status} memories)"], note)
+                    [status_line(r) for r in records] or ["(no memories)" if status == "all" else f"(no {status} memories)"], note)
     lines = [f"#{r.id:<6} rank {r.rank or 0:6.3f}  imp {r.importance:4.1f}  conf {r.confidence:4.2f}  "
              f"fresh {r.decay_score:4.2f}  {r.summary or r.content[:120]}" for r in records]
     emit([r.as_dict() for r in records], json_, lines or ["(no candidates)"], note)

@@ -201,7 +201,7 @@ TEXT = {
     Added: lambda a: line(a["memory"]),
     Story: _story,
     Forgotten: lambda f: f"forgot {line(f['memory'])}: {f['reason']}",
-    Listing: lambda s: "\n".join(line(m) for m in s["memories"]) or f"(no {s['status']} memories)",
+    Listing: lambda s: "\n".join(line(m) for m in s["memories"]) or ("(no memories)" if s["status"] == "all" else f"(no {s['status']} memories)"),
     PassesRun: _passes,
 }
 

@@ -48,7 +48,14 @@ class StoreCommon:
 
     def _check_current(self) -> None:
         """A store opened read-only is never upgraded: an older schema is refused."""
-        missing = [fn.__name__ for fn in self.migrations if fn.__name__ not in self._applied()]
+        applied = self._applied()
+        if not applied and not self._has_table("memories"):
+            raise StoreError(f"no Lethe store at {self.path}: this command does not create one; "
+                             "commands that write (remember, add, run) do")
+        if not applied:  # the seed article's own file: its tables, none of Lethe's migrations
+            raise StoreError(f"{self.path} holds memories Lethe has not adopted yet; run a "
+                             "command that writes, such as `lethe run`, once to adopt it")
+        missing = [fn.__name__ for fn in self.migrations if fn.__name__ not in applied]
         if missing:
             raise StoreError(f"{self.path} is from an older version of Lethe (it lacks "
                              f"{', '.join(missing)}); run a command that writes, such as "

@@ -231,6 +231,11 @@ class PostgresStore(StoreCommon, Bookkeeping):
         transaction-level advisory lock (two processes may open a new database at once)."""
         if self._applied() >= {fn.__name__ for fn in PG_MIGRATIONS}:
             return []
+        if self.db.execute("SELECT current_schema()").fetchone()[0] is None:
+            path = self.db.execute("SHOW search_path").fetchone()[0]
+            raise StoreError(f"{self.path}: no schema of its search_path ({path}) exists, so "
+                             "there is nowhere to create the store's tables; create it first "
+                             "(CREATE SCHEMA ...), or connect without the search_path option")
         applied = []
         for fn in PG_MIGRATIONS:
             with self.db.transaction():
@@ -248,8 +253,11 @@ class PostgresStore(StoreCommon, Bookkeeping):
                 applied.append(fn.__name__)
         return applied
 
+    def _has_table(self, name: str) -> bool:
+        return self.db.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is not None
+
     def _applied(self) -> set[str]:
-        if self.db.execute("SELECT to_regclass('lethe_migrations')").fetchone()[0] is None:
+        if not self._has_table("lethe_migrations"):
             return set()
         return {r[0] for r in self.db.execute("SELECT name FROM lethe_migrations")}
 

@@ -224,9 +224,12 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
             return 0
         return self.db.execute("SELECT coalesce(max(rowid), 0) FROM memories").fetchone()[0]
 
+    def _has_table(self, name: str) -> bool:
+        return self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                               (name,)).fetchone() is not None
+
     def _applied(self) -> set[str]:
-        if not self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
-                               "name = 'lethe_migrations'").fetchone():
+        if not self._has_table("lethe_migrations"):
             return set()
         return {r[0] for r in self.db.execute("SELECT name FROM lethe_migrations")}
 
