@@ -160,11 +160,11 @@ class Memory:
 
     def memories(self, status: str = "active", limit: int = 20) -> list[MemoryRecord]:
         """Memories by status (active, archived, superseded, expired, compressed, or all),
-        newest first: what was forgotten can be listed too."""
+        newest first: what was forgotten can be listed too. `limit=None` lists them all."""
         if status != "all" and status not in STATUSES:
             raise LetheError(f"unknown status {status!r}; use one of {', '.join(STATUSES)} or all")
         rows = self.store.list_memories(self.namespace, None if status == "all" else (status,),
-                                        int(limit))
+                                        _count(limit, "limit") or INT64)  # None: all
         return MemoryRecord.from_rows(rows)
 
     def pending(self) -> list[dict]:
@@ -211,7 +211,7 @@ class Memory:
         """Recall candidates in the policy's recall order, before any model picks among them.
         With a query: only memories matching it in full text, or with `scored=True` all
         candidates, each with its `relevance` to the query (0 when it shares no word)."""
-        return R.candidates(self.context, query, limit, scored, relevance)
+        return R.candidates(self.context, query, _count(limit, "limit"), scored, relevance)
 
     @_says_if_keyless(RulesJudgedWarning)
     def recall(self, query: str, top_n: int | None = None) -> list[MemoryRecord]:
@@ -219,12 +219,12 @@ class Memory:
         select judge (at most top_n), with their access recorded. A select model that cannot
         be reached is answered for by the built-in rules (a `RulesJudgedWarning` says so
         once when that is because no API key is set)."""
-        return R.recall(self.context, query, top_n)
+        return R.recall(self.context, query, _count(top_n, "top_n"))
 
     @_says_if_keyless(RulesJudgedWarning)
     def explain(self, query: str, top_n: int | None = None) -> R.Explanation:
         """Why recall returns what it returns for `query` (records no access)."""
-        return R.explain(self.context, query, top_n)
+        return R.explain(self.context, query, _count(top_n, "top_n"))
 
     def get(self, memory_id: int) -> MemoryRecord | None:
         """One memory of this namespace by id, or None. An id that is not a whole number is
@@ -356,6 +356,23 @@ def _id(value) -> int | None:
     except TypeError:
         raise LetheError(f"an id is a whole number, got {value!r}") from None
     return value if 1 <= value <= INT64 else None
+
+
+def _count(value, what: str) -> int | None:
+    """A limit given by a caller: None, or a whole number from 1 (one past what a 64-bit
+    INTEGER holds means no limit: SQLite would raise OverflowError binding it). Zero and
+    negative ones are refused rather than read as SQLite's 'no limit' for -1."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise LetheError(f"{what} must be a whole number from 1, got {value!r}")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise LetheError(f"{what} must be a whole number from 1, got {value!r}") from None
+    if value < 1:
+        raise LetheError(f"{what} must be a whole number from 1, got {value!r}")
+    return min(value, INT64)
 
 
 def _number(value, lo: float, hi: float, what: str) -> float | None:

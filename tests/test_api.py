@@ -82,6 +82,25 @@ def test_an_id_that_is_not_a_whole_number_is_refused(memory, odd):
         mem.get(odd)
 
 
+@pytest.mark.parametrize("call", ["memories", "candidates", "recall", "explain", "recall_context"])
+def test_a_limit_is_a_whole_number_from_1_and_a_huge_one_means_no_limit(memory, call):
+    mem = memory("lifecycle")
+    for text in ("The uv lockfile is committed", "We pin uv in CI"):
+        mem.add(text, judged=False)
+    args = ("all",) if call == "memories" else ("uv",)
+    fn = getattr(mem, call)
+    def seen(out):  # what was returned, not the access counts recall records
+        if isinstance(out, str):
+            return out
+        return out.picks if call == "explain" else [m.id for m in out]
+
+    huge = seen(fn(*args, 2 ** 64))  # past SQLite's INTEGER: it raised OverflowError binding it
+    assert huge == seen(fn(*args, 2 ** 63 - 1)) and huge
+    for bad in (0, -1, 1.5, "3", True):  # -1 was SQLite's "no limit"; 0 an empty answer
+        with pytest.raises(LetheError, match=r"(limit|top_n) must be a whole number from 1"):
+            fn(*args, bad)
+
+
 def test_memories_refuses_an_unknown_status(memory):
     with pytest.raises(LetheError, match="unknown status 'gone'"):
         memory("lifecycle").memories("gone")
