@@ -111,6 +111,16 @@ def connect(db_path: str, wal: bool = False) -> sqlite3.Connection:
 RECALL_INDEX = "memories_recall"
 
 
+def on_rows(db: sqlite3.Connection, sql: str) -> str:
+    """A statement over `memories` as it runs on an adopted file, whose rows are the table
+    `memory_rows` (memories is a view there, with the text beside: the engine's m020)."""
+    if not db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = "
+                      "'memory_rows'").fetchone():
+        return sql
+    return sql.replace("UPDATE memories ", "UPDATE memory_rows ").replace(
+        "FROM memories ", "FROM memory_rows ")
+
+
 def run_read_time(db: sqlite3.Connection, now: str) -> dict:
     """The read-time design's statements in one transaction; returns each one's count."""
     floor = db.execute("SELECT floor FROM recall_head").fetchone()[0]
@@ -119,7 +129,7 @@ def run_read_time(db: sqlite3.Connection, now: str) -> dict:
     counts = {}
     db.execute("BEGIN IMMEDIATE")
     for name, sql in READ_TIME:
-        counts[name] = db.execute(sql, {"now": now, "floor": floor}).rowcount
+        counts[name] = db.execute(on_rows(db, sql), {"now": now, "floor": floor}).rowcount
     db.execute("COMMIT")
     return counts
 
@@ -142,7 +152,7 @@ def run(db: sqlite3.Connection, now: str, article: bool = False, design: bool = 
             if index is None:
                 raise SystemExit(f"no index {RECALL_INDEX} to rebuild: not an adopted file")
             db.execute(f"DROP INDEX {RECALL_INDEX}")
-        counts[name] = db.execute(sql, {"now": now}).rowcount
+        counts[name] = db.execute(on_rows(db, sql), {"now": now}).rowcount
     if index is not None:
         db.execute(index[0])
     db.execute("COMMIT")

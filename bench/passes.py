@@ -139,7 +139,7 @@ def with_scenes(adopted: Path) -> Path:
     path = D.work_copy(adopted, "scenes-base")
     conn = sqlite3.connect(str(path))
     try:
-        conn.execute("UPDATE memories SET scene = 'scene-' || ((id * 7919) % 97)")
+        conn.execute("UPDATE memory_rows SET scene = 'scene-' || ((id * 7919) % 97)")  # the rows' table (m020)
         conn.commit()
     finally:
         conn.close()

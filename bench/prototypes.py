@@ -1,11 +1,10 @@
-"""Designs for the 1M decay pass, measured outside the engine (issue 14, sixth, twelfth,
-seventeenth and eighteenth rounds). None is built into Lethe; this file is how RESULTS.md's figures for them were taken.
+"""Designs for the 1M decay pass, measured outside the engine (issue 14, sixth and twelfth
+rounds). None is built into Lethe; this file is how RESULTS.md's figures for them were taken.
 
     python -m bench.prototypes threshold   # recall from time-invariant bounds
     python -m bench.prototypes head 5000   # a trigger-kept recall head + a batched pass
     python -m bench.prototypes partial [R] # recall's index partial over the head (R runs)
     python -m bench.prototypes readtime [R] # decay scores computed when read (R runs)
-    python -m bench.prototypes split [R]    # the text kept in a table of its own (R runs)
 
 `threshold`: after the lifecycle pass at T, stop storing what time changes and read the
 top 60 by the threshold algorithm over three indexes whose keys change only when a row is
@@ -21,12 +20,6 @@ decay's rewrite of every rank costs no index work outside the head and nothing i
 Recall adds `rank >= ?` bound to FLOOR (SQLite plans with the bound value). Times the floor,
 the design as built (bench/bare_sql.py --design) and the same statements on the head
 index (--head), and recall through it against the full index.
-
-`split` (eighteenth round): the memories' text (content, summary, tags: about 136 of the
-~240 bytes of an adopted row) kept in a table of its own, `memory_texts`; `memories`
-keeps every other column and every index, so the pass's statements are the design's as
-they are (bench/bare_sql.py --head) and write about half the pages. Times the floor, the
-design as built and the split copy, and checks every row and event against the floor.
 
 `head`: drop the (namespace, status, rank, id) recall index; keep instead a table of the
 rows whose rank is at least a floor (the top ~10,000), kept by triggers on every change
@@ -70,15 +63,15 @@ def _after_pass(tag: str) -> Path:
 
 def _bound_keys(db: sqlite3.Connection) -> None:
     db.executescript(f"""
-    ALTER TABLE memories ADD COLUMN ic REAL; ALTER TABLE memories ADD COLUMN a_day REAL;
-    ALTER TABLE memories ADD COLUMN bonus REAL; ALTER TABLE memories ADD COLUMN k1 REAL;
-    ALTER TABLE memories ADD COLUMN k2 REAL;
-    UPDATE memories SET ic = importance * confidence,
+    ALTER TABLE memory_rows ADD COLUMN ic REAL; ALTER TABLE memory_rows ADD COLUMN a_day REAL;
+    ALTER TABLE memory_rows ADD COLUMN bonus REAL; ALTER TABLE memory_rows ADD COLUMN k1 REAL;
+    ALTER TABLE memory_rows ADD COLUMN k2 REAL;
+    UPDATE memory_rows SET ic = importance * confidence,
       a_day = julianday(coalesce(last_accessed, created_at)), bonus = min(0.3, access_count * 0.03);
-    UPDATE memories SET k1 = ln(max(ic, 1e-12)) + {K} * a_day, k2 = ic * bonus;
-    CREATE INDEX ta1 ON memories(namespace, status, k1, ic, a_day, bonus) WHERE status = 'active';
-    CREATE INDEX ta2 ON memories(namespace, status, k2, ic, a_day, bonus) WHERE status = 'active';
-    CREATE INDEX ta3 ON memories(namespace, status, ic, a_day, bonus) WHERE status = 'active';
+    UPDATE memory_rows SET k1 = ln(max(ic, 1e-12)) + {K} * a_day, k2 = ic * bonus;
+    CREATE INDEX ta1 ON memory_rows(namespace, status, k1, ic, a_day, bonus) WHERE status = 'active';
+    CREATE INDEX ta2 ON memory_rows(namespace, status, k2, ic, a_day, bonus) WHERE status = 'active';
+    CREATE INDEX ta3 ON memory_rows(namespace, status, ic, a_day, bonus) WHERE status = 'active';
     """)
 
 
@@ -239,7 +232,7 @@ def _head_index(path: Path, rows: int = HEAD_ROWS) -> tuple[float, float]:
                            "'active' ORDER BY rank DESC LIMIT 1 OFFSET ?", (rows - 1,)).fetchone()[0]
         db.execute("DROP INDEX memories_recall")
         t0 = time.perf_counter()
-        db.execute("CREATE INDEX memories_recall ON memories(namespace, status, rank, id) "
+        db.execute("CREATE INDEX memories_recall ON memory_rows(namespace, status, rank, id) "
                    f"WHERE status = 'active' AND rank >= {float(floor)!r}")
         return floor, time.perf_counter() - t0
     finally:
@@ -356,124 +349,11 @@ def readtime(reps: int = 2, log=print) -> None:
     D.drop(read_copy)
 
 
-TEXT_COLUMNS = ("content", "summary", "tags")
-SPLIT_BASE = D.DATA / "split-1000000.db"
-
-
-def split_text(path: Path) -> float:
-    """Eighteenth round: the design's file with the memories' text kept in a table of its
-    own. `memory_texts (id, content, summary, tags)` gets the text; `memories` keeps every
-    other column, and every index and statement a pass uses, as they are. Full-text search's
-    triggers read the text, so they are dropped (a built store would keep them on
-    memory_texts). Returns the seconds it took (not part of any timing)."""
-    db = sqlite3.connect(str(path), isolation_level=None)
-    try:
-        t0 = time.perf_counter()
-        db.execute("BEGIN IMMEDIATE")
-        db.execute("CREATE TABLE memory_texts (id INTEGER PRIMARY KEY, content TEXT NOT NULL, "
-                   "summary TEXT, tags TEXT)")
-        db.execute("INSERT INTO memory_texts SELECT id, content, summary, tags FROM memories")
-        for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND "
-                                  "tbl_name = 'memories'").fetchall():
-            db.execute(f'DROP TRIGGER "{name}"')
-        for col in TEXT_COLUMNS:
-            db.execute(f"ALTER TABLE memories DROP COLUMN {col}")
-        db.execute("COMMIT")
-        db.execute("VACUUM")
-        return time.perf_counter() - t0
-    finally:
-        db.close()
-
-
-def _split_base(log=print) -> Path:
-    """The cached split copy of the adopted 1M file (made once, like the adopted file)."""
-    base = D.adopted(1_000_000, log)
-    stamp = SPLIT_BASE.with_suffix(".of")
-    if SPLIT_BASE.exists() and stamp.exists() and stamp.read_text() == base.name:
-        return SPLIT_BASE
-    tmp = D.work_copy(base, "splitting")
-    log(f"  split the text off a copy of {base.name} in {split_text(tmp):.1f} s")
-    D.drop(SPLIT_BASE)
-    tmp.replace(SPLIT_BASE)
-    stamp.write_text(base.name)
-    return SPLIT_BASE
-
-
-def _row_sizes(path: Path) -> str:
-    db = sqlite3.connect(str(path))
-    try:
-        pages, size = db.execute("PRAGMA page_count").fetchone()[0], db.execute(
-            "PRAGMA page_size").fetchone()[0]
-        row = db.execute("SELECT avg(length(CAST(content AS BLOB)) + length(CAST(summary AS "
-                         "BLOB)) + length(CAST(tags AS BLOB))) FROM memories"
-                         if "content" in _columns(db) else "SELECT 0").fetchone()[0]
-        return f"{pages * size / 2**20:.0f} MB, text {row or 0:.0f} bytes a row in memories"
-    finally:
-        db.close()
-
-
-def _columns(db: sqlite3.Connection) -> set:
-    return {r[1] for r in db.execute("PRAGMA table_info(memories)")}
-
-
-def split(reps: int = 2, log=print) -> None:
-    """The floor, Lethe's design as built (bench/bare_sql.py --head on the adopted file) and
-    the same statements on a copy whose text is in a table of its own (split_text), whole
-    processes on fresh copies, interleaved. Then every row's status, decay_score and rank,
-    and every archived or expired event, against the design's own file."""
-    from . import passes as P
-
-    raw, base, split_base = D.raw(1_000_000, log), D.adopted(1_000_000, log), _split_base(log)
-    log(f"  adopted: {_row_sizes(base)}; split: {_row_sizes(split_base)}")
-    times = {"floor": [], "design": [], "split": []}
-    counts, last = {}, {}
-    for i in range(reps):
-        keep = i == reps - 1
-        for name, src, kw in (("floor", raw, dict(article=True)),
-                              ("design", base, dict(as_lethe=True, design=True)),
-                              ("split", split_base, dict(as_lethe=True, design=True))):
-            c = D.work_copy(src, f"sp-{name}")
-            secs, counts[name] = P.run_bare(c, **kw)
-            times[name].append(secs)
-            if keep:
-                last[name] = c
-            else:
-                D.drop(c)
-        log("  " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()))
-    med = {k: statistics.median(v) for k, v in times.items()}
-    log(f"floor {med['floor']:.2f} s; design as built {med['design']:.2f} s = "
-        f"{med['design'] / med['floor']:.2f}x; text split off {med['split']:.2f} s = "
-        f"{med['split'] / med['floor']:.2f}x (medians of {reps}); counts {counts}")
-    read = {}
-    for name, path in last.items():
-        db = sqlite3.connect(str(path))
-        try:
-            read[name] = (db.execute("SELECT id, status, decay_score FROM memories ORDER BY id")
-                          .fetchall(),
-                          db.execute("SELECT memory_id, event_type FROM memory_events WHERE "
-                                     "occurred_at = ? ORDER BY 1, 2", (D.T_ISO,)).fetchall(),
-                          None if name == "floor" else db.execute(
-                              "SELECT id, rank FROM memories ORDER BY id").fetchall())
-        finally:
-            db.close()
-    for name in ("design", "split"):
-        rows, events, ranks = read[name]
-        differ = sum(1 for x, y in zip(read["floor"][0], rows)
-                     if x[1] != y[1] or abs(x[2] - y[2]) > 1e-12)
-        log(f"{name}: {len(rows)} rows, {differ} differ from the floor's in status or "
-            f"decay_score; events at T the floor's: {events == read['floor'][1]}")
-    log(f"split: ranks the design's: {read['split'][2] == read['design'][2]}")
-    for path in last.values():
-        D.drop(path)
-
-
 if __name__ == "__main__":
     if sys.argv[1:2] == ["partial"]:
         partial(int(sys.argv[2]) if len(sys.argv) > 2 else 2)
     elif sys.argv[1:2] == ["readtime"]:
         readtime(int(sys.argv[2]) if len(sys.argv) > 2 else 2)
-    elif sys.argv[1:2] == ["split"]:
-        split(int(sys.argv[2]) if len(sys.argv) > 2 else 2)
     elif sys.argv[1:2] == ["threshold"]:
         threshold()
     elif sys.argv[1:2] == ["head"]:

@@ -50,6 +50,12 @@ class Dialect:
     # recall's index may hold only the head of the ranking (engine.store.head): candidates
     # in rank order get a form that reads only `rank >= :floor`, run first
     recall_head = True
+    # what a statement that writes memories, or a pass that reads them, names: on SQLite
+    # the table of every column but the text (engine.store.migrations m020), under the
+    # name the view has, so `memories."rank"` reads the same everywhere
+    rows = "memory_rows AS memories"
+    # where the text lives when it is not in `rows`: a formula reads a text column there
+    texts = "memory_texts"
     _FUNCS = {"exp": "exp", "ln": "ln", "log": "log10", "floor": "floor", "ceil": "ceil",
               "abs": "abs", "pow": "pow", "min": "min", "max": "max", "coalesce": "coalesce",
               "sqrt": "sqrt"}
@@ -104,6 +110,9 @@ class Dialect:
                 out.add("(")
                 self._emit(ov[n.name], out, {}, rel)
                 out.add(")")
+            elif self.texts and n.name in X.TEXT_COLUMNS:  # beside the row, by its id
+                out.add(f"(SELECT t.{self.quote(n.name)} FROM {self.texts} AS t "
+                        "WHERE t.id = memories.id)")
             else:
                 out.add(self.quote(n.name))
         elif isinstance(n, X.TimeWord):
@@ -223,6 +232,7 @@ class PostgresDialect(Dialect):
     row_value_set = False  # one assignment per column, as before (not measured there)
     kept = None  # no function of ours on the server: a guard in the WHERE and a count first
     recall_head = False  # its planner has statistics: recall's index holds every active row
+    rows, texts = "memories", None  # one table, the text in it
     _FUNCS = {**Dialect._FUNCS, "min": "least", "max": "greatest", "log": "log"}
     _divide, _divide_end = " * 1.0 / nullif(", ", 0)"
     _TYPES = ((bool, "::bigint"), (int, "::bigint"), (float, "::double precision"), (str, "::text"))

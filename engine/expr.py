@@ -26,6 +26,9 @@ COLUMNS: dict[str, str] = {
     "contradicted_by": NUM, "created_at": TIME, "last_accessed": TIME, "expires_at": TIME,
     "namespace": TEXT, "kind": TEXT, "scene": TEXT, "rank": NUM,
 }
+# the columns that hold a memory's text (kept apart from the rest on SQLite: a formula
+# reads them there, engine.dialect)
+TEXT_COLUMNS = ("content", "summary", "tags")
 TIME_WORDS = {"now": TIME, "idle_days": NUM, "age_days": NUM, "days_to_expiry": NUM}
 SCALAR_FUNCS = {  # name: (min args, max args)
     "exp": (1, 1), "ln": (1, 1), "log": (1, 1), "floor": (1, 1), "ceil": (1, 1),

@@ -62,7 +62,7 @@ def test_an_interrupted_batched_pass_resumes_with_its_own_now(tmp_path, pair):
     mem = Memory(b, policy=batched_policy(tmp_path, "scheduled-sql"), clock=lambda: clock["now"],
                  offline=True)
     # fail in the middle: the batches before the failing one stay committed
-    mem.store.db.execute("""CREATE TRIGGER boom BEFORE UPDATE OF decay_score ON memories
+    mem.store.db.execute("""CREATE TRIGGER boom BEFORE UPDATE OF decay_score ON memory_rows
                             WHEN old.id > 2500 BEGIN SELECT RAISE(ABORT, 'power cut'); END""")
     with pytest.raises(sqlite3.IntegrityError):
         mem.run(["decay"])

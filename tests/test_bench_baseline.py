@@ -141,35 +141,3 @@ def test_the_baseline_script_prints_its_usage_for_arguments_it_cannot_run(args):
     assert proc.stderr.startswith("usage: python bench/bare_sql.py DB NOW_ISO"), proc.stderr
     assert "Traceback" not in proc.stderr
 
-
-def test_the_split_baseline_ends_where_lethe_ends(tmp_path, adopted):
-    """bench/prototypes.py split (a design measured, not built): the same statements as the
-    design's, on a copy whose text is in memory_texts, write every row and event Lethe's
-    pass writes; the text is all there, and no longer in memories."""
-    from bench import prototypes
-
-    lethe, split = str(tmp_path / "lethe.db"), tmp_path / "split.db"
-    shutil.copy(adopted, lethe)
-    shutil.copy(adopted, split)
-    with Memory(lethe, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as m:
-        ran = m.run(["expiry", "decay"])
-    prototypes.split_text(split)
-    db = bare_sql.connect(str(split))
-    try:
-        assert not {"content", "summary", "tags"} & prototypes._columns(db)
-        counts = bare_sql.run(db, T.isoformat(timespec="seconds"), head=True)
-        texts = db.execute("SELECT id, content, summary, tags FROM memory_texts "
-                           "ORDER BY id").fetchall()
-    finally:
-        db.close()
-    assert counts["archived"] == ran[1].events["archived"] > 0
-    assert counts["expired"] == ran[0].events["expired"] > 0
-    (l_rows, l_events, _), (s_rows, s_events, _) = rows_and_events(lethe), rows_and_events(split)
-    same_rows(l_rows, s_rows)
-    assert l_events == s_events
-    conn = sqlite3.connect(lethe)
-    try:
-        assert texts == conn.execute("SELECT id, content, summary, tags FROM memories "
-                                     "ORDER BY id").fetchall()
-    finally:
-        conn.close()

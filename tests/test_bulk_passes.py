@@ -30,7 +30,7 @@ def indexes(path):
     conn = sqlite3.connect(path)
     try:
         return sorted(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' "
-                                   "AND tbl_name = 'memories'").fetchall())
+                                   "AND tbl_name IN ('memories', 'memory_rows')").fetchall())
     finally:
         conn.close()
 
@@ -74,7 +74,7 @@ def test_a_failed_rebuilding_pass_rolls_back_with_its_indexes(tmp_path, big):
     shutil.copy(big, path)
     mem = Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True)
     before, rows = indexes(path), state(path)
-    mem.store.db.execute("""CREATE TRIGGER boom BEFORE UPDATE OF status ON memories
+    mem.store.db.execute("""CREATE TRIGGER boom BEFORE UPDATE OF status ON memory_rows
                             BEGIN SELECT RAISE(ABORT, 'power cut'); END""")
     with pytest.raises(sqlite3.IntegrityError):
         mem.run(["decay"])  # the archive rule fails after the decay rule ran
@@ -185,7 +185,7 @@ def test_a_pass_over_most_of_the_file_reads_its_rows_in_id_order(tmp_path, big):
     with Memory(b, policy=batched_policy(tmp_path), clock=lambda: T, offline=True) as many:
         scatter_scenes(many)
         many.run(["expiry", "decay"])
-    rules = [s for s in ran if s.startswith("UPDATE memories") and "decay_score" in s]
+    rules = [s for s in ran if s.startswith("UPDATE memory_rows AS memories") and "decay_score" in s]
     assert len(rules) == 2 and all('+"namespace"' in s and '"id" >= 0' in s for s in rules)
     assert plans and all("INTEGER PRIMARY KEY" in p and "memories_scene" not in p for p in plans)
     conn = sqlite3.connect(a)
@@ -207,7 +207,7 @@ def test_a_pass_over_a_small_namespace_keeps_to_its_index(tmp_path, big):
     with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", namespace="few", clock=lambda: T,
                 offline=True) as few:
         results = traced(few, ran).run(["decay"])
-    rules = [s for s in ran if s.startswith("UPDATE memories") and "decay_score" in s]
+    rules = [s for s in ran if s.startswith("UPDATE memory_rows AS memories") and "decay_score" in s]
     assert results[0].changed > 100
     assert len(rules) == 2 and not any('"id" >=' in s for s in rules)
 
@@ -226,7 +226,7 @@ def test_a_rank_refresh_over_most_of_the_file_reads_it_in_id_order(tmp_path, big
         ran = []
         traced(mem, ran)
         sync_rank(mem.context)
-    refresh = [s for s in ran if s.startswith('UPDATE memories SET "rank"')]
+    refresh = [s for s in ran if s.startswith('UPDATE memory_rows AS memories SET "rank"')]
     assert len(refresh) == 1 and '+"namespace"' in refresh[0] and '"id" >= 0' in refresh[0]
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT count(*) FROM memories WHERE rank IS NOT "

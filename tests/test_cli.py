@@ -97,7 +97,7 @@ def test_db_from_environment(db_path, monkeypatch):
 def test_compile_prints_sql_and_params():
     out = run("compile", LIFECYCLE)
     assert out.exit_code == 0
-    assert "UPDATE memories" in out.output and "-- params:" in out.output
+    assert "UPDATE memory_rows AS memories" in out.output and "-- params:" in out.output
     data = json.loads(run("compile", LIFECYCLE, "--json").output)
     assert set(data) == {"expiry", "decay", "compression", "recall"}
 

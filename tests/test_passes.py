@@ -80,7 +80,7 @@ def test_a_failing_pass_changes_nothing(memory, clock):
     ids = [mem.add(f"fact {i}") for i in range(5)]
     clock.advance(dt.timedelta(days=200))
     # make the archive rule's UPDATE fail after the decay rule has already run
-    run_sql(mem.store, """CREATE TRIGGER boom BEFORE UPDATE OF status ON memories
+    run_sql(mem.store, """CREATE TRIGGER boom BEFORE UPDATE OF status ON memory_rows
                             BEGIN SELECT RAISE(ABORT, 'disk on fire'); END""")
     with pytest.raises(sqlite3.IntegrityError):
         mem.run(["decay"])

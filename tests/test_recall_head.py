@@ -208,7 +208,7 @@ def test_a_failed_pass_leaves_the_head_as_it_was(tmp_path, adopted):
     with opened(tmp_path, adopted) as mem:
         db = mem.store.db
         before = (recall_sql(db), tuple(db.execute("SELECT * FROM recall_head").fetchone()))
-        db.execute("""CREATE TRIGGER boom BEFORE UPDATE OF status ON memories
+        db.execute("""CREATE TRIGGER boom BEFORE UPDATE OF status ON memory_rows
                       BEGIN SELECT RAISE(ABORT, 'power cut'); END""")
         with pytest.raises(sqlite3.IntegrityError):
             mem.run(["decay"])

@@ -36,14 +36,19 @@ FIXTURES = sorted((f for f in os.listdir(HERE) if f.endswith(".sqlite")),
 
 
 def dump(path: str) -> dict:
-    """Every row of every table, by rowid, as {column: value} (FTS shadow tables aside)."""
+    """Every row of every table, by rowid, as {column: value} (FTS shadow tables aside).
+    `memories` is read as the seed article's table, whether it is one or, since m020, the
+    view over memory_rows and memory_texts (those two are read through it, by id)."""
     db = sqlite3.connect(path)
     try:
         out = {}
-        for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND "
-                                   "name NOT LIKE 'sqlite_%' AND name NOT LIKE 'memories_fts%'"):
+        for (table,) in db.execute("SELECT name FROM sqlite_master WHERE (type = 'table' OR "
+                                   "name = 'memories') AND name NOT LIKE 'sqlite_%' AND name "
+                                   "NOT LIKE 'memories_fts%' AND name NOT IN ('memory_rows', "
+                                   "'memory_texts')").fetchall():
             cols = [r[1] for r in db.execute(f'PRAGMA table_info("{table}")')]
-            rows = db.execute(f'SELECT rowid, * FROM "{table}" ORDER BY rowid').fetchall()
+            key = "id" if table == "memories" else "rowid"
+            rows = db.execute(f'SELECT {key}, * FROM "{table}" ORDER BY {key}').fetchall()
             out[table] = {r[0]: dict(zip(cols, r[1:])) for r in rows}
         return out
     finally:

@@ -255,14 +255,14 @@ def rank_refresh_statement(policy: Policy, d: Dialect, by_ids: bool = False,
     sql, p = d.render(policy.rank)
     if ranged:
         r_sql, r_params = id_range(d)
-        return Statement("rank refresh (in id order)", f'UPDATE memories SET "rank" = {sql}\n'
+        return Statement("rank refresh (in id order)", f'UPDATE {d.rows} SET "rank" = {sql}\n'
                          f'WHERE {d.unindexed("namespace")} = {d.placeholder} AND {r_sql}',
                          p + [NAMESPACE, *r_params])
     if not by_ids:
-        return Statement("rank refresh", f'UPDATE memories SET "rank" = {sql}\n'
+        return Statement("rank refresh", f'UPDATE {d.rows} SET "rank" = {sql}\n'
                          f'WHERE "namespace" = {d.placeholder}', p + [NAMESPACE])
     # +namespace: look the ids up by primary key, not by walking the namespace's index
-    return Statement("rank refresh (by id)", f'UPDATE memories SET "rank" = {sql}\n'
+    return Statement("rank refresh (by id)", f'UPDATE {d.rows} SET "rank" = {sql}\n'
                      f'WHERE {d.unindexed("namespace")} = {d.placeholder} '
                      f'AND "id" {d.ids_in()}',
                      p + [NAMESPACE, IDS])
@@ -274,7 +274,7 @@ def access_statement(policy: Policy, rule: Rule, d: Dialect) -> Statement:
     set_sql, set_params = assignments(policy, rule.set, d)
     return Statement("recall on_access",
                      # +namespace: look the ids up by primary key, not by the namespace index
-                     f"UPDATE memories\nSET {set_sql}\nWHERE {d.unindexed('namespace')} = {d.placeholder} "
+                     f"UPDATE {d.rows}\nSET {set_sql}\nWHERE {d.unindexed('namespace')} = {d.placeholder} "
                      f"AND \"id\" {d.ids_in()} AND \"status\" = {d.placeholder}",
                      set_params + [NAMESPACE, IDS, "active"])
 

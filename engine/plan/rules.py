@@ -42,7 +42,7 @@ def reach_statement(p: Pass, d: Dialect, ranged: bool = False) -> Statement:
         sql += " AND (" + " OR ".join(w for w, _ in rendered) + ")"
         params += [x for _, ps in rendered for x in ps]
     label = f"{p.name} reach" + (" in a range" if ranged else "")
-    return Statement(label, f"SELECT count(*) FROM memories\nWHERE {sql}", params)
+    return Statement(label, f"SELECT count(*) FROM {d.rows}\nWHERE {sql}", params)
 
 
 def _union(whens: list[X.Node]) -> list[X.Node]:
@@ -85,26 +85,26 @@ def rule_statements(policy: Policy, rule: Rule, d: Dialect, label: str,
     out = []
     if guard_sql and not kept:  # rows the rule is for, before it runs
         out.append(Statement(f"{label} rows (the skipped: those it does not change)",
-                             f"SELECT count(*) FROM memories\nWHERE {where_sql}",
+                             f"SELECT count(*) FROM {d.rows}\nWHERE {where_sql}",
                              list(where_params), counts_skipped=True))
     if rule.event:
         detail_sql, detail_params = _detail(rule, d, label)
         out.append(Statement(
             f"{label} event {rule.event}",
             "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)\n"
-            f"SELECT \"id\", {d.placeholder}, {detail_sql}, {d.placeholder}\nFROM memories\n"
+            f"SELECT \"id\", {d.placeholder}, {detail_sql}, {d.placeholder}\nFROM {d.rows}\n"
             f"WHERE {guarded[0]}",
             [rule.event, *detail_params, NOW, *guarded[1]]))
     if rule.set:
         if kept:
             set_sql, set_params = _kept_assignments(policy, rule.set, d)
             out.append(Statement(f"{label} update",
-                                 f"UPDATE memories\nSET {set_sql}\nWHERE {where_sql}",
+                                 f"UPDATE {d.rows}\nSET {set_sql}\nWHERE {where_sql}",
                                  set_params + where_params, counts_kept=True))
         else:
             set_sql, set_params = assignments(policy, rule.set, d)
             out.append(Statement(f"{label} update",
-                                 f"UPDATE memories\nSET {set_sql}\nWHERE {guarded[0]}",
+                                 f"UPDATE {d.rows}\nSET {set_sql}\nWHERE {guarded[0]}",
                                  set_params + guarded[1]))
     return out
 

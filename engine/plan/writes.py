@@ -12,7 +12,7 @@ from .rules import assignments
 
 def supersede_statement(d: Dialect) -> Statement:
     """The memories a new one contradicts become superseded, linked to it."""
-    return Statement("write: supersede", f'UPDATE memories SET "status" = {d.placeholder}, '
+    return Statement("write: supersede", f'UPDATE {d.rows} SET "status" = {d.placeholder}, '
                      f'"contradicted_by" = {d.placeholder}\nWHERE {d.unindexed("namespace")} = '
                      f'{d.placeholder} AND "id" {d.ids_in()} AND "status" = {d.placeholder}',
                      ["superseded", NEW_ID, NAMESPACE, IDS, "active"])
@@ -20,7 +20,7 @@ def supersede_statement(d: Dialect) -> Statement:
 
 def forget_statement(d: Dialect) -> Statement:
     """Forgetting archives (never deletes): the memory leaves recall, its history stays."""
-    return Statement("forget", f'UPDATE memories SET "status" = {d.placeholder}\nWHERE '
+    return Statement("forget", f'UPDATE {d.rows} SET "status" = {d.placeholder}\nWHERE '
                      f'{d.unindexed("namespace")} = {d.placeholder} AND "id" {d.ids_in()} '
                      f'AND "status" = {d.placeholder}', ["archived", NAMESPACE, IDS, "active"])
 
@@ -34,7 +34,7 @@ def reinforce_statement(policy: Policy, d: Dialect) -> Statement:
             "access_count": X.compile_formula("access_count + 1", scope),
             "last_accessed": X.compile_formula("now", scope)}
     set_sql, set_params = assignments(policy, sets, d)
-    return Statement("write: reinforce", f"UPDATE memories\nSET {set_sql}\n"
+    return Statement("write: reinforce", f"UPDATE {d.rows}\nSET {set_sql}\n"
                      f'WHERE {d.unindexed("namespace")} = {d.placeholder} AND "id" {d.ids_in()} '
                      f'AND "status" = {d.placeholder}', set_params + [NAMESPACE, IDS, "active"])
 
@@ -53,7 +53,7 @@ def merge_values_statement(p: Pass, d: Dialect) -> Statement:
         sql, ps = d.render(node)
         parts.append(f"{sql} AS {d.quote(col)}")
         params += ps
-    return Statement(f"{p.name}: merged values", f"SELECT {', '.join(parts)}\nFROM memories\n"
+    return Statement(f"{p.name}: merged values", f"SELECT {', '.join(parts)}\nFROM {d.rows}\n"
                      f'WHERE {d.unindexed("namespace")} = {d.placeholder} AND "id" {d.ids_in()}',
                      params + [NAMESPACE, IDS])
 
@@ -61,14 +61,14 @@ def merge_values_statement(p: Pass, d: Dialect) -> Statement:
 def absorb_events_statement(d: Dialect) -> Statement:
     return Statement("merge: events of the absorbed", "INSERT INTO memory_events (memory_id, "
                      f"event_type, detail, occurred_at)\nSELECT \"id\", {d.placeholder}, "
-                     f"{d.placeholder}, {d.placeholder} FROM memories\nWHERE "
+                     f"{d.placeholder}, {d.placeholder} FROM {d.rows}\nWHERE "
                      f'{d.unindexed("namespace")} = {d.placeholder} AND "id" {d.ids_in()} '
                      f'AND "status" = {d.placeholder}',
                      ["compressed", TEXT, NOW, NAMESPACE, IDS, "active"])
 
 
 def absorb_statement(d: Dialect) -> Statement:
-    return Statement("merge: absorb the cluster", f'UPDATE memories SET "status" = {d.placeholder}, '
+    return Statement("merge: absorb the cluster", f'UPDATE {d.rows} SET "status" = {d.placeholder}, '
                      f'"merged_into" = {d.placeholder}\nWHERE {d.unindexed("namespace")} = '
                      f'{d.placeholder} AND "id" {d.ids_in()} AND "status" = {d.placeholder}',
                      ["compressed", NEW_ID, NAMESPACE, IDS, "active"])

@@ -14,6 +14,7 @@ import sqlite3
 from typing import Iterable, Iterator
 
 from . import head
+from .migrations import rows_table
 
 # rebuilding pays off only when the rows rewritten are most of the table, and it is not
 # worth a thought below this many rows: lifecycle's expiry + decay in-process, medians of
@@ -38,7 +39,7 @@ def most_of_the_table(db: sqlite3.Connection, rows: int) -> int | None:
     on a million memories that made decay 3.3x slower (bench/RESULTS.md, eleventh round)."""
     if rows <= BULK_MIN_ROWS:
         return None
-    top = db.execute("SELECT coalesce(max(rowid), 0) FROM memories").fetchone()[0]
+    top = db.execute(f"SELECT coalesce(max(rowid), 0) FROM {rows_table(db)}").fetchone()[0]
     return top if rows * 2 > top else None
 
 
@@ -60,7 +61,8 @@ def indexes_over(db: sqlite3.Connection, columns: Iterable[str],
                             else set())
     out = []
     for name, sql in db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' "
-                                "AND tbl_name = 'memories' AND sql IS NOT NULL ORDER BY name"):
+                                "AND tbl_name = ? AND sql IS NOT NULL ORDER BY name",
+                                (rows_table(db),)).fetchall():
         held = {r[2] for r in db.execute("SELECT * FROM pragma_index_info(?)", (name,))}
         if held & wanted and name not in kept:
             out.append((name, sql))

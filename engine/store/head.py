@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import sqlite3
 
+from .migrations import ROWS
 from .sqlite_library import library
 
 INDEX = "memories_recall"
@@ -37,7 +38,7 @@ HEAD_ROWS = 10_000     # entries in the head when its floor is chosen
 PER_NAMESPACE = 500    # entries kept for each namespace of at least twice this many
 FULL_BELOW = 40_000    # active memories under which the index holds every one of them
 
-_COLUMNS = "memories(namespace, status, rank, id)"
+_COLUMNS = f"{ROWS}(namespace, status, rank, id)"  # the rows' table (migrations m020)
 
 
 def floor(db: sqlite3.Connection) -> float | None:
@@ -121,7 +122,7 @@ def check(db: sqlite3.Connection, namespace: str, now: str) -> bool:
     settled."""
     value, chosen_for = db.execute("SELECT floor, rows FROM recall_head").fetchone() or (None, 0)
     if value is None:  # over every active memory: has the file grown enough for a head?
-        top = db.execute("SELECT coalesce(max(rowid), 0) FROM memories").fetchone()[0]
+        top = db.execute(f"SELECT coalesce(max(rowid), 0) FROM {ROWS}").fetchone()[0]
         if top < FULL_BELOW:
             return False
         active = _active(db)

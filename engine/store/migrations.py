@@ -317,3 +317,108 @@ def m019_recall_head(db):
         floor REAL, rows INTEGER NOT NULL DEFAULT 0, chosen_at TEXT)""")
     if db.execute("SELECT count(*) FROM recall_head").fetchone()[0] == 0:
         db.execute("INSERT INTO recall_head (floor, rows) VALUES (NULL, 0)")
+
+
+# m020: the memories' text in a table of its own; `memories` is a view over the two
+ROWS, TEXTS = "memory_rows", "memory_texts"
+TEXT_COLUMNS = ("content", "summary", "tags")
+# every other column of `memories` as m001..m019 left it, declared as they declared it
+_ROW_COLUMNS = {
+    "importance": "REAL DEFAULT 5.0", "confidence": "REAL DEFAULT 1.0",
+    "access_count": "INTEGER DEFAULT 0", "decay_score": "REAL DEFAULT 1.0",
+    "status": "TEXT DEFAULT 'active'", "contradicted_by": "INTEGER REFERENCES memory_rows(id)",
+    "created_at": "TEXT", "last_accessed": "TEXT", "expires_at": "TEXT",
+    "namespace": "TEXT NOT NULL DEFAULT 'default'", "kind": "TEXT", "scene": "TEXT",
+    "rank": "REAL", "merged_into": "INTEGER REFERENCES memory_rows(id)"}
+# what an INSERT through the view gets for a column it leaves out (the tables' defaults:
+# a view has none of its own)
+_VIEW_DEFAULTS = {"importance": "5.0", "confidence": "1.0", "access_count": "0",
+                  "decay_score": "1.0", "status": "'active'", "namespace": "'default'"}
+
+
+def rows_table(db) -> str:
+    """The table that holds memories' rows: memory_rows once m020 has run, memories on a
+    file it has not (the seed article's own, one being upgraded)."""
+    return ROWS if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                              "name = ?", (ROWS,)).fetchone() else "memories"
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+@migration
+def m020_text_apart(db):
+    """The memories' text (content, summary, tags: over half of a row) moves to
+    `memory_texts`; every other column, and every index, to `memory_rows`; `memories`
+    becomes a view joining them, with the article's columns in the article's order. A pass
+    rewrites every active row's score: it now rewrites pages that hold no text, about half
+    as many (bench/RESULTS.md, eighteenth round). Readers, and writers through INSTEAD OF
+    triggers, see the table they saw; the engine writes the two tables itself. Full-text
+    search reads the view and is kept by triggers on memory_texts. memory_rows is made new,
+    rows copied in id order, so its pages are full (dropping the columns in place would
+    leave them as many and half empty); the old table's pages go to the free list."""
+    cols = [r[1] for r in db.execute('PRAGMA table_info("memories")')]
+    row_cols = [c for c in cols if c not in TEXT_COLUMNS and c != "id"]
+    decl = ", ".join(f"{_q(c)} {_ROW_COLUMNS.get(c, '')}".rstrip() for c in row_cols)
+    indexes = db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND "
+                         "tbl_name = 'memories' AND sql IS NOT NULL ORDER BY name").fetchall()
+    seq = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memories'").fetchone()
+    db.execute(f"CREATE TABLE {ROWS} (id INTEGER PRIMARY KEY AUTOINCREMENT, {decl})")
+    listed = ", ".join(_q(c) for c in row_cols)
+    db.execute(f"INSERT INTO {ROWS} (id, {listed}) SELECT id, {listed} FROM memories ORDER BY id")
+    db.execute(f"CREATE TABLE {TEXTS} (id INTEGER PRIMARY KEY, content TEXT NOT NULL, "
+               "summary TEXT, tags TEXT)")
+    db.execute(f"INSERT INTO {TEXTS} (id, content, summary, tags) "
+               "SELECT id, content, summary, tags FROM memories ORDER BY id")
+    if seq is not None:  # ids never come back: the old table's sequence goes on
+        db.execute("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = ?", (seq[0], ROWS))
+        db.execute("INSERT INTO sqlite_sequence (name, seq) SELECT ?, ? WHERE NOT EXISTS "
+                   "(SELECT 1 FROM sqlite_sequence WHERE name = ?)", (ROWS, seq[0], ROWS))
+    db.execute("DROP TABLE memories")  # its indexes and full-text triggers with it
+    for name, sql in indexes:  # Lethe's own (recall's, expiry's, active's, scene's)
+        db.execute(sql.replace(" ON memories(", f" ON {ROWS}(", 1))
+    picked = ", ".join(f"t.{c} AS {c}" if c in TEXT_COLUMNS else f"r.{_q(c)} AS {_q(c)}"
+                       for c in cols)
+    db.execute(f"CREATE VIEW memories AS SELECT {picked} FROM {ROWS} AS r "
+               f"LEFT JOIN {TEXTS} AS t ON t.id = r.id")
+    _view_triggers(db, row_cols)
+    _text_search_triggers(db)
+
+
+def _view_triggers(db, row_cols: list[str]) -> None:
+    """Writes through the view (a user's own script, the seed article's loop) go to the
+    two tables. The engine itself writes the tables: a write through a view's trigger
+    counts no rows (cursor.rowcount) and gives no lastrowid."""
+    values = ", ".join(f"coalesce(NEW.{_q(c)}, {_VIEW_DEFAULTS[c]})" if c in _VIEW_DEFAULTS
+                       else f"NEW.{_q(c)}" for c in row_cols)
+    listed = ", ".join(_q(c) for c in row_cols)
+    db.execute(f"""CREATE TRIGGER memories_insert INSTEAD OF INSERT ON memories BEGIN
+        INSERT INTO {ROWS} (id, {listed}) VALUES (NEW.id, {values});
+        INSERT INTO {TEXTS} (id, content, summary, tags)
+        VALUES (coalesce(NEW.id, last_insert_rowid()), NEW.content, NEW.summary, NEW.tags); END""")
+    sets = ", ".join(f"{_q(c)} = NEW.{_q(c)}" for c in row_cols)
+    db.execute(f"""CREATE TRIGGER memories_update_rows INSTEAD OF UPDATE OF {listed} ON memories
+        BEGIN UPDATE {ROWS} SET {sets} WHERE id = OLD.id; END""")
+    db.execute(f"""CREATE TRIGGER memories_update_texts
+        INSTEAD OF UPDATE OF content, summary, tags ON memories BEGIN
+        UPDATE {TEXTS} SET content = NEW.content, summary = NEW.summary, tags = NEW.tags
+        WHERE id = OLD.id; END""")
+    db.execute(f"""CREATE TRIGGER memories_delete INSTEAD OF DELETE ON memories BEGIN
+        DELETE FROM {TEXTS} WHERE id = OLD.id; DELETE FROM {ROWS} WHERE id = OLD.id; END""")
+
+
+def _text_search_triggers(db) -> None:
+    """m004's triggers, on the table that now holds the text (the index reads the view)."""
+    db.execute(f"""CREATE TRIGGER memories_fts_insert AFTER INSERT ON {TEXTS} BEGIN
+        INSERT INTO memories_fts(rowid, content, summary, tags)
+        VALUES (new.id, new.content, new.summary, new.tags); END""")
+    db.execute(f"""CREATE TRIGGER memories_fts_delete AFTER DELETE ON {TEXTS} BEGIN
+        INSERT INTO memories_fts(memories_fts, rowid, content, summary, tags)
+        VALUES ('delete', old.id, old.content, old.summary, old.tags); END""")
+    db.execute(f"""CREATE TRIGGER memories_fts_update
+        AFTER UPDATE OF content, summary, tags ON {TEXTS} BEGIN
+        INSERT INTO memories_fts(memories_fts, rowid, content, summary, tags)
+        VALUES ('delete', old.id, old.content, old.summary, old.tags);
+        INSERT INTO memories_fts(rowid, content, summary, tags)
+        VALUES (new.id, new.content, new.summary, new.tags); END""")

@@ -241,3 +241,10 @@ def m019_recall_head(db):
     """As SQLite's m019 by name only: recall's index stays over every active memory here
     (engine.store.head is SQLite's). The server's planner has statistics, and a prepared
     generic plan could not prove a floor bound as a parameter."""
+
+
+@migration
+def m020_text_apart(db):
+    """As SQLite's m020 by name only: memories stays one table here. SQLite's pass rewrites
+    whole pages, and a row's text made it rewrite twice as many; PostgreSQL writes a new
+    row version either way and keeps long text out of line (TOAST) on its own."""

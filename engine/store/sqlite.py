@@ -21,7 +21,7 @@ from ..errors import StoreError
 from . import bulk, head
 from .common import StoreCommon
 from .lease import SqliteLease, lease_connection
-from .migrations import MIGRATIONS
+from .migrations import MIGRATIONS, ROWS, TEXT_COLUMNS, TEXTS, rows_table
 from .sqlite_bookkeeping import Bookkeeping
 from .sqlite_checkpoint import Checkpointer
 from .sqlite_functions import sql_functions
@@ -222,7 +222,8 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
         """The largest memory id of a file that has a memories table (0: none yet)."""
         if not self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'memories'").fetchone():
             return 0
-        return self.db.execute("SELECT coalesce(max(rowid), 0) FROM memories").fetchone()[0]
+        return self.db.execute("SELECT coalesce(max(rowid), 0) FROM "
+                               f"{rows_table(self.db)}").fetchone()[0]
 
     def _has_table(self, name: str) -> bool:
         return self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
@@ -273,10 +274,13 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
         """Insert one row of `memories` from a mapping of column -> value (columns come from
         the engine's own field list, never from input)."""
         fields = args[-1]  # (fields) or, as tests call it, (connection, fields)
-        cols = list(fields)
-        sql = (f"INSERT INTO memories ({', '.join(cols)}) "
+        cols = [c for c in fields if c not in TEXT_COLUMNS]  # the text beside it (m020)
+        sql = (f"INSERT INTO {ROWS} ({', '.join(cols)}) "
                f"VALUES ({', '.join('?' for _ in cols)})")
-        return self.db.execute(sql, [fields[c] for c in cols]).lastrowid
+        new_id = self.db.execute(sql, [fields[c] for c in cols]).lastrowid
+        self.db.execute(f"INSERT INTO {TEXTS} (id, content, summary, tags) VALUES (?, ?, ?, ?)",
+                        (new_id, *(fields.get(c) for c in TEXT_COLUMNS)))
+        return new_id
 
     UPDATABLE = ("summary", "tags", "importance", "confidence", "expires_at", "kind", "scene")
 
@@ -286,9 +290,21 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
         cols = [c for c in fields if c in self.UPDATABLE]
         if not cols:
             return 0
-        sql = (f"UPDATE memories SET {', '.join(f'{c} = ?' for c in cols)} "
-               "WHERE namespace = ? AND id = ? AND status = 'active'")
-        return self.db.execute(sql, [fields[c] for c in cols] + [namespace, memory_id]).rowcount
+        # the row first: whether it is this namespace's and active decides the text too
+        rows = [c for c in cols if c not in TEXT_COLUMNS]
+        which = "WHERE namespace = ? AND id = ? AND status = 'active'"
+        if rows:
+            changed = self.db.execute(f"UPDATE {ROWS} SET {', '.join(f'{c} = ?' for c in rows)} "
+                                      f"{which}", [fields[c] for c in rows] + [namespace, memory_id]
+                                      ).rowcount
+        else:
+            changed = self.db.execute(f"SELECT count(*) FROM {ROWS} {which}",
+                                      (namespace, memory_id)).fetchone()[0]
+        texts = [c for c in cols if c in TEXT_COLUMNS]
+        if changed and texts:
+            self.db.execute(f"UPDATE {TEXTS} SET {', '.join(f'{c} = ?' for c in texts)} "
+                            "WHERE id = ?", [fields[c] for c in texts] + [memory_id])
+        return changed
 
     def event(self, memory_id: int | None, event_type: str, detail=None) -> None:
         if detail is not None and not isinstance(detail, str):

@@ -32,6 +32,7 @@ import time
 
 from ..errors import GaveWay
 from .common import KEEP_AFTER
+from .migrations import rows_table
 
 try:
     import fcntl
@@ -238,7 +239,7 @@ class Waiting:
             return
         # the ids this transaction sees, all its runs in ranges may reach (AUTOINCREMENT:
         # a memory written after it has a larger one); max(rowid) is one B-tree descent
-        top = self.db.execute("SELECT coalesce(max(rowid), 0) FROM memories").fetchone()[0]
+        top = self.db.execute(f"SELECT coalesce(max(rowid), 0) FROM {rows_table(self.db)}").fetchone()[0]
         seen = []
 
         def look() -> int:

@@ -35,7 +35,7 @@ from .. import processes
 from ..clock import Clock, FixedClock, parse_time, system_clock
 from ..errors import StoreError
 from . import open_store
-from .migrations import MIGRATIONS
+from .migrations import MIGRATIONS, ROWS, TEXT_COLUMNS, TEXTS
 from .postgres import _psycopg, is_dsn, masked
 from .postgres_schema import PG_MIGRATIONS
 from .sqlite_library import library, loaded, open_through
@@ -352,8 +352,22 @@ def _write(dst, table: str, cols: list[str], rows) -> None:
             for row in rows:
                 copy.write_row(tuple(row))
         return
+    if table == "memories":  # a view over two tables on SQLite (m020): each gets its part
+        _write_memories(dst, cols, rows)
+        return
     dst.db.executemany(f"INSERT INTO {table} ({', '.join(cols)}) "
                        f"VALUES ({', '.join('?' for _ in cols)})", [tuple(r) for r in rows])
+
+
+def _write_memories(dst, cols: list[str], rows) -> None:
+    """Memories into SQLite's two tables, ids as copied (a write through the view's
+    triggers would do the same a row at a time)."""
+    for table, part in ((ROWS, [c for c in cols if c not in TEXT_COLUMNS]),
+                        (TEXTS, ["id", *(c for c in TEXT_COLUMNS if c in cols)])):
+        at = [cols.index(c) for c in part]
+        dst.db.executemany(f"INSERT INTO {table} ({', '.join(part)}) "
+                           f"VALUES ({', '.join('?' for _ in part)})",
+                           [tuple(r[i] for i in at) for r in rows])
 
 
 def _reset_sequences(dst) -> None:

@@ -47,30 +47,30 @@ ORDER BY "rank" DESC, "created_at" DESC, "id" DESC
 LIMIT ?;
 -- params: [':query', ':namespace', 'active', ':floor', ':limit']
 -- rank refresh
-UPDATE memories SET "rank" = ("importance" * "confidence")
+UPDATE memory_rows AS memories SET "rank" = ("importance" * "confidence")
 WHERE "namespace" = ?;
 -- params: [':namespace']
 -- rank refresh (by id)
-UPDATE memories SET "rank" = ("importance" * "confidence")
+UPDATE memory_rows AS memories SET "rank" = ("importance" * "confidence")
 WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?));
 -- params: [':namespace', ':ids']
 -- when the namespace is over half of the file's memories, its ranks are refreshed in id order, over every id:
 -- rank refresh (in id order)
-UPDATE memories SET "rank" = ("importance" * "confidence")
+UPDATE memory_rows AS memories SET "rank" = ("importance" * "confidence")
 WHERE +"namespace" = ? AND "id" >= ? AND "id" < ?;
 -- params: [':namespace', ':from_id', ':to_id']
 
 -- write, merge and explain
 -- write: supersede
-UPDATE memories SET "status" = ?, "contradicted_by" = ?
+UPDATE memory_rows AS memories SET "status" = ?, "contradicted_by" = ?
 WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?)) AND "status" = ?;
 -- params: ['superseded', ':new_id', ':namespace', ':ids', 'active']
 -- forget
-UPDATE memories SET "status" = ?
+UPDATE memory_rows AS memories SET "status" = ?
 WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?)) AND "status" = ?;
 -- params: ['archived', ':namespace', ':ids', 'active']
 -- write: reinforce
-UPDATE memories
+UPDATE memory_rows AS memories
 SET "confidence" = min(?, ("confidence" + ?)),
     "access_count" = ("access_count" + ?),
     "last_accessed" = ?,

@@ -3,33 +3,33 @@
 -- pass expiry (every 1:00:00)
 -- when it reaches over half of the file's memories, the indexes over status are dropped before its rules and created again after them, in its transaction (not recall's while it holds only the head of the ranking, nor the small partial ones: those move the few entries the pass changes; recall's is made again when its head has drifted); its rules are then the ones over an id range below, run over every id (the rows read in id order, not through an index on namespace)
 -- expiry reach
-SELECT count(*) FROM memories
+SELECT count(*) FROM memory_rows AS memories
 WHERE "namespace" = ? AND ((("status" = ?) AND ("expires_at" < ?)));
 -- params: [':namespace', 'active', ':now']
 -- expiry.rules[0] event expired
 INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status"), ?, json_object(?, ?)), ?
-FROM memories
+FROM memory_rows AS memories
 WHERE "namespace" = ? AND (("status" = ?) AND ("expires_at" < ?));
 -- params: ['expired', 'rule', 'expiry.rules[0]', 'from', 'status', 'to', 'status', 'expired', ':now', ':namespace', 'active', ':now']
 -- expiry.rules[0] update
-UPDATE memories
+UPDATE memory_rows AS memories
 SET "status" = ?
 WHERE "namespace" = ? AND (("status" = ?) AND ("expires_at" < ?));
 -- params: ['expired', ':namespace', 'active', ':now']
 -- when a writer waits for the lock meanwhile, the transaction rolls back and the rules run over one id range per transaction instead; once no writer has waited for a while, the rest runs in one transaction again, counted first
 -- expiry reach in a range
-SELECT count(*) FROM memories
+SELECT count(*) FROM memory_rows AS memories
 WHERE +"namespace" = ? AND "id" >= ? AND "id" < ? AND ((("status" = ?) AND ("expires_at" < ?)));
 -- params: [':namespace', ':from_id', ':to_id', 'active', ':now']
 -- expiry.rules[0] event expired
 INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status"), ?, json_object(?, ?)), ?
-FROM memories
+FROM memory_rows AS memories
 WHERE +"namespace" = ? AND (("status" = ?) AND ("expires_at" < ?)) AND "id" >= ? AND "id" < ?;
 -- params: ['expired', 'rule', 'expiry.rules[0]', 'from', 'status', 'to', 'status', 'expired', ':now', ':namespace', 'active', ':now', ':from_id', ':to_id']
 -- expiry.rules[0] update
-UPDATE memories
+UPDATE memory_rows AS memories
 SET "status" = ?
 WHERE +"namespace" = ? AND (("status" = ?) AND ("expires_at" < ?)) AND "id" >= ? AND "id" < ?;
 -- params: ['expired', ':namespace', 'active', ':now', ':from_id', ':to_id']
@@ -37,12 +37,12 @@ WHERE +"namespace" = ? AND (("status" = ?) AND ("expires_at" < ?)) AND "id" >= ?
 -- pass decay (every 23:00:00)
 -- when it reaches over half of the file's memories, the indexes over decay_score, rank, status are dropped before its rules and created again after them, in its transaction (not recall's while it holds only the head of the ranking, nor the small partial ones: those move the few entries the pass changes; recall's is made again when its head has drifted); its rules are then the ones over an id range below, run over every id (the rows read in id order, not through an index on namespace)
 -- decay reach
-SELECT count(*) FROM memories
+SELECT count(*) FROM memory_rows AS memories
 WHERE "namespace" = ? AND (("status" = ?));
 -- params: [':namespace', 'active']
 -- lethe_kept() counts the row and returns NULL: a row where a new value comes out NULL or not finite keeps all its values, and the pass reports it as skipped
 -- decay.rules[0] update
-UPDATE memories
+UPDATE memory_rows AS memories
 SET ("decay_score", "rank") = (SELECT CASE WHEN "usable" THEN "new_decay_score" ELSE coalesce(lethe_kept(), memories."decay_score") END, CASE WHEN "usable" THEN (("importance" * "confidence") * ("new_decay_score")) ELSE memories."rank" END
     FROM (SELECT "new_decay_score", (("new_decay_score") BETWEEN ? AND ?) AS "usable"
     FROM (SELECT min(?, (exp(((? * floor((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0))) * 1.0 / ?)) + min(?, ("access_count" * ?)))) AS "new_decay_score")))
@@ -51,11 +51,11 @@ WHERE "namespace" = ? AND ("status" = ?);
 -- decay.rules[1] event archived
 INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status", ?, "decay_score"), ?, json_object(?, ?, ?, ?)), ?
-FROM memories
+FROM memory_rows AS memories
 WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" < ?));
 -- params: ['archived', 'rule', 'decay.rules[1]', 'from', 'status', 'decay_score', 'to', 'status', 'archived', 'decay_score', 0, ':now', ':namespace', 'active', 0.1]
 -- decay.rules[1] update
-UPDATE memories
+UPDATE memory_rows AS memories
 SET "status" = ?,
     "decay_score" = ?,
     "rank" = (("importance" * "confidence") * (?))
@@ -63,11 +63,11 @@ WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" < ?));
 -- params: ['archived', 0, 0, ':namespace', 'active', 0.1]
 -- when a writer waits for the lock meanwhile, the transaction rolls back and the rules run over one id range per transaction instead; once no writer has waited for a while, the rest runs in one transaction again, counted first
 -- decay reach in a range
-SELECT count(*) FROM memories
+SELECT count(*) FROM memory_rows AS memories
 WHERE +"namespace" = ? AND "id" >= ? AND "id" < ? AND (("status" = ?));
 -- params: [':namespace', ':from_id', ':to_id', 'active']
 -- decay.rules[0] update
-UPDATE memories
+UPDATE memory_rows AS memories
 SET ("decay_score", "rank") = (SELECT CASE WHEN "usable" THEN "new_decay_score" ELSE coalesce(lethe_kept(), memories."decay_score") END, CASE WHEN "usable" THEN (("importance" * "confidence") * ("new_decay_score")) ELSE memories."rank" END
     FROM (SELECT "new_decay_score", (("new_decay_score") BETWEEN ? AND ?) AS "usable"
     FROM (SELECT min(?, (exp(((? * floor((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0))) * 1.0 / ?)) + min(?, ("access_count" * ?)))) AS "new_decay_score")))
@@ -76,11 +76,11 @@ WHERE +"namespace" = ? AND ("status" = ?) AND "id" >= ? AND "id" < ?;
 -- decay.rules[1] event archived
 INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status", ?, "decay_score"), ?, json_object(?, ?, ?, ?)), ?
-FROM memories
+FROM memory_rows AS memories
 WHERE +"namespace" = ? AND (("status" = ?) AND ("decay_score" < ?)) AND "id" >= ? AND "id" < ?;
 -- params: ['archived', 'rule', 'decay.rules[1]', 'from', 'status', 'decay_score', 'to', 'status', 'archived', 'decay_score', 0, ':now', ':namespace', 'active', 0.1, ':from_id', ':to_id']
 -- decay.rules[1] update
-UPDATE memories
+UPDATE memory_rows AS memories
 SET "status" = ?,
     "decay_score" = ?,
     "rank" = (("importance" * "confidence") * (?))
@@ -137,22 +137,22 @@ ORDER BY "rank" DESC, "id" DESC
 LIMIT ?;
 -- params: [':query', ':namespace', 'active', 0.15, ':floor', ':limit']
 -- recall on_access
-UPDATE memories
+UPDATE memory_rows AS memories
 SET "access_count" = ("access_count" + ?),
     "last_accessed" = ?
 WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?)) AND "status" = ?;
 -- params: [1, ':now', ':namespace', ':ids', 'active']
 -- rank refresh
-UPDATE memories SET "rank" = (("importance" * "confidence") * "decay_score")
+UPDATE memory_rows AS memories SET "rank" = (("importance" * "confidence") * "decay_score")
 WHERE "namespace" = ?;
 -- params: [':namespace']
 -- rank refresh (by id)
-UPDATE memories SET "rank" = (("importance" * "confidence") * "decay_score")
+UPDATE memory_rows AS memories SET "rank" = (("importance" * "confidence") * "decay_score")
 WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?));
 -- params: [':namespace', ':ids']
 -- when the namespace is over half of the file's memories, its ranks are refreshed in id order, over every id:
 -- rank refresh (in id order)
-UPDATE memories SET "rank" = (("importance" * "confidence") * "decay_score")
+UPDATE memory_rows AS memories SET "rank" = (("importance" * "confidence") * "decay_score")
 WHERE +"namespace" = ? AND "id" >= ? AND "id" < ?;
 -- params: [':namespace', ':from_id', ':to_id']
 -- contradiction candidates
@@ -176,15 +176,15 @@ LIMIT ?;
 
 -- write, merge and explain
 -- write: supersede
-UPDATE memories SET "status" = ?, "contradicted_by" = ?
+UPDATE memory_rows AS memories SET "status" = ?, "contradicted_by" = ?
 WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?)) AND "status" = ?;
 -- params: ['superseded', ':new_id', ':namespace', ':ids', 'active']
 -- forget
-UPDATE memories SET "status" = ?
+UPDATE memory_rows AS memories SET "status" = ?
 WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?)) AND "status" = ?;
 -- params: ['archived', ':namespace', ':ids', 'active']
 -- write: reinforce
-UPDATE memories
+UPDATE memory_rows AS memories
 SET "confidence" = min(?, ("confidence" + ?)),
     "access_count" = ("access_count" + ?),
     "last_accessed" = ?,
@@ -193,16 +193,16 @@ WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?)) AND "status"
 -- params: [1.0, 0.1, 1, ':now', 1.0, 0.1, ':namespace', ':ids', 'active']
 -- compression: merged values
 SELECT min(?, (avg("importance") * ?)) AS "importance", ? AS "confidence", max("access_count") AS "access_count", ? AS "decay_score"
-FROM memories
+FROM memory_rows AS memories
 WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?));
 -- params: [10, 1.2, 0.85, 1.0, ':namespace', ':ids']
 -- merge: events of the absorbed
 INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
-SELECT "id", ?, ?, ? FROM memories
+SELECT "id", ?, ?, ? FROM memory_rows AS memories
 WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?)) AND "status" = ?;
 -- params: ['compressed', ':text', ':now', ':namespace', ':ids', 'active']
 -- merge: absorb the cluster
-UPDATE memories SET "status" = ?, "merged_into" = ?
+UPDATE memory_rows AS memories SET "status" = ?, "merged_into" = ?
 WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?)) AND "status" = ?;
 -- params: ['compressed', ':new_id', ':namespace', ':ids', 'active']
 -- recall explain: reasons

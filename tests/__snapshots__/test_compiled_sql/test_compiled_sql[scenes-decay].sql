@@ -3,12 +3,12 @@
 -- pass decay (every 1 day, 0:00:00)
 -- when it reaches over half of the file's memories, the indexes over decay_score, status are dropped before its rules and created again after them, in its transaction (not recall's while it holds only the head of the ranking, nor the small partial ones: those move the few entries the pass changes; recall's is made again when its head has drifted); its rules are then the ones over an id range below, run over every id (the rows read in id order, not through an index on namespace)
 -- decay reach
-SELECT count(*) FROM memories
+SELECT count(*) FROM memory_rows AS memories
 WHERE "namespace" = ? AND (("status" = ?));
 -- params: [':namespace', 'active']
 -- lethe_kept() counts the row and returns NULL: a row where a new value comes out NULL or not finite keeps all its values, and the pass reports it as skipped
 -- decay.rules[0] update
-UPDATE memories
+UPDATE memory_rows AS memories
 SET ("decay_score") = (SELECT CASE WHEN "usable" THEN "new_decay_score" ELSE coalesce(lethe_kept(), memories."decay_score") END
     FROM (SELECT "new_decay_score", (("new_decay_score") BETWEEN ? AND ?) AS "usable"
     FROM (SELECT min(?, (exp(((? * floor((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0))) * 1.0 / ?)) + min(?, ("access_count" * ?)))) AS "new_decay_score")))
@@ -17,22 +17,22 @@ WHERE "namespace" = ? AND ("status" = ?);
 -- decay.rules[1] event archived
 INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status", ?, "decay_score"), ?, json_object(?, ?, ?, ?)), ?
-FROM memories
+FROM memory_rows AS memories
 WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" < ?));
 -- params: ['archived', 'rule', 'decay.rules[1]', 'from', 'status', 'decay_score', 'to', 'status', 'archived', 'decay_score', 0, ':now', ':namespace', 'active', 0.1]
 -- decay.rules[1] update
-UPDATE memories
+UPDATE memory_rows AS memories
 SET "status" = ?,
     "decay_score" = ?
 WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" < ?));
 -- params: ['archived', 0, ':namespace', 'active', 0.1]
 -- when a writer waits for the lock meanwhile, the transaction rolls back and the rules run over one id range per transaction instead; once no writer has waited for a while, the rest runs in one transaction again, counted first
 -- decay reach in a range
-SELECT count(*) FROM memories
+SELECT count(*) FROM memory_rows AS memories
 WHERE +"namespace" = ? AND "id" >= ? AND "id" < ? AND (("status" = ?));
 -- params: [':namespace', ':from_id', ':to_id', 'active']
 -- decay.rules[0] update
-UPDATE memories
+UPDATE memory_rows AS memories
 SET ("decay_score") = (SELECT CASE WHEN "usable" THEN "new_decay_score" ELSE coalesce(lethe_kept(), memories."decay_score") END
     FROM (SELECT "new_decay_score", (("new_decay_score") BETWEEN ? AND ?) AS "usable"
     FROM (SELECT min(?, (exp(((? * floor((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0))) * 1.0 / ?)) + min(?, ("access_count" * ?)))) AS "new_decay_score")))
@@ -41,11 +41,11 @@ WHERE +"namespace" = ? AND ("status" = ?) AND "id" >= ? AND "id" < ?;
 -- decay.rules[1] event archived
 INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status", ?, "decay_score"), ?, json_object(?, ?, ?, ?)), ?
-FROM memories
+FROM memory_rows AS memories
 WHERE +"namespace" = ? AND (("status" = ?) AND ("decay_score" < ?)) AND "id" >= ? AND "id" < ?;
 -- params: ['archived', 'rule', 'decay.rules[1]', 'from', 'status', 'decay_score', 'to', 'status', 'archived', 'decay_score', 0, ':now', ':namespace', 'active', 0.1, ':from_id', ':to_id']
 -- decay.rules[1] update
-UPDATE memories
+UPDATE memory_rows AS memories
 SET "status" = ?,
     "decay_score" = ?
 WHERE +"namespace" = ? AND (("status" = ?) AND ("decay_score" < ?)) AND "id" >= ? AND "id" < ?;
@@ -78,36 +78,36 @@ ORDER BY coalesce(-fts.score / (1.0 - fts.score), 0.0) DESC, "importance" DESC, 
 LIMIT ?;
 -- params: [':query', ':namespace', 'active', ':limit']
 -- recall on_access
-UPDATE memories
+UPDATE memory_rows AS memories
 SET "access_count" = ("access_count" + ?),
     "last_accessed" = ?
 WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?)) AND "status" = ?;
 -- params: [1, ':now', ':namespace', ':ids', 'active']
 -- rank refresh
-UPDATE memories SET "rank" = "importance"
+UPDATE memory_rows AS memories SET "rank" = "importance"
 WHERE "namespace" = ?;
 -- params: [':namespace']
 -- rank refresh (by id)
-UPDATE memories SET "rank" = "importance"
+UPDATE memory_rows AS memories SET "rank" = "importance"
 WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?));
 -- params: [':namespace', ':ids']
 -- when the namespace is over half of the file's memories, its ranks are refreshed in id order, over every id:
 -- rank refresh (in id order)
-UPDATE memories SET "rank" = "importance"
+UPDATE memory_rows AS memories SET "rank" = "importance"
 WHERE +"namespace" = ? AND "id" >= ? AND "id" < ?;
 -- params: [':namespace', ':from_id', ':to_id']
 
 -- write, merge and explain
 -- write: supersede
-UPDATE memories SET "status" = ?, "contradicted_by" = ?
+UPDATE memory_rows AS memories SET "status" = ?, "contradicted_by" = ?
 WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?)) AND "status" = ?;
 -- params: ['superseded', ':new_id', ':namespace', ':ids', 'active']
 -- forget
-UPDATE memories SET "status" = ?
+UPDATE memory_rows AS memories SET "status" = ?
 WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?)) AND "status" = ?;
 -- params: ['archived', ':namespace', ':ids', 'active']
 -- write: reinforce
-UPDATE memories
+UPDATE memory_rows AS memories
 SET "confidence" = min(?, ("confidence" + ?)),
     "access_count" = ("access_count" + ?),
     "last_accessed" = ?
