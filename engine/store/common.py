@@ -36,6 +36,9 @@ KEEP_AFTER = 0.02
 
 class StoreCommon:
     migrations: list = []
+    # the table of memories' rows, for a read of no text (SQLite's is memory_rows, m020:
+    # its view `memories` would look each row's text up for nothing)
+    rows = "memories"
 
     def now(self) -> str:
         return iso(self.clock())
@@ -209,13 +212,13 @@ class StoreCommon:
 
     def holds(self, namespace: str) -> bool:
         """Whether the namespace holds any memory, of any status (one index probe)."""
-        return self._x("SELECT 1 FROM memories WHERE namespace = ? LIMIT 1",
+        return self._x(f"SELECT 1 FROM {self.rows} WHERE namespace = ? LIMIT 1",
                        (namespace,)).fetchone() is not None
 
     def namespace_counts(self) -> dict[str, int]:
         """How many memories (of any status) each namespace holds, by name."""
         return {r[0]: r[1] for r in self._x(
-            "SELECT namespace, count(*) FROM memories GROUP BY namespace ORDER BY namespace")}
+            f"SELECT namespace, count(*) FROM {self.rows} GROUP BY namespace ORDER BY namespace")}
 
     def scenes(self, namespace: str) -> dict[str, str]:
         return {r[0]: r[1] for r in self._x(

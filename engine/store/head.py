@@ -70,18 +70,18 @@ def choose(db: sqlite3.Connection) -> float | None:
     in the head; None when the store is small or no such floor leaves the head under half
     of the active memories. Reads the ranks with no index over them (a scan: 0.2-0.5 s at
     a million memories), so it runs rarely: when the head has drifted (`check`)."""
-    active = db.execute("SELECT count(*) FROM memories WHERE status = 'active'").fetchone()[0]
+    active = db.execute(f"SELECT count(*) FROM {ROWS} WHERE status = 'active'").fetchone()[0]
     if active < FULL_BELOW:
         return None
     ranked = "status = 'active' AND rank IS NOT NULL ORDER BY rank DESC LIMIT 1 OFFSET ?"
-    row = db.execute(f"SELECT rank FROM memories WHERE {ranked}", (HEAD_ROWS - 1,)).fetchone()
+    row = db.execute(f"SELECT rank FROM {ROWS} WHERE {ranked}", (HEAD_ROWS - 1,)).fetchone()
     if row is None:
         return None
     value = row[0]
-    large = db.execute("SELECT namespace FROM memories WHERE status = 'active' "
+    large = db.execute(f"SELECT namespace FROM {ROWS} WHERE status = 'active' "
                        "GROUP BY namespace HAVING count(*) >= ?", (2 * PER_NAMESPACE,))
     for (namespace,) in large.fetchall():
-        row = db.execute(f"SELECT rank FROM memories WHERE namespace = ? AND {ranked}",
+        row = db.execute(f"SELECT rank FROM {ROWS} WHERE namespace = ? AND {ranked}",
                          (namespace, PER_NAMESPACE - 1)).fetchone()
         if row is not None and row[0] < value:
             value = row[0]
@@ -89,7 +89,7 @@ def choose(db: sqlite3.Connection) -> float | None:
         return None
     value = float(value)
     # ties at the floor, or a namespace that pulled it down, can make the head most of it
-    head = db.execute("SELECT count(*) FROM memories WHERE status = 'active' AND rank >= ?",
+    head = db.execute(f"SELECT count(*) FROM {ROWS} WHERE status = 'active' AND rank >= ?",
                       (value,)).fetchone()[0]
     return None if head * 2 > active else value
 
@@ -102,7 +102,7 @@ def install(db: sqlite3.Connection, value: float | None, now: str) -> float | No
     db.execute(index_sql(value))
     if value is not None:
         value = db.execute(f"SELECT {value!r}").fetchone()[0]
-    head = db.execute(f"SELECT count(*) FROM memories "
+    head = db.execute(f"SELECT count(*) FROM {ROWS} "
                       "WHERE status = 'active'" + ("" if value is None else " AND rank >= ?"),
                       () if value is None else (value,)).fetchone()[0]
     db.execute("UPDATE recall_head SET floor = ?, rows = ?, chosen_at = ?",
@@ -149,14 +149,14 @@ def check(db: sqlite3.Connection, namespace: str, now: str) -> bool:
 
 def _active(db: sqlite3.Connection, namespace: str | None = None) -> int:
     if namespace is None:
-        return db.execute("SELECT count(*) FROM memories WHERE status = 'active'").fetchone()[0]
-    return db.execute("SELECT count(*) FROM memories WHERE namespace = ? AND status = 'active'",
+        return db.execute(f"SELECT count(*) FROM {ROWS} WHERE status = 'active'").fetchone()[0]
+    return db.execute(f"SELECT count(*) FROM {ROWS} WHERE namespace = ? AND status = 'active'",
                       (namespace,)).fetchone()[0]
 
 
 def _head(db: sqlite3.Connection, value: float, namespace: str | None = None) -> int:
     if namespace is None:
-        return db.execute(f"SELECT count(*) FROM memories "
+        return db.execute(f"SELECT count(*) FROM {ROWS} "
                           "WHERE status = 'active' AND rank >= ?", (value,)).fetchone()[0]
-    return db.execute(f"SELECT count(*) FROM memories WHERE namespace = ? "
+    return db.execute(f"SELECT count(*) FROM {ROWS} WHERE namespace = ? "
                       "AND status = 'active' AND rank >= ?", (namespace, value)).fetchone()[0]

@@ -37,6 +37,7 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
 
     dialect = "sqlite"
     migrations = MIGRATIONS
+    rows = ROWS
 
     def __init__(self, path: str, clock: Clock | None = None, timeout: float = 30.0,
                  read_only: bool = False, progress=None, vectors: bool = False):
@@ -315,7 +316,7 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
     def statuses(self, namespace: str, ids: list[int]) -> dict[int, tuple[str, int | None]]:
         """id -> (status, merged_into) of some memories of a namespace."""
         # +namespace: look the ids up by primary key, not by walking the namespace's index
-        rows = self.db.execute("SELECT id, status, merged_into FROM memories WHERE +namespace = ? "
+        rows = self.db.execute(f"SELECT id, status, merged_into FROM {ROWS} WHERE +namespace = ? "
                                "AND id IN (SELECT value FROM json_each(?))",
                                (namespace, json.dumps(list(ids))))
         return {r[0]: (r[1], r[2]) for r in rows}
@@ -329,7 +330,7 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
                                (memory_id,)).fetchall()
 
     def counts(self, namespace: str) -> dict[str, int]:
-        rows = self.db.execute("SELECT status, count(*) FROM memories WHERE namespace = ? "
+        rows = self.db.execute(f"SELECT status, count(*) FROM {ROWS} WHERE namespace = ? "
                                "GROUP BY status", (namespace,))
         return {r[0]: r[1] for r in rows}
 
@@ -350,7 +351,7 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
 
     def namespaces(self) -> list[str]:
         """Every namespace that holds a memory, in order (the memories_recall index)."""
-        return [r[0] for r in self.db.execute("SELECT DISTINCT namespace FROM memories "
+        return [r[0] for r in self.db.execute(f"SELECT DISTINCT namespace FROM {ROWS} "
                                               "ORDER BY namespace")]
 
     def keyed(self, namespace: str, key: str) -> sqlite3.Row | None:
@@ -383,7 +384,7 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
         namespace is most of the file (engine.store.bulk)."""
         with self.transaction() as db:
             # a small namespace in a big file just updates its rows (engine.store.bulk)
-            mine = db.execute("SELECT count(*) FROM memories WHERE namespace = ?",
+            mine = db.execute(f"SELECT count(*) FROM {ROWS} WHERE namespace = ?",
                               (namespace,)).fetchone()[0]
             if mine and self.report:
                 self.report(f"computing the stored rank of {mine} memories ({policy})")

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from .migrations import ROWS
+
 
 class Bookkeeping:
     # -- model calls ----------------------------------------------------------------------
@@ -85,6 +87,6 @@ class Bookkeeping:
                         (namespace, name, cursor, now, changed, top))
 
     def id_bounds(self, namespace: str) -> tuple[int, int]:
-        lo, hi = self.db.execute("SELECT min(id), max(id) FROM memories WHERE namespace = ?",
+        lo, hi = self.db.execute(f"SELECT min(id), max(id) FROM {ROWS} WHERE namespace = ?",
                                  (namespace,)).fetchone()
         return lo or 0, hi or 0

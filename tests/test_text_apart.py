@@ -1,0 +1,128 @@
+"""A memory's text in a table of its own (SQLite's m020): a pass writes no page of it,
+`memories` still reads and writes as the seed article's table, and a rule may read the
+text on either backend."""
+import datetime as dt
+import os
+import sqlite3
+import struct
+
+import pytest
+
+from bench import seed_article
+from engine import Memory
+from engine.store import Store
+from tests.conftest import POLICIES, START, run_sql
+
+pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
+
+T = START + dt.timedelta(days=1)
+
+
+def wal_pages(path: str) -> set[int]:
+    """The pages the WAL holds frames of, for the WAL's current salt (its valid frames)."""
+    with open(path + "-wal", "rb") as f:
+        data = f.read()
+    page_size = struct.unpack(">I", data[8:12])[0]
+    salts, pages, at = data[16:24], set(), 32
+    while at + 24 + page_size <= len(data):
+        if data[at + 8:at + 16] != salts:
+            break
+        pages.add(struct.unpack(">I", data[at:at + 4])[0])
+        at += 24 + page_size
+    return pages
+
+
+def pages_of(db, prefix: str) -> set[int]:
+    return {r[0] for r in db.execute("SELECT pageno FROM dbstat WHERE name = ? OR name LIKE ?",
+                                     (prefix, prefix + "%"))}
+
+
+@pytest.mark.sqlite_only
+def test_a_pass_writes_no_page_of_the_text(tmp_path):
+    path = str(tmp_path / "article.db")
+    seed_article.generate(path, 20_000, START, seed=3)
+    Store(path).close()  # adopted: the WAL is checkpointed and gone
+    with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
+        ran = mem.run(["expiry", "decay"])
+        assert ran[1].changed > 10_000 and ran[1].events["archived"] > 0
+        written = wal_pages(path)
+        db = sqlite3.connect(path)
+        try:
+            rows, texts = pages_of(db, "memory_rows"), pages_of(db, "memory_texts")
+            search = pages_of(db, "memories_fts")
+        finally:
+            db.close()
+    assert rows and texts and search  # the three are there, each on pages of its own
+    assert len(written & rows) > len(rows) // 2  # the pass rewrote the rows' pages
+    assert written & texts == set() and written & search == set()
+
+
+@pytest.mark.sqlite_only
+def test_memories_reads_and_writes_as_the_articles_table(tmp_path):
+    """A script of the user's own (or the seed article's loop) that writes `memories`
+    reaches both tables, full-text search follows, and new ids continue the sequence."""
+    path = str(tmp_path / "memory.db")
+    with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
+        first = mem.add("User prefers tabs", importance=8)
+        db = mem.store.db
+        assert db.execute("SELECT type FROM sqlite_master WHERE name = 'memories'"
+                          ).fetchone()[0] == "view"
+        assert [r[1] for r in db.execute("PRAGMA table_info(memories)")][:13] == [
+            "id", "content", "summary", "tags", "importance", "confidence", "access_count",
+            "decay_score", "status", "contradicted_by", "created_at", "last_accessed",
+            "expires_at"]
+        with mem.store.transaction():
+            db.execute("INSERT INTO memories (content, tags) VALUES ('Deploys go out on "
+                       "Fridays', '[\"ops\"]')")
+        new = db.execute("SELECT max(id) FROM memories").fetchone()[0]
+        row = dict(db.execute("SELECT * FROM memories WHERE id = ?", (new,)).fetchone())
+        assert new == first + 1
+        assert (row["importance"], row["confidence"], row["status"], row["namespace"],
+                row["decay_score"], row["access_count"]) == (5.0, 1.0, "active", "default",
+                                                             1.0, 0)
+        assert [m.id for m in mem.candidates("fridays")] == [new]
+        with mem.store.transaction():
+            db.execute("UPDATE memories SET content = 'Deploys go out on Mondays', "
+                       "importance = 9 WHERE id = ?", (new,))
+        assert mem.candidates("fridays") == [] and [m.id for m in mem.candidates("mondays")] == [new]
+        assert mem.get(new).importance == 9 and mem.get(new).content == "Deploys go out on Mondays"
+        with mem.store.transaction():
+            db.execute("DELETE FROM memories WHERE id = ?", (new,))
+        assert db.execute("SELECT count(*) FROM memory_rows WHERE id = ?", (new,)).fetchone()[0] == 0
+        assert db.execute("SELECT count(*) FROM memory_texts WHERE id = ?", (new,)).fetchone()[0] == 0
+        assert mem.candidates("mondays") == []
+        again = mem.add("User prefers spaces")
+        assert again == new + 1  # AUTOINCREMENT: a deleted id is never given again
+
+
+@pytest.mark.sqlite_only
+def test_adopting_keeps_the_articles_ids_going(tmp_path):
+    """The seed article's file whose newest memory was deleted: the next id is past it."""
+    path = str(tmp_path / "article.db")
+    seed_article.generate(path, 50, START, seed=3)
+    db = sqlite3.connect(path)
+    db.execute("DELETE FROM memories WHERE id = 50")
+    db.commit()
+    db.close()
+    with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
+        assert mem.add("A new fact") == 51
+        assert len(mem.store.db.execute("SELECT id FROM memories").fetchall()) == 50
+
+
+def test_a_rule_may_read_a_memorys_text(memory, tmp_path, clock):
+    policy = tmp_path / "tidy.yaml"
+    policy.write_text(f"name: tidy\nextends: {os.path.join(POLICIES, 'lifecycle.yaml')}\n"
+                      "passes:\n  tidy:\n    rules:\n"
+                      "      - {when: \"status = 'active' and content = 'scratch' and "
+                      "summary is not null\", set: {status: archived, importance: 1}, "
+                      "event: archived}\n")
+    mem = memory(str(policy), offline=True)
+    keep = mem.add("User prefers tabs", importance=8)
+    drop = mem.add("scratch", importance=6)
+    ran = mem.run(["tidy"])
+    assert ran[0].events == {"archived": 1} and ran[0].changed == 1
+    assert mem.get(drop).status == "archived" and mem.get(drop).importance == 1
+    assert mem.get(drop).rank == pytest.approx(1 * mem.get(drop).confidence * mem.get(drop).decay_score)
+    assert mem.get(keep).status == "active" and mem.get(keep).importance == 8
+    assert [r[0] for r in run_sql(mem.store, "SELECT event_type FROM memory_events WHERE "
+                                  "memory_id = ? ORDER BY id", (drop,)).fetchall()][-1] == "archived"
