@@ -10,6 +10,7 @@ import pytest
 
 from bench import seed_article
 from engine import Memory
+from engine.errors import StoreError
 from engine.store import Store
 from tests.conftest import POLICIES, START, run_sql
 
@@ -126,3 +127,81 @@ def test_a_rule_may_read_a_memorys_text(memory, tmp_path, clock):
     assert mem.get(keep).status == "active" and mem.get(keep).importance == 8
     assert [r[0] for r in run_sql(mem.store, "SELECT event_type FROM memory_events WHERE "
                                   "memory_id = ? ORDER BY id", (drop,)).fetchall()][-1] == "archived"
+
+
+def article_with(tmp_path, *statements) -> str:
+    path = str(tmp_path / "article.db")
+    seed_article.generate(path, 30, START, seed=3)
+    db = sqlite3.connect(path)
+    for sql in statements:
+        db.execute(sql)
+    db.commit()
+    db.close()
+    return path
+
+
+@pytest.mark.sqlite_only
+def test_an_article_files_own_indexes_and_columns_come_along(tmp_path):
+    """An index over the text goes to memory_texts, one over the rest to memory_rows; a
+    column of the user's own keeps its type and default, through the view too."""
+    path = article_with(tmp_path, "CREATE INDEX by_content ON Memories (content)",
+                        'CREATE INDEX "by_when" on "memories"(created_at, importance)',
+                        "ALTER TABLE memories ADD COLUMN priority INTEGER NOT NULL DEFAULT 3")
+    with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
+        db = mem.store.db
+        on = dict(db.execute("SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' "
+                             "AND name IN ('by_content', 'by_when')").fetchall())
+        assert on == {"by_content": "memory_texts", "by_when": "memory_rows"}
+        with mem.store.transaction():
+            db.execute("INSERT INTO memories (content) VALUES ('x')")
+            db.execute("INSERT INTO memories (content, priority) VALUES ('y', '7')")
+        assert [tuple(r) for r in db.execute("SELECT priority, typeof(priority) FROM memories "
+                                             "WHERE id > 30 ORDER BY id")] == [
+            (3, "integer"), (7, "integer")]
+        assert len(db.execute("SELECT id FROM memories").fetchall()) == 32
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize("statement, named", [
+    ("CREATE INDEX mixed ON memories(content, importance)", "index 'mixed'"),
+    ("CREATE TRIGGER audit AFTER UPDATE ON memories BEGIN SELECT 1; END", "trigger 'audit'"),
+    ("ALTER TABLE memories ADD COLUMN clen INTEGER GENERATED ALWAYS AS (length(content))",
+     "generated column 'clen'")])
+def test_what_a_view_cannot_keep_is_refused_by_name_and_nothing_is_lost(tmp_path, statement,
+                                                                         named):
+    path = article_with(tmp_path, statement)
+    with pytest.raises(StoreError, match=f"m020_text_apart.*{named}"):
+        Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True)
+    db = sqlite3.connect(path)
+    try:
+        assert db.execute("SELECT type FROM sqlite_master WHERE name = 'memories'"
+                          ).fetchone()[0] == "table"
+        assert db.execute("SELECT count(*) FROM memories").fetchone()[0] == 30
+        assert db.execute("SELECT count(*) FROM sqlite_master WHERE name IN "
+                          "('memory_rows', 'memory_texts')").fetchone()[0] == 0
+    finally:
+        db.close()
+
+
+@pytest.mark.sqlite_only
+def test_a_write_through_the_view_is_whole_or_refused(tmp_path):
+    """No row without its text (INSERT OR IGNORE of a NULL content is refused, as the
+    table refused it); an UPDATE of one column leaves the others as they were."""
+    path = str(tmp_path / "memory.db")
+    with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
+        mid = mem.add("User prefers tabs", importance=8)
+        before = dict(mem.store.db.execute("SELECT * FROM memories WHERE id = ?", (mid,)).fetchone())
+        db = sqlite3.connect(path, isolation_level=None)
+        try:
+            with pytest.raises(sqlite3.IntegrityError, match="memories.content"):
+                db.execute("INSERT OR IGNORE INTO memories (summary) VALUES ('no content')")
+            db.execute("UPDATE memories SET decay_score = 0.5 WHERE id = ?", (mid,))
+            after = dict(zip([d[1] for d in db.execute("PRAGMA table_info(memories)")],
+                             db.execute("SELECT * FROM memories WHERE id = ?", (mid,)).fetchone()))
+            counts = [db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                      for t in ("memory_rows", "memory_texts")]
+            fts = db.execute("INSERT INTO memories_fts(memories_fts) VALUES ('integrity-check')")
+        finally:
+            db.close()
+    assert counts == [1, 1] and fts is not None
+    assert after == {**before, "decay_score": 0.5}
