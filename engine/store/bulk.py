@@ -14,7 +14,7 @@ import sqlite3
 from typing import Iterable, Iterator
 
 from . import head
-from .migrations import rows_table
+from .text_apart import rows_table
 
 # rebuilding pays off only when the rows rewritten are most of the table, and it is not
 # worth a thought below this many rows: lifecycle's expiry + decay in-process, medians of

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import sqlite3
 
-from .migrations import ROWS
+from .text_apart import ROWS
 from .sqlite_library import library
 
 INDEX = "memories_recall"

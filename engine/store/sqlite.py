@@ -21,7 +21,8 @@ from ..errors import StoreError
 from . import bulk, head
 from .common import StoreCommon
 from .lease import SqliteLease, lease_connection
-from .migrations import MIGRATIONS, ROWS, TEXT_COLUMNS, TEXTS, rows_table
+from .migrations import MIGRATIONS
+from .text_apart import ROWS, TEXT_COLUMNS, TEXTS, rows_table
 from .sqlite_bookkeeping import Bookkeeping
 from .sqlite_checkpoint import Checkpointer
 from .sqlite_functions import sql_functions

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from .migrations import ROWS
+from .text_apart import ROWS
 
 
 class Bookkeeping:

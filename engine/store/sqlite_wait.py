@@ -32,7 +32,7 @@ import time
 
 from ..errors import GaveWay
 from .common import KEEP_AFTER
-from .migrations import rows_table
+from .text_apart import rows_table
 
 try:
     import fcntl

@@ -35,7 +35,8 @@ from .. import processes
 from ..clock import Clock, FixedClock, parse_time, system_clock
 from ..errors import StoreError
 from . import open_store
-from .migrations import MIGRATIONS, ROWS, TEXT_COLUMNS, TEXTS
+from .migrations import MIGRATIONS
+from .text_apart import ROWS, TEXT_COLUMNS, TEXTS
 from .postgres import _psycopg, is_dsn, masked
 from .postgres_schema import PG_MIGRATIONS
 from .sqlite_library import library, loaded, open_through

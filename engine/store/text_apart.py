@@ -1,0 +1,195 @@
+"""A memory's text in a table of its own (SQLite): what migration m020 makes, and the
+names the store reads it by.
+
+`memory_rows` holds every column of a memory but its text, and every index over memories;
+`memory_texts` holds content, summary and tags by the memory's id; `memories` is a view
+joining them, with the seed article's columns in the article's order, and INSTEAD OF
+triggers for writes that come through it. A pass rewrites every active row's score, and
+SQLite writes whole pages: without the text (136 of ~240 bytes a row at 1M) it rewrites
+about half as many (bench/RESULTS.md, eighteenth round).
+"""
+from __future__ import annotations
+
+import re
+
+from ..errors import StoreError
+from .sqlite_library import library
+
+ROWS, TEXTS = "memory_rows", "memory_texts"
+TEXT_COLUMNS = ("content", "summary", "tags")
+# every other column of `memories` as m001..m019 left it: (declaration, default). The
+# default is also what an INSERT through the view gets for a column it leaves out (a view
+# has no defaults of its own)
+_ROW_COLUMNS = {
+    "importance": ("REAL", "5.0"), "confidence": ("REAL", "1.0"),
+    "access_count": ("INTEGER", "0"), "decay_score": ("REAL", "1.0"),
+    "status": ("TEXT", "'active'"), "contradicted_by": ("INTEGER REFERENCES memory_rows(id)", None),
+    "created_at": ("TEXT", None), "last_accessed": ("TEXT", None), "expires_at": ("TEXT", None),
+    "namespace": ("TEXT NOT NULL", "'default'"), "kind": ("TEXT", None), "scene": ("TEXT", None),
+    "rank": ("REAL", None), "merged_into": ("INTEGER REFERENCES memory_rows(id)", None)}
+
+
+def rows_table(db) -> str:
+    """The table that holds memories' rows: memory_rows once m020 has run, memories on a
+    file it has not (the seed article's own, one being upgraded)."""
+    return ROWS if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                              "name = ?", (ROWS,)).fetchone() else "memories"
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def split(db) -> None:
+    """The memories' text (content, summary, tags: over half of a row) moves to
+    `memory_texts`; every other column, and every index, to `memory_rows`; `memories`
+    becomes a view joining them, with the article's columns in the article's order. A pass
+    rewrites every active row's score: it now rewrites pages that hold no text, about half
+    as many (bench/RESULTS.md, eighteenth round). Readers, and writers through INSTEAD OF
+    triggers, see the table they saw; the engine writes the two tables itself. Full-text
+    search reads the view and is kept by triggers on memory_texts. memory_rows is made new,
+    rows copied in id order, so its pages are full (dropping the columns in place would
+    leave them as many and half empty); the old table's pages go to the free list.
+
+    A file whose memories table carries what a view cannot (a generated column, a trigger
+    of the user's own) or an index that fits neither new table is refused, naming it,
+    before anything changes: nothing is dropped silently."""
+    cols = _movable_columns(db)
+    names = [c[0] for c in cols]
+    row_cols = [c for c in cols if c[0] not in TEXT_COLUMNS and c[0] != "id"]
+    indexes = db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND "
+                         "tbl_name = 'memories' AND sql IS NOT NULL ORDER BY name").fetchall()
+    seq = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memories'").fetchone()
+    decl = ", ".join(_declared(c) for c in row_cols)
+    db.execute(f"CREATE TABLE {ROWS} (id INTEGER PRIMARY KEY AUTOINCREMENT, {decl})")
+    listed = ", ".join(_q(c[0]) for c in row_cols)
+    db.execute(f"INSERT INTO {ROWS} (id, {listed}) SELECT id, {listed} FROM memories ORDER BY id")
+    db.execute(f"CREATE TABLE {TEXTS} (id INTEGER PRIMARY KEY, content TEXT NOT NULL, "
+               "summary TEXT, tags TEXT)")
+    db.execute(f"INSERT INTO {TEXTS} (id, content, summary, tags) "
+               "SELECT id, content, summary, tags FROM memories ORDER BY id")
+    if seq is not None:  # ids never come back: the old table's sequence goes on
+        db.execute("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = ?", (seq[0], ROWS))
+        db.execute("INSERT INTO sqlite_sequence (name, seq) SELECT ?, ? WHERE NOT EXISTS "
+                   "(SELECT 1 FROM sqlite_sequence WHERE name = ?)", (ROWS, seq[0], ROWS))
+    db.execute("DROP TABLE memories")  # its indexes and full-text triggers with it
+    for name, sql in indexes:  # Lethe's own (recall's, expiry's, active's, scene's), any other
+        _move_index(db, name, sql)
+    picked = ", ".join(f"t.{c} AS {c}" if c in TEXT_COLUMNS else f"r.{_q(c)} AS {_q(c)}"
+                       for c in names)
+    db.execute(f"CREATE VIEW memories AS SELECT {picked} FROM {ROWS} AS r "
+               f"LEFT JOIN {TEXTS} AS t ON t.id = r.id")
+    _view_triggers(db, row_cols)
+    _text_search_triggers(db)
+
+
+
+_FTS_TRIGGERS = {"memories_fts_insert", "memories_fts_delete", "memories_fts_update"}
+_ON_MEMORIES = re.compile(r"""\bON\s+(?:"memories"|'memories'|`memories`|\[memories\]|memories)"""
+                          r"""\s*\(""", re.IGNORECASE)
+
+
+def _movable_columns(db) -> list[tuple]:
+    """(name, type, notnull, default) of each column of memories, or a StoreError naming
+    what m020 cannot carry into a view: a generated column, a trigger of the user's own."""
+    cols = db.execute('PRAGMA table_xinfo("memories")').fetchall()
+    generated = [r[1] for r in cols if r[6]]
+    triggers = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = "
+                                         "'trigger' AND tbl_name = 'memories'")
+                if r[0] not in _FTS_TRIGGERS]
+    if generated or triggers:
+        what = ", ".join([f"generated column {g!r}" for g in generated]
+                         + [f"trigger {t!r}" for t in triggers])
+        raise StoreError(f"cannot upgrade this file (m020_text_apart): memories has {what}, "
+                         "which a view cannot keep; drop it, open the file again, and make it "
+                         "again on memory_rows or memory_texts (this step changed nothing)")
+    return [(r[1], r[2], r[3], r[4]) for r in cols]
+
+
+_SAFE_TYPE = re.compile(r"[A-Za-z][A-Za-z0-9_ ]*(\(\s*[0-9]+\s*(,\s*[0-9]+\s*)?\))?")
+
+
+def _default(col: tuple) -> str | None:
+    """A column's default as SQL: Lethe's own as its migration declared it, any other's as
+    SQLite reports it (in parentheses: an expression)."""
+    name, _, _, default = col
+    if name in _ROW_COLUMNS:
+        return _ROW_COLUMNS[name][1]
+    return None if default is None else f"({default})"
+
+
+def _declared(col: tuple) -> str:
+    """A column of memory_rows as memories declared it: Lethe's own as their migrations
+    did; any other with its type, NOT NULL and default, as SQLite reports them."""
+    name, type_, notnull, _ = col
+    if name in _ROW_COLUMNS:
+        out = f"{_q(name)} {_ROW_COLUMNS[name][0]}"
+    else:
+        out = _q(name) + (f" {type_}" if type_ and _SAFE_TYPE.fullmatch(type_) else "")
+        out += " NOT NULL" if notnull else ""
+    default = _default(col)
+    return out + (f" DEFAULT {default}" if default is not None else "")
+
+
+def _move_index(db, name: str, sql: str) -> None:
+    """An index of memories made again on memory_rows, or on memory_texts when its columns
+    are the text; a StoreError naming it when it fits neither (the transaction then rolls
+    back, and the file is as it was)."""
+    errors = []
+    for table in (ROWS, TEXTS):
+        moved = _ON_MEMORIES.sub(f"ON {table}(", sql, count=1)
+        try:
+            db.execute("SAVEPOINT move_index")
+            db.execute(moved)
+            db.execute("RELEASE move_index")
+            return
+        except library(db).OperationalError as exc:  # the store's own SQLite's error
+            db.execute("ROLLBACK TO move_index")
+            db.execute("RELEASE move_index")
+            errors.append(str(exc))
+    raise StoreError(f"cannot upgrade this file (m020_text_apart): index {name!r} on memories "
+                     f"fits neither {ROWS} nor {TEXTS} ({'; '.join(errors)}); drop it, open the "
+                     "file again, and make it again on one of them (this step changed nothing)")
+
+
+def _view_triggers(db, row_cols: list[tuple]) -> None:
+    """Writes through the view (a user's own script, the seed article's loop) go to the
+    two tables. The engine itself writes the tables: a write through a view's trigger
+    counts no rows (cursor.rowcount) and gives no lastrowid. An UPDATE writes only the
+    columns it names (one trigger a column: writing the rest would move every index entry
+    of the row). A column left out of an INSERT gets the table's default (a view has none)."""
+    values = ", ".join(f"coalesce(NEW.{_q(c[0])}, {_default(c)})" if _default(c) is not None
+                       else f"NEW.{_q(c[0])}" for c in row_cols)
+    listed = ", ".join(_q(c) for c, *_ in row_cols)
+    # content is NOT NULL: refused here, or an INSERT OR IGNORE would keep the row and
+    # skip its text
+    db.execute(f"""CREATE TRIGGER memories_insert INSTEAD OF INSERT ON memories BEGIN
+        SELECT RAISE(ABORT, 'NOT NULL constraint failed: memories.content')
+        WHERE NEW.content IS NULL;
+        INSERT INTO {ROWS} (id, {listed}) VALUES (NEW.id, {values});
+        INSERT INTO {TEXTS} (id, content, summary, tags)
+        VALUES (coalesce(NEW.id, last_insert_rowid()), NEW.content, NEW.summary, NEW.tags); END""")
+    for i, (c, *_) in enumerate(row_cols):
+        db.execute(f"""CREATE TRIGGER memories_update_{i} INSTEAD OF UPDATE OF {_q(c)} ON memories
+            BEGIN UPDATE {ROWS} SET {_q(c)} = NEW.{_q(c)} WHERE id = OLD.id; END""")
+    for c in TEXT_COLUMNS:
+        db.execute(f"""CREATE TRIGGER memories_update_{c} INSTEAD OF UPDATE OF {c} ON memories
+            BEGIN UPDATE {TEXTS} SET {c} = NEW.{c} WHERE id = OLD.id; END""")
+    db.execute(f"""CREATE TRIGGER memories_delete INSTEAD OF DELETE ON memories BEGIN
+        DELETE FROM {TEXTS} WHERE id = OLD.id; DELETE FROM {ROWS} WHERE id = OLD.id; END""")
+
+
+def _text_search_triggers(db) -> None:
+    """m004's triggers, on the table that now holds the text (the index reads the view)."""
+    db.execute(f"""CREATE TRIGGER memories_fts_insert AFTER INSERT ON {TEXTS} BEGIN
+        INSERT INTO memories_fts(rowid, content, summary, tags)
+        VALUES (new.id, new.content, new.summary, new.tags); END""")
+    db.execute(f"""CREATE TRIGGER memories_fts_delete AFTER DELETE ON {TEXTS} BEGIN
+        INSERT INTO memories_fts(memories_fts, rowid, content, summary, tags)
+        VALUES ('delete', old.id, old.content, old.summary, old.tags); END""")
+    db.execute(f"""CREATE TRIGGER memories_fts_update
+        AFTER UPDATE OF content, summary, tags ON {TEXTS} BEGIN
+        INSERT INTO memories_fts(memories_fts, rowid, content, summary, tags)
+        VALUES ('delete', old.id, old.content, old.summary, old.tags);
+        INSERT INTO memories_fts(rowid, content, summary, tags)
+        VALUES (new.id, new.content, new.summary, new.tags); END""")
