@@ -16,19 +16,22 @@ counts as JSON. Imports nothing but the standard library.
 such column, and no index): the floor, what the article's own schema costs for the same
 three rules (expiry, decay, archive) and their events.
 
-`--as-lethe` runs them as any `lethe run` has to: it imports click first (the CLI is
-a click command), and the file is in WAL mode (the store's journal, which lets recalls
-read while a pass writes; the benchmark converts the copy before timing). With
-`--article` that is the floor with Lethe's unavoidable costs and none of its own work.
+`--as-lethe` runs them as any `lethe run` has to: it imports click and yaml first (the CLI
+is a click command, and the policy it runs is a YAML file it reads), and the file is in WAL
+mode (the store's journal, which lets recalls read while a pass writes; the benchmark
+converts the copy before timing). With `--article` that is the floor with Lethe's
+unavoidable costs and none of its own work. (Before the nineteenth round it imported click
+alone.)
 
 `--design` (on an adopted copy, with `--as-lethe`) runs Lethe's design with none of its
 code: the statements that keep the stored rank (the decay formula computed once a row),
 with recall's (namespace, status, rank, id) index dropped before the decay and created
-again after it in the same transaction (as a Lethe pass over most of the file does), after
-importing what `lethe run` needs to read and check a policy (yaml, jinja2). `--head` is the
-same but leaves recall's index in place: for a copy whose index covers only the head of the
-ranking (what a store of many memories keeps: engine.store.head), which a pass barely touches. What the goal leaves for Lethe's code, measured rather
-than argued.
+again after it in the same transaction (as a Lethe pass over most of the file does).
+`--head` is the same but leaves recall's index in place: for a copy whose index covers
+only the head of the ranking (what a store of many memories keeps: engine.store.head),
+which a pass barely touches. What the goal leaves for Lethe's code, measured rather than
+argued. (Before the nineteenth round these imported jinja2 too; a pass of rules alone has
+not imported it since the fourteenth: tests/test_startup.py.)
 
 `--read-time` (on an adopted copy, with `--as-lethe`; bench/prototypes.py readtime): a
 design not built, measured. Only what a read cannot compute is written: the expiry, the
@@ -163,10 +166,8 @@ def main(db_path: str, now: str, article: bool = False, as_lethe: bool = False,
          design: bool = False, head: bool = False, read_time: bool = False) -> dict:
     if (design or head or read_time) and (article or not as_lethe):
         raise SystemExit("--design, --head and --read-time are for an adopted copy, with --as-lethe")
-    if as_lethe:
-        import click  # noqa: F401  (what `lethe run` imports before anything else)
-    if design or head or read_time:  # what reading and checking a policy needs, whatever the engine's code
-        import jinja2.sandbox  # noqa: F401
+    if as_lethe:  # what `lethe run` imports before its own code: its CLI, its policy's format
+        import click  # noqa: F401
         import yaml  # noqa: F401
     db = connect(db_path, wal=as_lethe)
     try:
