@@ -22,6 +22,9 @@ For each N, on fresh copies of one cached article-format database:
             when the store keeps it over the head of the ranking only: engine.store.head),
             after importing click and yaml (the CLI and the policy's format). Its ratio to
             the floor is what any code with this design and these packages would pay.
+* design, no packages - the same, without `--as-lethe`: the design's statements on the
+            same WAL copy, importing no package (no click, no yaml): what a `lethe run` of
+            this design would cost if its start-up were nothing but Python and SQLite.
 * scenes  - `lethe run` as above on an adopted copy whose memories have scenes, in an order
             of their own (the (namespace, scene) index then lists rows out of id order).
 * bare    - the whole process `python bench/bare_sql.py COPY T`: the same statements
@@ -83,7 +86,7 @@ def run_lethe(copy: Path) -> tuple[float, dict]:
 def run_bare(copy: Path, article: bool = False, as_lethe: bool = False,
              design: bool = False) -> tuple[float, dict]:
     headed = False
-    if as_lethe:  # the store's journal, switched before the clock starts
+    if as_lethe or design:  # the store's journal, switched before the clock starts
         conn = sqlite3.connect(str(copy))
         try:
             conn.execute("PRAGMA journal_mode = WAL")
@@ -258,7 +261,7 @@ def bench(sizes, repeat: int | None = None, log=print) -> tuple[list[dict], list
                          note="in-process Memory() open: migrations, FTS rebuild, rank refresh"))
 
         scened = with_scenes(base)
-        lethe_t, bare_t, floor_t, wal_t, scene_t, des_t = [], [], [], [], [], []
+        lethe_t, bare_t, floor_t, wal_t, scene_t, des_t, nop_t = [], [], [], [], [], [], []
         for r in range(reps):  # interleaved, each on a fresh copy
             lc = D.work_copy(base, "lethe")
             t, lethe_counts = run_lethe(lc)
@@ -275,15 +278,19 @@ def bench(sizes, repeat: int | None = None, log=print) -> tuple[list[dict], list
             dc = D.work_copy(base, "design")
             t, des_counts = run_bare(dc, as_lethe=True, design=True)
             des_t.append(t)
+            nc = D.work_copy(base, "design-bare")
+            t, nop_counts = run_bare(nc, design=True)
+            nop_t.append(t)
             bc = D.work_copy(base, "bare")
             t, bare_counts = run_bare(bc)
             bare_t.append(t)
             if r < reps - 1:
-                for p in (lc, bc, fc, wc, sc, dc):
+                for p in (lc, bc, fc, wc, sc, dc, nc):
                     D.drop(p)
         D.drop(scened)
-        t_l, t_b, t_f, t_w, t_s, t_d = (statistics.median(x) for x in
-                                        (lethe_t, bare_t, floor_t, wal_t, scene_t, des_t))
+        t_l, t_b, t_f, t_w, t_s, t_d, t_n = (statistics.median(x) for x in
+                                             (lethe_t, bare_t, floor_t, wal_t, scene_t, des_t,
+                                              nop_t))
         show = lambda xs: ", ".join(f"{x:.3f}" for x in xs)  # noqa: E731
         log(f"  lethe {t_l:.3f} s, bare SQL on the article's file {t_f:.3f} s, on the adopted "
             f"file {t_b:.3f} s  (runs: {show(lethe_t)} / {show(floor_t)} / {show(bare_t)}; "
@@ -311,6 +318,12 @@ def bench(sizes, repeat: int | None = None, log=print) -> tuple[list[dict], list
                               "(kept in place when it holds only the head of the ranking), "
                               "WAL, after importing click and yaml, no engine code: "
                               "what this design and these packages cost whoever writes them"))
+        log(f"  the same design with no package imported (WAL) {t_n:.3f} s  (runs: {show(nop_t)})")
+        rows.append(dict(measure="design in bare SQL, no packages / floor (s)", n=n,
+                         value=t_n, baseline=t_f, goal=LETHE_GOAL, informative=True,
+                         note="the design's statements on the same WAL copy, importing neither "
+                              "click nor yaml: what a `lethe run` of this design could reach "
+                              "if its start-up loaded neither its CLI nor its policy's format"))
         rows.append(dict(measure="pass: lethe / design in bare SQL (s)", n=n, value=t_l,
                          baseline=t_d, informative=True,
                          note="what Lethe's code costs over its design's own floor"))
@@ -339,7 +352,8 @@ def bench(sizes, repeat: int | None = None, log=print) -> tuple[list[dict], list
 
         runs = {"lethe": (lc, lethe_counts), "bare": (bc, bare_counts),
                 "floor": (fc, floor_counts), "as lethe": (wc, wal_counts),
-                "scenes": (sc, scene_counts), "design": (dc, des_counts)}
+                "scenes": (sc, scene_counts), "design": (dc, des_counts),
+                "design, no packages": (nc, nop_counts)}
         estimate = rate * n if rate is not None else None
         if estimate is None and n > 100_000:
             estimate = _calibrate(log) * n
@@ -369,7 +383,7 @@ def bench(sizes, repeat: int | None = None, log=print) -> tuple[list[dict], list
                          note=f"{lethe_counts['expired']} expired, {lethe_counts['archived']} "
                               f"archived; {', '.join(runs)}: status, decay_score and rank of "
                               "every row, each archived or expired event, none twice"))
-        for p in (lc, bc, fc, wc, sc, dc, ac):
+        for p in (lc, bc, fc, wc, sc, dc, nc, ac):
             if p is not None:
                 D.drop(p)
     return rows, problems
