@@ -125,6 +125,48 @@ def test_importing_an_old_source_gives_the_rows_adopting_it_gives(tmp_path, targ
     assert {e[4] for e in normalised(ours)} == {START.isoformat()}
 
 
+@pytest.mark.parametrize("old", [False, True], ids=["lethe-file", "article-file"])
+def test_an_id_the_source_gave_out_is_never_given_again(tmp_path, target, scratch, old):
+    """Another program deleted the source's newest memory (its events kept) and, in the
+    article's file, its newest event. Before: the copy's next memory got the deleted one's id, and `lethe why` showed
+    it the deleted memory's history. Now the copy goes on after every id the source gave
+    out, into SQLite and PostgreSQL, and out of either again."""
+    if old:
+        source = odd_source(tmp_path / "src")
+    else:
+        source = str(tmp_path / "src.db")
+        with Memory(source, offline=True, clock=FixedClock(START)) as mem:
+            for i in range(5):
+                mem.add(f"fact {i}", importance=5)
+    db = sqlite3.connect(source)
+    top = db.execute("SELECT max(id) FROM memories").fetchone()[0]
+    top_event = db.execute("SELECT max(id) FROM memory_events").fetchone()[0]
+    db.execute("INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
+               "VALUES (?, 'created', '{}', ?)", (top, START.isoformat()))
+    kept = db.execute("SELECT count(*) FROM memory_events WHERE memory_id = ?", (top,)).fetchone()[0]
+    db.execute("DELETE FROM memories WHERE id = ?", (top,))
+    if old:  # the article's events are not append-only (Lethe's are, by a trigger)
+        db.execute("DELETE FROM memory_events WHERE id = (SELECT max(id) FROM memory_events "
+                   "WHERE memory_id IS NOT ?)", (top,))
+    given_event = db.execute("SELECT max(seq) FROM sqlite_sequence WHERE name = "
+                             "'memory_events'").fetchone()[0]
+    db.commit()
+    db.close()
+    imported, back = target(), str(tmp_path / "back.db")
+    copy_store(source, imported)
+    copy_store(imported, back)  # out again: PostgreSQL's sequences are read back
+    for where in (imported, back):
+        with Memory(where, offline=True, clock=FixedClock(START)) as mem:
+            new = mem.add("a fact of its own", importance=5)
+            events = run_sql(mem.store, "SELECT id FROM memory_events WHERE memory_id = ?",
+                             (new,)).fetchall()
+            inherited = run_sql(mem.store, "SELECT count(*) FROM memory_events WHERE "
+                                "memory_id = ?", (top,)).fetchone()[0]
+        assert new == top + 1, where
+        assert events and min(e[0] for e in events) > given_event > top_event
+        assert inherited == kept  # the deleted memory's history stays its own
+
+
 def test_the_report_names_the_adopted_copy(tmp_path, target, scratch):
     lines = []
     result = copy_store(odd_source(tmp_path / "src", "v14-m014_inbox_retries.sqlite"), target(),

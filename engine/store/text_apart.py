@@ -36,6 +36,16 @@ def rows_table(db) -> str:
                               "name = ?", (ROWS,)).fetchone() else "memories"
 
 
+def go_on_after(db, table: str, seq) -> None:
+    """`table`'s AUTOINCREMENT gives no id up to `seq` from now on (SQLite's
+    sqlite_sequence; a value that is not a whole number is ignored): ids a store gave out
+    never come back, even when their row is gone and its events remain."""
+    if isinstance(seq, int) and not isinstance(seq, bool) and seq > 0:
+        db.execute("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = ?", (seq, table))
+        db.execute("INSERT INTO sqlite_sequence (name, seq) SELECT ?, ? WHERE NOT EXISTS "
+                   "(SELECT 1 FROM sqlite_sequence WHERE name = ?)", (table, seq, table))
+
+
 def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -69,9 +79,7 @@ def split(db) -> None:
     db.execute(f"INSERT INTO {TEXTS} (id, content, summary, tags) "
                "SELECT id, content, summary, tags FROM memories ORDER BY id")
     if seq is not None:  # ids never come back: the old table's sequence goes on
-        db.execute("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = ?", (seq[0], ROWS))
-        db.execute("INSERT INTO sqlite_sequence (name, seq) SELECT ?, ? WHERE NOT EXISTS "
-                   "(SELECT 1 FROM sqlite_sequence WHERE name = ?)", (ROWS, seq[0], ROWS))
+        go_on_after(db, ROWS, seq[0])
     db.execute("DROP TABLE memories")  # its indexes and full-text triggers with it
     for name, sql in indexes:  # Lethe's own (recall's, expiry's, active's, scene's), any other
         _move_index(db, name, sql)

@@ -1,7 +1,9 @@
 """Copy a store into another: an article `agent_memory.db`, a Lethe SQLite file or a
 PostgreSQL database into a SQLite file or a PostgreSQL database (`lethe import`).
 
-Ids, events, the inbox, model calls, pass runs and progress, and scenes keep their values.
+Ids, events, the inbox, model calls, pass runs and progress, and scenes keep their values,
+and the copy's ids go on after every id the source gave out, even one whose row is gone
+(its events may remain: a new memory must not take them over).
 Each table is copied in id order, a batch per transaction, and a rerun resumes after the
 last id the destination holds, so a copy killed half-way and run again ends with the same
 rows as one that was never interrupted. Leases (who runs passes right now) and the rank
@@ -36,7 +38,7 @@ from ..clock import Clock, FixedClock, parse_time, system_clock
 from ..errors import StoreError
 from . import open_store
 from .migrations import MIGRATIONS
-from .text_apart import ROWS, TEXT_COLUMNS, TEXTS
+from .text_apart import ROWS, TEXT_COLUMNS, TEXTS, go_on_after, rows_table
 from .postgres import _psycopg, is_dsn, masked
 from .postgres_schema import PG_MIGRATIONS
 from .sqlite_library import library, loaded, open_through
@@ -138,9 +140,32 @@ def _copy_tables(src: _Source, dst, batch: int, result: Transfer, progress: Prog
             _copy_by_id(src, dst, table, cols, batch, result, progress)
         else:
             _copy_small(src, dst, table, cols, result)
+    given = _given_out(src)
     if dst.dialect == "postgres":
-        _reset_sequences(dst)
+        _reset_sequences(dst, given)
         dst.db.execute("ANALYZE")  # the planner's statistics for the rows just copied
+    else:
+        with dst.transaction():
+            for table, seq in given.items():
+                go_on_after(dst.db, rows_table(dst.db) if table == "memories" else table, seq)
+
+
+def _given_out(src: _Source) -> dict[str, int]:
+    """The last id the source gave out in each table copied by id: its AUTOINCREMENT (or
+    identity) never gives one again, even when that row is gone (deleted by another
+    program, its events kept), so the copy must not either."""
+    keyed = [t for t, key in TABLES if key and src.has(t)]
+    if src.pg:  # NULL: a sequence never called (then max(id) is all that is known)
+        return {t: src.q("SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence(?, "
+                         "'id')::regclass), 0)", (t,)).fetchone()[0] for t in keyed}
+    if not src.has("sqlite_sequence"):  # no AUTOINCREMENT table: ids up to max(id) only
+        return {}
+    seqs = {}
+    for name, seq in src.q("SELECT name, seq FROM sqlite_sequence"):
+        if isinstance(seq, int) and not isinstance(seq, bool):  # odd values are ignored
+            table = "memories" if name == ROWS else name
+            seqs[table] = max(seqs.get(table, 0), seq)
+    return {t: seqs[t] for t in keyed if t in seqs}
 
 
 @contextlib.contextmanager
@@ -371,9 +396,12 @@ def _write_memories(dst, cols: list[str], rows) -> None:
                            [tuple(r[i] for i in at) for r in rows])
 
 
-def _reset_sequences(dst) -> None:
-    """Identity columns continue after the copied ids, so the next insert gets a new one."""
+def _reset_sequences(dst, given: dict[str, int]) -> None:
+    """Identity columns continue after the copied ids and after every id the source gave
+    out (`given`), so the next insert gets one nobody had."""
     for table, key in TABLES:
-        if key:
-            dst.db.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
-                           f"(SELECT coalesce(max(id), 0) + 1 FROM {table}), false)")
+        if key:  # called at the last id (so it reads back as given out), or unused at 1
+            dst.db.execute(f"SELECT CASE WHEN v > 0 THEN setval(s, v, true) ELSE setval(s, 1, "
+                           f"false) END FROM (SELECT pg_get_serial_sequence('{table}', 'id') "
+                           f"AS s, greatest((SELECT coalesce(max(id), 0) FROM {table}), "
+                           "%s::bigint) AS v) AS last", (int(given.get(table, 0)),))
