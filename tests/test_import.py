@@ -128,9 +128,9 @@ def test_importing_an_old_source_gives_the_rows_adopting_it_gives(tmp_path, targ
 @pytest.mark.parametrize("old", [False, True], ids=["lethe-file", "article-file"])
 def test_an_id_the_source_gave_out_is_never_given_again(tmp_path, target, scratch, old):
     """Another program deleted the source's newest memory (its events kept) and, in the
-    article's file, its newest event. Before: the copy's next memory got the deleted one's id, and `lethe why` showed
-    it the deleted memory's history. Now the copy goes on after every id the source gave
-    out, into SQLite and PostgreSQL, and out of either again."""
+    article's file, its newest event. Before: the copy's next memory got the deleted one's
+    id, and `lethe why` showed it the deleted memory's history. Now the copy goes on after
+    every id the source gave out, into SQLite and PostgreSQL, and out of either again."""
     if old:
         source = odd_source(tmp_path / "src")
     else:
@@ -143,7 +143,8 @@ def test_an_id_the_source_gave_out_is_never_given_again(tmp_path, target, scratc
     top_event = db.execute("SELECT max(id) FROM memory_events").fetchone()[0]
     db.execute("INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
                "VALUES (?, 'created', '{}', ?)", (top, START.isoformat()))
-    kept = db.execute("SELECT count(*) FROM memory_events WHERE memory_id = ?", (top,)).fetchone()[0]
+    kept = db.execute("SELECT count(*) FROM memory_events WHERE memory_id = ?",
+                      (top,)).fetchone()[0]
     db.execute("DELETE FROM memories WHERE id = ?", (top,))
     if old:  # the article's events are not append-only (Lethe's are, by a trigger)
         db.execute("DELETE FROM memory_events WHERE id = (SELECT max(id) FROM memory_events "

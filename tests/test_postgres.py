@@ -327,6 +327,66 @@ def test_import_keeps_ids_events_inbox_and_pass_runs_and_resumes(memory, tmp_pat
                                          for r in _named(moved.store, "inbox")]
 
 
+def _newest_deleted(dsn: str, memory) -> int:
+    """Five memories on a server, the newest deleted by another program (its events kept):
+    returns the deleted id."""
+    mem = memory(db=dsn)
+    top = [mem.add(f"fact {i}", importance=5) for i in range(5)][-1]
+    with PostgresStore(dsn) as store:
+        run_sql(store, "DELETE FROM memories WHERE id = ?", (top,))
+    return top
+
+
+def test_a_server_source_set_but_not_called_gives_no_id_again(memory, tmp_path, pg):
+    """A sequence set and not called since (as imports before this fix left them) gives one
+    less than it holds: the copy still goes on after the deleted memory's id."""
+    top = _newest_deleted(pg, memory)
+    with PostgresStore(pg) as store:
+        run_sql(store, "SELECT setval(pg_get_serial_sequence('memories', 'id'), ?, false)",
+                (top + 1,))
+    copy = str(tmp_path / "copy.db")
+    copy_store(pg, copy)
+    assert memory(db=copy).add("a fact of its own") == top + 1
+
+
+def test_importing_again_into_a_server_never_moves_its_ids_back(memory, tmp_path, pg):
+    """A rerun into a server whose own sequence is past the source's (a memory added there,
+    then deleted) keeps the server's."""
+    src = str(tmp_path / "src.db")
+    mem = memory(db=src)
+    for i in range(5):
+        mem.add(f"fact {i}", importance=5)
+    copy_store(src, pg)
+    added = memory(db=pg).add("added on the server")
+    with PostgresStore(pg) as store:
+        run_sql(store, "DELETE FROM memories WHERE id = ?", (added,))
+    copy_store(src, pg)
+    assert memory(db=pg).add("another") == added + 1
+
+
+def test_a_role_that_may_only_read_the_tables_still_imports(memory, tmp_path, pg, pg_dsn):
+    """A source read by a role without rights on its sequences: the copy goes on after the
+    largest id it holds (what is known), as before sequences were read."""
+    import psycopg
+
+    _newest_deleted(pg, memory)
+    schema = pg.rsplit("csearch_path%3D", 1)[1]
+    role = "reader_" + schema[2:]
+    try:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(f'CREATE ROLE "{role}" LOGIN')
+            conn.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
+            conn.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"')
+    except psycopg.errors.InsufficientPrivilege:
+        pytest.skip("the test server's user may not create roles")
+    reader = pg.replace("://lethe@", f"://{role}@", 1)
+    assert reader != pg
+    copy = str(tmp_path / "copy.db")
+    copy_store(reader, copy)
+    with open_store(copy, read_only=True) as store:
+        assert run_sql(store, "SELECT count(*) FROM memories").fetchone()[0] == 4
+
+
 def test_import_refuses_a_destination_holding_other_memories(memory, tmp_path, pg):
     memory(db=pg).add("someone else's memory")
     src = str(tmp_path / "lethe.db")

@@ -69,7 +69,8 @@ def split(db) -> None:
     row_cols = [c for c in cols if c[0] not in TEXT_COLUMNS and c[0] != "id"]
     indexes = db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND "
                          "tbl_name = 'memories' AND sql IS NOT NULL ORDER BY name").fetchall()
-    seq = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memories'").fetchone()
+    seq = db.execute("SELECT CAST(seq AS INTEGER) FROM sqlite_sequence WHERE name = "
+                     "'memories'").fetchone()  # as SQLite reads it
     decl = ", ".join(_declared(c) for c in row_cols)
     db.execute(f"CREATE TABLE {ROWS} (id INTEGER PRIMARY KEY AUTOINCREMENT, {decl})")
     listed = ", ".join(_q(c[0]) for c in row_cols)

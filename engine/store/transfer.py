@@ -141,8 +141,9 @@ def _copy_tables(src: _Source, dst, batch: int, result: Transfer, progress: Prog
         else:
             _copy_small(src, dst, table, cols, result)
     given = _given_out(src)
-    if dst.dialect == "postgres":
-        _reset_sequences(dst, given)
+    if dst.dialect == "postgres":  # nor below what the destination itself gave out (a rerun)
+        mine = _given_out(_as_source(dst))
+        _reset_sequences(dst, {t: max(given.get(t, 0), mine.get(t, 0)) for t in {*given, *mine}})
         dst.db.execute("ANALYZE")  # the planner's statistics for the rows just copied
     else:
         with dst.transaction():
@@ -153,19 +154,32 @@ def _copy_tables(src: _Source, dst, batch: int, result: Transfer, progress: Prog
 def _given_out(src: _Source) -> dict[str, int]:
     """The last id the source gave out in each table copied by id: its AUTOINCREMENT (or
     identity) never gives one again, even when that row is gone (deleted by another
-    program, its events kept), so the copy must not either."""
+    program, its events kept), so the copy must not either. A table without a sequence, or
+    one this role may not read, gives nothing: max(id) is then all that is known."""
     keyed = [t for t, key in TABLES if key and src.has(t)]
-    if src.pg:  # NULL: a sequence never called (then max(id) is all that is known)
-        return {t: src.q("SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence(?, "
-                         "'id')::regclass), 0)", (t,)).fetchone()[0] for t in keyed}
+    if src.pg:
+        return {t: _pg_given_out(src, t) for t in keyed}
     if not src.has("sqlite_sequence"):  # no AUTOINCREMENT table: ids up to max(id) only
         return {}
-    seqs = {}
-    for name, seq in src.q("SELECT name, seq FROM sqlite_sequence"):
-        if isinstance(seq, int) and not isinstance(seq, bool):  # odd values are ignored
-            table = "memories" if name == ROWS else name
-            seqs[table] = max(seqs.get(table, 0), seq)
-    return {t: seqs[t] for t in keyed if t in seqs}
+    seqs = {}  # read as SQLite reads them (a text '100' goes on from 100); below 1: nothing
+    for name, seq in src.q("SELECT name, CAST(seq AS INTEGER) FROM sqlite_sequence"):
+        table = "memories" if name == ROWS else name
+        seqs[table] = max(seqs.get(table, 0), seq or 0)
+    return {t: seqs[t] for t in keyed if seqs.get(t, 0) > 0}
+
+
+def _pg_given_out(src: _Source, table: str) -> int:
+    """The last value `table`'s id sequence gave out, from the sequence itself: one set but
+    not called since (an older import left them so) gives one less than it holds."""
+    row = src.q("SELECT n.nspname, c.relname, has_sequence_privilege(c.oid, 'SELECT') "
+                "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE c.oid = pg_get_serial_sequence(?, 'id')::regclass", (table,)).fetchone()
+    if row is None or not row[2]:
+        return 0
+    from psycopg import sql  # a server's source or destination: psycopg is loaded
+    last, called = src.db.execute(sql.SQL("SELECT last_value, is_called FROM {}").format(
+        sql.Identifier(row[0], row[1]))).fetchone()
+    return int(last) if called else int(last) - 1
 
 
 @contextlib.contextmanager
