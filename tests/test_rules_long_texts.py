@@ -74,3 +74,29 @@ def test_word_pairs_shared_count_as_ratio_counts_matched_words():
     assert superseding._pairs_shared("a b c d".split(), "a b c d".split()) == 1.0
     assert superseding._pairs_shared("a b c d".split(), "d c b a".split()) == 0.0
     assert superseding._pairs_shared("a b c d".split(), "a b x d".split()) == 2 * 1 / 6
+
+
+BIG = "9" * 5000  # past int()'s 4,300 digits
+FAR = ["We ship in 10000 years.", "Launch is in 8000 years.", "The lease ends in 99999999 days.",
+       "The lease ends in 999999999999999999999 days.", f"The lease ends in {BIG} days.",
+       f"We meet every {BIG} weeks.", f"I run {BIG} times a week.", f"for {BIG} more days we wait",
+       "in 99999 months", f"in {BIG} hours", "for another 99999999999 weeks",
+       f"The budget is {BIG}k.", "every 99999999999999999999 days I water the plants"]
+
+
+def test_a_date_past_the_year_9999_or_a_number_past_reading_is_no_date(tmp_path):
+    """Before: 'in 10000 years' raised OverflowError out of `add`, and a `remember` of it
+    stayed pending for ever (every retry failed the same way); a number of 5,000 digits
+    raised ValueError. Now such a text is stored, its expiry none or a real date."""
+    from engine import Memory
+
+    with Memory(str(tmp_path / "far.db"), offline=True) as mem:
+        for text in FAR:
+            mem.add(text)
+            mem.remember(text)
+        assert mem.pending() == []
+        expiries = [r.expires_at for r in mem.memories("all", None)]
+    assert len(expiries) >= len(FAR)
+    assert all(e is None or str(e)[:4] <= "9999" for e in expiries)
+    assert dates.read_dates("in 10000 years or on 2026-03-01", dates.date(2026, 1, 1)) == \
+        [dates.date(2026, 3, 1)]  # the one date a date can hold is still read

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from ...lexicon import lexicon, words
-from .words import WORD_RE, canon
+from .words import WORD_RE, canon, count
 
 _DATES, _WORDS, _SUPERSEDING = lexicon("dates"), lexicon("words"), lexicon("superseding")
 
@@ -95,25 +95,29 @@ def _cadences(norm: str) -> set[str]:
         return found  # most texts name no period: the five readings below are skipped
     for pattern in _READINGS:
         matches = list(pattern.finditer(norm))
-        found.update(_cadence(m) for m in matches)
+        found.update(c for c in map(_cadence, matches) if c is not None)
         for m in matches:
             norm = norm[:m.start()] + " " * (m.end() - m.start()) + norm[m.end():]
     return found
 
 
-def _cadence(m: re.Match) -> str:
+def _cadence(m: re.Match) -> str | None:
+    """None when its number is past reading ('every 10^5000 weeks')."""
     g = m.groupdict()
-    count, unit = _ADVERBS[g["adverb"]] if g.get("adverb") else _PERIODS[g["unit"]]
+    every, unit = _ADVERBS[g["adverb"]] if g.get("adverb") else _PERIODS[g["unit"]]
     times = 1
     if m.re is _COUNTED:  # "3 times a week": three in one week
         times = _COUNTS[g["once"]] if g["once"] else _number(g["n"])
     elif m.re is _EVERY:  # "every 2 weeks", "every other week": one in two weeks
-        count *= (_number(g["n"]) if g["n"] else 1) * (2 if g["other"] else 1)
-    return f"{times}/{count} {unit}"
+        n = _number(g["n"]) if g["n"] else 1
+        every = None if n is None else every * n * (2 if g["other"] else 1)
+    if times is None or every is None:
+        return None
+    return f"{times}/{every} {unit}"
 
 
-def _number(word: str) -> int:
-    return int(word) if word.isdigit() else int(_COUNTS[word])
+def _number(word: str) -> int | None:
+    return count(word) if word.isdigit() else int(_COUNTS[word])
 
 
 def contrast(a: frozenset[tuple[str, str]], b: frozenset[tuple[str, str]]) -> bool:

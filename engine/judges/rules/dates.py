@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import Callable, NamedTuple
 
 from ...lexicon import lexicon, words
-from .words import normalise
+from .words import count, normalise
 
 _LEXICON = lexicon("dates")
 MONTHS: dict[str, int] = dict(_LEXICON["months"])
@@ -191,7 +191,9 @@ def _month_end_after(today: date, months: int) -> date:
     return _month_end(shifted.year, shifted.month)
 
 
-def _after(amount: int, unit: str) -> Callable[[date], date]:
+def _after(amount: int | None, unit: str) -> Callable[[date], date | None]:
+    if amount is None:  # a number past reading: no date
+        return lambda today: None
     unit = unit.rstrip("s")
     if unit == "month":
         return lambda today: _add_months(today, amount)
@@ -232,9 +234,9 @@ _RELATIVE: tuple[tuple[str, Callable[[re.Match], Callable[[date], date]]], ...] 
     (r"\b(this|current|the) sprint\b|\bend of (the )?sprint\b",
      lambda m: lambda t: t + timedelta(days=14)),
     (rf"\b(?:in|within|for the next|next)\s+{_AMOUNT_RE}\s+(hour|day|week|month|year)s?\b",
-     lambda m: _after(_NUMBER_WORDS.get(m[1]) or int(m[1]), m[2])),
+     lambda m: _after(_amount(m[1]), m[2])),
     (rf"\b{_AMOUNT_RE}\s+(day|week|month|year)s?\s+from now\b",
-     lambda m: _after(_NUMBER_WORDS.get(m[1]) or int(m[1]), m[2])),
+     lambda m: _after(_amount(m[1]), m[2])),
     (rf"\bnext ({WEEKDAY_RE})\b", lambda m: _weekday(m[1], True)),
     (rf"\b({WEEKDAY_RE})\b", lambda m: _weekday(m[1], False)),
 )
@@ -245,6 +247,21 @@ _FOR_SPAN = re.compile(rf"\b(?:for\s+(?:another\s+|the\s+next\s+)?|another\s+)"
 _PAST_MARKERS = re.compile(r"\b(have|has|had|been|was|were|ago|past|last|over the)\b")
 
 
+def _amount(word: str) -> int | None:
+    return _NUMBER_WORDS.get(word) or count(word)
+
+
+def _within_range(resolve: Callable[[date], date | None]) -> Callable[[date], date | None]:
+    """`resolve`, answering None for a date past what a date holds (the year 9999: 'in
+    10000 years', 'in 99999 months'): no end date a memory can keep."""
+    def resolved(today: date) -> date | None:
+        try:
+            return resolve(today)
+        except (OverflowError, ValueError):
+            return None
+    return resolved
+
+
 def _relative_mentions(text: str) -> list[DateMention]:
     found = []
     for pattern, build in _RELATIVE:
@@ -252,8 +269,8 @@ def _relative_mentions(text: str) -> list[DateMention]:
             found.append(DateMention(m.start(), m.end(), m[0], build(m), False))
     if not _PAST_MARKERS.search(text):
         for m in _FOR_SPAN.finditer(text):
-            amount = _NUMBER_WORDS.get(m[1]) or int(m[1])
-            found.append(DateMention(m.start(), m.end(), m[0], _after(amount, m[2]), False))
+            found.append(DateMention(m.start(), m.end(), m[0], _after(_amount(m[1]), m[2]),
+                                     False))
     return found
 
 
@@ -276,7 +293,8 @@ def date_mentions(original: str) -> tuple[DateMention, ...]:
         chosen.append(mention)
         starts.insert(i, mention.start)
         ends.insert(i, mention.end)
-    return tuple(sorted(_qualified(chosen), key=lambda m: m.start))
+    return tuple(sorted((m._replace(resolve=_within_range(m.resolve)) for m in _qualified(chosen)),
+                        key=lambda m: m.start))
 
 
 _YEAR_WORD = re.compile(r"(this|next) year")

@@ -54,5 +54,8 @@ def expiry(content: str, today: datetime | date | str) -> str | None:
         return None
     for pattern, days in _HORIZONS:
         if pattern.search(text):
-            return (day + timedelta(days=days)).isoformat()
+            try:
+                return (day + timedelta(days=days)).isoformat()
+            except OverflowError:  # today is within days of the year 9999: no horizon
+                return None
     return None

@@ -109,7 +109,8 @@ def notation(text: str) -> str:
     text = re.sub(r"\b(%s) (thousand|hundred)\b" % "|".join(_NUMBER_WORDS),
                   lambda m: str(int(_NUMBER_WORDS[m[1]]) * (1000 if m[2] == "thousand" else 100)),
                   text)
-    text = re.sub(r"\b(\d+)k\b", lambda m: str(int(m[1]) * 1000), text)
+    text = re.sub(r"\b(\d+)k\b", lambda m: (m[1].lstrip("0") + "000").lstrip("0") or "0",
+                  text)  # as str(int(n) * 1000), with no int() of a number of any length
     return re.sub(r"\b(\d+)(?:s|sec|secs|mb|gb|kb|km|kg|min|mins)\b", r"\1", text)
 
 
