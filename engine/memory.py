@@ -72,6 +72,9 @@ class Memory:
         settings = JudgeSettings(offline, record, replay, scripted)
         if clock is not None:
             _check_clock(clock)
+        if not isinstance(namespace, str) or not namespace.strip():  # a slip, never an agent
+            raise LetheError(f"namespace must be a name, got {namespace!r} (the default one "
+                             "is 'default')")
         # read_only: list, explain and inspect without ever writing (nor waiting on a writer);
         # progress(line): told each step of adopting or upgrading a file with memories in it
         self.context: Context = open_context(db_path, pol, namespace, clock or system_clock,

@@ -440,6 +440,43 @@ def test_8_write_commands_create_it(tmp_path, command):
     assert (tmp_path / "new.db").exists()
 
 
+def test_8_a_file_uri_names_the_same_file_for_every_command(tmp_path):
+    """Before: `add` wrote through `file:agent.db` and `why` then said there was no
+    database at it."""
+    uri = f"file:{tmp_path / 'agent.db'}"
+    assert cli("add", "We use uv.", "--db", uri, "--offline").exit_code == 0
+    assert (tmp_path / "agent.db").exists()
+    for command in (["why", "1"], ["ls"], ["ls", "--status", "all"]):
+        out = cli(*command, "--db", uri)
+        assert out.exit_code == 0 and "We use uv." in out.output, (command, out.output)
+    assert cli("ls", "--db", f"{uri}?cache=private").exit_code == 0  # parameters of its own
+    missing = cli("ls", "--db", f"file:{tmp_path / 'nope.db'}")
+    assert missing.exit_code == 2 and "no database at file:" in missing.output
+
+
+@pytest.mark.parametrize("name", ["", " ", "\t"])
+def test_8_a_blank_namespace_is_refused(tmp_path, name):
+    """Before: `-n " "` was a namespace of its own, its memories out of sight of `default`."""
+    out = cli("add", "We use uv.", "--db", tmp_path / "m.db", "--offline", "-n", name)
+    assert out.exit_code != 0 and "namespace must be a name" in out.output
+    with pytest.raises(LetheError, match="namespace must be a name"):
+        Memory(str(tmp_path / "m.db"), namespace=name, offline=True)
+
+
+def test_8_a_date_too_near_the_year_9999_says_so(tmp_path):
+    """Before: '9999-12-31 is not a usable ISO-8601 date', which it is."""
+    out = cli("add", "x", "--db", tmp_path / "m.db", "--offline", "--expires-at", "9999-12-31")
+    assert out.exit_code == 2 and "too near the year 9999" in out.output
+    assert "not a usable ISO-8601" in cli("add", "x", "--db", tmp_path / "m.db", "--offline",
+                                          "--expires-at", "soon").output
+
+
+def test_8_importing_a_missing_source_says_there_is_no_database(tmp_path):
+    out = cli("import", tmp_path / "nope.db", "--db", tmp_path / "copy.db")
+    assert out.exit_code == 2 and f"no database at {tmp_path / 'nope.db'}" in out.output
+    assert not (tmp_path / "copy.db").exists()
+
+
 def test_8_why_names_the_namespace_it_searched(tmp_path):
     db = tmp_path / "m.db"
     cli("add", "We use uv.", "--db", db, "--offline", "-n", "my-agent")

@@ -345,3 +345,23 @@ def test_a_dsn_written_another_way_is_the_same_database():
                   "postgresql://lethe@localhost:5433/lethe?options=-csearch_path%3Dt2",
                   "postgresql://lethe@localhost:5434/lethe?options=-csearch_path%3Dt1"):
         _check_not_itself(a, other)  # not refused
+
+
+def test_a_source_its_adoption_would_refuse_is_refused_by_its_own_name(tmp_path, target,
+                                                                       scratch):
+    """Before: the refusal blamed the temp folder ('set TMPDIR elsewhere'), after a
+    destination had been made."""
+    source = odd_source(tmp_path / "src")
+    db = sqlite3.connect(source)
+    db.execute("CREATE UNIQUE INDEX once ON memories(content)")
+    db.commit()
+    db.close()
+    before = fingerprint(source)
+    imported = target()
+    with pytest.raises(StoreError, match=f"cannot upgrade {source}: memories has UNIQUE index "
+                                         "'once'.*Nothing in it was changed") as refused:
+        copy_store(source, imported)
+    assert "TMPDIR" not in str(refused.value)
+    assert fingerprint(source) == before and left_behind() == []
+    if not imported.startswith("postgresql:"):
+        assert not os.path.exists(imported)

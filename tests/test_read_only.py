@@ -101,16 +101,22 @@ def test_readers_work_on_a_file_on_a_read_only_file_system(store, tmp_path, comm
 
 def test_a_reader_says_what_a_file_holding_no_store_is(tmp_path):
     """An empty SQLite file has no Lethe store; the seed article's file has not been
-    adopted; neither is 'an older version of Lethe', and the reader changes neither."""
+    adopted; a memories table that is not the article's is not one Lethe adopts (before, the
+    reader sent it to `lethe run`, which then failed on 'no such column'); none is 'an
+    older version of Lethe', and the reader changes none."""
     empty, article = tmp_path / "empty.db", tmp_path / "agent_memory.db"
+    other = tmp_path / "other.db"
     sqlite3.connect(empty).execute("CREATE TABLE notes (x)")
-    db = sqlite3.connect(article)
+    shutil.copyfile(f"{ROOT}/tests/fixtures/schemas/v0-article.sqlite", article)
+    db = sqlite3.connect(other)
     db.execute("CREATE TABLE memories (id INTEGER PRIMARY KEY, content TEXT NOT NULL)")
     db.commit()
     db.close()
     for path, said in ((empty, f"error: no Lethe store at {empty}: this command does not create one"),
                        (article, f"error: {article} holds memories Lethe has not adopted yet; run "
-                                 "a command that writes, such as `lethe run`, once to adopt it")):
+                                 "a command that writes, such as `lethe run`, once to adopt it"),
+                       (other, f"error: cannot adopt {other}: its memories table is not the seed "
+                               "article's (it has no column summary, tags")):
         before = path.read_bytes()
         done = cli("ls", "--db", path, "--policy", LIFECYCLE)
         assert done.returncode == 2 and done.stderr.startswith(said), done.stderr

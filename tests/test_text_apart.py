@@ -2,6 +2,7 @@
 `memories` still reads and writes as the seed article's table, and a rule may read the
 text on either backend."""
 import datetime as dt
+import hashlib
 import os
 import sqlite3
 import struct
@@ -161,26 +162,73 @@ def test_an_article_files_own_indexes_and_columns_come_along(tmp_path):
         assert len(db.execute("SELECT id FROM memories").fetchall()) == 32
 
 
+def digest(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
 @pytest.mark.sqlite_only
 @pytest.mark.parametrize("statement, named", [
-    ("CREATE INDEX mixed ON memories(content, importance)", "index 'mixed'"),
+    ("CREATE INDEX mixed ON memories(content, importance)", "index 'mixed' over text"),
+    ("CREATE INDEX mixed ON memories(lower(content), importance)", "index 'mixed' over text"),
+    ("CREATE INDEX mixed ON memories(content) WHERE status = 'active'", "index 'mixed' over text"),
     ("CREATE TRIGGER audit AFTER UPDATE ON memories BEGIN SELECT 1; END", "trigger 'audit'"),
     ("ALTER TABLE memories ADD COLUMN clen INTEGER GENERATED ALWAYS AS (length(content))",
-     "generated column 'clen'")])
+     "generated column 'clen'"),
+    ("CREATE UNIQUE INDEX once ON memories(content)", "UNIQUE index 'once'"),
+    ("ALTER TABLE memories ADD COLUMN owner TEXT CHECK (owner <> '')", "a CHECK clause"),
+    ("ALTER TABLE memories ADD COLUMN owner TEXT COLLATE NOCASE", "a COLLATE clause"),
+    ("ALTER TABLE memories ADD COLUMN owner INTEGER REFERENCES memory_events(id)",
+     "a foreign key on 'owner'")])
 def test_what_a_view_cannot_keep_is_refused_by_name_and_nothing_is_lost(tmp_path, statement,
                                                                          named):
+    """Refused before any migration runs: the file's bytes are what they were (before, the
+    upgrades before m020 were already in it, and a UNIQUE index, a CHECK or a COLLATE was
+    dropped without a word: a write through the view could leave half a memory)."""
     path = article_with(tmp_path, statement)
-    with pytest.raises(StoreError, match=f"m020_text_apart.*{named}"):
+    before = digest(path)
+    with pytest.raises(StoreError, match=f"cannot upgrade .*{named}.*Nothing in it was changed"):
         Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True)
+    with pytest.raises(StoreError, match=f"cannot upgrade .*{named}"):  # read-only: the same
+        Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True,
+               read_only=True)
+    assert digest(path) == before
+    assert sorted(os.listdir(tmp_path)) == ["article.db"]
+
+
+@pytest.mark.sqlite_only
+def test_memories_with_no_namespace_are_refused_with_what_to_do(tmp_path):
+    """Before: a raw 'NOT NULL constraint failed: memory_rows.namespace' after m001..m019."""
+    path = article_with(tmp_path, "ALTER TABLE memories ADD COLUMN namespace TEXT")
+    before = digest(path)
+    with pytest.raises(StoreError, match="30 memories have no namespace.*UPDATE memories SET "
+                                         "namespace = 'default' WHERE namespace IS NULL"):
+        Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True)
+    assert digest(path) == before
     db = sqlite3.connect(path)
-    try:
-        assert db.execute("SELECT type FROM sqlite_master WHERE name = 'memories'"
-                          ).fetchone()[0] == "table"
-        assert db.execute("SELECT count(*) FROM memories").fetchone()[0] == 30
-        assert db.execute("SELECT count(*) FROM sqlite_master WHERE name IN "
-                          "('memory_rows', 'memory_texts')").fetchone()[0] == 0
-    finally:
-        db.close()
+    db.execute("UPDATE memories SET namespace = 'default' WHERE namespace IS NULL")
+    db.commit()
+    db.close()
+    with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
+        assert len(mem.memories("all", None)) == 30
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_memories_table_that_is_not_the_articles_is_not_adopted(tmp_path, read_only):
+    """Before: a read was told to run `lethe run` to adopt it, and that failed on 'no such
+    column: status'."""
+    path = str(tmp_path / "other.db")
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE memories (a)")
+    db.commit()
+    db.close()
+    before = digest(path)
+    with pytest.raises(StoreError, match="cannot adopt .*not the seed article's .*no column id, "
+                                         "content"):
+        Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True,
+               read_only=read_only)
+    assert digest(path) == before
 
 
 @pytest.mark.sqlite_only

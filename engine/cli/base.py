@@ -74,10 +74,14 @@ class IsoTime(click.ParamType):
     def convert(self, value, param, ctx):
         try:
             when = until_end_of_day(value) if self.end_of_day else parse_time(str(value))
-            when + dt.timedelta(days=400)  # room for the arithmetic on it (leases, expiries)
         except (ValueError, OverflowError):
             self.fail(f"{value!r} is not a usable ISO-8601 date or time "
                       "(e.g. 2026-03-01 or 2026-03-01T09:00:00)", param, ctx)
+        try:
+            when + dt.timedelta(days=400)  # room for the arithmetic on it (leases, expiries)
+        except OverflowError:
+            self.fail(f"{value!r} is too near the year 9999 for the arithmetic Lethe does on "
+                      "it (leases, expiries): give a date before 9998-11-26", param, ctx)
         return value
 
 
@@ -177,7 +181,8 @@ def open_memory(db, policy, namespace, now, offline, record=None, replay=None,
     path = db or pol.db
     if not path:
         raise click.UsageError("no database: pass --db FILE (or a postgresql:// DSN) or set LETHE_DB")
-    if must_exist and not store.is_dsn(path) and not os.path.exists(path):
+    if must_exist and not store.is_dsn(path) and \
+            not os.path.exists(store.sqlite_file.file_path(path)):
         raise StoreError(no_database(path))
     clock = FixedClock(now) if now else None
     return memory.Memory(path, policy=pol, namespace=namespace, offline=offline, clock=clock,

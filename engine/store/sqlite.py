@@ -22,13 +22,13 @@ from . import bulk, head
 from .common import StoreCommon
 from .lease import SqliteLease, lease_connection
 from .migrations import MIGRATIONS
-from .text_apart import ROWS, TEXT_COLUMNS, TEXTS, rows_table
+from .text_apart import MIGRATION as TEXT_APART, ROWS, TEXT_COLUMNS, TEXTS, adoptable, rows_table
 from .sqlite_bookkeeping import Bookkeeping
 from .sqlite_checkpoint import Checkpointer
 from .sqlite_functions import sql_functions
 from .sqlite_wait import Waiters, Waiting, connection_class
 from .sqlite_library import claim, release
-from .sqlite_file import READ_ONLY_COMMANDS, absolute, on_disk, unusable  # noqa: F401
+from .sqlite_file import READ_ONLY_COMMANDS, absolute, file_path, on_disk, unusable  # noqa: F401
 from .vectors import VectorIndex, load_extension
 
 
@@ -77,6 +77,8 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
             if vectors:
                 load_extension(self.db)
             self.db.execute("PRAGMA busy_timeout = 0")
+            if not read_only and TEXT_APART not in self._applied():
+                adoptable(self.db, self.path)  # refused before anything in it changes
             if not read_only and self.db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 self.db.execute("PRAGMA journal_mode = WAL")
             self.db.execute("PRAGMA synchronous = NORMAL")
@@ -106,11 +108,13 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
 
         if not self.read_only:
             return connect(self._file)
-        if not os.path.exists(self._file):
+        if not os.path.exists(file_path(self._file)):
             raise StoreError(f"cannot open {self.path}: no such database file")
-        uri = "file:" + urllib.parse.quote(self._file)
+        uri = self._file if self._file.startswith("file:") else \
+            "file:" + urllib.parse.quote(self._file)
+        uri += "&" if "?" in uri else "?"  # a URI given: its own parameters, and ours
         try:
-            db = connect(uri + "?mode=ro", uri=True)
+            db = connect(uri + "mode=ro", uri=True)
             db.execute("SELECT count(*) FROM sqlite_master").fetchone()
             return db
         except sql.OperationalError:
@@ -119,7 +123,7 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
                 raise  # committed pages still in the WAL: nothing to read them through
         # WAL mode needs to write its -shm index beside the file; a file nobody writes
         # (no -wal left) is read as immutable instead
-        return connect(uri + "?immutable=1", uri=True)
+        return connect(uri + "immutable=1", uri=True)
 
     def stop_checkpoints(self) -> None:
         """No more checkpoints from the store's thread (after the one running, if one is):
@@ -194,6 +198,12 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
             self._checkpoints.committed(self.db)
         if fence is not None:
             fence.renewed()
+
+    def _check_current(self) -> None:
+        """Read-only: a file Lethe could not adopt is said so, not sent to `lethe run`."""
+        if TEXT_APART not in self._applied():
+            adoptable(self.db, self.path)
+        super()._check_current()
 
     def migrate(self) -> list[str]:
         """Run the migrations this file lacks. An up-to-date file is only read: opening it

@@ -5,6 +5,7 @@ current directory."""
 from __future__ import annotations
 
 import os
+import urllib.parse
 
 # the commands that open a store read-only, and so work where it cannot be written
 READ_ONLY_COMMANDS = "lethe ls, why, pending and costs (and lethe import from it)"
@@ -38,6 +39,15 @@ def unusable(path: str, read_only: bool) -> str | None:
         return None
     return (f"{what}, so this command, which writes, cannot use it; on a read-only file or "
             f"mount only the commands that read work: {READ_ONLY_COMMANDS}")
+
+
+def file_path(target: str) -> str:
+    """The file a `file:` URI names (its path, unquoted, without its query), so a command
+    that reads checks the same file a command that writes opened; any other target as is."""
+    if not target.startswith("file:"):
+        return target
+    parsed = urllib.parse.urlsplit(target)
+    return urllib.parse.unquote(parsed.path) or target
 
 
 def on_disk(path: str) -> bool:

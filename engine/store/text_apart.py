@@ -15,6 +15,7 @@ import re
 from ..errors import StoreError
 from .sqlite_library import library
 
+MIGRATION = "m020_text_apart"  # the migration after which memories is a view
 ROWS, TEXTS = "memory_rows", "memory_texts"
 TEXT_COLUMNS = ("content", "summary", "tags")
 # every other column of `memories` as m001..m019 left it: (declaration, default). The
@@ -96,23 +97,77 @@ def split(db) -> None:
 _FTS_TRIGGERS = {"memories_fts_insert", "memories_fts_delete", "memories_fts_update"}
 _ON_MEMORIES = re.compile(r"""\bON\s+(?:"memories"|'memories'|`memories`|\[memories\]|memories)"""
                           r"""\s*\(""", re.IGNORECASE)
+# the seed article's columns (m001): a memories table without them is not one Lethe adopts
+ARTICLE_COLUMNS = ("id", "content", "summary", "tags", "importance", "confidence",
+                   "access_count", "decay_score", "status", "contradicted_by", "created_at",
+                   "last_accessed", "expires_at")
+_QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|`[^`]*`|\[[^\]]*\]|--[^\n]*|/\*.*?\*/",
+                     re.DOTALL)
+_KEPT_NOT = re.compile(r"\b(CHECK|COLLATE)\b", re.IGNORECASE)
+
+
+def adoptable(db, where: str = "this file") -> None:
+    """Refuse, naming each, what this file's memories table holds that Lethe's store
+    cannot keep once its text is apart from its rows (m020): before any migration runs,
+    so a refused file is left as it was. A table that is not the seed article's; a
+    generated column; a trigger, a UNIQUE index or constraint, a CHECK, a COLLATE or a
+    foreign key of the user's own (a view keeps none of them: a write through it with
+    OR IGNORE or OR REPLACE would leave half a memory); an index over text and other
+    columns at once; rows with no namespace. Nothing to check on a file without a
+    memories table, or one whose memories are already apart (a view)."""
+    kind = db.execute("SELECT type, sql FROM sqlite_master WHERE name = 'memories'").fetchone()
+    if kind is None or kind[0] != "table":
+        return
+    cols = db.execute('PRAGMA table_xinfo("memories")').fetchall()
+    names = [r[1] for r in cols]
+    missing = [c for c in ARTICLE_COLUMNS if c not in names]
+    if missing:
+        raise StoreError(f"cannot adopt {where}: its memories table is not the seed "
+                         f"article's (it has no column {', '.join(missing)}); Lethe adopts an "
+                         "agent_memory.db or opens a file of its own. Nothing in it was changed")
+    found = [f"generated column {r[1]!r}" for r in cols if r[6]]
+    found += [f"trigger {r[0]!r}" for r in db.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'memories'")
+        if r[0] not in _FTS_TRIGGERS]
+    bare = _QUOTED.sub(" ", kind[1] or "")
+    found += [f"a {w.upper()} clause" for w in sorted({m.lower() for m in _KEPT_NOT.findall(bare)})]
+    own = set(ARTICLE_COLUMNS) | set(_ROW_COLUMNS)
+    found += [f"a foreign key on {r[3]!r}" for r in db.execute(
+        'PRAGMA foreign_key_list("memories")') if r[3] not in own]
+    for _, name, unique, origin, partial in db.execute('PRAGMA index_list("memories")'):
+        parts = [r[2] for r in db.execute("SELECT * FROM pragma_index_xinfo(?)", (name,)) if r[5]]
+        if unique:
+            found.append(f"UNIQUE index {name!r}" if origin == "c" else
+                         f"a UNIQUE or PRIMARY KEY constraint on {', '.join(map(str, parts))}")
+            continue
+        sql = db.execute("SELECT sql FROM sqlite_master WHERE name = ?", (name,)).fetchone()
+        if (None in parts or partial) and sql and sql[0]:  # every column it names
+            words = set(re.findall(r"\w+", _QUOTED.sub(" ", sql[0]).split("(", 1)[-1]))
+            parts = [c for c in names if c in words]
+        text = {p for p in parts if p in TEXT_COLUMNS}
+        if text and len(text) < len(parts):
+            found.append(f"index {name!r} over text and other columns")
+    if found:
+        raise StoreError(f"cannot upgrade {where}: memories has {', '.join(found)}, which "
+                         "Lethe's store cannot keep (its text lives apart from its rows, "
+                         "joined by a view); drop them and try again (once it is upgraded, "
+                         "an index can be made on memory_rows or memory_texts). "
+                         "Nothing in it was changed")
+    if "namespace" in names:
+        none = db.execute("SELECT count(*) FROM memories WHERE namespace IS NULL").fetchone()[0]
+        if none:
+            raise StoreError(f"cannot upgrade {where}: {none} memories have no namespace "
+                             "(NULL), which Lethe's store refuses; give them one (UPDATE "
+                             "memories SET namespace = 'default' WHERE namespace IS NULL) and "
+                             "try again. Nothing in it was changed")
 
 
 def _movable_columns(db) -> list[tuple]:
-    """(name, type, notnull, default) of each column of memories, or a StoreError naming
-    what m020 cannot carry into a view: a generated column, a trigger of the user's own."""
-    cols = db.execute('PRAGMA table_xinfo("memories")').fetchall()
-    generated = [r[1] for r in cols if r[6]]
-    triggers = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = "
-                                         "'trigger' AND tbl_name = 'memories'")
-                if r[0] not in _FTS_TRIGGERS]
-    if generated or triggers:
-        what = ", ".join([f"generated column {g!r}" for g in generated]
-                         + [f"trigger {t!r}" for t in triggers])
-        raise StoreError(f"cannot upgrade this file (m020_text_apart): memories has {what}, "
-                         "which a view cannot keep; drop it, open the file again, and make it "
-                         "again on memory_rows or memory_texts (this step changed nothing)")
-    return [(r[1], r[2], r[3], r[4]) for r in cols]
+    """(name, type, notnull, default) of each column of memories, once `adoptable` found
+    nothing m020 cannot carry into a view (it ran before any migration; again here for
+    a file upgraded another way)."""
+    adoptable(db)
+    return [(r[1], r[2], r[3], r[4]) for r in db.execute('PRAGMA table_xinfo("memories")')]
 
 
 _SAFE_TYPE = re.compile(r"[A-Za-z][A-Za-z0-9_ ]*(\(\s*[0-9]+\s*(,\s*[0-9]+\s*)?\))?")
@@ -158,7 +213,8 @@ def _move_index(db, name: str, sql: str) -> None:
             errors.append(str(exc))
     raise StoreError(f"cannot upgrade this file (m020_text_apart): index {name!r} on memories "
                      f"fits neither {ROWS} nor {TEXTS} ({'; '.join(errors)}); drop it, open the "
-                     "file again, and make it again on one of them (this step changed nothing)")
+                     "file again, and make it again on one of them (this step changed nothing; "
+                     "the upgrades before it stay)")
 
 
 def _view_triggers(db, row_cols: list[tuple]) -> None:

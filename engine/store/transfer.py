@@ -38,9 +38,11 @@ from ..clock import Clock, FixedClock, parse_time, system_clock
 from ..errors import StoreError
 from . import open_store
 from .migrations import MIGRATIONS
-from .text_apart import ROWS, TEXT_COLUMNS, TEXTS, go_on_after, rows_table
+from .text_apart import (MIGRATION as TEXT_APART, ROWS, TEXT_COLUMNS, TEXTS, adoptable,
+                         go_on_after, rows_table)
 from .postgres import _psycopg, is_dsn, masked
 from .postgres_schema import PG_MIGRATIONS
+from .sqlite_file import file_path
 from .sqlite_library import library, loaded, open_through
 
 # (table, key): tables with an `id` are copied in id order and resume after the last one
@@ -72,13 +74,17 @@ class _Source:
 
     def __init__(self, target: str, query: str | None = None):
         self.pg = is_dsn(target)
+        if not self.pg and query is None and not os.path.isfile(file_path(target)):
+            raise StoreError(f"no database at {target}: nothing to import (give the "
+                             "agent_memory.db, Lethe file or postgresql:// DSN to copy)")
         try:
             if self.pg:
                 self.db = _psycopg().connect(target, autocommit=True)
             else:  # `immutable`: an adopted copy nobody writes, read after its file is gone
-                uri = "file:" + urllib.parse.quote(os.path.abspath(target))
-                sql = open_through(target) or sqlite3  # the library it is open through here
-                self.db = sql.connect(f"{uri}?{query or _read_mode(target)}", uri=True)
+                path = file_path(target)  # a `file:` URI: the file it names, read as ours
+                uri = "file:" + urllib.parse.quote(os.path.abspath(path))
+                sql = open_through(path) or sqlite3  # the library it is open through here
+                self.db = sql.connect(f"{uri}?{query or _read_mode(path)}", uri=True)
                 self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()
         except Exception as exc:
             shown = masked(target)
@@ -250,6 +256,8 @@ def _check_source(raw: _Source, shown: str) -> None:
     if not raw.has("memories"):
         raise StoreError(f"the source {shown} holds no memories table: it is neither an "
                          "agent_memory.db nor a Lethe store")
+    if not raw.pg and TEXT_APART in raw.behind():  # what adopting it would refuse
+        adoptable(raw.db, shown)  # said of the source, before a destination is made
     if raw.pg and raw.behind():
         raise StoreError(f"the source {shown} is from an older version of Lethe (it lacks "
                          f"{', '.join(raw.behind())}); run a command that writes, such as "
