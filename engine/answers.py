@@ -19,7 +19,7 @@ import json
 import math
 import re
 
-from .clock import iso, naive, until_end_of_day
+from .clock import is_bare_date, iso, naive, until_end_of_day
 # re-exported: the checkers' shared vocabulary lives in engine.decoding
 from .decoding import BadAnswer, Check, decode, finished  # noqa: F401
 
@@ -253,7 +253,7 @@ def end_of(text: str) -> dt.datetime:
     datetime at midnight (models write `T00:00:00Z` meaning "that day"), is the end of
     that day; any other time is converted from its zone to the store's UTC."""
     try:
-        if len(text) == 10:  # a bare date: the one rule, in engine.clock
+        if is_bare_date(text):  # the one rule, in engine.clock
             return until_end_of_day(text)
         when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
         if when.time() == dt.time(0, 0):

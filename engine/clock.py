@@ -56,11 +56,20 @@ def parse_time(text: str) -> dt.datetime:
         raise ValueError(f"not an ISO-8601 date or time: {text!r}") from None
 
 
+def is_bare_date(text: str) -> bool:
+    """A date with no time, in any ISO-8601 spelling (2026-03-15, 20260315, 2026-W11-7)."""
+    try:
+        dt.date.fromisoformat(str(text).strip())
+    except ValueError:
+        return False
+    return True
+
+
 def until_end_of_day(text: str) -> dt.datetime:
-    """An expiry as written: a bare date (2026-03-15) is true through the end of that day,
-    a date and time is that moment. The one place this rule lives."""
+    """An expiry as written: a bare date (2026-03-15, or 20260315) is true through the end
+    of that day, a date and time is that moment. The one place this rule lives."""
     when = parse_time(text)
-    if len(str(text).strip()) == 10:
+    if is_bare_date(text):
         when = when.replace(hour=23, minute=59, second=59)
     return when
 

@@ -302,11 +302,23 @@ class Memory:
             raise LetheError("a key is non-empty text")
         before = self.keyed(key)
         new_id = self.add(content, **fields)
+        if self._held_by_another_key(new_id, key):  # the judges found it confirms that one:
+            new_id = self.add(content, **{**fields, "judged": False})  # each key its own
         with self.store.transaction():
             self.store.event(new_id, "keyed", {"key": key, "value": value})
             if before is not None and before.memory.id != new_id:
                 self.writer.supersede(before.memory.id, new_id, content)
         return new_id
+
+    def _held_by_another_key(self, memory_id: int, key: str) -> bool:
+        """Whether `memory_id` is the memory another key's `put()` holds now: a second key
+        with the same text must not share it (deleting either would take both)."""
+        record = self.get(memory_id)
+        other = self.key_of(record) if record is not None else None
+        if other is None or other.key == key:
+            return False
+        holder = self.keyed(other.key)
+        return holder is not None and holder.memory.id == memory_id
 
     def keyed(self, key: str) -> Keyed | None:
         """The active memory `put()` stored under `key`, with the value kept beside it."""

@@ -307,3 +307,17 @@ def test_check_of_reads_the_template_variables():
     assert (found.shown, found.now, found.top_n, found.max_supersedes) == (frozenset({1, 2}), NOW, 4, None)
     assert Check.of(variables, shows_candidates=False).shown is None
     assert Check.of({"now": "2026-01-05", "top_n": True}, True).now is None
+
+
+@pytest.mark.parametrize("written", ["2030-01-01", "20300101", " 2030-01-01 ", "2030-W01-2"])
+def test_a_bare_date_in_any_iso_spelling_lasts_through_that_day(written, tmp_path):
+    """Before: '20300101' (ISO's basic form) expired at midnight, a day early, where
+    '2030-01-01' lasted through it: the rule looked at the text's length."""
+    from engine import Memory
+    from engine.clock import until_end_of_day
+
+    assert until_end_of_day(written) == dt.datetime(2030, 1, 1, 23, 59, 59)
+    with Memory(str(tmp_path / "m.db"), offline=True) as mem:
+        mid = mem.add("The trial ends then.", expires_at=written, judged=False)
+        assert mem.get(mid).expires_at.startswith("2030-01-01T23:59:59")
+    assert until_end_of_day("2030-01-01T00:00:00") == dt.datetime(2030, 1, 1)  # a moment

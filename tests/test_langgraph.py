@@ -84,6 +84,22 @@ def test_a_put_that_contradicts_another_key_supersedes_it(store):
     assert [h.key for h in hits] == ["move"]
 
 
+def test_two_keys_with_the_same_text_are_two_items(store, lethe):
+    """Before: the second put only confirmed the first key's memory, so search found one
+    item, and deleting either key (or putting over it) took the other's away too."""
+    store.put(ALICE, "a", {"text": "The office is in Berlin", "owner": "alice"})
+    store.put(ALICE, "b", {"text": "The office is in Berlin", "owner": "bob"})
+    assert sorted(i.key for i in store.search(ALICE)) == ["a", "b"]
+    store.delete(ALICE, "b")
+    assert store.get(ALICE, "a").value == {"text": "The office is in Berlin", "owner": "alice"}
+    store.put(ALICE, "home", {"text": "Alice lives in Porto"})
+    store.put(ALICE, "work", {"text": "Alice lives in Porto"})
+    store.put(ALICE, "home", {"text": "Alice lives near the Ribeira"})
+    assert store.get(ALICE, "work").value == {"text": "Alice lives in Porto"}
+    store.put(ALICE, "a", {"text": "The office is in Berlin", "owner": "carol"})  # its own key:
+    assert len([m for m in lethe("users.alice").memories() if "Berlin" in m.content]) == 1
+
+
 def test_search_with_a_query_is_recall(store, lethe):
     store.put(ALICE, "db", {"text": "The billing service uses PostgreSQL"})
     store.put(ALICE, "tea", {"text": "Alice drinks green tea"})

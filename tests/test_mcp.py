@@ -243,6 +243,10 @@ def test_resources_show_the_policy_and_one_memory(memory):
             await c.read_resource("lethe://memory/abc")
         with pytest.raises(MCPError, match="no memory #99999999999999999999999 in namespace"):
             await c.read_resource("lethe://memory/99999999999999999999999")
+        with pytest.raises(MCPError, match=r"no memory #9{20}\.\.\. \(5000 digits\) in"):
+            await c.read_resource("lethe://memory/" + "9" * 5000)  # was an internal error
+        with pytest.raises(MCPError, match="an id is a number"):
+            await c.read_resource("lethe://memory/%C2%B2")  # '²': isdigit(), not int()
         return policy.contents[0].text, one.contents[0].text
 
     policy_text, memory_text = talk(build_server(mem), script)

@@ -178,7 +178,9 @@ class LetheStore(BaseStore):
     def _find(self, mem: Memory, key: str) -> Keyed | None:
         """The live memory under `key`: put() named it so, or it is `memory-ID`."""
         found = mem.keyed(key)
-        if found is None and key.startswith(MEMORY_KEY) and key[len(MEMORY_KEY):].isdigit():
+        digits = key[len(MEMORY_KEY):]
+        if found is None and key.startswith(MEMORY_KEY) and digits.isascii() and \
+                digits.isdigit() and len(digits) <= 19:
             record = mem.get(int(key[len(MEMORY_KEY):]))
             if record is not None:
                 found = mem.key_of(record) or Keyed(record, key, None, record.created_at)

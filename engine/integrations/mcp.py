@@ -123,8 +123,11 @@ class Tools:
 
     def memory_json(self, memory_id: str) -> str:
         """One memory of this namespace as JSON."""
-        if not memory_id.isdigit():
-            raise LetheError(f"no memory {memory_id!r}: an id is a number")
+        if not (memory_id.isascii() and memory_id.isdigit()):  # not '²', which isdigit()
+            raise LetheError(f"no memory {memory_id[:40]!r}: an id is a number")
+        if len(memory_id) > 30:  # past any id, and int() of 4,300 digits fails
+            raise LetheError(f"no memory #{memory_id[:20]}... ({len(memory_id)} digits) in "
+                             f"namespace {self.memory.namespace!r}")
         return json.dumps(self._memory(int(memory_id)).as_dict(), ensure_ascii=False, indent=2)
 
     def close(self) -> None:

@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass, field
 
 from .. import yamldoc
-from ..clock import iso, parse_duration, parse_time
+from ..clock import is_bare_date, iso, parse_duration, parse_time
 from ..errors import PolicyError
 from ..policy import STATUSES
 from ..steps import KINDS
@@ -159,7 +159,7 @@ def _add(doc, value, path: tuple) -> dict:
         when = value["expires_at"]
         out["expires_at"] = iso(_time(doc, path + ("expires_at",), when))
         if isinstance(when, dt.date) and not isinstance(when, dt.datetime) or \
-                isinstance(when, str) and len(when.strip()) == 10:
+                isinstance(when, str) and is_bare_date(when):
             out["expires_at"] = out["expires_at"][:10]  # a bare date: add() makes it the day's end
     for key in ("summary", "kind", "scene"):
         if value.get(key) is not None:
