@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import importlib
 import math
-import os
 import threading
 from array import array
 from functools import lru_cache
 from pathlib import Path
 
 from .errors import LetheError
+from .judges import endpoint
 from .policy.types import Embed
 
 
@@ -40,21 +40,26 @@ class OpenAIEmbedder:
 
     def __init__(self, spec: Embed):
         self.spec, self.name, self.recent = spec, spec.name, {}
-        self.base_url = spec.base_url or os.environ.get("OPENAI_BASE_URL") or None
+        # keys as a chat model's (engine/judges/endpoint.py): $OPENAI_API_KEY goes only to
+        # $OPENAI_BASE_URL or OpenAI's own endpoint, never to a base_url the policy chose
+        self.endpoint = endpoint.resolve(spec.base_url, spec.api_key_env)
         self._client = None
 
     def embed(self, texts: list[str]) -> list[bytes]:
         import openai
 
         if self._client is None:
-            key = os.environ.get(self.spec.api_key_env) or ("not-needed" if self.base_url else None)
-            self._client = openai.OpenAI(api_key=key, base_url=self.base_url,
-                                         timeout=self.spec.timeout,
-                                         max_retries=self.spec.max_retries)
+            try:
+                self._client = endpoint.openai_client(
+                    self.endpoint, self.spec.model, timeout=self.spec.timeout,
+                    max_retries=self.spec.max_retries)
+            except endpoint.NoKey as exc:
+                raise EmbeddingUnavailable(str(exc)) from None
         try:
             reply = self._client.embeddings.create(model=self.spec.model, input=list(texts))
-        except openai.OpenAIError as err:
-            raise EmbeddingUnavailable(f"embeddings from {self.spec.model}: {err}") from err
+        except openai.OpenAIError as err:  # its words without the base URL's secrets
+            said = endpoint.scrub(str(err), self.endpoint.base_url)
+            raise EmbeddingUnavailable(f"embeddings from {self.spec.model}: {said}") from err
         data = sorted(reply.data, key=lambda d: d.index)
         if len(data) != len(texts):
             raise EmbeddingUnavailable(f"{self.spec.model} gave {len(data)} vectors for "

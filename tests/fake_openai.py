@@ -276,6 +276,7 @@ class FakeOpenAI:
         self.responder = responder or (lambda request: "{}")
         self.embedder = embedder or word_vector  # answers /v1/embeddings, text by text
         self.embedding_requests: list[dict] = []
+        self.embedding_headers: list[dict] = []  # each one's headers, lower-cased
         self.embeddings_down = False   # True: /v1/embeddings answers 503
         self.delay = delay
         self.models = models
@@ -452,6 +453,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send_json(400, error_body(400, "body is not valid JSON"))
         with fake._lock:
             fake.embedding_requests.append(request)
+            fake.embedding_headers.append({k.lower(): v for k, v in self.headers.items()})
         if fake.embeddings_down:
             return self._send_json(503, error_body(503, "embeddings are down"),
                                    {"retry-after-ms": "1", "x-should-retry": "false"})

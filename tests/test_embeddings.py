@@ -66,6 +66,21 @@ def test_a_write_stores_the_memorys_vector(tmp_path, fake):
     assert fake.embedding_requests[0]["model"] == "text-embedding-3-small"
 
 
+def test_an_embedding_server_of_the_policys_own_never_gets_the_developers_key(
+        tmp_path, fake, monkeypatch):
+    """Before: `embed:` built its own client, and OPENAI_API_KEY and OPENAI_ORG_ID went to
+    whatever base_url the policy named (chat models had kept them at home since the
+    keys round). Now embeddings follow engine/judges/endpoint.py as chat models do."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-developer")
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-developer")
+    monkeypatch.delenv("LETHE_MODEL_KEYS", raising=False)
+    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+        mem.add("User eats chicken most days.", judged=False)
+    assert fake.embedding_headers, "no embedding request was made"
+    for headers in fake.embedding_headers:
+        assert "sk-developer" not in str(headers) and "openai-organization" not in headers
+
+
 def test_an_embedding_outage_never_blocks_a_write_and_backfill_fills_it(tmp_path, fake):
     with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
         fake.embeddings_down = True

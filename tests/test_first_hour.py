@@ -477,6 +477,20 @@ def test_8_importing_a_missing_source_says_there_is_no_database(tmp_path):
     assert not (tmp_path / "copy.db").exists()
 
 
+def test_8_a_policys_db_may_not_name_a_server(tmp_path, monkeypatch):
+    """Before: `db: postgresql://their-host/x` in a policy made libpq send PGPASSWORD,
+    PGUSER and ~/.pgpass's password to the server the policy chose."""
+    monkeypatch.setenv("PGPASSWORD", "s3cret")
+    monkeypatch.delenv("LETHE_DB", raising=False)
+    policy = tmp_path / "p.yaml"
+    policy.write_text('name: p\nextends: archive\ndb: "postgresql://127.0.0.1:9/lethe"\n')
+    out = cli("add", "hi", "--policy", policy, "--offline")
+    assert out.exit_code == 2 and "not trusted with your PostgreSQL credentials" in out.output
+    policy.write_text("name: p\nextends: archive\ndb: here.db\n")  # a file: as before
+    assert cli("add", "hi", "--policy", policy, "--offline").exit_code == 0
+    assert (tmp_path / "here.db").exists()
+
+
 def test_8_why_names_the_namespace_it_searched(tmp_path):
     db = tmp_path / "m.db"
     cli("add", "We use uv.", "--db", db, "--offline", "-n", "my-agent")

@@ -377,3 +377,20 @@ def test_without_the_extra_lethe_still_runs_and_mcp_names_the_extra(tmp_path):
     assert out.returncode == 2
     assert out.stderr == "error: the MCP server needs the 'mcp' extra: pip install 'lethe[mcp]'\n"
     assert not db.exists()  # said before anything was opened
+
+
+def test_the_policy_resource_shows_no_secret(tmp_path):
+    """Before: lethe://policy showed a base URL's user, password and query, and header
+    values, as written; every message already showed them as ***."""
+    from engine import Memory
+    from engine.integrations.mcp import Tools
+
+    policy = tmp_path / "p.yaml"
+    policy.write_text("name: p\nextends: lifecycle\nmodels:\n  cheap: {provider: openai, model: m, "
+                      "base_url: 'https://bob:hunter2@llm.example/v1?api-key=SECRETQ', "
+                      "headers: {X-Api-Key: hdr-secret}}\n")
+    with Memory(str(tmp_path / "m.db"), policy=str(policy), offline=True) as mem:
+        shown = Tools(mem).policy_yaml()
+    for secret in ("hunter2", "SECRETQ", "hdr-secret", "bob"):
+        assert secret not in shown
+    assert "https://***:***@llm.example/v1?***" in shown and "X-Api-Key: '***'" in shown

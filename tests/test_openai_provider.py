@@ -68,6 +68,7 @@ def test_local_server_without_key_gets_placeholder(fake_openai):
 
 def test_key_comes_from_api_key_env(fake_openai, monkeypatch):
     monkeypatch.setenv("MY_JUDGE_KEY", "sk-test-123")
+    monkeypatch.setenv("LETHE_MODEL_KEYS", f"MY_JUDGE_KEY={fake_openai.base_url}")
     provider(fake_openai, api_key_env="MY_JUDGE_KEY").complete("hi")
     assert fake_openai.headers[0]["authorization"] == "Bearer sk-test-123"
 
@@ -427,16 +428,34 @@ def test_a_base_url_of_its_own_never_gets_the_developers_openai_settings(fake_op
     assert "sk-developer" not in json.dumps(headers) and "sk-custom" not in json.dumps(headers)
 
 
-def test_a_base_url_of_its_own_gets_the_key_its_entry_names(fake_openai, monkeypatch):
-    _ambient(monkeypatch, LOCAL_KEY="sk-local")
+def test_a_base_url_of_its_own_gets_the_key_its_entry_names_where_the_user_paired_it(
+        fake_openai, monkeypatch):
+    _ambient(monkeypatch, LOCAL_KEY="sk-local",
+             LETHE_MODEL_KEYS=f"OTHER=http://x.test, LOCAL_KEY={fake_openai.base_url}/")
     provider(fake_openai, api_key_env="LOCAL_KEY", headers={"X-Team": "a"}).complete("hi")
     headers = fake_openai.headers[0]
     assert headers["authorization"] == "Bearer sk-local" and headers["x-team"] == "a"
     assert "x-dev-secret" not in headers
 
 
-def test_naming_openai_api_key_sends_it_on_purpose(fake_openai, monkeypatch):
-    _ambient(monkeypatch)
+@pytest.mark.parametrize("named", ["OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY"])
+@pytest.mark.parametrize("pairs", [None, "AWS_SECRET_ACCESS_KEY=http://127.0.0.1:1/v1",
+                                   "OPENAI_API_KEY=https://api.openai.com/v1"])
+def test_a_key_a_policy_names_for_its_own_server_goes_nowhere_unpaired(fake_openai, monkeypatch,
+                                                                       named, pairs):
+    """Before: a policy naming OPENAI_API_KEY (or any variable: a cloud key, a token) beside
+    a base_url of its choosing was sent it. A policy is hostile input: the user pairs a
+    variable with a server in LETHE_MODEL_KEYS, or nothing goes."""
+    _ambient(monkeypatch, AWS_SECRET_ACCESS_KEY="aws-secret")
+    if pairs:
+        monkeypatch.setenv("LETHE_MODEL_KEYS", pairs)
+    with pytest.raises(JudgeUnavailable, match=f"LETHE_MODEL_KEYS='{named}="):
+        provider(fake_openai, api_key_env=named).complete("hi")
+    assert fake_openai.requests == []
+
+
+def test_naming_openai_api_key_sends_it_where_the_user_paired_it(fake_openai, monkeypatch):
+    _ambient(monkeypatch, LETHE_MODEL_KEYS=f"OPENAI_API_KEY={fake_openai.base_url}")
     provider(fake_openai, api_key_env="OPENAI_API_KEY").complete("hi")
     assert fake_openai.headers[0]["authorization"] == "Bearer sk-developer"
 
@@ -475,3 +494,33 @@ def test_redaction_of_every_part(fake_openai):
     assert redact("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000/v1"
     assert scrub("failed at https://u:p4ss@h/v1?k=zzz (p4ss)", "https://u:p4ss@h/v1?k=zzz") == \
         "failed at https://***:***@h/v1?*** (***)"
+
+
+def test_a_redirect_to_another_origin_carries_no_key_and_no_headers(fake_openai, monkeypatch):
+    """Before: httpx dropped the key on a redirect to another origin, and the request hook,
+    which sees the redirected request too, put it back."""
+    import http.server
+
+    class Redirect(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.send_response(307)
+            self.send_header("Location", fake_openai.base_url + self.path[len("/v1"):])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        here = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        _ambient(monkeypatch, LOCAL_KEY="sk-local", LETHE_MODEL_KEYS=f"LOCAL_KEY={here}")
+        judge = OpenAIProvider("gpt-4o-mini", base_url=here, api_key_env="LOCAL_KEY",
+                               headers={"X-Team": "secret-team"}, timeout=5.0, max_retries=0)
+        judge.complete("hi")
+    finally:
+        server.shutdown()
+    [headers] = fake_openai.headers
+    assert "sk-local" not in json.dumps(headers) and "x-team" not in headers
+    assert "authorization" not in headers and "openai-organization" not in headers

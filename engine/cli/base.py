@@ -181,6 +181,10 @@ def open_memory(db, policy, namespace, now, offline, record=None, replay=None,
     path = db or pol.db
     if not path:
         raise click.UsageError("no database: pass --db FILE (or a postgresql:// DSN) or set LETHE_DB")
+    if not db and store.is_dsn(path):  # libpq would send it PGPASSWORD, ~/.pgpass, PGUSER
+        raise click.UsageError(f"the policy's db: names a server ({store.masked(path)}); a "
+                               "policy is not trusted with your PostgreSQL credentials: give "
+                               "the server with --db or LETHE_DB")
     if must_exist and not store.is_dsn(path) and \
             not os.path.exists(store.sqlite_file.file_path(path)):
         raise StoreError(no_database(path))

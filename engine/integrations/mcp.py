@@ -23,9 +23,11 @@ from typing import Annotated, Literal
 import yaml
 
 from ..errors import LetheError
+from ..judges.endpoint import redact
 from ..memory import Memory
 from ..policy import STATUSES
 from ..scheduler import Scheduler
+from ..store import masked
 from . import missing_extra
 from . import mcp_models as out
 from .mcp_models import (Added, Forgotten, Listing, PassesRun, Recalled, Remembered, Story,
@@ -118,8 +120,11 @@ class Tools:
 
     # -- resources
     def policy_yaml(self) -> str:
-        """The policy as loaded, its `extends:` chain merged in."""
-        return yaml.safe_dump(self.memory.policy.doc.data, sort_keys=False, allow_unicode=True)
+        """The policy as loaded, its `extends:` chain merged in, with what is secret in it
+        shown as *** (a base URL's user, password and query, a header's value, a DSN's
+        password), as every message shows it."""
+        return yaml.safe_dump(_shown(self.memory.policy.doc.data), sort_keys=False,
+                              allow_unicode=True)
 
     def memory_json(self, memory_id: str) -> str:
         """One memory of this namespace as JSON."""
@@ -307,3 +312,18 @@ def _instructions(memory: Memory) -> str:
             "user or project; call remember after a turn that says something worth keeping "
             "(a fact, a preference, a change of plan); newer facts supersede older ones. "
             "why explains a memory's history; forget archives one on request.")
+
+
+def _shown(data, key: str | None = None):
+    """`data` (a policy's document) with its secrets as ***."""
+    if isinstance(data, dict):
+        if key == "headers":
+            return {k: "***" for k in data}
+        return {k: _shown(v, k) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_shown(v) for v in data]
+    if isinstance(data, str) and key == "base_url":
+        return redact(data)
+    if isinstance(data, str) and key == "db":
+        return masked(data)
+    return data

@@ -3,8 +3,10 @@
 The rule for keys: `OPENAI_API_KEY` (and the rest of the openai client's ambient settings:
 `OPENAI_ORG_ID`, `OPENAI_PROJECT_ID`, `OPENAI_CUSTOM_HEADERS`) belongs to `OPENAI_BASE_URL`,
 or to the official endpoint when that is unset. A model entry with a `base_url` of its own
-gets only the key its policy names in `api_key_env`, or none at all: a policy cannot send
-the developer's OpenAI key to a server the policy chose.
+gets the key its policy names in `api_key_env` only when the user paired that variable with
+that endpoint in $LETHE_MODEL_KEYS, else none at all: a policy cannot send the developer's
+OpenAI key, or any other variable, to a server the policy chose. A redirect to another
+origin carries nothing of ours.
 
 A base URL may carry a user, a password or a query string (`?key=...`); every message
 shows it as `https://***:***@host/v1?***`.
@@ -12,6 +14,7 @@ shows it as `https://***:***@host/v1?***`.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
@@ -41,16 +44,38 @@ class Endpoint:
         return redact(self.base_url)
 
     def api_key(self, model: str) -> str:
-        """The key to send; a placeholder when this endpoint gets none. Raises NoKey."""
+        """The key to send; a placeholder when this endpoint gets none. Raises NoKey, also
+        for a key a policy names for a base_url of its own that the user has not paired
+        with that endpoint in LETHE_MODEL_KEYS (`paired`)."""
         if self.key_env is None:
             return PLACEHOLDER_KEY
         key = os.environ.get(self.key_env)
+        if key and not self.ambient and not paired(self.key_env, self.base_url):
+            raise NoKey(f"the policy names {self.key_env} as the key of {self.shown} (model "
+                        f"{model!r}); a key a policy names goes only where you paired it: "
+                        f"set {PAIRS}='{self.key_env}={self.shown}' to send it there")
         if key:
             return key
         if not official(self.base_url):
             return PLACEHOLDER_KEY      # a local server, no key set: it says so if it needs one
         raise NoKey(f"no API key: set {self.key_env}, or point base_url / OPENAI_BASE_URL "
                     f"at an OpenAI-compatible server (model {model!r})")
+
+
+PAIRS = "LETHE_MODEL_KEYS"
+
+
+def paired(key_env: str, base_url: str) -> bool:
+    """Whether the user paired the variable `key_env` with `base_url`'s origin in
+    $LETHE_MODEL_KEYS ("VAR=URL" items, separated by commas or spaces). A policy is
+    hostile input: it may name any variable of the environment (a cloud key, a token)
+    and any server, so which key goes where is the user's to say, not the policy's."""
+    home = origin(base_url)
+    for item in re.split(r"[,\s]+", os.environ.get(PAIRS) or ""):
+        name, _, url = item.partition("=")
+        if name == key_env and url and origin(url) == home:
+            return True
+    return False
 
 
 def resolve(base_url: str | None, api_key_env: str | None) -> Endpoint:
@@ -109,13 +134,24 @@ def ambient_header_names() -> set[str]:
     return names
 
 
-def foreign_request_hook(api_key: str, own_headers: dict[str, str]):
-    """An httpx request hook for an endpoint that is not OpenAI's: removes the headers the
-    openai client took from the environment and sends this endpoint's own key."""
+def request_hook(endpoint: Endpoint, api_key: str, own_headers: dict[str, str]):
+    """An httpx request hook for every request a model's client sends. At the endpoint's own
+    origin: an endpoint that is not OpenAI's loses the headers the openai client took from
+    the environment and gets its own key and headers. Anywhere else (a redirect, which the
+    client follows, and this hook sees again) nothing of ours goes with it: no key, none of
+    the entry's headers, none of the environment's."""
     own = {k.lower() for k in own_headers}
     strip = ambient_header_names() - own
+    home = origin(endpoint.base_url)
 
     def hook(request) -> None:
+        if origin(str(request.url)) != home:
+            for name in {"authorization", *own, *ambient_header_names()}:
+                if name in request.headers:
+                    del request.headers[name]
+            return
+        if endpoint.ambient:
+            return
         for name in strip:
             if name in request.headers:
                 del request.headers[name]
@@ -125,3 +161,26 @@ def foreign_request_hook(api_key: str, own_headers: dict[str, str]):
             request.headers[name] = value
 
     return hook
+
+
+def origin(url: str) -> tuple:
+    """(scheme, host, port) of `url`, the port its scheme's when none is written."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme.lower())
+        return parts.scheme.lower(), (parts.hostname or "").rstrip(".").lower(), port
+    except ValueError:
+        return ("", url, None)
+
+
+def openai_client(endpoint: Endpoint, model: str, *, timeout: float, max_retries: int,
+                  headers: dict[str, str] | None = None):
+    """The openai client for `endpoint`: its key (raises NoKey), and `request_hook` on every
+    request it sends. Chat models and embedding models are built here alike."""
+    import openai
+
+    key = endpoint.api_key(model)
+    hook = request_hook(endpoint, key, dict(headers or {}))
+    return openai.OpenAI(api_key=key, base_url=endpoint.base_url, timeout=timeout,
+                         max_retries=max_retries, default_headers=headers or None,
+                         http_client=openai.DefaultHttpxClient(event_hooks={"request": [hook]}))

@@ -202,19 +202,11 @@ class OpenAIProvider:
             return self._client
 
     def _build_client(self) -> Any:
-        import openai
-
-        try:
-            key = self.endpoint.api_key(self.model)
+        try:  # the key, and the environment's OpenAI settings kept at home (endpoint.py)
+            return E.openai_client(self.endpoint, self.model, timeout=self.timeout,
+                                   max_retries=self.max_retries, headers=self.headers)
         except E.NoKey as exc:
             raise KeyMissing(str(exc), self.endpoint.key_env) from None
-        http_client = None
-        if not self.endpoint.ambient:   # keep the environment's OpenAI settings at home
-            hook = E.foreign_request_hook(key, self.headers)
-            http_client = openai.DefaultHttpxClient(event_hooks={"request": [hook]})
-        return openai.OpenAI(api_key=key, base_url=self.base_url, timeout=self.timeout,
-                             max_retries=self.max_retries, default_headers=self.headers or None,
-                             http_client=http_client)
 
     # -- one request, adapted to what the server accepts --------------------------------
     def _create(self, client: Any, messages: list[dict], schema: dict | None, name: str) -> Any:

@@ -88,7 +88,8 @@ _SECTIONS = (
             "from; see *How `extends` merges*."),
         Key("description", TEXT, "", "One line saying what the policy is for."),
         Key("db", TEXT, None, "The database file commands use when no --db or LETHE_DB is given; "
-        "a relative path is relative to this policy file's folder (a postgresql:// DSN as written)."),
+        "a relative path is relative to this policy file's folder. Not a server: a policy is "
+        "not trusted with your PostgreSQL credentials (give a DSN with --db or LETHE_DB)."),
         Key("prompts", TEXT, None, "A folder of templates, relative to this file, looked in before "
             "`prompts/` beside the policy's folder and the shipped templates."),
         Key("models", MAPPING, {}, "The models judgments name; `rules` (the built-in rules "
@@ -147,7 +148,9 @@ _SECTIONS = (
         Key("model", TEXT, REQUIRED, "The model's name at the endpoint; for `local`, a path or "
             "`package:NAME` for a model a Python package ships."),
         Key("base_url", TEXT, None, "An OpenAI-compatible endpoint of the entry's own."),
-        Key("api_key_env", TEXT, "OPENAI_API_KEY", "The environment variable holding the key."),
+        Key("api_key_env", TEXT, None, "The environment variable holding the key. Unset: "
+            "$OPENAI_API_KEY for the default endpoint or $OPENAI_BASE_URL, and no key at all "
+            "for a `base_url` of the entry's own (as a model entry's)."),
         Key("timeout", NUMBER, 30.0, "A wall-clock bound on one call, in seconds."),
         Key("max_retries", WHOLE, 2, "The client's retries of a failed request.", minimum=0),
         Key("k", WHOLE, 20, "How many nearest neighbours join each step's full-text "

@@ -64,7 +64,7 @@ class Embed:
     provider: str
     model: str
     base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: str | None = None  # as a Model's: no key for a base_url of its own
     timeout: float = 30.0
     max_retries: int = 2
     k: int = 20
