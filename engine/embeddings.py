@@ -64,6 +64,13 @@ class OpenAIEmbedder:
         if len(data) != len(texts):
             raise EmbeddingUnavailable(f"{self.spec.model} gave {len(data)} vectors for "
                                        f"{len(texts)} texts")
+        for d in data:  # a hostile or broken server's answer: refused, never packed
+            values = d.embedding
+            if not isinstance(values, list) or not values or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                    for v in values):
+                raise EmbeddingUnavailable(f"{self.spec.model} gave an embedding that is not "
+                                           "a list of finite numbers")
         return [pack(d.embedding) for d in data]
 
 

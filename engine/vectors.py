@@ -29,10 +29,23 @@ def vector_of(ctx: Context, text: str) -> bytes | None:
     return recent[text]
 
 
+def fits(ctx: Context, vector: bytes | None, model: str | None = None) -> bytes | None:
+    """`vector` when it can stand beside this namespace's vectors: 8 float32s or a multiple
+    of 8 (what the index's sign bits are made of), and the size every stored one has. None
+    otherwise (a model that answered nonsense, or changed its size): the step goes on with
+    full text, as when the model is down, and no vector of another size is stored."""
+    if vector is None or not vector or len(vector) % 32:
+        return None
+    size = ctx.store.vector_size(ctx.namespace, model or ctx.policy.embed.name)
+    return vector if size in (None, len(vector)) else None
+
+
 def search(ctx: Context, step: str, vector: bytes | None, k: int) -> Search:
     """Start the vector index's search for `vector` (the shortlist `neighbours` rescores)
     beside whatever the caller does next, e.g. its full-text query: on a second connection
     when the store has one to offer."""
+    if step in ctx.plan.neighbours and k > 0:
+        vector = fits(ctx, vector)
     if vector is None or step not in ctx.plan.neighbours or k <= 0:
         return Search(None)
     model = ctx.policy.embed.name
@@ -59,6 +72,8 @@ def neighbours(ctx: Context, step: str, vector: bytes | None, k: int,
     rows with a `similarity` column. [] without a vector. `started`: the `search` begun
     for the same vector and k (otherwise it is searched now)."""
     st = ctx.plan.neighbours.get(step)
+    if st is not None and k > 0:
+        vector = fits(ctx, vector)
     if vector is None or st is None or k <= 0:
         return []
     shortlist = started.ids() if started else ctx.store.nearest(
@@ -69,7 +84,7 @@ def neighbours(ctx: Context, step: str, vector: bytes | None, k: int,
 
 def save(ctx: Context, memory_id: int, vector: bytes | None) -> None:
     """Store a memory's vector in the caller's transaction (nothing without one)."""
-    if vector is not None and ctx.policy.embed is not None:
+    if ctx.policy.embed is not None and fits(ctx, vector) is not None:
         ctx.store.save_vector(memory_id, ctx.namespace, ctx.policy.embed.name, vector)
 
 
@@ -90,7 +105,8 @@ def backfill(ctx: Context, limit: int = BACKFILL) -> int:
             break
         with ctx.store.transaction():
             for (memory_id, _), vector in zip(batch, vectors):
-                ctx.store.save_vector(memory_id, ctx.namespace, model, vector)
+                if fits(ctx, vector, model) is not None:
+                    ctx.store.save_vector(memory_id, ctx.namespace, model, vector)
         done += len(batch)
     if ctx.store.reindex_due(ctx.namespace, model):
         ctx.store.reindex(ctx.namespace, model)

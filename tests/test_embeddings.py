@@ -81,6 +81,26 @@ def test_an_embedding_server_of_the_policys_own_never_gets_the_developers_key(
         assert "sk-developer" not in str(headers) and "openai-organization" not in headers
 
 
+def test_a_bad_or_resized_embedding_never_blocks_a_write_nor_breaks_recall(tmp_path, fake):
+    """Before: a server answering vectors of 3 or 0 numbers made `add` fail ('Binary
+    quantization...') and store nothing; one answering 16 numbers after 8 left a store
+    whose every recall failed ('Vector dimension mismatch'), even once the server was
+    back to 8. Now such a vector is not stored and the step goes on with full text."""
+    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+        for bad in ([0.5, 0.5, 0.5], [], [float("nan")] * 8, ["x"] * 8):
+            fake.embedder = lambda text, bad=bad: bad
+            assert mem.add(f"User likes {len(bad)} tea.", judged=False)
+        fake.embedder = lambda text: word_vector(text, 8)
+        mem.add("User eats chicken most days.", judged=False)
+        fake.embedder = lambda text: word_vector(text, 16)
+        mem.add("User cooks chicken on Sundays.", judged=False)
+        assert [r.content for r in mem.recall("chicken")]  # the query's 16 numbers: full text
+        fake.embedder = lambda text: word_vector(text, 8)
+        assert [r.content for r in mem.recall("chicken")]
+        assert mem.store.vector_size("default", mem.policy.embed.name) == 8 * 4
+        assert mem.store.vector_count("default", mem.policy.embed.name)[0] == 1
+
+
 def test_an_embedding_outage_never_blocks_a_write_and_backfill_fills_it(tmp_path, fake):
     with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
         fake.embeddings_down = True

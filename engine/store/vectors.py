@@ -54,6 +54,13 @@ class VectorIndex:
                         "cell, bits, vector) VALUES (?, ?, ?, ?, vec_quantize_binary(?), ?)",
                         (memory_id, namespace, model, cell, vector, vector))
 
+    def vector_size(self, namespace: str, model: str) -> int | None:
+        """The size in bytes of this namespace's vectors of `model` (they all have one), or
+        None before the first is stored."""
+        row = self.db.execute("SELECT length(vector) FROM memory_vectors WHERE namespace = ? "
+                              "AND model = ? LIMIT 1", (namespace, model)).fetchone()
+        return None if row is None else row[0]
+
     def missing_vectors(self, namespace: str, model: str, limit: int) -> list[tuple[int, str]]:
         """Active memories without a vector of `model`, newest first (for a backfill)."""
         return [(r[0], r[1]) for r in self.db.execute(
@@ -116,7 +123,8 @@ class VectorIndex:
         rows = self.db.execute(
             "SELECT a.memory_id, b.memory_id, 1.0 - vec_distance_cosine(a.vector, b.vector) "
             "FROM memory_vectors a JOIN memory_vectors b ON a.memory_id < b.memory_id "
-            "WHERE a.model = ? AND b.model = ? AND a.memory_id IN (SELECT value FROM "
+            "WHERE a.model = ? AND b.model = ? AND length(a.vector) = length(b.vector) "
+            "AND a.memory_id IN (SELECT value FROM "
             "json_each(?)) AND b.memory_id IN (SELECT value FROM json_each(?))",
             (model, model, json.dumps(ids), json.dumps(ids)))
         return {(a, b): s for a, b, s in rows}
