@@ -237,8 +237,16 @@ def _unclosed(text: str) -> str | None:
     return f"unclosed '{ch}' at character {at + 1} ('{text[at:at + 20]}'): add '{_CLOSING[ch]}'"
 
 
-def compile_formula(text: object, scope: Scope, _stack: tuple = ()) -> Node:
-    """Parse and type-check a formula (text or a bare number/bool) into IR."""
+class FormulaTooLarge(FormulaError):
+    """A formula past MAX_NODES parts once the scores it reads are written out in it."""
+
+
+def compile_formula(text: object, scope: Scope, _stack: tuple = (),
+                    _parts: list | None = None) -> Node:
+    """Parse and type-check a formula (text or a bare number/bool) into IR. Each score it
+    reads is written out in it, and so on down: past MAX_NODES parts it is refused
+    (FormulaTooLarge), as soon as the count passes it (scores that each read the one before
+    twice would otherwise double at each level, and never finish compiling)."""
     if isinstance(text, bool) or text is None:
         return Const(BOOL if isinstance(text, bool) else NULL, text)
     if isinstance(text, (int, float)):
@@ -253,7 +261,7 @@ def compile_formula(text: object, scope: Scope, _stack: tuple = ()) -> Node:
         raise FormulaError(f"a formula must be valid text (no lone surrogates): {text!r}") from None
     try:
         tree = ast.parse(normalise(text), mode="eval")
-        return _Compiler(text, scope, _stack).visit(tree.body)
+        return _Compiler(text, scope, _stack, [0] if _parts is None else _parts).visit(tree.body)
     except SyntaxError as exc:
         raise FormulaError(f"cannot parse {text!r}: {exc.msg}", (exc.offset or 1) - 1) from None
     except (RecursionError, MemoryError):
@@ -261,6 +269,7 @@ def compile_formula(text: object, scope: Scope, _stack: tuple = ()) -> Node:
 
 
 MAX_FORMULA = 4000
+MAX_NODES = 10_000  # parts of a formula with its scores written out; a shipped one has < 100
 INT64 = 2 ** 63 - 1
 
 
@@ -274,14 +283,21 @@ def _bindable_number(value, compiler, node):
 
 
 class _Compiler:
-    def __init__(self, text: str, scope: Scope, stack: tuple):
+    def __init__(self, text: str, scope: Scope, stack: tuple, parts: list):
         self.text, self.scope, self.stack = text, scope, stack
+        self.parts = parts  # [count], shared with the compilers of the scores it reads
 
     def fail(self, node: ast.AST, message: str, param: str | None = None):
         snippet = ast.get_source_segment(normalise(self.text), node) or self.text
         raise FormulaError(message.format(snippet=snippet), getattr(node, "col_offset", 0), param)
 
     def visit(self, node: ast.AST) -> Node:
+        self.parts[0] += 1
+        if self.parts[0] > MAX_NODES:
+            chain = " -> ".join(self.stack[:3]) + (" -> ..." if len(self.stack) > 3 else "")
+            via = f" (through score {chain})" if self.stack else ""
+            raise FormulaTooLarge(f"formula too large once the scores it reads are written out: "
+                                  f"more than {MAX_NODES:,} parts{via}")
         method = getattr(self, "visit_" + type(node).__name__, None)
         if method is None:
             self.fail(node, "not allowed in a formula: '{snippet}'")
@@ -333,7 +349,9 @@ class _Compiler:
                 cycle = " -> ".join(self.stack + (name,))
                 self.fail(node, f"score '{name}' refers to itself: {cycle}")
             try:
-                return compile_formula(s.scores[name], s, self.stack + (name,))
+                return compile_formula(s.scores[name], s, self.stack + (name,), self.parts)
+            except FormulaTooLarge:
+                raise  # said once, where the count passed the bound
             except FormulaError as exc:
                 raise FormulaError(f"in score '{name}': {exc}", node.col_offset) from None
         close = difflib.get_close_matches(name, sorted(s.names()), n=1, cutoff=0.7)

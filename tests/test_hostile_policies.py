@@ -197,3 +197,26 @@ def test_a_self_include_by_a_variable_name_is_a_template_error_when_rendered(tmp
         with pytest.raises(PolicyError, match="gate.j2:2:.*recursion too deep"):
             mem.remember("gate", "ok")
         assert [p["user_text"] for p in mem.pending()] == ["gate"]
+
+
+# ---- 4. formulas: bounded once the scores they read are written out ----------------------
+def doubling_scores(depth: int) -> str:
+    return "scores:\n  s0: importance\n" + "".join(
+        f"  s{i}: \"s{i - 1} + s{i - 1}\"\n" for i in range(1, depth + 1))
+
+
+def test_scores_that_double_at_each_level_are_refused_fast(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("name: probe\n" + doubling_scores(40) +
+                    "recall: {where: \"s40 > 0\"}\n")
+    err = refusal(10, lambda: load(str(path)))
+    assert "too large" in str(err)
+    assert "p.yaml:" in str(err) and "scores.s" in str(err)  # located at the score
+    shown = within(20, lambda: CliRunner().invoke(cli, ["validate", str(path)]))["value"]
+    assert shown.exit_code == 1 and "too large" in shown.output
+
+
+def test_a_large_but_reasonable_score_still_compiles(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("name: probe\n" + doubling_scores(8) + "recall: {order: \"s8 desc\"}\n")
+    assert load(str(path)).recall is not None
