@@ -17,6 +17,7 @@ Path = tuple  # a key path like ("passes", "decay", "rules", 1, "when")
 # values a document may expand to once its aliases are followed: a policy has hundreds; an
 # alias bomb (each level nine aliases of the one before) has billions from 300 bytes
 MAX_VALUES = 20_000
+MAX_BYTES = 1_000_000  # of a policy file: a shipped one has under 10,000
 
 
 @dataclass(frozen=True)
@@ -104,10 +105,17 @@ def load(path: str) -> Doc:
     """Parse a YAML file into a Doc; syntax errors and duplicate keys are PolicyErrors."""
     shown = os.path.relpath(path) if not os.path.isabs(str(path)) else str(path)
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_BYTES + 1)
     except OSError as exc:
         raise PolicyError(f"cannot read policy: {exc.strerror}", shown, 1, 1) from None
+    if len(data) > MAX_BYTES:
+        raise PolicyError(f"a policy file is at most {MAX_BYTES:,} bytes", shown, 1, 1)
+    try:  # newlines read as text mode reads them (excerpt() does)
+        text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise PolicyError("a policy must be UTF-8 text", shown, line, 1) from None
     loader = None
     try:
         loader, node = _parsed(text)
@@ -177,7 +185,7 @@ def _convert(node, path: Path, doc: Doc, loader):
         for knode, vnode in node.value:
             key = loader.construct_object(knode, deep=True)
             kpath = path + (key,)
-            if not isinstance(key, str) or key == "<<":
+            if not isinstance(key, str) or key == "<<" or "\x00" in key:
                 doc.keys[kpath] = _mark(doc, knode)
                 raise doc.error(kpath, f"keys must be plain names, got {key!r}", of_key=True)
             if key in out:
@@ -190,7 +198,11 @@ def _convert(node, path: Path, doc: Doc, loader):
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_convert(v, path + (i,), doc, loader) for i, v in enumerate(node.value)]
-    return loader.construct_object(node, deep=True)
+    value = loader.construct_object(node, deep=True)
+    # "\0" in quotes: no path, name or formula holds one (opening such a path raised ValueError)
+    if isinstance(value, str) and "\x00" in value:
+        raise doc.error(path, "a NUL character (\\0) is not allowed in a policy")
+    return value
 
 
 def merge(base: Doc, child: Doc) -> Doc:

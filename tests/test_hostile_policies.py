@@ -220,3 +220,26 @@ def test_a_large_but_reasonable_score_still_compiles(tmp_path):
     path = tmp_path / "p.yaml"
     path.write_text("name: probe\n" + doubling_scores(8) + "recall: {order: \"s8 desc\"}\n")
     assert load(str(path)).recall is not None
+
+
+# ---- 5. the policy file: NUL in a value, not UTF-8, too large ----------------------------
+@pytest.mark.parametrize("key", ["db", "prompts", "extends", "description"])
+def test_a_nul_in_a_policy_value_is_a_policy_error(tmp_path, key):
+    path = tmp_path / "p.yaml"
+    path.write_text(f'name: probe\n{key}: "a\\0b"\n')
+    err = refusal(10, lambda: load(str(path)))
+    assert err.file and err.line == 2 and "NUL" in err.message
+    for args in (["validate", str(path)], ["recall", "--policy", str(path), "hi"],
+                 ["add", "--policy", str(path), "hi"]):
+        shown = CliRunner().invoke(cli, args)
+        assert shown.exit_code == 1 and "internal error" not in shown.output, shown.output
+
+
+def test_a_policy_file_that_is_not_utf8_or_too_large_is_a_policy_error(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(b"name: probe\ndescription: caf\xe9\n")
+    err = refusal(10, lambda: load(str(bad)))
+    assert err.line == 2 and "UTF-8" in err.message
+    big = tmp_path / "big.yaml"
+    big.write_text("name: probe\ndescription: " + "x" * 1_100_000 + "\n")
+    assert "at most" in refusal(10, lambda: load(str(big))).message
