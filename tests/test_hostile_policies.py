@@ -243,3 +243,40 @@ def test_a_policy_file_that_is_not_utf8_or_too_large_is_a_policy_error(tmp_path)
     big = tmp_path / "big.yaml"
     big.write_text("name: probe\ndescription: " + "x" * 1_100_000 + "\n")
     assert "at most" in refusal(10, lambda: load(str(big))).message
+
+
+# ---- 6. the replay model's file ----------------------------------------------------------
+@pytest.mark.parametrize("target", ["/dev/zero", "/etc", "fifo"])
+def test_a_replay_file_that_is_no_regular_file_is_refused(tmp_path, target):
+    if target == "fifo":
+        target = str(tmp_path / "answers.fifo")
+        os.mkfifo(target)
+    out = within(10, lambda: ReplayProvider(target))
+    assert isinstance(out.get("error"), LetheError), out
+    assert "regular file" in str(out["error"])
+
+
+def test_a_replay_file_too_large_or_unreadable_is_refused(tmp_path, monkeypatch):
+    good = tmp_path / "good.jsonl"
+    good.write_text(json.dumps({"step": "gate", "prompt_sha": "ab", "answer": "{}"}) + "\n")
+    assert ReplayProvider(str(good)).table == {("gate", "ab"): "{}"}
+    monkeypatch.setattr("engine.judges.MAX_REPLAY_BYTES", 10)
+    with pytest.raises(LetheError, match="larger than"):
+        ReplayProvider(str(good))
+    monkeypatch.undo()
+    for text in ("not json\n", "[1]\n", '{"step": "gate"}\n', b"\xff\xfe\n"):
+        bad = tmp_path / "bad.jsonl"
+        (bad.write_bytes if isinstance(text, bytes) else bad.write_text)(text)
+        with pytest.raises(LetheError, match="bad.jsonl:1"):
+            ReplayProvider(str(bad))
+
+
+def test_a_policy_whose_replay_model_reads_dev_zero_fails_in_words(tmp_path):
+    (tmp_path / "gate.j2").write_text("{{ user }}\n")
+    path = tmp_path / "p.yaml"
+    path.write_text("name: probe\nprompts: .\nmodels: {m: {provider: replay, file: /dev/zero}}\n"
+                    "write: [{step: gate, model: m, prompt: gate.j2}]\n")
+    clock = FixedClock(dt.datetime(2026, 1, 5))
+    with Memory(str(tmp_path / "m.db"), policy=str(path), clock=clock) as mem:
+        out = within(10, lambda: mem.remember("I use Python.", "ok"))
+    assert isinstance(out.get("error"), LetheError) and "regular file" in str(out["error"])

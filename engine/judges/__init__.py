@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import threading
 import time
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ SYSTEM = ("You are the memory manager of an AI assistant. Answer with JSON only,
 RETRY = ("That answer was refused: {problem}. Answer again with only the JSON object the "
          "instructions ask for.")
 RETRY_ECHO_CHARS = 2000      # how much of a refused answer is shown back to the model
+MAX_REPLAY_BYTES = 100_000_000  # of a replay file (recorded answers are a few hundred bytes)
 
 
 @dataclass
@@ -103,20 +105,50 @@ class ReplayProvider:
     def __init__(self, path: str):
         self.path = path
         self.table: dict[tuple[str, str], str] = {}
-        try:
-            with open(path, encoding="utf-8") as fh:
-                for line in fh:
-                    if line.strip():
-                        rec = json.loads(line)
-                        self.table[(rec["step"], rec["prompt_sha"])] = rec["answer"]
-        except FileNotFoundError:
-            raise LetheError(f"replay file not found: {path}") from None
+        # "\n" alone ends a record: an answer may hold U+2028 and the like (splitlines)
+        for number, line in enumerate(_replay_text(path).split("\n"), 1):
+            try:
+                rec = json.loads(line) if line.strip() else None
+                if rec is not None:
+                    self.table[(rec["step"], rec["prompt_sha"])] = rec["answer"]
+            except (ValueError, TypeError, LookupError):
+                raise LetheError(f"{path}:{number}: not a recorded answer (a JSON object "
+                                 "with step, prompt_sha and answer)") from None
 
     def ask(self, step: str, prompt: str, variables: dict, retry=()) -> Answer:
         key = (step, request_hash(prompt, retry))
         if key not in self.table:
             raise JudgeUnavailable(f"no recorded answer for step '{step}' (prompt {key[1]}) in {self.path}")
         return Answer(self.table[key], "replay", "replay")
+
+
+def _replay_text(path: str) -> str:
+    """A replay file's text: a regular file (a policy's `file:` may name anything: /dev/zero,
+    a folder, a FIFO that never ends), of at most MAX_REPLAY_BYTES, in UTF-8."""
+    try:  # O_NONBLOCK: opening a FIFO does not wait for a writer
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise LetheError(f"replay file not found: {path}") from None
+    except (OSError, ValueError) as exc:
+        why = getattr(exc, "strerror", None) or exc
+        raise LetheError(f"cannot read replay file {path}: {why}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise LetheError(f"replay file {path} is not a regular file")
+        if info.st_size > MAX_REPLAY_BYTES:
+            raise LetheError(f"replay file {path} is larger than {MAX_REPLAY_BYTES:,} bytes")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(MAX_REPLAY_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_REPLAY_BYTES:
+        raise LetheError(f"replay file {path} is larger than {MAX_REPLAY_BYTES:,} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise LetheError(f"{path}:{line}: not a recorded answer (not UTF-8 text)") from None
 
 
 class Recorder:
