@@ -91,7 +91,9 @@ _SECTIONS = (
         "a relative path is relative to this policy file's folder. Not a server: a policy is "
         "not trusted with your PostgreSQL credentials (give a DSN with --db or LETHE_DB)."),
         Key("prompts", TEXT, None, "A folder of templates, relative to this file, looked in before "
-            "`prompts/` beside the policy's folder and the shipped templates."),
+            "`prompts/` beside the policy's folder and the shipped templates. A template is a "
+            "`.j2`, `.jinja` or `.jinja2` file of at most 1 MB, no part of its name starting "
+            "with `.`; a render is bounded in loops, sizes and time."),
         Key("models", MAPPING, {}, "The models judgments name; `rules` (the built-in rules "
             "judges) is always there.", section="model"),
         Key("params", MAPPING, {}, "Named values formulas read (numbers or text), bound as SQL "
