@@ -43,6 +43,10 @@ class NoApiKeyWarning(UserWarning):
         super().__init__(self._advice("offline=True"))
 
     def _advice(self, offline: str) -> str:
+        if os.environ.get(self.env):  # set, so not paired with a server of its own
+            return (f"{self.env} is set but not paired with its model's server: "
+                    f"{self.instead}; pass {offline}, or pair it in LETHE_MODEL_KEYS "
+                    "(VAR=URL: docs/models.md, Keys)")
         return f"no API key: {self.instead}; pass {offline} or set {self.env}"
 
     def for_cli(self) -> str:

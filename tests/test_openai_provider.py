@@ -524,3 +524,26 @@ def test_a_redirect_to_another_origin_carries_no_key_and_no_headers(fake_openai,
     [headers] = fake_openai.headers
     assert "sk-local" not in json.dumps(headers) and "x-team" not in headers
     assert "authorization" not in headers and "openai-organization" not in headers
+
+
+def test_the_warning_for_a_key_set_but_not_paired_says_to_pair_it(tmp_path, monkeypatch):
+    """A named key that is set but not paired: the warning says so, not 'set MY_KEY'."""
+    import warnings as w
+
+    from engine import Memory
+    from engine.keys import NoApiKeyWarning
+
+    monkeypatch.setenv("MY_KEY", "abc")
+    monkeypatch.delenv("LETHE_MODEL_KEYS", raising=False)
+    policy = tmp_path / "k.yaml"
+    policy.write_text("name: k\nextends: lifecycle\nmodels:\n"
+                      "  cheap: {provider: openai, model: m, base_url: 'http://127.0.0.1:9/v1', "
+                      "api_key_env: MY_KEY, max_retries: 0, timeout: 2}\n"
+                      "  strong: {provider: openai, model: m, base_url: 'http://127.0.0.1:9/v1', "
+                      "api_key_env: MY_KEY, max_retries: 0, timeout: 2}\n")
+    with w.catch_warnings(record=True) as said, Memory(str(tmp_path / "m.db"),
+                                                        policy=str(policy)) as mem:
+        w.simplefilter("always")
+        mem.remember("We use Postgres now.")
+    [warning] = [x.message for x in said if isinstance(x.message, NoApiKeyWarning)]
+    assert "MY_KEY is set but not paired" in str(warning) and "LETHE_MODEL_KEYS" in str(warning)
