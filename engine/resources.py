@@ -9,6 +9,7 @@ package are read when a policy is looked up.
 from __future__ import annotations
 
 import os
+import stat
 
 from . import shipped
 
@@ -46,3 +47,28 @@ def shipped_policy(name: str) -> str | None:
     """The shipped policy file for a bare name, or None when no such policy ships."""
     path = os.path.join(shipped_policies_dir(), name + POLICY_SUFFIX)
     return path if os.path.isfile(path) else None
+
+
+class NotReadable(Exception):
+    """A file `read_regular` refused: why, in words that follow its name."""
+
+
+def read_regular(path: str, limit: int) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes, for a file a policy names (a
+    template, a replay file), which may be anything: /dev/zero, a folder, a FIFO that never
+    ends. Opened with O_NONBLOCK, so a FIFO never waits for a writer. Raises NotReadable
+    (not a regular file, too large) or the OSError of opening it."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotReadable("is not a regular file")
+        if info.st_size > limit:
+            raise NotReadable(f"is larger than {limit:,} bytes")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:  # it grew while it was read
+        raise NotReadable(f"is larger than {limit:,} bytes")
+    return data

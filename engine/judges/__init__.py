@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import threading
 import time
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from ..answers import BadAnswer
 from ..errors import LetheError
 from ..policy import Judgment, Model, Policy, check_templates
 from ..lazy import lazy
+from ..resources import NotReadable, read_regular
 from .openai import JudgeUnavailable, KeyMissing, OpenAIProvider
 
 # the rules judges are ~90 ms of imports that a pass or a recall without them never needs
@@ -125,25 +125,15 @@ class ReplayProvider:
 def _replay_text(path: str) -> str:
     """A replay file's text: a regular file (a policy's `file:` may name anything: /dev/zero,
     a folder, a FIFO that never ends), of at most MAX_REPLAY_BYTES, in UTF-8."""
-    try:  # O_NONBLOCK: opening a FIFO does not wait for a writer
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        data = read_regular(path, MAX_REPLAY_BYTES)
     except FileNotFoundError:
         raise LetheError(f"replay file not found: {path}") from None
+    except NotReadable as exc:
+        raise LetheError(f"replay file {path} {exc}") from None
     except (OSError, ValueError) as exc:
         why = getattr(exc, "strerror", None) or exc
         raise LetheError(f"cannot read replay file {path}: {why}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise LetheError(f"replay file {path} is not a regular file")
-        if info.st_size > MAX_REPLAY_BYTES:
-            raise LetheError(f"replay file {path} is larger than {MAX_REPLAY_BYTES:,} bytes")
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            data = fh.read(MAX_REPLAY_BYTES + 1)
-    finally:
-        os.close(fd)
-    if len(data) > MAX_REPLAY_BYTES:
-        raise LetheError(f"replay file {path} is larger than {MAX_REPLAY_BYTES:,} bytes")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

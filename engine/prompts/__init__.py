@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from functools import lru_cache
 
 from ..errors import PolicyError
 from ..lazy import lazy
+from ..resources import NotReadable, read_regular
 from .budget import TooMuchWork, bounded_environment
 
 # Jinja is imported when a template is first parsed: a policy loaded for passes of rules
@@ -58,10 +58,6 @@ def inside(path: str, folder: str) -> bool:
 
 
 # ---- which files are templates -------------------------------------------------------------
-class _Unreadable(Exception):
-    """Why a template file is not read (it is no regular file, or too large)."""
-
-
 def _refused_name(name) -> str | None:
     """Why `name` cannot be a template name, or None: it must be a relative path inside the
     prompt folders, through no hidden file or folder, ending like a template."""
@@ -79,21 +75,8 @@ def _refused_name(name) -> str | None:
 
 
 def _read(path: str) -> str:
-    """A template file's text: a regular file of at most MAX_TEMPLATE_BYTES (a FIFO or a
-    device is never opened for reading; O_NONBLOCK: opening one does not wait)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise _Unreadable("is not a regular file")
-        if info.st_size > MAX_TEMPLATE_BYTES:
-            raise _Unreadable(f"is larger than {MAX_TEMPLATE_BYTES:,} bytes")
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            data = fh.read(MAX_TEMPLATE_BYTES + 1)
-    finally:
-        os.close(fd)
-    if len(data) > MAX_TEMPLATE_BYTES:
-        raise _Unreadable(f"is larger than {MAX_TEMPLATE_BYTES:,} bytes")
+    """A template file's text: a regular file of at most MAX_TEMPLATE_BYTES."""
+    data = read_regular(path, MAX_TEMPLATE_BYTES)  # NotReadable: no regular file, too large
     # newlines as text mode reads them (Jinja's own loader did)
     return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
 
@@ -126,7 +109,7 @@ def _confined_loader() -> type:
                     f"{template} (a link leading out of its prompt folder)")
             try:
                 source = _read(path)
-            except (_Unreadable, OSError, UnicodeDecodeError) as exc:
+            except (NotReadable, OSError, UnicodeDecodeError) as exc:
                 raise jinja2.TemplateNotFound(f"{template} ({exc})") from None
             mtime = _mtime(path)
             return source, os.path.normpath(path), lambda: _mtime(path) == mtime
@@ -195,7 +178,7 @@ def locate(name: str, dirs: tuple[str, ...]) -> str:
         raise PolicyError(f"template '{name}' not found in {', '.join(dirs) or '(no prompt dirs)'}")
     try:
         _read(path)
-    except (_Unreadable, OSError, UnicodeDecodeError) as exc:
+    except (NotReadable, OSError, UnicodeDecodeError) as exc:
         raise PolicyError(f"template '{name}' {_unreadable(exc)}: refused") from None
     return path
 
@@ -203,7 +186,7 @@ def locate(name: str, dirs: tuple[str, ...]) -> str:
 def _unreadable(exc: Exception) -> str:
     if isinstance(exc, UnicodeDecodeError):
         return "is not UTF-8 text"
-    return str(exc) if isinstance(exc, _Unreadable) else f"cannot be read ({exc.strerror})"
+    return str(exc) if isinstance(exc, NotReadable) else f"cannot be read ({exc.strerror})"
 
 
 def parse(name: str, dirs: tuple[str, ...]) -> None:
