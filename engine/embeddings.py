@@ -14,6 +14,7 @@ from array import array
 from functools import lru_cache
 from pathlib import Path
 
+from .distribution import extra_error, install, is_missing
 from .errors import LetheError
 from .judges import endpoint
 from .policy.types import Embed
@@ -93,9 +94,12 @@ def model_path(model: str) -> str:
     name = model.split(":", 1)[1]
     try:
         module = importlib.import_module(name)
-    except ImportError:
+    except ImportError as exc:
+        if not is_missing(exc, (name.split(".")[0],)):
+            raise LetheError(f"embedding model {model}: package '{name}' does not import: "
+                             f"{type(exc).__name__}: {exc}") from None
         raise LetheError(f"embedding model {model}: no Python package '{name}' "
-                         f"(pip install 'lethe[local]')") from None
+                         f"({install('local')})") from None
     found = getattr(module, "get_model_path", None)
     return str(found() if found else Path(module.__file__).parent / "model")
 
@@ -107,9 +111,11 @@ class LocalEmbedder:
         self.spec, self.name, self.recent = spec, spec.name, {}
         try:
             import sentence_transformers  # noqa: F401
-        except ImportError:
-            raise LetheError("a local embedding model needs sentence-transformers: "
-                             "pip install torch==2.13.0 'lethe[local]'") from None
+        except ImportError as exc:
+            raise extra_error(exc, "local", "a local embedding model (sentence-transformers)",
+                              ("sentence_transformers", "torch", "transformers"),
+                              install_line=install("local").replace(
+                                  "install ", "install torch==2.13.0 ")) from None
         self.where = model_path(spec.model)
 
     def embed(self, texts: list[str]) -> list[bytes]:

@@ -13,6 +13,7 @@ import io
 import os
 import re
 
+from .distribution import extra_error
 from .errors import LetheError
 from .experiment import Experiment, Run
 from .policy import STATUSES
@@ -256,8 +257,8 @@ def _short(name: str, limit: int = 48) -> str:
 def _pyplot():
     try:
         import matplotlib
-    except ImportError:
-        raise LetheError("--report needs matplotlib: pip install 'lethe[report]'") from None
+    except ImportError as exc:
+        raise extra_error(exc, "report", "--report (matplotlib)", ("matplotlib",)) from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -827,7 +827,7 @@ def test_the_readme_says_what_comes_from_the_repository_and_what_report_needs():
     intro, after = shell_section.split("```console", 1)[0], shell_section.rsplit("```", 1)[1]
     assert "`scenarios/` comes with the repository, not\nwith the package" in intro
     assert "`lethe validate\nlifecycle archive`" in intro
-    assert "pip install\n'lethe[report]'" in after
+    assert "pip install\n'lethe-lifecycle[report]'" in after
     pin = README.split("\n## Pin your own policy\n", 1)[1].split("\n## ", 1)[0]
     assert "one of the repository's `scenarios/` (the package does not install\nthem)" in pin
 

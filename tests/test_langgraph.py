@@ -262,4 +262,17 @@ except ImportError as exc:
     print(exc)"""
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": ROOT})
-    assert out.stdout == "LetheStore needs the 'langgraph' extra: pip install 'lethe[langgraph]'\n"
+    assert out.stdout == "LetheStore needs the 'langgraph' extra: pip install 'lethe-lifecycle[langgraph]'\n"
+
+
+def test_an_import_error_inside_the_sdk_is_not_called_a_missing_extra(tmp_path):
+    """A user's own `numbers.py` shadows the standard module LangGraph's dependencies
+    import: the error says what failed, not to install an extra that is installed."""
+    (tmp_path / "numbers.py").write_text("")
+    out = subprocess.run([sys.executable, "-c", "import engine.integrations.langgraph"],
+                         capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": ROOT})
+    last = out.stderr.strip().splitlines()[-1]
+    assert "pip install" not in last and "extra" not in last
+    assert last.startswith("engine.integrations.MissingExtra: LetheStore: langgraph is "
+                           "installed but does not import: ImportError: cannot import name")

@@ -375,7 +375,7 @@ def test_without_the_extra_lethe_still_runs_and_mcp_names_the_extra(tmp_path):
                           WITHOUT_MCP.replace("ARGS", f"['mcp', '--db', '{db}']")],
                          capture_output=True, text=True, env=env)
     assert out.returncode == 2
-    assert out.stderr == "error: the MCP server needs the 'mcp' extra: pip install 'lethe[mcp]'\n"
+    assert out.stderr == "error: the MCP server needs the 'mcp' extra: pip install 'lethe-lifecycle[mcp]'\n"
     assert not db.exists()  # said before anything was opened
 
 

@@ -168,7 +168,8 @@ def test_without_psycopg_the_error_names_the_extra():
             "try:\n    open_store('postgresql://x@127.0.0.1:1/db')\n"
             "except Exception as exc:\n    print(exc)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
-    assert out.stdout.strip() == "PostgreSQL needs the postgres extra: pip install 'lethe[postgres]'"
+    assert out.stdout.strip() == \
+        "PostgreSQL needs the 'postgres' extra: pip install 'lethe-lifecycle[postgres]'"
 
 
 def test_nul_characters_are_refused_with_a_message(memory, pg):

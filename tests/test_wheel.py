@@ -1,22 +1,32 @@
-"""The built wheel is self-contained: installed into a fresh venv outside the repository, it
-finds the shipped `lifecycle` policy and its prompts from an empty directory.
+"""The built wheel is self-contained: installed by its name, `lethe-lifecycle`, into a fresh
+venv outside the repository, the README's quick start prints what the README says, the
+shipped `lifecycle` policy and its prompts are found from an empty directory, and a missing
+extra names the distribution to install.
 
-One module-scoped install serves every test here. pip fetches the dependencies from the
-package registry (the pip cache helps) while the wheel builds, then installs the wheel with
-its dependencies already met. The source is copied first so the build leaves nothing in the
-checkout and no stale build/ leaks into the wheel.
+Network-free: the wheel is built without build isolation (setuptools is in the test extra)
+and pip installs it with `--no-index --find-links`; its dependencies are the ones already
+installed here, offered to the new venv through a folder of links to exactly them (the core
+dependencies and theirs, no extra), so `mcp`, `langgraph` and this checkout stay out of it.
+One module-scoped install serves every test here. The source is copied first so the build
+leaves nothing in the checkout and no stale build/ leaks into the wheel.
 """
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tomllib
 import zipfile
+from importlib import metadata
 from pathlib import Path
 
 import pytest
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+
+from engine import distribution
 
 ROOT = Path(__file__).resolve().parents[1]
 # what a fresh clone would not hold, or the build must not see
@@ -36,33 +46,61 @@ def run(args, cwd, env, check=True) -> subprocess.CompletedProcess:
 def build_wheel(base: Path) -> Path:
     source, dist = base / "source", base / "dist"
     shutil.copytree(ROOT, source, symlinks=True, ignore=SKIP)
-    run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--wheel-dir", str(dist),
-         "--disable-pip-version-check", "-q"], base, os.environ.copy())
-    [wheel] = dist.glob("lethe-*.whl")
+    run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-index",
+         "--no-build-isolation", "--wheel-dir", str(dist), "--disable-pip-version-check", "-q"],
+        base, os.environ.copy())
+    [wheel] = dist.glob("lethe_lifecycle-*.whl")
     return wheel
+
+
+def dependencies(requirements: list[str]) -> set[str]:
+    """The installed distributions `requirements` need, transitively (no extras)."""
+    env, seen, todo = default_environment(), set(), list(requirements)
+    while todo:
+        req = Requirement(todo.pop())
+        if req.marker and not req.marker.evaluate({**env, "extra": ""}):
+            continue
+        name = re.sub(r"[-_.]+", "-", req.name).lower()
+        if name in seen:
+            continue
+        seen.add(name)
+        todo.extend(metadata.distribution(req.name).requires or ())
+    return seen
+
+
+def link_dependencies(folder: Path, needs: list[str]) -> None:
+    """A folder of links to the installed files of `needs` and what they need, dist-info
+    included (so pip sees them installed), and nothing else."""
+    folder.mkdir()
+    for name in dependencies(needs):
+        dist = metadata.distribution(name)
+        tops = {Path(str(f)).parts[0] for f in dist.files or ()}
+        for top in tops - {"..", "__pycache__"}:
+            target = Path(dist.locate_file(top))
+            if target.exists() and not (folder / top).exists():
+                (folder / top).symlink_to(target)
 
 
 def pip_into(venv: Path, *args: str) -> list[str]:
     # no pip inside the venv: this test's pip installs into it (--python), which saves
     # bootstrapping one; no byte-compiling either, the commands run once
     return [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
-            "--no-compile", "--disable-pip-version-check", "-q", *args]
+            "--no-compile", "--disable-pip-version-check", "--no-index", "-q", *args]
 
 
 def install(base: Path, venv: Path) -> Path:
-    """Build the wheel and install it into a fresh venv; the dependencies download meanwhile."""
+    """Build the wheel and install it by name into a fresh venv whose site-packages reaches
+    the dependencies already installed here."""
     run([sys.executable, "-m", "venv", "--without-pip", str(venv)], base, os.environ.copy())
     with open(ROOT / "pyproject.toml", "rb") as fh:
-        needs = tomllib.load(fh)["project"]["dependencies"]
-    deps = subprocess.Popen(pip_into(venv, *needs), cwd=base, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    try:
-        wheel = build_wheel(base)
-    finally:
-        out, _ = deps.communicate(timeout=300)
-    if deps.returncode != 0:
-        pytest.fail(f"installing {needs} exited {deps.returncode}\n{out}")
-    run(pip_into(venv, str(wheel)), base, os.environ.copy())
+        project = tomllib.load(fh)["project"]
+    assert project["name"] == distribution.NAME
+    link_dependencies(base / "deps", project["dependencies"])
+    [site] = venv.glob("lib/python*/site-packages")
+    (site / "dependencies.pth").write_text(f"{base / 'deps'}\n")
+    wheel = build_wheel(base)
+    run(pip_into(venv, "--find-links", str(wheel.parent), distribution.NAME), base,
+        os.environ.copy())
     return wheel
 
 
@@ -90,11 +128,39 @@ def installed(tmp_path_factory):
         "remember": run([lethe, "remember", REMEMBERED, "Noted.", "--db", "m.db", "--offline"],
                         empty, env, check=False),
         "recall": run([lethe, "recall", QUERY, "--db", "m.db", "--offline"], empty, env, check=False),
+        "quickstart": run([python, "-c", readme_block("Use it from Python", "python")], empty,
+                          env, check=False),
+        "mcp": run([lethe, "mcp", "--db", "m.db"], empty, env, check=False),
+        "version": run([lethe, "--version"], empty, env, check=False),
         "python": run([python, "-c", "from engine import Memory; "
                        f"print(Memory('m.db', offline=True).recall({QUERY!r}))"],
                       empty, env, check=False),
     }
     return {"wheel": wheel, "venv": venv, "env": env, "empty": empty, "base": base, **results}
+
+
+def readme_block(heading: str, lang: str) -> str:
+    """The first fenced block of language `lang` in the README section `heading`."""
+    section = (ROOT / "README.md").read_text(encoding="utf-8").split(f"\n## {heading}\n", 1)[1]
+    return re.findall(rf"```{lang}\n(.*?)```", section.split("\n## ", 1)[0], re.S)[0]
+
+
+def test_the_readme_quick_start_prints_what_the_readme_says(installed):
+    done = installed["quickstart"]
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == readme_block("Use it from Python", "text")
+    assert done.stderr == ""
+
+
+def test_a_missing_extra_names_the_distribution(installed):
+    done = installed["mcp"]
+    assert done.returncode == 2
+    assert done.stderr == ("error: the MCP server needs the 'mcp' extra: "
+                           "pip install 'lethe-lifecycle[mcp]'\n")
+
+
+def test_the_version_is_the_distributions(installed):
+    assert installed["version"].stdout == f"lethe, version {metadata.version(distribution.NAME)}\n"
 
 
 def test_the_wheel_carries_the_shipped_policies_and_prompts(installed):

@@ -3,13 +3,18 @@
     mcp        an MCP server (`lethe mcp`) for agent hosts: seven tools, two resources
     langgraph  `LetheStore`, a LangGraph `BaseStore`
 
-Each needs its own extra (`pip install 'lethe[mcp]'`, `'lethe[langgraph]'`); the SDKs are
+Each needs its own extra (`pip install 'lethe-lifecycle[mcp]'`,
+`'lethe-lifecycle[langgraph]'`); the SDKs are
 imported only when the integration is used, so the rest of Lethe runs without them.
 Importing this package imports neither.
 """
 from __future__ import annotations
 
+from ..distribution import extra_error
 from ..errors import LetheError
+
+# the packages an integration's SDK brings besides its own (a missing one is the extra missing)
+SDK_PACKAGES = {"langgraph": ("langchain_core",), "mcp": ("pydantic", "starlette", "anyio")}
 
 
 class MissingExtra(LetheError, ImportError):
@@ -17,9 +22,7 @@ class MissingExtra(LetheError, ImportError):
 
 
 def missing_extra(extra: str, what: str, exc: ImportError) -> MissingExtra:
-    """The one-line error for an integration whose SDK failed to import: not installed,
-    or (the import error then follows) a version without what Lethe uses."""
-    message = f"{what} needs the '{extra}' extra: pip install 'lethe[{extra}]'"
-    if exc.name != extra:
-        message += f" ({exc})"
-    return MissingExtra(message)
+    """The one-line error for an integration whose SDK failed to import: not installed
+    (the extra names it), or installed and failing (the import error itself: a version
+    without what Lethe uses, or a file of the user's shadowing a module)."""
+    return extra_error(exc, extra, what, (extra, *SDK_PACKAGES.get(extra, ())), MissingExtra)

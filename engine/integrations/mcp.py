@@ -28,6 +28,7 @@ from ..memory import Memory
 from ..policy import STATUSES
 from ..scheduler import Scheduler
 from ..store import masked
+from .. import distribution
 from . import missing_extra
 from . import mcp_models as out
 from .mcp_models import (Added, Forgotten, Listing, PassesRun, Recalled, Remembered, Story,
@@ -192,7 +193,7 @@ def build_server(memory: Memory, tools: Tools | None = None):
     tools = tools or Tools(memory)
     lock = threading.Lock()  # the SDK runs each call on a worker thread; one connection
     server = _server_class()("lethe", instructions=_instructions(memory),
-                             version=metadata.version("lethe"), log_level="WARNING")
+                             version=metadata.version(distribution.NAME), log_level="WARNING")
     for name, hints in ANNOTATIONS.items():
         fn = _tool(kit, getattr(tools, name), lock)
         server.add_tool(fn, name=name, description=_one_paragraph(fn.__doc__),

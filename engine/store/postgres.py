@@ -27,6 +27,7 @@ import sys
 import uuid
 
 from ..clock import Clock, system_clock
+from ..distribution import extra_error
 from ..errors import StoreError
 from .common import KEEP_AFTER, StoreCommon
 from .postgres_bookkeeping import Bookkeeping, q, refuse_nul
@@ -49,8 +50,9 @@ def masked(dsn: str) -> str:
 def _psycopg():
     try:
         import psycopg
-    except ImportError:
-        raise StoreError("PostgreSQL needs the postgres extra: pip install 'lethe[postgres]'") from None
+    except ImportError as exc:
+        raise extra_error(exc, "postgres", "PostgreSQL", ("psycopg", "psycopg_binary"),
+                          StoreError) from None
     return psycopg
 
 

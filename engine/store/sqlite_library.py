@@ -24,6 +24,7 @@ import sqlite3
 import sys
 import threading
 
+from ..distribution import extra_error
 from .common import StoreError
 from .sqlite_file import on_disk
 
@@ -40,9 +41,10 @@ def driver(vectors: bool):
         return sqlite3
     try:
         from pysqlite3 import dbapi2
-    except ImportError:
-        raise StoreError("embeddings need a SQLite that can load extensions, and this "
-                         "Python's cannot: pip install 'lethe[embed]' (pysqlite3-binary)") from None
+    except ImportError as exc:
+        raise extra_error(exc, "embed", "embeddings (a SQLite that can load extensions, and "
+                          "this Python's cannot: pysqlite3-binary)", ("pysqlite3",),
+                          StoreError) from None
     return dbapi2
 
 

@@ -15,6 +15,7 @@ import json
 import sqlite3
 import threading
 
+from ..distribution import extra_error
 from ..errors import StoreError
 
 CELL_SIZE = 1024      # vectors per cell the index aims for
@@ -28,9 +29,9 @@ _OPENING = threading.Lock()  # guards each store's second connection (nearest_be
 def load_extension(db) -> None:
     try:
         import sqlite_vec
-    except ImportError:
-        raise StoreError("embeddings need the sqlite-vec extension: "
-                         "pip install 'lethe[embed]'") from None
+    except ImportError as exc:
+        raise extra_error(exc, "embed", "embeddings (the sqlite-vec extension)", ("sqlite_vec",),
+                          StoreError) from None
     db.enable_load_extension(True)
     try:
         sqlite_vec.load(db)
