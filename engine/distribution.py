@@ -6,6 +6,7 @@ from __future__ import annotations
 from .errors import LetheError
 
 NAME = "lethe-lifecycle"
+VERSION = "0.1.0"  # the wheel's version too (pyproject.toml reads it from here)
 
 
 def install(extra: str | None = None) -> str:

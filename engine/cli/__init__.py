@@ -58,7 +58,7 @@ class Lethe(LetheGroup):
 
 
 @click.group(cls=Lethe, context_settings=CONTEXT)
-@click.version_option(package_name=distribution.NAME, prog_name="lethe")
+@click.version_option(distribution.VERSION, prog_name="lethe")
 def main():
     """Lethe: agent memory with a lifecycle. Memories decay, get superseded, expire and
     merge as a YAML policy says; every change is an event you can audit.

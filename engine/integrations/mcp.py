@@ -187,13 +187,11 @@ ANNOTATIONS = {
 
 def build_server(memory: Memory, tools: Tools | None = None):
     """An `MCPServer` whose tools and resources are `Tools` over `memory`."""
-    from importlib import metadata  # stdlib, but slow to import: only a server needs it
-
     kit = sdk()
     tools = tools or Tools(memory)
     lock = threading.Lock()  # the SDK runs each call on a worker thread; one connection
     server = _server_class()("lethe", instructions=_instructions(memory),
-                             version=metadata.version(distribution.NAME), log_level="WARNING")
+                             version=distribution.VERSION, log_level="WARNING")
     for name, hints in ANNOTATIONS.items():
         fn = _tool(kit, getattr(tools, name), lock)
         server.add_tool(fn, name=name, description=_one_paragraph(fn.__doc__),
