@@ -25,7 +25,7 @@ $(error Lethe needs Python $(NEED) or newer, $(PYTHON) is $(HAVE) (make PYTHON=p
 endif
 endif
 
-.PHONY: install demo test bench bench-judges soak clean
+.PHONY: install demo test bench bench-judges bench-longmemeval soak clean
 
 install: $(STAMP)
 
@@ -44,8 +44,21 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+# LongMemEval's official files (not in the repository: 120 MB); `make bench` runs it when
+# they are there and says it skipped it when not
+LME_DATA ?= ../shared/data/longmemeval
+LME_ARGS ?= --types knowledge-update,temporal-reasoning --offline --workers 2
+
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
+	@if [ -f $(LME_DATA)/longmemeval_oracle.json ]; then $(MAKE) --no-print-directory bench-longmemeval; \
+	  else echo "bench: no $(LME_DATA)/longmemeval_oracle.json: LongMemEval not run (LME_DATA=folder)"; fi
+
+# The oracle file's knowledge-update and temporal-reasoning questions: the lifecycle (and
+# lifecycle-local with the `local` extra) against archive, BM25 and embedding top-k
+bench-longmemeval: $(STAMP)
+	$(BIN)/python -m bench.longmemeval --data $(LME_DATA)/longmemeval_oracle.json $(LME_ARGS) \
+	  --out bench/data/longmemeval
 
 bench-judges: $(STAMP)
 	$(BIN)/python -m bench.judges
