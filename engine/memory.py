@@ -33,6 +33,7 @@ from .policy import STATUSES
 # what a pass alone (`lethe run`, the scheduler) never calls: imported on first use
 R = lazy("engine.recall")
 W = lazy("engine.write")
+A = lazy("engine.audit")
 
 __all__ = ["Memory", "MemoryRecord", "History", "Keyed", "DEFAULT_POLICY"]
 
@@ -291,6 +292,48 @@ class Memory:
         counts = ", ".join(f"{name} ({n} memor{'y' if n == 1 else 'ies'})" if i == 0
                            else f"{name} ({n})" for i, (name, n) in enumerate(held.items()))
         return f"namespace '{self.namespace}' holds nothing; this database holds: {counts}"
+
+    # -- auditing (the inspector, `lethe ui`)
+    def browse(self, filters: dict | None = None, sort: str = "id", descending: bool = True,
+               after: tuple | None = None, limit: int = 50) -> tuple[list[MemoryRecord], tuple | None]:
+        """A page of memories of any status matching `filters` (status, kind, scene, tag,
+        text), ordered by `sort` (id, created_at, importance, confidence, decay_score,
+        access_count, rank, last_accessed, expires_at), and the keyset of the next page
+        (pass it as `after`; None on the last page)."""
+        if sort not in A.SORTS:
+            raise LetheError(f"unknown sort {sort!r}; use one of {', '.join(A.SORTS)}")
+        return A.browse(self.context, dict(filters or {}), sort, descending, after,
+                        _count(limit, "limit"))
+
+    def facets(self, column: str) -> list[str]:
+        """The kinds or the scenes (`column`) this namespace's memories have."""
+        return self.store.facets(self.namespace, column)
+
+    def neighbours(self, history: History) -> dict:
+        """Around a memory (its `history()`): what it superseded or absorbed, the turn it
+        came from, the model calls logged just before its judged events."""
+        return A.neighbours(self.context, history.memory, history.events)
+
+    def activity(self) -> dict:
+        """Model use per step, model and day, each pass's last run, events per day."""
+        return A.activity(self.context)
+
+    def restore(self, memory_id: int, reason: str) -> MemoryRecord:
+        """Make an archived (forgotten, decayed) or expired memory active again, with a
+        `restored` event keeping `reason`. Raises LetheError when it is neither."""
+        mem = self.history(memory_id).memory
+        if not A.restore(self.context, mem, str(reason)):
+            raise LetheError(f"memory #{mem.id} is {mem.status}: only an archived or expired "
+                             "memory is restored")
+        return self.get(mem.id)
+
+    def correct(self, memory_id: int, content: str, reason: str) -> int:
+        """Replace an active memory's fact: a new memory with `content` supersedes it, both
+        events keeping `reason`. Returns the new memory's id."""
+        if not isinstance(content, str) or not content.strip():
+            raise LetheError("a correction needs non-empty content")
+        valid_text(content, "content")
+        return A.correct(self.context, self.history(memory_id).memory, content, str(reason))
 
     # -- keys: memories a key-value caller (the LangGraph store) names itself
     def put(self, key: str, content: str, value=None, **fields) -> int:

@@ -19,14 +19,14 @@ LAYERS = [
     {"store"},
     {"judges", "embeddings"},
     {"context", "keys"},
-    {"write", "passes", "recall", "leasing", "vectors", "matching"},
+    {"write", "passes", "recall", "leasing", "vectors", "matching", "audit"},
     {"compress"},
     {"runner"},
     {"scheduler", "memory"},
     {"scenario", "chat"},
     {"experiment"},
     {"report", "testing", "demo"},
-    {"cli", "integrations"},
+    {"cli", "integrations", "inspector"},
     {"__init__"},
 ]
 LAYER = {unit: i for i, units in enumerate(LAYERS) for unit in units}

@@ -59,7 +59,15 @@ def test_a_pass_imports_no_write_pipeline_recall_judges_or_threads(tmp_path):
     assert under(got, "engine.write", "engine.recall", "engine.compress", "engine.matching",
                  "engine.judges.rules", "engine.lexicon.slots", "openai", "httpx",
                  "concurrent.futures", "socket", "jinja2", "hashlib", "importlib.resources",
-                 "tempfile") == []
+                 "tempfile", "engine.audit", "engine.inspector", "starlette", "uvicorn") == []
+
+
+def test_help_lists_the_inspector_without_importing_its_server(tmp_path):
+    """`lethe --help` imports every command's module for its help text; `lethe ui`'s
+    declares the inspector and its server (Starlette, uvicorn: the ui extra) lazily."""
+    got = imported(["--help"], tmp_path)
+    assert "engine.cli.ui" in got
+    assert under(got, "engine.inspector", "starlette", "uvicorn", "jinja2") == []
 
 
 def test_engine_submodules_are_still_reached_as_attributes(tmp_path):

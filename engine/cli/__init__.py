@@ -16,6 +16,7 @@ not pay for the MCP server, the experiment runner or the chat loop.
     scenarios  experiment
     mcp        mcp (an MCP server: engine.integrations.mcp)
     importing  import                          (one store into another)
+    ui         ui (the inspector, a web app: engine.inspector)
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ agent = lazy("engine.cli.agent")
 scenarios = lazy("engine.cli.scenarios")
 mcp = lazy("engine.cli.mcp")
 importing = lazy("engine.cli.importing")
+ui = lazy("engine.cli.ui")
 
 # name -> (module, attribute); `lethe --help` lists them sorted
 COMMANDS = {
@@ -40,7 +42,7 @@ COMMANDS = {
     "remember": (data, "remember"), "pending": (data, "pending"), "costs": (data, "costs"),
     "recall": (agent, "recall"), "daemon": (agent, "daemon"), "chat": (agent, "chat"),
     "experiment": (scenarios, "experiment"), "mcp": (mcp, "mcp"),
-    "import": (importing, "import_"),
+    "import": (importing, "import_"), "ui": (ui, "ui"),
 }
 
 

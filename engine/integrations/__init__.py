@@ -14,7 +14,8 @@ from ..distribution import extra_error
 from ..errors import LetheError
 
 # the packages an integration's SDK brings besides its own (a missing one is the extra missing)
-SDK_PACKAGES = {"langgraph": ("langchain_core",), "mcp": ("pydantic", "starlette", "anyio")}
+SDK_PACKAGES = {"langgraph": ("langchain_core",), "mcp": ("pydantic", "starlette", "anyio"),
+                "ui": ("starlette", "uvicorn", "python_multipart", "multipart", "anyio")}
 
 
 class MissingExtra(LetheError, ImportError):

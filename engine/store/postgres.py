@@ -30,6 +30,7 @@ from ..clock import Clock, system_clock
 from ..distribution import extra_error
 from ..errors import StoreError
 from .common import KEEP_AFTER, StoreCommon
+from .inspecting import Inspecting
 from .postgres_bookkeeping import Bookkeeping, q, refuse_nul
 from .postgres_lease import PostgresLease
 from .postgres_schema import PG_MIGRATIONS, SEARCH_CONFIG
@@ -104,7 +105,7 @@ def websearch(fts: str | None) -> str | None:
     return fts.replace('" AND "', '" "') if fts else fts
 
 
-class PostgresStore(StoreCommon, Bookkeeping):
+class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
     """A connection to one PostgreSQL database (a DSN), upgraded to the current schema;
     or, `read_only`, one that never writes (nor upgrades it)."""
 

@@ -1,6 +1,5 @@
 """The SQLite store: one file, WAL and a wait for the write lock always on (sqlite_wait.py),
-the migrations list, and every bookkeeping query the engine needs (inbox, pass runs, model
-calls, leases, scenes, history, costs).
+the migrations list, and the bookkeeping queries (inbox, pass runs, leases, history).
 
 Policy-driven statements (passes, recall, supersede, reinforce, merge, ...) are compiled by
 `engine.plan` and executed here through `run`, `fetch` and `fetch_one`: outside this
@@ -20,6 +19,7 @@ from ..clock import Clock, system_clock
 from ..errors import StoreError
 from . import bulk, head
 from .common import StoreCommon
+from .inspecting import Inspecting
 from .lease import SqliteLease, lease_connection
 from .migrations import MIGRATIONS
 from .text_apart import MIGRATION as TEXT_APART, ROWS, TEXT_COLUMNS, TEXTS, adoptable, rows_table
@@ -32,7 +32,7 @@ from .sqlite_file import READ_ONLY_COMMANDS, absolute, file_path, on_disk, unusa
 from .vectors import VectorIndex, load_extension
 
 
-class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex):
+class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
     """A connection to one database file, upgraded to the current schema on open.
     `vectors=True` (a policy with an embedding model) loads the sqlite-vec extension."""
 

@@ -1,0 +1,108 @@
+"""Reads and edits for auditing one namespace's memories (the inspector, `lethe ui`): a
+page of memories under filters, a memory's neighbours (what it replaced, the turn it came
+from, the model calls around its events), model use and pass runs over time, and the
+edits that keep the record: restore and correct, each with its event.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+from .clock import iso, parse_time
+from .context import Context
+from .errors import LetheError
+from .records import MemoryRecord
+from .store.inspecting import SORTS  # noqa: F401 - the orders a page may take
+from .write import refresh_rank, store_memory
+
+# events a judge or a merge decided: the model calls logged just before them judged them
+JUDGED_EVENTS = ("created", "superseded", "reinforced", "merged", "updated", "compressed")
+CALL_WINDOW = dt.timedelta(seconds=60)
+RESTORABLE = ("archived", "expired")
+# what a pass or an edit records, for the activity chart
+ACTIVITY_EVENTS = ("created", "superseded", "reinforced", "archived", "expired", "merged",
+                   "compressed", "forgotten", "restored", "corrected")
+
+
+def browse(ctx: Context, filters: dict, sort: str, descending: bool, after: tuple | None,
+           limit: int) -> tuple[list[MemoryRecord], tuple | None]:
+    """One page of memories and the keyset of the next page (None on the last one)."""
+    rows = ctx.store.browse(ctx.namespace, filters, sort, descending, after, limit + 1)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    last = rows[-1] if more else None
+    return MemoryRecord.from_rows(rows), (None if last is None else (last[sort], last["id"]))
+
+
+def detail_of(event: dict) -> dict:
+    """An event's detail as a mapping when it is a JSON object, else {}."""
+    try:
+        value = json.loads(event.get("detail") or "")
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def neighbours(ctx: Context, memory: MemoryRecord, events: list[dict]) -> dict:
+    """What surrounds a memory: the memories it superseded or absorbed (`replaced`), those
+    it was merged from (its `merged` event), the turn it came from, and the model calls
+    logged in the minute before each event a judge decided (the log names no memory: these
+    are the calls of that moment in this namespace)."""
+    turn_id = next((detail_of(e).get("turn") for e in events if e["event_type"] == "created"), None)
+    turn = ctx.store.inbox_turn(ctx.namespace, turn_id) if isinstance(turn_id, int) else None
+    calls, seen = [], set()
+    for e in events:
+        if e["event_type"] not in JUDGED_EVENTS or not e.get("occurred_at"):
+            continue
+        try:
+            end = parse_time(e["occurred_at"])
+        except ValueError:
+            continue
+        for call in ctx.store.calls_between(ctx.namespace, iso(end - CALL_WINDOW), iso(end)):
+            if call["id"] not in seen:
+                seen.add(call["id"])
+                calls.append({**call, "event": e["event_type"]})
+    return {"replaced": ctx.store.replaced(ctx.namespace, memory.id), "turn": turn,
+            "calls": calls}
+
+
+def activity(ctx: Context) -> dict:
+    """Model use (per step and model; per day, step, model and outcome), each pass's last
+    run, and the lifecycle events per day."""
+    return {"costs": ctx.store.costs(ctx.namespace),
+            "calls_by_day": ctx.store.calls_by_day(ctx.namespace),
+            "pass_runs": ctx.store.pass_runs(ctx.namespace),
+            "events_by_day": ctx.store.events_by_day(ctx.namespace, ACTIVITY_EVENTS)}
+
+
+def restore(ctx: Context, memory: MemoryRecord, reason: str) -> bool:
+    """An archived (forgotten, decayed) or expired memory becomes active again, fresh
+    (decay 1, accessed now; an expired one loses its expiry), with a `restored` event
+    that keeps `reason` and what it was. False when it is in neither status."""
+    if memory.status not in RESTORABLE:
+        return False
+    with ctx.store.transaction():
+        if not ctx.store.restore_memory(ctx.namespace, memory.id, memory.status):
+            return False
+        refresh_rank(ctx, [memory.id])
+        ctx.store.event(memory.id, "restored", {"reason": reason, "was": memory.status,
+                                                "expires_at": memory.expires_at})
+    return True
+
+
+def correct(ctx: Context, memory: MemoryRecord, content: str, reason: str) -> int:
+    """A new memory with `content` (the old one's kind, scene, tags and importance) that
+    supersedes `memory`, with `reason` in both events; the new id. The old one must be
+    active."""
+    if memory.status != "active":
+        raise LetheError(f"memory #{memory.id} is {memory.status}: only an active memory "
+                         "is corrected (restore it first)")
+    with ctx.store.transaction():
+        new_id = store_memory(ctx, content, tags=memory.tags, importance=memory.importance,
+                              kind=memory.kind, scene=memory.scene,
+                              detail={"corrects": memory.id, "reason": reason})
+        if not ctx.store.run(ctx.plan.supersede, ctx.namespace, ids=[memory.id], new_id=new_id):
+            raise LetheError(f"memory #{memory.id} changed meanwhile: nothing corrected")
+        ctx.store.event(memory.id, "superseded",
+                        f"superseded by #{new_id}: {content[:100]} (why: corrected: {reason})")
+    return new_id

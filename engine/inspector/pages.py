@@ -1,0 +1,161 @@
+"""What each page shows, read through `Memory` (no SQL, no HTTP): plain dicts the
+templates render."""
+from __future__ import annotations
+
+import inspect
+import json
+import os
+
+from .. import policy as policy_mod
+from .. import variables
+from ..errors import LetheError
+from ..memory import Memory
+from ..plan import render_plan
+from ..policy import STATUSES
+from ..prompts import render as render_template
+from . import charts
+
+PAGE = 50
+SORTS = ("id", "created_at", "importance", "confidence", "decay_score", "access_count",
+         "rank", "last_accessed", "expires_at")
+FILTERS = ("status", "kind", "scene", "tag", "text")
+# the event columns every store has; any other (a said-time, a recorded-time) is shown too
+EVENT_BASE = ("id", "memory_id", "event_type", "detail", "occurred_at")
+CHAIN_DEPTH = 8
+
+
+def keyset(text: str | None) -> tuple | None:
+    """`after` from a URL: JSON [sort value, id]; anything else is the first page."""
+    if not text:
+        return None
+    try:
+        value, last_id = json.loads(text)
+    except (ValueError, TypeError):
+        return None
+    if not isinstance(last_id, int) or isinstance(value, (list, dict)):
+        return None
+    return value, last_id
+
+
+def memories(mem: Memory, query: dict) -> dict:
+    filters = {k: (query.get(k) or "").strip() for k in FILTERS}
+    filters = {k: v for k, v in filters.items() if v}
+    if filters.get("status") not in (*STATUSES, None):
+        raise LetheError(f"unknown status {filters['status']!r}")
+    sort = query.get("sort") if query.get("sort") in SORTS else "id"
+    descending = query.get("dir") != "asc"
+    records, nxt = mem.browse(filters, sort, descending, keyset(query.get("after")), PAGE)
+    return {"records": records, "filters": {k: filters.get(k, "") for k in FILTERS}, "sort": sort, "descending": descending,
+            "next": json.dumps(list(nxt)) if nxt else None, "counts": mem.counts(),
+            "statuses": STATUSES, "sorts": SORTS, "paged": bool(query.get("after")),
+            "kinds": mem.facets("kind"), "scenes": mem.facets("scene")}
+
+
+def memory(mem: Memory, memory_id: int) -> dict:
+    h = mem.history(memory_id)
+    around = mem.neighbours(h)
+    m = h.memory
+    events = h.events
+    times = ("occurred_at", *sorted({k for e in events for k in e if k not in EVENT_BASE
+                                     and k.endswith(("_at", "_time"))}))
+    before = [{"id": r["id"], "status": r["status"], "text": r["summary"] or r["content"],
+               "how": f"{r['how']} by #{m.id}"} for r in around["replaced"]]
+    after, seen, cur = [], {m.id}, m
+    while len(after) < CHAIN_DEPTH:
+        nxt_id = cur.contradicted_by or cur.merged_into
+        if not nxt_id or nxt_id in seen:
+            break
+        nxt = mem.get(nxt_id)
+        if nxt is None:
+            break
+        how = "superseded it" if cur.contradicted_by else "absorbed it"
+        after.append({"id": nxt.id, "status": nxt.status, "text": nxt.summary or nxt.content,
+                      "how": f"#{nxt.id} {how}"})
+        seen.add(nxt.id)
+        cur = nxt
+    nodes = before + [{"id": m.id, "status": m.status, "text": m.summary or m.content,
+                       "how": "this memory", "current": True}] + after
+    merged_from = [i for e in events if e["event_type"] == "merged"
+                   for i in _detail(e).get("merged_from", []) if isinstance(i, int)]
+    return {"m": m, "fields": m.as_dict(), "events": events, "times": times,
+            "extra_times": times[1:], "timeline": charts.timeline(events, times),
+            "nodes": nodes, "before": before, "after": after, "turn": around["turn"],
+            "calls": around["calls"], "merged_from": merged_from,
+            "superseded_by": h.superseded_by, "merged_into": h.merged_into}
+
+
+def _detail(event: dict) -> dict:
+    try:
+        value = json.loads(event.get("detail") or "")
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def as_of_supported(mem: Memory) -> bool:
+    """Whether this Lethe's explain takes an as-of time (the time issue's API)."""
+    return "as_of" in inspect.signature(mem.explain).parameters
+
+
+def recall(mem: Memory, query: dict) -> dict:
+    text = (query.get("q") or "").strip()
+    out = {"q": text, "as_of": (query.get("as_of") or "").strip(),
+           "as_of_supported": as_of_supported(mem), "top_n": query.get("top_n") or "",
+           "explanation": None}
+    if not text:
+        return out
+    top_n = int(out["top_n"]) if out["top_n"].isdigit() and int(out["top_n"]) > 0 else None
+    kwargs = {"as_of": out["as_of"]} if out["as_of"] and out["as_of_supported"] else {}
+    out["explanation"] = mem.explain(text, top_n, **kwargs)
+    return out
+
+
+def turns(mem: Memory) -> dict:
+    rows = mem.pending()
+    return {"turns": rows, "failed": sum(1 for r in rows if r["status"] == "failed")}
+
+
+def costs(mem: Memory) -> dict:
+    act = mem.activity()
+    by_step = [{"day": r["day"], "step": f"{r['step']} ({r['model']})", "calls": r["calls"]}
+               for r in act["calls_by_day"]]
+    by_outcome = [{"day": r["day"], "outcome": r["outcome"], "calls": r["calls"]}
+                  for r in act["calls_by_day"]]
+    tokens = [{"day": r["day"], "step": r["step"], "tokens": r["tokens"]}
+              for r in act["calls_by_day"]]
+    return {**act,
+            "calls_chart": charts.stacked_bars(by_step, "day", "step", "calls",
+                                               "model calls per day, by step and model"),
+            "outcome_chart": charts.stacked_bars(by_outcome, "day", "outcome", "calls",
+                                                 "model calls per day, by outcome"),
+            "tokens_chart": charts.stacked_bars(tokens, "day", "step", "tokens",
+                                                "tokens per day, by step"),
+            "events_chart": charts.stacked_bars(act["events_by_day"], "day", "event_type", "n",
+                                                "lifecycle events per day")}
+
+
+def policy(mem: Memory) -> dict:
+    pol = mem.policy
+    try:
+        with open(pol.path, encoding="utf-8") as f:
+            source = f.read()
+    except OSError as exc:
+        source = f"(cannot read {pol.path}: {exc})"
+    prompts = []
+    for step in _judged_steps(pol):
+        judgment = policy_mod.find_judgment(pol, step)
+        values = {**variables.example(step.rpartition(".")[2]), "today": "2026-01-05"}
+        try:
+            text = render_template(judgment.prompt, pol.prompt_dirs, values)
+        except LetheError as exc:
+            text = f"(cannot render: {exc})"
+        prompts.append({"step": step, "model": judgment.model, "template": judgment.prompt,
+                        "text": text})
+    return {"name": pol.name, "path": os.path.abspath(pol.path), "source": source,
+            "sql": render_plan(mem.plan), "prompts": prompts}
+
+
+def _judged_steps(pol) -> list[str]:
+    steps = [w.step for w in pol.write if w.judgment is not None]
+    steps += [f"{n}.{k}" for n, p in pol.passes.items() if p.cluster for k in ("cluster", "merge")]
+    return steps + (["select"] if pol.recall.select else [])

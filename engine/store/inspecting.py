@@ -1,0 +1,141 @@
+"""Reads for the inspector (`lethe ui`): a page of memories under filters in any order, a
+memory's neighbours (what it replaced, what merged into it, the turn it came from, the
+model calls around its events), model calls over time and pass runs. Read-only SQL, the
+same text on both backends (`?` placeholders; PostgreSQL's `_x` turns them into `%s`), as
+methods both stores inherit.
+
+A page is read by keyset (`after`: the last row's sort value and id), never by OFFSET, so
+the thousandth page costs what the first does when the order has an index (id; rank over
+active memories).
+"""
+from __future__ import annotations
+
+from ..text import fts_query, words
+
+# the columns a page may be ordered by: a column name is never taken from the caller
+SORTS = ("id", "created_at", "importance", "confidence", "decay_score", "access_count",
+         "rank", "last_accessed", "expires_at")
+# nullable text columns are ordered with NULL as '' (a keyset needs a value to compare)
+_NULL_AS_TEXT = ("created_at", "last_accessed", "expires_at")
+LISTED = ("id, status, kind, scene, importance, confidence, decay_score, access_count, rank, "
+          "created_at, last_accessed, expires_at, contradicted_by, merged_into, summary, "
+          "substr(content, 1, 400) AS content, tags")
+PG_SEARCH = "websearch_to_tsquery('lethe_english', ?)"
+
+
+def _dicts(rows) -> list[dict]:
+    return [{k: r[k] for k in r.keys()} for r in rows]
+
+
+def _like(text: str) -> str:
+    """`text` as a LIKE pattern matching itself literally (escape character: backslash)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+class Inspecting:
+    """Needs `_x(sql, params)` and `dialect` ("sqlite" or "postgres")."""
+
+    def browse(self, namespace: str, filters: dict, sort: str = "id", descending: bool = True,
+               after: tuple | None = None, limit: int = 50) -> list:
+        """Up to `limit` memories of a namespace matching `filters` (status, kind, scene,
+        tag: equal; text: every word in full text), ordered by `sort` (one of SORTS) then
+        id, starting after the keyset `after` = (sort value, id)."""
+        if sort not in SORTS:
+            raise ValueError(f"unknown sort column {sort!r}")
+        where, args = self._browse_where(namespace, filters)
+        key = f"coalesce({sort}, '')" if sort in _NULL_AS_TEXT else sort
+        op, way = ("<", "DESC") if descending else (">", "ASC")
+        if after is not None:
+            value, last_id = after
+            value = "" if value is None and sort in _NULL_AS_TEXT else value
+            if sort == "id":
+                where.append(f"id {op} ?")
+                args.append(last_id)
+            else:
+                where.append(f"({key} {op} ? OR ({key} = ? AND id {op} ?))")
+                args += [value, value, last_id]
+        sql = (f"SELECT {LISTED} FROM memories WHERE {' AND '.join(where)} "
+               f"ORDER BY {key + ' ' + way + ', ' if sort != 'id' else ''}id {way} LIMIT ?")
+        return self._x(sql, (*args, limit)).fetchall()
+
+    def _browse_where(self, namespace: str, filters: dict) -> tuple[list[str], list]:
+        where, args = ["namespace = ?"], [namespace]
+        for column in ("status", "kind", "scene"):
+            if filters.get(column):
+                where.append(f"{column} = ?")
+                args.append(filters[column])
+        if filters.get("tag"):  # tags are a JSON array of strings: match one element
+            where.append("tags LIKE ? ESCAPE '\\'")
+            args.append(f'%"{_like(filters["tag"])}"%')
+        text = filters.get("text")
+        if text:
+            if self.dialect == "sqlite":
+                where.append("id IN (SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?)")
+                args.append(fts_query(text, joiner=" AND ") or '""')
+            else:
+                where.append(f"id IN (SELECT id FROM memories_fts WHERE tsv @@ {PG_SEARCH})")
+                args.append(" ".join(words(text)))
+        return where, args
+
+    def facets(self, namespace: str, column: str, limit: int = 200) -> list[str]:
+        """The distinct values of `kind` or `scene` in a namespace (for the filter lists)."""
+        if column not in ("kind", "scene"):
+            raise ValueError(f"no facet {column!r}")
+        return [r[0] for r in self._x(
+            f"SELECT DISTINCT {column} FROM {self.rows} WHERE namespace = ? AND {column} IS "
+            f"NOT NULL ORDER BY {column} LIMIT ?", (namespace, limit))]
+
+    def replaced(self, namespace: str, memory_id: int) -> list[dict]:
+        """The memories `memory_id` superseded (their contradicted_by names it) and those
+        merged into it, oldest first, each with `how` ('superseded' or 'merged')."""
+        return _dicts(self._x(
+            "SELECT id, status, summary, substr(content, 1, 200) AS content, created_at, "
+            "CASE WHEN contradicted_by = ? THEN 'superseded' ELSE 'merged' END AS how "
+            "FROM memories WHERE namespace = ? AND (contradicted_by = ? OR merged_into = ?) "
+            "ORDER BY id LIMIT 200", (memory_id, namespace, memory_id, memory_id)).fetchall())
+
+    def inbox_turn(self, namespace: str, turn_id: int) -> dict | None:
+        """One inbox turn of a namespace, read without a lock (`turn` locks it on a server)."""
+        row = self._x("SELECT id, status, user_text, assistant_text, attempts, last_error, "
+                      "created_at, updated_at, memory_ids FROM inbox WHERE id = ? AND "
+                      "namespace = ?", (turn_id, namespace)).fetchone()
+        return None if row is None else _dicts([row])[0]
+
+    def calls_between(self, namespace: str, start: str, end: str, limit: int = 50) -> list[dict]:
+        """The model calls logged from `start` to `end` (ISO text, both included)."""
+        return _dicts(self._x(
+            "SELECT id, step, model, provider, prompt_tokens, completion_tokens, latency_ms, "
+            "outcome, detail, occurred_at, attempt FROM model_calls WHERE namespace = ? AND "
+            "occurred_at >= ? AND occurred_at <= ? ORDER BY id LIMIT ?",
+            (namespace, start, end, limit)).fetchall())
+
+    def calls_by_day(self, namespace: str) -> list[dict]:
+        """Model calls per day, step, model and outcome: calls and tokens."""
+        return _dicts(self._x(
+            "SELECT substr(occurred_at, 1, 10) AS day, step, model, outcome, count(*) AS calls, "
+            "coalesce(sum(prompt_tokens), 0) + coalesce(sum(completion_tokens), 0) AS tokens "
+            "FROM model_calls WHERE namespace = ? GROUP BY substr(occurred_at, 1, 10), step, "
+            "model, outcome ORDER BY day, step, model, outcome", (namespace,)).fetchall())
+
+    def pass_runs(self, namespace: str) -> list[dict]:
+        """Each pass's last run and how many rows it changed."""
+        return _dicts(self._x("SELECT pass, last_run_at, rows_changed FROM pass_runs WHERE "
+                              "namespace = ? ORDER BY pass", (namespace,)).fetchall())
+
+    def events_by_day(self, namespace: str, types: tuple[str, ...]) -> list[dict]:
+        """How many events of each of `types` a namespace's memories had, per day."""
+        marks = ", ".join("?" * len(types))
+        return _dicts(self._x(
+            "SELECT substr(e.occurred_at, 1, 10) AS day, e.event_type, count(*) AS n FROM "
+            f"memory_events e JOIN {self.rows} m ON m.id = e.memory_id WHERE m.namespace = ? "
+            f"AND e.event_type IN ({marks}) GROUP BY substr(e.occurred_at, 1, 10), e.event_type "
+            "ORDER BY day", (namespace, *types)).fetchall())
+
+    def restore_memory(self, namespace: str, memory_id: int, status: str) -> int:
+        """In the caller's transaction: an archived or expired memory (`status`, as read)
+        becomes active, decay 1, accessed now, with no expiry; rows changed (0 or 1)."""
+        if status not in ("archived", "expired"):
+            return 0
+        return self._x(f"UPDATE {self.rows} SET status = 'active', decay_score = 1.0, "
+                       "last_accessed = ?, expires_at = NULL WHERE namespace = ? AND id = ? "
+                       "AND status = ?", (self.now(), namespace, memory_id, status)).rowcount

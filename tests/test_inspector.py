@@ -1,0 +1,185 @@
+"""The inspector (`lethe ui`) over plain HTTP: the token, bind, Host and Origin rules, the
+pages on both backends, keyset paging, escaping, and the edits (each an event; none with
+--read-only). The browser drives it in tests/test_inspector_browser.py."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("starlette", reason="the inspector needs the ui extra: "
+                    "pip install -e '.[ui]'")
+from starlette.testclient import TestClient  # noqa: E402
+
+from engine.errors import LetheError  # noqa: E402
+from engine.inspector.app import Inspector  # noqa: E402
+from engine.inspector.guard import check_bind  # noqa: E402
+from engine.inspector.server import prepare  # noqa: E402
+from tests.conftest import ROOT  # noqa: E402
+
+pytestmark = pytest.mark.both_backends
+TOKEN = "test-token-123"
+PORT = 8765
+
+
+def client(memory, read_only=False, token=TOKEN, host="127.0.0.1"):
+    opened = {}
+
+    def opener(ns):
+        opened[ns] = memory("lifecycle", namespace=ns)
+        return opened[ns]
+    app, token = prepare(Inspector(opener, "default", read_only), host, PORT, token)
+    return TestClient(app, base_url=f"http://127.0.0.1:{PORT}", follow_redirects=False)
+
+
+def signed_in(memory, **kw) -> TestClient:
+    c = client(memory, **kw)
+    assert c.get(f"/memories?token={TOKEN}").status_code == 200  # sets the cookie
+    return c
+
+
+def ids_on(page: str) -> list[int]:
+    return [int(i) for i in re.findall(r'<tr data-id="(\d+)"', page)]
+
+
+# ---- who may talk to it ----------------------------------------------------------------
+def test_a_request_without_the_token_is_refused(memory):
+    c = client(memory)
+    assert c.get("/memories").status_code == 401
+    assert c.get("/memories?token=wrong-token-1").status_code == 401
+    ok = c.get(f"/memories?token={TOKEN}")
+    assert ok.status_code == 200 and "lethe_ui_token" in ok.headers["set-cookie"]
+    assert c.get("/memory/1").status_code in (200, 404)  # the cookie carries it now
+    assert client(memory).get("/static/style.css").status_code == 401  # assets too
+
+
+def test_a_foreign_host_is_refused_even_with_the_token(memory):
+    c = client(memory)
+    assert c.get(f"/memories?token={TOKEN}", headers={"host": "evil.example:8765"}).status_code == 403
+    assert c.get(f"/memories?token={TOKEN}", headers={"host": "localhost:8765"}).status_code == 200
+    assert c.get(f"/memories?token={TOKEN}", headers={"host": "127.0.0.1:9999"}).status_code == 403
+
+
+def test_a_foreign_origin_cannot_post(memory):
+    c = signed_in(memory)
+    mem = memory("lifecycle")
+    new = mem.add("User likes tea", judged=False)
+    bad = c.post(f"/memory/{new}/forget", data={"reason": "x"},
+                 headers={"origin": "http://evil.example"})
+    assert bad.status_code == 403
+    assert mem.get(new).status == "active"
+    good = c.post(f"/memory/{new}/forget", data={"reason": "wrong"},
+                  headers={"origin": f"http://127.0.0.1:{PORT}"})
+    assert good.status_code == 303 and mem.get(new).status == "archived"
+
+
+@pytest.mark.sqlite_only
+def test_a_non_loopback_bind_needs_a_token():
+    with pytest.raises(LetheError, match="needs --token"):
+        check_bind("0.0.0.0", None)
+    with pytest.raises(LetheError, match="needs --token"):
+        check_bind("192.168.1.20", None)
+    assert check_bind("0.0.0.0", "a-long-token") == "a-long-token"
+    made = check_bind("127.0.0.1", None)
+    assert len(made) >= 20 and made != check_bind("127.0.0.1", None)
+    with pytest.raises(LetheError, match="letters, digits"):
+        check_bind("127.0.0.1", "short")
+
+
+@pytest.mark.sqlite_only
+def test_the_command_refuses_a_public_bind_without_a_token(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "engine.cli", "ui", "--db", str(tmp_path / "m.db"),
+                           "--host", "0.0.0.0"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": ROOT})
+    assert done.returncode != 0
+    assert done.stderr.strip().count("\n") == 0 and "needs --token" in done.stderr
+    assert not (tmp_path / "m.db").exists()  # refused before anything was opened
+
+
+# ---- the pages ---------------------------------------------------------------------------
+def test_pages_show_memories_with_counts_filters_and_the_chain(memory):
+    mem = memory("lifecycle")
+    mem.remember("I use VS Code for everything.")
+    mem.remember("I switched to Neovim.")
+    old = next(r for r in mem.memories("all", None) if "VS Code" in r.content)
+    new = mem.get(old.contradicted_by)
+    c = signed_in(memory)
+    page = c.get("/memories?status=superseded").text
+    assert ids_on(page) == [old.id]
+    assert 'data-status="superseded">superseded <b>1</b>' in page
+    assert ids_on(c.get("/memories?text=neovim").text) == [new.id]
+    one = c.get(f"/memory/{old.id}").text
+    assert f'href="/memory/{new.id}" class="successor"' in one
+    assert 'data-type="superseded"' in one and 'data-type="created"' in one
+    assert "I use VS Code for everything." in one  # the turn it came from
+    back = c.get(f"/memory/{new.id}").text
+    assert f'href="/memory/{old.id}" class="predecessor"' in back
+    for path in ("/recall?q=editor", "/turns", "/costs", "/policy"):
+        assert c.get(path).status_code == 200, path
+    assert c.get("/memory/99999").status_code == 404
+
+
+def test_keyset_pages_cover_every_memory_once_in_any_order(memory):
+    mem = memory("lifecycle")
+    for i in range(120):
+        mem.add(f"fact number {i}", importance=i % 7, judged=False)
+    c = signed_in(memory)
+    for sort in ("id", "importance", "created_at"):
+        seen, url = [], f"/memories?sort={sort}"
+        while url:
+            page = c.get(url).text
+            seen += ids_on(page)
+            nxt = re.search(r'<a href="([^"]+)" id="next"', page)
+            url = nxt.group(1).replace("&amp;", "&") if nxt else None
+        assert sorted(seen) == sorted(set(seen)) and len(seen) == 120, sort
+
+
+def test_memory_text_is_escaped_everywhere(memory):
+    mem = memory("lifecycle")
+    evil = '<script>alert("x")</script><img src=x onerror=alert(1)>'
+    mid = mem.add(evil, tags=['"><b>tag'], judged=False)
+    c = signed_in(memory)
+    for path in ("/memories", f"/memory/{mid}", "/recall?q=script+alert"):
+        page = c.get(path).text
+        assert "<script>alert" not in page and "<img src=x" not in page, path
+        assert "&lt;script&gt;" in page, path
+
+
+def test_edits_are_events_and_read_only_refuses_them(memory):
+    mem = memory("lifecycle")
+    mid = mem.add("User lives in Paris", judged=False)
+    ro = signed_in(memory, read_only=True)
+    assert "Forget</button>" not in ro.get(f"/memory/{mid}").text
+    assert ro.post(f"/memory/{mid}/forget", data={"reason": "x"}).status_code == 403
+    assert mem.get(mid).status == "active"
+
+    c = signed_in(memory)
+    assert c.post(f"/memory/{mid}/forget", data={"reason": "moved"}).status_code == 303
+    assert [e["event_type"] for e in mem.history(mid).events][-1] == "forgotten"
+    assert c.post(f"/memory/{mid}/restore", data={"reason": "still true"}).status_code == 303
+    assert mem.get(mid).status == "active"
+    assert "still true" in mem.history(mid).events[-1]["detail"]
+    done = c.post(f"/memory/{mid}/correct", data={"content": "User lives in Lyon",
+                                                   "reason": "moved in May"})
+    new_id = int(done.headers["location"].rsplit("/", 1)[1])
+    assert mem.get(mid).status == "superseded" and mem.get(mid).contradicted_by == new_id
+    assert mem.get(new_id).content == "User lives in Lyon"
+    assert "moved in May" in mem.history(mid).events[-1]["detail"]
+    assert json.loads(mem.history(new_id).events[0]["detail"])["corrects"] == mid
+    no_reason = c.post(f"/memory/{new_id}/forget", data={"reason": " "})
+    assert no_reason.status_code == 400 and mem.get(new_id).status == "active"
+
+
+def test_retry_puts_a_failed_turn_back_in_the_queue(memory):
+    mem = memory("lifecycle", offline=False)  # no key: the turn waits
+    mem.remember("I moved to Lisbon.")
+    turn = mem.pending()[0]
+    mem.store.turn_failed(turn["id"], "Error code: 400 - context too long", 3, None, "failed")
+    c = signed_in(memory)
+    page = c.get("/turns").text
+    assert "context too long" in page and "status-failed" in page
+    assert c.post("/turns/retry", data={"id": str(turn["id"])}).status_code == 303
+    assert mem.pending()[0]["status"] == "pending"
