@@ -175,7 +175,8 @@ def test_edits_are_events_and_read_only_refuses_them(memory):
 
 def test_retry_puts_a_failed_turn_back_in_the_queue(memory):
     mem = memory("lifecycle", offline=False)  # no key: the turn waits
-    mem.remember("I moved to Lisbon.")
+    with pytest.warns(Warning, match="no API key"):
+        mem.remember("I moved to Lisbon.")
     turn = mem.pending()[0]
     mem.store.turn_failed(turn["id"], "Error code: 400 - context too long", 3, None, "failed")
     c = signed_in(memory)

@@ -169,6 +169,10 @@ def test_the_wheel_carries_the_shipped_policies_and_prompts(installed):
         assert f"engine/shipped/policies/{f}" in names
     for f in os.listdir(ROOT / "prompts"):
         assert f"engine/shipped/prompts/{f}" in names
+    inspector = ROOT / "engine" / "inspector"  # `lethe ui`'s templates and stylesheet
+    for folder in ("templates", "static"):
+        for f in os.listdir(inspector / folder):
+            assert f"engine/inspector/{folder}/{f}" in names
 
 
 def test_the_installed_engine_is_the_venvs_not_the_checkout(installed):
