@@ -336,22 +336,46 @@ class Memory:
         return A.correct(self.context, self.history(memory_id).memory, content, str(reason))
 
     # -- keys: memories a key-value caller (the LangGraph store) names itself
-    def put(self, key: str, content: str, value=None, **fields) -> int:
+    def put(self, key: str, content: str, value=None, *, detail: dict | None = None,
+            **fields) -> int:
         """Store `content` through `add()` (`fields` are add()'s) under the caller's own
-        `key`, keeping `value` (the caller's record, JSON) in a `keyed` event. The memory
-        that was under `key` is superseded by the new one. Returns the id, which is an
-        existing memory's when the judges find the content only confirms it."""
+        `key`, keeping `value` (the caller's record, JSON, its key order kept) in a `keyed`
+        event, with `detail`'s entries beside it. The memory that was under `key` is
+        superseded by the new one. Returns the id, which is an existing memory's when the
+        judges find the content only confirms it."""
         if not isinstance(key, str) or not key:
             raise LetheError("a key is non-empty text")
+        event = _keyed_event(key, value, detail)
         before = self.keyed(key)
         new_id = self.add(content, **fields)
         if self._held_by_another_key(new_id, key):  # the judges found it confirms that one:
             new_id = self.add(content, **{**fields, "judged": False})  # each key its own
         with self.store.transaction():
-            self.store.event(new_id, "keyed", {"key": key, "value": value})
+            self.store.event(new_id, "keyed", event)
             if before is not None and before.memory.id != new_id:
                 self.writer.supersede(before.memory.id, new_id, content)
         return new_id
+
+    def key_events(self) -> list[dict]:
+        """Every `keyed` event of this namespace, oldest first: the event's detail (key,
+        value, ...) with `memory_id`, `status` (the memory's now) and `at`."""
+        return [{**json.loads(r["detail"]), "memory_id": r["memory_id"], "status": r["status"],
+                 "at": r["occurred_at"]} for r in self.store.keyed_events(self.namespace)]
+
+    def mark_key(self, memory_id: int, key: str, value=None, *, detail: dict | None = None,
+                 expires_at=None, reason: str | None = None) -> None:
+        """A `keyed` event for the memory `put()` stored under `key`, without storing a new
+        one: a refreshed expiry (`expires_at`, set on the memory too while it is active), or
+        with `reason` a deletion (value None; the memory, if active, is archived with a
+        `forgotten` event that keeps the reason)."""
+        event = _keyed_event(key, value, detail)
+        expiry = None if expires_at is None else _expiry(expires_at, self.clock())
+        with self.store.transaction():
+            self.store.event(memory_id, "keyed", event)
+            if expiry is not None:
+                self.store.update_memory(self.namespace, memory_id, {"expires_at": expiry})
+        if reason is not None and (record := self.get(memory_id)) and record.status == "active":
+            self.forget(memory_id, reason)
 
     def _held_by_another_key(self, memory_id: int, key: str) -> bool:
         """Whether `memory_id` is the memory another key's `put()` holds now: a second key
@@ -379,6 +403,16 @@ class Memory:
                 detail = json.loads(event["detail"])
                 return Keyed(memory, detail["key"], detail["value"], event["occurred_at"])
         return None
+
+
+def _keyed_event(key: str, value, detail: dict | None) -> str:
+    """A `keyed` event's detail as JSON text, in the caller's key order; a value JSON cannot
+    hold exactly (NaN, infinity, bytes, a set) is refused before anything is written."""
+    try:
+        return json.dumps({**(detail or {}), "key": key, "value": value}, ensure_ascii=False,
+                          allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise LetheError(f"a keyed value must be JSON: {exc}") from None
 
 
 def _check_clock(clock) -> None:

@@ -7,60 +7,90 @@ A namespace tuple is one Lethe namespace, its labels joined by "." (LangGraph re
 label holding a period, so the join is never ambiguous): ("users", "alice") is
 "users.alice", and ("default",) is the namespace `lethe` and `lethe mcp` use by default.
 
-- `put(ns, key, value)` stores the value as a memory (`Memory.put`): its content is
-  `value[text_field]` when that is text, else the value as JSON. The policy's write steps
-  judge it (all but the gate), so a put that contradicts an older memory supersedes it, as
-  `remember()` does; a put over an existing key supersedes the memory that was there.
-  `ttl` (minutes) becomes `expires_at`; `index` is ignored (recall has its own index).
-- `get(ns, key)` is the active memory under the key. One the lifecycle retired
-  (superseded, expired, archived, merged) is gone, as an expired item is; a memory that
-  came in another way (remember, add, a merge) answers to the key `memory-ID`.
-- `search(prefix, query=...)` is Lethe's recall (access recorded) in each namespace under
-  the prefix; without a query, active memories newest first. `filter` applies to values.
-- `delete(ns, key)` (a put of None) forgets: the memory is archived with a reason, never
-  deleted. `list_namespaces()` lists the namespaces that hold memories.
-
-Lethe's expiry is a fixed moment, so reads never push it back (`refresh_ttl` is ignored).
+It keeps BaseStore's contract, as LangGraph's own stores do (docs/integrations.md):
+- `put(ns, key, value)` stores the value as LangGraph's stores do (key order kept; a value
+  JSON cannot hold exactly, a date, a set, bytes, NaN, is kept with LangGraph's own
+  serializer; one that cannot be kept at all is a `ValueError`) and a memory whose text is
+  the value's indexed fields (`index=[...]` on the put or the store, LangGraph's paths; by
+  default the value's `text` when it is text, else the whole value as JSON). `get` returns
+  it until it is deleted or its `ttl` (minutes) passes, whatever the lifecycle did to the
+  memory; `item.status` says what that was (`active`, `superseded`, ...).
+- Puts are stored as given: a put never retires another key's item. `judged=True` opts in
+  to the policy's write steps (confidence, contradiction, expiry), so a put that
+  contradicts another key's memory supersedes it; that item stays gettable and ranks last.
+- `search(prefix, query=...)` scores every live item: the relevance of its memory among
+  the policy's recall candidates (0.0 when it shares nothing with the query), best first;
+  items whose memory the lifecycle retired, and items put with `index=False`, follow with
+  score None. Without a query, items come in the order their keys were first put, as in
+  `InMemoryStore`; `filter`, `limit` and `offset` are LangGraph's.
+- TTL: a put's `ttl` and the store's `ttl={"default_ttl": ..., "refresh_on_read": ...}`;
+  a read with `refresh_ttl` (the default) pushes a live item's expiry back by its ttl.
+- `index={"fields": [...]}` on the store names the fields a memory's text is made of;
+  `dims` and `embed` are accepted and unused (recall embeds as the policy says).
+- `delete(ns, key)` forgets: the memory is archived with a reason, never deleted.
+  `list_namespaces()` lists the namespaces that hold memories.
+A memory that came in another way (remember, add, a merge) answers to `get(ns, "memory-ID")`.
 """
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime as dt
 import json
+import math
 import threading
-from typing import Iterable
+from typing import Any, Iterable, Mapping
 
 from ..clock import Clock, iso
 from ..errors import LetheError
 from ..memory import DEFAULT_POLICY, Memory
 from ..policy import Policy, load
-from ..records import Keyed, MemoryRecord
 from . import missing_extra
 
 try:
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
     from langgraph.store.base import (BaseStore, GetOp, InvalidNamespaceError, Item,
                                       ListNamespacesOp, PutOp, SearchItem, SearchOp)
+    from langgraph.store.base.embed import get_text_at_path, tokenize_path
 except ImportError as exc:
     raise missing_extra("langgraph", "LetheStore", exc) from None
 
 SEPARATOR = "."           # LangGraph refuses it inside a label
 MEMORY_KEY = "memory-"    # the key of a memory no put() named
-SCAN = 1000               # a search without a query reads at most this many per namespace
+SERDE = JsonPlusSerializer()
+
+
+class LetheValueError(LetheError, ValueError):
+    """A bad argument to the store, where LangGraph's own stores raise ValueError."""
+
+
+class LetheItem(Item):
+    """An `Item` with the lifecycle status of the memory behind it."""
+    __slots__ = ("status",)
+
+
+class LetheSearchItem(SearchItem):
+    """A `SearchItem` with the lifecycle status of the memory behind it."""
+    __slots__ = ("status",)
 
 
 class LetheStore(BaseStore):
     """A LangGraph `BaseStore` over one Lethe database and policy; each namespace tuple is
-    a Lethe namespace. `judged=False` stores values exactly as given (no write steps)."""
+    a Lethe namespace."""
 
     supports_ttl = True
 
     def __init__(self, db: str, policy: str | Policy = DEFAULT_POLICY, *, offline: bool = False,
-                 clock: Clock | None = None, text_field: str = "text", judged: bool = True):
+                 clock: Clock | None = None, text_field: str = "text", judged: bool = False,
+                 index: Mapping | None = None, ttl: Mapping | None = None):
         self.db = str(db)
         self.policy = policy if isinstance(policy, Policy) else load(policy)
         self.offline, self.clock = offline, clock
         self.text_field, self.judged = text_field, judged
-        self.ttl_config = {"refresh_on_read": False}
+        self.fields = _paths((index or {}).get("fields"), "index fields")
+        self.index_config = dict(index) if index else None
+        self.ttl_config = {"refresh_on_read": True, **(ttl or {})}
+        _minutes(self.ttl_config.get("default_ttl"))
         self._memories: dict[str, Memory] = {}
         self._lock = threading.RLock()  # one connection per namespace, one caller at a time
 
@@ -70,8 +100,9 @@ class LetheStore(BaseStore):
         LangGraph's own stores do."""
         ops = list(ops)
         for op in ops:
-            check_labels(op)
+            check_op(op)
         with self._lock:
+            self._seen: dict[tuple, dict] = {}  # a namespace's items, read once per batch
             results = [None if isinstance(op, PutOp) else self._read(op) for op in ops]
             puts = {(op.namespace, op.key): op for op in ops if isinstance(op, PutOp)}
             for op in puts.values():
@@ -101,54 +132,72 @@ class LetheStore(BaseStore):
             return self._search(op)
         if isinstance(op, ListNamespacesOp):
             return self._list_namespaces(op)
-        raise LetheError(f"LetheStore cannot run {type(op).__name__}")
+        raise LetheValueError(f"Unknown operation type: {type(op)}")
 
     def _get(self, op: GetOp) -> Item | None:
         mem = self._memory(op.namespace)
-        found = self._find(mem, op.key)
-        if found is None:
+        state = self._items(op.namespace).get(op.key)
+        if state is None and op.key.startswith(MEMORY_KEY):
+            state = self._unkeyed(mem, op.key)
+        if state is None:
             return None
-        return self._item(mem, found.memory, Item, op.namespace, keyed=found)
+        if op.refresh_ttl:
+            self._refresh(mem, state)
+        return self._item(state, LetheItem, op.namespace)
 
     def _put(self, op: PutOp) -> None:
         mem = self._memory(op.namespace)
         if op.value is None:
-            found = self._find(mem, op.key)
-            if found is not None:
-                mem.forget(found.memory.id, f"deleted through the LangGraph store (key {op.key!r})")
+            state = self._items(op.namespace).get(op.key)
+            if state is not None:
+                mem.mark_key(state["memory_id"], op.key, None, detail={"deleted": True},
+                             reason=f"deleted through the LangGraph store (key {op.key!r})")
             return
-        value = dict(op.value)
-        try:
-            text = json.dumps(value, ensure_ascii=False, sort_keys=True)
-        except (TypeError, ValueError) as exc:
-            raise LetheError(f"a LangGraph value must be JSON: {exc}") from None
-        content = value.get(self.text_field)
-        if not isinstance(content, str) or not content.strip():
-            content = text
-        expires_at = None if op.ttl is None else mem.clock() + dt.timedelta(minutes=op.ttl)
-        mem.put(op.key, content, value, expires_at=expires_at, judged=self.judged)
+        if not isinstance(op.value, Mapping):
+            raise LetheValueError(f"a LangGraph value is a dict, not {type(op.value).__name__}")
+        value, minutes = dict(op.value), _minutes(op.ttl)
+        index = op.index if op.index is False else _paths(op.index, "index")
+        stored, packed = encode(value)
+        now = mem.clock()
+        expires = None if minutes is None else now + dt.timedelta(minutes=minutes)
+        detail = {"ttl": minutes, "expires": expires and iso(expires), "index": index,
+                  "packed": packed}
+        mem.put(op.key, self._content(value, index), stored, detail=detail,
+                expires_at=expires, judged=self.judged)
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
-        wanted = op.offset + op.limit
-        hits: list[SearchItem] = []
+        found = []
         for namespace in self._namespaces_under(op.namespace_prefix):
+            items = list(self._items(namespace).values())
+            items += self._unkeyed_active(self._memory(namespace), items)
+            found += [(namespace, s) for s in items
+                      if not op.filter or all(compare(_decoded(s).get(k), v)
+                                              for k, v in op.filter.items())]
+        if op.query:
+            found = self._ranked(op.query, found)
+        else:
+            found = [(ns, s, None) for ns, s in found]
+        found = found[op.offset:op.offset + op.limit]
+        for ns, state, _ in found:
+            if op.refresh_ttl:
+                self._refresh(self._memory(ns), state)
+        return [self._item(state, LetheSearchItem, ns, score=score) for ns, state, score in found]
+
+    def _ranked(self, query: str, found: list) -> list:
+        """Active indexed items by their memory's relevance to `query`, best first; then
+        the unindexed and those the lifecycle retired, unscored, in their order."""
+        relevance: dict[int, float] = {}
+        for namespace in {ns for ns, _ in found}:
             mem = self._memory(namespace)
-            records = (mem.recall(op.query, top_n=wanted) if op.query
-                       else mem.memories("active", max(SCAN, wanted)))
-            found = 0
-            for record in records:
-                if not self._live(mem, record):
-                    continue
-                item = self._item(mem, record, SearchItem, namespace)
-                if op.filter and not matches(item.value, op.filter):
-                    continue
-                hits.append(item)
-                found += 1
-                if found == wanted:
-                    break
-        if op.query:  # best first across namespaces; recall's own order within one
-            hits.sort(key=lambda h: -(h.score or 0.0))
-        return hits[op.offset:op.offset + op.limit]
+            held = sum(1 for n, _ in found if n == namespace)
+            for record in mem.candidates(query, limit=max(held, 1), scored=True):
+                relevance[record.id] = record.relevance or 0.0
+        scored = [(ns, s, relevance.get(s["memory_id"], 0.0)) for ns, s in found
+                  if s["status"] == "active" and s.get("index") is not False]
+        scored.sort(key=lambda hit: -hit[2])  # stable: ties keep their put order
+        rest = [(ns, s, None) for ns, s in found if s["status"] != "active"
+                or s.get("index") is False]
+        return scored + rest
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         spaces = [tuple(ns.split(SEPARATOR)) for ns in self._any().namespaces()]
@@ -157,6 +206,83 @@ class LetheStore(BaseStore):
         if op.max_depth is not None:
             spaces = [ns[:op.max_depth] for ns in spaces]
         return sorted(set(spaces))[op.offset:op.offset + op.limit]
+
+    # -- items: the newest put of each key, from the namespace's keyed events
+    def _items(self, namespace: tuple[str, ...]) -> dict[str, dict]:
+        """Live items by key, in the order their keys were first put (a key deleted and
+        put again goes last, as in InMemoryStore)."""
+        if namespace in self._seen:
+            return self._seen[namespace]
+        mem, items = self._memory(namespace), {}
+        for event in mem.key_events():
+            key = event["key"]
+            if event.get("deleted"):
+                items.pop(key, None)
+            elif event.get("refreshed") and key in items:
+                items[key]["expires"] = event.get("expires")
+            elif not event.get("refreshed"):
+                first = items.get(key, {}).get("created", event["at"])
+                items[key] = {**event, "created": first, "updated": event["at"]}
+        now = iso(mem.clock())
+        live = {k: s for k, s in items.items() if not (s.get("expires") and s["expires"] <= now)}
+        for state in live.values():
+            if state.get("value") is None and not state.get("packed"):
+                record = mem.get(state["memory_id"])  # put() by another caller, no value
+                state["value"] = {self.text_field: record.content if record else ""}
+        self._seen[namespace] = live
+        return live
+
+    def _unkeyed(self, mem: Memory, key: str) -> dict | None:
+        digits = key[len(MEMORY_KEY):]
+        if not (digits.isascii() and digits.isdigit() and len(digits) <= 19):
+            return None
+        record = mem.get(int(digits))
+        if record is None or record.status != "active" or mem.key_of(record) is not None:
+            return None
+        return self._state_of(record)
+
+    def _unkeyed_active(self, mem: Memory, items: list) -> list[dict]:
+        """The namespace's active memories no put() stored, for a search with a query."""
+        keyed = {s["memory_id"] for s in items}
+        return [self._state_of(r) for r in mem.candidates() if r.id not in keyed
+                and mem.key_of(r) is None]
+
+    def _state_of(self, record) -> dict:
+        return {"key": f"{MEMORY_KEY}{record.id}", "memory_id": record.id,
+                "status": record.status, "value": {self.text_field: record.content},
+                "created": record.created_at, "updated": record.created_at}
+
+    def _refresh(self, mem: Memory, state: dict) -> None:
+        """Push a live item's expiry back by its ttl (a `keyed` event; the memory's
+        expires_at follows while it is active)."""
+        if not state.get("ttl"):
+            return
+        expires = mem.clock() + dt.timedelta(minutes=state["ttl"])
+        if state.get("expires") == iso(expires):
+            return
+        mem.mark_key(state["memory_id"], state["key"], None, expires_at=expires,
+                     detail={"refreshed": True, "expires": iso(expires)})
+        state["expires"] = iso(expires)
+
+    def _content(self, value: dict, index) -> str:
+        """The memory's text: the indexed fields' text, else the value as JSON."""
+        texts: list[str] = []
+        paths = self.fields if index is None or index is False else index
+        if paths is None:
+            text = value.get(self.text_field)
+            texts = [text] if isinstance(text, str) else []
+        else:
+            for path in paths:
+                texts += get_text_at_path(value, path if path == "$" else tokenize_path(path))
+        text = "\n".join(t for t in texts if isinstance(t, str) and t.strip())
+        return text or json.dumps(value, ensure_ascii=False, default=str)
+
+    def _item(self, state: dict, kind, namespace, **score):
+        item = kind(namespace=tuple(namespace), key=state["key"], value=_decoded(state),
+                    created_at=_utc(state["created"]), updated_at=_utc(state["updated"]),
+                    **score)
+        item.status = state["status"]
+        return item
 
     # -- from LangGraph's names to Lethe's
     def _memory(self, namespace: tuple[str, ...]) -> Memory:
@@ -173,48 +299,67 @@ class LetheStore(BaseStore):
 
     def _namespaces_under(self, prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
         spaces = [tuple(ns.split(SEPARATOR)) for ns in self._any().namespaces()]
-        return [ns for ns in spaces if ns[:len(prefix)] == tuple(prefix)]
-
-    def _find(self, mem: Memory, key: str) -> Keyed | None:
-        """The live memory under `key`: put() named it so, or it is `memory-ID`."""
-        found = mem.keyed(key)
-        digits = key[len(MEMORY_KEY):]
-        if found is None and key.startswith(MEMORY_KEY) and digits.isascii() and \
-                digits.isdigit() and len(digits) <= 19:
-            record = mem.get(int(key[len(MEMORY_KEY):]))
-            if record is not None:
-                found = mem.key_of(record) or Keyed(record, key, None, record.created_at)
-        if found is None or not self._live(mem, found.memory):
-            return None
-        return found
-
-    def _live(self, mem: Memory, record: MemoryRecord) -> bool:
-        """Active and not past its expiry (the expiry pass may not have run yet)."""
-        return record.status == "active" and not (
-            record.expires_at and record.expires_at <= iso(mem.clock()))
-
-    def _item(self, mem: Memory, record: MemoryRecord, kind, namespace, keyed=None):
-        keyed = keyed or mem.key_of(record)
-        if keyed is None or keyed.value is None:
-            key = keyed.key if keyed else f"{MEMORY_KEY}{record.id}"
-            keyed = Keyed(record, key, {self.text_field: record.content}, record.created_at)
-        fields = {"namespace": tuple(namespace), "key": keyed.key, "value": keyed.value,
-                  "created_at": _utc(record.created_at), "updated_at": _utc(keyed.put_at)}
-        if kind is SearchItem:
-            return SearchItem(**fields, score=record.relevance)
-        return Item(**fields)
+        spaces = [ns for ns in spaces if ns[:len(prefix)] == tuple(prefix)]
+        # the order they were first written in, as InMemoryStore keeps them
+        first = {ns: min((s["memory_id"] for s in self._items(ns).values()), default=0)
+                 for ns in spaces}
+        return sorted(spaces, key=lambda ns: first[ns])
 
 
-# ---- LangGraph's rules for names, as its own stores apply them ---------------------------
-def check_labels(op) -> None:
+# ---- values: as LangGraph's stores keep them ---------------------------------------------
+def encode(value: dict) -> tuple[Any, dict | None]:
+    """(the value as JSON, None) when JSON holds it exactly; else (None, the value packed by
+    LangGraph's serializer), which keeps dates, sets, bytes and NaN. One that neither can
+    hold (a 5,000-deep value, an object of no known type) is refused."""
+    try:
+        if json.loads(json.dumps(value, allow_nan=False)) == value:
+            return value, None
+    except (TypeError, ValueError, RecursionError):
+        pass
+    try:
+        kind, data = SERDE.dumps_typed(value)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise LetheValueError(f"a LangGraph value Lethe cannot store: {exc}") from None
+    return None, {"type": kind, "data": base64.b64encode(data).decode("ascii")}
+
+
+def _decoded(state: dict) -> dict:
+    packed = state.get("packed")
+    if packed:
+        return SERDE.loads_typed((packed["type"], base64.b64decode(packed["data"])))
+    return state["value"]
+
+
+def _minutes(ttl) -> float | None:
+    """A ttl in minutes: None, or a finite number above 0 (LangGraph's ValueError)."""
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not math.isfinite(ttl) \
+            or ttl <= 0:
+        raise LetheValueError(f"ttl is a number of minutes above 0, not {ttl!r}")
+    return float(ttl)
+
+
+def _paths(paths, what: str) -> list[str] | None:
+    if paths is None:
+        return None
+    if isinstance(paths, str) or not all(isinstance(p, str) and p for p in paths):
+        raise LetheValueError(f"{what}: a list of field paths, not {paths!r}")
+    return list(paths)
+
+
+# ---- LangGraph's rules for names and filters, as its own stores apply them ----------------
+def check_op(op) -> None:
     """The labels an op names, checked as BaseStore's methods check them (batch() may be
     called directly): text, not empty, no period (our separator) and no NUL."""
     if isinstance(op, (GetOp, PutOp)):
         paths = [op.namespace]
     elif isinstance(op, SearchOp):
         paths = [op.namespace_prefix]
-    else:
+    elif isinstance(op, ListNamespacesOp):
         paths = [c.path for c in op.match_conditions or ()]
+    else:
+        raise LetheValueError(f"Unknown operation type: {type(op)}")
     for path in paths:
         for label in path:
             if not isinstance(label, str) or not label or SEPARATOR in label or "\x00" in label:
@@ -224,6 +369,8 @@ def check_labels(op) -> None:
 
 def namespace_matches(match_type: str, path: tuple, namespace: tuple) -> bool:
     """A `prefix` or `suffix` condition, where "*" matches any one label."""
+    if match_type not in ("prefix", "suffix"):
+        raise LetheValueError(f"Unsupported match type: {match_type}")
     if len(namespace) < len(path):
         return False
     pairs = zip(namespace, path) if match_type == "prefix" else \
@@ -236,17 +383,19 @@ OPERATORS = {"$eq": lambda a, b: a == b, "$ne": lambda a, b: a != b,
              "$lt": lambda a, b: float(a) < float(b), "$lte": lambda a, b: float(a) <= float(b)}
 
 
-def matches(value, wanted) -> bool:
-    """A search filter: equal values, nested mappings, or operators such as {"$gt": 3}."""
+def compare(value, wanted) -> bool:
+    """A search filter as LangGraph's stores read it: equal values, nested mappings, lists
+    item by item, or operators such as {"$gt": 3} (an unknown one is a ValueError)."""
     if isinstance(wanted, dict):
         if any(k.startswith("$") for k in wanted):
-            try:
-                return all(OPERATORS[k](value, v) for k, v in wanted.items())
-            except KeyError as exc:
-                raise LetheError(f"unknown filter operator {exc.args[0]!r}") from None
-            except (TypeError, ValueError):
-                return False  # a comparison with a value that is not a number
-        return isinstance(value, dict) and all(matches(value.get(k), v) for k, v in wanted.items())
+            unknown = [k for k in wanted if k not in OPERATORS]
+            if unknown:
+                raise LetheValueError(f"Unsupported operator: {unknown[0]}")
+            return all(OPERATORS[k](value, v) for k, v in wanted.items())
+        return isinstance(value, dict) and all(compare(value.get(k), v) for k, v in wanted.items())
+    if isinstance(wanted, (list, tuple)):
+        return isinstance(value, (list, tuple)) and len(value) == len(wanted) and \
+            all(compare(a, b) for a, b in zip(value, wanted))
     return value == wanted
 
 

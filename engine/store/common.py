@@ -163,6 +163,14 @@ class StoreCommon:
             "LEFT JOIN memories g ON g.id = m.merged_into "
             "WHERE m.namespace = ? AND m.status != 'active' ORDER BY m.id", (namespace,)).fetchall()
 
+    def keyed_events(self, namespace: str) -> list[Row]:
+        """Every `keyed` event of a namespace's memories, oldest first, with the memory's
+        status: what key-value callers put, refreshed and deleted (Memory.key_events)."""
+        return self._x(
+            "SELECT e.memory_id, e.detail, e.occurred_at, m.status FROM memory_events e "
+            "JOIN memories m ON m.id = e.memory_id WHERE m.namespace = ? AND "
+            "e.event_type = 'keyed' ORDER BY e.id", (namespace,)).fetchall()
+
     def clear_progress(self, namespace: str, name: str) -> None:
         self._x("DELETE FROM pass_progress WHERE namespace = ? AND pass = ?", (namespace, name))
 
