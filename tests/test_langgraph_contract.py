@@ -19,6 +19,8 @@ from langgraph.store.memory import InMemoryStore
 from engine.integrations.langgraph import LetheStore
 from tests.conftest import POLICIES
 
+pytestmark = pytest.mark.both_backends  # the keyed events are read alike on both
+
 A, B, DOCS = ("users", "alice"), ("users", "bob"), ("docs", "v1")
 
 
