@@ -9,7 +9,8 @@ imports only `engine.errors`, does not pay for the policy compiler, the store an
 import importlib
 
 from .clock import FixedClock
-from .errors import ExpectationError, FormulaError, LetheError, PolicyError, StoreError
+from .errors import (ExpectationError, FormulaError, InputError, LetheError, PolicyError,
+                     StoreError)
 from .lazy import lazy
 
 _memory = lazy("engine.memory")
@@ -22,7 +23,7 @@ _LAZY = {"Memory": (_memory, "Memory"), "MemoryRecord": (_memory, "MemoryRecord"
          "Policy": (_policy, "Policy"), "load_policy": (_policy, "load")}
 
 __all__ = ["Memory", "MemoryRecord", "History", "Policy", "load_policy", "FixedClock",
-           "Scheduler", "LetheError", "PolicyError", "FormulaError", "StoreError", "ExpectationError"]
+           "Scheduler", "LetheError", "InputError", "PolicyError", "FormulaError", "StoreError", "ExpectationError"]
 
 
 def __getattr__(name: str):

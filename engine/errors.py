@@ -71,6 +71,12 @@ class FormulaError(LetheError):
         super().__init__(message)
 
 
+class InputError(LetheError, ValueError):
+    """An argument the API cannot use (wrong kind, not valid text, out of range, a value
+    that is not JSON, too large): a one-line message naming it. Also a ValueError, as
+    Python's own functions raise for a bad argument."""
+
+
 class StoreError(LetheError):
     """A database that cannot be opened, upgraded or written as asked."""
 

@@ -8,25 +8,21 @@ from __future__ import annotations
 import functools
 import json
 import warnings
-import datetime as dt
-import math
-import operator
 from typing import Iterable
 
 from . import passes as P
 from . import runner
 from . import vectors
-from .clock import Clock, iso, parse_duration, system_clock, until_end_of_day
+from . import inputs as I
+from .clock import Clock, system_clock
 from .context import Context, JudgeSettings, open_context
-from .errors import LetheError, PolicyWarning
-from .expr import INT64
+from .errors import InputError, LetheError, PolicyWarning
 from .keys import NoApiKeyWarning, PassesUndoneWarning, RulesJudgedWarning
 from .leasing import LeaseTerms
 from .policy import Policy, load
 from .records import History, Keyed, MemoryRecord
 from .resources import DEFAULT_POLICY
 from .lazy import lazy
-from .text import valid_text
 from .policy import STATUSES
 
 
@@ -66,16 +62,22 @@ class Memory:
                  namespace: str = "default", offline: bool = False, clock: Clock | None = None,
                  record: str | None = None, replay: str | None = None, scripted=None,
                  read_only: bool = False, progress=None):
-        pol = policy if isinstance(policy, Policy) else load(policy)
+        db_path = I.db_path(db_path)
+        if not isinstance(policy, Policy):
+            policy = load(I.text(policy, "policy", nonempty=True, name=True))
+        pol = policy
         for warning in pol.warnings:  # a param nothing reads: most often a typo
             warnings.warn(PolicyWarning(warning.headline()), stacklevel=2)
         # scripted: an object with .take(step) -> answer or None (a scenario's `judged:`)
-        settings = JudgeSettings(offline, record, replay, scripted)
+        settings = JudgeSettings(I.flag(offline, "offline"), I.text(record, "record", optional=True),
+                                 I.text(replay, "replay", optional=True), scripted)
         if clock is not None:
-            _check_clock(clock)
+            I.clock(clock)
         if not isinstance(namespace, str) or not namespace.strip():  # a slip, never an agent
-            raise LetheError(f"namespace must be a name, got {namespace!r} (the default one "
+            raise InputError(f"namespace must be a name, got {namespace!r} (the default one "
                              "is 'default')")
+        I.text(namespace, "namespace", name=True)
+        read_only, progress = I.flag(read_only, "read_only"), I.callback(progress, "progress")
         # read_only: list, explain and inspect without ever writing (nor waiting on a writer);
         # progress(line): told each step of adopting or upgrading a file with memories in it
         self.context: Context = open_context(db_path, pol, namespace, clock or system_clock,
@@ -120,9 +122,9 @@ class Memory:
         saying why. When that is because no API key is set, a `NoApiKeyWarning` says so,
         once per Memory."""
         if not isinstance(user, str) or not isinstance(assistant, str):
-            raise LetheError("remember() takes the user's and the assistant's text")
-        valid_text(user, "the user's text")
-        valid_text(assistant, "the assistant's text")
+            raise InputError("remember() takes the user's and the assistant's text")
+        I.text(user, "the user's text")
+        I.text(assistant, "the assistant's text")
         return self.writer.remember(user, assistant)
 
     @_says_if_keyless(RulesJudgedWarning)
@@ -135,15 +137,16 @@ class Memory:
         cannot be reached is answered for by the built-in rules; when that is because no
         API key is set, a `RulesJudgedWarning` says so, once per Memory."""
         if not isinstance(content, str) or not content.strip():
-            raise LetheError("a memory needs non-empty content")
-        tags = list(tags) if tags else None
-        for name, text in (("content", content), ("summary", summary), *(("a tag", t) for t in tags or [])):
-            valid_text(text, name)
-        fields = {"summary": summary, "tags": tags,
-                  "importance": _number(importance, 0, 10, "importance"),
-                  "confidence": _number(confidence, 0, 1, "confidence"),
-                  "expires_at": _expiry(expires_at, self.clock()), "kind": kind, "scene": scene}
-        if judged:
+            raise InputError("a memory needs non-empty content")
+        I.text(content, "content")
+        fields = {"summary": I.text(summary, "summary", optional=True),
+                  "tags": I.texts(tags, "tags") or None,
+                  "importance": I.number(importance, 0, 10, "importance"),
+                  "confidence": I.number(confidence, 0, 1, "confidence"),
+                  "expires_at": I.expiry(expires_at, self.clock()),
+                  "kind": I.text(kind, "kind", optional=True),
+                  "scene": I.text(scene, "scene", optional=True)}
+        if I.flag(judged, "judged"):
             return self.writer.add(content, fields)
         vector = vectors.vector_of(self.context, content)  # outside the transaction
         with self.store.transaction():
@@ -158,7 +161,7 @@ class Memory:
         if mem is None:
             raise LetheError(self._not_here(memory_id))
         memory_id = mem.id
-        if not W.forget(self.context, memory_id, str(reason)):
+        if not W.forget(self.context, memory_id, I.text(str(reason), "reason")):
             raise LetheError(f"memory #{memory_id} is {mem.status}, not active: nothing to forget")
         return self.get(memory_id)
 
@@ -166,9 +169,9 @@ class Memory:
         """Memories by status (active, archived, superseded, expired, compressed, or all),
         newest first: what was forgotten can be listed too. `limit=None` lists them all."""
         if status != "all" and status not in STATUSES:
-            raise LetheError(f"unknown status {status!r}; use one of {', '.join(STATUSES)} or all")
+            raise InputError(f"unknown status {status!r}; use one of {', '.join(STATUSES)} or all")
         rows = self.store.list_memories(self.namespace, None if status == "all" else (status,),
-                                        _count(limit, "limit") or INT64)  # None: all
+                                        I.count(limit, "limit") or I.INT64)  # None: all
         return MemoryRecord.from_rows(rows)
 
     def pending(self) -> list[dict]:
@@ -183,7 +186,7 @@ class Memory:
         them or those of `ids`; the next `run_due()` judges them. How many went back."""
         if ids is None:
             return self.store.requeue_turns(self.namespace, None)
-        ids = [i for i in map(_id, ids) if i is not None]  # an id past INTEGER's range names no turn
+        ids = I.idents(ids)  # an id past INTEGER's range names no turn
         return self.store.requeue_turns(self.namespace, ids) if ids else 0
 
     # -- passes
@@ -194,7 +197,8 @@ class Memory:
         (the one every runner takes). Raises LeaseBusy when another runner holds it for
         longer than `wait` seconds; `lease_ttl` is how long the lease outlives this
         process if it dies (default 15 minutes)."""
-        return runner.run(self.context, names, progress, _terms(wait, lease_ttl))
+        return runner.run(self.context, I.names(names, "names"), I.callback(progress, "progress"),
+                          _terms(wait, lease_ttl))
 
     def due(self) -> list[str]:
         """The passes whose schedule has come round (or whose batched run was interrupted)."""
@@ -207,7 +211,8 @@ class Memory:
         every pass whose schedule has come round, under the namespace's pass lease. Raises
         LeaseBusy when another runner holds it for longer than `wait` seconds: that runner
         is doing the work."""
-        return runner.run_due(self.context, progress, _terms(wait, lease_ttl), retry_failed)
+        return runner.run_due(self.context, I.callback(progress, "progress"),
+                              _terms(wait, lease_ttl), I.flag(retry_failed, "retry_failed"))
 
     # -- reading
     def candidates(self, query: str | None = None, limit: int | None = None,
@@ -215,7 +220,9 @@ class Memory:
         """Recall candidates in the policy's recall order, before any model picks among them.
         With a query: only memories matching it in full text, or with `scored=True` all
         candidates, each with its `relevance` to the query (0 when it shares no word)."""
-        return R.candidates(self.context, query, _count(limit, "limit"), scored, relevance)
+        query = I.query(query, optional=True)
+        return R.candidates(self.context, query, I.count(limit, "limit"), I.flag(scored, "scored"),
+                            I.flag(relevance, "relevance"))
 
     @_says_if_keyless(RulesJudgedWarning)
     def recall(self, query: str, top_n: int | None = None) -> list[MemoryRecord]:
@@ -223,17 +230,17 @@ class Memory:
         select judge (at most top_n), with their access recorded. A select model that cannot
         be reached is answered for by the built-in rules (a `RulesJudgedWarning` says so
         once when that is because no API key is set)."""
-        return R.recall(self.context, query, _count(top_n, "top_n"))
+        return R.recall(self.context, I.query(query), I.count(top_n, "top_n"))
 
     @_says_if_keyless(RulesJudgedWarning)
     def explain(self, query: str, top_n: int | None = None) -> R.Explanation:
         """Why recall returns what it returns for `query` (records no access)."""
-        return R.explain(self.context, query, _count(top_n, "top_n"))
+        return R.explain(self.context, I.query(query), I.count(top_n, "top_n"))
 
     def get(self, memory_id: int) -> MemoryRecord | None:
         """One memory of this namespace by id, or None. An id that is not a whole number is
         refused (LetheError)."""
-        memory_id = _id(memory_id)
+        memory_id = I.ident(memory_id)
         return None if memory_id is None else R.get(self.context, memory_id)
 
     def recall_context(self, query: str, top_n: int | None = None) -> str:
@@ -267,7 +274,7 @@ class Memory:
         """The namespace that holds memory #id in this database, whichever it is, or None.
         For a tool whose user owns the whole database (the CLI's hint for a mistyped
         --namespace); a server shared between namespaces must not pass it on."""
-        memory_id = _id(memory_id)
+        memory_id = I.ident(memory_id)
         row = None if memory_id is None else self.store.get(memory_id)
         return None if row is None else row["namespace"]
 
@@ -343,8 +350,7 @@ class Memory:
         event, with `detail`'s entries beside it. The memory that was under `key` is
         superseded by the new one. Returns the id, which is an existing memory's when the
         judges find the content only confirms it."""
-        if not isinstance(key, str) or not key:
-            raise LetheError("a key is non-empty text")
+        key = I.text(key, "a key", nonempty=True, name=True)
         event = _keyed_event(key, value, detail)
         before = self.keyed(key)
         new_id = self.add(content, **fields)
@@ -389,7 +395,7 @@ class Memory:
 
     def keyed(self, key: str) -> Keyed | None:
         """The active memory `put()` stored under `key`, with the value kept beside it."""
-        row = self.store.keyed(self.namespace, key)
+        row = self.store.keyed(self.namespace, I.text(key, "a key", nonempty=True, name=True))
         if row is None:
             return None
         detail = json.loads(row["keyed"])
@@ -398,6 +404,8 @@ class Memory:
     def key_of(self, memory: MemoryRecord) -> Keyed | None:
         """The key and value of the last `put()` that stored or confirmed `memory`, or None
         (it came from `remember()`, `add()` or a merge)."""
+        if not isinstance(memory, MemoryRecord):
+            raise InputError(f"key_of() takes a MemoryRecord, got {type(memory).__name__}")
         for event in reversed(self.store.events(memory.id)):
             if event["event_type"] == "keyed":
                 detail = json.loads(event["detail"])
@@ -406,89 +414,15 @@ class Memory:
 
 
 def _keyed_event(key: str, value, detail: dict | None) -> str:
-    """A `keyed` event's detail as JSON text, in the caller's key order; a value JSON cannot
-    hold exactly (NaN, infinity, bytes, a set) is refused before anything is written."""
-    try:
-        return json.dumps({**(detail or {}), "key": key, "value": value}, ensure_ascii=False,
-                          allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise LetheError(f"a keyed value must be JSON: {exc}") from None
+    """A `keyed` event's detail as JSON text, in the caller's key order; a value that is not
+    JSON (NaN, infinity, bytes, a set, text keys only, at most 64 deep) is refused before
+    anything is written: stored, it made every later read of the namespace fail."""
+    return I.json_value({**(detail or {}), "key": key, "value": value},
+                        f"the value of key {key!r}")
 
 
-def _check_clock(clock) -> None:
-    """A clock is a callable returning a datetime. One returning text (`lambda:
-    "2026-01-01"`) failed at the first time the engine read, as a bare AttributeError deep
-    inside: its first value is checked here instead."""
-    if not callable(clock):
-        raise LetheError(f"clock must be a zero-argument callable returning a datetime, got "
-                         f"{type(clock).__name__} {clock!r} (for a fixed time: "
-                         "engine.FixedClock('2026-01-01T09:00:00'))")
-    first = clock()
-    if not isinstance(first, dt.datetime):
-        raise LetheError(f"clock must return a datetime, it returned {type(first).__name__} "
-                         f"{first!r} (for a fixed time: engine.FixedClock({str(first)!r}), "
-                         "which also takes ISO text)")
-
-
-def _terms(wait: float, lease_ttl) -> LeaseTerms:
+def _terms(wait, lease_ttl) -> LeaseTerms:
+    wait = I.seconds(wait, "wait")
     if lease_ttl is None:
-        return LeaseTerms(wait=float(wait))
-    ttl = lease_ttl if isinstance(lease_ttl, dt.timedelta) else parse_duration(lease_ttl)
-    return LeaseTerms(ttl=ttl, wait=float(wait))
-
-
-def _id(value) -> int | None:
-    """A memory or turn id given by a caller: a whole number, None when no row can have it
-    (below 1 or past the 64-bit INTEGER both stores hold; SQLite would raise OverflowError
-    binding it). Anything else is refused."""
-    if isinstance(value, bool):
-        raise LetheError(f"an id is a whole number, got {value!r}")
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise LetheError(f"an id is a whole number, got {value!r}") from None
-    return value if 1 <= value <= INT64 else None
-
-
-def _count(value, what: str) -> int | None:
-    """A limit given by a caller: None, or a whole number from 1 (one past what a 64-bit
-    INTEGER holds means no limit: SQLite would raise OverflowError binding it). Zero and
-    negative ones are refused rather than read as SQLite's 'no limit' for -1."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        raise LetheError(f"{what} must be a whole number from 1, got {value!r}")
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise LetheError(f"{what} must be a whole number from 1, got {value!r}") from None
-    if value < 1:
-        raise LetheError(f"{what} must be a whole number from 1, got {value!r}")
-    return min(value, INT64)
-
-
-def _number(value, lo: float, hi: float, what: str) -> float | None:
-    """A value given for a numeric field: None, or a finite number from lo to hi (checked
-    before anything is written: NaN would otherwise reach the store)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or not lo <= value <= hi:
-        raise LetheError(f"{what} must be a number from {lo:g} to {hi:g}, got {value!r}")
-    return float(value)
-
-
-def _expiry(value, now: dt.datetime) -> str | None:
-    """A given expiry as stored text. One before `now` (the Memory's clock) is refused:
-    stored active, it only waited for the next expiry pass, and it is almost always a
-    typo (the wrong year)."""
-    if value is None or value == "":
-        return None
-    try:
-        when = iso(until_end_of_day(value) if isinstance(value, str) else value)
-    except (ValueError, OverflowError, TypeError, AttributeError):
-        raise LetheError(f"expires_at: not an ISO-8601 date or time: {value!r}") from None
-    if when < iso(now):  # in the same second as now is not refused: times are to the second
-        raise LetheError(f"expires_at {when} is before now ({iso(now)}): the memory would be "
-                         "stored already expired; give a later date, or none")
-    return when
+        return LeaseTerms(wait=wait)
+    return LeaseTerms(ttl=I.duration(lease_ttl, "lease_ttl"), wait=wait)

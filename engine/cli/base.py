@@ -41,6 +41,9 @@ class LetheGroup(click.Group):
                 return super().invoke(ctx)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
+        except BrokenPipeError:  # `lethe ls | head -1`: the reader has what it wanted
+            quiet_stdout()
+            ctx.exit(0)
         except LetheError as exc:  # exit 0: not a failure (another runner holds the lease)
             echo(f"{'error: ' if exc.exit_code else ''}{exc}", err=True)
             ctx.exit(exc.exit_code)
@@ -53,6 +56,21 @@ class LetheGroup(click.Group):
             echo(f"internal error: {type(exc).__name__}: {exc} "
                  "(set LETHE_DEBUG=1 for the traceback)", err=True)
             ctx.exit(2)
+
+
+def quiet_stdout() -> None:
+    """Point stdout at /dev/null once its reader has gone: what is still buffered must not
+    fail again when Python flushes it at exit ('Exception ignored ... BrokenPipeError')."""
+    try:
+        sys.stdout.flush()
+    except OSError:
+        pass
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):  # not a real file (captured output)
+        pass
 
 
 def show_warning(message, category, filename, lineno, file=None, line=None) -> None:

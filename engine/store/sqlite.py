@@ -367,14 +367,14 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
 
     def keyed(self, namespace: str, key: str) -> sqlite3.Row | None:
         """The active memory a caller stored under `key` (its newest `keyed` event), with
-        that event's detail and time as `keyed` and `keyed_at`; it reads the events of the
-        namespace's active memories."""
+        that event's detail and time as `keyed` and `keyed_at`."""
         return self.db.execute(
             "SELECT m.*, e.detail AS keyed, e.occurred_at AS keyed_at FROM memories m "
             "JOIN memory_events e "
             "ON e.memory_id = m.id WHERE m.namespace = ? AND m.status = 'active' "
-            # CASE: other events' detail is free text, which json_extract would refuse
-            "AND CASE WHEN e.event_type = 'keyed' THEN json_extract(e.detail, '$.key') END = ? "
+            # CASE: other events' detail is free text (and an old keyed one may not be JSON)
+            "AND CASE WHEN e.event_type = 'keyed' AND json_valid(e.detail) THEN "
+            "json_extract(e.detail, '$.key') END = ? "
             "ORDER BY e.id DESC LIMIT 1", (namespace, key)).fetchone()
 
     def match_count(self, fts_query: str, cap: int) -> int:
