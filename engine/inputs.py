@@ -68,6 +68,33 @@ def names(value, what: str) -> list[str]:
     return [text(value, what)] if isinstance(value, str) else texts(value, what) or []
 
 
+def filters(value, allowed: tuple[str, ...]) -> dict[str, str]:
+    """Filters as {name: text}, each name one of `allowed`."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(f"filters must be a dict of text, got {_kind(value)}")
+    for k, v in value.items():
+        if k not in allowed:
+            raise InputError(f"unknown filter {k!r}; use {', '.join(allowed)}")
+        text(v, f"filter {k}", optional=True)
+    return dict(value)
+
+
+def keyset(value) -> tuple | None:
+    """A page's keyset as browse() returned it: (the sort column's value, an id), or None."""
+    if value is None:
+        return None
+    if not isinstance(value, (tuple, list)) or len(value) != 2 \
+            or not isinstance(value[0], (str, int, float, type(None))) or isinstance(value[0], bool):
+        raise InputError(f"after must be the (value, id) pair browse() returned, got {value!r}")
+    if isinstance(value[0], float) and not math.isfinite(value[0]):
+        raise InputError(f"after must be the (value, id) pair browse() returned, got {value!r}")
+    if isinstance(value[0], str):
+        text(value[0], "after")
+    return (value[0], ident(value[1]) or 0)
+
+
 def flag(value, what: str) -> bool:
     """True or False (0 and 1 too); anything else, 'yes' included, is refused."""
     if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):

@@ -308,17 +308,22 @@ class Memory:
         access_count, rank, last_accessed, expires_at), and the keyset of the next page
         (pass it as `after`; None on the last page)."""
         if sort not in A.SORTS:
-            raise LetheError(f"unknown sort {sort!r}; use one of {', '.join(A.SORTS)}")
-        return A.browse(self.context, dict(filters or {}), sort, descending, after,
-                        _count(limit, "limit"))
+            raise InputError(f"unknown sort {sort!r}; use one of {', '.join(A.SORTS)}")
+        filters = I.filters(filters, ("status", "kind", "scene", "tag", "text"))
+        return A.browse(self.context, filters, sort, I.flag(descending, "descending"),
+                        I.keyset(after), I.count(limit, "limit"))
 
     def facets(self, column: str) -> list[str]:
         """The kinds or the scenes (`column`) this namespace's memories have."""
+        if column not in ("kind", "scene"):
+            raise InputError(f"facets() takes 'kind' or 'scene', got {column!r}")
         return self.store.facets(self.namespace, column)
 
     def neighbours(self, history: History) -> dict:
         """Around a memory (its `history()`): what it superseded or absorbed, the turn it
         came from, the model calls logged just before its judged events."""
+        if not isinstance(history, History):
+            raise InputError(f"neighbours() takes a History, got {type(history).__name__}")
         return A.neighbours(self.context, history.memory, history.events)
 
     def activity(self) -> dict:
@@ -329,7 +334,7 @@ class Memory:
         """Make an archived (forgotten, decayed) or expired memory active again, with a
         `restored` event keeping `reason`. Raises LetheError when it is neither."""
         mem = self.history(memory_id).memory
-        if not A.restore(self.context, mem, str(reason)):
+        if not A.restore(self.context, mem, I.text(str(reason), "reason")):
             raise LetheError(f"memory #{mem.id} is {mem.status}: only an archived or expired "
                              "memory is restored")
         return self.get(mem.id)
@@ -338,9 +343,10 @@ class Memory:
         """Replace an active memory's fact: a new memory with `content` supersedes it, both
         events keeping `reason`. Returns the new memory's id."""
         if not isinstance(content, str) or not content.strip():
-            raise LetheError("a correction needs non-empty content")
-        valid_text(content, "content")
-        return A.correct(self.context, self.history(memory_id).memory, content, str(reason))
+            raise InputError("a correction needs non-empty content")
+        I.text(content, "content")
+        return A.correct(self.context, self.history(memory_id).memory, content,
+                         I.text(str(reason), "reason"))
 
     # -- keys: memories a key-value caller (the LangGraph store) names itself
     def put(self, key: str, content: str, value=None, *, detail: dict | None = None,
