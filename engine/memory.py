@@ -380,8 +380,11 @@ class Memory:
         one: a refreshed expiry (`expires_at`, set on the memory too while it is active), or
         with `reason` a deletion (value None; the memory, if active, is archived with a
         `forgotten` event that keeps the reason)."""
-        event = _keyed_event(key, value, detail)
-        expiry = None if expires_at is None else _expiry(expires_at, self.clock())
+        memory_id, event = I.ident(memory_id), _keyed_event(key, value, detail)
+        if memory_id is None:
+            raise InputError("mark_key() needs the id of a stored memory")
+        reason = I.text(reason, "reason", optional=True)
+        expiry = None if expires_at is None else I.expiry(expires_at, self.clock())
         with self.store.transaction():
             self.store.event(memory_id, "keyed", event)
             if expiry is not None:
@@ -423,6 +426,9 @@ def _keyed_event(key: str, value, detail: dict | None) -> str:
     """A `keyed` event's detail as JSON text, in the caller's key order; a value that is not
     JSON (NaN, infinity, bytes, a set, text keys only, at most 64 deep) is refused before
     anything is written: stored, it made every later read of the namespace fail."""
+    key = I.text(key, "a key", nonempty=True, name=True)
+    if detail is not None and not isinstance(detail, dict):
+        raise InputError(f"detail must be a dict, got {type(detail).__name__}")
     return I.json_value({**(detail or {}), "key": key, "value": value},
                         f"the value of key {key!r}")
 
