@@ -43,13 +43,15 @@ def _args(argv):
     ap.add_argument("--limit", type=int, default=None, help="at most N questions of each type")
     ap.add_argument("--ids", default=None, help="only these question ids, comma-separated")
     ap.add_argument("--policy", action="append", default=None,
-                    help="a policy name or file, or none (repeatable; default lifecycle, lifecycle-local)")
+                    help="a policy name or file, or none (repeatable; default lifecycle, "
+                    "lifecycle-local)")
     ap.add_argument("--baseline", action="append", default=None,
                     help="archive, bm25, embed, or none (repeatable; default all three)")
     ap.add_argument("--offline", action="store_true", help="rules judges, no network")
     ap.add_argument("--k", type=int, default=play.K, help="raw-turn baselines' top k (default 6)")
     ap.add_argument("--workers", type=int, default=2, help="processes (default 2)")
-    ap.add_argument("--out", default=None, help="folder for results.json, results.md, longmemeval.html")
+    ap.add_argument("--out", default=None,
+                    help="folder for results.json, results.md, longmemeval.html")
     ap.add_argument("--qa-base-url", default=None, help="OpenAI-compatible endpoint for QA")
     ap.add_argument("--reader-model", default=None)
     ap.add_argument("--judge-model", default=None, help="default: the reader model")
@@ -79,6 +81,8 @@ def run(cases, names: list[str], offline: bool, k: int, workers: int, log) -> li
             out.append(play.play(case, name, offline, k))
             _progress(i, len(tasks), log)
         return out
+    # one torch thread pool per core, not per worker per core (the local model's encode)
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
     with cf.ProcessPoolExecutor(workers) as pool:
         futures = [pool.submit(play.play, case, name, offline, k) for case, name in tasks]
         for i, _ in enumerate(cf.as_completed(futures), 1):
@@ -121,11 +125,13 @@ def main(argv: list[str] | None = None) -> int:
     qtypes = list(dict.fromkeys(c.qtype for c in cases))
     rows = [metrics.summarise(grades, s, t) for t in qtypes + ["all"] for s in names]
     elapsed = time.perf_counter() - t0
+    cpu = sum(o.cpu for o in outcomes)
     header = (f"{len(cases)} questions from {', '.join(os.path.basename(p) for p in args.data)}; "
               f"{'offline (rules judges)' if args.offline else 'judges as each policy declares'}; "
               f"raw-turn baselines top {args.k}; QA "
               f"{'judged by ' + qa.judge + ', reader ' + qa.reader if qa else 'not run'}; "
-              f"{elapsed:.0f} s with {args.workers} worker(s); load average {load0} at start, "
+              f"{elapsed:.0f} s with {args.workers} worker(s) ({cpu:.0f} CPU s playing); "
+              f"load average {load0} at start, "
               f"{_load()} at end ({os.cpu_count()} CPUs)")
     print(f"\nLethe on LongMemEval: {header}\n")
     print(report.text(rows))

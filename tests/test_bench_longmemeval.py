@@ -56,7 +56,8 @@ def results(tmp_path_factory):
 def _evidence(q: dict) -> set[tuple[int, int]]:
     """The newest evidence session's has_answer pairs, worked out here from the raw JSON
     (sessions by date, a pair per user turn), independently of bench/lme/data.py."""
-    order = sorted(range(len(q["haystack_dates"])), key=lambda i: data.parse_date(q["haystack_dates"][i]))
+    dates = q["haystack_dates"]
+    order = sorted(range(len(dates)), key=lambda i: data.parse_date(dates[i]))
     newest = set()
     for s, i in enumerate(order):
         users = [n for n, t in enumerate(q["haystack_sessions"][i]) if t["role"] == "user"]
@@ -77,7 +78,8 @@ def test_bm25_evidence_recall_is_read_from_provenance(results, raw):
     hits = 0
     for q in raw:
         want = _evidence(q)
-        got = {tuple(p) for item in recalled["bm25", q["question_id"]]["items"] for p in item["pairs"]}
+        items = recalled["bm25", q["question_id"]]["items"]
+        got = {tuple(p) for item in items for p in item["pairs"]}
         expected = bool(want & got) if want else None
         assert grades["bm25", q["question_id"]]["evidence"] is expected, q["question_id"]
         hits += bool(expected)
@@ -128,7 +130,8 @@ def test_the_played_case_holds_no_answer(raw):
 
 def test_each_turn_is_remembered_at_its_own_time():
     at = dt.datetime(2023, 5, 30, 23, 40)
-    case = data.Case("q", "knowledge-update", "Where do I keep my passport?", at + dt.timedelta(days=40),
+    case = data.Case("q", "knowledge-update", "Where do I keep my passport?",
+                     at + dt.timedelta(days=40),
                      (data.Pair((0, 0), at, "I keep my passport in the desk drawer.", "Noted."),
                       data.Pair((1, 0), at + dt.timedelta(days=30),
                                 "I moved my passport to the safe.", "Noted.")))
@@ -190,3 +193,17 @@ def test_qa_reads_the_context_and_a_judge_grades_it(tmp_path, fake_openai, raw):
     assert len(judged) == 5 and all("updated answer" in prompt_text(r) or "cannot be answered"
                                     in prompt_text(r) for r in judged)
     assert "judged by judge, reader reader" in res["header"]
+
+
+def test_a_gate_that_kept_another_clause_is_told_from_not_recalled():
+    """The evidence pair's memory is active but holds none of the answer its turn held:
+    the miss says the answer was dropped when stored, not that recall failed to pick it."""
+    turn = "I sorted my closet. By the way, I've been using my Fitbit for 9 months now."
+    gold = data.Gold("q", "9 months", frozenset({(1, 0)}), frozenset(), (((1, 0), turn),))
+    kept = {(1, 0): ["User sorted their closet."]}
+    out = play.Outcome("lifecycle", "q", "knowledge-update", [], {(1, 0): "active"}, kept=kept)
+    assert metrics.grade(out, gold).miss == "stored without the answer"
+    out.kept = {(1, 0): ["User has been using their Fitbit for 9 months."]}
+    assert metrics.grade(out, gold).miss == "active"
+    out.fates = {(1, 0): "expired"}
+    assert metrics.grade(out, gold).miss == "expired"

@@ -44,6 +44,7 @@ class Gold:
     answer: str
     newest: frozenset
     older: frozenset
+    texts: tuple = ()  # (key, the pair's raw text) of each newest evidence pair
 
     @property
     def has_evidence(self) -> bool:
@@ -97,7 +98,8 @@ def split(raw: dict) -> tuple[Case, Gold]:
     older = frozenset(k for keys in evidence[:-1] for k in keys)
     case = Case(raw["question_id"], raw["question_type"], raw["question"],
                 parse_date(raw["question_date"]), tuple(pairs))
-    return case, Gold(raw["question_id"], str(raw["answer"]), newest, older)
+    texts = tuple((p.key, f"{p.user}\n{p.assistant}") for p in pairs if p.key in newest)
+    return case, Gold(raw["question_id"], str(raw["answer"]), newest, older, texts)
 
 
 def load(paths: list[str], types: list[str] | None = None, limit: int | None = None,

@@ -28,6 +28,7 @@ class Grade:
     calls: int
     tokens: int
     seconds: float
+    cpu: float = 0.0
     miss: str | None = None     # where the newest evidence went, for a miss
     error: str | None = None
     qa: bool | None = None      # the judge's verdict, when a reader and judge ran
@@ -42,7 +43,7 @@ def grade(out: Outcome, gold: Gold) -> Grade:
             old_at = _first(out, gold.older)
             stale = old_at is not None and (new_at is None or old_at < new_at)
     g = Grade(out.system, out.qid, out.qtype, ev, stale, answer_in(gold.answer, out.context),
-              len(out.items), len(out.context), out.calls, out.tokens, out.seconds,
+              len(out.items), len(out.context), out.calls, out.tokens, out.seconds, out.cpu,
               error=out.error)
     if ev is False:
         g.miss = miss(out, gold)
@@ -56,14 +57,24 @@ def _first(out: Outcome, keys: frozenset) -> int | None:
 
 def miss(out: Outcome, gold: Gold) -> str:
     """Where the newest evidence went: for a policy, the most alive fate among its pairs
-    ('active' means stored and active, yet not recalled); for a raw retriever, it was
-    there and not ranked in the top k."""
+    ('active' means stored and active, yet not recalled; 'stored without the answer' that
+    the pair's text holds the answer and none of the memories it stored does: the gate kept
+    another clause); for a raw retriever, it was there and not ranked in the top k."""
     if out.error:
         return "error"
     if out.fates is None:
         return "active"
-    fates = [out.fates.get(k, "never stored") for k in gold.newest]
-    return min(fates, key=FATES.index)
+    found = min((out.fates.get(k, "never stored") for k in gold.newest), key=FATES.index)
+    if found == "active" and _answer_dropped(out, gold):
+        return "stored without the answer"
+    return found
+
+
+def _answer_dropped(out: Outcome, gold: Gold) -> bool:
+    """The raw evidence turn holds the answer, and what the policy kept of it does not."""
+    raw = [k for k, text in gold.texts if answer_in(gold.answer, text)]
+    kept = out.kept or {}
+    return bool(raw) and not any(answer_in(gold.answer, t) for k in raw for t in kept.get(k, ()))
 
 
 # ---- the answer-in-context cross-check ------------------------------------------------
@@ -127,6 +138,7 @@ class Row:
     calls: float
     tokens: float
     seconds: float
+    cpu: float
     misses: dict
     errors: int
     qa: tuple[int, int] | None     # (correct, judged), None when no judge ran
@@ -150,5 +162,6 @@ def summarise(grades: list[Grade], system: str, qtype: str = "all") -> Row:
                (sum(g.stale for g in with_old), len(with_old)), sum(g.in_context for g in gs),
                sum(g.recalled for g in gs) / n, sum(g.chars for g in gs) / n,
                sum(g.calls for g in gs) / n, sum(g.tokens for g in gs) / n,
-               sum(g.seconds for g in gs) / n, misses, sum(bool(g.error) for g in gs),
+               sum(g.seconds for g in gs) / n, sum(g.cpu for g in gs) / n, misses,
+               sum(bool(g.error) for g in gs),
                (sum(g.qa for g in judged), len(judged)) if judged else None)

