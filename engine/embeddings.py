@@ -58,7 +58,8 @@ class OpenAIEmbedder:
                 raise EmbeddingUnavailable(str(exc)) from None
         try:
             reply = self._client.embeddings.create(model=self.spec.model, input=list(texts))
-        except openai.OpenAIError as err:  # its words without the base URL's secrets
+        except (openai.OpenAIError, ValueError) as err:  # its words without the base URL's
+            # secrets; ValueError: the client's own 'No embedding data received'
             said = endpoint.scrub(str(err), self.endpoint.base_url)
             raise EmbeddingUnavailable(f"embeddings from {self.spec.model}: {said}") from err
         data = sorted(reply.data, key=lambda d: d.index)
@@ -130,13 +131,3 @@ def make_embedder(spec: Embed | None, offline: bool = False):
     if spec is None or (offline and spec.provider == "openai"):
         return None
     return LocalEmbedder(spec) if spec.provider == "local" else OpenAIEmbedder(spec)
-
-
-def embed_one(embedder, text: str) -> bytes | None:
-    """One text's vector, or None when there is no embedder or it is unreachable."""
-    if embedder is None or not (text or "").strip():
-        return None
-    try:
-        return embedder.embed([text])[0]
-    except EmbeddingUnavailable:
-        return None

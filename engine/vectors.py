@@ -7,34 +7,63 @@ the embedding model is unreachable the memory is stored without one; `backfill` 
 """
 from __future__ import annotations
 
+import math
+import time
+from array import array
+
 from .context import Context
-from .embeddings import EmbeddingUnavailable, embed_one
+from .embeddings import EmbeddingUnavailable
 
 BACKFILL = 256  # memories given a vector per run_due, at most
 
 
 def vector_of(ctx: Context, text: str) -> bytes | None:
-    """The text's vector, or None (no embedding model, or it is unreachable). The last
-    few are kept on the embedder: a write asks for one text more than once."""
-    if ctx.embedder is None:
+    """The text's vector, or None (no embedding model, or it failed). The last few are
+    kept on the embedder: a write asks for one text more than once."""
+    if ctx.embedder is None or not (text or "").strip():
         return None
     recent = ctx.embedder.recent
     if text not in recent:
-        vector = embed_one(ctx.embedder, text)
+        vector = embed(ctx, [text])
         if vector is None:
             return None  # not remembered: the model may be back next time
         if len(recent) >= 256:
             recent.pop(next(iter(recent)))
-        recent[text] = vector
+        recent[text] = vector[0]
     return recent[text]
+
+
+def embed(ctx: Context, texts: list[str]) -> list[bytes] | None:
+    """The embedding model's vectors for `texts`, or None when it failed in any way
+    (unreachable, an answer without the vectors asked for, an exception of a local
+    model's own): the failure is a row of `model_calls` (step `embed`, outcome
+    `unavailable`) and the caller goes on with full text, never fails."""
+    start = time.perf_counter()
+    try:
+        found = ctx.embedder.embed(texts)
+        if not isinstance(found, list) or len(found) != len(texts):
+            raise EmbeddingUnavailable(f"{len(texts)} texts sent, "
+                                       f"{len(found) if isinstance(found, list) else 'no'} vectors back")
+        return found
+    except Exception as exc:  # noqa: BLE001 - an embedding never fails a write or a recall
+        said = str(exc) if isinstance(exc, EmbeddingUnavailable) else f"{type(exc).__name__}: {exc}"
+        spec = ctx.policy.embed
+        ctx.store.log_call(ctx.namespace, "embed", spec.name, spec.provider, 0, 0,
+                           round((time.perf_counter() - start) * 1000, 3), "unavailable",
+                           said[:500])
+        return None
 
 
 def fits(ctx: Context, vector: bytes | None, model: str | None = None) -> bytes | None:
     """`vector` when it can stand beside this namespace's vectors: 8 float32s or a multiple
-    of 8 (what the index's sign bits are made of), and the size every stored one has. None
-    otherwise (a model that answered nonsense, or changed its size): the step goes on with
-    full text, as when the model is down, and no vector of another size is stored."""
-    if vector is None or not vector or len(vector) % 32:
+    of 8 (what the index's sign bits are made of), finite, not all zero (no cosine), and
+    the size every stored one has. None otherwise (a model that answered nonsense, or
+    changed its size): the step goes on with full text, as when the model is down, and no
+    vector of another size is stored."""
+    if not isinstance(vector, bytes) or not vector or len(vector) % 32:
+        return None
+    floats = array("f", vector)
+    if not any(floats) or not all(map(math.isfinite, floats)):
         return None
     size = ctx.store.vector_size(ctx.namespace, model or ctx.policy.embed.name)
     return vector if size in (None, len(vector)) else None
@@ -99,9 +128,8 @@ def backfill(ctx: Context, limit: int = BACKFILL) -> int:
     missing = ctx.store.missing_vectors(ctx.namespace, model, limit)
     for start in range(0, len(missing), 32):
         batch = missing[start:start + 32]
-        try:
-            vectors = ctx.embedder.embed([text for _, text in batch])
-        except EmbeddingUnavailable:
+        vectors = embed(ctx, [text for _, text in batch])
+        if vectors is None:
             break
         with ctx.store.transaction():
             for (memory_id, _), vector in zip(batch, vectors):

