@@ -12,7 +12,7 @@ import math
 import operator
 import os
 
-from .clock import iso, parse_duration, until_end_of_day
+from .clock import iso, parse_duration, parse_time, until_end_of_day
 from .errors import InputError
 
 INT64 = 2 ** 63 - 1     # the largest INTEGER both stores hold
@@ -191,6 +191,21 @@ def expiry(value, now: dt.datetime) -> str | None:
     if when < iso(now):  # in the same second as now is not refused: times are to the second
         raise InputError(f"expires_at {when} is before now ({iso(now)}): the memory would be "
                          "stored already expired; give a later date, or none")
+    return when
+
+
+def said(value, now: dt.datetime, what: str = "said_at") -> str | None:
+    """When a turn was said (a datetime or ISO text), as stored text; None: now. One after
+    `now` is refused: it would make the turn newer than what is said after it."""
+    if value is None:
+        return None
+    try:
+        when = iso(parse_time(value) if isinstance(value, str) else value)
+    except (ValueError, OverflowError, TypeError, AttributeError):
+        raise InputError(f"{what}: not an ISO-8601 date or time: {value!r}") from None
+    if when > iso(now):
+        raise InputError(f"{what} {when} is after now ({iso(now)}): a turn is said before "
+                         "it is remembered")
     return when
 
 

@@ -112,7 +112,7 @@ class Memory:
 
     # -- writing
     @_says_if_keyless(NoApiKeyWarning)
-    def remember(self, user: str, assistant: str = "") -> W.Written:
+    def remember(self, user: str, assistant: str = "", said_at=None) -> W.Written:
         """Judge a conversation turn (what the user said and, if any, what the assistant
         answered: `lethe remember` and the MCP tool take it as optional too) and store what
         is worth keeping; returns the ids stored
@@ -120,12 +120,13 @@ class Memory:
         `superseded`. The turn is saved first: if a model is unreachable it stays pending
         (see `pending()`), `run_due()` retries it, and this returns [] with `.pending`
         saying why. When that is because no API key is set, a `NoApiKeyWarning` says so,
-        once per Memory."""
+        once per Memory. `said_at` (a datetime or ISO text, not after now): when the turn
+        was said, if earlier than now; its memories are created at it (docs/time.md)."""
         if not isinstance(user, str) or not isinstance(assistant, str):
             raise InputError("remember() takes the user's and the assistant's text")
         I.text(user, "the user's text")
         I.text(assistant, "the assistant's text")
-        return self.writer.remember(user, assistant)
+        return self.writer.remember(user, assistant, I.said(said_at, self.clock()))
 
     @_says_if_keyless(RulesJudgedWarning)
     def add(self, content: str, *, summary: str | None = None, tags: Iterable[str] | None = None,

@@ -13,8 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import math
 from dataclasses import dataclass, field
 
-from . import steps
-from . import vectors
+from . import steps, timeline, vectors
 from .answers import today
 from .clock import iso
 from .context import Context
@@ -43,6 +42,8 @@ class Judged:
     kind: str | None = None
     scene: str | None = None
     vector: bytes | None = None  # the content's embedding, when the policy has a model
+    shown: list[int] = field(default_factory=list)  # candidates the supersede steps were shown
+    superseded_by: list = field(default_factory=list)  # [id, content, said, reason]: timeline
 
 
 class Written(list):
@@ -100,7 +101,7 @@ def store_memory(ctx: Context, content: str, *, summary=None, tags=None, importa
            "importance": float(5.0 if importance is None else importance),
            "confidence": float(1.0 if confidence is None else confidence),
            "access_count": int(access_count), "decay_score": float(decay_score),
-           "status": "active", "created_at": ctx.now(), "last_accessed": None,
+           "status": "active", "created_at": ctx.store.said_at or ctx.now(), "last_accessed": None,
            "expires_at": expires_at, "namespace": ctx.namespace, "kind": kind, "scene": scene}
     for name in ("importance", "confidence", "decay_score"):
         if not math.isfinite(row[name]):
@@ -132,8 +133,8 @@ class Writer:
         self.ctx = ctx
 
     # -- entry points
-    def remember(self, user: str, assistant: str) -> Written:
-        turn = self.ctx.store.add_turn(self.ctx.namespace, user, assistant)
+    def remember(self, user: str, assistant: str, said_at: str | None = None) -> Written:
+        turn = self.ctx.store.add_turn(self.ctx.namespace, user, assistant, said_at)
         return self.process(turn, raise_errors=True)
 
     def process(self, turn_id: int, raise_errors: bool = False) -> Written:
@@ -145,8 +146,9 @@ class Writer:
         row = self.ctx.store.turn(turn_id)
         paid = json.loads(row["judged"] or "{}")  # what an earlier attempt was told
         try:
-            items = self.judge_turn(row["user_text"], row["assistant_text"], paid)
-            out = self.finish(turn_id, items)
+            with self.ctx.store.saying(row["created_at"]):  # when it was said: docs/time.md
+                items = self.judge_turn(row["user_text"], row["assistant_text"], paid)
+                out = self.finish(turn_id, timeline.in_said_order(self, row["created_at"], items))
         except JudgeUnavailable as exc:
             self.turn_failed(row, str(exc), outage=True, paid=paid)
             return Written(pending=str(exc), outage=True)
@@ -186,7 +188,7 @@ class Writer:
             again = store.turn(turn_id)
             if again["status"] != "pending":  # another process judged it meanwhile
                 return Written(json.loads(again["memory_ids"] or "[]"))
-            store.lock_memories([i for j in items for i in j.supersedes + j.confirms])
+            store.lock_memories([i for j in items for i in j.supersedes + j.confirms + j.superseded_by[:1]])
             out = Written()
             for judged in items:
                 out += self.apply(judged, source={"turn": turn_id}, out=out)
@@ -416,6 +418,7 @@ class Writer:
         for old in judged.supersedes:
             if self.supersede(old, new_id, judged.content, judged.reasons.get(old)):
                 out.superseded.append((old, new_id))
+        timeline.apply_later(self, judged, new_id, out)
         return [new_id]
 
     def take_given(self, mid: int, given: dict) -> None:
@@ -485,6 +488,7 @@ def take(kind: str, value, judged: Judged, local: dict[int, int], given=frozense
     if kind == "expiry":
         found = {"expires_at": value}
     if kind in ("contradiction", "fused"):
+        judged.shown += local.values()
         found["supersedes"] = [local[n] for n in dict.fromkeys(found["supersedes"]) if n in local]
         found["confirms"] = [local[n] for n in dict.fromkeys(found["confirms"])
                              if n in local and local[n] not in found["supersedes"]]

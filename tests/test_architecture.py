@@ -20,7 +20,7 @@ LAYERS = [
     {"store"},
     {"judges", "embeddings"},
     {"context", "keys"},
-    {"write", "passes", "recall", "leasing", "vectors", "matching", "audit"},
+    {"write", "timeline", "passes", "recall", "leasing", "vectors", "matching", "audit"},
     {"compress"},
     {"runner"},
     {"scheduler", "memory"},

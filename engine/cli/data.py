@@ -111,9 +111,11 @@ def why(db, policy, namespace, now, offline, memory_id, json_):
             "merged_into": h.merged_into.as_dict() if h.merged_into else None}
     lines = [f"#{m.id} [{m.status}] {m.content}",
              f"  importance {m.importance}  confidence {m.confidence}  decay {m.decay_score}  "
-             f"accessed {m.access_count}x  created {m.created_at}  expires {m.expires_at or '-'}"]
-    for e in h.events:
-        lines.append(f"  {e['occurred_at']}  {e['event_type']:<12} {e['detail'] or ''}")
+             f"accessed {m.access_count}x  said {m.created_at}  expires {m.expires_at or '-'}",
+             "  recorded             said                 event"]
+    for e in h.events:  # when Lethe recorded each change, and when what it records was said
+        at = e.get("said_at") or e["occurred_at"]
+        lines.append(f"  {e['occurred_at']}  {at:<19}  {e['event_type']:<12} {e['detail'] or ''}")
     # what replaced it, unless an event already says so word for word (a `superseded`
     # event names the new memory and its text: the line printed it a second time)
     said = [str(e["detail"] or "") for e in h.events]

@@ -40,8 +40,21 @@ class StoreCommon:
     # its view `memories` would look each row's text up for nothing)
     rows = "memories"
 
+    # when what the events written now was said (a turn's time), None: when recorded
+    said_at: str | None = None
+
     def now(self) -> str:
         return iso(self.clock())
+
+    @contextlib.contextmanager
+    def saying(self, when: str | None):
+        """Inside the block, events carry `when` as their `said_at` and a memory stored is
+        created at it (the time of the turn being judged, docs/time.md)."""
+        before, self.said_at = self.said_at, when
+        try:
+            yield
+        finally:
+            self.said_at = before
 
     def __enter__(self):
         return self
@@ -206,11 +219,16 @@ class StoreCommon:
         return Schedule(pending, last, frozenset(unfinished))
 
     def pending_ids(self, namespace: str, limit: int) -> list[int]:
-        """Pending turns that may be tried now (no backoff, or it has run out), oldest first."""
+        """Pending turns that may be tried now (no backoff, or it has run out), in the order
+        they were said (docs/time.md)."""
         return [r[0] for r in self._x(
             "SELECT id FROM inbox WHERE namespace = ? AND status = 'pending' AND "
-            "(next_retry_at IS NULL OR next_retry_at <= ?) ORDER BY id LIMIT ?",
+            "(next_retry_at IS NULL OR next_retry_at <= ?) ORDER BY created_at, id LIMIT ?",
             (namespace, self.now(), limit))]
+
+    def pending_count(self, namespace: str) -> int:
+        return self._x("SELECT count(*) FROM inbox WHERE namespace = ? AND status = 'pending'",
+                       (namespace,)).fetchone()[0]
 
     def renew_lease(self, held) -> None:
         """Extend a held lease from this connection, inside the transaction running now;

@@ -327,3 +327,15 @@ def m020_text_apart(db):
     and every index to `memory_rows`, and `memories` becomes a view over the two
     (engine.store.text_apart says how, and what it refuses)."""
     text_apart.split(db)
+
+
+@migration
+def m021_said_at(db):
+    """Two times on every change (docs/time.md): `said_at` is when what an event records was
+    said (a turn's time; NULL: when it was recorded, `occurred_at`), and events are found by
+    memory and recording time, so the state of a few memories at a past time is read from
+    their events alone (engine.asof)."""
+    if "said_at" not in _columns(db, "memory_events"):
+        db.execute("ALTER TABLE memory_events ADD COLUMN said_at TEXT")
+    db.execute("CREATE INDEX IF NOT EXISTS memory_events_time ON "
+               "memory_events(memory_id, occurred_at)")

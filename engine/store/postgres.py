@@ -304,11 +304,13 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
                "WHERE namespace = %s AND id = %s AND status = 'active'")
         return self.db.execute(sql, [fields[c] for c in cols] + [namespace, memory_id]).rowcount
 
-    def event(self, memory_id: int | None, event_type: str, detail=None) -> None:
+    def event(self, memory_id: int | None, event_type: str, detail=None,
+              said_at: str | None = None) -> None:
         if detail is not None and not isinstance(detail, str):
             detail = json.dumps(detail, ensure_ascii=False, sort_keys=True)
-        self._x("INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
-                "VALUES (?, ?, ?, ?)", (memory_id, event_type, detail, self.now()))
+        self._x("INSERT INTO memory_events (memory_id, event_type, detail, occurred_at, "
+                "said_at) VALUES (?, ?, ?, ?, ?)", (memory_id, event_type, detail, self.now(),
+                                                      said_at or self.said_at))
 
     def statuses(self, namespace: str, ids: list[int]) -> dict[int, tuple[str, int | None]]:
         """id -> (status, merged_into) of some memories of a namespace."""

@@ -49,12 +49,13 @@ class Bookkeeping:
         return self.db.execute(q(sql), params)
 
     # -- the inbox: turns saved before any model is asked -------------------------------
-    def add_turn(self, namespace: str, user: str, assistant: str) -> int:
-        """Save a turn, claimed by us: the writer judging it now is not raced by a retry."""
+    def add_turn(self, namespace: str, user: str, assistant: str, said_at=None) -> int:
+        """Save a turn, claimed by us: the writer judging it now is not raced by a retry.
+        `said_at`: when it was said, if not now (its memories' created_at)."""
         refuse_nul((user, assistant))
         return self._x("INSERT INTO inbox (namespace, user_text, assistant_text, created_at, "
                        "updated_at, claimed_by, claimed_until) VALUES (?, ?, ?, ?, ?, ?, ?) "
-                       "RETURNING id", (namespace, user, assistant, self.now(), self.now(),
+                       "RETURNING id", (namespace, user, assistant, said_at or self.now(), self.now(),
                                         self.holder, iso(self.clock() + CLAIM))).fetchone()[0]
 
     def turn(self, turn_id: int):
@@ -110,14 +111,11 @@ class Bookkeeping:
             "UPDATE inbox SET claimed_by = ?, claimed_until = ? WHERE id IN (SELECT id FROM inbox "
             "WHERE namespace = ? AND status = 'pending' AND (next_retry_at IS NULL OR "
             "next_retry_at <= ?) AND (claimed_until IS NULL OR claimed_until <= ? OR "
-            "claimed_by = ?) ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED) RETURNING id",
+            "claimed_by = ?) ORDER BY created_at, id LIMIT ? FOR UPDATE SKIP LOCKED) "
+            "RETURNING id, created_at",
             (self.holder, iso(self.clock() + CLAIM), namespace, now, now, self.holder,
              limit)).fetchall()
-        return sorted(r[0] for r in rows)
-
-    def pending_count(self, namespace: str) -> int:
-        return self._x("SELECT count(*) FROM inbox WHERE namespace = ? AND status = 'pending'",
-                       (namespace,)).fetchone()[0]
+        return [r[0] for r in sorted(rows, key=lambda r: (r[1] or "", r[0]))]  # as said
 
     # -- pass runs and batched progress -------------------------------------------------
     def record_run(self, namespace: str, name: str, now: str, changed: int) -> None:

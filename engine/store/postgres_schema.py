@@ -248,3 +248,10 @@ def m020_text_apart(db):
     """As SQLite's m020 by name only: memories stays one table here. SQLite's pass rewrites
     whole pages, and a row's text made it rewrite twice as many; PostgreSQL writes a new
     row version either way and keeps long text out of line (TOAST) on its own."""
+
+
+@migration
+def m021_said_at(db):
+    """As SQLite's m021: when an event's change was said, and events by memory and time."""
+    _run(db, f"ALTER TABLE memory_events ADD COLUMN IF NOT EXISTS said_at {TEXT}",
+         "CREATE INDEX IF NOT EXISTS memory_events_time ON memory_events (memory_id, occurred_at)")

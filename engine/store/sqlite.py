@@ -318,11 +318,12 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
                             "WHERE id = ?", [fields[c] for c in texts] + [memory_id])
         return changed
 
-    def event(self, memory_id: int | None, event_type: str, detail=None) -> None:
+    def event(self, memory_id: int | None, event_type: str, detail=None, said_at=None) -> None:
         if detail is not None and not isinstance(detail, str):
             detail = json.dumps(detail, ensure_ascii=False, sort_keys=True)
-        self.db.execute("INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
-                        "VALUES (?, ?, ?, ?)", (memory_id, event_type, detail, self.now()))
+        self.db.execute("INSERT INTO memory_events (memory_id, event_type, detail, occurred_at, "
+                        "said_at) VALUES (?, ?, ?, ?, ?)",
+                        (memory_id, event_type, detail, self.now(), said_at or self.said_at))
 
     def statuses(self, namespace: str, ids: list[int]) -> dict[int, tuple[str, int | None]]:
         """id -> (status, merged_into) of some memories of a namespace."""
@@ -426,11 +427,12 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
         head.check(self.db, namespace, now)
 
     # -- the inbox: turns saved before any model is asked -------------------------------
-    def add_turn(self, namespace: str, user: str, assistant: str) -> int:
+    def add_turn(self, namespace: str, user: str, assistant: str, said_at=None) -> int:
+        """Save a turn; `said_at`: when it was said, if not now (its memories' created_at)."""
         with self.transaction() as db:
             return db.execute("INSERT INTO inbox (namespace, user_text, assistant_text, created_at, "
-                              "updated_at) VALUES (?, ?, ?, ?, ?)",
-                              (namespace, user, assistant, self.now(), self.now())).lastrowid
+                              "updated_at) VALUES (?, ?, ?, ?, ?)", (namespace, user, assistant,
+                                                                     said_at or self.now(), self.now())).lastrowid
 
     def turn(self, turn_id: int) -> sqlite3.Row | None:
         return self.db.execute("SELECT * FROM inbox WHERE id = ?", (turn_id,)).fetchone()
@@ -477,10 +479,6 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
         """Pending turns to judge, oldest first. One file has one writer at a time, and
         `Writer.finish` re-checks a turn inside its write transaction: nothing to claim."""
         return self.pending_ids(namespace, limit)
-
-    def pending_count(self, namespace: str) -> int:
-        return self.db.execute("SELECT count(*) FROM inbox WHERE namespace = ? AND "
-                               "status = 'pending'", (namespace,)).fetchone()[0]
 
     # -- pass runs and batched progress -------------------------------------------------
     def record_run(self, namespace: str, name: str, now: str, changed: int) -> None:

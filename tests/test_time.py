@@ -1,0 +1,151 @@
+"""Time (docs/time.md): a memory is created at the time its turn was said, its events are
+recorded at the clock's time, and a turn judged late never supersedes what was said after
+it: it is stored superseded by the later memory, as if the turns had been judged in order."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+import re
+import uuid
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from engine import FixedClock, Memory
+from engine.cli import main
+from engine.errors import LetheError
+from tests.conftest import START, run_sql
+from tests.fake_openai import FakeOpenAI
+from tests.test_judges import Judge, policy_file, shown
+
+pytestmark = pytest.mark.both_backends
+
+
+def cli(*args, env=None):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False, env=env)
+
+
+def test_the_late_turn_is_superseded_by_what_was_said_after_it(tmp_path):
+    """The issue's sequence: a turn left pending on 03-01 (no key), another said and
+    judged on 03-02, the first judged on 03-03: VS Code ends superseded by Neovim, with
+    the link and the event, and recall returns Neovim alone."""
+    db = str(tmp_path / "a.db")
+    first = cli("remember", "I use VS Code for everything.", "--db", db,
+                "--now", "2026-03-01T09:00:00", env={"OPENAI_API_KEY": ""})
+    assert "pending" in first.output
+    assert cli("remember", "I switched to Neovim.", "--db", db, "--offline",
+               "--now", "2026-03-02T09:00:00").exit_code == 0
+    ran = cli("run", "--db", db, "--offline", "--now", "2026-03-03T09:00:00")
+    assert ran.exit_code == 0 and "pending: 1 changed" in ran.output, ran.output
+    with Memory(db, offline=True, clock=FixedClock("2026-03-03T09:00:00")) as mem:
+        vscode = next(m for m in mem.memories("all", None) if "VS Code" in m.content)
+        neovim = next(m for m in mem.memories("all", None) if "Neovim" in m.content)
+        assert (vscode.status, vscode.contradicted_by) == ("superseded", neovim.id)
+        assert neovim.status == "active"
+        assert vscode.created_at == "2026-03-01T09:00:00"  # said then, judged on 03-03
+        events = {e["event_type"]: e for e in mem.history(vscode.id).events}
+        assert events["created"]["occurred_at"] == "2026-03-03T09:00:00"
+        assert events["created"]["said_at"] == "2026-03-01T09:00:00"
+        assert f"superseded by #{neovim.id}" in events["superseded"]["detail"]
+        assert events["superseded"]["said_at"] == "2026-03-02T09:00:00"
+        assert [m.content for m in mem.recall("which editor do I use?")] == [neovim.content]
+    why = cli("why", str(vscode.id), "--db", db)
+    assert re.search(r"2026-03-03T09:00:00  2026-03-01T09:00:00  created", why.output), why.output
+    assert re.search(r"2026-03-03T09:00:00  2026-03-02T09:00:00  superseded", why.output)
+
+
+def test_said_at_is_the_created_at_and_the_clock_the_recording_time(memory, clock):
+    mem = memory()
+    said = START - dt.timedelta(days=3)
+    [mid] = mem.remember("I live in Lisbon.", said_at=said)
+    row = mem.get(mid)
+    assert row.created_at == said.isoformat()
+    [created] = [e for e in mem.history(mid).events if e["event_type"] == "created"]
+    assert (created["occurred_at"], created["said_at"]) == (START.isoformat(), said.isoformat())
+    with pytest.raises(LetheError, match="after now"):
+        mem.remember("I live in Porto.", said_at=START + dt.timedelta(hours=1))
+    with pytest.raises(LetheError, match="not an ISO-8601"):
+        mem.remember("I live in Porto.", said_at="last week")
+
+
+def test_an_add_is_said_when_it_is_recorded(memory):
+    mem = memory()
+    mid = mem.add("User prefers tabs", judged=False)
+    [created] = mem.history(mid).events
+    assert mem.get(mid).created_at == created["occurred_at"] and created["said_at"] is None
+
+
+def test_pending_turns_are_judged_in_the_order_said(memory, clock):
+    """Turns queued out of order (a caller giving each its time) are judged oldest said
+    first: the later saying wins, whatever order they reached the inbox in."""
+    mem = memory()
+    store = mem.store
+    store.add_turn(mem.namespace, "I switched to Neovim.", "", (START - dt.timedelta(days=1)).isoformat())
+    store.add_turn(mem.namespace, "I use VS Code for everything.", "",
+                   (START - dt.timedelta(days=2)).isoformat())
+    mem.run_due()
+    active = [m.content for m in mem.memories("active", None)]
+    assert active == ["User switched to Neovim."], active
+
+
+# ---- the property: judging order does not change what is believed ---------------------
+SLOTS = ("editor", "shell", "browser", "database", "terminal")
+
+
+def turns(n: int = 20) -> list[str]:
+    rng = random.Random(41)
+    return [f"My {rng.choice(SLOTS)} is now tool{i}." for i in range(n)]
+
+
+def supersede_same_slot(prompt: str) -> dict:
+    """The scripted contradiction answer: the new memory supersedes every shown memory
+    about the same slot (the thing a reasonable model says of 'my editor is now X')."""
+    new = json.loads(re.search(r"^New memory: (.*)$", prompt, re.M).group(1))
+    slot = next(s for s in SLOTS if s in new)
+    return {"supersedes": [{"n": n, "reason": "replaced"} for n, text in shown(prompt).items()
+                           if slot in text], "confirms": []}
+
+
+@pytest.fixture(scope="module")
+def scripted_server():
+    with FakeOpenAI(Judge(contradiction=supersede_same_slot)) as fake:
+        yield fake
+
+
+def judge_in(order: list[int], db_path, policy: str) -> set[str]:
+    """Queue the turns said an hour apart, judge them in `order`; the active contents."""
+    clock = FixedClock(START)
+    with Memory(db_path, policy=policy, namespace=f"n{uuid.uuid4().hex[:8]}", clock=clock) as mem:
+        texts = turns()
+        ids = [mem.store.add_turn(mem.namespace, t, "",
+                                  (START - dt.timedelta(hours=len(texts) - i)).isoformat())
+               for i, t in enumerate(texts)]
+        for i in order:
+            written = mem.writer.process(ids[i])
+            assert written.pending is None, written.pending
+        active = {m.content for m in mem.memories("active", None)}
+        superseded = run_sql(mem.store, "SELECT count(*) FROM memories WHERE namespace = ? "
+                             "AND status = 'superseded' AND contradicted_by IS NOT NULL",
+                             (mem.namespace,)).fetchone()[0]
+        assert len(active) + superseded == len(texts)  # none lost, each replaced one linked
+        return active
+
+
+@pytest.fixture(scope="module")
+def in_order(tmp_path_factory, scripted_server):
+    path = str(tmp_path_factory.mktemp("inorder") / "m.db")
+    pol = policy_file(tmp_path_factory.mktemp("pol"), scripted_server.base_url)
+    return judge_in(list(range(20)), path, pol)
+
+
+@pytest.mark.sqlite_only  # the property needs many stores; the mechanism is the store's own
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(order=st.permutations(list(range(20))))
+def test_any_judging_order_ends_in_the_beliefs_of_the_order_said(order, in_order, scripted_server,
+                                                                 tmp_path_factory):
+    assert len(in_order) == len({t.split()[1] for t in turns()})  # the last of each slot
+    path = str(tmp_path_factory.mktemp("shuffled") / "m.db")
+    pol = policy_file(tmp_path_factory.mktemp("pol"), scripted_server.base_url)
+    assert judge_in(order, path, pol) == in_order
