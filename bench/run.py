@@ -4,6 +4,7 @@
     python -m bench.run passes --sizes 10000,100000    # one part, some sizes
     python -m bench.run recall --sizes 1M
     python -m bench.run write | tokens | contention | peak   # rows 3-6 (see bench/RESULTS.md)
+    python -m bench.run inspector --sizes 1M           # `lethe ui`'s pages (the ui extra)
 
 Data is cached under bench/data/ (gitignored). A goal in parentheses is shown for reference only (not counted as met or missed).
 Exit status 1 when results disagree
@@ -112,7 +113,8 @@ def _bytecode(log) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n")[0])
-    ap.add_argument("part", nargs="?", choices=("all", "passes", "recall", "write", "tokens", "contention", "late", "peak"), default="all")
+    ap.add_argument("part", nargs="?", choices=("all", "passes", "recall", "write", "tokens", "contention", "late", "peak",
+                                             "inspector"), default="all")
     ap.add_argument("--sizes", type=D.parse_sizes,
                     default=list(D.DEFAULT_SIZES), help="comma-separated, e.g. 10k,100k,1M")
     ap.add_argument("--repeat", type=int, default=None,
@@ -163,6 +165,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.part in ("all", "peak"):
         from . import peak
         r, p = peak.bench(args.sizes, log)
+        rows += r
+        problems += p
+    if args.part in ("all", "inspector"):
+        from . import inspector
+        r, p = inspector.bench(args.sizes, log)
         rows += r
         problems += p
     elapsed = time.perf_counter() - t0

@@ -8,6 +8,7 @@ connection stays on the thread that made it).
 from __future__ import annotations
 
 import os
+import time
 import urllib.parse
 from typing import Callable
 
@@ -18,6 +19,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from ..clock import iso
 from ..errors import LetheError
 from ..memory import Memory
 from . import charts, pages
@@ -36,11 +38,29 @@ SECURITY_HEADERS = {
 class Inspector:
     """One store seen through `Memory`: one per namespace, opened on first use."""
 
+    # counts per status and the kinds and scenes of a namespace read its every row (at 1M,
+    # several hundred ms): kept this long, and dropped at each edit made here
+    OVERVIEW_SECONDS = 60.0
+
     def __init__(self, open_memory: Callable[[str], Memory], namespace: str,
                  read_only: bool = False):
         self.open_memory, self.namespace, self.read_only = open_memory, namespace, read_only
         self.memories: dict[str, Memory] = {}
         self.namespaces = sorted({namespace, *self.memory(namespace).namespaces()})
+        self._overviews: dict[str, dict] = {}
+
+    def overview(self, mem: Memory) -> dict:
+        """The namespace's counts per status, kinds and scenes, and when they were read."""
+        got = self._overviews.get(mem.namespace)
+        if got is None or time.monotonic() - got["taken"] > self.OVERVIEW_SECONDS:
+            got = {"counts": mem.counts(), "kinds": mem.facets("kind"),
+                   "scenes": mem.facets("scene"), "taken": time.monotonic(),
+                   "at": iso(mem.clock())}
+            self._overviews[mem.namespace] = got
+        return got
+
+    def changed(self, mem: Memory) -> None:
+        self._overviews.pop(mem.namespace, None)
 
     def memory(self, namespace: str | None) -> Memory:
         name = namespace or self.namespace
@@ -102,6 +122,7 @@ def build(inspector: Inspector, token: str, host: str, port: int):
             form = await request.form()
             try:
                 mem = inspector.memory(request.query_params.get("ns"))
+                inspector.changed(mem)
                 target = action(mem, request, form)
             except LetheError as exc:
                 return page(request, "error.html", 400, message=str(exc))
@@ -110,7 +131,8 @@ def build(inspector: Inspector, token: str, host: str, port: int):
 
     routes = [
         Route("/", lambda request: RedirectResponse(_keep_ns(request, "/memories"))),
-        Route("/memories", handler("memories.html", lambda m, r: pages.memories(m, r.query_params))),
+        Route("/memories", handler("memories.html", lambda m, r: pages.memories(
+            m, r.query_params, inspector.overview(m)))),
         Route("/memory/{id:int}", handler("memory.html",
                                           lambda m, r: pages.memory(m, r.path_params["id"]))),
         Route("/recall", handler("recall.html", lambda m, r: pages.recall(m, r.query_params))),

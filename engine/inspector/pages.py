@@ -37,7 +37,9 @@ def keyset(text: str | None) -> tuple | None:
     return value, last_id
 
 
-def memories(mem: Memory, query: dict) -> dict:
+def memories(mem: Memory, query: dict, overview: dict) -> dict:
+    """A page of memories under the query's filters and order; `overview` holds the
+    counts per status, the kinds and the scenes (kept a while by the app)."""
     filters = {k: (query.get(k) or "").strip() for k in FILTERS}
     filters = {k: v for k, v in filters.items() if v}
     if filters.get("status") not in (*STATUSES, None):
@@ -46,9 +48,10 @@ def memories(mem: Memory, query: dict) -> dict:
     descending = query.get("dir") != "asc"
     records, nxt = mem.browse(filters, sort, descending, keyset(query.get("after")), PAGE)
     return {"records": records, "filters": {k: filters.get(k, "") for k in FILTERS}, "sort": sort, "descending": descending,
-            "next": json.dumps(list(nxt)) if nxt else None, "counts": mem.counts(),
-            "statuses": STATUSES, "sorts": SORTS, "paged": bool(query.get("after")),
-            "kinds": mem.facets("kind"), "scenes": mem.facets("scene")}
+            "next": json.dumps(list(nxt)) if nxt else None, "counts": overview["counts"],
+            "counted_at": overview["at"], "statuses": STATUSES, "sorts": SORTS,
+            "paged": bool(query.get("after")), "kinds": overview["kinds"],
+            "scenes": overview["scenes"]}
 
 
 def memory(mem: Memory, memory_id: int) -> dict:

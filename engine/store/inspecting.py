@@ -54,9 +54,22 @@ class Inspecting:
             else:
                 where.append(f"({key} {op} ? OR ({key} = ? AND id {op} ?))")
                 args += [value, value, last_id]
+        if sort == "id" and self.dialect == "sqlite" and self._most_of_the_file(namespace):
+            where[0] = "+namespace = ?"  # walk the ids, not an index that leads with namespace
         sql = (f"SELECT {LISTED} FROM memories WHERE {' AND '.join(where)} "
                f"ORDER BY {key + ' ' + way + ', ' if sort != 'id' else ''}id {way} LIMIT ?")
         return self._x(sql, (*args, limit)).fetchall()
+
+    def _most_of_the_file(self, namespace: str) -> bool:
+        """Whether `namespace` holds over half the memories (counted once per store): then
+        a page in id order walks the ids, reading about as many rows as it shows, where
+        the namespace's index ((namespace, scene), the only one that holds every row) would
+        read all its rows to sort them. A small namespace in a big file is read through it."""
+        shares = self.__dict__.setdefault("_shares", {})
+        if namespace not in shares:
+            held = self.namespace_counts()
+            shares.update({ns: n * 2 > sum(held.values()) for ns, n in held.items()})
+        return shares.get(namespace, False)
 
     def _browse_where(self, namespace: str, filters: dict) -> tuple[list[str], list]:
         where, args = ["namespace = ?"], [namespace]
@@ -88,11 +101,13 @@ class Inspecting:
     def replaced(self, namespace: str, memory_id: int) -> list[dict]:
         """The memories `memory_id` superseded (their contradicted_by names it) and those
         merged into it, oldest first, each with `how` ('superseded' or 'merged')."""
+        # two SELECTs, not an OR: each reads its own partial index (m022)
+        cols = "id, status, summary, substr(content, 1, 200) AS content, created_at"
         return _dicts(self._x(
-            "SELECT id, status, summary, substr(content, 1, 200) AS content, created_at, "
-            "CASE WHEN contradicted_by = ? THEN 'superseded' ELSE 'merged' END AS how "
-            "FROM memories WHERE namespace = ? AND (contradicted_by = ? OR merged_into = ?) "
-            "ORDER BY id LIMIT 200", (memory_id, namespace, memory_id, memory_id)).fetchall())
+            f"SELECT * FROM (SELECT {cols}, 'superseded' AS how FROM memories WHERE "
+            "contradicted_by = ? AND namespace = ? UNION ALL SELECT "
+            f"{cols}, 'merged' AS how FROM memories WHERE merged_into = ? AND namespace = ?) "
+            "AS r ORDER BY id LIMIT 200", (memory_id, namespace, memory_id, namespace)).fetchall())
 
     def inbox_turn(self, namespace: str, turn_id: int) -> dict | None:
         """One inbox turn of a namespace, read without a lock (`turn` locks it on a server)."""

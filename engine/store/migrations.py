@@ -339,3 +339,18 @@ def m021_said_at(db):
         db.execute("ALTER TABLE memory_events ADD COLUMN said_at TEXT")
     db.execute("CREATE INDEX IF NOT EXISTS memory_events_time ON "
                "memory_events(memory_id, occurred_at)")
+
+
+@migration
+def m022_replacement_indexes(db):
+    """What replaced a memory is a column (contradicted_by, merged_into); what a memory
+    replaced is found through these partial indexes, which hold only the rows that were
+    superseded or merged (a pass that decays or expires moves none of their entries), and
+    the model calls around a time through an index on their time (the inspector: a
+    memory's page at 1M read the whole table for both)."""
+    rows = text_apart.rows_table(db)
+    db.execute(f"CREATE INDEX IF NOT EXISTS memories_replaced_by ON {rows}(contradicted_by) "
+               "WHERE contradicted_by IS NOT NULL")
+    db.execute(f"CREATE INDEX IF NOT EXISTS memories_merged_from ON {rows}(merged_into) "
+               "WHERE merged_into IS NOT NULL")
+    db.execute("CREATE INDEX IF NOT EXISTS model_calls_time ON model_calls(namespace, occurred_at)")

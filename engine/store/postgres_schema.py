@@ -255,3 +255,13 @@ def m021_said_at(db):
     """As SQLite's m021: when an event's change was said, and events by memory and time."""
     _run(db, f"ALTER TABLE memory_events ADD COLUMN IF NOT EXISTS said_at {TEXT}",
          "CREATE INDEX IF NOT EXISTS memory_events_time ON memory_events (memory_id, occurred_at)")
+
+
+@migration
+def m022_replacement_indexes(db):
+    """As SQLite's m022: what a memory replaced, and model calls by time, through indexes."""
+    _run(db, "CREATE INDEX IF NOT EXISTS memories_replaced_by ON memories (contradicted_by) "
+             "WHERE contradicted_by IS NOT NULL",
+         "CREATE INDEX IF NOT EXISTS memories_merged_from ON memories (merged_into) "
+         "WHERE merged_into IS NOT NULL",
+         "CREATE INDEX IF NOT EXISTS model_calls_time ON model_calls (namespace, occurred_at)")
