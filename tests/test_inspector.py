@@ -3,6 +3,7 @@ pages on both backends, keyset paging, escaping, and the edits (each an event; n
 --read-only). The browser drives it in tests/test_inspector_browser.py."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import subprocess
@@ -184,3 +185,13 @@ def test_retry_puts_a_failed_turn_back_in_the_queue(memory):
     assert "context too long" in page and "status-failed" in page
     assert c.post("/turns/retry", data={"id": str(turn["id"])}).status_code == 303
     assert mem.pending()[0]["status"] == "pending"
+
+
+def test_a_memory_page_shows_when_it_was_said_and_when_it_was_recorded(memory, clock):
+    mem = memory("lifecycle")
+    clock.advance(dt.timedelta(days=3))
+    mem.remember("I use Postgres for everything.", said_at="2026-01-05T09:00:00")
+    mid = mem.memories("all", None)[0].id
+    page = signed_in(memory).get(f"/memory/{mid}").text
+    assert "<th>said at</th>" in page and "recorded at" in page
+    assert "said 2026-01-05 09:00" in page and "recorded 2026-01-08 09:00" in page

@@ -80,7 +80,8 @@ def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(HERE, "templates")),
                              autoescape=True,
                              trim_blocks=True, lstrip_blocks=True)
-    env.filters["num"] = lambda v, d=2: "-" if v is None else f"{v:.{d}f}"
+    env.filters["num"] = lambda v, d=2: "-" if v is None else (
+        f"{v:.{d}f}" if isinstance(v, (int, float)) else str(v))
     env.filters["when"] = lambda v: "-" if not v else str(v).replace("T", " ")
     env.globals["chain_svg"] = lambda nodes, link: charts.chain(
         nodes, lambda i: link(f"/memory/{int(i)}"))

@@ -12,6 +12,8 @@ COLOURS = {"created": "#2b8a3e", "reinforced": "#1971c2", "superseded": "#e8590c
            "corrected": "#e8590c", "normalised": "#adb5bd"}
 STATUS_COLOURS = {"active": "#d3f9d8", "superseded": "#ffe8cc", "archived": "#e9ecef",
                   "expired": "#ffe3e3", "compressed": "#e5dbff"}
+OUTCOME_COLOURS = {"ok": "#2b8a3e", "repaired": "#0c8599", "fallback": "#fab005",
+                   "bad_answer": "#e8590c", "failed": "#c92a2a", "unavailable": "#868e96"}
 PALETTE = ("#1971c2", "#2b8a3e", "#e8590c", "#862e9c", "#c92a2a", "#0c8599", "#f08c00",
            "#5f3dc4", "#495057", "#fab005")
 
@@ -25,15 +27,17 @@ def timeline(events: list[dict], times: tuple[str, ...] = ("occurred_at",)) -> M
     its type above and its time(s) below (`times`: the event's time fields to show)."""
     if not events:
         return Markup("")
-    step = 130
-    width = max(400, 60 + step * len(events))
+    step = 130 if len(times) == 1 else 165
+    names = {"occurred_at": "recorded"} if len(times) > 1 else {}
+    first = 50 if len(times) == 1 else 90  # room for the first event's labels
+    width = max(400, first + 10 + step * len(events))
     height = 110 + 16 * (len(times) - 1)
     parts = [f'<svg class="timeline" role="img" aria-label="timeline of {len(events)} events" '
              f'xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}">',
              f'<line x1="20" y1="50" x2="{width - 20}" y2="50" stroke="#adb5bd" stroke-width="2"/>']
     for i, event in enumerate(events):
-        x = 50 + step * i
+        x = first + step * i
         kind = event.get("event_type") or "?"
         colour = COLOURS.get(kind, "#868e96")
         parts.append(f'<g class="event" data-type="{_e(kind)}"><title>{_e(kind)}: '
@@ -44,6 +48,8 @@ def timeline(events: list[dict], times: tuple[str, ...] = ("occurred_at",)) -> M
             value = event.get(name)
             if value:
                 label = str(value).replace("T", " ")[:16]
+                if len(times) > 1:  # which time is which
+                    label = f'{names.get(name, name.removesuffix("_at").replace("_", " "))} {label}'
                 parts.append(f'<text x="{x}" y="{78 + 16 * j}" text-anchor="middle" '
                              f'font-size="10" fill="#495057">{_e(label)}</text>')
         parts.append("</g>")
@@ -89,37 +95,44 @@ def chain(nodes: list[dict], href) -> Markup:
 
 def stacked_bars(rows: list[dict], x: str, series: str, value: str, title: str) -> Markup:
     """Bars per `x` (a day), stacked by `series`, of `value`, with a legend."""
-    if not rows:
+    summed: dict[tuple[str, str], float] = {}
+    for r in rows:  # one segment per day and series
+        key = (r[x] or "?", str(r[series]))
+        summed[key] = summed.get(key, 0) + (r[value] or 0)
+    rows = [{x: d, series: n, value: v} for (d, n), v in sorted(summed.items())]
+    if not any(r[value] for r in rows):
         return Markup(f'<p class="empty">{_e(title)}: nothing logged yet</p>')
-    days = sorted({r[x] or "?" for r in rows})
-    names = sorted({str(r[series]) for r in rows})
-    colour = {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(names)}
+    days = sorted({r[x] for r in rows})
+    names = sorted({r[series] for r in rows})
+    colour = {n: COLOURS.get(n) or OUTCOME_COLOURS.get(n) or PALETTE[i % len(PALETTE)]
+              for i, n in enumerate(names)}
     totals = {d: 0 for d in days}
     for r in rows:
-        totals[r[x] or "?"] += r[value] or 0
+        totals[r[x]] += r[value]
     top = max(totals.values()) or 1
     bar = max(6, min(40, 700 // len(days)))
-    width, plot = 60 + len(days) * (bar + 4) + 180, 160
+    width, plot = max(420, 60 + len(days) * (bar + 4) + 180), 160
     parts = [f'<svg class="bars" role="img" aria-label="{_e(title)}" '
-             f'xmlns="http://www.w3.org/2000/svg" width="{width}" height="{plot + 50}" '
-             f'viewBox="0 0 {width} {plot + 50}"><title>{_e(title)}</title>',
-             f'<text x="50" y="12" font-size="11" fill="#495057">max {top:g}</text>',
-             f'<line x1="50" y1="{plot + 20}" x2="{60 + len(days) * (bar + 4)}" '
-             f'y2="{plot + 20}" stroke="#adb5bd"/>']
+             f'xmlns="http://www.w3.org/2000/svg" width="{width}" height="{plot + 60}" '
+             f'viewBox="0 0 {width} {plot + 60}"><title>{_e(title)}</title>',
+             f'<text x="0" y="12" font-size="12" font-weight="bold">{_e(title)}</text>'
+             f'<text x="50" y="26" font-size="10" fill="#495057">max {top:g}</text>',
+             f'<line x1="50" y1="{plot + 36}" x2="{60 + len(days) * (bar + 4)}" '
+             f'y2="{plot + 36}" stroke="#adb5bd"/>']
     for i, day in enumerate(days):
-        bx, base = 55 + i * (bar + 4), plot + 20
-        for r in (r for r in rows if (r[x] or "?") == day):
+        bx, base = 55 + i * (bar + 4), plot + 36
+        for r in (r for r in rows if r[x] == day):
             h = (r[value] or 0) / top * plot
             base -= h
             parts.append(f'<rect x="{bx}" y="{base:.1f}" width="{bar}" height="{h:.1f}" '
-                         f'fill="{colour[str(r[series])]}"><title>{_e(day)} {_e(r[series])}: '
+                         f'fill="{colour[r[series]]}"><title>{_e(day)} {_e(r[series])}: '
                          f'{_e(r[value])}</title></rect>')
         if i % max(1, len(days) // 8) == 0:
-            parts.append(f'<text x="{bx}" y="{plot + 34}" font-size="9">{_e(day[5:])}</text>')
+            parts.append(f'<text x="{bx}" y="{plot + 50}" font-size="9">{_e(day[5:])}</text>')
     lx = 70 + len(days) * (bar + 4)
     for j, name in enumerate(names[:10]):
-        parts.append(f'<rect x="{lx}" y="{20 + 16 * j}" width="10" height="10" '
-                     f'fill="{colour[name]}"/><text x="{lx + 14}" y="{29 + 16 * j}" '
+        parts.append(f'<rect x="{lx}" y="{30 + 16 * j}" width="10" height="10" '
+                     f'fill="{colour[name]}"/><text x="{lx + 14}" y="{39 + 16 * j}" '
                      f'font-size="11">{_e(name)}</text>')
     parts.append("</svg>")
     return Markup("".join(parts))
