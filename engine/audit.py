@@ -11,6 +11,7 @@ import json
 from .clock import iso, parse_time
 from .context import Context
 from .errors import LetheError
+from .plan.explain import decay_rule, decay_statement
 from .records import MemoryRecord
 from .store.inspecting import SORTS  # noqa: F401 - the orders a page may take
 from .write import refresh_rank, store_memory
@@ -106,3 +107,31 @@ def correct(ctx: Context, memory: MemoryRecord, content: str, reason: str) -> in
         ctx.store.event(memory.id, "superseded",
                         f"superseded by #{new_id}: {content[:100]} (why: corrected: {reason})")
     return new_id
+
+
+DECAY_POINTS = 40
+
+
+def decay_curve(ctx: Context, memory: MemoryRecord, days_ahead: int) -> dict | None:
+    """The decay_score the policy's decay rule would give `memory` (with its values as they
+    are now) at DECAY_POINTS times from its creation to `ahead` past now: the formula
+    evaluated, not a history (a pass records no event per score). None without a decay
+    rule or a creation time."""
+    st = decay_statement(ctx.policy, ctx.plan.dialect)
+    if st is None or not memory.created_at:
+        return None
+    try:
+        start = parse_time(memory.created_at)
+        end = ctx.clock() + dt.timedelta(days=min(days_ahead, 3650))
+    except (ValueError, OverflowError):
+        return None
+    if end <= start:
+        return None
+    points = []
+    for i in range(DECAY_POINTS + 1):
+        when = start + (end - start) * i / DECAY_POINTS
+        row = ctx.store.fetch_one(st, ctx.namespace, iso(when), ids=[memory.id])
+        if row is not None and isinstance(row[0], (int, float)):
+            points.append((iso(when), float(row[0])))
+    return {"pass": decay_rule(ctx.policy)[0], "points": points, "now": iso(ctx.clock()),
+            "threshold": ctx.policy.params.get("archive_below")}

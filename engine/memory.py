@@ -327,6 +327,13 @@ class Memory:
             raise InputError(f"neighbours() takes a History, got {type(history).__name__}")
         return A.neighbours(self.context, history.memory, history.events)
 
+    def decay_curve(self, memory_id: int, days_ahead: int = 60) -> dict | None:
+        """What the policy's decay rule would set a memory's decay_score to, from its
+        creation to `days_ahead` days past now: {"pass", "points": [(time, score)], "now",
+        "threshold"}; None when the policy has no rule that sets decay_score."""
+        return A.decay_curve(self.context, self.history(memory_id).memory,
+                             I.count(days_ahead, "days_ahead"))
+
     def activity(self) -> dict:
         """Model use per step, model and day, each pass's last run, events per day."""
         return A.activity(self.context)

@@ -195,3 +195,28 @@ def test_a_memory_page_shows_when_it_was_said_and_when_it_was_recorded(memory, c
     page = signed_in(memory).get(f"/memory/{mid}").text
     assert "<th>said at</th>" in page and "recorded at" in page
     assert "said 2026-01-05 09:00" in page and "recorded 2026-01-08 09:00" in page
+
+
+def test_a_memory_page_draws_its_decay_as_the_policy_computes_it(memory):
+    mem = memory("lifecycle")
+    mid = mem.add("User prefers dark mode", judged=False)
+    curve = mem.decay_curve(mid, days_ahead=120)
+    scores = [v for _, v in curve["points"]]
+    assert curve["pass"] == "decay" and curve["threshold"] == mem.policy.params["archive_below"]
+    assert scores[0] == pytest.approx(1.0) and scores[-1] < 0.2
+    assert all(a >= b for a, b in zip(scores, scores[1:]))  # freshness only falls, unread
+    page = signed_in(memory).get(f"/memory/{mid}").text
+    assert '<svg class="curve"' in page and "archive below" in page
+
+
+def test_every_asset_is_served_here_and_the_browser_is_told_so(memory):
+    mem = memory("lifecycle")
+    mid = mem.add("User likes tea", judged=False)
+    c = signed_in(memory)
+    for path in ("/memories", f"/memory/{mid}", "/recall?q=tea", "/turns", "/costs", "/policy"):
+        got = c.get(path)
+        assert "default-src 'self'" in got.headers["content-security-policy"], path
+        links = re.findall(r'(?:src|href)="([^"]*)"', got.text)
+        assert links and all(u.startswith(("/", "#")) for u in links), (path, links)
+        assert "<script" not in got.text, path
+    assert c.get("/static/style.css").status_code == 200

@@ -125,6 +125,7 @@ def test_a_user_walks_through_the_inspector(server, page, tmp_path):
     expect(page.locator("a.predecessor")).to_contain_text("#")
     types = page.locator("#timeline svg g.event")
     assert types.first.get_attribute("data-type") == "created"
+    expect(page.locator("#decay svg polyline")).to_have_count(1)
     shot(page, "memory", tmp_path)
 
     # recall explained

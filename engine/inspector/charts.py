@@ -2,6 +2,8 @@
 bars over days. Every text that reaches the SVG is escaped here; the result is Markup."""
 from __future__ import annotations
 
+import datetime as dt
+
 from markupsafe import Markup, escape
 
 # one colour per event type (anything else: grey)
@@ -136,3 +138,49 @@ def stacked_bars(rows: list[dict], x: str, series: str, value: str, title: str) 
                      f'font-size="11">{_e(name)}</text>')
     parts.append("</svg>")
     return Markup("".join(parts))
+
+
+def curve(points: list[tuple[str, float]], now: str, threshold=None, title: str = "") -> Markup:
+    """A line of (ISO time, value 0..1) points over time, with today marked and, when
+    given, a threshold (the policy's archive_below) dashed."""
+    if len(points) < 2:
+        return Markup("")
+    width, height, left, top, plot_w, plot_h = 640, 190, 40, 24, 580, 130
+    first, last = points[0][0], points[-1][0]
+    span = max(1.0, _seconds(first, last))
+
+    def x(t: str) -> float:
+        return left + plot_w * _seconds(first, t) / span
+
+    def y(v: float) -> float:
+        return top + plot_h * (1 - max(0.0, min(1.0, v)))
+    line = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in points)
+    parts = [f'<svg class="curve" role="img" aria-label="{_e(title)}" '
+             f'xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}"><title>{_e(title)}</title>',
+             f'<text x="0" y="12" font-size="12" font-weight="bold">{_e(title)}</text>',
+             f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" stroke="#adb5bd"/>',
+             f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" stroke="#adb5bd"/>',
+             f'<text x="{left - 6}" y="{top + 4}" font-size="10" text-anchor="end">1</text>',
+             f'<text x="{left - 6}" y="{top + plot_h}" font-size="10" text-anchor="end">0</text>']
+    if isinstance(threshold, (int, float)) and 0 <= threshold <= 1:
+        parts.append(f'<line x1="{left}" y1="{y(threshold):.1f}" x2="{left + plot_w}" '
+                     f'y2="{y(threshold):.1f}" stroke="#c92a2a" stroke-dasharray="4 3"/>'
+                     f'<text x="{left + plot_w}" y="{y(threshold) - 4:.1f}" font-size="10" '
+                     f'text-anchor="end" fill="#c92a2a">archive below {threshold:g}</text>')
+    if first <= now <= last:
+        parts.append(f'<line x1="{x(now):.1f}" y1="{top}" x2="{x(now):.1f}" y2="{top + plot_h}" '
+                     f'stroke="#1971c2" stroke-dasharray="2 2"/><text x="{x(now):.1f}" '
+                     f'y="{top - 2}" font-size="10" text-anchor="middle" fill="#1971c2">now</text>')
+    parts.append(f'<polyline points="{line}" fill="none" stroke="#2b8a3e" stroke-width="2"/>')
+    parts.append(f'<text x="{left}" y="{top + plot_h + 16}" font-size="10">{_e(first[:10])}</text>'
+                 f'<text x="{left + plot_w}" y="{top + plot_h + 16}" font-size="10" '
+                 f'text-anchor="end">{_e(last[:10])}</text></svg>')
+    return Markup("".join(parts))
+
+
+def _seconds(a: str, b: str) -> float:
+    try:
+        return (dt.datetime.fromisoformat(b) - dt.datetime.fromisoformat(a)).total_seconds()
+    except (ValueError, TypeError):  # a time Lethe did not write, or naive against aware
+        return 0.0

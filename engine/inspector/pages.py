@@ -80,7 +80,10 @@ def memory(mem: Memory, memory_id: int) -> dict:
                        "how": "this memory", "current": True}] + after
     merged_from = [i for e in events if e["event_type"] == "merged"
                    for i in _detail(e).get("merged_from", []) if isinstance(i, int)]
-    return {"m": m, "fields": m.as_dict(), "events": events, "times": times,
+    decay = mem.decay_curve(m.id)
+    curve = charts.curve(decay["points"], decay["now"], decay["threshold"],
+                         f"decay_score as the {decay['pass']} pass would set it") if decay else ""
+    return {"m": m, "fields": m.as_dict(), "events": events, "times": times, "decay": curve,
             "extra_times": times[1:], "timeline": charts.timeline(events, times),
             "nodes": nodes, "before": before, "after": after, "turn": around["turn"],
             "calls": around["calls"], "merged_from": merged_from,

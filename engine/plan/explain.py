@@ -48,3 +48,24 @@ def order_keys_statement(policy, d, query: bool) -> Statement:
            f"AND memories.id {d.ids_in()}")
     return Statement("recall explain: order keys" + (" (with a query)" if query else ""), sql,
                      [*params, *([QUERY] if query else []), NAMESPACE, IDS])
+
+
+def decay_rule(policy):
+    """The first pass rule that sets `decay_score` (its pass and formula), or None."""
+    for name, p in policy.passes.items():
+        for rule in p.rules:
+            if "decay_score" in rule.set:
+                return name, rule.set["decay_score"]
+    return None
+
+
+def decay_statement(policy, d) -> Statement | None:
+    """What the decay rule (`decay_rule`) would set one memory's decay_score to at the
+    time bound as now (the inspector draws it over time); None without such a rule."""
+    found = decay_rule(policy)
+    if found is None:
+        return None
+    sql, params = d.render(found[1])
+    return Statement(f"{found[0]}: decay_score at a time", f"SELECT {sql} AS value\nFROM "
+                     f"memories\nWHERE {d.unindexed('namespace')} = {d.placeholder} AND "
+                     f"memories.id {d.ids_in()}", [*params, NAMESPACE, IDS])
