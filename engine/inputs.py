@@ -17,6 +17,9 @@ from .errors import InputError
 
 INT64 = 2 ** 63 - 1     # the largest INTEGER both stores hold
 MAX_DEPTH = 64          # of a keyed value's lists and objects
+MAX_TEXT = 2_000_000    # characters of a memory's text, a summary, a turn, a keyed value's JSON
+MAX_TAGS = 100          # tags of one memory
+MAX_TAG = 1_000         # characters of one tag
 LEASE_MAX = dt.timedelta(days=366)
 
 
@@ -25,7 +28,7 @@ def _kind(value) -> str:
 
 
 def text(value, what: str, *, optional: bool = False, nonempty: bool = False,
-         name: bool = False) -> str | None:
+         name: bool = False, limit: int = MAX_TEXT) -> str | None:
     """`value` as text a store keeps as it is: a str, valid UTF-8 (no lone surrogate).
     A `name` (namespace, key, path) holds no NUL either: a file name stops at it, and
     PostgreSQL refuses it (a memory's text holding one is refused there by the store)."""
@@ -41,6 +44,8 @@ def text(value, what: str, *, optional: bool = False, nonempty: bool = False,
         raise InputError(f"{what} contains a NUL character (at {value.index(chr(0))})")
     if nonempty and not value.strip():
         raise InputError(f"{what} must be non-empty text")
+    if len(value) > limit:
+        raise InputError(f"{what} is {len(value):,} characters, at most {limit:,} are stored")
     return value
 
 
@@ -61,6 +66,16 @@ def texts(value, what: str) -> list[str] | None:
     if isinstance(value, (str, bytes, dict)) or not _iterable(value):
         raise InputError(f"{what} must be a list of text, got {_kind(value)}")
     return [text(v, f"each of {what}") for v in value]
+
+
+def tags(value) -> list[str] | None:
+    """A memory's tags: at most MAX_TAGS texts of at most MAX_TAG characters."""
+    found = texts(value, "tags")
+    if found and len(found) > MAX_TAGS:
+        raise InputError(f"{len(found)} tags, at most {MAX_TAGS} are stored")
+    for tag in found or []:
+        text(tag, "a tag", limit=MAX_TAG)
+    return found or None
 
 
 def names(value, what: str) -> list[str]:
@@ -244,9 +259,13 @@ def json_value(value, what: str = "value") -> str:
     every later read of the namespace fail, so none is ever stored."""
     _check_json(value, what)
     try:
-        return json.dumps(value, allow_nan=False, ensure_ascii=False)
+        found = json.dumps(value, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise InputError(f"{what} is not JSON: {exc}") from None
+    if len(found) > MAX_TEXT:
+        raise InputError(f"{what} is {len(found):,} characters of JSON, at most {MAX_TEXT:,} "
+                         "are stored")
+    return found
 
 
 def _check_json(value, what: str) -> None:
@@ -261,7 +280,7 @@ def _check_json(value, what: str) -> None:
             if not math.isfinite(item):
                 raise InputError(f"{what} holds {item!r}, which JSON has no number for")
         elif isinstance(item, str):
-            text(item, f"a text in {what}")
+            text(item, f"a text in {what}", limit=MAX_TEXT)
         elif isinstance(item, (list, tuple)):
             stack.extend((v, depth + 1) for v in item)
         elif isinstance(item, dict):

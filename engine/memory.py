@@ -141,7 +141,7 @@ class Memory:
             raise InputError("a memory needs non-empty content")
         I.text(content, "content")
         fields = {"summary": I.text(summary, "summary", optional=True),
-                  "tags": I.texts(tags, "tags") or None,
+                  "tags": I.tags(tags),
                   "importance": I.number(importance, 0, 10, "importance"),
                   "confidence": I.number(confidence, 0, 1, "confidence"),
                   "expires_at": I.expiry(expires_at, self.clock()),

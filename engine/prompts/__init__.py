@@ -11,7 +11,9 @@ file and line. A policy is hostile input, and so are the templates it names:
 - a template that includes, imports or extends itself (through others too) is refused
   when it is parsed;
 - one render does bounded work (engine.prompts.budget): a template that loops for ever,
-  builds a gigabyte or recurses without end is a PolicyError at its file and line.
+  builds a gigabyte or recurses without end is a PolicyError at its file and line;
+- data never makes a render fail: each text a prompt shows is cut to PROMPT_TEXT
+  characters, saying how many are left out (`shortened`).
 """
 from __future__ import annotations
 
@@ -32,6 +34,8 @@ nodes = lazy("jinja2.nodes")
 
 TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2")  # what the shipped prompts use, and Jinja's
 MAX_TEMPLATE_BYTES = 1_000_000
+PROMPT_TEXT = 20_000      # characters of one text a prompt shows (a memory, a turn); the rest cut
+PROMPT_TOTAL = 1_000_000  # characters of every text one prompt shows, together
 
 
 # JSON leaves these raw, but they end a line for many readers (str.splitlines, JavaScript):
@@ -291,12 +295,44 @@ def used_names(name: str, dirs: tuple[str, ...]) -> list[str]:
     return sorted(meta.find_undeclared_variables(env.parse(source)))
 
 
+def shortened(value, limit: int = PROMPT_TEXT):
+    """`value` (variables: dicts, lists, texts) with each text longer than `limit` cut to
+    it and ended with how much is left out, so data never makes a template fail nor a
+    prompt huge; when the cut texts still pass PROMPT_TOTAL together, cut shorter. The
+    values themselves are not changed (the rules judges read them whole)."""
+    if limit == PROMPT_TEXT:
+        count, total = _texts(value)
+        if total > PROMPT_TOTAL:
+            limit = max(200, PROMPT_TOTAL // max(count, 1))
+    if isinstance(value, str):
+        return value if len(value) <= limit else \
+            f"{value[:limit]}… [{len(value) - limit:,} more characters not shown]"
+    if isinstance(value, dict):
+        return {k: shortened(v, limit) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(shortened(v, limit) for v in value)
+    return value
+
+
+def _texts(value) -> tuple[int, int]:
+    """How many texts `value` holds, and their length once each is cut to PROMPT_TEXT."""
+    if isinstance(value, str):
+        return 1, min(len(value), PROMPT_TEXT)
+    items = value.values() if isinstance(value, dict) else \
+        value if isinstance(value, (list, tuple)) else ()
+    count = total = 0
+    for item in items:
+        c, t = _texts(item)
+        count, total = count + c, total + t
+    return count, total
+
+
 def render(name: str, dirs: tuple[str, ...], variables: dict) -> str:
-    """Render a template with variables; an undefined name, a sandbox violation or a render
-    past its bounds is a PolicyError."""
+    """Render a template with variables, each long text cut (`shortened`); an undefined
+    name, a sandbox violation or a render past its bounds is a PolicyError."""
     path = find(name, dirs) or name
     try:
-        return environment(dirs).get_template(name).render(**variables).strip() + "\n"
+        return environment(dirs).get_template(name).render(**shortened(variables)).strip() + "\n"
     except jinja2.TemplateSyntaxError as exc:
         raise PolicyError(f"template syntax error: {exc.message}", os.path.relpath(path),
                           exc.lineno, 1) from None

@@ -4,7 +4,8 @@ recurses without end is refused, not run until the process is killed.
 One render (and everything it includes or imports) has MAX_STEPS steps: each loop turn,
 each call and each range() item is one. Each value it builds with `*`, `+`, `~`, `%`, a
 str method or a filter that sizes its result (center, indent, replace, join...) is at
-most MAX_SIZE characters or items, checked before it is built; so is its output. A number
+most MAX_SIZE characters or items, checked before it is built; so is its output; and all
+it builds (filters, methods and slices counted too) is at most MAX_TOTAL. A number
 `**` builds has at most MAX_BITS bits. MAX_SECONDS is the backstop for work no step counts.
 A prompt needs a few thousand steps and well under a megabyte. Every refusal is a
 `TooMuchWork`, which engine.prompts turns into a PolicyError at the template's line.
@@ -30,6 +31,8 @@ MAX_STEPS = 200_000        # loop turns, calls and range() items
 MAX_SIZE = 10_000_000      # characters (or items) of one value a template builds, or of its output
 MAX_BITS = 100_000         # of a number `**` builds
 MAX_SECONDS = 10.0         # the backstop for work no step counts (a filter over a long text)
+MAX_TOTAL = 50_000_000     # characters (or items) of every value one render builds, together:
+                           # what bounds its memory, whatever values it keeps
 
 
 class TooMuchWork(Exception):
@@ -41,6 +44,7 @@ class _Work:
 
     def __init__(self):
         self.steps, self.deadline = MAX_STEPS, time.monotonic() + MAX_SECONDS
+        self.built = 0  # characters or items built so far, freed or kept
 
 
 _WORK: contextvars.ContextVar = contextvars.ContextVar("lethe_render_work", default=None)
@@ -60,6 +64,33 @@ def _spend(steps: int) -> None:
 def _size(n: int) -> None:
     if n > MAX_SIZE:
         raise TooMuchWork(f"a value of {n:,} characters or items (at most {MAX_SIZE:,})")
+    _built(n)
+
+
+def _built(n: int) -> None:
+    """Count `n` characters or items built towards the render's MAX_TOTAL."""
+    work = _WORK.get()
+    if work is None or n <= 0:
+        return
+    work.built += n
+    if work.built > MAX_TOTAL:
+        raise TooMuchWork(f"values of {work.built:,} characters or items in all (at most "
+                          f"{MAX_TOTAL:,} in one render)")
+
+
+def _counted(value):
+    """`value`, its size counted towards MAX_TOTAL when it is text or a sequence (what a
+    filter, a method or a slice built, whatever its size)."""
+    if isinstance(value, _SEQUENCES):
+        _built(len(value))
+    return value
+
+
+def _counting_filter(f):
+    @functools.wraps(f)
+    def counted(*args, **kwargs):
+        return _counted(f(*args, **kwargs))
+    return counted
 
 
 def _width(n) -> int:
@@ -260,6 +291,8 @@ def bounded_environment() -> type:
             for name, size in _SIZED_FILTERS.items():
                 self.filters[name] = _sized_filter(self.filters[name], size)
             self.filters["join"] = _join_filter(self.filters["join"])
+            for name, f in list(self.filters.items()):
+                self.filters[name] = _counting_filter(f)
             self.filters["lethe_turns"] = jinja2.pass_context(_turns)
             self.filters["lethe_concat"] = jinja2.pass_context(_concat)
 
@@ -273,7 +306,11 @@ def bounded_environment() -> type:
         def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 - Jinja's signature
             _spend(1)
             args = _method_call(__obj, args, kwargs)
-            return super().call(__context, __obj, *args, **kwargs)
+            return _counted(super().call(__context, __obj, *args, **kwargs))
+
+        def getitem(self, obj, argument):
+            found = super().getitem(obj, argument)
+            return _counted(found) if isinstance(argument, slice) else found
 
         def wrap_str_format(self, value):
             wrapped = super().wrap_str_format(value)

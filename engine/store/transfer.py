@@ -36,6 +36,7 @@ from typing import Callable
 from .. import processes
 from ..clock import Clock, FixedClock, parse_time, system_clock
 from ..errors import StoreError
+from ..inputs import MAX_TAG, MAX_TAGS, MAX_TEXT
 from . import open_store
 from .migrations import MIGRATIONS
 from .text_apart import (MIGRATION as TEXT_APART, ROWS, TEXT_COLUMNS, TEXTS, adoptable,
@@ -130,11 +131,30 @@ def copy_store(source: str, destination: str, clock: Clock | None = None, batch:
     try:
         with _readable(raw, dst, clock, report, result) as src:
             _check_same_history(src, dst)
+            _check_sizes(src)
             _copy_tables(src, dst, batch, result, progress)
     finally:
         raw.db.close()
         dst.close()
     return result
+
+
+def _check_sizes(src: _Source) -> None:
+    """Refuse, before anything is copied, a source holding a memory, tag list or turn larger
+    than `add()` and `remember()` accept: an import is an entry point like them, and such a
+    memory wedged every judged write of its namespace."""
+    checks = [("memories", "memory", "content", MAX_TEXT), ("memories", "memory", "summary", MAX_TEXT),
+              ("memories", "memory", "tags", MAX_TAGS * (MAX_TAG + 4) + 2),
+              ("inbox", "turn", "user_text", MAX_TEXT), ("inbox", "turn", "assistant_text", MAX_TEXT)]
+    for table, what, column, limit in checks:
+        if column not in src.columns(table):
+            continue
+        row = src.q(f"SELECT id, length({column}) FROM {table} WHERE length({column}) > ? "
+                    "ORDER BY id LIMIT 1", (limit,)).fetchone()
+        if row is not None:
+            raise StoreError(f"{what} #{row[0]} of the source has a {column} of {row[1]:,} "
+                             f"characters, at most {limit:,} are stored: shorten or remove "
+                             "it in the source, then import again")
 
 
 def _copy_tables(src: _Source, dst, batch: int, result: Transfer, progress: Progress) -> None:
