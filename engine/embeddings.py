@@ -8,7 +8,9 @@ A local model is loaded once per process and shared by every store that names it
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import math
+import sqlite3
 import threading
 from array import array
 from functools import lru_cache
@@ -103,6 +105,28 @@ def model_path(model: str) -> str:
                          f"({install('local')})") from None
     found = getattr(module, "get_model_path", None)
     return str(found() if found else Path(module.__file__).parent / "model")
+
+
+def missing_extras(spec: Embed | None) -> list[tuple[str, str]]:
+    """What an embedding spec needs that is not installed, as (extra, module) pairs:
+    `lethe validate` fails on them where the first write would."""
+    if spec is None:
+        return []
+    need = [("embed", "sqlite_vec"), ("embed", "numpy")]
+    if not hasattr(sqlite3.Connection, "enable_load_extension"):
+        need.append(("embed", "pysqlite3"))
+    if spec.provider == "local":
+        need.append(("local", "sentence_transformers"))
+        if spec.model.startswith("package:"):
+            need.append(("local", spec.model.split(":", 1)[1]))
+    return [(extra, module) for extra, module in need if not _installed(module)]
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 class LocalEmbedder:

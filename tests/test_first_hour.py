@@ -365,19 +365,59 @@ def test_5_the_schema_defaults_are_the_ones_the_engine_uses():
 
 
 # ---- 6: validation catches what authors mistype -------------------------------------
-def test_6_a_param_no_formula_reads_is_a_warning_with_did_you_mean(tmp_path):
+def test_6_an_unknown_param_is_an_error_with_did_you_mean(tmp_path):
+    """Issue 43: a misspelled param only warned (exit 0) and the intended value silently
+    stayed in force; with another error in the file the warning disappeared."""
     (tmp_path / "policies").mkdir()
     child = tmp_path / "policies" / "mine.yaml"
     child.write_text("name: mine\nextends: lifecycle\nparams:\n  half_life_dayz: 7\n")
     out = cli("validate", child)
-    assert out.exit_code == 0
-    assert out.output.splitlines()[1] == (
-        f"warn  {child}:4:3: params.half_life_dayz: no formula reads param 'half_life_dayz' "
-        "(did you mean 'half_life_days'?)")
-    with pytest.warns(UserWarning, match="half_life_dayz"):
-        Memory(str(tmp_path / "m.db"), policy=str(child), offline=True).close()
+    assert out.exit_code == 1
+    assert out.output.splitlines()[0] == (
+        f"FAIL  {child}:4:3: params.half_life_dayz: unknown param 'half_life_dayz': no formula "
+        "reads it (did you mean 'half_life_days'?)")
+    with pytest.raises(PolicyError, match="half_life_dayz"):
+        Memory(str(tmp_path / "m.db"), policy=str(child), offline=True)
+    child.write_text("name: mine\nextends: lifecycle\nparams:\n  half_life_dayz: 7\n"
+                     "scores:\n  rank: \"improtance\"\n")
+    shown = [line for line in cli("validate", child).output.splitlines() if line.startswith("FAIL")]
+    assert [line.split(": ")[1] for line in shown] == ["scores.rank", "params.half_life_dayz"]
     for name in SHIPPED_POLICIES:
         assert load_policy(os.path.join(POLICIES, name + ".yaml")).warnings == [], name
+
+
+def test_6_a_param_an_extended_file_writes_and_nothing_reads_warns(tmp_path):
+    (tmp_path / "policies").mkdir()
+    base = tmp_path / "policies" / "base.yaml"
+    base.write_text("name: base\nextends: lifecycle\nparams:\n  weight: 2\n"
+                    "scores:\n  rank: \"importance * weight\"\n")
+    child = tmp_path / "policies" / "child.yaml"
+    child.write_text("name: child\nextends: base.yaml\nscores:\n  rank: \"importance\"\n")
+    out = cli("validate", child)
+    assert out.exit_code == 0, out.output
+    assert out.output.splitlines()[1].startswith(f"warn  {base}:4:3: params.weight: unknown param")
+    child.write_text("name: child\nextends: base.yaml\nscores:\n  rank: \"importanse\"\n")
+    out = cli("validate", child)  # an error beside it: the warning is still shown
+    assert out.exit_code == 1 and "warn  " in out.output and "FAIL  " in out.output
+
+
+def test_6_validate_fails_a_policy_whose_extra_is_not_installed(tmp_path, monkeypatch):
+    from engine import embeddings
+    monkeypatch.setattr(embeddings, "_installed", lambda module: module != "sentence_transformers")
+    out = cli("validate", os.path.join(POLICIES, "lifecycle-local.yaml"), "lifecycle")
+    assert out.exit_code == 1
+    assert out.output.splitlines()[0] == (
+        f"FAIL  {POLICIES}/lifecycle-local.yaml: embed needs the 'local' extra "
+        "(sentence_transformers not installed): pip install 'lethe-lifecycle[local]'")
+    assert out.output.splitlines()[1].startswith("ok    lifecycle  (lifecycle: ")
+
+
+def test_6_a_path_to_a_shipped_policy_outside_the_repository_hints_the_name(tmp_path,
+                                                                              monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = cli("validate", "policies/lifecycle.yaml")
+    assert out.exit_code == 1
+    assert "the shipped policy of that name is 'lifecycle', without a path" in out.output
 
 
 BROKEN = """\

@@ -54,7 +54,7 @@ def test_an_alias_inside_its_own_anchor_is_refused(tmp_path):
 def test_ordinary_aliases_still_work(tmp_path):
     path = tmp_path / "aliases.yaml"
     path.write_text("name: aliases\nmodels: {offline: {provider: rules}}\n"
-                    "params: {half: &h 30}\nscores: {freshness: 'exp(-0.693 * age_days / 30)'}\n"
+                    "params: {half: &h 30}\nscores: {freshness: 'exp(-0.693 * age_days / half)'}\n"
                     "passes:\n  decay:\n    every: 1d\n    rules:\n"
                     "      - &r {when: \"status = 'active'\", set: {decay_score: freshness}}\n"
                     "  again:\n    rules: [*r]\n")

@@ -13,6 +13,7 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
+from engine import embeddings
 from engine import policy as policy_mod
 from engine.cli import main as cli
 from engine.dialect import DIALECTS
@@ -21,6 +22,9 @@ from tests.conftest import shipped_policies
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHIPPED = shipped_policies()
+# what `lethe validate` passes here: a policy whose extra is not installed fails it
+# (lifecycle-local without the `local` extra; CI installs it)
+RUNNABLE = [p for p in SHIPPED if not embeddings.missing_extras(policy_mod.load(p).embed)]
 
 BASE = """\
 name: probe
@@ -334,7 +338,8 @@ def test_a_param_a_formula_cannot_use_is_blamed_where_it_is_set(folder, param, v
     ("importance / k", "division by zero (k is 0): 'importance / k'"),
 ])
 def test_a_division_by_a_constant_zero_is_refused(folder, formula, fragment):
-    path = write(folder, f"name: z\nparams: {{k: 0}}\nscores:\n  rank: \"{formula}\"\n")
+    k_read = " + k * 0" if fragment is None else ""  # an unread param would be its own error
+    path = write(folder, f"name: z\nparams: {{k: 0}}\nscores:\n  rank: \"{formula}{k_read}\"\n")
     if fragment is None:
         assert policy_mod.load(path).name == "z"
         return
@@ -501,18 +506,18 @@ def test_validate_json_reports_the_error(folder):
 
 def test_validate_one_bad_among_good_still_exits_1(folder):
     bad = write(folder, edited("every: 23h", "every: soon"))
-    result = CliRunner().invoke(cli, ["validate", *SHIPPED, bad])
+    result = CliRunner().invoke(cli, ["validate", *RUNNABLE, bad])
     assert result.exit_code == 1
-    assert sum(line.startswith("ok    ") for line in result.output.splitlines()) == len(SHIPPED)
+    assert sum(line.startswith("ok    ") for line in result.output.splitlines()) == len(RUNNABLE)
     assert re.search(rf"^FAIL  {re.escape(bad)}:14:12: passes\.decay\.every: ", result.output,
                      re.M)
 
 
 def test_validate_passes_on_the_shipped_policies():
-    result = CliRunner().invoke(cli, ["validate", *SHIPPED])
+    result = CliRunner().invoke(cli, ["validate", *RUNNABLE])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert [line.split()[1] for line in lines] == SHIPPED
+    assert [line.split()[1] for line in lines] == RUNNABLE
     assert all(line.startswith("ok    ") for line in lines)
 
 

@@ -78,7 +78,8 @@ def test_the_working_directory_is_read_when_loading_not_when_importing(tmp_path,
 def test_a_path_is_used_as_given_and_never_looked_up_among_the_shipped(empty):
     with pytest.raises(PolicyError) as err:
         load("lifecycle.yaml")
-    assert "policy not found: 'lifecycle.yaml' (looked in lifecycle.yaml)" in str(err.value)
+    assert "policy not found: 'lifecycle.yaml' (looked in lifecycle.yaml; the shipped policy " \
+        "of that name is 'lifecycle', without a path)" in str(err.value)  # a hint, not a lookup
     policy_file(empty, "lifecycle", named("here"))
     assert load("lifecycle.yaml").name == "here"
 

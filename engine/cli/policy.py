@@ -6,21 +6,26 @@ import sys
 
 import click
 
+from .. import distribution
 from .. import policy as policy_mod
 from .. import variables
 from ..errors import LetheError, PolicyError, error_fields
 from ..plan import compile_policy, render_plan
 from ..prompts import render as render_template
 from ..prompts import used_names
+from ..lazy import lazy
 from .base import echo, emit, json_option
+
+embeddings = lazy("engine.embeddings")  # only a policy with `embed:` asks it anything
 
 
 @click.command()
 @click.argument("policies", nargs=-1, required=True)
 @json_option
 def validate(policies, json_):
-    """Load each POLICY and report every mistake with file:line:col, and every param no
-    formula reads (a warning). Exit 1 if any fails."""
+    """Load each POLICY and report every mistake with file:line:col (a param no formula
+    reads among them), every warning, and an extra the policy needs that is not
+    installed. Exit 1 if any fails."""
     results = [_validated(ref) for ref in policies]
     lines = []
     for r in results:
@@ -40,14 +45,25 @@ def _validated(ref: str) -> dict:
     try:
         pol = policy_mod.load(ref)
     except PolicyError as exc:
-        found = getattr(exc, "errors", [exc])
+        found, warned = getattr(exc, "errors", [exc]), getattr(exc, "warnings", [])
         return {"policy": ref, "ok": False, "error": str(exc),
-                "errors": [error_fields(e) for e in found], "warnings": [],
-                "shown": [str(e) for e in found], "shown_warnings": []}
+                "errors": [error_fields(e) for e in found],
+                "warnings": [error_fields(w) for w in warned],
+                "shown": [str(e) for e in found], "shown_warnings": [w.headline() for w in warned]}
     except LetheError as exc:
         return {"policy": ref, "ok": False, "error": str(exc), "errors": [
             {"file": None, "line": None, "col": None, "path": "", "message": str(exc)}],
             "warnings": [], "shown": [str(exc)], "shown_warnings": []}
+    absent: dict[str, list[str]] = {}
+    for extra, module in embeddings.missing_extras(pol.embed):
+        absent.setdefault(extra, []).append(module)
+    missing = [f"{ref}: embed needs the '{extra}' extra ({', '.join(modules)} not installed): "
+               f"{distribution.install(extra)}" for extra, modules in absent.items()]
+    if missing:
+        return {"policy": ref, "ok": False, "error": missing[0], "errors": [
+            {"file": pol.path, "line": None, "col": None, "path": "embed", "message": m}
+            for m in missing], "warnings": [error_fields(w) for w in pol.warnings],
+            "shown": missing, "shown_warnings": [w.headline() for w in pol.warnings]}
     return {"policy": ref, "ok": True, "name": pol.name, "passes": list(pol.passes),
             "write": [s.step for s in pol.write],
             "warnings": [error_fields(w) for w in pol.warnings],

@@ -148,9 +148,17 @@ class Builder(PassBuilder):
         self.policy.write = self.collect(self.write, fallback=[])
         self.policy.passes = self.collect(self.passes, fallback={})
         self.policy.recall = self.collect(self.recall)
+        unread = self.unread_params()
+        # a param this file writes and nothing reads is its typo: an error, as an unknown
+        # key is; one an extended file writes (a formula here replaced its reader) warns
+        mine = [e for e in unread if e.file == self.doc.file]
+        self.errors += mine
+        warnings = [e for e in unread if e not in mine]
         if self.errors:  # one mistake reads as it always did; several, one after another
-            raise self.errors[0] if len(self.errors) == 1 else PolicyErrors(self.errors)
-        self.policy.warnings = self.unread_params()
+            exc = self.errors[0] if len(self.errors) == 1 else PolicyErrors(self.errors)
+            exc.warnings = warnings  # `lethe validate` shows them beside the errors
+            raise exc
+        self.policy.warnings = warnings
         return self.policy
 
     def params(self) -> dict:
@@ -204,13 +212,28 @@ class Builder(PassBuilder):
         (`half_life_dayz`) that silently leaves the intended value in force."""
         out = []
         for name in self.policy.params:
-            if name in self.used or name in S.ENGINE_PARAMS:
+            if name in self.used or name in S.ENGINE_PARAMS or \
+                    (self.errors and self.mentioned(name)):  # a formula that failed may read it
                 continue
+            if any(getattr(e, "path", None) == f"params.{name}" for e in self.errors):
+                continue  # its own mistake is said already
             close = _closest(name, self.used | set(S.ENGINE_PARAMS))
             hint = f" (did you mean '{close}'?)" if close else ""
-            out.append(self.doc.error(("params", name), f"no formula reads param '{name}'{hint}",
+            out.append(self.doc.error(("params", name),
+                                      f"unknown param '{name}': no formula reads it{hint}",
                                       of_key=True))
         return out
+
+    def mentioned(self, name: str) -> bool:
+        """Whether `name` is written as a word anywhere outside `params:` (a formula that
+        failed to compile never said which params it reads)."""
+        def words(value):
+            if isinstance(value, dict):
+                return any(words(v) for v in value.values())
+            if isinstance(value, list):
+                return any(words(v) for v in value)
+            return isinstance(value, str) and re.search(rf"\b{re.escape(name)}\b", value)
+        return any(words(v) for k, v in self.d.items() if k != "params")
 
     def rank(self) -> X.Node:
         path = ("scores", "rank")

@@ -27,8 +27,11 @@ def resolve(ref: str, relative_to: str | None = None) -> str:
     for c in candidates:
         if os.path.isfile(c):
             return c
-    shipped = "" if is_path(ref) else \
-        f"; shipped policies: {', '.join(resources.shipped_policy_names()) or '(none)'}"
+    names = resources.shipped_policy_names()
+    shipped = "" if is_path(ref) else f"; shipped policies: {', '.join(names) or '(none)'}"
+    stem = os.path.basename(ref).removesuffix(resources.POLICY_SUFFIX)
+    if is_path(ref) and stem in names:  # `policies/lifecycle.yaml` outside the repository
+        shipped = f"; the shipped policy of that name is '{stem}', without a path"
     raise PolicyError(f"policy not found: {ref!r} (looked in {', '.join(candidates)}{shipped})")
 
 

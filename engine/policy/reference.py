@@ -24,7 +24,9 @@ Edit the schema, not this page. -->
 
 A policy is a YAML file (`policies/NAME.yaml`) with Jinja templates beside it
 (`prompts/`). `lethe validate FILE` checks every key below and reports every mistake
-as `file:line:col: key.path: message`; a param no formula reads is a warning.
+as `file:line:col: key.path: message`. A param the file writes and no formula reads is
+an error (most often a typo, with the name you probably meant); one an extended file
+writes, whose reader this file replaced, is a warning.
 """
 
 EXTENDS = """## How `extends` merges
