@@ -30,7 +30,7 @@ def client(memory, read_only=False, token=TOKEN, host="127.0.0.1"):
     opened = {}
 
     def opener(ns):
-        opened[ns] = memory("lifecycle", namespace=ns)
+        opened[ns] = memory("lifecycle", namespace=ns, read_only=read_only)
         return opened[ns]
     app, token = prepare(Inspector(opener, "default", read_only), host, PORT, token)
     return TestClient(app, base_url=f"http://127.0.0.1:{PORT}", follow_redirects=False)
@@ -220,3 +220,13 @@ def test_every_asset_is_served_here_and_the_browser_is_told_so(memory):
         assert links and all(u.startswith(("/", "#")) for u in links), (path, links)
         assert "<script" not in got.text, path
     assert c.get("/static/style.css").status_code == 200
+
+
+def test_read_only_explains_a_recall_without_writing(memory, db_path):
+    mem = memory("lifecycle")
+    mem.add("User prefers tabs over spaces", judged=False)
+    before = mem.store.costs("default")
+    c = signed_in(memory, read_only=True)
+    page = c.get("/recall?q=tabs+or+spaces")
+    assert page.status_code == 200 and "tabs over spaces" in page.text
+    assert mem.store.costs("default") == before

@@ -151,7 +151,9 @@ class Bookkeeping:
         """One model call: which step, model and attempt, its tokens (`estimated` when the
         server sent no usage), latency and outcome. When writes are kept (a recall's
         access, while a pass held memories), it is written in a transaction that tries them
-        too (briefly: `StoreCommon._run_deferred`)."""
+        too (briefly: `StoreCommon._run_deferred`). A read-only store logs nothing."""
+        if self.read_only:  # explaining a recall in `lethe ui --read-only` asks the judges
+            return
         insert = functools.partial(
             self._x, "INSERT INTO model_calls (namespace, step, model, provider, prompt_tokens, "
             "completion_tokens, latency_ms, outcome, detail, occurred_at, attempt, "

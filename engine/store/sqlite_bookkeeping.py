@@ -17,7 +17,10 @@ class Bookkeeping:
                  detail: str | None, attempt: int = 0, estimated: bool = False) -> None:
         """One model call: which step, model and attempt, its tokens (`estimated` when the
         server sent no usage), latency and outcome. Written soon: while a pass holds the
-        write lock it waits for the next transaction (`write_soon`)."""
+        write lock it waits for the next transaction (`write_soon`). A read-only store
+        logs nothing (`lethe ui --read-only` explains recalls, which ask the judges)."""
+        if self.read_only:
+            return
         self.write_soon(
             "INSERT INTO model_calls (namespace, step, model, provider, prompt_tokens, "
             "completion_tokens, latency_ms, outcome, detail, occurred_at, attempt, "
