@@ -14,7 +14,7 @@ import pytest
 
 from engine import FixedClock, Memory
 from engine.judges.openai import forget_refusals
-from tests import pg_server
+from tests import browser, pg_server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POLICIES = os.path.join(ROOT, "policies")
@@ -71,6 +71,9 @@ def pytest_configure(config):
     if os.environ.get("LETHE_REQUIRE_PG") and not pg_server.available():
         raise pytest.UsageError("LETHE_REQUIRE_PG is set but PostgreSQL is not: "
                                 + pg_server.HOW_TO_ENABLE)
+    if os.environ.get(browser.REQUIRE) and browser.missing():
+        raise pytest.UsageError(f"{browser.REQUIRE} is set but the inspector's browser tests "
+                                f"cannot run ({browser.missing()}): {browser.HOW_TO_ENABLE}")
 
 
 def pytest_generate_tests(metafunc):
@@ -85,6 +88,9 @@ def pytest_terminal_summary(terminalreporter):
     if not pg_server.available():
         terminalreporter.write_line("PostgreSQL: not found, the PostgreSQL half of the tests "
                                     "was skipped; to run it, " + pg_server.HOW_TO_ENABLE)
+    if browser.missing():
+        terminalreporter.write_line(f"Browser: {browser.missing()}, the inspector's browser "
+                                    "tests were skipped; to run them, " + browser.HOW_TO_ENABLE)
 
 
 @pytest.fixture(scope="session")

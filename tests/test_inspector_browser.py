@@ -7,7 +7,6 @@ $LETHE_SCREENSHOTS when set: `LETHE_SCREENSHOTS=docs/inspector` refreshes the do
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -19,21 +18,15 @@ import pytest
 
 from engine import Memory
 from engine.testing import play
+from tests import browser
 from tests.conftest import ROOT
 
-CHROMIUM = os.environ.get("LETHE_CHROMIUM", "/usr/bin/chromium")
-HOW_TO_ENABLE = ("apt-get install chromium and pip install -e '.[test]' (Playwright, pointed at "
-                 "that Chromium; never `playwright install`), or set LETHE_CHROMIUM")
-try:
-    from playwright.sync_api import expect, sync_playwright
-    import starlette  # noqa: F401 - the ui extra
-except ImportError:
-    pytest.skip(f"no Playwright or ui extra: the inspector's browser tests need {HOW_TO_ENABLE}",
+if browser.missing():
+    pytest.skip(f"{browser.missing()}: the inspector's browser tests need {browser.HOW_TO_ENABLE}",
                 allow_module_level=True)
-if not shutil.which(CHROMIUM):
-    pytest.skip(f"no Chromium at {CHROMIUM}: the inspector's browser tests need {HOW_TO_ENABLE}",
-                allow_module_level=True)
+from playwright.sync_api import expect, sync_playwright  # noqa: E402
 
+CHROMIUM = browser.CHROMIUM
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 TOKEN = "browser-test-token"
