@@ -1,21 +1,45 @@
 """Lethe in your own agent: recall before answering, remember after, hygiene in the background.
-Run: OPENAI_API_KEY=... python examples/agent.py   (or OPENAI_BASE_URL=http://localhost:8080/v1)
-Type a message a line; Ctrl-D ends."""
+
+    OPENAI_API_KEY=... python examples/agent.py
+    OPENAI_BASE_URL=http://localhost:11434/v1 python examples/agent.py --model llama3.2  # no key
+    python examples/agent.py --offline        # no model: it answers with what it recalled
+
+Type a message a line; Ctrl-D ends. A model that fails ends it with one line (the turn kept)."""
+import argparse
+import os
 import sys
 
-from openai import OpenAI
+import openai
 
 from engine import Memory, Scheduler
 
-mem = Memory("agent.db", policy="lifecycle", offline=True)  # offline: the built-in rules judge
-client = OpenAI()  # reads OPENAI_API_KEY / OPENAI_BASE_URL
+ask = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+ask.add_argument("--model", default="gpt-4o-mini", help="the chat model (default gpt-4o-mini)")
+ask.add_argument("--offline", action="store_true",
+                 help="no chat model: answer with what is recalled")
+ask.add_argument("--db", default="agent.db", help="the memory file (default agent.db)")
+args = ask.parse_args()
+url, key = os.environ.get("OPENAI_BASE_URL"), os.environ.get("OPENAI_API_KEY")
+if not (args.offline or url or key):
+    sys.exit("agent.py: set OPENAI_API_KEY, or OPENAI_BASE_URL for a local server, "
+             "or pass --offline")
+# a local server (Ollama, llama.cpp's llama-server, vLLM) takes any key
+client = None if args.offline else openai.OpenAI(api_key=key or "local", max_retries=1)
+
+mem = Memory(args.db, policy="lifecycle", offline=True)  # offline: the built-in rules judge
 with Scheduler(mem, interval=3600):  # decay, expiry and compression, each on its schedule
     for user in filter(None, map(str.strip, sys.stdin)):
         known = "\n".join(f"- {m.content}" for m in mem.recall(user)) or "(nothing yet)"
-        reply = client.chat.completions.create(model="gpt-4o-mini", messages=[
-            {"role": "system", "content": f"What you remember about the user:\n{known}"},
-            {"role": "user", "content": user}])
-        answer = reply.choices[0].message.content
+        try:
+            answer = f"I remember:\n{known}" if client is None else client.chat.completions.create(
+                model=args.model, messages=[
+                    {"role": "system", "content": f"What you remember about the user:\n{known}"},
+                    {"role": "user", "content": user}]).choices[0].message.content
+        except openai.OpenAIError as exc:  # unreachable, a refused key, an unknown model
+            mem.remember(user)
+            why = " ".join(str(getattr(exc, "message", exc)).split())
+            sys.exit(f"agent.py: the model {args.model} at {url or 'api.openai.com'} failed: "
+                     f"{why} (your message is remembered)")
         print(f"assistant> {answer}", flush=True)
-        mem.remember(user, answer)  # judged; supersedes what it replaces, reinforces what it confirms
+        mem.remember(user, answer)  # judged: supersedes what it replaces, reinforces the rest
 mem.close()

@@ -84,15 +84,50 @@ def test_chat_json_lines(db_path, fake_openai):  # noqa: F811
     assert fake_openai.requests[0]["model"] == "gpt-4o"
 
 
+def example_agent(cwd, *args, input="I prefer tabs over spaces\ntabs or spaces?\n", **env):
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")},
+           "PYTHONPATH": ROOT, **env}
+    return subprocess.run([sys.executable, os.path.join(ROOT, "examples", "agent.py"), *args],
+                          input=input, cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=60)
+
+
 def test_the_example_agent(tmp_path, fake_openai):  # noqa: F811
     fake_openai.responder = lambda request: "Got it."
-    env = {**os.environ, "OPENAI_BASE_URL": fake_openai.base_url, "OPENAI_API_KEY": "test",
-           "PYTHONPATH": ROOT}
-    run = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "agent.py")],
-                         input="I prefer tabs over spaces\ntabs or spaces?\n", cwd=tmp_path,
-                         env=env, capture_output=True, text=True, timeout=30)
+    run = example_agent(tmp_path, OPENAI_BASE_URL=fake_openai.base_url, OPENAI_API_KEY="test")
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines() == ["assistant> Got it.", "assistant> Got it."]
     assert "- User prefers tabs over spaces." in system_prompt(fake_openai.requests[1])
     with open(os.path.join(ROOT, "examples", "agent.py")) as fh:
-        assert len(fh.read().splitlines()) <= 22
+        assert len(fh.read().splitlines()) <= 45
+
+
+def test_the_example_agent_on_a_local_server_needs_no_key(tmp_path, fake_openai):  # noqa: F811
+    """Issue 43: with only OPENAI_BASE_URL set it died with `Missing credentials`."""
+    fake_openai.responder = lambda request: "Noted."
+    run = example_agent(tmp_path, "--model", "local", OPENAI_BASE_URL=fake_openai.base_url)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == ["assistant> Noted.", "assistant> Noted."]
+    assert fake_openai.requests[0]["model"] == "local"
+
+
+def test_the_example_agent_offline_answers_with_what_it_recalled(tmp_path):
+    run = example_agent(tmp_path, "--offline")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[-2:] == ["assistant> I remember:",
+                                            "- User prefers tabs over spaces."]
+
+
+def test_the_example_agent_fails_in_one_line(tmp_path):
+    run = example_agent(tmp_path)
+    assert (run.returncode, run.stdout) == (1, "")
+    assert run.stderr == ("agent.py: set OPENAI_API_KEY, or OPENAI_BASE_URL for a local server, "
+                          "or pass --offline\n")
+    url = closed_port_url()
+    run = example_agent(tmp_path, OPENAI_BASE_URL=url, input="I live in Porto\n")
+    assert run.returncode == 1 and run.stdout == ""
+    assert run.stderr == (f"agent.py: the model gpt-4o-mini at {url} failed: Connection "
+                          "error. (your message is remembered)\n")
+    mem = Memory(str(tmp_path / "agent.db"), offline=True)
+    assert [m.content for m in mem.memories()] == ["User lives in Porto."]
+    mem.close()
