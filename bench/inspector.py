@@ -70,6 +70,7 @@ def bench(sizes, log=print, calls: int = CALLS) -> tuple[list[dict], list[str]]:
         if nxt:
             pages.append(("memories page, superseded, next page", nxt.group(1).replace("&amp;", "&")))
         pages.append(("memories page, text filter", "/memories?text=project"))
+        pages.append(("memories page, active by rank", "/memories?status=active&sort=rank"))
         if superseded:
             pages.append(("memory's page (superseded)", f"/memory/{superseded.group(1)}"))
         else:

@@ -128,7 +128,7 @@ def test_keyset_pages_cover_every_memory_once_in_any_order(memory):
     for i in range(120):
         mem.add(f"fact number {i}", importance=i % 7, judged=False)
     c = signed_in(memory)
-    for sort in ("id", "importance", "created_at"):
+    for sort in ("id", "importance", "created_at", "rank"):
         seen, url = [], f"/memories?sort={sort}"
         while url:
             page = c.get(url).text

@@ -11,6 +11,7 @@ active memories).
 from __future__ import annotations
 
 from ..text import fts_query, words
+from . import head
 
 # the columns a page may be ordered by: a column name is never taken from the caller
 SORTS = ("id", "created_at", "importance", "confidence", "decay_score", "access_count",
@@ -56,9 +57,23 @@ class Inspecting:
                 args += [value, value, last_id]
         if sort == "id" and self.dialect == "sqlite" and self._most_of_the_file(namespace):
             where[0] = "+namespace = ?"  # walk the ids, not an index that leads with namespace
-        sql = (f"SELECT {LISTED} FROM memories WHERE {' AND '.join(where)} "
-               f"ORDER BY {key + ' ' + way + ', ' if sort != 'id' else ''}id {way} LIMIT ?")
-        return self._x(sql, (*args, limit)).fetchall()
+        order = f"ORDER BY {key + ' ' + way + ', ' if sort != 'id' else ''}id {way} LIMIT ?"
+        if self._in_the_head(sort, descending, filters):  # best-ranked first: recall's index
+            rows = self._x(f"SELECT {LISTED} FROM memories WHERE {' AND '.join(where)} AND "
+                           f"rank >= ? {order}", (*args, self._floor, limit)).fetchall()
+            if len(rows) == limit:
+                return rows  # else the rest ranks under the floor: the whole statement
+        return self._x(f"SELECT {LISTED} FROM memories WHERE {' AND '.join(where)} {order}",
+                       (*args, limit)).fetchall()
+
+    def _in_the_head(self, sort: str, descending: bool, filters: dict) -> bool:
+        """Whether a page of active memories by rank, best first, can be read from recall's
+        index while it holds only the head of the ranking (SQLite: engine.store.head)."""
+        if self.dialect != "sqlite" or sort != "rank" or not descending \
+                or filters.get("status") != "active":
+            return False
+        self._floor = head.floor(self.db)
+        return self._floor is not None
 
     def _most_of_the_file(self, namespace: str) -> bool:
         """Whether `namespace` holds over half the memories (counted once per store): then
