@@ -230,3 +230,14 @@ def test_read_only_explains_a_recall_without_writing(memory, db_path):
     page = c.get("/recall?q=tabs+or+spaces")
     assert page.status_code == 200 and "tabs over spaces" in page.text
     assert mem.store.costs("default") == before
+
+
+def test_costs_say_what_each_pass_writes_and_how_often_it_did(memory, clock):
+    mem = memory("lifecycle")
+    mid = mem.add("User is on call this week", judged=False)
+    clock.advance(dt.timedelta(days=400))
+    mem.run(["decay"])
+    assert mem.get(mid).status == "archived"
+    page = signed_in(memory).get("/costs").text
+    row = re.search(r"<tr><td>decay</td>(.*?)</tr>", page, re.S).group(1)
+    assert "<td>23h</td>" in row and "archived <b>1</b>" in row

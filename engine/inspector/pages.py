@@ -129,7 +129,7 @@ def costs(mem: Memory) -> dict:
                   for r in act["calls_by_day"]]
     tokens = [{"day": r["day"], "step": r["step"], "tokens": r["tokens"]}
               for r in act["calls_by_day"]]
-    return {**act,
+    return {**act, "passes": _passes(mem.policy, act),
             "calls_chart": charts.stacked_bars(by_step, "day", "step", "calls",
                                                "model calls per day, by step and model"),
             "outcome_chart": charts.stacked_bars(by_outcome, "day", "outcome", "calls",
@@ -165,3 +165,31 @@ def _judged_steps(pol) -> list[str]:
     steps = [w.step for w in pol.write if w.judgment is not None]
     steps += [f"{n}.{k}" for n, p in pol.passes.items() if p.cluster for k in ("cluster", "merge")]
     return steps + (["select"] if pol.recall.select else [])
+
+
+def _passes(pol, act: dict) -> list[dict]:
+    """Each pass of the policy: its schedule, its last run and the rows it changed then, and
+    the events its rules write with how many the store holds of each."""
+    runs = {r["pass"]: r for r in act["pass_runs"]}
+    totals: dict[str, int] = {}
+    for r in act["events_by_day"]:
+        totals[r["event_type"]] = totals.get(r["event_type"], 0) + r["n"]
+    out = []
+    for name, p in pol.passes.items():
+        events = [r.event for r in p.rules if r.event] + (["merged", "compressed"] if p.cluster else [])
+        run = runs.get(name, {})
+        out.append({"pass": name, "every": _every(p.every),
+                    "last_run_at": run.get("last_run_at"), "rows_changed": run.get("rows_changed"),
+                    "events": {e: totals.get(e, 0) for e in dict.fromkeys(events)}})
+    return out
+
+
+def _every(delta) -> str:
+    """A pass's schedule as the policy writes it (6d, 23h, 15m), or 'on demand'."""
+    if not delta:
+        return "on demand"
+    seconds = int(delta.total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
