@@ -1,6 +1,8 @@
 """`lethe ui`: the inspector, a local web app over one store (engine.inspector)."""
 from __future__ import annotations
 
+import signal
+
 import click
 
 from ..integrations import missing_extra
@@ -41,8 +43,21 @@ def ui(db, policy, namespace, now, offline, host, port, token, read_only):
     echo(f"lethe ui: {inspector.memory(None).store.path}, namespace {namespace}"
          f"{' (read-only)' if read_only else ''}", err=True)
     echo(f"open {url(host, port, token)}", err=True)
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         serve(asgi, host, port)
+    except _Stopped:  # uvicorn shut down, then raised the signal again: ends here
+        pass
     finally:
-        inspector.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        inspector.close()  # the stores closed: kept writes made, the WAL checkpointed
     echo("lethe ui: stopped", err=True)
+
+
+class _Stopped(Exception):
+    """SIGINT or SIGTERM arrived: the server stops, the stores are closed."""
+
+
+def _stop(signum, frame):
+    raise _Stopped()
