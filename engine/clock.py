@@ -92,3 +92,19 @@ def parse_duration(text: str | int | float) -> dt.timedelta:
         return dt.timedelta(seconds=sum(float(n) * _UNITS[u] for n, u in parts))
     except OverflowError:
         raise ValueError(f"duration too long: {text!r}") from None
+
+
+AHEAD = dt.timedelta(days=1)  # how far a given time may run ahead of the wall clock
+
+
+def far_ahead(now: dt.datetime, wall_run: str | None) -> str | None:
+    """Why a given `now` (`--now`) is refused, or None: on a store whose passes have run on
+    the wall clock (`wall_run`, the latest such run), a time more than a day ahead of it
+    would age, archive and expire memories as if that time had passed, and every run on
+    the real clock afterwards would find its passes ran in the future (docs/time.md)."""
+    wall = system_clock()
+    if wall_run is None or naive(now) <= wall + AHEAD:
+        return None
+    return (f"--now {iso(now)} is {(naive(now) - wall).days} days ahead of the clock "
+            f"({iso(wall)}) on a store whose passes run on it (last at {wall_run}); "
+            "pass --force-time to run at that time anyway")

@@ -278,9 +278,16 @@ def due(ctx: Context, now: dt.datetime, schedule=None) -> list[str]:
     """Passes whose `every` has elapsed since their last recorded run (never run: due).
     `schedule`: the store's `schedule()`, when the caller has just read it."""
     schedule = schedule or ctx.store.schedule(ctx.namespace)
-    out = []
+    out, back = [], went_back(schedule, now)
     for name, p in ctx.policy.passes.items():
         when = next_due(schedule.last_runs.get(name), p.every, now)
-        if name in schedule.unfinished or (when is not None and when <= now):
+        if name in schedule.unfinished or (when is not None and (when <= now or name in back)):
             out.append(name)  # an interrupted batched run is finished first
     return out
+
+
+def went_back(schedule, now: dt.datetime) -> dict[str, str]:
+    """Passes whose last run is later than `now`, with that time: the clock went back (or
+    ran ahead once: a `--now` typo, a host's clock wrong for an hour). Such a pass is due,
+    else it would wait for a time that may be years away (docs/time.md)."""
+    return {n: at for n, at in schedule.last_runs.items() if at and parse_time(at) > now}

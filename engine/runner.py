@@ -54,6 +54,10 @@ def run_due(ctx: Context, progress: Progress = None, terms: LeaseTerms | None = 
         embedded = vectors.backfill(held)  # memories stored while the embedding model was down
         hook = _hook(held, progress)
         results = _run_all(held, P.due(held, held.clock(), schedule), hook)
+        back = P.went_back(schedule, held.clock())
+        for r in results:  # said once per pass that ran: the clock reads before its last run
+            if r.name in back:
+                r.notes.append(f"the clock went back: it last ran at {back[r.name]}")
         if embedded:
             results.insert(0, P.PassResult("embeddings", held.now(), embedded))
         if before:

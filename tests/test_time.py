@@ -149,3 +149,44 @@ def test_any_judging_order_ends_in_the_beliefs_of_the_order_said(order, in_order
     path = str(tmp_path_factory.mktemp("shuffled") / "m.db")
     pol = policy_file(tmp_path_factory.mktemp("pol"), scripted_server.base_url)
     assert judge_in(order, path, pol) == in_order
+
+
+# ---- clock sanity -----------------------------------------------------------------------
+def test_a_pass_that_last_ran_in_the_future_is_due_and_says_the_clock_went_back(memory, clock):
+    """A run once at 2099 (a --now typo) left every pass 'not due' for 73 years: the next
+    run on the right clock found nothing due and nothing expired again."""
+    mem = memory()
+    mem.run_due()
+    clock.set(dt.datetime(2099, 1, 1))
+    mem.run_due()
+    clock.set(START + dt.timedelta(days=1))
+    mid = mem.add("The deploy freeze lasts until Friday", judged=False,
+                  expires_at=(START + dt.timedelta(days=5)).isoformat())
+    clock.set(START + dt.timedelta(days=6))
+    assert set(mem.due()) >= {"expiry", "decay"}
+    results = {r.name: r for r in mem.run_due()}
+    assert mem.get(mid).status == "expired"
+    assert "the clock went back: it last ran at 2099-01-01T00:00:00" in results["expiry"].notes
+    assert "the clock went back: it last ran at 2099-01-01T00:00:00" in results["decay"].notes
+    assert mem.run_due() == []  # its runs now read the clock's time again: nothing due
+
+
+def test_a_far_future_now_is_refused_on_a_store_run_on_the_wall_clock(tmp_path):
+    db = str(tmp_path / "live.db")
+    assert cli("add", "User prefers tabs", "--db", db, "--offline").exit_code == 0
+    assert cli("run", "--db", db, "--offline").exit_code == 0  # on the wall clock
+    refused = cli("run", "--db", db, "--offline", "--now", "2099-01-01T00:00:00")
+    assert refused.exit_code == 2
+    assert refused.output.count("\n") == 1 and "--force-time" in refused.output, refused.output
+    assert "days ahead of the clock" in refused.output
+    with Memory(db) as mem:  # nothing ran at 2099
+        assert max(mem.store.last_runs(mem.namespace).values()) < "2099"
+    forced = cli("run", "--db", db, "--offline", "--now", "2099-01-01T00:00:00", "--force-time")
+    assert forced.exit_code == 0 and "decay:" in forced.output
+    back = cli("run", "--db", db, "--offline")
+    assert "the clock went back: it last ran at 2099-01-01T00:00:00" in back.output
+    # reading is not refused, and a store on simulated time only (a scenario's) never is
+    assert cli("ls", "--db", db, "--now", "2099-01-01T00:00:00").exit_code == 0
+    sim = str(tmp_path / "sim.db")
+    assert cli("run", "--db", sim, "--offline", "--now", "2026-03-01T00:00:00").exit_code == 0
+    assert cli("run", "--db", sim, "--offline", "--now", "2099-01-01T00:00:00").exit_code == 0

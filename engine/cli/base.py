@@ -18,7 +18,7 @@ import warnings
 
 import click
 
-from ..clock import FixedClock, parse_duration, parse_time, until_end_of_day
+from ..clock import FixedClock, far_ahead, parse_duration, parse_time, until_end_of_day
 from ..errors import LetheError, StoreError
 from ..lazy import lazy
 from ..resources import DEFAULT_POLICY
@@ -142,6 +142,9 @@ def store_options(f):
     """--db, --policy, --namespace, --now, --offline: what every data command needs."""
     f = click.option("--offline", is_flag=True,
                      help="Use the built-in rules judges for every model (no network).")(f)
+    f = click.option("--force-time", is_flag=True, expose_value=False, callback=_force_time,
+                     help="Take a --now more than a day ahead of the wall clock on a store "
+                          "whose passes run on it (refused otherwise).")(f)
     f = click.option("--now", type=IsoTime(),
                      help="Pretend the clock reads this time (e.g. 2026-03-01T09:00:00).")(f)
     f = click.option("--namespace", "-n", default="default", envvar="LETHE_NAMESPACE",
@@ -154,6 +157,11 @@ def store_options(f):
                      help="SQLite database file or postgresql:// DSN (env LETHE_DB; default: the "
                           "policy's `db:`).")(f)
     return f
+
+
+def _force_time(ctx, param, value):
+    ctx.meta["lethe.force_time"] = value
+    return value
 
 
 def model_options(f):
@@ -207,9 +215,16 @@ def open_memory(db, policy, namespace, now, offline, record=None, replay=None,
             not os.path.exists(store.sqlite_file.file_path(path)):
         raise StoreError(no_database(path))
     clock = FixedClock(now) if now else None
-    return memory.Memory(path, policy=pol, namespace=namespace, offline=offline, clock=clock,
-                  record=record, replay=replay, read_only=read_only,
-                  progress=terminal_progress(sys.stderr))
+    mem = memory.Memory(path, policy=pol, namespace=namespace, offline=offline, clock=clock,
+                        record=record, replay=replay, read_only=read_only,
+                        progress=terminal_progress(sys.stderr))
+    forced = click.get_current_context(silent=True)
+    if clock is not None and not read_only and not (forced and forced.meta.get("lethe.force_time")):
+        refused = far_ahead(clock(), mem.store.wall_run())
+        if refused:
+            mem.close()
+            raise LetheError(refused)
+    return mem
 
 
 def elsewhere(mem: memory.Memory, found) -> str | None:

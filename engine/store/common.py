@@ -10,7 +10,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..clock import iso
+from ..clock import iso, system_clock
 from ..errors import StoreError, StoreWarning
 
 
@@ -183,6 +183,21 @@ class StoreCommon:
             "SELECT e.memory_id, e.detail, e.occurred_at, m.status FROM memory_events e "
             "JOIN memories m ON m.id = e.memory_id WHERE m.namespace = ? AND "
             "e.event_type = 'keyed' ORDER BY e.id", (namespace,)).fetchall()
+
+    def record_run(self, namespace: str, name: str, now: str, changed: int) -> None:
+        """A pass ran at `now`; on the wall clock (no clock injected) that is kept apart as
+        `wall_run_at`, which a run at a given time never clears (docs/time.md)."""
+        wall = now if self.clock is system_clock else None
+        self._x("INSERT INTO pass_runs (namespace, pass, last_run_at, rows_changed, wall_run_at) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (namespace, pass) DO UPDATE SET "
+                "last_run_at = excluded.last_run_at, rows_changed = excluded.rows_changed, "
+                "wall_run_at = coalesce(excluded.wall_run_at, pass_runs.wall_run_at)",
+                (namespace, name, now, changed, wall))
+
+    def wall_run(self) -> str | None:
+        """The latest pass run of any namespace made on the wall clock, or None: a store
+        a daemon or a plain `lethe run` works on, not a scenario's simulated time."""
+        return self._x("SELECT max(wall_run_at) FROM pass_runs").fetchone()[0]
 
     def clear_progress(self, namespace: str, name: str) -> None:
         self._x("DELETE FROM pass_progress WHERE namespace = ? AND pass = ?", (namespace, name))

@@ -354,3 +354,11 @@ def m022_replacement_indexes(db):
     db.execute(f"CREATE INDEX IF NOT EXISTS memories_merged_from ON {rows}(merged_into) "
                "WHERE merged_into IS NOT NULL")
     db.execute("CREATE INDEX IF NOT EXISTS model_calls_time ON model_calls(namespace, occurred_at)")
+
+
+@migration
+def m023_wall_runs(db):
+    """When each pass last ran on the wall clock (a run at a given `--now` leaves it): a
+    store that has such runs refuses a `--now` far ahead of the wall clock (docs/time.md)."""
+    if "wall_run_at" not in _columns(db, "pass_runs"):
+        db.execute("ALTER TABLE pass_runs ADD COLUMN wall_run_at TEXT")

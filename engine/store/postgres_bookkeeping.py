@@ -118,12 +118,6 @@ class Bookkeeping:
         return [r[0] for r in sorted(rows, key=lambda r: (r[1] or "", r[0]))]  # as said
 
     # -- pass runs and batched progress -------------------------------------------------
-    def record_run(self, namespace: str, name: str, now: str, changed: int) -> None:
-        self._x("INSERT INTO pass_runs (namespace, pass, last_run_at, rows_changed) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT (namespace, pass) DO UPDATE SET "
-                "last_run_at = excluded.last_run_at, rows_changed = excluded.rows_changed",
-                (namespace, name, now, changed))
-
     def unfinished(self, namespace: str) -> set[str]:
         return {r[0] for r in self._x("SELECT pass FROM pass_progress WHERE namespace = ?",
                                       (namespace,))}

@@ -265,3 +265,9 @@ def m022_replacement_indexes(db):
          "CREATE INDEX IF NOT EXISTS memories_merged_from ON memories (merged_into) "
          "WHERE merged_into IS NOT NULL",
          "CREATE INDEX IF NOT EXISTS model_calls_time ON model_calls (namespace, occurred_at)")
+
+
+@migration
+def m023_wall_runs(db):
+    """As SQLite's m023: when each pass last ran on the wall clock."""
+    _run(db, f"ALTER TABLE pass_runs ADD COLUMN IF NOT EXISTS wall_run_at {TEXT}")

@@ -481,12 +481,6 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
         return self.pending_ids(namespace, limit)
 
     # -- pass runs and batched progress -------------------------------------------------
-    def record_run(self, namespace: str, name: str, now: str, changed: int) -> None:
-        self.db.execute("INSERT INTO pass_runs (namespace, pass, last_run_at, rows_changed) "
-                        "VALUES (?, ?, ?, ?) ON CONFLICT (namespace, pass) DO UPDATE SET "
-                        "last_run_at = excluded.last_run_at, rows_changed = excluded.rows_changed",
-                        (namespace, name, now, changed))
-
     # -- leases ---------------------------------------------------------------------------
     def lease(self, namespace: str, ttl, holder: str, wait: float = 1.0) -> SqliteLease:
         """The namespace's pass lease, on a connection of its own (kept for the next one)."""
