@@ -15,6 +15,7 @@ pytest.importorskip("starlette", reason="the inspector needs the ui extra: "
                     "pip install -e '.[ui]'")
 from starlette.testclient import TestClient  # noqa: E402
 
+from engine import Memory  # noqa: E402
 from engine.errors import LetheError  # noqa: E402
 from engine.inspector.app import Inspector  # noqa: E402
 from engine.inspector.guard import check_bind  # noqa: E402
@@ -241,3 +242,38 @@ def test_costs_say_what_each_pass_writes_and_how_often_it_did(memory, clock):
     page = signed_in(memory).get("/costs").text
     row = re.search(r"<tr><td>decay</td>(.*?)</tr>", page, re.S).group(1)
     assert "<td>23h</td>" in row and "archived <b>1</b>" in row
+
+
+class _ReadsThen(Memory):
+    """A Memory whose get and recall take `as_of` (the time issue's API), answering from
+    the creation times alone: what the inspector's as-of fields are wired to."""
+
+    def get(self, memory_id, as_of=None):
+        record = super().get(memory_id)
+        return None if as_of and record and as_of < record.created_at else record
+
+    def recall(self, query, top_n=None, as_of=None):
+        return [r for r in super().candidates(query) if not as_of or r.created_at <= as_of]
+
+
+@pytest.mark.sqlite_only
+def test_as_of_fields_appear_and_ask_once_memory_reads_the_past(db_path, clock):
+    plain = Memory(db_path, policy="lifecycle", offline=True, clock=clock)
+    mid = plain.add("User lives in Paris", judged=False)
+    plain.close()
+    c = client(lambda policy, namespace, read_only=False: Memory(
+        db_path, policy=policy, namespace=namespace, offline=True, clock=clock,
+        read_only=read_only))
+    c.get(f"/memories?token={TOKEN}")
+    assert 'name="as_of"' not in c.get(f"/memory/{mid}").text  # this Memory reads no past
+    assert 'name="as_of"' not in c.get("/recall?q=paris").text
+
+    then = client(lambda policy, namespace, read_only=False: _ReadsThen(
+        db_path, policy=policy, namespace=namespace, offline=True, clock=clock))
+    then.get(f"/memories?token={TOKEN}")
+    assert "Not recorded yet at 2025-01-01" in then.get(f"/memory/{mid}?as_of=2025-01-01").text
+    assert "status-active\">active</span>" in then.get(f"/memory/{mid}?as_of=2027-01-01").text
+    before = then.get("/recall?q=paris&as_of=2025-01-01").text
+    after = then.get("/recall?q=paris&as_of=2027-01-01").text
+    assert 'name="as_of"' in before and 'id="recalled-then">nothing' in before
+    assert f'href="/memory/{mid}?as_of=2027-01-01"' in after

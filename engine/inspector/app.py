@@ -134,8 +134,9 @@ def build(inspector: Inspector, token: str, host: str, port: int):
         Route("/", lambda request: RedirectResponse(_keep_ns(request, "/memories"))),
         Route("/memories", handler("memories.html", lambda m, r: pages.memories(
             m, r.query_params, inspector.overview(m)))),
-        Route("/memory/{id:int}", handler("memory.html",
-                                          lambda m, r: pages.memory(m, r.path_params["id"]))),
+        Route("/memory/{id:int}", handler("memory.html", lambda m, r: {
+            **pages.memory(m, r.path_params["id"]),
+            **pages.memory_then(m, r.path_params["id"], r.query_params.get("as_of", "").strip())})),
         Route("/recall", handler("recall.html", lambda m, r: pages.recall(m, r.query_params))),
         Route("/turns", handler("turns.html", lambda m, r: pages.turns(m))),
         Route("/costs", handler("costs.html", lambda m, r: pages.costs(m))),

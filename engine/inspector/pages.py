@@ -98,22 +98,36 @@ def _detail(event: dict) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def as_of_supported(mem: Memory) -> bool:
-    """Whether this Lethe's explain takes an as-of time (the time issue's API)."""
-    return "as_of" in inspect.signature(mem.explain).parameters
+def takes_as_of(method) -> bool:
+    """Whether a Memory method reads as of a past time (`as_of=`, the time issue's API)."""
+    return "as_of" in inspect.signature(method).parameters
 
 
 def recall(mem: Memory, query: dict) -> dict:
     text = (query.get("q") or "").strip()
-    out = {"q": text, "as_of": (query.get("as_of") or "").strip(),
-           "as_of_supported": as_of_supported(mem), "top_n": query.get("top_n") or "",
-           "explanation": None}
+    as_of = (query.get("as_of") or "").strip()
+    explains_then, recalls_then = takes_as_of(mem.explain), takes_as_of(mem.recall)
+    out = {"q": text, "as_of": as_of, "as_of_supported": explains_then or recalls_then,
+           "top_n": query.get("top_n") or "", "explanation": None, "recalled_then": None}
     if not text:
         return out
     top_n = int(out["top_n"]) if out["top_n"].isdigit() and int(out["top_n"]) > 0 else None
-    kwargs = {"as_of": out["as_of"]} if out["as_of"] and out["as_of_supported"] else {}
-    out["explanation"] = mem.explain(text, top_n, **kwargs)
+    if as_of and explains_then:
+        out["explanation"] = mem.explain(text, top_n, as_of=as_of)
+    elif as_of and recalls_then:  # what recall returned then, without the why
+        out["recalled_then"] = mem.recall(text, top_n, as_of=as_of)
+    else:
+        out["explanation"] = mem.explain(text, top_n)
     return out
+
+
+def memory_then(mem: Memory, memory_id: int, as_of: str) -> dict:
+    """The memory as it stood at `as_of`, when `Memory.get` reads as of a time."""
+    if not as_of or not takes_as_of(mem.get):
+        return {"as_of": as_of, "as_of_supported": takes_as_of(mem.get), "then": None}
+    then = mem.get(memory_id, as_of=as_of)
+    return {"as_of": as_of, "as_of_supported": True, "then": then,
+            "then_fields": then.as_dict() if then is not None else None}
 
 
 def turns(mem: Memory) -> dict:
