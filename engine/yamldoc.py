@@ -7,6 +7,7 @@ message` with a numbered excerpt, the way dbt reports its YAML errors.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 
 import yaml
@@ -101,8 +102,11 @@ def _parsed(text: str):
         raise
 
 
-def load(path: str) -> Doc:
-    """Parse a YAML file into a Doc; syntax errors and duplicate keys are PolicyErrors."""
+def load(path: str, keys: frozenset[str] | None = None) -> Doc:
+    """Parse a YAML file into a Doc; syntax errors and duplicate keys are PolicyErrors.
+    `keys`: the top-level keys a file of this kind has (a policy's); a file with none of
+    them at the start of a line is refused before it is parsed, quoting none of its lines
+    (it may be a .env or a key file that a hostile `extends:` named)."""
     shown = os.path.relpath(path) if not os.path.isabs(str(path)) else str(path)
     try:
         with open(path, "rb") as fh:
@@ -116,6 +120,9 @@ def load(path: str) -> Doc:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise PolicyError("a policy must be UTF-8 text", shown, line, 1) from None
+    if keys is not None and not _has_key(text, keys):
+        raise PolicyError("not a policy: none of its lines starts with a policy's key ("
+                          + ", ".join(sorted(keys)) + "); nothing of it is shown", shown, 1, 1)
     loader = None
     try:
         loader, node = _parsed(text)
@@ -138,6 +145,12 @@ def load(path: str) -> Doc:
         if loader is not None:
             loader.dispose()
     return doc
+
+
+def _has_key(text: str, keys: frozenset[str]) -> bool:
+    """Whether a line of `text` starts with one of `keys` and a colon (quoted or not)."""
+    pattern = r"^[\"']?(?:" + "|".join(map(re.escape, sorted(keys))) + r")[\"']?[ \t]*:"
+    return re.search(pattern, text, re.M) is not None
 
 
 def _check_expansion(root, shown: str) -> None:

@@ -189,12 +189,23 @@ class Builder(PassBuilder):
     def database(self, db):
         """`db:` as commands open it: a relative path is relative to the folder of the file
         that says it, as `prompts:` and `extends:` are (not to wherever a command runs, which
-        would make a second, empty store); a DSN, `:memory:` or a `file:` URI as written."""
-        if not isinstance(db, str) or not db or os.path.isabs(db) or "://" in db \
-                or db == ":memory:" or db.startswith("file:"):
+        would make a second, empty store), and must lie in that policy's project (the folder
+        above its own), as its templates do: a policy handed to you cannot point Lethe at
+        another application's database. A DSN or `:memory:` as written."""
+        if not isinstance(db, str) or not db or "://" in db or db == ":memory:":
             return db
         written = self.doc.mark(("db",))
-        return os.path.join(os.path.dirname(os.path.abspath(written.file if written else self.doc.file)), db)
+        here = os.path.dirname(os.path.abspath(written.file if written else self.doc.file))
+        if os.path.isabs(db) or db.startswith(("~", "file:")):
+            self.fail(("db",), f"must be a file inside the policy's project, given relative "
+                      f"to the policy file; {db!r} is refused (give another file with --db)")
+            return None
+        path = os.path.normpath(os.path.join(here, db))
+        if not prompts.inside(os.path.dirname(path), os.path.dirname(here)):
+            self.fail(("db",), f"'{db}' leads out of the policy's project "
+                      f"({os.path.dirname(here)}): refused (give another file with --db)")
+            return None
+        return path
 
     def scope(self, **kw) -> X.Scope:
         """The names formulas may use; params they read are noted in `self.used`."""

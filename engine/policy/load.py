@@ -11,8 +11,13 @@ import os
 
 from .. import resources, yamldoc
 from ..errors import PolicyError
+from ..prompts import inside
+from . import schema
 from .build import Builder
 from .types import Policy
+
+POLICY_FILES = (".yaml", ".yml")
+POLICY_KEYS = frozenset(schema.allowed("policy"))
 
 
 def is_path(ref: str) -> bool:
@@ -50,15 +55,38 @@ def load(ref: str, templates: bool = True) -> Policy:
     variables it uses, to `check_templates(policy)`, which whatever renders one calls
     first: for a caller that runs passes of rules alone (`lethe run --pass decay`), which
     then never imports Jinja or compiles a template it does not use."""
-    doc = _load_doc(resolve(ref), ())
+    path = resolve(ref)
+    doc = _load_doc(path, (), project_of(path))
     return Builder(doc, templates).build()
 
 
-def _load_doc(path: str, chain: tuple) -> yamldoc.Doc:
+def project_of(path: str) -> str:
+    """A policy's project: the folder above its own (policies/ beside prompts/), as for its
+    templates; what its `extends:` and `db:` may name lies inside it."""
+    return os.path.dirname(os.path.dirname(os.path.abspath(path)))
+
+
+def _confined(base: str, project: str) -> str | None:
+    """Why `extends:` may not name `base`, or None: only a policy (a .yaml or .yml file)
+    that ships or lies in the extending policy's project, so a hostile policy cannot make
+    Lethe read (and quote) a .env, a key or /etc/shadow."""
+    if not base.endswith(POLICY_FILES):
+        return "names a file that is not a policy (a policy is a .yaml or .yml file)"
+    if inside(base, resources.shipped_policies_dir()) or inside(base, project) \
+            or inside(base, os.path.join(os.getcwd(), "policies")):
+        return None
+    return (f"names a policy outside the policy's project ({project}): extends names a "
+            "shipped policy or a .yaml file in the project")
+
+
+def _load_doc(path: str, chain: tuple, project: str) -> yamldoc.Doc:
     real = os.path.realpath(path)
     if real in chain:
         raise PolicyError(f"'extends' goes round in a circle: {' -> '.join(chain + (real,))}", path, 1, 1)
-    doc = yamldoc.load(path)
+    if not path.endswith(POLICY_FILES):
+        raise PolicyError("not a policy: a policy is a .yaml or .yml file; nothing of it is "
+                          "shown", os.path.relpath(path) if not os.path.isabs(path) else path, 1, 1)
+    doc = yamldoc.load(path, POLICY_KEYS)
     if not isinstance(doc.data, dict):
         raise doc.error((), "a policy must be a mapping of keys (name, models, passes, ...)")
     parent = doc.data.get("extends")
@@ -70,10 +98,13 @@ def _load_doc(path: str, chain: tuple) -> yamldoc.Doc:
         base_path = resolve(parent, relative_to=path)
     except PolicyError as exc:
         raise doc.error(("extends",), exc.message) from None
+    refused = _confined(base_path, project)
+    if refused:
+        raise doc.error(("extends",), f"extends {parent!r} {refused}")
     if os.path.realpath(base_path) in chain + (real,):
         circle = " -> ".join(chain + (real, os.path.realpath(base_path)))
         raise doc.error(("extends",), f"'extends' goes round in a circle: {circle}")
-    base = _load_doc(base_path, chain + (real,))
+    base = _load_doc(base_path, chain + (real,), project)
     merged = yamldoc.merge(base, doc)
     merged.data.pop("extends", None)
     return merged

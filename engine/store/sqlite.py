@@ -78,7 +78,7 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
                 load_extension(self.db)
             self.db.execute("PRAGMA busy_timeout = 0")
             if not read_only and TEXT_APART not in self._applied():
-                adoptable(self.db, self.path)  # refused before anything in it changes
+                adoptable(self.db, self.path, writing=True)  # refused before any change
             if not read_only and self.db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 self.db.execute("PRAGMA journal_mode = WAL")
             self.db.execute("PRAGMA synchronous = NORMAL")

@@ -106,16 +106,34 @@ _QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|`[^`]*`|\[[^\]]*\]|--[
 _KEPT_NOT = re.compile(r"\b(CHECK|COLLATE)\b", re.IGNORECASE)
 
 
-def adoptable(db, where: str = "this file") -> None:
+def _not_another_applications(db, where: str) -> None:
+    """Refuse a file with tables of its own but neither Lethe's (`lethe_migrations`) nor
+    the article's `memories` table: another application's database, which adopting would
+    give twenty tables and switch to WAL. An empty or new file is Lethe's to make."""
+    found = [r[0] for r in db.execute(
+        "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE "
+        "'sqlite_%' ORDER BY name")]
+    if found and "lethe_migrations" not in found:
+        shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+        raise StoreError(f"cannot open {where}: it is another application's database (tables "
+                         f"{shown}), with neither Lethe's tables nor the article's memories "
+                         "table; Lethe opens a new file, one of its own or an agent_memory.db. "
+                         "Nothing in it was changed")
+
+
+def adoptable(db, where: str = "this file", writing: bool = False) -> None:
     """Refuse, naming each, what this file's memories table holds that Lethe's store
     cannot keep once its text is apart from its rows (m020): before any migration runs,
     so a refused file is left as it was. A table that is not the seed article's; a
     generated column; a trigger, a UNIQUE index or constraint, a CHECK, a COLLATE or a
     foreign key of the user's own (a view keeps none of them: a write through it with
     OR IGNORE or OR REPLACE would leave half a memory); an index over text and other
-    columns at once; rows with no namespace. Nothing to check on a file without a
-    memories table, or one whose memories are already apart (a view)."""
+    columns at once; rows with no namespace. Nothing to check on a file whose memories
+    are already apart (a view); one without a memories table is refused when `writing`
+    (a store opened to write adopts it) if it holds another application's tables."""
     kind = db.execute("SELECT type, sql FROM sqlite_master WHERE name = 'memories'").fetchone()
+    if kind is None and writing:  # a reader says "no Lethe store" of it itself
+        _not_another_applications(db, where)
     if kind is None or kind[0] != "table":
         return
     cols = db.execute('PRAGMA table_xinfo("memories")').fetchall()
