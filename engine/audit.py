@@ -10,8 +10,11 @@ import json
 
 from .clock import iso, parse_time
 from .context import Context
+from . import vectors
+from .embeddings import cosine
 from .errors import LetheError
 from .plan.explain import decay_rule, decay_statement
+from .recall import get as get_record
 from .records import MemoryRecord
 from .store.inspecting import SORTS  # noqa: F401 - the orders a page may take
 from .write import refresh_rank, store_memory
@@ -135,3 +138,25 @@ def decay_curve(ctx: Context, memory: MemoryRecord, days_ahead: int) -> dict | N
             points.append((iso(when), float(row[0])))
     return {"pass": decay_rule(ctx.policy)[0], "points": points, "now": iso(ctx.clock()),
             "threshold": ctx.policy.params.get("archive_below")}
+
+
+def similar(ctx: Context, text: str, limit: int) -> list[tuple[MemoryRecord, float]]:
+    """The memories of any status whose stored vector is nearest `text`'s, most similar
+    first, with the cosine: the vector index's shortlist, rescored exactly. [] when the
+    embedding model gives no usable vector (unreachable, offline)."""
+    if ctx.policy.embed is None:
+        raise LetheError(f"policy {ctx.policy.name} has no embedding model (`embed:`): "
+                         "similarity needs one; the text filter searches full text")
+    vector = vectors.fits(ctx, vectors.vector_of(ctx, text))
+    if vector is None:
+        return []
+    model = ctx.policy.embed.name
+    shortlist = ctx.store.nearest(ctx.namespace, model, vector, limit)
+    found = ctx.store.vectors_of(ctx.namespace, model, shortlist)
+    best = sorted(((cosine(vector, v), i) for i, v in found.items()), reverse=True)[:limit]
+    out = []
+    for score, memory_id in best:
+        record = get_record(ctx, memory_id)
+        if record is not None:
+            out.append((record, round(score, 4)))
+    return out

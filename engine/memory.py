@@ -314,6 +314,13 @@ class Memory:
         return A.browse(self.context, filters, sort, I.flag(descending, "descending"),
                         I.keyset(after), I.count(limit, "limit"))
 
+    def similar(self, text: str, limit: int = 20) -> list[tuple[MemoryRecord, float]]:
+        """The memories of any status nearest `text` by the policy's embedding model, most
+        similar first, each with its cosine ([] when the model gives no vector). A policy
+        without `embed:` is refused (LetheError)."""
+        return A.similar(self.context, I.text(text, "text", nonempty=True),
+                         I.count(limit, "limit"))
+
     def facets(self, column: str) -> list[str]:
         """The kinds or the scenes (`column`) this namespace's memories have."""
         if column not in ("kind", "scene"):

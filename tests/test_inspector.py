@@ -277,3 +277,25 @@ def test_as_of_fields_appear_and_ask_once_memory_reads_the_past(db_path, clock):
     after = then.get("/recall?q=paris&as_of=2027-01-01").text
     assert 'name="as_of"' in before and 'id="recalled-then">nothing' in before
     assert f'href="/memory/{mid}?as_of=2027-01-01"' in after
+
+
+@pytest.mark.sqlite_only
+def test_similarity_lists_memories_by_meaning_where_the_policy_embeds(tmp_path, clock):
+    pytest.importorskip("sqlite_vec", reason="the embed extra (sqlite-vec) is not installed")
+    from tests.fake_openai import FakeOpenAI
+    from tests.test_embeddings import policy_file, topic_vector
+    with FakeOpenAI(embedder=topic_vector) as fake:
+        policy = policy_file(tmp_path, fake)
+        db = str(tmp_path / "m.db")
+        with Memory(db, policy=policy, clock=clock) as mem:
+            vegan = mem.add("User is vegan", judged=False)
+            tracker = mem.add("Bugs go in Linear", judged=False)
+            mem.forget(vegan, "test")  # any status is listed
+        c = client(lambda _policy, namespace, read_only=False: Memory(
+            db, policy=policy, namespace=namespace, clock=clock))
+        page = c.get(f"/memories?token={TOKEN}&similar=what+does+she+eat").text
+        assert 'name="similar"' in page
+        assert ids_on(page)[:2] == [vegan, tracker]
+        plain = client(lambda _policy, namespace, read_only=False: Memory(
+            db, policy="lifecycle", namespace=namespace, clock=clock))
+        assert 'name="similar"' not in plain.get(f"/memories?token={TOKEN}").text

@@ -46,12 +46,16 @@ def memories(mem: Memory, query: dict, overview: dict) -> dict:
         raise LetheError(f"unknown status {filters['status']!r}")
     sort = query.get("sort") if query.get("sort") in SORTS else "id"
     descending = query.get("dir") != "asc"
-    records, nxt = mem.browse(filters, sort, descending, keyset(query.get("after")), PAGE)
+    similar_to = (query.get("similar") or "").strip() if mem.policy.embed else ""
+    similar = mem.similar(similar_to, PAGE) if similar_to else None
+    records, nxt = ([], None) if similar is not None else \
+        mem.browse(filters, sort, descending, keyset(query.get("after")), PAGE)
     return {"records": records, "filters": {k: filters.get(k, "") for k in FILTERS}, "sort": sort, "descending": descending,
             "next": json.dumps(list(nxt)) if nxt else None, "counts": overview["counts"],
             "counted_at": overview["at"], "statuses": STATUSES, "sorts": SORTS,
             "paged": bool(query.get("after")), "kinds": overview["kinds"],
-            "scenes": overview["scenes"]}
+            "scenes": overview["scenes"], "embeds": mem.policy.embed is not None,
+            "similar_to": similar_to, "similar": similar}
 
 
 def memory(mem: Memory, memory_id: int) -> dict:

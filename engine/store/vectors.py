@@ -69,6 +69,13 @@ class VectorIndex:
             "'active' AND NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.memory_id = m.id "
             "AND v.model = ?) ORDER BY m.id DESC LIMIT ?", (namespace, model, limit))]
 
+    def vectors_of(self, namespace: str, model: str, ids: list[int]) -> dict[int, bytes]:
+        """The stored vectors of `model` of some memories of a namespace, by id."""
+        return {r[0]: r[1] for r in self.db.execute(
+            "SELECT memory_id, vector FROM memory_vectors WHERE namespace = ? AND model = ? "
+            "AND memory_id IN (SELECT value FROM json_each(?))",
+            (namespace, model, json.dumps(list(ids))))}
+
     def nearest(self, namespace: str, model: str, vector: bytes, k: int) -> list[int]:
         """Ids of about `k * SHORTLIST` memories nearest `vector` by their sign bits, from
         the cells nearest it: a shortlist for the compiled neighbour statement to rescore."""
