@@ -14,6 +14,7 @@ from . import passes as P
 from . import runner
 from . import vectors
 from . import inputs as I
+from . import tracing
 from .clock import Clock, system_clock
 from .context import Context, JudgeSettings, open_context
 from .errors import InputError, LetheError, PolicyWarning
@@ -126,7 +127,13 @@ class Memory:
             raise InputError("remember() takes the user's and the assistant's text")
         I.text(user, "the user's text")
         I.text(assistant, "the assistant's text")
-        return self.writer.remember(user, assistant, I.said(said_at, self.clock()))
+        with tracing.span("lethe.remember", **self._traced()) as span:
+            written = self.writer.remember(user, assistant, I.said(said_at, self.clock()))
+            span.set_attributes({"lethe.memory_ids": list(written), "lethe.stored": written.stored,
+                                 "lethe.reinforced": written.reinforced,
+                                 "lethe.superseded": [old for old, _ in written.superseded],
+                                 "lethe.pending": written.pending})
+        return written
 
     @_says_if_keyless(RulesJudgedWarning)
     def add(self, content: str, *, summary: str | None = None, tags: Iterable[str] | None = None,
@@ -231,7 +238,14 @@ class Memory:
         select judge (at most top_n), with their access recorded. A select model that cannot
         be reached is answered for by the built-in rules (a `RulesJudgedWarning` says so
         once when that is because no API key is set)."""
-        return R.recall(self.context, I.query(query), I.count(top_n, "top_n"))
+        query, top_n = I.query(query), I.count(top_n, "top_n")
+        with tracing.span("lethe.recall", **self._traced(), **{"lethe.top_n": top_n}) as span:
+            found = R.recall(self.context, query, top_n)
+            span.set_attribute("lethe.memory_ids", [m.id for m in found])
+        return found
+
+    def _traced(self) -> dict:
+        return {"lethe.namespace": self.namespace, "lethe.policy": self.policy.name}
 
     @_says_if_keyless(RulesJudgedWarning)
     def explain(self, query: str, top_n: int | None = None) -> R.Explanation:

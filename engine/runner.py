@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 from . import passes as P
-from . import vectors
+from . import tracing, vectors
 from .context import Context
 from .errors import LetheError
 from .lazy import lazy
@@ -89,7 +89,10 @@ def _run_all(ctx: Context, names: list[str], progress: Progress) -> list[P.PassR
             group.append(name)
             continue
         if group:
+            start = tracing.now()
             results += P.run_together(ctx, group, progress)
+            for done in results[-len(group):]:  # one transaction: each pass its span over it
+                tracing.record(f"lethe.pass {done.name}", start, _traced(ctx, done))
             group = []
         if name is not None:
             results.append(run_one(ctx, name, progress))
@@ -97,6 +100,20 @@ def _run_all(ctx: Context, names: list[str], progress: Progress) -> list[P.PassR
 
 
 def run_one(ctx: Context, name: str, progress: Progress = None) -> P.PassResult:
+    with tracing.span(f"lethe.pass {name}", **{"lethe.namespace": ctx.namespace}) as span:
+        result = _run_one(ctx, name, progress)
+        span.set_attributes(_traced(ctx, result))
+    return result
+
+
+def _traced(ctx: Context, result: P.PassResult) -> dict:
+    """A pass's span attributes: what it changed, by event (`lethe.events.expired`: 3)."""
+    return {"lethe.namespace": ctx.namespace, "lethe.policy": ctx.policy.name,
+            "lethe.pass": result.name, "lethe.changed": result.changed,
+            **{f"lethe.events.{kind}": n for kind, n in result.events.items()}}
+
+
+def _run_one(ctx: Context, name: str, progress: Progress = None) -> P.PassResult:
     p = ctx.policy.passes[name]
     if p.cluster is None:
         return P.run_rules(ctx, name, progress)

@@ -7,6 +7,7 @@ turn pending for `run_due()` to retry; nothing is lost.
 """
 from __future__ import annotations
 
+import contextvars
 import datetime as dt
 import json
 from concurrent.futures import ThreadPoolExecutor
@@ -262,8 +263,8 @@ class Writer:
             return
         asked = [(key, step, self.prepare(step, judged, turn)) for key, step in keyed]
         with ThreadPoolExecutor(max_workers=len(asked)) as pool:
-            answers = [pool.submit(self.answer, step, prepared, paid, key)
-                       for key, step, prepared in asked]
+            answers = [pool.submit(contextvars.copy_context().run, self.answer, step, prepared,
+                                   paid, key) for key, step, prepared in asked]  # its spans' parent
             errors = [f.exception() for f in answers]
         for (key, step, prepared), f, error in zip(asked, answers, errors):
             if error is None:
@@ -317,8 +318,7 @@ class Writer:
         now = self.ctx.clock()
         return {**turn, "now": now, "today": today(now),
                 "memory": {"content": judged.content, "summary": judged.summary or judged.content[:120],
-                           "tags": judged.tags},
-                "candidates": candidates or []}
+                           "tags": judged.tags}, "candidates": candidates or []}
 
     def run_step(self, step: WriteStep, judged: Judged, turn: dict, outage_fallback=False,
                  given=frozenset(), paid: dict | None = None, key: str | None = None) -> None:

@@ -21,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from .. import answers, prompts, steps
+from .. import answers, prompts, steps, tracing
 from ..answers import BadAnswer
 from ..errors import LetheError
 from ..policy import Judgment, Model, Policy, check_templates
@@ -297,6 +297,11 @@ class Judges:
                                 a.provider if a else None, a.prompt_tokens if a else 0,
                                 a.completion_tokens if a else 0, round(latency, 3), outcome,
                                 detail, attempt=attempt, estimated=bool(a and a.estimated))
+        entry = self.policy.models.get(model)
+        tracing.model_call(step, getattr(entry, "model", model), a.model if a else None,
+                           a.provider if a else getattr(entry, "provider", None),
+                           a.prompt_tokens if a else 0, a.completion_tokens if a else 0,
+                           latency, outcome, self.namespace, attempt, bool(a and a.estimated))
 
 
 __all__ = ["Judges", "JudgeUnavailable", "KeyMissing", "BadAnswer", "Answer", "prompt_hash"]
