@@ -84,8 +84,13 @@ def _split(case: dict, default: str = "dev") -> str:
 def gate(run: Run, cases: list[dict], score: Score) -> None:
     for c in cases:
         with run.memory() as mem:
-            saved = bool(mem.remember(c["user"], "Noted."))
-        score.outcomes.append(Outcome("gate", _split(c), saved == c["save"], c["user"], saved,
+            written = mem.remember(c["user"], "Noted.")
+            kept = " ".join(mem.get(i).content for i in written.stored).lower()
+        saved = bool(written)
+        # `keeps`: words of a fact inside a longer turn that some stored memory must carry
+        missing = [w for w in c.get("keeps", ()) if w.lower() not in kept]
+        score.outcomes.append(Outcome("gate", _split(c), saved == c["save"] and not missing,
+                                      c["user"], f"{saved} {kept!r}" if missing else saved,
                                       c["save"]))
 
 
@@ -313,8 +318,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--failures", choices=("dev", "held", "all"), default=None,
                     help="list the cases judged wrong")
     ap.add_argument("--results", action="store_true", help="rewrite the section in RESULTS.md")
+    ap.add_argument("--cases", type=Path, default=CASES,
+                    help="the labelled set (default bench/judges_cases.yaml; a held-out one: "
+                         "bench/judges_holdout.yaml)")
     args = ap.parse_args(argv)
-    data = yaml.safe_load(CASES.read_text(encoding="utf-8"))
+    data = yaml.safe_load(args.cases.read_text(encoding="utf-8"))
     modes = list(MODES) if args.mode == "all" else [args.mode]
     if "rules+local" in modes and not local_available():
         print("rules+local: skipped (the `local` extra is not installed)", file=sys.stderr)
@@ -324,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     results["baseline"] = baselines(data)
     elapsed = time.perf_counter() - t0
     n = sum(len(s.outcomes) for s in next(iter(results.values())).values())
-    text = (f"{SECTION}\n\n{n} labelled cases (bench/judges_cases.yaml), each judged through the "
+    text = (f"{SECTION}\n\n{n} labelled cases ({args.cases.name}), each judged through the "
             f"public API offline; `dev` cases were read while improving the judges, `held` "
             f"ones were not. Baselines: never supersede (contradiction), FTS5 BM25 top-{TOP_N} "
             f"(recall). Run on {dt.date.today().isoformat()} in {elapsed:.0f} s.\n\n"
@@ -332,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.failures:
         print(failures({m: r for m, r in results.items() if m != "baseline"}, args.failures))
-    if args.results:
+    if args.results and args.cases == CASES:
         write_results(text)
     return 0
 
