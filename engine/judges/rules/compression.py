@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from itertools import combinations
 
+from .guards import other_item
 from .phrasing import tags
 from .reading import as_sentence, conflict, gist, read, similarity, summary
 from .words import GENERIC
@@ -51,6 +52,8 @@ def _pair(a: str, b: str, cosine: float | None) -> float:
     meaning when it is closer - but never when they conflict on a value, a member, a
     contrast or polarity, whatever the notation ('6pm' and '18:00', 'biweekly' and 'every
     other week' agree)."""
+    if other_item(a, b):
+        return 0.0  # "Room A holds 12" and "Room B holds 12" are two rooms, however alike
     words = similarity(a, b)
     if cosine is None or conflict(read(a), read(b)):
         return words

@@ -8,6 +8,7 @@ from ...lexicon import lexicon
 from .dates import DAY_RE, date_mentions
 from .directives import directive
 from .expiring import RECURRING
+from .guards import subject_ids
 from .hedging import confidence
 from .phrasing import tags, third_person
 from .reading import (FIRST_PERSON, NOT_YET, STRONG_CHANGE, as_sentence, read, sentences,
@@ -104,14 +105,16 @@ _DID_WORK = re.compile(rf"\b(i|we)( have| had)?( just| finally| already| recentl
 _DEFINITE = re.compile(r"^(?:the|our|my|this|their|his|her)\s+[a-z]")
 # a definite subject's value, or its change: "the landlord raised the rent to 1850"
 _STATES = re.compile(rf"\b(?:{_WORK_VERBS}|[a-z]{{3,}}ed|starts?|begins?|opens?|closes?|"
-                     r"arrives?|lands?|expires?|renews?|lasts?|allows?|caps?|limits?|weighs?|"
+                     r"arrives?|lands?|expires?|renews?|lasts?|allows?|caps?|limits?|weighs?|holds?|seats?|"
+                     r"fits?|leaves|departs?|"
                      r"is|are|was|were|has|have|did|does) ")
 _NUMBER = re.compile(r"\d")
 
 
 def _states_a_value(sentence: str, norm: str) -> bool:
-    """A definite subject, a verb, and a value (a number, an id, a date other than today)."""
-    if not _DEFINITE.match(norm) or not _STATES.search(norm + " "):
+    """A definite subject (or one named by an id: "Order 1003", "Room B"), a verb, and a
+    value (a number, an id, a date other than today)."""
+    if not (_DEFINITE.match(norm) or subject_ids(sentence)) or not _STATES.search(norm + " "):
         return False
     dated = any(m.label not in ("today", "tonight") for m in date_mentions(sentence))
     return dated or bool(_NUMBER.search(norm))
@@ -163,9 +166,32 @@ def _signals(sentence: str) -> list[str]:
     if "deadline" not in found and ends and (
             EVENT.search(norm) or mine and set(ends) - {"today", "tonight"}):
         found.append("deadline")
-    if not found and _states_a_value(sentence, norm):
+    if not found and (_states_a_value(sentence, norm) or _personal_value(sentence, norm)):
         found.append("fact")  # nothing else to say for it, but a date, amount or id
     return found
+
+
+# The user telling of their own things in passing ("By the way, I'm now at 600 followers",
+# "I've tried 3 of Emma's recipes so far", "I'm currently obsessed with Kansas City
+# Masterpiece BBQ sauce"): a first-person statement with a value or a name in it, or
+# with a word that says it holds now.
+_I_STATE = re.compile(r"\b(?:i|we)(?: am| are| have| had| was| were| will| just| now| "
+                      r"currently| finally| recently| already| still| been| also| really)* "
+                      r"(?!think\b|wonder|want|would|could|hope|guess|need to\b|was wondering|"
+                      r"am wondering|am thinking|am looking|am trying|am planning)[a-z]+|"
+                      r"\b(?:my|our) [a-z]+")
+_HOLDS_NOW = re.compile(r"\b(?:currently|so far|by now|these days|lately|in total|"
+                        r"personal best|my best|record|now at|up to|obsessed with|"
+                        r"(?:for|since) (?:\d+|a|an|two|three|four|five|six|several|a few) "
+                        r"(?:days?|weeks?|months?|years?))\b")
+_NAME_INSIDE = re.compile(r"(?<=[a-z,] )(?!I\b)[A-Z][a-z]+")
+
+
+def _personal_value(sentence: str, norm: str) -> bool:
+    if sentence.rstrip().endswith("?") or not _I_STATE.search(norm):
+        return False
+    return bool(_NUMBER.search(norm) or _HOLDS_NOW.search(norm)
+                or _NAME_INSIDE.search(sentence))
 
 
 def _fix_sentence(assistant: str) -> str | None:

@@ -13,6 +13,7 @@ from types import MappingProxyType
 
 from ...lexicon import lexicon, words
 from ...lexicon.slots import MEMBER_OF
+from .dates import FULL_MONTH_RE
 from .reading import NUMBER_WORDS, STRONG_CHANGE, Reading, undated
 from .words import GENERIC, STANCE, STOPWORDS, canon, is_value
 
@@ -88,7 +89,70 @@ def _names(text: str) -> set[str]:
     return found
 
 
+# Where a sentence's subject ends: its first verb ("Order 1003 | is delayed", "Room B |
+# holds 30", "Flight BA119 | leaves at 11").
+_VERB = re.compile(r"\b(?:is|are|was|were|has|have|had|will|would|can|could|must|should|"
+                   r"does|did|do|holds?|leaves|departs|arrives|lands|costs|starts|ends|runs|"
+                   r"takes|needs|goes|opens|closes|seats|fits|meets|includes|contains|"
+                   r"belongs|stays|[a-z]{3,}ed)\b", re.IGNORECASE)
+# An identifier: a number, code or capital letter after a noun ("order 1003", "Room B",
+# "ticket PROJ-318"), a code of its own ("BA117"), a month or quarter in front of a noun
+# ("the March invoice", "the Q1 report").
+_AFTER_NOUN = re.compile(r"\b([A-Za-z]{2,})\s+#?([A-Z](?![\w'])|[A-Za-z]{0,5}-?\d[\w-]*)")
+_CODE = re.compile(r"\b([A-Z]{2,})-?(\d+)\b")
+_BEFORE_NOUN = re.compile(rf"\b({FULL_MONTH_RE}|q[1-4])\s+([a-z]{{3,}})\b", re.IGNORECASE)
+
+
+_PREPOSITION = re.compile(r"\b(?:on|at|in|to|for|with|from|by|until|of|into|about)\b",
+                         re.IGNORECASE)
+
+
+def _subject(text: str) -> str:
+    """The words before the sentence's first verb or preposition ("Service 7 now listens
+    | on port 8107"): what the sentence is about, not the values it gives."""
+    ends = [m.start() for m in (_VERB.search(text), _PREPOSITION.search(text))
+            if m and m.start() > 0]
+    return text[:min(ends)] if ends else text
+
+
+def subject_ids(text: str) -> dict[str, str]:
+    """The identifiers in a text's subject, by the noun they name: 'Order 1003 is
+    delayed' -> {order: 1003}; 'The April invoice was 1,450' -> {invoic: april}."""
+    subject, found = _subject(text), {}
+    for m in _AFTER_NOUN.finditer(subject):
+        noun = m[1].lower()
+        if noun not in STOPWORDS and not re.fullmatch(FULL_MONTH_RE, noun):
+            found[canon(noun)] = m[2].lower()
+    for m in _CODE.finditer(subject):
+        found.setdefault("code " + m[1].lower(), m[2])
+    for m in _BEFORE_NOUN.finditer(subject):
+        if m[2].lower() not in STOPWORDS:
+            found.setdefault(canon(m[2].lower()), m[1].lower())
+    return found
+
+
+def other_ids(new: str, old: str) -> bool:
+    """Two items of one kind told apart by their identifier in the subject position
+    ("Order 1003" / "Order 1001", "Room B" / "Room A", "the April invoice" / "the March
+    invoice"), unless the new text names the old identifier as well (what it replaces)."""
+    ids_n, ids_o = subject_ids(new), subject_ids(old)
+    said = new.lower()
+    return any(ids_n[k] != ids_o[k] and not re.search(rf"\b{re.escape(ids_o[k])}\b", said)
+               for k in ids_n.keys() & ids_o.keys())
+
+
+def other_item(new: str, old: str) -> bool:
+    """Two items told apart by an identifier in the subject, or by their names ("the
+    review with Acme" / "the review with Globex"): never the same thing said twice."""
+    if other_ids(new, old):
+        return True
+    names_n, names_o = _names(new), _names(old)
+    return bool(names_n and names_o and not _overlap(names_n, names_o))
+
+
 def _other_item(n: Reading, o: Reading, new: str, old: str) -> bool:
+    if other_ids(new, old):
+        return True  # "Order 1003 is delayed" is no change of order 1001, said as a change or not
     if change_said(n):
         # "Dana left; my new manager is Femi", "the samples are in room C4 now": a name,
         # number or kind replaced, not another item

@@ -110,6 +110,16 @@ def _lead(r: Reading) -> tuple[str | None, tuple[frozenset[str], ...], tuple[str
     return owner, tuple(phrase), tuple(ids)
 
 
+def other_leads(n: Reading, o: Reading) -> bool:
+    """Do the two texts open with two things ("my laptop" / "the staging server") or two
+    owners' things ("my laptop" / "his laptop")?"""
+    (owner_n, lead_n, _), (owner_o, lead_o, _) = _lead(n), _lead(o)
+    if {owner_n, owner_o} == {"own", "other"}:
+        return True
+    return bool(lead_n and lead_o and not lead_n[0] & o.concepts
+                and not lead_o[0] & n.concepts)
+
+
 def same_subject(n: Reading, o: Reading) -> bool:
     """Are two texts that give a value about the same thing? They must share a word that is
     not one of both values' own words ("GB", "RAM", "number", "port") nor a common verb, and

@@ -6,12 +6,12 @@ import re
 from collections import Counter
 
 from ...lexicon import lexicon
-from .guards import change_clause, change_said, guarded
-from .reading import OLD_SIDE, Reading, clearly_nearest, conflict, gist, jaccard, read, side_words
-from .replacements import (LIGHT_VERBS, changed_heads, handover, member_swap, new_one, opposite,
+from .guards import change_clause, change_said, guarded, other_item
+from .reading import NUMBER_WORDS, OLD_SIDE, Reading, clearly_nearest, conflict, gist, jaccard, read, side_words
+from .replacements import (LIGHT_VERBS, changed_heads, handover, member_swap, new_one, opposite, other_leads,
                            polarity_flip, relocation, resolution, same_subject, same_units,
                            slot_change, team_move, value_change)
-from .words import GENERIC, WORD_RE, canon, token_tuple
+from .words import GENERIC, STOPWORDS, WORD_RE, canon, token_tuple
 
 _LEXICON = lexicon("superseding")
 
@@ -41,17 +41,42 @@ def contradiction(new: str, candidates: list[tuple[int, str]],
     supersedes, confirms = [], []
     for number, text in candidates:
         old = read(text or "")
-        if _near_verbatim(fresh, old):
-            confirms.append(number)  # said again, perhaps a word changed: a confirmation
-        elif guarded(fresh, old, new or "", text or "") or _left_elsewhere(fresh, old) \
-                or _other_subject(fresh, old):
+        if _same_thing(fresh, old, new or "", text or "") and _near_verbatim(fresh, old):
+            confirms.append(number)  # said again, in other small words: a confirmation
+        elif guarded(fresh, old, new or "", text or ""):
+            continue
+        elif not fresh.additive and _count_moved(fresh, old):
+            supersedes.append(number)  # "4 painting projects" -> "my 5th painting project"
+        elif _left_elsewhere(fresh, old) or _other_subject(fresh, old):
             continue
         elif _replaces(fresh, old) or _changed(fresh, old, similar.get(number),
                                                number == nearest):
             supersedes.append(number)
-        elif _restates(fresh, old):
+        elif _same_thing(fresh, old, new or "", text or "") and _restates(fresh, old):
             confirms.append(number)
     return {"supersedes": supersedes, "confirms": confirms}
+
+
+def _same_thing(n: Reading, o: Reading, new: str, old: str) -> bool:
+    """Could the new memory be the old one said again? Not when each holds a content word
+    the other lacks ("deploys with Pulumi" / "deploys with Terraform", "the meeting with
+    Bob" / "with Alice"), nor when an identifier or a name tells two items apart: a
+    repeat has the same content words, numbers, names and dates."""
+    mine, theirs = _content_words(n), _content_words(o)
+    if _unmatched(mine, theirs) and _unmatched(theirs, mine):
+        return False
+    return not other_item(new, old)
+
+
+def _content_words(r: Reading) -> frozenset[str]:
+    return gist(r) - GENERIC
+
+
+def _unmatched(a: frozenset[str], b: frozenset[str]) -> set[str]:
+    """Words of `a` that `b` holds neither as such nor as a clipping ('prod' /
+    'production')."""
+    return {w for w in a if w not in b and not any(
+        len(x) >= 4 and len(w) >= 4 and (x.startswith(w) or w.startswith(x)) for x in b)}
 
 
 def _other_subject(n: Reading, o: Reading) -> bool:
@@ -159,6 +184,55 @@ def _replaces(n: Reading, o: Reading) -> bool:
     return any(test(n, o) for test in (member_swap, value_change, polarity_flip,
                                         slot_change, relocation, resolution, opposite,
                                         handover, team_move, new_one))
+
+
+_ORDINALS = {"first": "1", "second": "2", "third": "3", "fourth": "4", "fifth": "5",
+             "sixth": "6", "seventh": "7", "eighth": "8", "ninth": "9", "tenth": "10"}
+# a count of things ("4 painting projects", "my 5th project", "thirteen books"): the number
+# and up to two words after it, the last being what is counted
+_COUNTED = re.compile(r"\b(\d+|%s)(?:st|nd|rd|th)?\s+((?:[a-z-]+\s+)?[a-z-]+)"
+                      % "|".join([*NUMBER_WORDS, *_ORDINALS]))
+
+
+def _counts(text: str) -> dict[str, tuple[str, frozenset[str]]]:
+    """What a text counts, by the counted noun: {noun: (number, the words before it)}."""
+    found = {}
+    for m in _COUNTED.finditer(text):
+        number = NUMBER_WORDS.get(m[1]) or _ORDINALS.get(m[1]) or m[1]
+        said = m[2].split()
+        if said[1:] == ["of"] or text[m.end():].lstrip().startswith("of "):
+            continue  # a measure of something ("32 GB of RAM"), not a count of things
+        if said[-1] in STOPWORDS or said[-1] in ("now", "so", "left", "total"):
+            said = said[:1]  # "2 bikes now": the count ends at a small word
+        *before, noun = said
+        if noun in STOPWORDS:
+            continue
+        found[canon(noun)] = (number, frozenset(canon(w) for w in before))
+    return found
+
+
+def _count_moved(n: Reading, o: Reading) -> bool:
+    """A running count of the same things, moved on ("has completed 4 painting projects"
+    -> "just finished my 5th painting project", "read 12 books this year" -> "now read 13
+    books this year"): the same counted noun with the same words before it, another
+    number, and something else in common besides the count."""
+    if not (n.progression or n.weak_change or change_said(n)):
+        return False  # a count moves on when the text says so ("just finished", "now")
+    mine, theirs = _counts(n.text), _counts(o.text)
+    for noun in mine.keys() & theirs.keys():
+        (a, words_a), (b, words_b) = mine[noun], theirs[noun]
+        if a == b or words_a != words_b:
+            continue
+        shared = (n.topic & o.topic) - GENERIC - LIGHT_VERBS - {noun}
+        if shared and not _other_subject_count(n, o):
+            return True
+    return False
+
+
+def _other_subject_count(n: Reading, o: Reading) -> bool:
+    """Counts of two things ("my laptop has 32 GB" / "the server has 16 GB") or of two
+    owners' things ("her sister has 3 kids" / "User has 2 kids")."""
+    return other_leads(n, o)
 
 
 def _near_verbatim(n: Reading, o: Reading) -> bool:

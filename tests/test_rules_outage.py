@@ -1,0 +1,79 @@
+"""Facts remembered while the model is down are all kept when the rules judge them later
+(issue 40): turns that differ in one key word (a tool, a name, an order number, a room)
+are distinct facts, never repeats of each other, and never supersede an item with
+another identifier."""
+from __future__ import annotations
+
+import pytest
+
+from engine import Memory
+from tests.fake_server import closed_port_url
+from tests.test_judges import lethe, memories  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
+
+TOOLS = ["Terraform", "Pulumi", "Ansible", "Chef", "Puppet", "SaltStack", "Docker", "Podman",
+         "Kubernetes", "Nomad", "Helm", "Kustomize", "Jenkins", "CircleCI", "Buildkite",
+         "Bazel", "Gradle", "Maven", "Poetry", "Pipenv", "Conda", "Vim", "Emacs", "Neovim",
+         "Postgres", "MySQL", "Redis", "Kafka", "RabbitMQ", "Grafana"]
+
+
+def test_thirty_distinct_facts_said_during_an_outage_are_thirty_memories(lethe, db_path, clock):
+    down = lethe(closed_port_url())
+    turns = [f"From now on I always use {tool} for this kind of work." for tool in TOOLS]
+    for text in turns:
+        assert down.remember(text, "Noted.") == []  # the model is down: pending
+    assert len(down.pending()) == 30
+    with Memory(db_path, policy=down.policy, offline=True, clock=clock) as mem:
+        mem.run_due()
+        assert mem.pending() == []
+        rows = memories(mem)
+    # each fact is a memory of its own, and no turn only reinforced another's memory
+    assert len(rows) == 30
+    for tool in TOOLS:
+        assert sum(tool in r["content"] for r in rows.values()) == 1, tool
+
+
+ITEMS = [  # (what is stored, what is said later): another item, never a repeat or an update
+    ("Order 1001 is delayed.", "Order 1003 is delayed."),
+    ("Room A holds 12 people.", "Room B holds 30 people."),
+    ("The March invoice is 1200 euros.", "The April invoice is 1300 euros."),
+    ("The meeting with Alice is on Tuesday.", "The meeting with Bob is on Tuesday."),
+    ("We deploy with Terraform for this kind of work.", "We deploy with Pulumi for that kind of job."),
+    ("Ticket OPS-12 is blocked on the vendor.", "Ticket OPS-19 is blocked on the vendor."),
+]
+
+
+@pytest.mark.parametrize("old,new", ITEMS)
+def test_another_item_is_stored_and_leaves_the_first_active(db_path, clock, old, new):
+    with Memory(db_path, policy="lifecycle", offline=True, clock=clock) as mem:
+        first = mem.add(old, judged=False)
+        written = mem.remember(new, "Noted.")
+        assert written.stored and not written.reinforced, written.as_dict()
+        assert mem.get(first).status == "active"
+
+
+UPDATES = [  # a running count or a moved value of the same thing: still an update
+    ("User has completed 4 painting projects since starting classes.",
+     "I just finished my 5th painting project since starting classes."),
+    ("User has read 12 books this year.", "I've now read 13 books this year."),
+    ("The report deadline is March 15.", "The report deadline moved to April 1."),
+    ("Order 1001 ships on May 3.", "Order 1001 was delayed to May 9."),
+]
+
+
+@pytest.mark.parametrize("old,new", UPDATES)
+def test_a_count_or_value_of_the_same_thing_still_supersedes(db_path, clock, old, new):
+    with Memory(db_path, policy="lifecycle", offline=True, clock=clock) as mem:
+        first = mem.add(old, judged=False)
+        written = mem.remember(new, "Noted.")
+        assert written.superseded == [(first, written.stored[0])], written.as_dict()
+
+
+def test_a_fact_told_in_passing_inside_a_request_is_kept(db_path, clock):
+    turn = ("Can you give me some tips on varnishing acrylic paintings? By the way, I'm now at "
+            "600 followers on Instagram, which is a nice milestone! Also, how many coats?")
+    with Memory(db_path, policy="lifecycle", offline=True, clock=clock) as mem:
+        [mid] = mem.remember(turn, "Sure.")
+        assert "600 followers" in mem.get(mid).content
+        assert "varnish" not in mem.get(mid).content  # the requests are not memories
