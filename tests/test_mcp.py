@@ -93,7 +93,7 @@ def test_each_tool_answers_with_structure_and_a_short_text(served):
     added, listed = talk(server, script)
     memory_out = structured(added)["memory"]
     assert memory_out["importance"] == 8 and memory_out["tags"] == ["style"]
-    assert memory_out["expires_at"] == "2026-06-30T23:59:59"
+    assert memory_out["expires_at"] == "2026-06-30T23:59:59Z"  # UTC, said
     assert set(memory_out) == {"id", "content", "status", "importance", "confidence",
                                "decay_score", "created_at", "expires_at", "tags"}
     assert added.content[0].text.startswith(f"#{memory_out['id']} [active] User prefers tabs")
@@ -303,6 +303,16 @@ def test_a_host_conversation_over_stdio(tmp_path):
     assert [e["event"] for e in story["events"]] == ["created", "superseded"]
 
 
+TOKEN = "test-token-0123456789abcdef"
+
+
+def bearer(url: str, token: str, **headers):
+    """A streamable HTTP transport to `url` that sends `Authorization: Bearer token`."""
+    from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+    sent = {"Authorization": f"Bearer {token}", **headers}
+    return streamable_http_client(url, http_client=create_mcp_http_client(headers=sent))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -324,7 +334,8 @@ def wait_for_port(port: int, proc: subprocess.Popen, seconds: float = 30.0) -> N
 
 def test_streamable_http_on_a_free_local_port(tmp_path):
     db, port = str(tmp_path / "agent.db"), free_port()
-    proc = subprocess.Popen(lethe_mcp(db, "--transport", "http", "--port", str(port)),
+    proc = subprocess.Popen(lethe_mcp(db, "--transport", "http", "--port", str(port),
+                                      "--token", TOKEN),
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     try:
@@ -336,7 +347,7 @@ def test_streamable_http_on_a_free_local_port(tmp_path):
             listed = structured(await c.call_tool("list_memories", {}))
             return added, bad, listed
 
-        added, bad, listed = talk(f"http://127.0.0.1:{port}/mcp", script)
+        added, bad, listed = talk(bearer(f"http://127.0.0.1:{port}/mcp", TOKEN), script)
         assert [m["id"] for m in listed["memories"]] == [added["memory"]["id"]]
         assert bad.is_error and "no memory #424242" in bad.content[0].text
     finally:

@@ -30,6 +30,7 @@ from ..scheduler import Scheduler
 from ..store import masked
 from .. import distribution
 from . import missing_extra
+from .httpguard import BearerGuard
 from . import mcp_models as out
 from .mcp_models import (Added, Forgotten, Listing, PassesRun, Recalled, Remembered, Story,
                          Superseded)
@@ -59,8 +60,12 @@ class Tools:
     `mcp_models`. Raises LetheError for a bad request. `ARGUMENTS` describes the
     arguments to hosts."""
 
-    def __init__(self, memory: Memory):
+    def __init__(self, memory: Memory, reader: Memory | None = None):
         self.memory = memory
+        # reads that need no model (why, list_memories, the resources) go to `reader`, a
+        # read-only Memory of the same store with a connection and a lock of its own: they
+        # never wait behind a remember whose model hangs
+        self.reader = reader
         self._scheduler: Scheduler | None = None
 
     def remember(self, user: str, assistant: str = "") -> Remembered:
@@ -87,6 +92,9 @@ class Tools:
         """Store a memory as given. The policy's write steps still run except the gate
         (confidence, contradiction, expiry); the values given here win over their judgments,
         and an older memory the new one contradicts is superseded."""
+        for tag in tags or []:
+            if not tag.strip() or "\x00" in tag or len(tag) > 1_000:
+                raise LetheError("each tag is 1 to 1,000 characters, no NUL")
         new_id = self.memory.add(content, importance=importance, expires_at=expires_at, tags=tags)
         return Added(memory=self._out(new_id))
 
@@ -94,7 +102,7 @@ class Tools:
         """A memory's whole history: every event (created, reinforced, superseded,
         forgotten, expired, ...), the memory that superseded it and the one it was merged
         into. Works for memories that left recall too."""
-        return out.story(self.memory.history(memory_id))
+        return out.story(self._reading.history(memory_id))
 
     def forget(self, memory_id: int, reason: str) -> Forgotten:
         """Forget an active memory: it is archived with a `forgotten` event that keeps the
@@ -106,7 +114,7 @@ class Tools:
         """List memories by status, newest first: active ones, or those that were archived,
         superseded, expired or compressed (or all)."""
         return Listing(status=status, memories=[out.memory_out(m) for m in
-                                                self.memory.memories(status, limit)])
+                                                self._reading.memories(status, limit)])
 
     def run_passes(self) -> PassesRun:
         """Run what the policy has due now: pending turns first, then every pass whose
@@ -134,14 +142,19 @@ class Tools:
         if len(memory_id) > 30:  # past any id, and int() of 4,300 digits fails
             raise LetheError(f"no memory #{memory_id[:20]}... ({len(memory_id)} digits) in "
                              f"namespace {self.memory.namespace!r}")
-        return json.dumps(self._memory(int(memory_id)).as_dict(), ensure_ascii=False, indent=2)
+        return json.dumps(self._memory(int(memory_id), self._reading).as_dict(),
+                          ensure_ascii=False, indent=2)
+
+    @property
+    def _reading(self) -> Memory:
+        return self.reader or self.memory
 
     def close(self) -> None:
         if self._scheduler is not None:
             self._scheduler.close()
 
-    def _memory(self, memory_id: int):
-        mem = self.memory.get(memory_id)
+    def _memory(self, memory_id: int, memory: Memory | None = None):
+        mem = (memory or self.memory).get(memory_id)
         if mem is None:
             raise LetheError(f"no memory #{memory_id} in namespace '{self.memory.namespace}'")
         return mem
@@ -152,25 +165,33 @@ class Tools:
 
 # What a host reads about each argument (pydantic Field settings, applied when the tools
 # are registered: pydantic is imported only then).
+MCP_TEXT = 100_000  # characters of one text argument (a turn, a memory, a query, a reason)
+# one rule for every text argument: no NUL, at most MCP_TEXT; non-empty unless optional
+TEXT = {"max_length": MCP_TEXT, "pattern": r"^[^\x00]*$"}
+WORDS = {**TEXT, "min_length": 1, "pattern": r"^[^\x00]*[^\x00\s][^\x00]*$"}
+WHOLE = {"strict": True}  # a whole number: true and 1.0 are not one
 ARGUMENTS = {
-    "remember": {"user": {"description": "What the user said"},
-                 "assistant": {"description": "What the assistant answered"}},
-    "recall": {"query": {"min_length": 1, "description": "What the agent needs to know, in "
-                                                         "its own words"},
-               "limit": {"ge": 1, "le": 50, "description": "At most this many"}},
-    "add": {"content": {"min_length": 1, "description": "The memory's text"},
-            "importance": {"ge": 0, "le": 10, "description": "How much it matters, 0-10 "
-                                                            "(default: 5)"},
-            "expires_at": {"description": "When it stops being true: an ISO-8601 date "
+    "remember": {"user": {**WORDS, "description": "What the user said"},
+                 "assistant": {**TEXT, "description": "What the assistant answered"}},
+    "recall": {"query": {**WORDS, "description": "What the agent needs to know, in "
+                                                 "its own words"},
+               "limit": {**WHOLE, "ge": 1, "le": 50, "description": "At most this many"}},
+    "add": {"content": {**WORDS, "description": "The memory's text"},
+            "importance": {"strict": True, "ge": 0, "le": 10,
+                           "description": "How much it matters, 0-10 (default: 5)"},
+            "expires_at": {"max_length": 64, "pattern": r"^[^\x00]*$",
+                           "description": "When it stops being true: an ISO-8601 date "
                                           "(through that day) or date and time"},
-            "tags": {"description": "Tags"}},
-    "why": {"memory_id": {"description": "The memory's id"}},
-    "forget": {"memory_id": {"description": "The memory's id"},
-               "reason": {"min_length": 1, "description": "Why, kept in its history"}},
+            "tags": {"max_length": 100, "description": "Tags (each 1 to 1,000 characters)"}},
+    "why": {"memory_id": {**WHOLE, "description": "The memory's id"}},
+    "forget": {"memory_id": {**WHOLE, "description": "The memory's id"},
+               "reason": {**WORDS, "description": "Why, kept in its history"}},
     "list_memories": {"status": {"description": "Which memories"},
-                      "limit": {"ge": 1, "le": 500, "description": "At most this many"}},
+                      "limit": {**WHOLE, "ge": 1, "le": 500, "description": "At most this many"}},
     "run_passes": {},
 }
+
+READS = ("why", "list_memories")  # tools that never ask a model nor write
 
 # Hints for hosts: recall only records access (bookkeeping, like a file's atime), so it
 # counts as read-only; add and remember supersede with the history kept, never delete.
@@ -190,13 +211,15 @@ def build_server(memory: Memory, tools: Tools | None = None):
     kit = sdk()
     tools = tools or Tools(memory)
     lock = threading.Lock()  # the SDK runs each call on a worker thread; one connection
+    # reads that need no model take the reader's own lock (its own connection), if any
+    read_lock = threading.Lock() if tools.reader is not None else lock
     server = _server_class()("lethe", instructions=_instructions(memory),
                              version=distribution.VERSION, log_level="WARNING")
     for name, hints in ANNOTATIONS.items():
-        fn = _tool(kit, getattr(tools, name), lock)
+        fn = _tool(kit, getattr(tools, name), read_lock if name in READS else lock)
         server.add_tool(fn, name=name, description=_one_paragraph(fn.__doc__),
                         annotations=kit.ToolAnnotations(open_world_hint=False, **hints))
-    resource = functools.partial(_resource, kit, lock)
+    resource = functools.partial(_resource, kit, read_lock)
     server.resource("lethe://policy", name="policy", mime_type="application/yaml",
                     description="The policy as loaded, its extends: chain merged in")(
         resource(tools.policy_yaml))
@@ -207,20 +230,34 @@ def build_server(memory: Memory, tools: Tools | None = None):
 
 
 def serve(memory: Memory, transport: str = "stdio", host: str = "127.0.0.1",
-          port: int = 8000) -> None:
+          port: int = 8000, token: str | None = None, reader: Memory | None = None) -> None:
     """Serve `memory` until the host hangs up (stdio) or the process is stopped (http:
-    streamable HTTP at http://HOST:PORT/mcp)."""
+    streamable HTTP at http://HOST:PORT/mcp, every request with `Authorization: Bearer
+    TOKEN` and a Host naming the server: engine.integrations.httpguard). `reader`: a
+    read-only Memory of the same store for the reads that need no model."""
     if transport not in TRANSPORTS:
         raise LetheError(f"unknown transport {transport!r}; use one of {', '.join(TRANSPORTS)}")
-    tools = Tools(memory)
+    if transport == "http" and not token:
+        raise LetheError("lethe mcp over HTTP needs a token (engine.integrations.httpguard)")
+    tools = Tools(memory, reader)
     server = build_server(memory, tools)
     try:
         if transport == "stdio":
             server.run("stdio")
         else:
-            server.run("streamable-http", host=host, port=port)
+            _serve_http(server, host, port, token)
     finally:
         tools.close()
+
+
+def _serve_http(server, host: str, port: int, token: str) -> None:
+    """The SDK's streamable HTTP app behind the bearer token and Host/Origin guard."""
+    import anyio
+    import uvicorn
+
+    app = BearerGuard(server.streamable_http_app(host=host), token, host, port)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+    anyio.run(uvicorn.Server(config).serve)
 
 
 # ---- adapting Tools to the SDK ----------------------------------------------------------
@@ -270,6 +307,11 @@ def _server_class():
 
     class LetheServer(kit.MCPServer):
         async def call_tool(self, name, arguments, context=None):
+            unknown = sorted(set(arguments or {}) - set(ARGUMENTS.get(name, {})))
+            if unknown:  # a misspelt argument was ignored, and its default used in silence
+                raise kit.ToolError(f"Error executing tool {name}: unknown argument"
+                                    f"{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
+                                    f"{name} takes {', '.join(ARGUMENTS.get(name)) or 'none'}")
             try:
                 return await super().call_tool(name, arguments, context)
             except kit.ToolError as exc:

@@ -133,10 +133,17 @@ for _type in (MemoryOut, Superseded, Remembered, Recalled, Added, Event, Story, 
 
 
 # ---- from the engine's records ----------------------------------------------------------
+def utc(when: str | None) -> str | None:
+    """A stored time (UTC, written without a zone) with its zone: `2026-01-05T09:00:00Z`."""
+    if not when or when.endswith("Z") or "+" in when[10:] or when[10:].count("-"):
+        return when
+    return f"{when}Z" if "T" in when else when
+
+
 def memory_out(m: MemoryRecord) -> MemoryOut:
     return MemoryOut(id=m.id, content=m.content, status=m.status, importance=m.importance,
                      confidence=m.confidence, decay_score=m.decay_score,
-                     created_at=m.created_at, expires_at=m.expires_at,
+                     created_at=utc(m.created_at), expires_at=utc(m.expires_at),
                      tags=[str(t) for t in m.tags])
 
 
@@ -154,11 +161,11 @@ def event(row: dict) -> Event:
         pass  # free text, such as "superseded by #2: ..."
     if detail is not None and not isinstance(detail, (dict, list, str)):
         detail = str(detail)
-    return Event(event=row["event_type"], at=row["occurred_at"], detail=detail)
+    return Event(event=row["event_type"], at=utc(row["occurred_at"]), detail=detail)
 
 
 def pass_run(r: PassResult) -> PassRun:
-    return PassRun(name=r.name, ran_at=r.ran_at, changed=r.changed, events=dict(r.events),
+    return PassRun(name=r.name, ran_at=utc(r.ran_at), changed=r.changed, events=dict(r.events),
                    notes=list(r.notes))
 
 
