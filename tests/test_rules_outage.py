@@ -77,3 +77,14 @@ def test_a_fact_told_in_passing_inside_a_request_is_kept(db_path, clock):
         [mid] = mem.remember(turn, "Sure.")
         assert "600 followers" in mem.get(mid).content
         assert "varnish" not in mem.get(mid).content  # the requests are not memories
+
+
+def test_a_lasting_fact_beside_a_plan_does_not_expire_with_the_plan(db_path, clock):
+    turn = ("I'm going to the mall this weekend, any sales at H&M? By the way, I've already "
+            "got five tops from H&M so far.")
+    with Memory(db_path, policy="lifecycle", offline=True, clock=clock) as mem:
+        [mid] = mem.remember(turn, "Sure.")
+        assert "five tops" in mem.get(mid).content
+        assert mem.get(mid).expires_at is None
+        [plan] = mem.remember("I'm going to the mall this weekend.", "Sure.")
+        assert mem.get(plan).expires_at is not None  # a plan alone still ends

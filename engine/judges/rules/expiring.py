@@ -5,6 +5,7 @@ import re
 from datetime import date, datetime, timedelta
 
 from .dates import WEEKDAY_RE, date_mentions
+from .reading import sentences
 from .words import normalise
 
 _NO_END = re.compile(r"\b(birthday|anniversary|born|date of birth)\b")
@@ -41,6 +42,16 @@ def expiry(content: str, today: datetime | date | str) -> str | None:
         today = datetime.fromisoformat(today.strip().replace("Z", "+00:00"))
     day = today.date() if isinstance(today, datetime) else today
     content = content or ""
+    parts = sentences(content)
+    if len(parts) > 1 and any(_end(part, day) is None for part in parts):
+        # several facts in one memory, one of them with no end ("has got five tops from
+        # H&M so far" beside "plans to go to the mall this weekend"): the memory does not
+        # end with its plan, or the lasting fact would be lost with it
+        return None
+    return _end(content, day)
+
+
+def _end(content: str, day: date) -> str | None:
     text = normalise(content)
     if _NO_END.search(text):
         return None
