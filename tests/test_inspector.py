@@ -299,3 +299,15 @@ def test_similarity_lists_memories_by_meaning_where_the_policy_embeds(tmp_path, 
         plain = client(lambda _policy, namespace, read_only=False: Memory(
             db, policy="lifecycle", namespace=namespace, clock=clock))
         assert 'name="similar"' not in plain.get(f"/memories?token={TOKEN}").text
+
+
+@pytest.mark.sqlite_only
+def test_a_failing_database_is_a_page_saying_so(memory):
+    opened = []
+    app, _ = prepare(Inspector(lambda ns: opened.append(memory("lifecycle", namespace=ns))
+                               or opened[-1], "default"), "127.0.0.1", PORT, TOKEN)
+    c = TestClient(app, base_url=f"http://127.0.0.1:{PORT}", raise_server_exceptions=False)
+    assert c.get(f"/memories?token={TOKEN}").status_code == 200
+    opened[0].store.db.close()  # as if the file went away under it
+    got = c.get("/memory/1")
+    assert got.status_code == 503 and "the database failed" in got.text

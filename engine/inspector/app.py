@@ -20,6 +20,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..clock import iso
+from .. import store
 from ..errors import LetheError
 from ..memory import Memory
 from . import charts, pages
@@ -113,6 +114,8 @@ def build(inspector: Inspector, token: str, host: str, port: int):
             except LetheError as exc:
                 return page(request, "error.html", 404 if "no memory" in str(exc) else 400,
                             message=str(exc))
+            except store.database_errors() as exc:  # locked too long, corrupt, full
+                return page(request, "error.html", 503, message=f"the database failed: {exc}")
         return handle
 
     def edit(action):
