@@ -7,6 +7,7 @@ import json
 import os
 
 from .. import policy as policy_mod
+from ..audit import SORTS
 from .. import variables
 from ..errors import LetheError
 from ..memory import Memory
@@ -16,8 +17,6 @@ from ..prompts import render as render_template
 from . import charts
 
 PAGE = 50
-SORTS = ("id", "created_at", "importance", "confidence", "decay_score", "access_count",
-         "rank", "last_accessed", "expires_at")
 FILTERS = ("status", "kind", "scene", "tag", "text")
 # the event columns every store has; any other (a said-time, a recorded-time) is shown too
 EVENT_BASE = ("id", "memory_id", "event_type", "detail", "occurred_at")
@@ -50,7 +49,8 @@ def memories(mem: Memory, query: dict, overview: dict) -> dict:
     similar = mem.similar(similar_to, PAGE) if similar_to else None
     records, nxt = ([], None) if similar is not None else \
         mem.browse(filters, sort, descending, keyset(query.get("after")), PAGE)
-    return {"records": records, "filters": {k: filters.get(k, "") for k in FILTERS}, "sort": sort, "descending": descending,
+    return {"records": records, "filters": {k: filters.get(k, "") for k in FILTERS},
+            "sort": sort, "descending": descending,
             "next": json.dumps(list(nxt)) if nxt else None, "counts": overview["counts"],
             "counted_at": overview["at"], "statuses": STATUSES, "sorts": SORTS,
             "paged": bool(query.get("after")), "kinds": overview["kinds"],
