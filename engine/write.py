@@ -198,15 +198,15 @@ class Writer:
 
     def retry_pending(self, limit: int = 100) -> int:
         """Judge the pending turns whose time has come, oldest first; return how many this
-        round judged (turns that stay pending, and turns queued meanwhile, are not counted).
-        A turn that fails is recorded and the next one is tried; an outage stops the round
-        (the model is down, so trying the rest now would only wait on timeouts)."""
+        round judged (not turns that stay pending or were queued meanwhile). A turn that
+        fails is recorded and the next tried; an outage stops the round, the rest given back."""
         judged = 0
-        for turn_id in self.ctx.store.claim_turns(self.ctx.namespace, limit):
-            written = self.process(turn_id)
-            if written.outage:
-                break
-            judged += written.pending is None
+        with self.ctx.store.claimed_turns(self.ctx.namespace, limit) as claimed:
+            for turn_id in claimed:
+                written = self.process(turn_id)
+                if written.outage:
+                    break
+                judged += written.pending is None
         return judged
 
     def add(self, content: str, fields: dict) -> int:

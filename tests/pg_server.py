@@ -80,6 +80,11 @@ class LocalServer:
         subprocess.run([os.path.join(self.bin, tool), *args], check=True, cwd=self.dir,
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)
 
+    def restart(self) -> None:
+        """Stop the server (every connection to it is dropped) and start it again, with the
+        same data, port and options."""
+        self._run("pg_ctl", "-D", self.data, "-m", "fast", "-w", "restart")
+
     def stop(self) -> None:
         try:
             self._run("pg_ctl", "-D", self.data, "-m", "immediate", "-w", "stop")

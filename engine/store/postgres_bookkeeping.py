@@ -11,6 +11,7 @@ psycopg's `%s` by `q` (so most methods are the SQLite text verbatim). What diffe
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import json
@@ -116,6 +117,12 @@ class Bookkeeping:
             (self.holder, iso(self.clock() + CLAIM), namespace, now, now, self.holder,
              limit)).fetchall()
         return [r[0] for r in sorted(rows, key=lambda r: (r[1] or "", r[0]))]  # as said
+
+    def release_turns(self, ids: list[int]) -> None:
+        """Give back this store's claims on these turns (those it did not judge)."""
+        with contextlib.suppress(*self.busy_errors, StoreError):  # a lost server drops them
+            self._x("UPDATE inbox SET claimed_by = NULL, claimed_until = NULL WHERE "
+                    "claimed_by = ? AND id = ANY(?)", (self.holder, list(ids)))
 
     # -- pass runs and batched progress -------------------------------------------------
     def unfinished(self, namespace: str) -> set[str]:

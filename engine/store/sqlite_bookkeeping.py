@@ -11,6 +11,10 @@ from .text_apart import ROWS
 
 
 class Bookkeeping:
+    def release_turns(self, ids: list[int]) -> None:
+        """Nothing to give back: one file has one writer at a time, so no turn is claimed
+        (`claim_turns`); PostgreSQL's store clears its claims."""
+
     # -- model calls ----------------------------------------------------------------------
     def log_call(self, namespace: str, step: str, model: str, provider: str | None,
                  prompt_tokens: int, completion_tokens: int, latency_ms: float, outcome: str,
