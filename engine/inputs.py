@@ -224,6 +224,16 @@ def said(value, now: dt.datetime, what: str = "said_at") -> str | None:
     return when
 
 
+def moment(value, what: str = "as_of") -> dt.datetime | None:
+    """A time a caller asks about (a datetime or ISO text), naive UTC; None: none given."""
+    if value is None:
+        return None
+    try:
+        return parse_time(iso(value) if isinstance(value, dt.datetime) else value)
+    except (ValueError, OverflowError, TypeError, AttributeError):
+        raise InputError(f"{what}: not an ISO-8601 date or time: {value!r}") from None
+
+
 def clock(value) -> None:
     """A clock is a callable returning a datetime with room for the arithmetic Lethe does
     on it (leases, expiries). Its first value is checked here: one returning text failed

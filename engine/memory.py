@@ -30,6 +30,7 @@ from .policy import STATUSES
 # what a pass alone (`lethe run`, the scheduler) never calls: imported on first use
 R = lazy("engine.recall")
 W = lazy("engine.write")
+AS = lazy("engine.asof")
 A = lazy("engine.audit")
 
 __all__ = ["Memory", "MemoryRecord", "History", "Keyed", "DEFAULT_POLICY"]
@@ -224,21 +225,27 @@ class Memory:
 
     # -- reading
     def candidates(self, query: str | None = None, limit: int | None = None,
-                   scored: bool = False, relevance: bool = True) -> list[MemoryRecord]:
+                   scored: bool = False, relevance: bool = True, as_of=None) -> list[MemoryRecord]:
         """Recall candidates in the policy's recall order, before any model picks among them.
         With a query: only memories matching it in full text, or with `scored=True` all
-        candidates, each with its `relevance` to the query (0 when it shares no word)."""
-        query = I.query(query, optional=True)
+        candidates, each with its `relevance` to the query (0 when it shares no word).
+        `as_of` (a time): the candidates as they stood then (`lethe ls --as-of`, docs/time.md)."""
+        query, at = I.query(query, optional=True), I.moment(as_of)
+        if at is not None:
+            return AS.candidates(self.context, query, at, I.count(limit, "limit"))
         return R.candidates(self.context, query, I.count(limit, "limit"), I.flag(scored, "scored"),
                             I.flag(relevance, "relevance"))
 
     @_says_if_keyless(RulesJudgedWarning)
-    def recall(self, query: str, top_n: int | None = None) -> list[MemoryRecord]:
+    def recall(self, query: str, top_n: int | None = None, as_of=None) -> list[MemoryRecord]:
         """What the agent should know for `query`: the policy's candidates, picked by its
         select judge (at most top_n), with their access recorded. A select model that cannot
         be reached is answered for by the built-in rules (a `RulesJudgedWarning` says so
-        once when that is because no API key is set)."""
+        once when that is because no API key is set). `as_of` (a time): what recall would
+        have returned then, rebuilt from the events (records no access; docs/time.md)."""
         query, top_n = I.query(query), I.count(top_n, "top_n")
+        if as_of is not None:
+            return AS.recall(self.context, query, I.moment(as_of), top_n)
         with tracing.span("lethe.recall", **self._traced(), **{"lethe.top_n": top_n}) as span:
             found = R.recall(self.context, query, top_n)
             span.set_attribute("lethe.memory_ids", [m.id for m in found])
@@ -252,11 +259,14 @@ class Memory:
         """Why recall returns what it returns for `query` (records no access)."""
         return R.explain(self.context, I.query(query), I.count(top_n, "top_n"))
 
-    def get(self, memory_id: int) -> MemoryRecord | None:
+    def get(self, memory_id: int, as_of=None) -> MemoryRecord | None:
         """One memory of this namespace by id, or None. An id that is not a whole number is
-        refused (LetheError)."""
-        memory_id = I.ident(memory_id)
-        return None if memory_id is None else R.get(self.context, memory_id)
+        refused (LetheError). `as_of` (a time): the memory as it stood then, None if it had
+        not been recorded yet."""
+        memory_id, at = I.ident(memory_id), I.moment(as_of)
+        if memory_id is None:
+            return None
+        return R.get(self.context, memory_id) if at is None else AS.get(self.context, memory_id, at)
 
     def recall_context(self, query: str, top_n: int | None = None) -> str:
         """The text an agent puts in its prompt: the summaries of the scenes the recalled
@@ -267,14 +277,17 @@ class Memory:
         lines += [f"- {r.content}" for r in records]
         return "\n".join(lines)
 
-    def history(self, memory_id: int) -> History:
-        """A memory's whole story: its events, what superseded it, what it merged into."""
-        mem = self.get(memory_id)
+    def history(self, memory_id: int, as_of=None) -> History:
+        """A memory's whole story: its events, what superseded it, what it merged into.
+        `as_of` (a time): as it stood then, with the events recorded by then."""
+        mem = self.get(memory_id, as_of=as_of)
         if mem is None:
-            raise LetheError(self._not_here(memory_id))
-        events = [dict(e) for e in self.store.events(mem.id)]
-        superseded_by = self.get(mem.contradicted_by) if mem.contradicted_by else None
-        merged = self.get(mem.merged_into) if mem.merged_into else None
+            raise LetheError(self._not_here(memory_id) + (f" as of {as_of}" if as_of else ""))
+        at = I.moment(as_of)
+        events = [dict(e) for e in self.store.events(mem.id)
+                  if at is None or e["occurred_at"] <= AS.iso(at)]
+        superseded_by = self.get(mem.contradicted_by, as_of) if mem.contradicted_by else None
+        merged = self.get(mem.merged_into, as_of) if mem.merged_into else None
         return History(mem, events, superseded_by, merged)
 
     def _not_here(self, memory_id: int) -> str:

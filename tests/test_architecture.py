@@ -20,7 +20,7 @@ LAYERS = [
     {"store"},
     {"judges", "embeddings"},
     {"context", "keys"},
-    {"write", "timeline", "passes", "recall", "leasing", "vectors", "matching", "audit"},
+    {"write", "timeline", "asof", "passes", "recall", "leasing", "vectors", "matching", "audit"},
     {"compress"},
     {"runner"},
     {"scheduler", "memory"},

@@ -9,8 +9,8 @@ import click
 
 from ..chat import ChatSession, chat_model_for
 from ..scheduler import Scheduler
-from .base import (LIMIT, Finite, echo, elsewhere, emit, json_option, lease_ttl_option,
-                   model_options, open_memory, store_options, to_json)
+from .base import (LIMIT, Finite, as_of_option, echo, elsewhere, emit, json_option,
+                   lease_ttl_option, model_options, open_memory, store_options, to_json)
 
 
 # ---- recall -------------------------------------------------------------------------
@@ -21,14 +21,17 @@ from .base import (LIMIT, Finite, echo, elsewhere, emit, json_option, lease_ttl_
 @click.option("--top", "top_n", type=LIMIT, help="At most this many (default: the policy's top_n).")
 @click.option("--explain", is_flag=True, help="Show every candidate's score parts and why others "
               "were left out; records no access.")
+@as_of_option
 @json_option
-def recall(db, policy, namespace, now, offline, record, replay, query, top_n, explain, json_):
+def recall(db, policy, namespace, now, offline, record, replay, query, top_n, explain, as_of,
+           json_):
     """What the agent should know for QUERY: the policy's candidates, picked by its select
     judge; the chosen memories' access is recorded."""
-    with open_memory(db, policy, namespace, now, offline, record, replay, must_exist=True) as mem:
+    with open_memory(db, policy, namespace, now, offline, record, replay, must_exist=True,
+                     read_only=as_of is not None) as mem:
         if explain:
             return show_explanation(mem, query, top_n, json_)
-        records = mem.recall(query, top_n)
+        records = mem.recall(query, top_n, as_of=as_of)
         lines = [f"#{r.id} (conf {r.confidence:.2f} fresh {r.decay_score:.2f}) {r.content}"
                  for r in records]
         # printed before the store closes: an access kept while a pass holds the lock is

@@ -164,6 +164,13 @@ def _force_time(ctx, param, value):
     return value
 
 
+def as_of_option(f):
+    """--as-of: read what the store held at a past time, rebuilt from its events."""
+    return click.option("--as-of", "as_of", type=IsoTime(), metavar="ISO",
+                        help="As the store stood at this time, rebuilt from its events "
+                             "(records nothing; docs/time.md).")(f)
+
+
 def model_options(f):
     """--record / --replay on every command that may call a model."""
     f = click.option("--replay", metavar="FILE", type=click.Path(dir_okay=False),

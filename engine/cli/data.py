@@ -9,7 +9,7 @@ from ..errors import LetheError
 from ..lazy import lazy
 from ..memory import Memory
 from ..policy import STATUSES
-from .base import (LIMIT, MEMORY_ID, Finite, IsoTime, elsewhere, emit, json_option,
+from .base import (LIMIT, MEMORY_ID, Finite, IsoTime, as_of_option, elsewhere, emit, json_option,
                    lease_options, model_options, open_memory, store_options)
 
 write = lazy("engine.write")  # `lethe pending` only: a pass does not import the pipeline
@@ -65,15 +65,18 @@ def _with_progress(mem: Memory, names: list[str], run_them, quiet: bool):
                    "superseded, expired or compressed (or all).")
 @click.option("--limit", type=LIMIT, help="At most this many (default: the policy's;"
               " 20 with --status).")
+@as_of_option
 @json_option
-def ls(db, policy, namespace, now, offline, query, status, limit, json_):
+def ls(db, policy, namespace, now, offline, query, status, limit, as_of, json_):
     """List recall candidates in the policy's recall order (what recall would consider),
     or with --status the memories that have that status (what was forgotten, too)."""
-    if status and query:
-        raise click.UsageError("--query lists recall candidates; use it without --status")
+    if status and (query or as_of):
+        raise click.UsageError("--query and --as-of list recall candidates; use them without "
+                               "--status")
     with open_memory(db, policy, namespace, now, offline, must_exist=True,
                      read_only=True) as mem:
-        records = mem.memories(status, limit or 20) if status else mem.candidates(query, limit)
+        records = mem.memories(status, limit or 20) if status else \
+            mem.candidates(query, limit, as_of=as_of)
         note = elsewhere(mem, records)
     if status:
         return emit([r.as_dict() for r in records], json_,
@@ -93,12 +96,13 @@ def status_line(r) -> str:
 @click.command()
 @store_options
 @click.argument("memory_id", type=MEMORY_ID)
+@as_of_option
 @json_option
-def why(db, policy, namespace, now, offline, memory_id, json_):
+def why(db, policy, namespace, now, offline, memory_id, as_of, json_):
     """Show a memory's whole history: its events, what superseded it, what it merged into."""
     with open_memory(db, policy, namespace, now, offline, must_exist=True, read_only=True) as mem:
         try:
-            h = mem.history(memory_id)
+            h = mem.history(memory_id, as_of=as_of)
         except LetheError as exc:  # the CLI's user owns the file: say where the id is
             held_by = mem.namespace_of(memory_id)
             if held_by is None:

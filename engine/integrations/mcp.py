@@ -80,11 +80,12 @@ class Tools:
                           reinforced=[self._out(i) for i in written.reinforced],
                           superseded=gone, pending=written.pending)
 
-    def recall(self, query: str, limit: int = 6) -> Recalled:
+    def recall(self, query: str, limit: int = 6, as_of: str | None = None) -> Recalled:
         """Recall what the agent should know for a query: the policy's candidates (active,
         fresh enough, ranked), picked by its select judge; superseded, expired and archived
-        memories are left out. Their access is recorded, which keeps them fresh."""
-        found = self.memory.recall(query, top_n=limit)
+        memories are left out. Their access is recorded, which keeps them fresh. `as_of`
+        (ISO time): what recall would have returned then, rebuilt from the events."""
+        found = self.memory.recall(query, top_n=limit, as_of=as_of)
         return Recalled(query=query, memories=[out.memory_out(m) for m in found])
 
     def add(self, content: str, importance: float | None = None, expires_at: str | None = None,
@@ -98,11 +99,11 @@ class Tools:
         new_id = self.memory.add(content, importance=importance, expires_at=expires_at, tags=tags)
         return Added(memory=self._out(new_id))
 
-    def why(self, memory_id: int) -> Story:
+    def why(self, memory_id: int, as_of: str | None = None) -> Story:
         """A memory's whole history: every event (created, reinforced, superseded,
         forgotten, expired, ...), the memory that superseded it and the one it was merged
-        into. Works for memories that left recall too."""
-        return out.story(self._reading.history(memory_id))
+        into. Works for memories that left recall too. `as_of` (ISO time): as it stood then."""
+        return out.story(self._reading.history(memory_id, as_of=as_of))
 
     def forget(self, memory_id: int, reason: str) -> Forgotten:
         """Forget an active memory: it is archived with a `forgotten` event that keeps the
@@ -175,7 +176,9 @@ ARGUMENTS = {
                  "assistant": {**TEXT, "description": "What the assistant answered"}},
     "recall": {"query": {**WORDS, "description": "What the agent needs to know, in "
                                                  "its own words"},
-               "limit": {**WHOLE, "ge": 1, "le": 50, "description": "At most this many"}},
+               "limit": {**WHOLE, "ge": 1, "le": 50, "description": "At most this many"},
+               "as_of": {"max_length": 64, "pattern": r"^[^\x00]*$",
+                         "description": "An ISO-8601 time: recall as the store stood then"}},
     "add": {"content": {**WORDS, "description": "The memory's text"},
             "importance": {"strict": True, "ge": 0, "le": 10,
                            "description": "How much it matters, 0-10 (default: 5)"},
@@ -183,7 +186,9 @@ ARGUMENTS = {
                            "description": "When it stops being true: an ISO-8601 date "
                                           "(through that day) or date and time"},
             "tags": {"max_length": 100, "description": "Tags (each 1 to 1,000 characters)"}},
-    "why": {"memory_id": {**WHOLE, "description": "The memory's id"}},
+    "why": {"memory_id": {**WHOLE, "description": "The memory's id"},
+            "as_of": {"max_length": 64, "pattern": r"^[^\x00]*$",
+                      "description": "An ISO-8601 time: the memory as it stood then"}},
     "forget": {"memory_id": {**WHOLE, "description": "The memory's id"},
                "reason": {**WORDS, "description": "Why, kept in its history"}},
     "list_memories": {"status": {"description": "Which memories"},

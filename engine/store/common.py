@@ -12,6 +12,7 @@ from typing import Any
 
 from ..clock import iso, system_clock
 from ..errors import StoreError, StoreWarning
+from .asof import AsOf
 
 
 Row = Any  # sqlite3.Row, or the PostgreSQL backend's Row: read by position or name
@@ -34,7 +35,7 @@ _nothing = contextlib.nullcontext
 KEEP_AFTER = 0.02
 
 
-class StoreCommon:
+class StoreCommon(AsOf):
     migrations: list = []
 
     @contextlib.contextmanager

@@ -1,0 +1,222 @@
+"""What the agent believed at a past time: recall, list and get `as_of` T (docs/time.md).
+
+The state of a memory at T is rebuilt from its events recorded by T (`occurred_at`): its
+status (created, merged and restored make it active; superseded, expired, archived,
+forgotten and compressed retire it), what replaced it, its confidence and importance (as
+created, then each `reinforced` bump and `updated` change), its expiry, and its access
+(each reinforcement). Its text, kind and scene never change. The policy's scores are then
+evaluated at T in Python over those values: the decay pass's `decay_score` formula, then
+recall's `where` and order, so a store that recorded nothing after T gives the same
+answer. Only the candidates are rebuilt: the memories recorded by T that match the query
+(engine.store.asof), never a replay of the store. No access is recorded.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import re
+
+from . import expr as X
+from . import recall as R
+from .clock import iso, parse_time
+from .context import Context
+from .records import FIELD_NAMES, MemoryRecord, parse_tags
+
+STATUS_OF = {"created": "active", "merged": "active", "restored": "active",
+             "superseded": "superseded", "expired": "expired", "archived": "archived",
+             "forgotten": "archived", "compressed": "compressed"}
+REPLACED = re.compile(r"(?:superseded by|merged into) #(\d+)")
+SCAN = 20  # memories rebuilt per candidate recall keeps (the recall limit times this, capped)
+
+
+def state_at(ctx: Context, rows, at: dt.datetime) -> list[MemoryRecord]:
+    """The memories of `rows` (recorded by `at`) as they stood at `at`."""
+    when = iso(at)
+    events: dict[int, list] = {}
+    for e in ctx.store.events_by([r["id"] for r in rows], when):
+        events.setdefault(e["memory_id"], []).append(e)
+    out = []
+    for row in rows:
+        m = {k: row[k] for k in row.keys()}
+        m.update(status="active", contradicted_by=None, merged_into=None, access_count=0,
+                 last_accessed=None)
+        for e in events.get(row["id"], []):
+            _fold(m, e)
+        m["decay_score"] = _decay(ctx, m, at)
+        record = MemoryRecord(**{k: v for k, v in m.items() if k in FIELD_NAMES and k != "tags"},
+                              tags=parse_tags(m.get("tags")))
+        record.rank = _value(_rank(ctx), m, at, ctx)
+        out.append(record)
+    return out
+
+
+def _fold(m: dict, e) -> None:
+    kind, detail = e["event_type"], _json(e["detail"])
+    if kind in STATUS_OF:
+        m["status"] = STATUS_OF[kind]
+        found = REPLACED.search(e["detail"] or "") if isinstance(e["detail"], str) else None
+        if kind == "superseded" and found:
+            m["contradicted_by"] = int(found.group(1))
+        if kind == "compressed" and found:
+            m["merged_into"] = int(found.group(1))
+    if kind in ("created", "merged") and isinstance(detail, dict):
+        for key in ("importance", "confidence", "expires_at"):
+            if key in detail:
+                m[key] = detail[key]
+    elif kind == "reinforced":
+        bump = detail.get("bump", 0.1) if isinstance(detail, dict) else 0.1
+        m["confidence"] = min(1.0, (m["confidence"] or 0) + bump)
+        m["access_count"] += 1
+        m["last_accessed"] = e["occurred_at"]
+    elif kind in ("updated", "corrected", "normalised") and isinstance(detail, dict):
+        changed = detail.get("fields", detail)
+        for key, change in changed.items():
+            if key in ("importance", "confidence", "expires_at", "summary", "tags") \
+                    and isinstance(change, dict):
+                m[key] = change.get("to", change.get("now", m.get(key)))
+
+
+def _json(text):
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return None
+
+
+# ---- the policy's formulas, evaluated over one memory at T ----------------------------
+def _decay(ctx: Context, m: dict, at: dt.datetime) -> float:
+    """The decay pass's `decay_score` formula at T (1.0 when the policy has none)."""
+    for p in ctx.policy.passes.values():
+        for rule in p.rules:
+            if "decay_score" in rule.set and (rule.when is None or _value(rule.when, m, at, ctx)):
+                value = _value(rule.set["decay_score"], m, at, ctx)
+                return 1.0 if value is None else float(value)
+    return m.get("decay_score") if m.get("decay_score") is not None else 1.0
+
+
+def _rank(ctx: Context) -> X.Node:
+    return X.compile_formula(ctx.policy.scores.get("rank", "importance * confidence * decay_score"),
+                             ctx.policy.scope())
+
+
+def _days(later, earlier) -> float | None:
+    if later is None or earlier is None:
+        return None
+    later = later if isinstance(later, dt.datetime) else parse_time(later)
+    earlier = earlier if isinstance(earlier, dt.datetime) else parse_time(earlier)
+    return round((later - earlier).total_seconds() / 86400 * 1000) / 1000
+
+
+def _value(node: X.Node, m: dict, at: dt.datetime, ctx: Context):
+    """A formula's value, SQL-like: NULL (None) propagates through arithmetic."""
+    v = lambda n: _value(n, m, at, ctx)  # noqa: E731
+    if isinstance(node, X.Const):
+        return node.value
+    if isinstance(node, X.Col):
+        return m.get(node.name)
+    if isinstance(node, X.TimeWord):
+        return {"now": iso(at), "idle_days": _days(at, m.get("last_accessed") or m.get("created_at")),
+                "age_days": _days(at, m.get("created_at")),
+                "days_to_expiry": _days(m.get("expires_at"), at)}[node.name]
+    if isinstance(node, (X.Relevance, X.Similarity)):
+        return m.get("relevance") or 0.0
+    if isinstance(node, X.Neg):
+        a = v(node.arg)
+        return None if a is None else -a
+    if isinstance(node, X.Not):
+        a = v(node.arg)
+        return None if a is None else not a
+    if isinstance(node, X.IsNull):
+        return (v(node.arg) is None) != node.negated
+    if isinstance(node, X.In):
+        a = v(node.arg)
+        return None if a is None else (a in [v(x) for x in node.values]) != node.negated
+    if isinstance(node, X.BoolOp):
+        items = [v(x) for x in node.items]
+        return all(items) if node.op == "and" else any(items)
+    if isinstance(node, (X.BinOp, X.Cmp)):
+        a, b = v(node.left), v(node.right)
+        if a is None or b is None:
+            return None
+        return _OPS[node.op](a, b)
+    if isinstance(node, X.Func):
+        return _func(node.name, [v(x) for x in node.args])
+    raise X.FormulaError(f"cannot evaluate {type(node).__name__} as of a time")
+
+
+_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+        "/": lambda a, b: None if b == 0 else a / b, "<": lambda a, b: a < b,
+        "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+        "=": lambda a, b: a == b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
+
+
+def _func(name: str, args: list):
+    if name == "coalesce":
+        return next((a for a in args if a is not None), None)
+    if any(a is None for a in args):
+        return None
+    if name in ("min", "max"):
+        return (min if name == "min" else max)(args)
+    if name == "clamp":
+        return max(args[1], min(args[2], args[0]))
+    one = {"exp": lambda x: math.exp(min(x, 709)), "floor": math.floor, "ceil": math.ceil,
+           "abs": abs, "ln": lambda x: math.log(x) if x > 0 else None,
+           "log": lambda x: math.log10(x) if x > 0 else None}
+    if name in one:
+        return one[name](args[0])
+    if name == "pow":
+        try:
+            return math.pow(args[0], args[1])
+        except (ValueError, OverflowError):
+            return None
+    raise X.FormulaError(f"cannot evaluate {name}() as of a time")
+
+
+# ---- the reads ------------------------------------------------------------------------
+def candidates(ctx: Context, query: str | None, at: dt.datetime,
+               limit: int | None = None) -> list[MemoryRecord]:
+    """Recall's candidates at T: the memories recorded by T (matching `query` in full text
+    when given) that its `where` keeps at T, in its order at T."""
+    rec = ctx.policy.recall.candidates
+    limit = rec.limit if limit is None else limit
+    rows = ctx.store.recorded_by(ctx.namespace, iso(at), query, min(limit * SCAN, 5000))
+    records = state_at(ctx, rows, at)
+    kept = [r for r in records if _value(rec.where, _row(r), at, ctx)]
+    for node, descending in reversed(rec.order):  # a stable sort, last key first
+        kept.sort(key=lambda r: _sortable(_value(node, _row(r), at, ctx)), reverse=descending)
+    return kept[:limit]
+
+
+def recall(ctx: Context, query: str, at: dt.datetime, top_n: int | None = None) -> list[MemoryRecord]:
+    """What recall would have returned at T: the candidates at T, picked by the policy's
+    select judge (at most top_n). Records no access."""
+    rec = ctx.policy.recall
+    top_n = top_n or rec.top_n
+    shown = candidates(ctx, query, at)
+    if rec.select is not None and shown:
+        chosen = R._select(ctx, rec, query, shown, top_n, {})
+    else:
+        chosen = [c.id for c in shown[:top_n]]
+    by_id = {c.id: c for c in shown}
+    return [by_id[i] for i in chosen]
+
+
+def get(ctx: Context, memory_id: int, at: dt.datetime) -> MemoryRecord | None:
+    row = ctx.store.get(memory_id, ctx.namespace)
+    if row is None or not _recorded(ctx, row, at):
+        return None
+    return state_at(ctx, [row], at)[0]
+
+
+def _recorded(ctx: Context, row, at: dt.datetime) -> bool:
+    events = ctx.store.events_by([row["id"]], iso(at))
+    return bool(events) or (not ctx.store.events(row["id"]) and (row["created_at"] or "") <= iso(at))
+
+
+def _row(r: MemoryRecord) -> dict:
+    return r.as_dict() | {"rank": r.rank, "relevance": r.relevance}
+
+
+def _sortable(value):
+    return (value is not None, value if value is not None else 0)

@@ -1,0 +1,114 @@
+"""As-of reads (docs/time.md): recall, ls and get at a past time T, rebuilt from the events
+recorded by T, give what a store that recorded nothing after T gives."""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import os
+import random
+import sqlite3
+
+import pytest
+from click.testing import CliRunner
+
+from engine import FixedClock, Memory
+from engine.cli import main
+from engine.scenario import Player, Script, load as load_scenario
+from tests.conftest import START, shipped_scenarios
+
+pytestmark = pytest.mark.both_backends
+
+
+def test_as_of_reads_what_was_believed_then(memory, clock):
+    mem = memory()
+    [old] = mem.remember("I manage dependencies with poetry.")
+    clock.advance(dt.timedelta(days=10))
+    mem.run_due()
+    [new] = mem.remember("I stopped using poetry, it's uv now.")
+    clock.advance(dt.timedelta(days=10))
+    mem.run_due()
+    before, after = START + dt.timedelta(days=5), START + dt.timedelta(days=15)
+    query = "which dependency manager, poetry or uv?"
+    assert [m.id for m in mem.recall(query, as_of=before)] == [old]
+    assert [m.id for m in mem.recall(query, as_of=after)] == [new]
+    assert [m.id for m in mem.candidates(as_of=before)] == [old]
+    assert mem.get(old, as_of=before).status == "active"
+    assert (mem.get(old, as_of=after).status, mem.get(old, as_of=after).contradicted_by) == \
+        ("superseded", new)
+    assert mem.get(new, as_of=before) is None  # not recorded yet
+    assert mem.get(old).access_count == 0  # an as-of recall records no access
+    story = mem.history(old, as_of=before)
+    assert [e["event_type"] for e in story.events] == ["created"] and story.superseded_by is None
+
+
+def test_the_cli_reads_as_of(tmp_path):
+    db = str(tmp_path / "a.db")
+    run = lambda *a: CliRunner().invoke(main, [*a, "--db", db], catch_exceptions=False)  # noqa: E731
+    assert run("remember", "I manage dependencies with poetry.", "--offline",
+               "--now", "2026-01-05T09:00:00").exit_code == 0
+    assert run("remember", "I stopped using poetry, it's uv now.", "--offline",
+               "--now", "2026-02-05T09:00:00").exit_code == 0
+    then = run("recall", "dependency manager poetry uv", "--offline", "--as-of", "2026-01-10")
+    assert "poetry" in then.output and "uv now" not in then.output, then.output
+    assert "uv now" in run("recall", "dependency manager poetry uv", "--offline",
+                           "--now", "2026-02-06T00:00:00").output
+    assert "#1" in run("ls", "--as-of", "2026-01-10").output
+    why = run("why", "1", "--as-of", "2026-01-10")
+    assert "[active]" in why.output and "superseded" not in why.output.split("event")[-1]
+
+
+class Snapshots(Player):
+    """Plays a scenario and keeps a copy of the store at each instant it sampled (the last
+    state of that instant): the store as it stood had it stopped then."""
+
+    def __init__(self, *args, folder):
+        super().__init__(*args)
+        self.folder, self.copies = folder, {}
+
+    def _sample(self, force: bool = False) -> None:
+        super()._sample(force)
+        at = self.clock()
+        path = os.path.join(self.folder, f"at-{len(self.copies)}.db")
+        src, dst = sqlite3.connect(self.mem.store.path), sqlite3.connect(path)
+        src.backup(dst)
+        src.close(), dst.close()
+        self.copies[at] = path  # a later sample of the same instant replaces it
+
+
+@pytest.mark.sqlite_only
+def test_as_of_equals_a_store_that_stopped_then(tmp_path):
+    """Over the shipped scenarios played one after the other in one store (about a year:
+    supersessions, expiries, archiving, merges), at 20 random instants T: recall and ls as
+    of T on the final store equal them on the copy that stopped at T, for every shipped
+    scenario's queries, and each memory's status and links as of T are those it holds."""
+    played = [load_scenario(path) for path in shipped_scenarios(top_level_only=True)]
+    scenario = dataclasses.replace(played[0], steps=[s for p in played for s in p.steps])
+    clock, script = FixedClock(scenario.start), Script()
+    db = str(tmp_path / "final.db")
+    with Memory(db, offline=True, clock=clock, scripted=script) as mem:
+        player = Snapshots(scenario, mem, clock, script, folder=str(tmp_path))
+        player.play()
+    queries = sorted({s.arg for path in shipped_scenarios() for s in load_scenario(path).steps
+                      if s.action == "recall"})
+    instants = sorted(random.Random(41).sample(sorted(player.copies), min(20, len(player.copies))))
+    assert len(instants) == 20 and instants[-1] - instants[0] > dt.timedelta(days=180)
+    final = Memory(db, offline=True, clock=FixedClock(clock()), read_only=True)
+    compared, seen = 0, set()
+    for at in instants:
+        with Memory(player.copies[at], offline=True, clock=FixedClock(at), read_only=True) as then:
+            for row in then.store.memories(then.namespace):  # what the copy holds at T
+                was = final.get(row["id"], as_of=at)
+                assert (was.status, was.contradicted_by, was.merged_into) == \
+                    (row["status"], row["contradicted_by"], row["merged_into"]), (at, row["id"])
+            assert [m.id for m in final.candidates(as_of=at)] == \
+                [m.id for m in then.candidates(as_of=at)]
+            for q in queries:
+                assert [m.id for m in final.recall(q, as_of=at)] == \
+                    [m.id for m in then.recall(q, as_of=at)], (at, q)
+                assert [m.id for m in final.candidates(q, as_of=at)] == \
+                    [m.id for m in then.candidates(q, as_of=at)], (at, q)
+                compared += 1
+            seen.add(len(then.store.memories(then.namespace)))
+    final.close()
+    assert max(seen) > 20 and len(seen) > 5  # stores of many sizes were compared
+    assert compared == 20 * len(queries)
