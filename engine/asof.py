@@ -27,7 +27,7 @@ STATUS_OF = {"created": "active", "merged": "active", "restored": "active",
              "superseded": "superseded", "expired": "expired", "archived": "archived",
              "forgotten": "archived", "compressed": "compressed"}
 REPLACED = re.compile(r"(?:superseded by|merged into) #(\d+)")
-SCAN = 20  # memories rebuilt per candidate recall keeps (the recall limit times this, capped)
+SCAN = 2  # memories rebuilt per candidate recall keeps (the recall limit times this, capped)
 
 
 def state_at(ctx: Context, rows, at: dt.datetime) -> list[MemoryRecord]:
@@ -36,17 +36,17 @@ def state_at(ctx: Context, rows, at: dt.datetime) -> list[MemoryRecord]:
     events: dict[int, list] = {}
     for e in ctx.store.events_by([r["id"] for r in rows], when):
         events.setdefault(e["memory_id"], []).append(e)
-    out = []
+    out, rank, decay = [], _rank(ctx), _decay_rules(ctx)
     for row in rows:
         m = {k: row[k] for k in row.keys()}
         m.update(status="active", contradicted_by=None, merged_into=None, access_count=0,
                  last_accessed=None)
         for e in events.get(row["id"], []):
             _fold(m, e)
-        m["decay_score"] = _decay(ctx, m, at)
+        m["decay_score"] = _decay(ctx, decay, m, at)
         record = MemoryRecord(**{k: v for k, v in m.items() if k in FIELD_NAMES and k != "tags"},
                               tags=parse_tags(m.get("tags")))
-        record.rank = _value(_rank(ctx), m, at, ctx)
+        record.rank = _value(rank, m, at, ctx)
         out.append(record)
     return out
 
@@ -85,19 +85,30 @@ def _json(text):
 
 
 # ---- the policy's formulas, evaluated over one memory at T ----------------------------
-def _decay(ctx: Context, m: dict, at: dt.datetime) -> float:
-    """The decay pass's `decay_score` formula at T (1.0 when the policy has none)."""
-    for p in ctx.policy.passes.values():
-        for rule in p.rules:
-            if "decay_score" in rule.set and (rule.when is None or _value(rule.when, m, at, ctx)):
-                value = _value(rule.set["decay_score"], m, at, ctx)
-                return 1.0 if value is None else float(value)
+def _decay_rules(ctx: Context) -> list:
+    return [r for p in ctx.policy.passes.values() for r in p.rules if "decay_score" in r.set]
+
+
+def _decay(ctx: Context, rules: list, m: dict, at: dt.datetime) -> float:
+    """The decay pass's `decay_score` formula at T (the stored one when no rule applies)."""
+    for rule in rules:
+        if rule.when is None or _value(rule.when, m, at, ctx):
+            value = _value(rule.set["decay_score"], m, at, ctx)
+            return 1.0 if value is None else float(value)
     return m.get("decay_score") if m.get("decay_score") is not None else 1.0
 
 
+_RANKS: dict = {}
+
+
 def _rank(ctx: Context) -> X.Node:
-    return X.compile_formula(ctx.policy.scores.get("rank", "importance * confidence * decay_score"),
-                             ctx.policy.scope())
+    """The policy's rank formula as IR, compiled once per policy."""
+    key = id(ctx.policy)
+    if key not in _RANKS or _RANKS[key][0] is not ctx.policy:
+        _RANKS[key] = (ctx.policy, X.compile_formula(
+            ctx.policy.scores.get("rank", "importance * confidence * decay_score"),
+            ctx.policy.scope()))
+    return _RANKS[key][1]
 
 
 def _days(later, earlier) -> float | None:
@@ -181,11 +192,11 @@ def candidates(ctx: Context, query: str | None, at: dt.datetime,
     rec = ctx.policy.recall.candidates
     limit = rec.limit if limit is None else limit
     rows = ctx.store.recorded_by(ctx.namespace, iso(at), query, min(limit * SCAN, 5000))
-    records = state_at(ctx, rows, at)
-    kept = [r for r in records if _value(rec.where, _row(r), at, ctx)]
+    records = [(r, _row(r)) for r in state_at(ctx, rows, at)]
+    kept = [(r, m) for r, m in records if _value(rec.where, m, at, ctx)]
     for node, descending in reversed(rec.order):  # a stable sort, last key first
-        kept.sort(key=lambda r: _sortable(_value(node, _row(r), at, ctx)), reverse=descending)
-    return kept[:limit]
+        kept.sort(key=lambda p: _sortable(_value(node, p[1], at, ctx)), reverse=descending)
+    return [r for r, _ in kept[:limit]]
 
 
 def recall(ctx: Context, query: str, at: dt.datetime, top_n: int | None = None) -> list[MemoryRecord]:
