@@ -27,7 +27,7 @@ STATUS_OF = {"created": "active", "merged": "active", "restored": "active",
              "superseded": "superseded", "expired": "expired", "archived": "archived",
              "forgotten": "archived", "compressed": "compressed"}
 REPLACED = re.compile(r"(?:superseded by|merged into) #(\d+)")
-SCAN = 2  # memories rebuilt per candidate recall keeps (the recall limit times this, capped)
+SCAN = 1  # memories rebuilt per candidate recall keeps (the recall limit times this, capped)
 
 
 def state_at(ctx: Context, rows, at: dt.datetime) -> list[MemoryRecord]:
@@ -119,40 +119,57 @@ def _days(later, earlier) -> float | None:
     return round((later - earlier).total_seconds() / 86400 * 1000) / 1000
 
 
-def _value(node: X.Node, m: dict, at: dt.datetime, ctx: Context):
-    """A formula's value, SQL-like: NULL (None) propagates through arithmetic."""
-    v = lambda n: _value(n, m, at, ctx)  # noqa: E731
+def _value(node: X.Node, m: dict, at: dt.datetime, ctx: Context = None):
+    """A formula's value over one memory at `at`, SQL-like: NULL (None) propagates through
+    arithmetic. The IR is turned into Python closures once per node."""
+    fn = _COMPILED.get(id(node))
+    if fn is None or fn[0] is not node:
+        fn = _COMPILED[id(node)] = (node, _compile(node))
+    return fn[1](m, at)
+
+
+_COMPILED: dict = {}
+_TIMES = {"now": lambda m, at: iso(at),
+          "idle_days": lambda m, at: _days(at, m.get("last_accessed") or m.get("created_at")),
+          "age_days": lambda m, at: _days(at, m.get("created_at")),
+          "days_to_expiry": lambda m, at: _days(m.get("expires_at"), at)}
+
+
+def _compile(node: X.Node):
     if isinstance(node, X.Const):
-        return node.value
+        value = node.value
+        return lambda m, at: value
     if isinstance(node, X.Col):
-        return m.get(node.name)
+        name = node.name
+        return lambda m, at: m.get(name)
     if isinstance(node, X.TimeWord):
-        return {"now": iso(at), "idle_days": _days(at, m.get("last_accessed") or m.get("created_at")),
-                "age_days": _days(at, m.get("created_at")),
-                "days_to_expiry": _days(m.get("expires_at"), at)}[node.name]
+        return _TIMES[node.name]
     if isinstance(node, (X.Relevance, X.Similarity)):
-        return m.get("relevance") or 0.0
-    if isinstance(node, X.Neg):
-        a = v(node.arg)
-        return None if a is None else -a
-    if isinstance(node, X.Not):
-        a = v(node.arg)
-        return None if a is None else not a
-    if isinstance(node, X.IsNull):
-        return (v(node.arg) is None) != node.negated
+        return lambda m, at: m.get("relevance") or 0.0
+    if isinstance(node, (X.Neg, X.Not, X.IsNull)):
+        a = _compile(node.arg)
+        if isinstance(node, X.Neg):
+            return lambda m, at: None if (x := a(m, at)) is None else -x
+        if isinstance(node, X.Not):
+            return lambda m, at: None if (x := a(m, at)) is None else not x
+        return lambda m, at: (a(m, at) is None) != node.negated
     if isinstance(node, X.In):
-        a = v(node.arg)
-        return None if a is None else (a in [v(x) for x in node.values]) != node.negated
+        a, values = _compile(node.arg), [_compile(x) for x in node.values]
+        return lambda m, at: None if (x := a(m, at)) is None else \
+            (x in [v(m, at) for v in values]) != node.negated
     if isinstance(node, X.BoolOp):
-        items = [v(x) for x in node.items]
-        return all(items) if node.op == "and" else any(items)
+        items, every = [_compile(x) for x in node.items], node.op == "and"
+        return lambda m, at: (all if every else any)(f(m, at) for f in items)
     if isinstance(node, (X.BinOp, X.Cmp)):
-        a, b = v(node.left), v(node.right)
-        if a is None or b is None:
-            return None
-        return _OPS[node.op](a, b)
+        left, right, op = _compile(node.left), _compile(node.right), _OPS[node.op]
+
+        def binary(m, at):
+            a, b = left(m, at), right(m, at)
+            return None if a is None or b is None else op(a, b)
+        return binary
     if isinstance(node, X.Func):
-        return _func(node.name, [v(x) for x in node.args])
+        args, name = [_compile(x) for x in node.args], node.name
+        return lambda m, at: _func(name, [f(m, at) for f in args])
     raise X.FormulaError(f"cannot evaluate {type(node).__name__} as of a time")
 
 

@@ -24,10 +24,7 @@ class AsOf:
         if text:
             if self.dialect == "sqlite":
                 match = fts_query(text)
-                if not match:
-                    return []
-                where.append("m.id IN (SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?)")
-                args.append(match)
+                return self._newest_matches(where, args, match, limit) if match else []
             else:
                 found = words(text)
                 if not found:
@@ -37,6 +34,25 @@ class AsOf:
                 args.append(" | ".join(found))
         return self._x(f"SELECT m.* FROM memories m WHERE {' AND '.join(where)} "
                        "ORDER BY m.id DESC LIMIT ?", (*args, limit)).fetchall()
+
+    def _newest_matches(self, where: list, args: list, match: str, limit: int) -> list:
+        """SQLite: the full-text matches read newest first in batches (FTS5 walks its
+        rowids backwards and stops at the batch: a query of common words matches most of
+        the store, and reading every match first cost 70 ms at 100k), each batch kept to
+        the rows `where` admits, until `limit` are found."""
+        out, below, batch = [], None, max(4 * limit, 200)
+        while len(out) < limit:
+            ids = [r[0] for r in self._x(
+                "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?"
+                + ("" if below is None else " AND rowid < ?") + " ORDER BY rowid DESC LIMIT ?",
+                (match, *(() if below is None else (below,)), batch))]
+            if not ids:
+                break
+            below = ids[-1]
+            out += self._x(f"SELECT m.* FROM memories m WHERE {' AND '.join(where)} AND m.id IN "
+                           "(SELECT value FROM json_each(?)) ORDER BY m.id DESC LIMIT ?",
+                           (*args, json.dumps(ids), limit - len(out))).fetchall()
+        return out
 
     def events_by(self, ids: list[int], at: str) -> list:
         """The events of these memories recorded by `at`, by memory then in order."""
