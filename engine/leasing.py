@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
+import logging
 import threading
 import time
 import uuid
@@ -37,6 +38,8 @@ from .errors import LeaseBusy, LeaseLost
 
 DEFAULT_TTL = dt.timedelta(minutes=15)
 POLL = 0.2  # seconds between the heartbeat's looks at the clock, and between tries to take
+
+log = logging.getLogger("lethe.leasing")
 
 
 @dataclass(frozen=True)
@@ -136,7 +139,12 @@ class _Heartbeat:
             with self._lock:
                 held = list(self._held)
             for h in held:
-                h.beat()
+                try:
+                    h.beat()
+                except Exception as exc:  # noqa: BLE001 - the server gone a moment: the next
+                    # look retries; a lease never renewed runs out, and its holder's fenced
+                    # commit finds that out (LeaseLost)
+                    log.warning("lease heartbeat: %s", " ".join(str(exc).split())[:300])
 
 
 HEARTBEAT = _Heartbeat()

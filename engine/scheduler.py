@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+import time
 import warnings
 from typing import Callable
 
@@ -59,6 +60,7 @@ class Scheduler:
         self.ticks = 0
         self.last_results: list[PassResult] | None = None
         self.last_error: BaseException | None = None
+        self.failing_since: float | None = None  # monotonic time of the first failed tick in a row
         self._stopping = threading.Event()
         self._run_lock = threading.Lock()      # the thread and force_run take turns
         self._thread: threading.Thread | None = None
@@ -180,8 +182,13 @@ class Scheduler:
                 if self._stopping.is_set():   # interrupted by stop(): not a failure
                     break
                 self.last_error = exc
-                log.exception("scheduler tick failed")
+                self.failing_since = self.failing_since or time.monotonic()
+                if isinstance(exc, LetheError):  # the database gone, a model's answer: a line
+                    log.warning("scheduler tick failed: %s", " ".join(str(exc).split()))
+                else:  # a bug: its traceback
+                    log.exception("scheduler tick failed")
             else:
+                self.failing_since = None
                 self.ticks += 1
                 self.last_results = results
                 if self.on_tick:

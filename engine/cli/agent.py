@@ -4,10 +4,12 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import time
 
 import click
 
 from ..chat import ChatSession, chat_model_for
+from ..errors import StoreError
 from ..scheduler import Scheduler
 from .base import (LIMIT, Finite, as_of_option, echo, elsewhere, emit, json_option,
                    lease_ttl_option, model_options, open_memory, store_options, to_json)
@@ -76,6 +78,7 @@ def _num(v) -> str:
 
 
 # ---- daemon -------------------------------------------------------------------------
+FAILING_FOR = 300.0  # seconds of failed ticks in a row before the daemon exits (code 2)
 @click.command()
 @store_options
 @model_options
@@ -98,7 +101,11 @@ def daemon(db, policy, namespace, now, offline, record, replay, interval, lease_
         try:
             sched.start()
             while not stop.wait(0.25):
-                pass
+                if sched.failing_since and time.monotonic() - sched.failing_since > \
+                        max(FAILING_FOR, 3 * interval):  # a supervisor restarts it
+                    raise StoreError(f"lethe daemon: every tick failed for "
+                                     f"{time.monotonic() - sched.failing_since:.0f}s, the "
+                                     f"last with: {' '.join(str(sched.last_error).split())}")
         finally:
             stopped = sched.stop()
             for s, h in handlers.items():

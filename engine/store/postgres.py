@@ -20,6 +20,7 @@ Needs the `postgres` extra (psycopg 3).
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import json
 import re
@@ -105,6 +106,49 @@ def websearch(fts: str | None) -> str | None:
     return fts.replace('" AND "', '" "') if fts else fts
 
 
+@functools.cache
+def _connection_class():
+    """psycopg's Connection, turning the error of a connection the server dropped into
+    `ServerGone`: a StoreError of one line (libpq says three) that is still an
+    OperationalError, so what treats a server failure as never a turn's fault still does.
+    Any other error (a lock timeout, a constraint) comes out as it was."""
+    psycopg = _psycopg()
+
+    class ServerGone(StoreError, psycopg.OperationalError):
+        """The server dropped the connection; the store reconnects at its next call."""
+
+    def gone(conn, exc):
+        if isinstance(exc, ServerGone) or not (conn.broken or conn.closed):
+            return None
+        said = " ".join(str(exc).split())[:200] or type(exc).__name__
+        return ServerGone(f"PostgreSQL dropped the connection ({masked(said)}); the next "
+                          "call reconnects")
+
+    class Connection(psycopg.Connection):
+        def execute(self, *args, **kwargs):
+            try:
+                return super().execute(*args, **kwargs)
+            except psycopg.OperationalError as exc:
+                lost = gone(self, exc)
+                if lost is None:
+                    raise
+                raise lost from None
+
+        @contextlib.contextmanager
+        def transaction(self, *args, **kwargs):
+            try:
+                with super().transaction(*args, **kwargs) as tx:
+                    yield tx
+            except psycopg.OperationalError as exc:
+                lost = gone(self, exc)
+                if lost is None:
+                    raise
+                raise lost from None
+
+    Connection.ServerGone = ServerGone
+    return Connection
+
+
 class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
     """A connection to one PostgreSQL database (a DSN), upgraded to the current schema;
     or, `read_only`, one that never writes (nor upgrades it)."""
@@ -115,6 +159,7 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
     def __init__(self, dsn: str, clock: Clock | None = None, timeout: float = 30.0,
                  read_only: bool = False):
         self._dsn = str(dsn)
+        self._closed = False  # closed by its owner: never reopened
         self.path = masked(self._dsn)  # what messages show; never the password
         self.clock = clock or system_clock
         self.timeout = timeout
@@ -122,12 +167,29 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
         self.holder = uuid.uuid4().hex[:12]  # who claims inbox turns through this connection
         self._common: set[tuple[str, int]] = set()  # full-text queries known to pass a cap
         self._lease_db = None  # the leases' own connection, opened by the first lease
-        self.db = self.connect()
+        self.db = self._session(self.connect())
         if read_only:
-            self.db.execute("SET default_transaction_read_only = on")
             self._check_current()
         else:
             self.migrate()
+
+    @property
+    def db(self):
+        """The store's connection, opened again when the server dropped it (a restart, a
+        network cut): the call that met the drop got a one-line StoreError (`ServerGone`),
+        the next one works on a new connection."""
+        if (self._db.broken or self._db.closed) and not self._closed:
+            self._db = self._session(self.connect())
+        return self._db
+
+    @db.setter
+    def db(self, conn) -> None:
+        self._db = conn
+
+    def _session(self, conn):
+        if self.read_only:
+            conn.execute("SET default_transaction_read_only = on")
+        return conn
 
     @property
     def busy_errors(self) -> tuple:
@@ -140,8 +202,8 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
         psycopg = _psycopg()
         from psycopg.types.numeric import FloatLoader
         try:
-            conn = psycopg.connect(self._dsn, autocommit=True, row_factory=_rows,
-                                   connect_timeout=10, application_name="lethe")
+            conn = _connection_class().connect(self._dsn, autocommit=True, row_factory=_rows,
+                                               connect_timeout=10, application_name="lethe")
         except psycopg.OperationalError as exc:
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise StoreError(f"cannot reach PostgreSQL at {self.path}: {masked(reason)}") from None
@@ -150,10 +212,12 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
         return conn
 
     def close(self) -> None:
-        self.flush_deferred()
+        with contextlib.suppress(*self.busy_errors):  # a server gone keeps what it lost
+            self.flush_deferred()
+        self._closed = True
         if self._lease_db is not None:
             self._lease_db.close()
-        self.db.close()
+        self._db.close()
 
     def lease_connection(self):
         """The connection leases take, renew and release on: one per store, opened on first
