@@ -69,9 +69,16 @@ def _merge_group(ctx: Context, p: Pass, members: list[dict], result: PassResult,
         return None
     ids = [m["id"] for m in members]
     notes = notes + ([note] if note else [])
+    expiry = _expiry(ctx, ids)
+    if isinstance(expiry, _Conflict):
+        with ctx.transaction():
+            for mid in ids:
+                ctx.store.event(mid, "refused", f"merge of {ids} refused: {expiry}")
+        result.notes.append(f"merge of {ids} refused, originals kept: {expiry}")
+        return None
     try:
         with ctx.transaction():
-            new_id = _write_merge(ctx, p, ids, merged)
+            new_id = _write_merge(ctx, p, ids, merged, expiry)
             for n in notes:  # a judgment the fallback made, not the model: say so
                 ctx.store.event(new_id, "judge_fallback", n)
     except _Conflict as exc:
@@ -82,12 +89,26 @@ def _merge_group(ctx: Context, p: Pass, members: list[dict], result: PassResult,
     return new_id
 
 
-def _write_merge(ctx: Context, p: Pass, ids: list[int], merged: dict) -> int:
+def _expiry(ctx: Context, ids: list[int]) -> str | None | _Conflict:
+    """The merged memory's expiry: the earliest of its members' (a merged deadline still
+    expires). A dated memory never merges with an undated one: either the lasting fact
+    would expire with it, or the deadline would never expire."""
+    rows = [ctx.store.get(mid, ctx.namespace) for mid in ids]
+    dated = [(r["id"], r["expires_at"]) for r in rows if r is not None and r["expires_at"]]
+    if dated and len(dated) < len(ids):
+        undated = [mid for mid in ids if mid not in dict(dated)]
+        return _Conflict(f"{', '.join(f'#{i} expires {at}' for i, at in dated)}; "
+                         f"{', '.join(f'#{i}' for i in undated)} never expires")
+    return min(at for _, at in dated) if dated else None
+
+
+def _write_merge(ctx: Context, p: Pass, ids: list[int], merged: dict,
+                 expires_at: str | None = None) -> int:
     values = ctx.store.fetch_one(ctx.plan.merge_values[p.name], ctx.namespace, ids=ids)
     new_id = store_memory(ctx, merged["content"], summary=merged["summary"], tags=merged["tags"],
                           importance=values["importance"], confidence=values["confidence"],
                           access_count=int(values["access_count"] or 0),
-                          decay_score=values["decay_score"],
+                          decay_score=values["decay_score"], expires_at=expires_at,
                           event="merged", detail={"merged_from": ids, "pass": p.name})
     ctx.store.run(ctx.plan.merge_absorb_events, ctx.namespace, ids=ids, text=f"merged into #{new_id}")
     if ctx.store.run(ctx.plan.merge_absorb, ctx.namespace, ids=ids, new_id=new_id) != len(ids):

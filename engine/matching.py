@@ -3,6 +3,7 @@ them, so that the query's cost stays bounded at any store size."""
 from __future__ import annotations
 
 from .context import Context
+from .guards import SPEAKER_WORDS
 from .lexicon.slots import related_words
 from .text import words
 
@@ -16,8 +17,9 @@ def distinctive_query(ctx: Context, text: str) -> str | None:
     out (their counts stop at RARE + 1, so counting is bounded too); when the rest match
     more than MATCHED memories together, the rarest of them are kept until their counts
     add up to MATCHED (the rarest alone at least). When every word is that common, all
-    of them must match."""
-    tokens = words(text, content_words=True)
+    of them must match. Words the pipeline writes into every memory ("User", "says")
+    pick nothing: with them, every memory matched every other."""
+    tokens = [t for t in words(text, content_words=True) if t not in SPEAKER_WORDS]
     if not tokens:
         return None
     # a replacement names another member of the same slot: "MySQL" should find "PostgreSQL"

@@ -1,4 +1,5 @@
-"""What the engine hands out: a memory (`MemoryRecord`) and its story (`History`)."""
+"""What the engine hands out: a memory (`MemoryRecord`), its story (`History`), and why
+turns wait in the inbox (`pending_reasons`)."""
 from __future__ import annotations
 
 import json
@@ -120,3 +121,21 @@ class Keyed:
     key: str
     value: object
     put_at: str
+
+
+def pending_reasons(rows: list[dict]) -> dict[str, int]:
+    """Why the turns wait, with how many turns wait for each reason, as the inbox records
+    it (what `lethe pending` shows): the last error of a turn tried, and for one not tried
+    yet that it waits (another process may be judging it right now). `remember` and an
+    experiment say these, not one reason guessed for all."""
+    reasons: dict[str, int] = {}
+    for r in rows:
+        if r["status"] == "failed":
+            why = f"parked as failed: {r['last_error'] or '-'}"
+        elif r["last_error"]:
+            why = r["last_error"] + (f", next try after {r['next_retry_at']}"
+                                     if r["next_retry_at"] else "")
+        else:
+            why = "not judged yet: another process may be judging it now"
+        reasons[why] = reasons.get(why, 0) + 1
+    return reasons

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import math
 from dataclasses import dataclass, field
 
-from . import steps, timeline, vectors
+from . import guards, steps, timeline, vectors
 from .answers import today
 from .clock import iso
 from .context import Context
@@ -22,7 +22,7 @@ from .errors import LeaseLost, LetheError
 from .judges import JudgeUnavailable
 from .matching import distinctive_query
 from .policy import WriteStep
-from .records import parse_tags
+from .records import parse_tags, pending_reasons  # noqa: F401 - where callers look
 
 
 @dataclass
@@ -59,6 +59,7 @@ class Written(list):
         self.reinforced: list[int] = []
         self.superseded: list[tuple[int, int]] = []
         self.expiring: list[tuple[int, str]] = []
+        self.refused: list[dict] = []  # a judge's confirms or supersedes the guards refused
         self.pending = pending
         self.outage = outage  # pending because a model was unreachable
 
@@ -71,24 +72,6 @@ class Written(list):
 
 MAX_FAILURES = 3                   # failures (not outages) before a turn is parked as failed
 BACKOFF = dt.timedelta(minutes=1)  # before the second try; four times that before the third
-
-
-def pending_reasons(rows: list[dict]) -> dict[str, int]:
-    """Why the turns wait, with how many turns wait for each reason, as the inbox records
-    it (what `lethe pending` shows): the last error of a turn tried, and for one not tried
-    yet that it waits (another process may be judging it right now). `remember` and an
-    experiment say these, not one reason guessed for all."""
-    reasons: dict[str, int] = {}
-    for r in rows:
-        if r["status"] == "failed":
-            why = f"parked as failed: {r['last_error'] or '-'}"
-        elif r["last_error"]:
-            why = r["last_error"] + (f", next try after {r['next_retry_at']}"
-                                     if r["next_retry_at"] else "")
-        else:
-            why = "not judged yet: another process may be judging it now"
-        reasons[why] = reasons.get(why, 0) + 1
-    return reasons
 
 
 # ---- storing one memory -----------------------------------------------------------------
@@ -395,6 +378,7 @@ class Writer:
         what was done is noted in `out`."""
         store, out = self.ctx.store, Written() if out is None else out
         extra = extra or {}
+        refused = self.screen(judged)
         if judged.confirms and not judged.supersedes:
             kept = [mid for mid in judged.confirms if self.reinforce(mid, source)]
             for mid in kept:
@@ -411,6 +395,9 @@ class Writer:
                               scene=extra.get("scene") or judged.scene, detail=source)
         for note in judged.notes:
             store.event(new_id, "judge_fallback", note)
+        for what, old, why in refused:  # said on the new memory: what was refused and why
+            store.event(new_id, "refused", f"{what} #{old} refused: {why}")
+            out.refused.append({"id": new_id, what: old, "why": why})
         vectors.save(self.ctx, new_id, judged.vector)
         out.stored.append(new_id)
         if judged.expires_at:
@@ -420,6 +407,17 @@ class Writer:
                 out.superseded.append((old, new_id))
         timeline.apply_later(self, judged, new_id, out)
         return [new_id]
+
+    def screen(self, judged: Judged) -> list[tuple[str, int, str]]:
+        """Keep the confirms and supersedes the guards let through (engine/guards.py); the
+        refused ones, as (what, id, why). A refused confirm stores the new memory."""
+        judged.confirms, judged.supersedes, refused = guards.screen(
+            judged.content, judged.confirms, judged.supersedes, self.text_of)
+        return refused
+
+    def text_of(self, mid: int) -> str:
+        row = self.ctx.store.get(mid, self.ctx.namespace)
+        return row["content"] if row is not None else ""
 
     def take_given(self, mid: int, given: dict) -> None:
         """add() of content a memory already holds: that memory takes the values the caller

@@ -13,7 +13,7 @@ ENGINE = pathlib.Path(__file__).resolve().parent.parent / "engine"
 # bottom to top: a unit may import its own layer's units (without cycles) and lower ones
 LAYERS = [
     {"errors", "distribution", "tracing", "clock", "text", "inputs", "lexicon", "resources", "shipped", "lazy",
-     "processes"},
+     "processes", "guards"},
     {"expr", "yamldoc", "prompts", "decoding", "answers", "steps", "records", "variables"},
     {"policy", "dialect", "statement"},
     {"plan"},

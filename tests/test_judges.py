@@ -354,11 +354,11 @@ def test_confirms_reinforces_instead_of_storing_a_duplicate(fake_openai, lethe, 
     judge = Judge(contradiction=lambda p: {"supersedes": [], "confirms": pick(p, "readable")})
     mem = lethe(served(fake_openai, judge).base_url)
     old = seed(mem, "User wants code kept readable", confidence=0.6, importance=6)
-    other = seed(mem, "User wants readable commit messages too, and short ones", confidence=0.5)
+    other = seed(mem, "User wants code kept readable, and short commit messages too", confidence=0.5)
     before = memories(mem)
     clock.advance(dt.timedelta(days=2))
 
-    ids = mem.remember("Please keep the code readable.", "Will do.")
+    ids = mem.remember("Please, I want code kept readable.", "Will do.")
 
     rows = memories(mem)
     assert ids == [old, other] or ids == [other, old]  # both were named and shown
@@ -379,12 +379,12 @@ def test_reinforcement_caps_confidence_at_one_and_uses_the_policy_bump(fake_open
     judge = Judge(contradiction={"supersedes": [], "confirms": [1]})
     mem = lethe(served(fake_openai, judge).base_url, extra="params: {reinforce_bump: 0.25}\n")
     mid = seed(mem, "User wants code kept readable", confidence=0.9)
-    assert mem.remember("Keep code readable.", "ok") == [mid]
+    assert mem.remember("I want code kept readable.", "ok") == [mid]
     assert memories(mem)[mid]["confidence"] == 1.0
     assert json.loads(events(mem, mid)[-1][2])["bump"] == 0.25
     mid2 = seed(mem, "User keeps a readable changelog", confidence=0.5)
     judge.answers["contradiction"] = lambda p: {"supersedes": [], "confirms": pick(p, "changelog")}
-    mem.remember("The changelog stays readable.", "ok")
+    mem.remember("I keep a readable changelog.", "ok")
     assert memories(mem)[mid2]["confidence"] == pytest.approx(0.75)
 
 
@@ -421,7 +421,8 @@ def test_fused_write_is_one_request_per_turn(fake_openai, lethe):
     assert shown(judge.last("fused")) == {1: "User uses PostgreSQL for the main database"}
 
     # a second turn: still one request; a fused "confirms" reinforces
-    judge.answers["fused"] = lambda p: {"save": True, "content": "x", "importance": 5, "confidence": 1,
+    judge.answers["fused"] = lambda p: {"save": True, "content": "The main database is MySQL",
+                                        "importance": 5, "confidence": 1,
                                         "supersedes": [], "confirms": pick(p, "MySQL"), "expires_at": None}
     assert mem.remember("Yes, the main database is MySQL.", "ok") == [new]
     assert len(fake_openai.requests) == 2

@@ -142,7 +142,8 @@ WRITE_MATRIX = [
      "'#1' read as 1"),
     ("contradiction", '{"supersedes": ["1"]}', ["repaired"], ("superseded", 0.6, [2]), "'1' read as 1"),
     ("contradiction", "[1]", ["repaired"], ("superseded", 0.6, [2]), "a bare list read as supersedes"),
-    ("contradiction", '{"supersedes": [], "confirms": [1]}', ["ok"], ("active", 0.7, [1]), None),
+    # a confirms of a memory that says something else: refused, the new memory stored
+    ("contradiction", '{"supersedes": [], "confirms": [1]}', ["ok"], ("active", 0.6, [2]), None),
     ("contradiction", '{"supersedes": [], "confirms": []}', ["ok"], ("active", 0.6, [2]), None),
     ("contradiction", "Memory [1] is merely related, it does not change.", REFUSED, REFUSED_EFFECT, "not JSON"),
     ("contradiction", '{"confirms":[1],"supersedes":[', REFUSED, REFUSED_EFFECT, "not JSON"),

@@ -21,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from .. import answers, prompts, steps, tracing
+from .. import answers, guards, prompts, steps, tracing
 from ..answers import BadAnswer
 from ..errors import LetheError
 from ..policy import Judgment, Model, Policy, check_templates
@@ -181,6 +181,42 @@ def retry_messages(a: Answer | None, problem: str) -> list[dict]:
     return out
 
 
+COPIED = ("it is the example answer the instructions show, not a judgment of this input; "
+          "judge the input itself")
+
+
+def _changes_nothing(value) -> bool:
+    """An answer that leaves everything as it is (nothing superseded or confirmed, no
+    cluster, no end date): copying the prompt's way to say so loses nothing."""
+    if isinstance(value, dict):
+        return not value.get("supersedes") and not value.get("confirms") and "save" not in value
+    return value is None or value == []
+
+
+def copies_example(step: str, value, prompt: str, variables: dict) -> bool:
+    """Is this checked answer one of the example answers the prompt shows (one the checks
+    would accept)? A small model copies them: the gate's "nothing to save", contradiction's
+    example supersession, expiry's example date. An answer that changes nothing is allowed."""
+    if _changes_nothing(value):
+        return False
+    for example in guards.example_answers(prompt):
+        try:
+            if steps.parse(step, example, steps.check_for(step, variables)) == value:
+                return True
+        except Exception:  # noqa: BLE001 - an example the checks refuse cannot be copied
+            continue
+    return False
+
+
+def ungrounded(step: str, value, variables: dict) -> str | None:
+    """Why an end date in this answer has nothing to stand on (engine/guards.py)."""
+    expires = value if step == "expiry" else \
+        value.get("expires_at") if step == "fused" and isinstance(value, dict) else None
+    memory = variables.get("memory") or {}
+    return guards.expiry_refusal(expires, str(variables.get("user") or ""),
+                                 str(memory.get("content") or "") if isinstance(memory, dict) else "")
+
+
 def _detail(found: answers.Check) -> str | None:
     return "; ".join(found.repairs + found.notes)[:500] or None
 
@@ -268,6 +304,11 @@ class Judges:
         except BadAnswer as exc:
             self.log(step, judgment.model, a, "bad_answer", str(exc), start, attempt)
             return False, None, a, str(exc)
+        problem = None if a.provider == "rules" else \
+            COPIED if copies_example(step, value, prompt, variables) else ungrounded(step, value, variables)
+        if problem:
+            self.log(step, judgment.model, a, "bad_answer", problem, start, attempt)
+            return False, None, a, problem
         self.log(step, judgment.model, a, "repaired" if found.repairs else "ok", _detail(found),
                  start, attempt)
         return True, value, a, None
