@@ -38,7 +38,7 @@ DEFAULT_MODELS = ("gpt-4o-mini", "gpt-4o")
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
                 403: "permission_error", 404: "not_found_error", 429: "rate_limit_error"}
 DEFAULT = object()          # Reply.usage: the usage this server computes
-REFUSALS = ("json_schema", "response_format", "temperature")
+REFUSALS = ("json_schema", "json_schema_500", "response_format", "temperature")
 TEMPERATURE_REFUSED = ("Unsupported value: 'temperature' does not support {value} with this "
                        "model. Only the default (1) value is supported.")
 
@@ -257,7 +257,8 @@ class FakeOpenAI:
     ``invalid`` every problem found in one (each answered with a 400).
 
     ``refuse`` (any of "json_schema", "response_format", "temperature") makes the server
-    answer such requests with the 400 real servers send. ``omit_usage`` leaves ``usage``
+    answer such requests with the 400 real servers send; "json_schema_500" with the HTTP
+    500 llama-cpp-python's server sends. ``omit_usage`` leaves ``usage``
     out; ``think`` puts ``<think>THINK</think>`` before every answer, ``reasoning`` sends a
     separate ``reasoning_content``; ``drip`` sends every response one byte each ``drip``
     seconds. ``schemas`` ({name: schema}) makes every json_schema request carry exactly
@@ -376,6 +377,10 @@ class FakeOpenAI:
         if "json_schema" in self.refuse and kind == "json_schema":
             return self._refused("json_schema", "response_format type 'json_schema' is not "
                                  "supported with this model", "response_format")
+        if "json_schema_500" in self.refuse and kind == "json_schema":  # llama-cpp-python's server
+            with self._lock:
+                self.refused.append("json_schema_500")
+            return Reply(status=500, content="Unsupported response_format type: json_schema")
         if "temperature" in self.refuse and "temperature" in request and request["temperature"] != 1:
             return self._refused("temperature", TEMPERATURE_REFUSED.format(
                 value=request["temperature"]), "temperature")

@@ -395,7 +395,7 @@ def lifecycle_round(tmp_path, clock, **options) -> tuple[Memory, FakeOpenAI, dic
     for text in ("User wants code kept readable", "Readable code matters to the user",
                  "User prefers readable code over clever code", "User's cat is called Miso"):
         seed(mem, text)
-    [new] = mem.remember("We moved the main database to MySQL.", "ok")
+    [new] = mem.remember("We moved the main database to MySQL until the end of June.", "ok")
     recalled = mem.recall("which database?")
     clock.advance(dt.timedelta(days=7))
     mem.run(["compression"])

@@ -252,7 +252,7 @@ def test_add_with_the_model_down_stores_the_memory_by_rules(lethe):
 def test_add_skips_the_gate_and_keeps_the_callers_values(fake_openai, lethe):
     judge = Judge(confidence={"confidence": 0.3}, expiry={"expires_at": "2026-03-01"})
     mem = lethe(served(fake_openai, judge).base_url)
-    mid = mem.add("User prefers tabs", summary="tabs", tags=["style"], importance=7, confidence=0.9,
+    mid = mem.add("User prefers tabs until March", summary="tabs", tags=["style"], importance=7, confidence=0.9,
                   kind="preference")
     assert judge.asked == ["expiry"]       # no gate, no confidence, nothing to contradict
     row = memories(mem)[mid]

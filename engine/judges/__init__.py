@@ -27,7 +27,7 @@ from ..errors import LetheError
 from ..policy import Judgment, Model, Policy, check_templates
 from ..lazy import lazy
 from ..resources import NotReadable, read_regular
-from .openai import JudgeUnavailable, KeyMissing, OpenAIProvider
+from .openai import JudgeUnavailable, KeyMissing, OpenAIProvider, known_refusals
 
 # the rules judges are ~90 ms of imports that a pass or a recall without them never needs
 rules_adapter = lazy("engine.judges.rules.adapter")
@@ -53,6 +53,8 @@ class Answer:
     refusal: str | None = None
     estimated: bool = False  # token counts are estimates (the server sent no usage)
     reasoning: str | None = None
+    notes: tuple = ()        # what the provider changed to be answered (a step-down), and why
+    learned: tuple | None = None  # (base URL, model, what it does not accept), to remember
 
 
 def prompt_hash(prompt: str) -> str:
@@ -76,14 +78,16 @@ class RulesProvider:
 class OpenAIJudge:
     name = "openai"
 
-    def __init__(self, spec: Model):
-        self.spec = spec
+    def __init__(self, spec: Model, store=None):
+        self.spec, self.store = spec, store
         self.client = OpenAIProvider(
             spec.model, base_url=spec.base_url, api_key_env=spec.api_key_env,
             timeout=spec.timeout, max_retries=spec.max_retries, temperature=spec.temperature,
             response_format=spec.response_format, max_completion_tokens=spec.max_completion_tokens,
             max_tokens=spec.max_tokens, reasoning_effort=spec.reasoning_effort, seed=spec.seed,
             headers=spec.headers, extra_body=spec.extra_body)
+        if store is not None:  # what an earlier process found this server refusing
+            known_refusals(*self.client.key, store.model_support(*self.client.key))
 
     def ask(self, step: str, prompt: str, variables: dict, retry=()) -> Answer:
         try:
@@ -94,7 +98,8 @@ class OpenAIJudge:
         except Exception as exc:  # noqa: BLE001 - whatever a server sent, it is no answer
             raise BadAnswer(f"unreadable response ({type(exc).__name__}: {str(exc)[:80]})") from None
         return Answer(c.text, c.model, "openai", c.prompt_tokens, c.completion_tokens, c.latency_ms,
-                      c.finish_reason, c.refusal, c.estimated, c.reasoning)
+                      c.finish_reason, c.refusal, c.estimated, c.reasoning, c.notes,
+                      (*self.client.key, c.learned) if c.learned else None)
 
 
 class ReplayProvider:
@@ -258,7 +263,7 @@ class Judges:
             inner = ReplayProvider(path if os.path.isabs(path) else
                                    os.path.join(os.path.dirname(self.policy.path), path))
         else:
-            inner = OpenAIJudge(spec)
+            inner = OpenAIJudge(spec, self.store)
         return Recorder(inner, self.record) if self.record else inner
 
     def retries(self, model_name: str) -> int:
@@ -297,6 +302,10 @@ class Judges:
             self.log(step, judgment.model, None, "bad_answer", str(exc), start, attempt)
             return False, None, None, str(exc)
         found = steps.check_for(step, variables)
+        found.notes.extend(a.notes)  # a step-down is said in the call's log, with its reason
+        if a.learned:
+            with self._lock:  # kept for the next process (per model and endpoint)
+                self.store.learn_support(*a.learned)
         if a.provider == "rules":
             found.max_supersedes = None  # the cap guards against a model's sweep, not the rules'
         try:

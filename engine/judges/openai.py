@@ -5,10 +5,12 @@ answer and why it was refused), ``temperature`` unless the entry sets it to null
 entry's ``max_completion_tokens`` / ``max_tokens`` / ``reasoning_effort`` / ``seed`` /
 ``headers`` / ``extra_body``, and the step's JSON schema as ``response_format``.
 
-Servers differ, so two refusals are learned: a 400 that names ``response_format`` or
-``json_schema`` steps down once (json_schema -> json_object -> none), a 400 "Unsupported
-value: 'temperature'" (reasoning models) drops the temperature; either is retried at once
-and remembered for that model at that endpoint for the rest of the process.
+Servers differ, so two refusals are learned: a 400 (or a 5xx, as llama-cpp-python's server
+sends) that names ``response_format`` or ``json_schema`` steps down once (json_schema ->
+json_object -> none), a 400 "Unsupported value: 'temperature'" (reasoning models) drops
+the temperature; either is retried at once, remembered for that model at that endpoint
+for the rest of the process, and said in the completion's ``notes`` (so the call's log
+says why it was sent as it was).
 
 ``timeout`` is a wall-clock bound on the whole call, the client's retries included: a
 server that drips one byte a second cannot hold a judgment longer than that.
@@ -61,6 +63,8 @@ class Completion:
     refusal: str | None = None
     reasoning: str | None = None      # a separate reasoning field (reasoning_content, reasoning)
     estimated: bool = False           # the server sent no usable usage: tokens are estimates
+    notes: tuple = ()                 # step-downs made on the way, each with the server's words
+    learned: dict | None = None       # what this call found the server does not accept
 
 
 # What servers refused, per (base URL, model), for the life of the process.
@@ -76,6 +80,16 @@ def _learned(key: tuple[str, str]) -> dict:
 def _learn(key: tuple[str, str], **facts) -> None:
     with _LEARNED_LOCK:
         _LEARNED.setdefault(key, {}).update(facts)
+
+
+def known_refusals(base_url: str, model: str, facts: dict) -> None:
+    """What a store remembered a model at an endpoint refusing, for this process too (the
+    process's own findings win)."""
+    allowed = {k: v for k, v in facts.items()
+               if (k == "response_format" and v in RESPONSE_FORMATS) or
+               (k == "drop_temperature" and v is True)}
+    with _LEARNED_LOCK:
+        _LEARNED[(base_url, model)] = {**allowed, **_LEARNED.get((base_url, model), {})}
 
 
 def forget_refusals() -> None:
@@ -124,7 +138,10 @@ class OpenAIProvider:
 
     @property
     def _key(self) -> tuple[str, str]:
+        """(base URL, model): what refusals are remembered by."""
         return (self.base_url, self.model)
+
+    key = _key
 
     def complete(self, prompt: str, *, system: str | None = None, schema: dict | None = None,
                  name: str = "answer", retry: list[dict] | tuple = ()) -> Completion:
@@ -136,10 +153,15 @@ class OpenAIProvider:
         messages = ([{"role": "system", "content": system}] if system is not None else [])
         messages += [{"role": "user", "content": prompt}, *retry]
         started = time.perf_counter()
-        response = self._within_deadline(lambda client: self._create(client, messages, schema, name))
+        notes: list[str] = []
+        response = self._within_deadline(lambda client: self._create(client, messages, schema,
+                                                                     name, notes))
         latency_ms = (time.perf_counter() - started) * 1000.0
         try:
-            return self._to_completion(response, latency_ms, messages)
+            done = self._to_completion(response, latency_ms, messages)
+            done.notes = tuple(E.scrub(n, self.base_url) for n in notes)
+            done.learned = _learned(self._key) if notes else None
+            return done
         except BadAnswer as exc:
             raise BadAnswer(E.scrub(str(exc), self.base_url)) from None
 
@@ -209,9 +231,10 @@ class OpenAIProvider:
             raise KeyMissing(str(exc), self.endpoint.key_env) from None
 
     # -- one request, adapted to what the server accepts --------------------------------
-    def _create(self, client: Any, messages: list[dict], schema: dict | None, name: str) -> Any:
+    def _create(self, client: Any, messages: list[dict], schema: dict | None, name: str,
+                notes: list[str]) -> Any:
         """One create call; a refused response_format steps down, a refused temperature is
-        dropped, each retried at once and remembered."""
+        dropped, each retried at once, remembered, and noted in `notes`."""
         import openai
 
         learned = _learned(self._key)
@@ -222,17 +245,22 @@ class OpenAIProvider:
             kwargs = self._request(messages, mode, schema, name, drop_temperature)
             try:
                 return client.chat.completions.create(**kwargs)
-            except (openai.BadRequestError, openai.UnprocessableEntityError) as err:
+            except (openai.BadRequestError, openai.UnprocessableEntityError,
+                    openai.InternalServerError) as err:
                 message = _error_message(err).lower()
+                said = f"HTTP {getattr(err, 'status_code', '?')}: {_error_message(err)[:160]}"
                 sent = "json_object" if mode == "json_schema" and not schema else mode
                 if mode != "none" and _names(err, message, "response_format", "json_schema",
                                              "json_object", "response format"):
                     mode = RESPONSE_FORMATS[RESPONSE_FORMATS.index(sent) + 1]
                     _learn(self._key, response_format=mode)
+                    notes.append(f"the server refused response_format {sent} ({said}): "
+                                 f"stepped down to {mode}")
                 elif "temperature" in kwargs and _names(err, message, "temperature") and \
                         ("unsupported" in message or "not support" in message):
                     drop_temperature = True
                     _learn(self._key, drop_temperature=True)
+                    notes.append(f"the server refused temperature ({said}): sent without it")
                 else:
                     raise
 
@@ -286,7 +314,8 @@ class OpenAIProvider:
         if isinstance(err, openai.RateLimitError):
             return f"{self._where()} is rate limiting (HTTP 429, {tries})"
         if isinstance(err, openai.APIStatusError) and err.status_code >= 500:
-            return f"{self._where()} failed with HTTP {err.status_code} ({tries})"
+            return (f"{self._where()} failed with HTTP {err.status_code} ({tries}): "
+                    f"{_error_message(err)}")
         if isinstance(err, openai.APIStatusError):
             return f"{self._where()} refused the request: HTTP {err.status_code}: {_error_message(err)}"
         return f"{self._where()}: {type(err).__name__}: {str(err)[:300]}"

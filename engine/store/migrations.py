@@ -362,3 +362,12 @@ def m023_wall_runs(db):
     store that has such runs refuses a `--now` far ahead of the wall clock (docs/time.md)."""
     if "wall_run_at" not in _columns(db, "pass_runs"):
         db.execute("ALTER TABLE pass_runs ADD COLUMN wall_run_at TEXT")
+
+
+@migration
+def m024_model_support(db):
+    """What a model at an endpoint was found not to accept (a response format, a
+    temperature), so a new process does not pay the refused request again."""
+    db.execute("""CREATE TABLE IF NOT EXISTS model_support (
+        base_url TEXT NOT NULL, model TEXT NOT NULL, facts TEXT NOT NULL, learned_at TEXT,
+        PRIMARY KEY (base_url, model))""")

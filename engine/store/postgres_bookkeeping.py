@@ -168,6 +168,26 @@ class Bookkeeping:
         with self.transaction(kept_at_most=self.KEPT_AT_ONCE):
             insert()  # a log line is never kept here: made now, whatever is still kept
 
+    def model_support(self, base_url: str, model: str) -> dict:
+        """What this model at this endpoint was found not to accept (as SqliteStore's)."""
+        row = self._x("SELECT facts FROM model_support WHERE base_url = ? AND model = ?",
+                      (base_url, model)).fetchone()
+        return _facts(row[0] if row else None)
+
+    def learn_support(self, base_url: str, model: str, facts: dict) -> None:
+        """Remember what a model refused, merged into what was known."""
+        known = {**self.model_support(base_url, model), **facts}
+        upsert = functools.partial(
+            self._x, "INSERT INTO model_support (base_url, model, facts, learned_at) "
+            "VALUES (?,?,?,?) ON CONFLICT (base_url, model) DO UPDATE SET "
+            "facts = excluded.facts, learned_at = excluded.learned_at",
+            (base_url, model, json.dumps(known, sort_keys=True), self.now()))
+        if not self.deferred or self.db.info.transaction_status:
+            upsert()
+            return
+        with self.transaction(kept_at_most=self.KEPT_AT_ONCE):
+            upsert()
+
     def costs(self, namespace: str) -> list[dict]:
         """Every logged model call summed per step and model: calls, tokens, latency, and
         outcomes: ok, repaired, retried, refused, fell_back, failed, unavailable, estimated
@@ -208,3 +228,12 @@ class Bookkeeping:
         self._x("INSERT INTO scenes (namespace, scene, summary, updated_at) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (namespace, scene) DO UPDATE SET summary = excluded.summary, "
                 "updated_at = excluded.updated_at", (namespace, scene, summary, self.now()))
+
+
+def _facts(text) -> dict:
+    """A stored `facts` value as a dict; anything unreadable is nothing known."""
+    try:
+        facts = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return facts if isinstance(facts, dict) else {}

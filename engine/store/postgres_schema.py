@@ -271,3 +271,11 @@ def m022_replacement_indexes(db):
 def m023_wall_runs(db):
     """As SQLite's m023: when each pass last ran on the wall clock."""
     _run(db, f"ALTER TABLE pass_runs ADD COLUMN IF NOT EXISTS wall_run_at {TEXT}")
+
+
+@migration
+def m024_model_support(db):
+    """As SQLite's m024: what a model at an endpoint was found not to accept."""
+    _run(db, f"""CREATE TABLE IF NOT EXISTS model_support (
+        base_url {TEXT} NOT NULL, model {TEXT} NOT NULL, facts {TEXT} NOT NULL,
+        learned_at {TEXT}, PRIMARY KEY (base_url, model))""")

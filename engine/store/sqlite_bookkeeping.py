@@ -5,6 +5,7 @@ postgres_bookkeeping.py is for the PostgreSQL store; both read `self.db` and `se
 """
 from __future__ import annotations
 
+import json
 import sqlite3
 
 from .text_apart import ROWS
@@ -31,6 +32,23 @@ class Bookkeeping:
             "tokens_estimated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             (namespace, step, model, provider, prompt_tokens, completion_tokens, latency_ms,
              outcome, detail, self.now(), attempt, int(estimated)))
+
+    def model_support(self, base_url: str, model: str) -> dict:
+        """What this model at this endpoint was found not to accept ({} when nothing)."""
+        row = self.db.execute("SELECT facts FROM model_support WHERE base_url = ? AND model = ?",
+                              (base_url, model)).fetchone()
+        return _facts(row[0] if row else None)
+
+    def learn_support(self, base_url: str, model: str, facts: dict) -> None:
+        """Remember what a model refused (merged into what was known), written soon."""
+        if getattr(self, "read_only", False):
+            return
+        known = {**self.model_support(base_url, model), **facts}
+        self.write_soon(
+            "INSERT INTO model_support (base_url, model, facts, learned_at) VALUES (?,?,?,?) "
+            "ON CONFLICT (base_url, model) DO UPDATE SET facts = excluded.facts, "
+            "learned_at = excluded.learned_at",
+            (base_url, model, json.dumps(known, sort_keys=True), self.now()))
 
     def costs(self, namespace: str) -> list[dict]:
         """Every logged model call summed per step and model: calls, tokens, latency, and
@@ -97,3 +115,12 @@ class Bookkeeping:
         lo, hi = self.db.execute(f"SELECT min(id), max(id) FROM {ROWS} WHERE namespace = ?",
                                  (namespace,)).fetchone()
         return lo or 0, hi or 0
+
+
+def _facts(text) -> dict:
+    """A stored `facts` value as a dict; anything unreadable is nothing known."""
+    try:
+        facts = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return facts if isinstance(facts, dict) else {}

@@ -1,0 +1,65 @@
+"""Step-down on real servers: llama-cpp-python's server answers a json_schema request with
+an HTTP 500 whose message names response_format. That is a refusal of the format, not an
+outage: the request is sent again without it, the call's log says so with the server's
+words, and a 5xx that is an outage keeps the server's message on the pending turn.
+
+Over HTTP with the real `openai` client (FakeOpenAI)."""
+from __future__ import annotations
+
+import pytest
+
+from engine.judges.openai import forget_refusals
+from tests.fake_openai import Reply
+from tests.test_judges import Judge, calls, lethe, memories, policy_file  # noqa: F401
+from tests.test_model_matrix import EXPECTED, lifecycle_round, server
+from tests.fake_server import fake_openai  # noqa: F401  (fixture)
+
+
+@pytest.fixture(autouse=True)
+def _forget():
+    forget_refusals()
+    yield
+    forget_refusals()
+
+
+def test_a_500_that_names_json_schema_steps_down_and_says_so(tmp_path, clock):
+    mem, fake, facts = lifecycle_round(tmp_path, clock, refuse=("json_schema_500",))
+    assert facts == EXPECTED and fake.invalid == []
+    # once per model (cheap at the gate, strong at the merge), then remembered
+    assert fake.refused == ["json_schema_500", "json_schema_500"]
+    stepped = [c for c in calls(mem) if "stepped down" in (c["detail"] or "")]
+    assert [(c["step"], c["outcome"]) for c in stepped] == [("gate", "ok"), ("merge", "ok")]
+    assert "HTTP 500: Unsupported response_format type: json_schema" in stepped[0]["detail"]
+    assert "stepped down to json_object" in stepped[0]["detail"]
+    mem.close()
+
+
+def test_a_500_that_is_an_outage_keeps_the_servers_words_on_the_pending_turn(tmp_path, clock, db_path):
+    from engine import Memory
+    judge = Judge(gate=Reply(status=500, content="CUDA out of memory"))
+    fake = server(judge).start()
+    mem = Memory(db_path, policy=policy_file(tmp_path, fake.base_url), clock=clock)
+    written = mem.remember("I use uv for Python packaging.", "ok")
+    [turn] = mem.pending()
+    assert written.outage and "HTTP 500" in turn["last_error"] and "CUDA out of memory" in turn["last_error"]
+    assert memories(mem) == {}
+    mem.close()
+    fake.stop()
+
+
+@pytest.mark.both_backends
+def test_what_a_server_refused_is_remembered_by_the_store_for_the_next_process(tmp_path, clock, db_path):
+    from engine import Memory
+    fake = server(Judge(), refuse=("json_schema_500",)).start()
+    path = policy_file(tmp_path, fake.base_url)
+    mem = Memory(db_path, policy=path, clock=clock)
+    mem.remember("I use uv for Python packaging.", "ok")
+    mem.close()
+    assert fake.refused == ["json_schema_500"]
+    forget_refusals()  # a new process knows nothing of its own
+    mem = Memory(db_path, policy=path, clock=clock)
+    mem.remember("I use ruff for linting.", "ok")
+    assert fake.refused == ["json_schema_500"]  # not paid again
+    assert {r["response_format"]["type"] for r in fake.requests[4:]} == {"json_object"}
+    mem.close()
+    fake.stop()
