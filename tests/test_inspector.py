@@ -244,39 +244,22 @@ def test_costs_say_what_each_pass_writes_and_how_often_it_did(memory, clock):
     assert "<td>23h</td>" in row and "archived <b>1</b>" in row
 
 
-class _ReadsThen(Memory):
-    """A Memory whose get and recall take `as_of` (the time issue's API), answering from
-    the creation times alone: what the inspector's as-of fields are wired to."""
-
-    def get(self, memory_id, as_of=None):
-        record = super().get(memory_id)
-        return None if as_of and record and as_of < record.created_at else record
-
-    def recall(self, query, top_n=None, as_of=None):
-        return [r for r in super().candidates(query) if not as_of or r.created_at <= as_of]
-
-
-@pytest.mark.sqlite_only
-def test_as_of_fields_appear_and_ask_once_memory_reads_the_past(db_path, clock):
-    plain = Memory(db_path, policy="lifecycle", offline=True, clock=clock)
-    mid = plain.add("User lives in Paris", judged=False)
-    plain.close()
-    c = client(lambda policy, namespace, read_only=False: Memory(
-        db_path, policy=policy, namespace=namespace, offline=True, clock=clock,
-        read_only=read_only))
-    c.get(f"/memories?token={TOKEN}")
-    assert 'name="as_of"' not in c.get(f"/memory/{mid}").text  # this Memory reads no past
-    assert 'name="as_of"' not in c.get("/recall?q=paris").text
-
-    then = client(lambda policy, namespace, read_only=False: _ReadsThen(
-        db_path, policy=policy, namespace=namespace, offline=True, clock=clock))
-    then.get(f"/memories?token={TOKEN}")
-    assert "Not recorded yet at 2025-01-01" in then.get(f"/memory/{mid}?as_of=2025-01-01").text
-    assert "status-active\">active</span>" in then.get(f"/memory/{mid}?as_of=2027-01-01").text
-    before = then.get("/recall?q=paris&as_of=2025-01-01").text
-    after = then.get("/recall?q=paris&as_of=2027-01-01").text
-    assert 'name="as_of"' in before and 'id="recalled-then">nothing' in before
-    assert f'href="/memory/{mid}?as_of=2027-01-01"' in after
+def test_as_of_reads_what_was_believed_then(memory, clock):
+    mem = memory("lifecycle")
+    mem.remember("I use VS Code for everything.")
+    before_switch = (clock() + dt.timedelta(days=1)).isoformat()
+    clock.advance(dt.timedelta(days=14))
+    mem.remember("I switched to Neovim.")
+    old = next(r for r in mem.memories("all", None) if "VS Code" in r.content)
+    assert old.status == "superseded"
+    c = signed_in(memory)
+    then = c.get(f"/recall?q=which+editor&as_of={before_switch}").text
+    assert 'name="as_of"' in then and "Recalled as of" in then
+    listed = then[then.index('id="recalled-then"'):then.index("</ol>")]
+    assert "VS Code" in listed and "Neovim" not in listed
+    page = c.get(f"/memory/{old.id}?as_of={before_switch}").text
+    assert 'status-active">active</span>' in page[page.index('id="as-of"'):]
+    assert "Not recorded yet" in c.get(f"/memory/{old.id}?as_of=2020-01-01").text
 
 
 @pytest.mark.sqlite_only

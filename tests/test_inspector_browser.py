@@ -1,6 +1,7 @@
 """The inspector driven in a real headless browser (Debian's Chromium through Playwright):
 `lethe ui` serves a store a shipped scenario made; the test filters to superseded, opens
-one, follows its supersession link, reads its timeline, explains a recall, retries a
+one, reads it as it stood before it was superseded, follows its supersession link, reads
+its timeline, explains a recall (and what recall returned before the switch), retries a
 failed turn and forgets a memory, and saves a screenshot of each main page (into
 $LETHE_SCREENSHOTS when set: `LETHE_SCREENSHOTS=docs/inspector` refreshes the docs' ones).
 """
@@ -112,6 +113,10 @@ def test_a_user_walks_through_the_inspector(server, page, tmp_path):
     assert [timeline.nth(i).get_attribute("data-type") for i in range(timeline.count())] == \
         ["created", "superseded"]
     shot(page, "memory-superseded", tmp_path)
+    page.fill("#as-of-form input[name=as_of]", "2026-02-10T00:00:00")  # before the switch
+    page.click("#as-of-form button[type=submit]")
+    expect(page.locator("#as-of .status")).to_have_text("active")
+    expect(page.locator("#status")).to_have_text("superseded")
     page.locator("a.successor").first.click()
     expect(page.locator("#content")).to_contain_text("Neovim")
     expect(page.locator("#status")).to_have_text("active")
@@ -124,7 +129,9 @@ def test_a_user_walks_through_the_inspector(server, page, tmp_path):
     # recall explained
     page.click("text=Recall explained")
     page.fill("#recall-form input[name=q]", "which editor should the setup target?")
+    page.fill("#recall-form input[name=as_of]", "2026-02-10T00:00:00")
     page.click("#recall-form button[type=submit]")
+    expect(page.locator("#recalled-then")).to_contain_text("VS Code")
     expect(page.locator("#candidates tbody tr").first).to_contain_text("Neovim")
     expect(page.locator("#picked")).to_contain_text("Neovim")
     assert "VS Code" not in page.locator("#candidates").inner_text()

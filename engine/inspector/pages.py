@@ -118,9 +118,9 @@ def recall(mem: Memory, query: dict) -> dict:
     top_n = int(out["top_n"]) if out["top_n"].isdigit() and int(out["top_n"]) > 0 else None
     if as_of and explains_then:
         out["explanation"] = mem.explain(text, top_n, as_of=as_of)
-    elif as_of and recalls_then:  # what recall returned then, without the why
-        out["recalled_then"] = mem.recall(text, top_n, as_of=as_of)
     else:
+        if as_of and recalls_then:  # what recall returned then; the why is for now
+            out["recalled_then"] = mem.recall(text, top_n, as_of=as_of)
         out["explanation"] = mem.explain(text, top_n)
     return out
 
