@@ -98,9 +98,15 @@ class Checkpointer:
         # back to, which the file's size does not show: with them, past BEHIND_BYTES
         if self._own >= BEHIND_BYTES - CHECKPOINT_BYTES:
             try:
-                db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                busy = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[0]
             except Exception as exc:  # noqa: BLE001 - the commit stands; the thread tries
                 self.failed = str(exc)
+                busy = 0
+            if busy:
+                # the thread's checkpoint holds the checkpoint lock (a slow one, on a busy
+                # machine): asking again at the next commit costs nothing, and forgetting
+                # this growth let the WAL grow a second BEHIND_BYTES
+                return
             self._seen = self._own = 0
             return
         if size - self._seen < CHECKPOINT_BYTES and self._commits % EVERY_COMMITS:
