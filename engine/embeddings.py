@@ -112,9 +112,9 @@ def missing_extras(spec: Embed | None) -> list[tuple[str, str]]:
     `lethe validate` fails on them where the first write would."""
     if spec is None:
         return []
-    need = [("embed", "sqlite_vec"), ("embed", "numpy")]
-    if not hasattr(sqlite3.Connection, "enable_load_extension"):
-        need.append(("embed", "pysqlite3"))
+    need = [("embed", "numpy")]  # where no extension loads, sqlite-vec's functions are Python's
+    if hasattr(sqlite3.Connection, "enable_load_extension"):
+        need.append(("embed", "sqlite_vec"))
     if spec.provider == "local":
         need.append(("local", "sentence_transformers"))
         if spec.model.startswith("package:"):

@@ -212,3 +212,65 @@ def test_a_store_opened_by_a_relative_path_survives_a_change_of_directory(tmp_pa
     if driver(True) is not sqlite3:
         # released under the key it was claimed with: embeddings may open it now
         open_store(str(tmp_path / "a" / "m.db"), clock, vectors=True).close()
+
+
+# -- one SQLite library per process (issue 42, finding 12)
+def test_a_store_with_embeddings_runs_on_the_standard_library_like_the_application(
+        tmp_path, clock):
+    """Before: on a Python whose sqlite3 cannot load extensions the store ran on pysqlite3;
+    an application that opened and closed the same file with `sqlite3` made the process
+    drop the store's POSIX locks and delete its WAL. Now every connection Lethe opens is
+    the standard library's (vector functions in Python where no extension loads), the
+    application's library too: one SQLite per process."""
+    pytest.importorskip("numpy")
+    from engine import Memory
+    from tests.test_embeddings import FakeOpenAI, policy_file, topic_vector
+    with FakeOpenAI(embedder=topic_vector) as fake:
+        path = str(tmp_path / "m.db")
+        with Memory(path, policy=policy_file(tmp_path, fake), clock=clock) as mem:
+            assert library(mem.store.db) is sqlite3
+            mem.add("User eats chicken most days.", judged=False)
+            app = sqlite3.connect(path)  # the application's own connection
+            assert app.execute("SELECT count(*) FROM memories").fetchone()[0] == 1
+            app.close()
+            mem.add("User's diet is beef and chicken.", judged=False)
+            other = Memory(path, policy=policy_file(tmp_path, fake), clock=clock, read_only=True)
+            assert other.counts() == {"active": 2}
+            assert [r.content for r in mem.recall("diet")]
+            other.close()
+        db = sqlite3.connect(path)
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        db.close()
+
+
+def test_the_python_vector_functions_answer_as_sqlite_vec_does():
+    """Where no extension loads, vec_distance_cosine, vec_quantize_binary, vec_bit and
+    vec_distance_hamming are Python functions; they give sqlite-vec's answers."""
+    np = pytest.importorskip("numpy")
+    from engine.store.vectors import python_functions
+    ours = sqlite3.connect(":memory:")
+    python_functions(ours)
+    rng = np.random.default_rng(7)
+    vectors = [rng.standard_normal(16).astype("float32").tobytes() for _ in range(6)]
+    vectors.append(np.zeros(16, dtype="float32").tobytes())
+    queries = [("SELECT vec_distance_cosine(?, ?)", 2), ("SELECT hex(vec_quantize_binary(?))", 1),
+               ("SELECT vec_distance_hamming(vec_bit(vec_quantize_binary(?)), "
+                "vec_bit(vec_quantize_binary(?)))", 2)]
+    theirs = None
+    try:
+        from pysqlite3 import dbapi2
+        import sqlite_vec
+        theirs = dbapi2.connect(":memory:")
+        theirs.enable_load_extension(True)
+        sqlite_vec.load(theirs)
+    except ImportError:
+        pass
+    for sql, n in queries:
+        for a in vectors:
+            for b in vectors[:3]:
+                args = (a, b)[:n]
+                got = ours.execute(sql, args).fetchone()[0]
+                if theirs is not None:
+                    want = theirs.execute(sql, args).fetchone()[0]
+                    assert (got is None and want is None) or got == pytest.approx(want, abs=1e-5), sql
+    assert ours.execute("SELECT vec_distance_cosine(?, ?)", (vectors[0], vectors[-1])).fetchone()[0] is None

@@ -1,7 +1,8 @@
 """Which SQLite library a store's connections come from, and that library's errors.
 
-A store runs on the standard library's `sqlite3`, or on pysqlite3's when embeddings are
-on and this Python's SQLite cannot load extensions (`driver`). Every connection a store
+A store runs on the standard library's `sqlite3`, embeddings or not (`driver`): where
+that SQLite cannot load sqlite-vec its functions are Python's, so an application's own
+`sqlite3` connections share the store's SQLite. pysqlite3 only with LETHE_SQLITE=pysqlite3. Every connection a store
 opens to its file (its own, its lease's, its checkpoint thread's, nearest_beside's) must
 come from that same library. Two copies of SQLite in one process do not see each other's
 POSIX locks: closing a connection of one drops the other's locks, and the last connection
@@ -35,9 +36,12 @@ _OPEN_LOCK = threading.Lock()
 
 
 def driver(vectors: bool):
-    """The DB-API module a store connects with: the standard library's, unless embeddings
-    are on and it cannot load extensions (a Python built without them), then pysqlite3."""
-    if not vectors or hasattr(sqlite3.Connection, "enable_load_extension"):
+    """The DB-API module a store connects with: the standard library's, embeddings or not
+    (where it cannot load sqlite-vec, the vector functions are Python's:
+    engine.store.vectors.python_functions), so a process that also opens the file with
+    `sqlite3` has one SQLite. pysqlite3 only when LETHE_SQLITE=pysqlite3 asks for it."""
+    if not vectors or os.environ.get("LETHE_SQLITE") != "pysqlite3" \
+            or hasattr(sqlite3.Connection, "enable_load_extension"):
         return sqlite3
     try:
         from pysqlite3 import dbapi2

@@ -27,6 +27,13 @@ _OPENING = threading.Lock()  # guards each store's second connection (nearest_be
 
 
 def load_extension(db) -> None:
+    """sqlite-vec's functions on `db`; where this Python's SQLite loads no extension, the
+    same four functions in Python (`python_functions`): every connection stays on the
+    standard library's SQLite, the one the application's own `sqlite3` uses. Two SQLite
+    libraries in one process on one file drop each other's locks and delete a WAL in use."""
+    if not hasattr(db, "enable_load_extension"):
+        python_functions(db)
+        return
     try:
         import sqlite_vec
     except ImportError as exc:
@@ -37,6 +44,40 @@ def load_extension(db) -> None:
         sqlite_vec.load(db)
     finally:
         db.enable_load_extension(False)
+
+
+def python_functions(db) -> None:
+    """vec_distance_cosine, vec_quantize_binary, vec_bit and vec_distance_hamming in Python
+    (numpy), answering as sqlite-vec does: cosine distance of float32 blobs (NULL when a
+    vector is all zero), sign bits packed least significant first, Hamming distance."""
+    import numpy as np
+
+    def floats(blob):
+        return np.frombuffer(blob, dtype=np.float32)
+
+    def cosine(a, b):
+        if a is None or b is None:
+            return None
+        x, y = floats(a), floats(b)
+        if len(x) != len(y):
+            raise ValueError("Vector dimension mismatch")
+        norms = float(np.linalg.norm(x)) * float(np.linalg.norm(y))
+        return None if norms == 0 or not np.isfinite(norms) else 1.0 - float(x @ y) / norms
+
+    def quantize(v):
+        return None if v is None else np.packbits(floats(v) > 0, bitorder="little").tobytes()
+
+    def hamming(a, b):
+        if a is None or b is None:
+            return None
+        if len(a) != len(b):
+            raise ValueError("Vector dimension mismatch")
+        xor = np.frombuffer(a, dtype=np.uint8) ^ np.frombuffer(b, dtype=np.uint8)
+        return float(np.unpackbits(xor).sum())
+
+    for name, n, fn in (("vec_distance_cosine", 2, cosine), ("vec_quantize_binary", 1, quantize),
+                        ("vec_bit", 1, lambda b: b), ("vec_distance_hamming", 2, hamming)):
+        db.create_function(name, n, fn, deterministic=True)
 
 
 class VectorIndex:
