@@ -232,3 +232,16 @@ def test_a_commit_that_times_out_rolls_back_and_frees_the_lock(db_path, clock):
         write_call(store, "t")
     assert store.model_use("default")["calls"] == 1
     store.close()
+
+
+def test_a_store_nobody_waited_for_leaves_no_waiters_file(tmp_path):
+    """Issue 43: every store left a permanent zero-byte `*.db-lethe-waiters` beside it (39
+    after an experiment with --keep); only a writer that waits makes it now."""
+    from engine import FixedClock, Memory
+    db = tmp_path / "agent.db"
+    with Memory(str(db), offline=True, clock=FixedClock("2026-01-05T09:00:00")) as mem:
+        mem.remember("I moved to Lisbon.")
+        mem.add("The beta launches on 2031-03-15.")
+        mem.recall("where do I live?")
+        mem.run_due()
+    assert sorted(p.name for p in tmp_path.iterdir() if "lethe" in p.name) == []

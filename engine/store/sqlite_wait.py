@@ -104,14 +104,17 @@ def connection_class(module):
 _FOR_GOOD = {errno.ELOOP, errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOENT, errno.ENOTDIR}
 
 
-def _open_plain(path: str) -> int | None:
-    """A descriptor of the regular file at `path`, created empty if missing; -1 when it
-    can never be had, None when not now. Never follows a link put in its place, never
-    blocks on a FIFO, never keeps anything but a regular file open."""
+def _open_plain(path: str, create: bool = True) -> int | None:
+    """A descriptor of the regular file at `path`, created empty if missing (with
+    `create`; without, a missing file is None); -1 when it can never be had, None when not
+    now. Never follows a link put in its place, never blocks on a FIFO, never keeps
+    anything but a regular file open."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
-                     | os.O_CLOEXEC, 0o644)
+        fd = os.open(path, os.O_RDONLY | (os.O_CREAT if create else 0) | os.O_NOFOLLOW
+                     | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
     except OSError as exc:
+        if exc.errno == errno.ENOENT and not create:
+            return None  # nobody has waited yet: looked for again next time
         return -1 if exc.errno in _FOR_GOOD else None
     try:
         plain = stat.S_ISREG(os.fstat(fd).st_mode)
@@ -126,8 +129,9 @@ def _open_plain(path: str) -> int | None:
 class Waiters:
     """The file beside a database (`WAITERS`) by which writers say they wait: each holds a
     shared flock on it while it waits; a pass that finds it cannot take an exclusive one
-    knows somebody waits. Opened on first use; where it cannot be (a folder this process
-    may not write, a link in its place), nobody says and nothing gives way."""
+    knows somebody waits. Made by the first writer that waits (a store nobody contended
+    for leaves no file beside it); where it cannot be (a folder this process may not
+    write, a link in its place), nobody says and nothing gives way."""
 
     def __init__(self, db_path: str):
         # the file's own folder, as SQLite's -wal: every process reaching it through a link
@@ -136,10 +140,10 @@ class Waiters:
         self.fd: int | None = None
         self._opening = threading.Lock()  # threads sharing a store open it once
 
-    def _file(self) -> int | None:
+    def _file(self, create: bool = True) -> int | None:
         with self._opening:
             if self.fd is None:
-                self.fd = _open_plain(self.path)
+                self.fd = _open_plain(self.path, create)
             return self.fd if self.fd is not None and self.fd >= 0 else None
 
     def waiting(self) -> bool:
@@ -158,8 +162,8 @@ class Waiters:
             fcntl.flock(self.fd, fcntl.LOCK_UN)
 
     def anyone(self) -> bool:
-        """Whether another connection says it waits."""
-        fd = self._file() if fcntl else None
+        """Whether another connection says it waits (no file: nobody has)."""
+        fd = self._file(create=False) if fcntl else None
         if fd is None:
             return False
         try:
