@@ -68,6 +68,8 @@ def test_add_run_ls_why_round_trip(db_path):
     why = run("why", str(mid), *base)
     assert why.exit_code == 0
     assert "[archived] User prefers tabs over spaces" in why.output
+    decay = why.output.splitlines()[1].split("decay ")[1].split()[0]  # issue 43: 0.4062039...
+    assert len(decay.split(".")[1]) <= 3, why.output
     assert "archived" in why.output.splitlines()[-1]
     again = run("run", *base, "--now", "2026-05-01T00:10:00")
     assert again.output.strip() == "nothing due"

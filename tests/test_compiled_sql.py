@@ -44,3 +44,11 @@ def test_postgres_plans_use_no_sqlite_only_function(name):
     for sqlite_only in ("bm25(", "MATCH ", "json_each(", "julianday(", "json_object(", "rowid",
                         "CROSS JOIN", "?"):
         assert sqlite_only not in text, sqlite_only
+
+
+@pytest.mark.parametrize("name", SHIPPED_POLICIES)
+def test_every_comment_line_of_a_plan_fits_100_columns(name):
+    """Issue 43: `lethe compile` printed comment lines of up to 489 characters."""
+    text = render_plan(compile_policy(load(f"{POLICIES}/{name}.yaml")))
+    long = [line for line in text.splitlines() if line.startswith("--") and len(line) > 100]
+    assert long == []

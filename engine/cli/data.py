@@ -114,7 +114,8 @@ def why(db, policy, namespace, now, offline, memory_id, as_of, json_):
             "superseded_by": h.superseded_by.as_dict() if h.superseded_by else None,
             "merged_into": h.merged_into.as_dict() if h.merged_into else None}
     lines = [f"#{m.id} [{m.status}] {m.content}",
-             f"  importance {m.importance}  confidence {m.confidence}  decay {m.decay_score}  "
+             f"  importance {_short(m.importance)}  confidence {_short(m.confidence)}  "
+             f"decay {_short(m.decay_score)}  "
              f"accessed {m.access_count}x  said {m.created_at}  expires {m.expires_at or '-'}",
              "  recorded             said                 event"]
     for e in h.events:  # when Lethe recorded each change, and when what it records was said
@@ -247,3 +248,8 @@ def costs(db, policy, namespace, now, offline, json_):
              + (f"  (*{r['estimated']} estimated)" if r['estimated'] else "")
              for r in rows]
     emit(rows, json_, lines or ["no model calls logged"])
+
+
+def _short(value):
+    """A score as `lethe why` shows it: three decimals (`decay 0.406`, not 0.4062039116581577)."""
+    return round(value, 3) if isinstance(value, float) else value

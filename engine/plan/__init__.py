@@ -7,6 +7,7 @@ what a write and a merge run, `explain` what `recall --explain` runs.
 """
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 
 from .. import expr as X
@@ -335,7 +336,15 @@ def render_plan(plan: Plan) -> str:
                *([plan.merge_absorb_events, plan.merge_absorb] if plan.merge_values else []),
                *plan.explain_reasons.values(), *plan.explain_order_keys.values()]:
         blocks.append(_show(st))
-    return "\n".join(blocks) + "\n"
+    return "\n".join(_wrapped(line) for line in "\n".join(blocks).split("\n")) + "\n"
+
+
+def _wrapped(line: str, width: int = 100) -> str:
+    """A comment line cut at `width`, each part a comment (SQL lines stay whole)."""
+    if not line.startswith("-- ") or len(line) <= width:
+        return line
+    return "\n".join(textwrap.wrap(line, width, subsequent_indent="--   ",
+                                    break_long_words=False, break_on_hyphens=False))
 
 
 def _show(st: Statement) -> str:

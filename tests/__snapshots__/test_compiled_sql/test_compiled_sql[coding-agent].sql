@@ -1,7 +1,11 @@
 -- policy: coding-agent  dialect: sqlite
 
 -- pass expiry (every 1:00:00)
--- when it reaches over half of the file's memories, the indexes over status are dropped before its rules and created again after them, in its transaction (not recall's while it holds only the head of the ranking, nor the small partial ones: those move the few entries the pass changes; recall's is made again when its head has drifted); its rules are then the ones over an id range below, run over every id (the rows read in id order, not through an index on namespace)
+-- when it reaches over half of the file's memories, the indexes over status are dropped before its
+--   rules and created again after them, in its transaction (not recall's while it holds only the
+--   head of the ranking, nor the small partial ones: those move the few entries the pass changes;
+--   recall's is made again when its head has drifted); its rules are then the ones over an id range
+--   below, run over every id (the rows read in id order, not through an index on namespace)
 -- expiry reach
 SELECT count(*) FROM memory_rows AS memories
 WHERE "namespace" = ? AND ((("status" = ?) AND ("expires_at" < ?)));
@@ -11,13 +15,16 @@ INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status"), ?, json_object(?, ?)), ?
 FROM memory_rows AS memories
 WHERE "namespace" = ? AND (("status" = ?) AND ("expires_at" < ?));
--- params: ['expired', 'rule', 'expiry.rules[0]', 'from', 'status', 'to', 'status', 'expired', ':now', ':namespace', 'active', ':now']
+-- params: ['expired', 'rule', 'expiry.rules[0]', 'from', 'status', 'to', 'status', 'expired',
+--   ':now', ':namespace', 'active', ':now']
 -- expiry.rules[0] update
 UPDATE memory_rows AS memories
 SET "status" = ?
 WHERE "namespace" = ? AND (("status" = ?) AND ("expires_at" < ?));
 -- params: ['expired', ':namespace', 'active', ':now']
--- when a writer waits for the lock meanwhile, the transaction rolls back and the rules run over one id range per transaction instead; once no writer has waited for a while, the rest runs in one transaction again, counted first
+-- when a writer waits for the lock meanwhile, the transaction rolls back and the rules run over one
+--   id range per transaction instead; once no writer has waited for a while, the rest runs in one
+--   transaction again, counted first
 -- expiry reach in a range
 SELECT count(*) FROM memory_rows AS memories
 WHERE +"namespace" = ? AND "id" >= ? AND "id" < ? AND ((("status" = ?) AND ("expires_at" < ?)));
@@ -27,7 +34,8 @@ INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status"), ?, json_object(?, ?)), ?
 FROM memory_rows AS memories
 WHERE +"namespace" = ? AND (("status" = ?) AND ("expires_at" < ?)) AND "id" >= ? AND "id" < ?;
--- params: ['expired', 'rule', 'expiry.rules[0]', 'from', 'status', 'to', 'status', 'expired', ':now', ':namespace', 'active', ':now', ':from_id', ':to_id']
+-- params: ['expired', 'rule', 'expiry.rules[0]', 'from', 'status', 'to', 'status', 'expired',
+--   ':now', ':namespace', 'active', ':now', ':from_id', ':to_id']
 -- expiry.rules[0] update
 UPDATE memory_rows AS memories
 SET "status" = ?
@@ -35,25 +43,33 @@ WHERE +"namespace" = ? AND (("status" = ?) AND ("expires_at" < ?)) AND "id" >= ?
 -- params: ['expired', ':namespace', 'active', ':now', ':from_id', ':to_id']
 
 -- pass decay (every 23:00:00)
--- when it reaches over half of the file's memories, the indexes over decay_score, rank, status are dropped before its rules and created again after them, in its transaction (not recall's while it holds only the head of the ranking, nor the small partial ones: those move the few entries the pass changes; recall's is made again when its head has drifted); its rules are then the ones over an id range below, run over every id (the rows read in id order, not through an index on namespace)
+-- when it reaches over half of the file's memories, the indexes over decay_score, rank, status are
+--   dropped before its rules and created again after them, in its transaction (not recall's while
+--   it holds only the head of the ranking, nor the small partial ones: those move the few entries
+--   the pass changes; recall's is made again when its head has drifted); its rules are then the
+--   ones over an id range below, run over every id (the rows read in id order, not through an index
+--   on namespace)
 -- decay reach
 SELECT count(*) FROM memory_rows AS memories
 WHERE "namespace" = ? AND (("status" = ?));
 -- params: [':namespace', 'active']
--- lethe_kept() counts the row and returns NULL: a row where a new value comes out NULL or not finite keeps all its values, and the pass reports it as skipped
+-- lethe_kept() counts the row and returns NULL: a row where a new value comes out NULL or not
+--   finite keeps all its values, and the pass reports it as skipped
 -- decay.rules[0] update
 UPDATE memory_rows AS memories
 SET ("decay_score", "rank") = (SELECT CASE WHEN "usable" THEN "new_decay_score" ELSE coalesce(lethe_kept(), memories."decay_score") END, CASE WHEN "usable" THEN (("importance" * "confidence") * ("new_decay_score")) ELSE memories."rank" END
     FROM (SELECT "new_decay_score", (("new_decay_score") BETWEEN ? AND ?) AS "usable"
     FROM (SELECT min(?, (exp(((? * floor((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0))) * 1.0 / ?)) + min(?, ("access_count" * ?)))) AS "new_decay_score")))
 WHERE "namespace" = ? AND ("status" = ?);
--- params: [-1.7976931348623157e+308, 1.7976931348623157e+308, 1.0, -0.693, ':now', 90, 0.3, 0.03, ':namespace', 'active']
+-- params: [-1.7976931348623157e+308, 1.7976931348623157e+308, 1.0, -0.693, ':now', 90, 0.3, 0.03,
+--   ':namespace', 'active']
 -- decay.rules[1] event archived
 INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status", ?, "decay_score"), ?, json_object(?, ?, ?, ?)), ?
 FROM memory_rows AS memories
 WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" < ?));
--- params: ['archived', 'rule', 'decay.rules[1]', 'from', 'status', 'decay_score', 'to', 'status', 'archived', 'decay_score', 0, ':now', ':namespace', 'active', 0.1]
+-- params: ['archived', 'rule', 'decay.rules[1]', 'from', 'status', 'decay_score', 'to', 'status',
+--   'archived', 'decay_score', 0, ':now', ':namespace', 'active', 0.1]
 -- decay.rules[1] update
 UPDATE memory_rows AS memories
 SET "status" = ?,
@@ -61,7 +77,9 @@ SET "status" = ?,
     "rank" = (("importance" * "confidence") * (?))
 WHERE "namespace" = ? AND (("status" = ?) AND ("decay_score" < ?));
 -- params: ['archived', 0, 0, ':namespace', 'active', 0.1]
--- when a writer waits for the lock meanwhile, the transaction rolls back and the rules run over one id range per transaction instead; once no writer has waited for a while, the rest runs in one transaction again, counted first
+-- when a writer waits for the lock meanwhile, the transaction rolls back and the rules run over one
+--   id range per transaction instead; once no writer has waited for a while, the rest runs in one
+--   transaction again, counted first
 -- decay reach in a range
 SELECT count(*) FROM memory_rows AS memories
 WHERE +"namespace" = ? AND "id" >= ? AND "id" < ? AND (("status" = ?));
@@ -72,13 +90,15 @@ SET ("decay_score", "rank") = (SELECT CASE WHEN "usable" THEN "new_decay_score" 
     FROM (SELECT "new_decay_score", (("new_decay_score") BETWEEN ? AND ?) AS "usable"
     FROM (SELECT min(?, (exp(((? * floor((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0))) * 1.0 / ?)) + min(?, ("access_count" * ?)))) AS "new_decay_score")))
 WHERE +"namespace" = ? AND ("status" = ?) AND "id" >= ? AND "id" < ?;
--- params: [-1.7976931348623157e+308, 1.7976931348623157e+308, 1.0, -0.693, ':now', 90, 0.3, 0.03, ':namespace', 'active', ':from_id', ':to_id']
+-- params: [-1.7976931348623157e+308, 1.7976931348623157e+308, 1.0, -0.693, ':now', 90, 0.3, 0.03,
+--   ':namespace', 'active', ':from_id', ':to_id']
 -- decay.rules[1] event archived
 INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status", ?, "decay_score"), ?, json_object(?, ?, ?, ?)), ?
 FROM memory_rows AS memories
 WHERE +"namespace" = ? AND (("status" = ?) AND ("decay_score" < ?)) AND "id" >= ? AND "id" < ?;
--- params: ['archived', 'rule', 'decay.rules[1]', 'from', 'status', 'decay_score', 'to', 'status', 'archived', 'decay_score', 0, ':now', ':namespace', 'active', 0.1, ':from_id', ':to_id']
+-- params: ['archived', 'rule', 'decay.rules[1]', 'from', 'status', 'decay_score', 'to', 'status',
+--   'archived', 'decay_score', 0, ':now', ':namespace', 'active', 0.1, ':from_id', ':to_id']
 -- decay.rules[1] update
 UPDATE memory_rows AS memories
 SET "status" = ?,
@@ -150,7 +170,8 @@ WHERE "namespace" = ?;
 UPDATE memory_rows AS memories SET "rank" = (("importance" * "confidence") * "decay_score")
 WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?));
 -- params: [':namespace', ':ids']
--- when the namespace is over half of the file's memories, its ranks are refreshed in id order, over every id:
+-- when the namespace is over half of the file's memories, its ranks are refreshed in id order, over
+--   every id:
 -- rank refresh (in id order)
 UPDATE memory_rows AS memories SET "rank" = (("importance" * "confidence") * "decay_score")
 WHERE +"namespace" = ? AND "id" >= ? AND "id" < ?;

@@ -34,7 +34,8 @@ WHERE "namespace" = ?;
 UPDATE memory_rows AS memories SET "rank" = "importance"
 WHERE +"namespace" = ? AND "id" IN (SELECT value FROM json_each(?));
 -- params: [':namespace', ':ids']
--- when the namespace is over half of the file's memories, its ranks are refreshed in id order, over every id:
+-- when the namespace is over half of the file's memories, its ranks are refreshed in id order, over
+--   every id:
 -- rank refresh (in id order)
 UPDATE memory_rows AS memories SET "rank" = "importance"
 WHERE +"namespace" = ? AND "id" >= ? AND "id" < ?;

@@ -1,7 +1,8 @@
 -- policy: lifecycle  dialect: postgres
 
 -- pass expiry (every 1:00:00)
--- when it reaches over half of the file's memories, the indexes over status are dropped before its rules and created again after them, in its transaction
+-- when it reaches over half of the file's memories, the indexes over status are dropped before its
+--   rules and created again after them, in its transaction
 -- expiry reach
 SELECT count(*) FROM memories
 WHERE "namespace" = %s AND ((("status" = %s::text) AND ("expires_at" < %s)));
@@ -11,7 +12,8 @@ INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", %s, json_build_object(%s::text, %s::text, %s::text, json_build_object(%s::text, "status"), %s::text, json_build_object(%s::text, %s::text)), %s
 FROM memories
 WHERE "namespace" = %s AND (("status" = %s::text) AND ("expires_at" < %s));
--- params: ['expired', 'rule', 'expiry.rules[0]', 'from', 'status', 'to', 'status', 'expired', ':now', ':namespace', 'active', ':now']
+-- params: ['expired', 'rule', 'expiry.rules[0]', 'from', 'status', 'to', 'status', 'expired',
+--   ':now', ':namespace', 'active', ':now']
 -- expiry.rules[0] update
 UPDATE memories
 SET "status" = %s::text
@@ -19,7 +21,8 @@ WHERE "namespace" = %s AND (("status" = %s::text) AND ("expires_at" < %s));
 -- params: ['expired', ':namespace', 'active', ':now']
 
 -- pass decay (every 23:00:00)
--- when it reaches over half of the file's memories, the indexes over decay_score, rank, status are dropped before its rules and created again after them, in its transaction
+-- when it reaches over half of the file's memories, the indexes over decay_score, rank, status are
+--   dropped before its rules and created again after them, in its transaction
 -- decay reach
 SELECT count(*) FROM memories
 WHERE "namespace" = %s AND (("status" = %s::text));
@@ -33,13 +36,16 @@ UPDATE memories
 SET "decay_score" = least(%s::double precision, (exp(least(greatest(((%s::double precision * floor((extract(epoch from (%s)::timestamp - (coalesce("last_accessed", "created_at"))::timestamp) / 86400.0)::double precision)) * 1.0 / nullif(%s::bigint, 0)), -745.0), 709.0)) + least(%s::double precision, ("access_count" * %s::double precision)))),
     "rank" = (("importance" * "confidence") * (least(%s::double precision, (exp(least(greatest(((%s::double precision * floor((extract(epoch from (%s)::timestamp - (coalesce("last_accessed", "created_at"))::timestamp) / 86400.0)::double precision)) * 1.0 / nullif(%s::bigint, 0)), -745.0), 709.0)) + least(%s::double precision, ("access_count" * %s::double precision))))))
 WHERE "namespace" = %s AND ("status" = %s::text) AND ((least(%s::double precision, (exp(least(greatest(((%s::double precision * floor((extract(epoch from (%s)::timestamp - (coalesce("last_accessed", "created_at"))::timestamp) / 86400.0)::double precision)) * 1.0 / nullif(%s::bigint, 0)), -745.0), 709.0)) + least(%s::double precision, ("access_count" * %s::double precision))))) BETWEEN %s AND %s);
--- params: [1.0, -0.693, ':now', 30, 0.3, 0.03, 1.0, -0.693, ':now', 30, 0.3, 0.03, ':namespace', 'active', 1.0, -0.693, ':now', 30, 0.3, 0.03, -1.7976931348623157e+308, 1.7976931348623157e+308]
+-- params: [1.0, -0.693, ':now', 30, 0.3, 0.03, 1.0, -0.693, ':now', 30, 0.3, 0.03, ':namespace',
+--   'active', 1.0, -0.693, ':now', 30, 0.3, 0.03, -1.7976931348623157e+308,
+--   1.7976931348623157e+308]
 -- decay.rules[1] event archived
 INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", %s, json_build_object(%s::text, %s::text, %s::text, json_build_object(%s::text, "status", %s::text, "decay_score"), %s::text, json_build_object(%s::text, %s::text, %s::text, %s::bigint)), %s
 FROM memories
 WHERE "namespace" = %s AND (("status" = %s::text) AND ("decay_score" < %s::double precision));
--- params: ['archived', 'rule', 'decay.rules[1]', 'from', 'status', 'decay_score', 'to', 'status', 'archived', 'decay_score', 0, ':now', ':namespace', 'active', 0.1]
+-- params: ['archived', 'rule', 'decay.rules[1]', 'from', 'status', 'decay_score', 'to', 'status',
+--   'archived', 'decay_score', 0, ':now', ':namespace', 'active', 0.1]
 -- decay.rules[1] update
 UPDATE memories
 SET "status" = %s::text,

@@ -1,7 +1,8 @@
 -- policy: scheduled-sql  dialect: postgres
 
 -- pass decay (every 1 day, 0:00:00)
--- when it reaches over half of the file's memories, the indexes over decay_score, rank, status are dropped before its rules and created again after them, in its transaction
+-- when it reaches over half of the file's memories, the indexes over decay_score, rank, status are
+--   dropped before its rules and created again after them, in its transaction
 -- decay reach
 SELECT count(*) FROM memories
 WHERE "namespace" = %s AND ((("status" = %s::text) AND ((extract(epoch from (%s)::timestamp - (coalesce("last_accessed", "created_at"))::timestamp) / 86400.0)::double precision >= %s::bigint)) OR (("status" = %s::text) AND ("decay_score" < %s::double precision)));
@@ -15,13 +16,15 @@ UPDATE memories
 SET "decay_score" = ("decay_score" * %s::double precision),
     "rank" = (("importance" * "confidence") * (("decay_score" * %s::double precision)))
 WHERE "namespace" = %s AND (("status" = %s::text) AND ((extract(epoch from (%s)::timestamp - (coalesce("last_accessed", "created_at"))::timestamp) / 86400.0)::double precision >= %s::bigint)) AND ((("decay_score" * %s::double precision)) BETWEEN %s AND %s);
--- params: [0.9, 0.9, ':namespace', 'active', ':now', 30, 0.9, -1.7976931348623157e+308, 1.7976931348623157e+308]
+-- params: [0.9, 0.9, ':namespace', 'active', ':now', 30, 0.9, -1.7976931348623157e+308,
+--   1.7976931348623157e+308]
 -- decay.rules[1] event archived
 INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", %s, json_build_object(%s::text, %s::text, %s::text, json_build_object(%s::text, "status"), %s::text, json_build_object(%s::text, %s::text)), %s
 FROM memories
 WHERE "namespace" = %s AND (("status" = %s::text) AND ("decay_score" < %s::double precision));
--- params: ['archived', 'rule', 'decay.rules[1]', 'from', 'status', 'to', 'status', 'archived', ':now', ':namespace', 'active', 0.1]
+-- params: ['archived', 'rule', 'decay.rules[1]', 'from', 'status', 'to', 'status', 'archived',
+--   ':now', ':namespace', 'active', 0.1]
 -- decay.rules[1] update
 UPDATE memories
 SET "status" = %s::text
@@ -29,7 +32,8 @@ WHERE "namespace" = %s AND (("status" = %s::text) AND ("decay_score" < %s::doubl
 -- params: ['archived', ':namespace', 'active', 0.1]
 
 -- pass expiry (every 1 day, 0:00:00)
--- when it reaches over half of the file's memories, the indexes over status are dropped before its rules and created again after them, in its transaction
+-- when it reaches over half of the file's memories, the indexes over status are dropped before its
+--   rules and created again after them, in its transaction
 -- expiry reach
 SELECT count(*) FROM memories
 WHERE "namespace" = %s AND ((("status" = %s::text) AND ("expires_at" < %s)));
@@ -39,7 +43,8 @@ INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", %s, json_build_object(%s::text, %s::text, %s::text, json_build_object(%s::text, "status"), %s::text, json_build_object(%s::text, %s::text)), %s
 FROM memories
 WHERE "namespace" = %s AND (("status" = %s::text) AND ("expires_at" < %s));
--- params: ['expired', 'rule', 'expiry.rules[0]', 'from', 'status', 'to', 'status', 'expired', ':now', ':namespace', 'active', ':now']
+-- params: ['expired', 'rule', 'expiry.rules[0]', 'from', 'status', 'to', 'status', 'expired',
+--   ':now', ':namespace', 'active', ':now']
 -- expiry.rules[0] update
 UPDATE memories
 SET "status" = %s::text
