@@ -99,7 +99,9 @@ class Experiment:
                 "met": sum(r.met for r in runs), "total": sum(r.total for r in runs),
                 "counts": counts, "recalls": sum(len(r.playback.recalls) for r in runs),
                 "stale_recalls": sum(r.playback.stale_recalls for r in runs),
-                "model_calls": sum(r.model.get("calls", 0) for r in runs),
+                # the built-in rules answer offline: their calls are not a model's
+                "model_calls": sum(r.model.get("calls", 0) - _rules(r) for r in runs),
+                "rules_calls": sum(_rules(r) for r in runs),
                 "tokens": sum(r.model.get("tokens", 0) for r in runs),
                 "fallbacks": sum(r.model.get("fallbacks", 0) for r in runs)}
         return out
@@ -195,6 +197,10 @@ def changes(mem: Memory) -> list[dict]:
             for r in mem.store.changes(mem.namespace)]
 
 
+def _rules(run: Run) -> int:
+    return run.model.get("by_provider", {}).get("rules", 0)
+
+
 def model_use(mem: Memory) -> dict:
     """Model calls and tokens from `model_calls`: totals, and calls by step."""
     return mem.store.model_use(mem.namespace)
@@ -262,12 +268,13 @@ def text_lines(exp: Experiment, missed: bool = True) -> list[str]:
 
 
 def _summary_table(summary: dict) -> str:
-    head = ("policy", *STATUSES, "stale recalls", "model calls", "fallbacks", "tokens")
+    head = ("policy", *STATUSES, "stale recalls", "model calls", "rules calls", "fallbacks",
+            "tokens")
     rows = [head]
     for name, s in summary.items():
         rows.append((name, *[str(s["counts"][st]) for st in STATUSES],
                      f"{s['stale_recalls']}/{s['recalls']}", str(s["model_calls"]),
-                     str(s["fallbacks"]), str(s["tokens"])))
+                     str(s["rules_calls"]), str(s["fallbacks"]), str(s["tokens"])))
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     return "\n".join("  ".join(v.ljust(w) if i == 0 else v.rjust(w)
                                for i, (v, w) in enumerate(zip(r, widths))) for r in rows)

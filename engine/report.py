@@ -138,14 +138,14 @@ def _matrix(exp: Experiment) -> str:
 
 
 def _summary(exp: Experiment) -> str:
-    head = ("policy", "expectations", *STATUSES, "stale recalls", "model calls", "fallbacks",
-            "tokens")
+    head = ("policy", "expectations", *STATUSES, "stale recalls", "model calls", "rules calls",
+            "fallbacks", "tokens")
     rows = []
     for name, s in exp.summary().items():
         cells = [f"{s['met']}/{s['total']}",
                  *[s["counts"][st] for st in STATUSES],
-                 f"{s['stale_recalls']}/{s['recalls']}", s["model_calls"], s["fallbacks"],
-                 s["tokens"]]
+                 f"{s['stale_recalls']}/{s['recalls']}", s["model_calls"], s["rules_calls"],
+                 s["fallbacks"], s["tokens"]]
         rows.append(f"<tr><td>{_e(name)}</td>" + "".join(f"<td class=num>{_e(c)}</td>" for c in cells)
                     + "</tr>")
     return ("<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows)

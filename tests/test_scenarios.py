@@ -406,3 +406,11 @@ def test_shipped_matrix_snapshot(both, snapshot):
     pinned = {"summary": data["summary"], "runs": runs}
     text = json.dumps(pinned, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
     assert text == snapshot(extension_class=JSONSnapshot)
+
+
+def test_offline_the_rules_calls_are_not_model_calls(both):
+    """Issue 43: `experiment --offline` reported "model calls 149" for the rules' judgments."""
+    summary = json.loads(both[0].stdout)["summary"]
+    for s in summary.values():
+        assert s["model_calls"] <= 2  # the scenarios' scripted answers, standing in for one
+    assert sum(s["rules_calls"] for s in summary.values()) > 100

@@ -342,14 +342,15 @@ class Judges:
 
     def log(self, step, model, a: Answer | None, outcome, detail, start, attempt: int = 0) -> None:
         latency = a.latency_ms if a and a.latency_ms else (time.perf_counter() - start) * 1000
+        provider = a.provider if a else ("rules" if model == "rules" else None)  # a fallback
         with self._lock:  # one connection, steps asked at once
             self.store.log_call(self.namespace, step, a.model if a else model,
-                                a.provider if a else None, a.prompt_tokens if a else 0,
+                                provider, a.prompt_tokens if a else 0,
                                 a.completion_tokens if a else 0, round(latency, 3), outcome,
                                 detail, attempt=attempt, estimated=bool(a and a.estimated))
         entry = self.policy.models.get(model)
         tracing.model_call(step, getattr(entry, "model", model), a.model if a else None,
-                           a.provider if a else getattr(entry, "provider", None),
+                           provider or getattr(entry, "provider", None),
                            a.prompt_tokens if a else 0, a.completion_tokens if a else 0,
                            latency, outcome, self.namespace, attempt, bool(a and a.estimated))
 
