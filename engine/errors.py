@@ -55,6 +55,17 @@ class PolicyWarning(UserWarning):
     reads), located as file:line:col: key.path: message."""
 
 
+class RulesFallbackWarning(UserWarning):
+    """A model did not answer (unreachable, refused, timed out) and the built-in rules
+    judged instead: said once per `Memory`; each such judgment is a `fallback` row of
+    `model_calls` with its reason."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(f"a model did not answer ({reason}); the built-in rules judged "
+                         "instead (each time is a 'fallback' row of model_calls)")
+
+
 class StoreWarning(UserWarning):
     """Something the store could not do that its caller need not stop for (a recall's
     access it kept while a pass held the lock, and could not write at close)."""

@@ -17,7 +17,7 @@ from . import inputs as I
 from . import tracing
 from .clock import Clock, system_clock
 from .context import Context, JudgeSettings, open_context
-from .errors import InputError, LetheError, PolicyWarning
+from .errors import InputError, LetheError, PolicyWarning, RulesFallbackWarning
 from .keys import NoApiKeyWarning, PassesUndoneWarning, RulesJudgedWarning
 from .leasing import LeaseTerms
 from .policy import Policy, load
@@ -43,11 +43,15 @@ def _says_if_keyless(warning: type[NoApiKeyWarning]):
     def wrap(method):
         @functools.wraps(method)
         def asking(self, *args, **kwargs):
-            before = self.judges.keyless_asks
+            before, fell_back = self.judges.keyless_asks, self.judges.fallbacks
             out = method(self, *args, **kwargs)
-            if self.judges.keyless_asks > before and warning not in self._warned:
-                self._warned.add(warning)
-                warnings.warn(warning(self.judges.keyless_env), stacklevel=2)
+            if self.judges.keyless_asks > before:
+                if warning not in self._warned:
+                    self._warned.add(warning)
+                    warnings.warn(warning(self.judges.keyless_env), stacklevel=2)
+            elif self.judges.fallbacks > fell_back and RulesFallbackWarning not in self._warned:
+                self._warned.add(RulesFallbackWarning)  # a model down, refusing, timing out
+                warnings.warn(RulesFallbackWarning(self.judges.fallback_reason), stacklevel=2)
             return out
         return asking
     return wrap

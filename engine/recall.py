@@ -168,8 +168,8 @@ def _select(ctx: Context, rec, query: str, candidates: list, top_n: int,
     variables = {"query": query, "candidates": shown, "top_n": top_n, "now": now, "today": today(now)}
     try:
         picked, _ = ctx.judges.ask("select", rec.select, variables)
-    except JudgeUnavailable:  # recall must answer: the rules judge picks instead
-        picked = ctx.judges.fallback("select", rec.select, variables, "model unreachable")
+    except JudgeUnavailable as exc:  # recall must answer: the rules judge picks instead
+        picked = ctx.judges.fallback("select", rec.select, variables, f"model unreachable: {exc}")
     local = {c["n"]: c["id"] for c in shown}
     return [local[n] for n in dict.fromkeys(picked or []) if n in local][:top_n]
 

@@ -330,11 +330,11 @@ class Writer:
         else:
             try:
                 value, note = self.ctx.judges.ask(kind, step.judgment, variables)
-            except JudgeUnavailable:
+            except JudgeUnavailable as exc:
                 if not outage_fallback:
                     raise
                 value, note = self.ctx.judges.fallback(kind, step.judgment, variables,
-                                                       "model unreachable"), \
+                                                       f"model unreachable: {exc}"), \
                     f"{kind}: model unreachable, rules answered"
         paid[key] = [value, note, {str(n): mid for n, mid in local.items()}]
         return paid[key]

@@ -63,3 +63,61 @@ def test_what_a_server_refused_is_remembered_by_the_store_for_the_next_process(t
     assert {r["response_format"]["type"] for r in fake.requests[4:]} == {"json_object"}
     mem.close()
     fake.stop()
+
+
+def test_a_recall_the_rules_answer_is_logged_with_its_reason_and_warned_once(tmp_path, clock, db_path):
+    import warnings
+    from engine import Memory
+    from engine.errors import RulesFallbackWarning
+    from tests.fake_server import closed_port_url
+    mem = Memory(db_path, policy=policy_file(tmp_path, closed_port_url()), clock=clock)
+    mem.add("User uses PostgreSQL for the main database", judged=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert [m.content for m in mem.recall("which database?")] == \
+            ["User uses PostgreSQL for the main database"]
+        mem.recall("which database again?")
+    said = [w for w in caught if issubclass(w.category, RulesFallbackWarning)]
+    assert len(said) == 1 and "cannot reach" in str(said[0].message)
+    fallbacks = [c for c in calls(mem) if c["outcome"] == "fallback"]
+    assert [c["step"] for c in fallbacks] == ["select", "select"]
+    assert all("model unreachable: cannot reach" in c["detail"] for c in fallbacks)
+    mem.close()
+
+
+def test_a_model_with_concurrency_1_gets_one_call_at_a_time_and_queueing_is_not_timed(tmp_path, clock, db_path):
+    """On a server that runs one request at a time, the three calls Lethe sends together
+    queued there and the timeout counted the queue. With `concurrency: 1` they queue here,
+    and each call's clock starts when it is sent."""
+    import threading
+    import time
+    from engine import Memory
+    from tests.test_judges import LIFECYCLE
+    active, most = [0], [0]
+    lock = threading.Lock()
+
+    def slow(answer):
+        def respond(prompt):
+            with lock:
+                active[0] += 1
+                most[0] = max(most[0], active[0])
+            time.sleep(0.6)
+            with lock:
+                active[0] -= 1
+            return answer
+        return respond
+
+    judge = Judge(confidence=slow({"confidence": 0.7}), expiry=slow({"expires_at": None}),
+                  contradiction=slow({"supersedes": [], "confirms": []}))
+    fake = server(judge).start()
+    model = f'{{provider: openai, model: m, base_url: "{fake.base_url}", max_retries: 0, timeout: 1.0, concurrency: 1}}'
+    path = tmp_path / "one-at-a-time.yaml"
+    path.write_text(f"name: one-at-a-time\nextends: {LIFECYCLE}\nmodels:\n  cheap: {model}\n  strong: {model}\n")
+    mem = Memory(db_path, policy=str(path), clock=clock)
+    mem.add("User deploys on Fridays", judged=False)
+    [mid] = mem.remember("I deploy the billing service on Fridays.", "ok")
+    assert most[0] == 1
+    assert memories(mem)[mid]["confidence"] == 0.7
+    assert {c["outcome"] for c in calls(mem)} == {"ok"}
+    mem.close()
+    fake.stop()

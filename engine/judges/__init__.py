@@ -85,7 +85,7 @@ class OpenAIJudge:
             timeout=spec.timeout, max_retries=spec.max_retries, temperature=spec.temperature,
             response_format=spec.response_format, max_completion_tokens=spec.max_completion_tokens,
             max_tokens=spec.max_tokens, reasoning_effort=spec.reasoning_effort, seed=spec.seed,
-            headers=spec.headers, extra_body=spec.extra_body)
+            headers=spec.headers, extra_body=spec.extra_body, concurrency=spec.concurrency)
         if store is not None:  # what an earlier process found this server refusing
             known_refusals(*self.client.key, store.model_support(*self.client.key))
 
@@ -240,6 +240,9 @@ class Judges:
         # models asked without the key they need: how often, and the variable last named
         # (`Memory` compares the count around a call to warn once)
         self.keyless_asks, self.keyless_env = 0, None
+        # judgments the rules made because a model did not answer, and the last reason
+        # (`Memory` warns once, as for a missing key)
+        self.fallbacks, self.fallback_reason = 0, None
 
     def provider(self, model_name: str):
         with self._lock:  # steps asked at once share one provider per model
@@ -338,6 +341,8 @@ class Judges:
                      f"{type(exc).__name__}: {str(exc)[:200]}", start)
             return None
         self.log(step, "rules", None, "fallback", problem, start)
+        with self._lock:
+            self.fallbacks, self.fallback_reason = self.fallbacks + 1, f"{step}: {problem}"
         return value
 
     def log(self, step, model, a: Answer | None, outcome, detail, start, attempt: int = 0) -> None:

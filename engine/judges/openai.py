@@ -13,7 +13,10 @@ for the rest of the process, and said in the completion's ``notes`` (so the call
 says why it was sent as it was).
 
 ``timeout`` is a wall-clock bound on the whole call, the client's retries included: a
-server that drips one byte a second cannot hold a judgment longer than that.
+server that drips one byte a second cannot hold a judgment longer than that. With a
+``concurrency`` of N, at most N calls to that model at that endpoint are in flight from
+this process; a call waiting for a slot (queued behind Lethe's own calls) starts its
+clock only once it is sent.
 
 ``import openai`` below is the real package (absolute import); it is imported lazily so
 that ``import engine`` stays fast and works without touching the network stack.
@@ -82,6 +85,17 @@ def _learn(key: tuple[str, str], **facts) -> None:
         _LEARNED.setdefault(key, {}).update(facts)
 
 
+_SLOTS: dict[tuple[str, str], threading.BoundedSemaphore] = {}
+
+
+def _slots(key: tuple[str, str], n: int | None) -> threading.BoundedSemaphore | None:
+    """The process's slots for one model at one endpoint (None: no bound)."""
+    if n is None:
+        return None
+    with _LEARNED_LOCK:
+        return _SLOTS.setdefault((*key, n), threading.BoundedSemaphore(n))
+
+
 def known_refusals(base_url: str, model: str, facts: dict) -> None:
     """What a store remembered a model at an endpoint refusing, for this process too (the
     process's own findings win)."""
@@ -117,7 +131,8 @@ class OpenAIProvider:
                  response_format: str = "json_schema", json_mode: bool = True,
                  max_completion_tokens: int | None = None, max_tokens: int | None = None,
                  reasoning_effort: str | None = None, seed: int | None = None,
-                 headers: dict[str, str] | None = None, extra_body: dict | None = None):
+                 headers: dict[str, str] | None = None, extra_body: dict | None = None,
+                 concurrency: int | None = None):
         self.model = model
         self.endpoint = E.resolve(base_url, api_key_env)
         self.base_url = self.endpoint.base_url
@@ -130,6 +145,7 @@ class OpenAIProvider:
                                           ("seed", seed)) if v is not None}
         self.headers = dict(headers or {})
         self.extra_body = dict(extra_body) if extra_body else None
+        self.slots = _slots(self._key, concurrency)
         self._client: Any = None
         self._lock = threading.Lock()
 
@@ -191,8 +207,12 @@ class OpenAIProvider:
             except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
                 box["error"] = exc
             finally:
+                if self.slots is not None:
+                    self.slots.release()  # when the server is done with it, not at our deadline
                 done.set()
 
+        if self.slots is not None:
+            self.slots.acquire()  # queued behind our own calls: not yet on the clock
         threading.Thread(target=work, name=f"lethe-judge-{self.model}", daemon=True).start()
         if not done.wait(self.timeout):
             self._abandon(client)

@@ -304,12 +304,13 @@ class Builder(PassBuilder):
             t = self.typed(spec["timeout"], p + ("timeout",), (int, float), "a number of seconds")
             if not 0 < t < 86400:
                 self.fail(p + ("timeout",), f"must be more than 0 and less than a day, got {t!r}")
-        for k, hi in (("max_retries", 10), ("retries", 5), ("max_completion_tokens", 10 ** 7),
-                      ("max_tokens", 10 ** 7), ("seed", 2 ** 63 - 1)):
+        for k, lo, hi in (("max_retries", 0, 10), ("retries", 0, 5), ("concurrency", 1, 64),
+                          ("max_completion_tokens", 0, 10 ** 7), ("max_tokens", 0, 10 ** 7),
+                          ("seed", 0, 2 ** 63 - 1)):
             if spec.get(k) is not None:
                 v = self.typed(spec[k], p + (k,), (int,), "a whole number")
-                if not 0 <= v <= hi:
-                    self.fail(p + (k,), f"must be a whole number from 0 to {hi}, got {v!r}")
+                if not lo <= v <= hi:
+                    self.fail(p + (k,), f"must be a whole number from {lo} to {hi}, got {v!r}")
         if spec.get("max_completion_tokens") is not None and spec.get("max_tokens") is not None:
             self.fail(p, "give max_completion_tokens or max_tokens, not both")
         for k in ("model", "base_url", "api_key_env", "file", "reasoning_effort"):

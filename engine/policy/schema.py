@@ -127,6 +127,9 @@ _SECTIONS = (
             "request before the model counts as unreachable (the turn then stays pending)."),
         Key("retries", "whole number from 0 to 5", 1, "How often a refused answer is asked "
             "again before the step's fallback answers."),
+        Key("concurrency", "whole number from 1 to 64", None, "How many calls this process "
+            "sends the model at once (null: every call at once; 1 for a server that runs one "
+            "request at a time). Time waiting for a turn is not counted in `timeout`."),
         Key("response_format", "one of " + ", ".join(f"`{f}`" for f in RESPONSE_FORMATS),
             "json_schema", "What is asked for: the step's JSON schema, any JSON object, or "
             "nothing (stepped down when a server refuses)."),

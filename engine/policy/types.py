@@ -31,7 +31,8 @@ class Model:
     """A model entry. `api_key_env` None: $OPENAI_API_KEY for the default endpoint or
     $OPENAI_BASE_URL, no key for a `base_url` of the entry's own (engine/judges/endpoint.py).
     `temperature` None: not sent. `retries`: how often a refused answer is asked again.
-    `timeout`: seconds, a wall-clock bound on one call, the client's `max_retries` included."""
+    `timeout`: seconds, a wall-clock bound on one call, the client's `max_retries` included,
+    not counting the wait for one of the model's `concurrency` slots."""
     name: str
     provider: str
     model: str = ""
@@ -42,6 +43,7 @@ class Model:
     max_retries: int = 2
     file: str | None = None
     retries: int = 1
+    concurrency: int | None = None  # calls sent at once (None: no bound)
     response_format: str = "json_schema"
     max_completion_tokens: int | None = None
     max_tokens: int | None = None
