@@ -43,7 +43,7 @@ def test_every_public_method_refuses_any_bad_argument_with_a_lethe_error(mem, me
               and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
     good = {"user": "hi", "assistant": "", "content": "User likes tea.", "key": "k",
             "query": "tabs", "memory_id": 1, "reason": "why", "names": ["decay"],
-            "status": "active", "memory": None}
+            "status": "active", "memory": None, "text": "tabs", "history": None}
     for param in params:
         for bad in HOSTILE:
             args = {p.name: good[p.name] for p in params

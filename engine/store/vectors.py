@@ -49,29 +49,28 @@ def load_extension(db) -> None:
 def python_functions(db) -> None:
     """vec_distance_cosine, vec_quantize_binary, vec_bit and vec_distance_hamming in Python
     (numpy), answering as sqlite-vec does: cosine distance of float32 blobs (NULL when a
-    vector is all zero), sign bits packed least significant first, Hamming distance."""
+    vector is all zero), sign bits packed least significant first, Hamming distance. A
+    blob that is no vector (a corrupt row) gives NULL, never an error."""
     import numpy as np
 
     def floats(blob):
-        return np.frombuffer(blob, dtype=np.float32)
+        ok = isinstance(blob, bytes) and blob and len(blob) % 4 == 0
+        return np.frombuffer(blob, dtype=np.float32) if ok else None
 
     def cosine(a, b):
-        if a is None or b is None:
-            return None
         x, y = floats(a), floats(b)
-        if len(x) != len(y):
-            raise ValueError("Vector dimension mismatch")
+        if x is None or y is None or len(x) != len(y):
+            return None
         norms = float(np.linalg.norm(x)) * float(np.linalg.norm(y))
         return None if norms == 0 or not np.isfinite(norms) else 1.0 - float(x @ y) / norms
 
     def quantize(v):
-        return None if v is None else np.packbits(floats(v) > 0, bitorder="little").tobytes()
+        x = floats(v)
+        return None if x is None else np.packbits(x > 0, bitorder="little").tobytes()
 
     def hamming(a, b):
-        if a is None or b is None:
+        if not isinstance(a, bytes) or not isinstance(b, bytes) or len(a) != len(b):
             return None
-        if len(a) != len(b):
-            raise ValueError("Vector dimension mismatch")
         xor = np.frombuffer(a, dtype=np.uint8) ^ np.frombuffer(b, dtype=np.uint8)
         return float(np.unpackbits(xor).sum())
 
