@@ -34,17 +34,20 @@ def spans():
     EXPORTER.clear()
 
 
+ANSWERS = {"ids": '{"ids": [1]}', "supersedes": '{"supersedes": [], "confirms": []}',
+           "save": '{"save": true, "content": "User lives in Lisbon.", "importance": 5}',
+           "confidence": '{"confidence": 0.8}', "expires_at": '{"expires_at": null}'}
+
+
 def responder(request):
+    """Each step's answer, by the keys its json_schema asks for (else by its prompt)."""
+    schema = (request.get("response_format") or {}).get("json_schema", {}).get("schema", {})
+    keys = list(schema.get("properties", {}))
     prompt = json.dumps(request["messages"])
-    if '{\\"ids\\"' in prompt:
-        return '{"ids": [1]}'
-    if "supersedes" in prompt and "confirms" in prompt:
-        return '{"supersedes": [], "confirms": []}'
-    if "save" in prompt:
-        return '{"save": true, "content": "User lives in Lisbon.", "importance": 5}'
-    if '{\\"confidence\\"' in prompt:
-        return '{"confidence": 0.8}'
-    return '{"expires_at": null}'
+    for key, answer in ANSWERS.items():
+        if key in keys or (not keys and f'\\"{key}\\"' in prompt):
+            return answer
+    return "{}"
 
 
 @pytest.fixture
