@@ -91,7 +91,7 @@ def run(cases, names: list[str], offline: bool, k: int, workers: int, log) -> li
 
 
 def _progress(i: int, n: int, log) -> None:
-    if i == n or i % 50 == 0:
+    if i == n or i % 10 == 0:
         log(f"longmemeval: {i}/{n} played")
 
 
