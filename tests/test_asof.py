@@ -81,18 +81,13 @@ def test_as_of_equals_a_store_that_stopped_then(tmp_path):
     supersessions, expiries, archiving, merges), at 20 random instants T: recall and ls as
     of T on the final store equal them on the copy that stopped at T, for every shipped
     scenario's queries, and each memory's status and links as of T are those it holds."""
-    played = [load_scenario(path) for path in shipped_scenarios(top_level_only=True)]
-    scenario = dataclasses.replace(played[0], steps=[s for p in played for s in p.steps])
-    clock, script = FixedClock(scenario.start), Script()
     db = str(tmp_path / "final.db")
-    with Memory(db, offline=True, clock=clock, scripted=script) as mem:
-        player = Snapshots(scenario, mem, clock, script, folder=str(tmp_path))
-        player.play()
+    player, end = play_all(db, str(tmp_path))
     queries = sorted({s.arg for path in shipped_scenarios() for s in load_scenario(path).steps
                       if s.action == "recall"})
     instants = sorted(random.Random(41).sample(sorted(player.copies), min(20, len(player.copies))))
     assert len(instants) == 20 and instants[-1] - instants[0] > dt.timedelta(days=180)
-    final = Memory(db, offline=True, clock=FixedClock(clock()), read_only=True)
+    final = Memory(db, offline=True, clock=FixedClock(end), read_only=True)
     compared, seen = 0, set()
     for at in instants:
         with Memory(player.copies[at], offline=True, clock=FixedClock(at), read_only=True) as then:
@@ -112,3 +107,46 @@ def test_as_of_equals_a_store_that_stopped_then(tmp_path):
     final.close()
     assert max(seen) > 20 and len(seen) > 5  # stores of many sizes were compared
     assert compared == 20 * len(queries)
+
+
+def play_all(db: str, folder: str | None = None):
+    """The shipped scenarios played one after the other in one store (offline); with a
+    `folder`, a copy of the store at each instant sampled (SQLite)."""
+    played = [load_scenario(path) for path in shipped_scenarios(top_level_only=True)]
+    scenario = dataclasses.replace(played[0], steps=[s for p in played for s in p.steps])
+    clock, script = FixedClock(scenario.start), Script()
+    with Memory(db, offline=True, clock=clock, scripted=script) as mem:
+        player = (Snapshots(scenario, mem, clock, script, folder=folder) if folder
+                  else Player(scenario, mem, clock, script))
+        player.play()
+    return player, clock()
+
+
+def test_as_of_on_either_backend_is_the_same(db_path, backend, tmp_path):
+    """The same year played on PostgreSQL reads, as of 20 instants, what SQLite reads (whose
+    as-of reads equal the copies that stopped then: the test above)."""
+    if backend != "postgres":
+        pytest.skip("compares PostgreSQL with SQLite")
+    here, end = play_all(db_path)
+    lite, _ = play_all(str(tmp_path / "lite.db"))
+    rng = random.Random(7)
+    start = here.scenario.start
+    instants = sorted(start + dt.timedelta(seconds=rng.randrange(int((end - start).total_seconds())))
+                      for _ in range(20))
+    queries = sorted({s.arg for path in shipped_scenarios() for s in load_scenario(path).steps
+                      if s.action == "recall"})
+    with Memory(db_path, offline=True, clock=FixedClock(end)) as pg, \
+            Memory(str(tmp_path / "lite.db"), offline=True, clock=FixedClock(end)) as sq:
+        listed = 0
+        for at in instants:
+            assert [(m.id, m.status) for m in pg.candidates(as_of=at)] == \
+                [(m.id, m.status) for m in sq.candidates(as_of=at)], at
+            listed += len(sq.candidates(as_of=at))
+            for mid in range(1, 40):
+                a, b = pg.get(mid, as_of=at), sq.get(mid, as_of=at)
+                assert (a and (a.status, a.contradicted_by, a.merged_into)) == \
+                    (b and (b.status, b.contradicted_by, b.merged_into)), (at, mid)
+            for q in queries:
+                assert [m.id for m in pg.recall(q, as_of=at)] == \
+                    [m.id for m in sq.recall(q, as_of=at)], (at, q)
+        assert listed > 40  # the instants saw stores with memories in them (84 listed)
