@@ -88,3 +88,13 @@ def test_a_lasting_fact_beside_a_plan_does_not_expire_with_the_plan(db_path, clo
         assert mem.get(mid).expires_at is None
         [plan] = mem.remember("I'm going to the mall this weekend.", "Sure.")
         assert mem.get(plan).expires_at is not None  # a plan alone still ends
+
+
+@pytest.mark.parametrize("text,today,end", [
+    ("The permit form is due the 3rd.", "2026-04-10", "2026-05-03"),
+    ("The free trial ends the 30th.", "2026-04-10", "2026-04-30"),
+    ("We have 12 servers in the rack.", "2026-04-10", None),
+])
+def test_a_bare_day_after_due_or_ends_is_the_next_such_day(text, today, end):
+    from engine.judges.rules import expiry
+    assert expiry(text, today) == end

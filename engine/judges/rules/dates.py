@@ -153,9 +153,10 @@ def _month_mentions(text: str, original: str) -> list[DateMention]:
             continue
         found.append(DateMention(m.start(1), m.end(), f"{MONTHS[m[1]]:02d}",
                                  _month_of(None, MONTHS[m[1]])))
-    for m in re.finditer(r"\b(?:until|till|by|before|on|after) the (\d{1,2})\b" + _DAY_ENDS,
+    for m in re.finditer(r"\b(?:until|till|by|before|on|after|due|through|thru|ends?|ending|"
+                         r"closes?|expires?) the (\d{1,2})\b" + _DAY_ENDS,
                          text):
-        # 'until the 12th', 'back on the 3rd': the next such day of a month
+        # 'until the 12th', 'back on the 3rd', 'due the 18th': the next such day of a month
         found.append(DateMention(m.start(), m.end(), f"day-{m[1]}",
                                  lambda today, d=int(m[1]): _next_day_of_month(today, d)))
     for m in re.finditer(r"\bq([1-4])(?:\s+(\d{4}))?\b", text):
