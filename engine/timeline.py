@@ -10,8 +10,12 @@ of them, with the link and the event, as if the turns had been judged in the ord
 """
 from __future__ import annotations
 
+from .inputs import INT64
 from .judges import JudgeUnavailable
 from .errors import LetheError
+
+
+AFTER = 20  # memories said after a late turn asked about besides those its search found
 
 
 def in_said_order(writer, said: str | None, items: list) -> list:
@@ -23,8 +27,12 @@ def in_said_order(writer, said: str | None, items: list) -> list:
         return items  # judged as it arrives: nothing can have been said after it
     for judged in items:
         rows = [ctx.store.get(i, ctx.namespace) for i in dict.fromkeys(judged.shown)]
-        later = sorted((r for r in rows if r is not None and r["status"] == "active"
-                        and (r["created_at"] or "") > said),
+        # and the first memories said after it, whether or not its own search found them
+        # (what a later memory's search finds is not what an earlier one's finds)
+        rows += ctx.store.browse(ctx.namespace, {"status": "active"}, sort="created_at",
+                                 descending=False, after=(said, INT64), limit=AFTER)
+        later = sorted({r["id"]: r for r in rows if r is not None and r["status"] == "active"
+                        and (r["created_at"] or "") > said}.values(),
                        key=lambda r: (r["created_at"], r["id"]))
         if not later:
             continue
