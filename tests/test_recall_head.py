@@ -196,7 +196,7 @@ def test_only_rank_ordered_recall_of_active_memories_has_a_head_form(tmp_path):
     text = open(f"{POLICIES}/lifecycle.yaml").read()
     for old, new in (("order: rank", "order: importance"),
                      ("where: \"status = 'active' and decay_score > recall_floor\"",
-                      "where: \"status != 'superseded'\"")):
+                      "where: \"status != 'superseded' and decay_score > recall_floor\"")):
         assert old in text
         path = tmp_path / "other.yaml"
         path.write_text(text.replace(old, new))
