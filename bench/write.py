@@ -8,6 +8,9 @@ Row 3 - wall time per turn (``latency``):
                two round trips (the gate, then confidence, contradiction and expiry at
                once: they read only the gate's answer). Goal <= 2.2x one call.
 * fused      - ``Memory.remember`` with policies/fused.yaml: one call. Goal <= 1.3x one call.
+* +embed     - both again with an OpenAI embedding model (``embed:``) on the same server,
+               as slow as the chat model: lifecycle still two round trips (the turn's
+               embeddings are asked beside the gate), fused two (embed, then its call).
 
 Row 4 - prompt tokens per remember() (``tokens``) at 100, 10k and 1M stored memories,
 lifecycle policy through the fake server (no delay), summed from ``model_calls``; the
@@ -130,16 +133,19 @@ class Responder:
         return "{}"
 
 
-def policy_file(tmp: Path, parent: str, base_url: str) -> Path:
-    """A policy in ``tmp`` that extends ``parent`` with every model at ``base_url``."""
-    path = tmp / f"bench-{parent}.yaml"
+def policy_file(tmp: Path, parent: str, base_url: str, embed: bool = False) -> Path:
+    """A policy in ``tmp`` that extends ``parent`` with every model at ``base_url`` (and,
+    with ``embed``, an OpenAI embedding model there too)."""
+    path = tmp / f"bench-{parent}{'-embed' if embed else ''}.yaml"
     path.write_text(
         f"extends: {json.dumps(str(D.ROOT / 'policies' / (parent + '.yaml')))}\n"
         "models:\n"
         f"  cheap: {{provider: openai, model: gpt-4o-mini, temperature: 0, base_url: {base_url}, "
         "timeout: 10, max_retries: 0}\n"
         f"  strong: {{provider: openai, model: gpt-4o, temperature: 0, base_url: {base_url}, "
-        "timeout: 10, max_retries: 0}\n", encoding="utf-8")
+        "timeout: 10, max_retries: 0}\n" + (
+            f"embed: {{provider: openai, model: text-embedding-3-small, base_url: {base_url}, "
+            "timeout: 10, max_retries: 0}\n" if embed else ""), encoding="utf-8")
     return path
 
 
@@ -190,11 +196,14 @@ def latency(turns: int = TURNS, log=print, big: int | None = 1_000_000,
     responder = Responder()
     with FakeOpenAI(responder=responder, delay=DELAY_S) as fake, \
             tempfile.TemporaryDirectory(prefix="lethe-bench-") as tmp:
+        fake.embed_delay = DELAY_S  # an embedding model as slow as the chat model
         seq_policy = policy_file(Path(tmp), "lifecycle", fake.base_url)
         fused_policy = policy_file(Path(tmp), "fused", fake.base_url)
         results: dict[str, list[float]] = {}
-        expect = {"sequential": 4, "fused": 1}
-        runs = [("sequential", seq_policy, n), ("fused", fused_policy, n)]
+        expect = {"sequential": 4, "fused": 1, "sequential+embed": 4, "fused+embed": 1}
+        runs = [("sequential", seq_policy, n), ("fused", fused_policy, n),
+                ("sequential+embed", policy_file(Path(tmp), "lifecycle", fake.base_url, True), n),
+                ("fused+embed", policy_file(Path(tmp), "fused", fake.base_url, True), n)]
         if big:
             runs.append(("fused@big", fused_policy, big))
         for mode, pol, size in runs:
@@ -246,6 +255,14 @@ def latency(turns: int = TURNS, log=print, big: int | None = 1_000_000,
                          note=f"the same at {D.label(big)} stored memories, median of {big_turns} "
                               "turns: the engine's own per-turn cost grows with N (see the "
                               "'remember wall, 0 ms server' row)"))
+    for mode, name in (("sequential+embed", "lifecycle"), ("fused+embed", "fused")):
+        rows.append(dict(measure=f"remember: {name}, embedding model as slow (s)", n=n,
+                         value=med[mode], baseline=one,
+                         goal=LIFECYCLE_GOAL if name == "lifecycle" else FUSED_GOAL * 2,
+                         note=f"as above, with policy embed: an OpenAI embedding model on the "
+                              f"same server, also answering after {DELAY_S * 1000:.0f} ms; "
+                              "the embeddings a turn wants are asked beside the gate (fused: "
+                              "before its one call, so two round trips)"))
     rows.append(dict(measure="remember: fused vs lifecycle (s)", n=n, value=med["fused"],
                      baseline=med["sequential"], speedup=True))
     return rows, problems

@@ -8,9 +8,11 @@ the embedding model is unreachable the memory is stored without one; `backfill` 
 from __future__ import annotations
 
 import math
+import threading
 import time
 from array import array
 
+from . import steps
 from .context import Context
 from .embeddings import EmbeddingUnavailable
 
@@ -19,18 +21,67 @@ BACKFILL = 256  # memories given a vector per run_due, at most
 
 def vector_of(ctx: Context, text: str) -> bytes | None:
     """The text's vector, or None (no embedding model, or it failed). The last few are
-    kept on the embedder: a write asks for one text more than once."""
+    kept on the embedder: a write asks for one text more than once. A text `prefetch`
+    is asking for is waited for, not asked again."""
     if ctx.embedder is None or not (text or "").strip():
         return None
     recent = ctx.embedder.recent
+    asking = _inflight(ctx.embedder).get(text)
+    if text not in recent and asking is not None:
+        asking.join()
     if text not in recent:
         vector = embed(ctx, [text])
         if vector is None:
             return None  # not remembered: the model may be back next time
-        if len(recent) >= 256:
-            recent.pop(next(iter(recent)))
-        recent[text] = vector[0]
+        _keep(recent, text, vector[0])
     return recent[text]
+
+
+def prefetch(ctx: Context, user: str, write: list) -> None:
+    """Start asking the embedding model, beside the gate's call, for the vectors a turn's
+    write will want if the gate keeps the user's words: the memory's own (what the
+    contradiction step searches with and what is stored) and, for a step like `fused`,
+    the turn's with it; in one request. `vector_of` then waits for it instead of asking
+    after the gate, a round trip more. A rewritten text is asked for then, as before; a
+    failure here is left to `vector_of` to meet and log. Not for `extract` (its cells'
+    texts are the model's)."""
+    if ctx.embedder is None or not user.strip() or any(s.step == "extract" for s in write):
+        return
+    content, recent, inflight = user.strip(), ctx.embedder.recent, _inflight(ctx.embedder)
+    texts = [content] + [f"{user} {content}" for s in write if s.step != "contradiction"
+                         and steps.kind(s.step).shows_candidates]
+    wanted = [t for t in dict.fromkeys(texts) if t not in recent and t not in inflight]
+    if not wanted:
+        return
+
+    def ask() -> None:
+        try:
+            found = ctx.embedder.embed(wanted)
+            if isinstance(found, list) and len(found) == len(wanted):
+                for text, vector in zip(wanted, found):
+                    _keep(recent, text, vector)
+        except Exception:  # noqa: BLE001 - vector_of asks again, and logs what it meets
+            pass
+        finally:
+            for text in wanted:
+                inflight.pop(text, None)
+
+    thread = threading.Thread(target=ask, name="lethe-embed-prefetch", daemon=True)
+    inflight.update(dict.fromkeys(wanted, thread))
+    thread.start()
+
+
+def _inflight(embedder) -> dict:
+    """The texts a prefetch is asking `embedder` for -> its thread."""
+    if not hasattr(embedder, "inflight"):
+        embedder.inflight = {}
+    return embedder.inflight
+
+
+def _keep(recent: dict, text: str, vector: bytes) -> None:
+    if len(recent) >= 256:
+        recent.pop(next(iter(recent)))
+    recent[text] = vector
 
 
 def embed(ctx: Context, texts: list[str]) -> list[bytes] | None:

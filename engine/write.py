@@ -224,6 +224,7 @@ class Writer:
         `paid` holds answers already received, by step and item; new ones are added."""
         paid = {} if paid is None else paid
         items = [Judged(content=user.strip())]
+        vectors.prefetch(self.ctx, user, self.ctx.policy.write)  # beside the gate's call
         turn = {"user": user, "assistant": assistant}
         for group in _groups(self.ctx.policy.write):
             first = group[0]

@@ -28,6 +28,7 @@ import re
 import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Collection, Union
@@ -280,6 +281,8 @@ class FakeOpenAI:
         self.embedding_headers: list[dict] = []  # each one's headers, lower-cased
         self.embeddings_down = False   # True: /v1/embeddings answers 503
         self.embeddings_empty = False  # True: /v1/embeddings answers 200 with no vectors
+        self.embed_delay = 0.0         # seconds /v1/embeddings waits before answering
+        self.spans: list[tuple[str, float, float]] = []  # (path, start, end): every POST, monotonic
         self.delay = delay
         self.models = models
         self.refuse, self.omit_usage, self.think, self.reasoning = set(refuse), omit_usage, think, reasoning
@@ -428,6 +431,14 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(200, {"object": "list", "data": data})
 
     def do_POST(self) -> None:
+        start = time.monotonic()
+        try:
+            self._post()
+        finally:
+            with self.server.fake._lock:
+                self.server.fake.spans.append((self._route(), start, time.monotonic()))
+
+    def _post(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if self._route() == "/embeddings":
             return self._embeddings(body)
@@ -460,6 +471,8 @@ class _Handler(BaseHTTPRequestHandler):
         with fake._lock:
             fake.embedding_requests.append(request)
             fake.embedding_headers.append({k.lower(): v for k, v in self.headers.items()})
+        if fake.embed_delay > 0 and fake._stopping.wait(fake.embed_delay):
+            return
         if fake.embeddings_down:
             return self._send_json(503, error_body(503, "embeddings are down"),
                                    {"retry-after-ms": "1", "x-should-retry": "false"})
