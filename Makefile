@@ -25,7 +25,7 @@ $(error Lethe needs Python $(NEED) or newer, $(PYTHON) is $(HAVE) (make PYTHON=p
 endif
 endif
 
-.PHONY: install demo test bench bench-judges bench-longmemeval soak clean
+.PHONY: install demo test bench bench-judges bench-longmemeval check-real-model soak clean
 
 install: $(STAMP)
 
@@ -43,6 +43,14 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# Every shipped policy against a served model (not part of `make test`: slow, and a model's
+# answers vary with load): ../shared/tools/real-model/serve.sh 1.5b 8093 first
+OPENAI_BASE_URL ?= http://127.0.0.1:8093/v1
+REAL_ARGS ?= --record-dir bench/recorded
+
+check-real-model: $(STAMP)
+	OPENAI_BASE_URL=$(OPENAI_BASE_URL) $(BIN)/python -m bench.real_model $(REAL_ARGS)
 
 # LongMemEval's official files (not in the repository: 120 MB); `make bench` runs it when
 # they are there and says it skipped it when not

@@ -181,26 +181,49 @@ def screen(content: str, confirms: list[int], supersedes: list[int], text_of
 # ---- an end date ---------------------------------------------------------------------------
 _TIME_WORDS = frozenset("""today tonight tomorrow yesterday day days week weeks weekend
 fortnight month months year years quarter semester term sprint season summer winter spring
-autumn fall until till through by due deadline ends end expires expire expiry next this
-coming later soon eod eow eom temporarily temporary while meantime christmas easter holiday
-holidays vacation leave trip""".split()) | frozenset(_MONTHS) | frozenset(_DAYS)
+autumn fall until till due deadline expires expire expiry eod eow eom temporarily temporary
+meantime christmas easter holiday holidays vacation""".split()) | frozenset(_MONTHS) | frozenset(_DAYS)
+# a number that is a date or a time, not an id or an amount: 2026-03-15, 3/15, 10:30, 18th, 2026
+_DATE_NUMBER = re.compile(r"^(?:\d{4}-\d{1,2}(?:-\d{1,2})?|\d{1,2}/\d{1,2}(?:/\d{2,4})?|"
+                          r"\d{1,2}[:.]\d{2}(?:am|pm)?|\d{1,2}(?:am|pm)|(?:19|20)\d{2})$")
+_TODAY_WORDS = frozenset("today tonight now eod".split())
 
 
 def time_said(*texts: str) -> bool:
     """Does any of these texts give a date, a time or a duration an end date could come
-    from? A small model gives lasting facts today's date as their end."""
+    from? A small model gives lasting facts today's date as their end, and an order
+    number or a room size is no date."""
     for text in texts:
         for surface, n in tokens(text or ""):
-            if any(ch.isdigit() for ch in n) or n in _TIME_WORDS or surface.lower() in _TIME_WORDS:
+            low = surface.lower()
+            if n in _TIME_WORDS or low in _TIME_WORDS or _DATE_NUMBER.match(low) or \
+                    re.match(r"^\d{1,2}(?:st|nd|rd|th)$", low):
                 return True
     return False
 
 
-def expiry_refusal(expires_at, *texts: str) -> str | None:
-    """Why an end date may not be set: the turn names no date, time or duration."""
-    if expires_at and not time_said(*texts):
+def expiry_refusal(expires_at, today: str | None, *texts: str) -> str | None:
+    """Why an end date may not be set: the turn names no date, time or duration, or the
+    date is today's and the turn does not say today (the memory would expire at once)."""
+    if not expires_at:
+        return None
+    if not time_said(*texts):
         return (f"an end date ({expires_at}) for a memory whose turn names no date, time or "
                 "duration; answer null when the user gave no end")
+    said = {n for text in texts for _, n in tokens(text or "")}
+    if today and str(expires_at)[:10] == str(today)[:10] and not said & _TODAY_WORDS:
+        return (f"an end date of today ({str(today)[:10]}) for a memory whose turn does not "
+                "say it ends today: it would expire at once; answer null or the date the user gave")
+    return None
+
+
+def content_refusal(content: str, user: str) -> str | None:
+    """Why a gate's content may not stand for the turn: it shares no word with what the
+    user said (a small model writes the assistant's "Noted." as the memory)."""
+    said = content_words(user)
+    if content and said and not content_words(content) & said:
+        return ("the content shares no word with what the user said; state the user's own "
+                "fact, or save false when there is none")
     return None
 
 

@@ -204,10 +204,38 @@ def test_shipped_prompts_show_no_example_answer():
 # ---- an end date the turn does not give ----------------------------------------------------
 def test_an_end_date_for_a_turn_that_names_no_time_is_refused(fake_openai, lethe):
     """A small model gave lasting facts today's date as their end: they expired at once."""
-    judge = Judge(expiry={"expires_at": "2026-01-05"})
+    judge = Judge(expiry={"expires_at": "2026-03-20"})
     mem = lethe(served(fake_openai, judge).base_url)
     [mid] = mem.remember("I prefer tabs for indentation.", "ok")
     assert memories(mem)[mid]["expires_at"] is None
     assert outcomes(mem, "expiry") == ["bad_answer", "bad_answer", "fallback"]
     [mid] = mem.remember("The board report is due on March 20.", "ok")
+    assert memories(mem)[mid]["expires_at"] == "2026-03-20T23:59:59"
+
+
+def test_a_gate_content_that_is_not_what_the_user_said_is_refused(fake_openai, lethe):
+    """The 1.5B wrote the assistant's "Noted." as the memory of "We migrated the main
+    database from PostgreSQL to MySQL": the fact was lost."""
+    judge = Judge(gate=gate_says("Noted."))
+    mem = lethe(served(fake_openai, judge).base_url)
+    [mid] = mem.remember("We migrated the main database from PostgreSQL to MySQL.", "Noted.")
+    assert "MySQL" in memories(mem)[mid]["content"]
+    assert outcomes(mem, "gate") == ["bad_answer", "bad_answer", "fallback"]
+
+
+@pytest.mark.parametrize("turn", ["Order 1003 is delayed at customs.", "Room B holds 30 people.",
+                                  "The main database is PostgreSQL 15."])
+def test_an_id_or_an_amount_is_no_end_date(fake_openai, lethe, turn):
+    judge = Judge(expiry={"expires_at": "2026-01-05"})
+    mem = lethe(served(fake_openai, judge).base_url)
+    [mid] = mem.remember(turn, "ok")
+    assert memories(mem)[mid]["expires_at"] is None
+
+
+def test_an_end_date_of_today_needs_a_turn_that_says_today(fake_openai, lethe):
+    judge = Judge(expiry={"expires_at": "2026-01-05"})   # the test clock's today
+    mem = lethe(served(fake_openai, judge).base_url)
+    [mid] = mem.remember("The API freeze lasts until the end of the quarter.", "ok")
+    assert memories(mem)[mid]["expires_at"] == "2026-03-31T23:59:59"  # the rules read the quarter
+    [mid] = mem.remember("The office is closed today.", "ok")
     assert memories(mem)[mid]["expires_at"] == "2026-01-05T23:59:59"

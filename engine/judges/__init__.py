@@ -214,12 +214,18 @@ def copies_example(step: str, value, prompt: str, variables: dict) -> bool:
 
 
 def ungrounded(step: str, value, variables: dict) -> str | None:
-    """Why an end date in this answer has nothing to stand on (engine/guards.py)."""
+    """Why this answer has nothing to stand on in the turn (engine/guards.py): an end date
+    the turn does not give, a memory that is not what the user said."""
+    user = str(variables.get("user") or "")
+    memory = variables.get("memory") if isinstance(variables.get("memory"), dict) else {}
+    if step in ("gate", "fused") and isinstance(value, dict) and value.get("save"):
+        problem = guards.content_refusal(str(value.get("content") or ""), user)
+        if problem:
+            return problem
     expires = value if step == "expiry" else \
         value.get("expires_at") if step == "fused" and isinstance(value, dict) else None
-    memory = variables.get("memory") or {}
-    return guards.expiry_refusal(expires, str(variables.get("user") or ""),
-                                 str(memory.get("content") or "") if isinstance(memory, dict) else "")
+    return guards.expiry_refusal(expires, variables.get("today"), user,
+                                 str(memory.get("content") or ""))
 
 
 def _detail(found: answers.Check) -> str | None:
