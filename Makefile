@@ -25,7 +25,7 @@ $(error Lethe needs Python $(NEED) or newer, $(PYTHON) is $(HAVE) (make PYTHON=p
 endif
 endif
 
-.PHONY: install demo test bench bench-judges bench-longmemeval check-real-model soak clean
+.PHONY: install demo test test-quick bench bench-judges bench-longmemeval check-real-model soak clean
 
 install: $(STAMP)
 
@@ -43,6 +43,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# the quick subset for development: no process-level, PostgreSQL-parity or big-store tests
+test-quick: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow and not soak"
 
 # Every shipped policy against a served model (not part of `make test`: slow, and a model's
 # answers vary with load): ../shared/tools/real-model/serve.sh 1.5b 8093 first

@@ -80,8 +80,23 @@ def pytest_generate_tests(metafunc):
     if "backend" not in metafunc.fixturenames or metafunc.definition.get_closest_marker("sqlite_only"):
         return
     if metafunc.definition.get_closest_marker("both_backends"):
-        metafunc.parametrize("backend", ["sqlite", "postgres"] if pg_server.available()
+        postgres = pytest.param("postgres", marks=pytest.mark.slow)  # the parity half
+        metafunc.parametrize("backend", ["sqlite", postgres] if pg_server.available()
                              else ["sqlite"], indirect=True)
+
+
+# Modules whose tests start processes, browsers, local models or big stores: `make
+# test-quick` (-m "not slow") leaves them out, `make test` and CI run everything.
+# (test_give_way and test_sqlite_wait together took 4 min 47 s at a load of 13.)
+SLOW_MODULES = {"test_give_way", "test_write_races", "test_reliability", "test_soak",
+                "test_local_model", "test_local_scenarios", "test_sqlite_wait",
+                "test_bench_longmemeval", "test_inspector_browser"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.module.__name__.rpartition(".")[2] in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_terminal_summary(terminalreporter):
