@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .clock import parse_time
+from .clock import AHEAD, parse_time
 from .context import Context
 from .errors import GaveWay
 
@@ -287,7 +287,10 @@ def due(ctx: Context, now: dt.datetime, schedule=None) -> list[str]:
 
 
 def went_back(schedule, now: dt.datetime) -> dict[str, str]:
-    """Passes whose last run is later than `now`, with that time: the clock went back (or
-    ran ahead once: a `--now` typo, a host's clock wrong for an hour). Such a pass is due,
-    else it would wait for a time that may be years away (docs/time.md)."""
-    return {n: at for n, at in schedule.last_runs.items() if at and parse_time(at) > now}
+    """Passes whose last run is more than a day later than `now`, with that time: the clock
+    went back (or ran ahead once: a `--now` typo, a host's clock wrong for a day). Such a
+    pass is due, else it would wait for a time that may be years away (docs/time.md). Within
+    a day it is two hosts' clocks disagreeing, and the pass waits as scheduled: running it
+    again at once would apply it twice for every second of skew."""
+    return {n: at for n, at in schedule.last_runs.items()
+            if at and parse_time(at) > now + AHEAD}
