@@ -5,7 +5,11 @@ with --cli), until its time is up. Logs one JSON line per round, errors included
     python tests/procs/pass_loop.py DB LOG --seconds 5 --step 2d [--cli] [--lease]
 
 With --lease a round is a `Scheduler.tick()`: due passes under the pass lease (a long
-lease, so two daemons' simulated clocks drifting apart never expire each other's)."""
+lease, so two daemons' simulated clocks drifting apart never expire each other's). With
+--epoch T (time.time() at the test's start), every daemon's clock reads the same simulated
+time at the same real moment, `step` for every 40 ms since T, as daemons on one server share
+the wall clock: clocks that drift apart by days are the clock going back, which runs a pass
+again by design (docs/time.md)."""
 from __future__ import annotations
 
 import argparse
@@ -33,10 +37,15 @@ def main() -> None:
     ap.add_argument("--namespace", default="default")
     ap.add_argument("--cli", action="store_true", help="every other round through `lethe run`")
     ap.add_argument("--lease", action="store_true", help="each round under the pass lease")
+    ap.add_argument("--epoch", type=float, help="a clock shared with the other daemons")
     a = ap.parse_args()
 
     clock = FixedClock(START)
     step = parse_duration(a.step)
+    if a.epoch is not None:
+        def clock():  # read at each call, so a round under the lease reads after the last one
+            return START + step * ((time.time() - a.epoch) / 0.04)
+        clock.advance = lambda _step: None
     counts = {"rounds": 0, "cli_rounds": 0, "lock": 0, "other": 0}
     with open(a.log, "a", buffering=1, encoding="utf-8") as log:
         def write(obj):
