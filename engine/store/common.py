@@ -6,6 +6,7 @@ says which it has (`_applied`), and runs a statement written with `?` marks (`_x
 from __future__ import annotations
 
 import contextlib
+import json
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -206,6 +207,17 @@ class StoreCommon(AsOf):
                 "last_run_at = excluded.last_run_at, rows_changed = excluded.rows_changed, "
                 "wall_run_at = coalesce(excluded.wall_run_at, pass_runs.wall_run_at)",
                 (namespace, name, now, changed, wall))
+
+    def model_support(self, base_url: str, model: str) -> dict:
+        """What this model at this endpoint was found not to accept ({} when nothing, or
+        when the stored value is unreadable)."""
+        row = self._x("SELECT facts FROM model_support WHERE base_url = ? AND model = ?",
+                      (base_url, model)).fetchone()
+        try:
+            facts = json.loads(row[0]) if row and row[0] else {}
+        except ValueError:
+            return {}
+        return facts if isinstance(facts, dict) else {}
 
     def wall_run(self) -> str | None:
         """The latest pass run of any namespace made on the wall clock, or None: a store

@@ -168,12 +168,6 @@ class Bookkeeping:
         with self.transaction(kept_at_most=self.KEPT_AT_ONCE):
             insert()  # a log line is never kept here: made now, whatever is still kept
 
-    def model_support(self, base_url: str, model: str) -> dict:
-        """What this model at this endpoint was found not to accept (as SqliteStore's)."""
-        row = self._x("SELECT facts FROM model_support WHERE base_url = ? AND model = ?",
-                      (base_url, model)).fetchone()
-        return _facts(row[0] if row else None)
-
     def learn_support(self, base_url: str, model: str, facts: dict) -> None:
         """Remember what a model refused, merged into what was known."""
         known = {**self.model_support(base_url, model), **facts}
@@ -228,12 +222,3 @@ class Bookkeeping:
         self._x("INSERT INTO scenes (namespace, scene, summary, updated_at) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (namespace, scene) DO UPDATE SET summary = excluded.summary, "
                 "updated_at = excluded.updated_at", (namespace, scene, summary, self.now()))
-
-
-def _facts(text) -> dict:
-    """A stored `facts` value as a dict; anything unreadable is nothing known."""
-    try:
-        facts = json.loads(text) if text else {}
-    except ValueError:
-        return {}
-    return facts if isinstance(facts, dict) else {}

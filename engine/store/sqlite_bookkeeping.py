@@ -33,12 +33,6 @@ class Bookkeeping:
             (namespace, step, model, provider, prompt_tokens, completion_tokens, latency_ms,
              outcome, detail, self.now(), attempt, int(estimated)))
 
-    def model_support(self, base_url: str, model: str) -> dict:
-        """What this model at this endpoint was found not to accept ({} when nothing)."""
-        row = self.db.execute("SELECT facts FROM model_support WHERE base_url = ? AND model = ?",
-                              (base_url, model)).fetchone()
-        return _facts(row[0] if row else None)
-
     def learn_support(self, base_url: str, model: str, facts: dict) -> None:
         """Remember what a model refused (merged into what was known), written soon."""
         if getattr(self, "read_only", False):
@@ -115,12 +109,3 @@ class Bookkeeping:
         lo, hi = self.db.execute(f"SELECT min(id), max(id) FROM {ROWS} WHERE namespace = ?",
                                  (namespace,)).fetchone()
         return lo or 0, hi or 0
-
-
-def _facts(text) -> dict:
-    """A stored `facts` value as a dict; anything unreadable is nothing known."""
-    try:
-        facts = json.loads(text) if text else {}
-    except ValueError:
-        return {}
-    return facts if isinstance(facts, dict) else {}
