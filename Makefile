@@ -39,7 +39,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m engine.demo
+	$(BIN)/python -m engine.apps.demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -14,7 +14,7 @@ On a fresh copy of the adopted N-row database (N = the largest size, 1M by defau
 
 Goal: p99 of each call at most 50 ms and remember/add at most 250 ms at worst during
 the pass, and no "database is locked". The pass, one transaction when nobody waits,
-gives way to the first writer that does (it rolls back and runs in ranges: engine/passes.py),
+gives way to the first writer that does (it rolls back and runs in ranges: engine/run/passes.py),
 so its time here is that of the ranges. `--contention-policy` (bench.run) measures
 another policy the same way, e.g. one whose decay is `atomic: true` (never gives way).
 """

@@ -1,4 +1,4 @@
-"""How well the supersession guard (engine/guards.py) tells a real update from a
+"""How well the supersession guard (engine/judges/invariants.py) tells a real update from a
 supersession between different identified things, on labelled pairs.
 
     python -m bench.guards                 # the dev half of bench/guard_cases.yaml
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from engine.guards import supersede_refusal
+from engine.judges.invariants import supersede_refusal
 
 HERE = Path(__file__).resolve().parent
 

@@ -46,8 +46,8 @@ def bench(sizes, log=print, calls: int = CALLS) -> tuple[list[dict], list[str]]:
     from starlette.testclient import TestClient
 
     from engine import FixedClock, Memory
-    from engine.inspector.app import Inspector
-    from engine.inspector.server import prepare
+    from engine.apps.inspector.app import Inspector
+    from engine.apps.inspector.server import prepare
 
     rows, problems = [], []
     for n in sizes:

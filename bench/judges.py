@@ -31,7 +31,7 @@ from pathlib import Path
 import yaml
 
 from engine import FixedClock, Memory
-from engine.text import fts_query
+from engine.base.text import fts_query
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = Path(__file__).with_name("judges_cases.yaml")

@@ -23,9 +23,9 @@ import sys
 import time
 
 from engine import FixedClock, Memory
-from engine import vectors as neighbour_search
+from engine.run import neighbours as neighbour_search
 from engine.store import vectors as V
-from engine.write import Judged
+from engine.run.write import Judged
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 DIM = 384

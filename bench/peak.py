@@ -47,7 +47,7 @@ def child(db: str, policy: str, now: str, cache_mib: str | None = None) -> None:
     import tracemalloc
 
     from engine import FixedClock, Memory
-    from engine.clock import parse_time
+    from engine.base.clock import parse_time
 
     mem = Memory(db, policy=policy, clock=FixedClock(parse_time(now)))
     if cache_mib is not None:  # the benchmark's own setting, on the connection the pass uses

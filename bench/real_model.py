@@ -28,7 +28,8 @@ from pathlib import Path
 
 import yaml
 
-from engine import FixedClock, Memory, guards
+from engine import FixedClock, Memory
+from engine.judges import invariants as guards
 from engine.judges import COPIED
 from engine.policy import load
 

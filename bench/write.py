@@ -288,7 +288,7 @@ def seed_contradiction_tokens(mem, content: str) -> int:
     from engine import prompts
     from tests.fake_openai import estimate_tokens
     from engine.judges import SYSTEM
-    from engine.write import Judged
+    from engine.run.write import Judged
 
     rows = mem.store.db.execute(
         "SELECT id, coalesce(summary, substr(content, 1, 120)) AS s FROM memories "

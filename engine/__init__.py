@@ -4,17 +4,21 @@
     mem = Memory("agent.db", policy="policies/lifecycle.yaml", offline=True)
 
 The names below are imported on first use (PEP 562): `lethe --version`, or a program that
-imports only `engine.errors`, does not pay for the policy compiler, the store and Jinja.
+imports only `engine.base.errors`, does not pay for the policy compiler, the store and Jinja.
 """
 import importlib
 
-from .clock import FixedClock
-from .errors import (ExpectationError, FormulaError, InputError, LetheError, PolicyError,
-                     StoreError)
-from .lazy import lazy
+from engine.base.clock import FixedClock
+from engine.base.errors import (ExpectationError,
+    FormulaError,
+    InputError,
+    LetheError,
+    PolicyError,
+    StoreError)
+from engine.base.lazy import lazy
 
 _memory = lazy("engine.memory")
-_scheduler = lazy("engine.scheduler")
+_scheduler = lazy("engine.run.scheduler")
 _policy = lazy("engine.policy")
 
 # name -> (module, attribute)

@@ -10,28 +10,28 @@ import json
 import warnings
 from typing import Iterable
 
-from . import passes as P
-from . import runner
-from . import vectors
-from . import inputs as I
-from . import tracing
-from .clock import Clock, system_clock
-from .context import Context, JudgeSettings, open_context
-from .errors import InputError, LetheError, PolicyWarning, RulesFallbackWarning
-from .keys import NoApiKeyWarning, PassesUndoneWarning, RulesJudgedWarning
-from .leasing import LeaseTerms
-from .policy import Policy, load
-from .records import History, Keyed, MemoryRecord
-from .resources import DEFAULT_POLICY
-from .lazy import lazy
-from .policy import STATUSES
+from engine.run import passes as P
+from engine.run import runner
+from engine.run import neighbours as vectors
+from engine.base import inputs as I
+from engine.base import tracing
+from engine.base.clock import Clock, system_clock
+from engine.run.context import Context, JudgeSettings, open_context
+from engine.base.errors import InputError, LetheError, PolicyWarning, RulesFallbackWarning
+from engine.judges.keys import NoApiKeyWarning, PassesUndoneWarning, RulesJudgedWarning
+from engine.run.leasing import LeaseTerms
+from engine.policy import Policy, load
+from engine.base.records import History, Keyed, MemoryRecord
+from engine.base.resources import DEFAULT_POLICY
+from engine.base.lazy import lazy
+from engine.policy import STATUSES
 
 
 # what a pass alone (`lethe run`, the scheduler) never calls: imported on first use
-R = lazy("engine.recall")
-W = lazy("engine.write")
-AS = lazy("engine.asof")
-A = lazy("engine.audit")
+R = lazy("engine.run.recall")
+W = lazy("engine.run.write")
+AS = lazy("engine.run.asof")
+A = lazy("engine.run.audit")
 
 __all__ = ["Memory", "MemoryRecord", "History", "Keyed", "DEFAULT_POLICY"]
 

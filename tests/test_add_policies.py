@@ -7,7 +7,7 @@ import pytest
 
 from engine.memory import Memory
 from engine.policy import load
-from engine.resources import shipped_policy, shipped_policy_names
+from engine.base.resources import shipped_policy, shipped_policy_names
 
 # a policy with a local embedding model needs the `local` extra (tests/test_local_model.py)
 LOCAL_MODEL = importlib.util.find_spec("sentence_transformers") is not None

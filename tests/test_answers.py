@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from engine import steps
-from engine.answers import BadAnswer, Check, end_of, finished
+from engine.steps import kinds as steps
+from engine.steps.answers import BadAnswer, Check, end_of, finished
 
 NOW = dt.datetime(2026, 1, 5, 9, 0, 0)
 SHOWN = frozenset({1, 2, 3})
@@ -314,7 +314,7 @@ def test_a_bare_date_in_any_iso_spelling_lasts_through_that_day(written, tmp_pat
     """Before: '20300101' (ISO's basic form) expired at midnight, a day early, where
     '2030-01-01' lasted through it: the rule looked at the text's length."""
     from engine import Memory
-    from engine.clock import until_end_of_day
+    from engine.base.clock import until_end_of_day
 
     assert until_end_of_day(written) == dt.datetime(2030, 1, 1, 23, 59, 59)
     with Memory(str(tmp_path / "m.db"), offline=True) as mem:

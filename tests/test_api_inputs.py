@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from engine import FixedClock, LetheError, Memory
-from engine.errors import InputError
+from engine.base.errors import InputError
 
 HOSTILE = (123, -5, True, 1e308, float("nan"), float("inf"), [1], {"a": 1}, b"x", "\ud800",
            "a\x00b", "-5s", "", object())

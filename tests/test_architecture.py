@@ -1,6 +1,7 @@
 """The shape of the engine, checked from its source: layers that import only downwards, no
 import cycles, no imports hidden inside functions, SQL executed only by the store, and
 modules small enough to read in one sitting (docs/design.md has the map)."""
+
 from __future__ import annotations
 
 import ast
@@ -10,24 +11,21 @@ import pytest
 
 ENGINE = pathlib.Path(__file__).resolve().parent.parent / "engine"
 
-# bottom to top: a unit may import its own layer's units (without cycles) and lower ones
+# bottom to top, the data flow: a policy is compiled into a plan, run against a store with
+# judges' answers, behind the Memory façade; the apps, integrations and the CLI sit on top.
+# A package may import its own modules (without cycles) and lower packages.
 LAYERS = [
-    {"errors", "distribution", "tracing", "clock", "text", "inputs", "lexicon", "resources", "shipped", "lazy",
-     "processes", "guards"},
-    {"expr", "yamldoc", "prompts", "decoding", "answers", "steps", "records", "variables"},
-    {"policy", "dialect", "statement"},
-    {"plan"},
-    {"store"},
-    {"judges", "embeddings"},
-    {"context", "keys"},
-    {"write", "timeline", "asof", "passes", "recall", "leasing", "vectors", "matching", "audit"},
-    {"compress"},
-    {"runner"},
-    {"scheduler", "memory"},
-    {"scenario", "chat"},
-    {"experiment"},
-    {"report", "testing", "demo"},
-    {"cli", "integrations", "inspector"},
+    {"shipped"},  # the policies and templates that travel in the wheel (data)
+    {"base"},  # errors, clock, text, inputs, tracing: what every layer uses
+    {"steps", "prompts"},  # what a judgment asks and what its answer must look like
+    {"policy"},  # YAML + formulas -> a checked Policy
+    {"plan"},  # Policy -> SQL statements for a dialect
+    {"store"},  # the database: SQLite and PostgreSQL behind one protocol
+    {"judges"},  # models and the offline rules that answer the steps
+    {"run"},  # write, recall, passes, compress, runners, scheduler
+    {"memory"},  # the façade: the one door to all of the above
+    {"apps", "integrations"},  # experiments, demo, chat, inspector; LangGraph, MCP
+    {"cli"},
     {"__init__"},
 ]
 LAYER = {unit: i for i, units in enumerate(LAYERS) for unit in units}
@@ -69,10 +67,9 @@ def imported(module: str, path: pathlib.Path) -> list[tuple[str, ast.AST, bool]]
             base = node.module or ""
             if node.level:
                 anchor = package.split(".")
-                anchor = anchor[:len(anchor) - node.level + 1]
+                anchor = anchor[: len(anchor) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
-            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base
-                       for a in node.names]
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
         if _is_lazy(node):  # `x = lazy("engine.a.b")`: an import, made on first use
             targets = [node.args[0].value]
             top_lazy = any(isinstance(n, ast.Assign) and n.value is node for n in tree.body)
@@ -87,9 +84,14 @@ def imported(module: str, path: pathlib.Path) -> list[tuple[str, ast.AST, bool]]
 
 
 def _is_lazy(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-            and node.func.id == "lazy" and len(node.args) == 1
-            and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str))
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "lazy"
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    )
 
 
 GRAPH = {m: imported(m, p) for m, p in MODULES.items()}
@@ -100,6 +102,21 @@ def test_lazy_imports_are_seen_as_imports():
     assert ("engine.judges.rules.adapter", True) in {(t, top) for t, _, top in GRAPH["engine.judges"]}
 
 
+def test_the_top_of_the_engine_reads_as_the_pipeline():
+    """Only packages (and the façade) at the top: no loose modules beside them."""
+    loose = sorted(p.name for p in ENGINE.glob("*.py") if p.name not in {"__init__.py", "memory.py"})
+    assert loose == []
+
+
+def test_file_names_are_unique():
+    """A file name says what the file is, once: no two engine modules share a name."""
+    seen: dict[str, list[str]] = {}
+    for path in MODULES.values():
+        if path.name != "__init__.py":
+            seen.setdefault(path.name, []).append(str(path.relative_to(ENGINE)))
+    assert {n: ps for n, ps in seen.items() if len(ps) > 1} == {}
+
+
 def test_every_unit_has_a_layer():
     assert {unit(m) for m in MODULES} - set(LAYER) == set()
 
@@ -107,8 +124,7 @@ def test_every_unit_has_a_layer():
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_no_upward_imports(module):
     mine = LAYER[unit(module)]
-    upward = sorted({t for t, _, _ in GRAPH[module]
-                     if unit(t) != unit(module) and LAYER[unit(t)] > mine})
+    upward = sorted({t for t, _, _ in GRAPH[module] if unit(t) != unit(module) and LAYER[unit(t)] > mine})
     assert upward == [], f"{module} (layer {mine}) imports from a higher layer"
 
 
@@ -124,7 +140,7 @@ def test_no_import_cycles():
 
     def visit(m):
         if m in stack:
-            cycles.append(stack[stack.index(m):] + [m])
+            cycles.append(stack[stack.index(m) :] + [m])
             return
         if m in seen:
             return
@@ -157,7 +173,10 @@ def test_only_the_store_executes_sql():
         if unit(module) == "store":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                    node.func.attr in ("execute", "executemany", "executescript"):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("execute", "executemany", "executescript")
+            ):
                 calls.append(f"{module}:{node.lineno}")
     assert calls == []

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from engine import FixedClock, Memory
 from engine.cli import main
-from engine.scenario import Player, Script, load as load_scenario
+from engine.apps.scenario import Player, Script, loader as load_scenario
 from tests.conftest import START, shipped_scenarios
 
 pytestmark = pytest.mark.both_backends

@@ -79,7 +79,7 @@ def test_an_interrupted_batched_pass_resumes_with_its_own_now(tmp_path, pair):
 
 
 def test_batch_must_be_a_positive_whole_number(tmp_path):
-    from engine.errors import PolicyError
+    from engine.base.errors import PolicyError
     from engine.policy import load
 
     path = tmp_path / "bad.yaml"

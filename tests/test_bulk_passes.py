@@ -217,7 +217,7 @@ def test_a_rank_refresh_over_most_of_the_file_reads_it_in_id_order(tmp_path, big
     order (the statement over an id range), with the ranks of the formula."""
     path = str(tmp_path / "rank.db")
     shutil.copy(big, path)
-    from engine.context import sync_rank
+    from engine.run.context import sync_rank
     with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
         scatter_scenes(mem)
         with mem.store.transaction() as db:

@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from engine.errors import PolicyError
+from engine.base.errors import PolicyError
 from engine.plan import compile_policy, render_plan
 from engine.policy import load
 from tests.conftest import POLICIES, SHIPPED_POLICIES

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from engine import FixedClock, Memory
 from engine import policy as policy_mod
 from engine.cli import main as cli
-from engine.errors import PolicyError
+from engine.base.errors import PolicyError
 from tests.test_policy import BASE
 
 BROKEN = {  # the gate step's template, broken in ways only Jinja sees

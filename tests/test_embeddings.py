@@ -12,8 +12,8 @@ from array import array
 import pytest
 
 from engine import FixedClock, Memory, PolicyError, load_policy
-from engine.embeddings import cosine, pack
-from engine.write import Judged
+from engine.judges.embeddings import cosine, pack
+from engine.run.write import Judged
 from tests.fake_openai import FakeOpenAI, word_vector
 from engine.plan import compile_policy, render_plan
 from engine.store import vectors as store_vectors
@@ -137,7 +137,7 @@ def test_recall_candidates_add_the_querys_nearest_neighbours(tmp_path, fake):
     with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
         food = mem.add("User eats chicken or beef most days.", judged=False)
         mem.add("The team tracks bugs in Jira.", judged=False)
-        shown, _ = __import__("engine.recall", fromlist=["choose"]).choose(mem.context, "diet")
+        shown, _ = __import__("engine.run.recall", fromlist=["choose"]).choose(mem.context, "diet")
         assert food in [c.id for c in shown]
 
 

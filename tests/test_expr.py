@@ -1,4 +1,4 @@
-"""Formulas: text -> IR (engine.expr) -> SQL with bound parameters (engine.dialect).
+"""Formulas: text -> IR (engine.policy.expr) -> SQL with bound parameters (engine.plan.dialect).
 
 Every accepted formula is rendered and EXECUTED against a real store's `memories` table,
 so these tests pin what a formula computes, not only what text it renders to.
@@ -12,10 +12,10 @@ import re
 
 import pytest
 
-from engine import expr as X
+from engine.policy import expr as X
 from engine import policy as policy_mod
-from engine.dialect import DIALECTS, NOW, PostgresDialect
-from engine.errors import FormulaError
+from engine.plan.dialect import DIALECTS, NOW, PostgresDialect
+from engine.base.errors import FormulaError
 from engine.store import Store
 from tests.conftest import shipped_policies
 

@@ -24,14 +24,16 @@ import warnings
 import pytest
 from click.testing import CliRunner
 
-from engine import FixedClock, Memory, report, variables
-from engine import expr as X
+from engine import FixedClock, Memory
+from engine.apps import report
+from engine.policy import variables
+from engine.policy import expr as X
 from engine.cli import main
-from engine.errors import LetheError, PolicyError
-from engine.experiment import run_experiment, text_lines
+from engine.base.errors import LetheError, PolicyError
+from engine.apps.experiment import run_experiment, text_lines
 from tests.fake_openai import FakeOpenAI
 from engine.judges import rules
-from engine.keys import NoApiKeyWarning, PassesUndoneWarning, RulesJudgedWarning
+from engine.judges.keys import NoApiKeyWarning, PassesUndoneWarning, RulesJudgedWarning
 from engine.policy import Model
 from engine.policy import load as load_policy
 from engine.policy import reference, schema
@@ -402,7 +404,7 @@ def test_6_a_param_an_extended_file_writes_and_nothing_reads_warns(tmp_path):
 
 
 def test_6_validate_fails_a_policy_whose_extra_is_not_installed(tmp_path, monkeypatch):
-    from engine import embeddings
+    from engine.judges import embeddings
     monkeypatch.setattr(embeddings, "_installed", lambda module: module != "sentence_transformers")
     out = cli("validate", os.path.join(POLICIES, "lifecycle-local.yaml"), "lifecycle")
     assert out.exit_code == 1
@@ -1003,7 +1005,7 @@ def test_the_wall_clock_is_utc_whatever_the_machine_zone(tmp_path):
     """The README says every time is UTC; the wall clock was the local time, so east of
     UTC an expiry given as an aware time an hour ahead was refused as already past."""
     script = ("import datetime as dt\n"
-              "from engine.clock import system_clock\n"
+              "from engine.base.clock import system_clock\n"
               "from engine.memory import Memory\n"
               "utc = dt.datetime.now(dt.timezone.utc)\n"
               "assert abs((system_clock() - utc.replace(tzinfo=None)).total_seconds()) < 60\n"

@@ -20,7 +20,9 @@ import time
 import pytest
 
 from bench import seed_article
-from engine import FixedClock, Memory, PolicyError, leasing, load_policy
+from engine import FixedClock, Memory, PolicyError
+from engine.run import leasing
+from engine import load_policy
 from engine.store import Store, sqlite_wait
 from engine.store.sqlite_wait import Waiters
 from tests.conftest import ROOT, START
@@ -379,13 +381,13 @@ def test_a_pass_without_rules_never_gives_way(tmp_path, monkeypatch):
 
 
 class Tries:
-    """Each pass's tries at the rest in one transaction (engine.passes._rest_at_once), and
+    """Each pass's tries at the rest in one transaction (engine.run.passes._rest_at_once), and
     whether each landed; installs `Waiters.anyone`, which says a writer waits in the
     pass's first transaction and whenever `during_try(name, attempt, statement)` says so
     (`statement`: the SQL running on the pass's connection at that look)."""
 
     def __init__(self, monkeypatch, during_try, between_ranges=False):
-        from engine import passes
+        from engine.run import passes
 
         self.outcomes: dict[str, list[bool]] = {}
         self.interrupted: list[str] = []  # the statement running when a try gave way
@@ -447,10 +449,10 @@ def test_the_rest_run_at_once_gives_way_again_to_a_writer(adopted, tmp_path, mon
     that comes then (the interrupt landing in each of its statements in turn, or after
     the last) makes it roll back and go on in ranges, and the next try finishes it: the
     rows and events of the pass alone, each once, its run recorded once. Recall's index
-    holds only the head of the ranking at this size (engine.store.head): the rest, most
+    holds only the head of the ranking at this size (engine.store.recall_head): the rest, most
     of the file, leaves it in place instead of rebuilding it, and it ends as the pass
     alone left it."""
-    from engine import passes
+    from engine.run import passes
 
     met, by_itself = str(tmp_path / "met.db"), str(tmp_path / "alone.db")
     shutil.copy(adopted, met)
@@ -489,7 +491,7 @@ def test_the_rest_run_at_once_gives_way_again_to_a_writer(adopted, tmp_path, mon
 def test_a_writer_at_every_range_keeps_the_pass_in_ranges(adopted, tmp_path, monkeypatch):
     """While writers keep waiting between its ranges, a pass that gave way never tries the
     rest in one transaction."""
-    from engine import passes
+    from engine.run import passes
 
     small = first_memories(adopted, tmp_path, 30_000)  # a second or so in ranges
     tries = Tries(monkeypatch, lambda *_: True, between_ranges=True)
@@ -504,7 +506,7 @@ def test_each_try_that_gives_way_again_doubles_the_quiet(adopted, tmp_path, monk
     """A writer that comes at every try (never between ranges): the pass tries again only
     after twice the quiet each time, so a few times in all, and ends in ranges with the
     rows of the pass alone."""
-    from engine import passes
+    from engine.run import passes
 
     met, by_itself = str(tmp_path / "met.db"), str(tmp_path / "alone.db")
     shutil.copy(adopted, met)

@@ -1,4 +1,4 @@
-"""Invariants the engine keeps whatever a judge answers (engine/guards.py): a `confirms`
+"""Invariants the engine keeps whatever a judge answers (engine/judges/invariants.py): a `confirms`
 of a memory that says something else stores the new memory; a supersession between
 memories about different identified things is refused; candidate matching ignores the
 words the pipeline writes into every memory; a merge keeps the earliest expiry of its
@@ -14,8 +14,8 @@ import json
 
 import pytest
 
-from engine import guards
-from engine.matching import distinctive_query
+from engine.judges import invariants as guards
+from engine.run.matching import distinctive_query
 from tests.conftest import run_sql
 from tests.fake_server import fake_openai  # noqa: F401  (fixture)
 from tests.test_judges import (Judge, events, event_types, lethe, memories, outcomes,  # noqa: F401

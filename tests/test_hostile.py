@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import FixedClock, Memory, prompts
-from engine import expr as X
-from engine.dialect import DIALECTS, NOW
-from engine.errors import StoreError
-from engine.errors import FormulaError, LetheError, PolicyError
+from engine.policy import expr as X
+from engine.plan.dialect import DIALECTS, NOW
+from engine.base.errors import StoreError
+from engine.base.errors import FormulaError, LetheError, PolicyError
 from engine.plan import compile_policy, rules
 from engine.policy import SETTABLE, load
 from tests.conftest import POLICIES, START, run_sql, shipped_policies
@@ -169,7 +169,7 @@ def assert_safe_sql(sql: str, params: list, columns=frozenset(X.COLUMNS)) -> Non
     """SQL from a formula: known columns (quoted), whitelisted functions and keywords, the
     engine's own numeric constants, and a `?` for every value; no text from the policy."""
     assert "'" not in sql and ";" not in sql and "--" not in sql and "/*" not in sql, sql
-    # a text column is read beside its row on SQLite (engine.dialect): the engine's own
+    # a text column is read beside its row on SQLite (engine.plan.dialect): the engine's own
     # fixed lookup, by id, of a known column, and nothing else of the formula's
     sql = re.sub(r'\(SELECT t\.("(?:' + "|".join(X.TEXT_COLUMNS) + r')") FROM memory_texts AS t '
                  r'WHERE t\.id = memories\.id\)', r"\1", sql)

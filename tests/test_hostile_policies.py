@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from engine import FixedClock, Memory, prompts
 from engine.cli import main as cli
-from engine.errors import LetheError, PolicyError
+from engine.base.errors import LetheError, PolicyError
 from engine.judges import ReplayProvider
 from engine.prompts import budget
 from engine.policy import load

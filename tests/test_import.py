@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from engine import FixedClock, Memory
 from engine.cli import main
-from engine.errors import StoreError
+from engine.base.errors import StoreError
 from engine.store import MIGRATIONS, open_store
 from engine.store.transfer import TABLES, copy_store
 from tests import pg_server

@@ -16,10 +16,10 @@ pytest.importorskip("starlette", reason="the inspector needs the ui extra: "
 from starlette.testclient import TestClient  # noqa: E402
 
 from engine import Memory  # noqa: E402
-from engine.errors import LetheError  # noqa: E402
-from engine.inspector.app import Inspector  # noqa: E402
-from engine.inspector.guard import check_bind  # noqa: E402
-from engine.inspector.server import prepare  # noqa: E402
+from engine.base.errors import LetheError  # noqa: E402
+from engine.apps.inspector.app import Inspector  # noqa: E402
+from engine.apps.inspector.guard import check_bind  # noqa: E402
+from engine.apps.inspector.server import prepare  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
 
 pytestmark = pytest.mark.both_backends

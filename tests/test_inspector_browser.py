@@ -18,7 +18,7 @@ import warnings
 import pytest
 
 from engine import Memory
-from engine.testing import play
+from engine.apps.testing import play
 from tests import browser
 from tests.conftest import ROOT
 

@@ -17,7 +17,7 @@ from langgraph.runtime import Runtime
 from langgraph.store.base import GetOp, InvalidNamespaceError, PutOp
 
 from engine import Memory
-from engine.keys import NoApiKeyWarning, RulesJudgedWarning
+from engine.judges.keys import NoApiKeyWarning, RulesJudgedWarning
 from engine.integrations.langgraph import LetheStore
 from tests.conftest import POLICIES, ROOT
 

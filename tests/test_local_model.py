@@ -11,9 +11,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the model ships in a package: no
 pytest.importorskip("sentence_transformers", reason="the local extra is not installed")
 
 from engine import FixedClock, Memory  # noqa: E402
-from engine.embeddings import cosine, make_embedder  # noqa: E402
+from engine.judges.embeddings import cosine, make_embedder  # noqa: E402
 from engine.policy import load  # noqa: E402
-from engine.write import Judged  # noqa: E402
+from engine.run.write import Judged  # noqa: E402
 
 
 @pytest.fixture(scope="module")

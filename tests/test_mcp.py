@@ -22,7 +22,7 @@ from syrupy.extensions.json import JSONSnapshotExtension
 
 from engine.cli import main
 from engine.integrations.mcp import build_server
-from engine.keys import RulesJudgedWarning
+from engine.judges.keys import RulesJudgedWarning
 from tests.conftest import ROOT
 
 NOW = "2026-01-05T09:00:00"

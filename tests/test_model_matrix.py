@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import pytest
 from click.testing import CliRunner
 
-from engine import FixedClock, Memory, steps
+from engine import FixedClock, Memory
+from engine.steps import kinds as steps
 from engine.cli import main as cli
 from tests.fake_openai import FakeOpenAI, Reply, prompt_text
 from tests.conftest import POLICIES, START

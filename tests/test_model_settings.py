@@ -7,7 +7,7 @@ import os
 import pytest
 
 from engine import Memory, policy as policy_mod
-from engine.errors import PolicyError
+from engine.base.errors import PolicyError
 from tests.fake_openai import FakeOpenAI
 from tests.conftest import POLICIES
 

@@ -10,8 +10,8 @@ import urllib.request
 
 import pytest
 
-from engine import steps
-from engine.answers import BadAnswer
+from engine.steps import kinds as steps
+from engine.steps.answers import BadAnswer
 from tests.fake_openai import FakeOpenAI, Reply, estimate_tokens, request_problems, strict_schema_problems
 from engine.judges.endpoint import redact, scrub
 from engine.judges.openai import Completion, JudgeUnavailable, OpenAIProvider, forget_refusals
@@ -531,7 +531,7 @@ def test_the_warning_for_a_key_set_but_not_paired_says_to_pair_it(tmp_path, monk
     import warnings as w
 
     from engine import Memory
-    from engine.keys import NoApiKeyWarning
+    from engine.judges.keys import NoApiKeyWarning
 
     monkeypatch.setenv("MY_KEY", "abc")
     monkeypatch.delenv("LETHE_MODEL_KEYS", raising=False)

@@ -13,11 +13,11 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from engine import embeddings
+from engine.judges import embeddings
 from engine import policy as policy_mod
 from engine.cli import main as cli
-from engine.dialect import DIALECTS
-from engine.errors import PolicyError
+from engine.plan.dialect import DIALECTS
+from engine.base.errors import PolicyError
 from tests.conftest import shipped_policies
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -285,7 +285,7 @@ def test_a_yaml_error_at_the_end_of_the_file_still_gets_a_caret(folder):
 def test_a_policy_reads_the_same_with_or_without_libyaml(folder, monkeypatch, flow):
     """libyaml takes a tab between flow tokens that PyYAML's own parser refuses: a policy
     must not load on one machine and fail on another."""
-    from engine import yamldoc
+    from engine.policy import yamldoc
     path = write(folder, f"name: tabs\nextends: lifecycle\ndescription: x\nextra: {flow}\n")
     errors = []
     for fast in (yamldoc._FAST, None):

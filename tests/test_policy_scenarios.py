@@ -1,11 +1,11 @@
 """Every shipped policy played through every shipped scenario, pinned with the
-`lethe_scenario` fixture users get from the plugin (engine/testing.py)."""
+`lethe_scenario` fixture users get from the plugin (engine/apps/testing.py)."""
 import os
 
 import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
 
-from engine.testing import play
+from engine.apps.testing import play
 from tests.conftest import POLICIES, ROOT, shipped_policies, shipped_scenarios
 
 SCENARIOS = shipped_scenarios()

@@ -19,14 +19,14 @@ from click.testing import CliRunner
 from bench import seed_article
 from engine import FixedClock, Memory
 from engine.cli import main
-from engine.errors import LeaseLost, StoreError
-from engine.leasing import Held
+from engine.base.errors import LeaseLost, StoreError
+from engine.run.leasing import Held
 from engine.plan import compile_policy
 from engine.policy import load
 from engine.store import MIGRATIONS, PostgresStore, open_store
 from engine.store.postgres_schema import PG_MIGRATIONS
 from engine.store.transfer import copy_store
-from engine.testing import play
+from engine.apps.testing import play
 from tests import pg_server
 from tests.conftest import POLICIES, ROOT, START, run_sql
 from tests.test_batched_passes import batched_policy

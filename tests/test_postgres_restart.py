@@ -10,7 +10,7 @@ import time
 import pytest
 
 from engine import Memory, StoreError
-from engine.scheduler import Scheduler
+from engine.run.scheduler import Scheduler
 from tests import pg_server
 from tests.conftest import ROOT
 

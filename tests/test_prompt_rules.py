@@ -9,7 +9,9 @@ import os
 
 import pytest
 
-from engine import guards, prompts, steps
+from engine.judges import invariants as guards
+from engine import prompts
+from engine.steps import kinds as steps
 from engine.policy import load
 from tests.conftest import POLICIES
 from tests.test_prompts import CANDIDATES, USER, variables

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from engine import prompts
 from engine.cli import main
-from engine.errors import PolicyError
+from engine.base.errors import PolicyError
 from engine.policy import find_judgment, load
 from tests.conftest import POLICIES
 from tests.snapshot_ext import TextSnapshot
@@ -53,8 +53,8 @@ CELLS = [{"content": "User moved the main database to MySQL", "kind": "decision"
 
 
 def variables(step: str) -> dict:
-    """The variables the engine gives each kind of judgment (see engine/write.py,
-    engine/compress.py, engine/recall.py), with fixed values."""
+    """The variables the engine gives each kind of judgment (see engine/run/write.py,
+    engine/run/compress.py, engine/run/recall.py), with fixed values."""
     base = {"now": NOW, "today": TODAY}
     turn = {"user": USER, "assistant": ASSISTANT}
     if step in ("gate", "confidence", "contradiction", "expiry", "fused"):

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from syrupy.extensions.json import JSONSnapshotExtension
 
 from engine.cli import main
-from engine.clock import iso
+from engine.base.clock import iso
 from tests.conftest import POLICIES, run_sql
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py

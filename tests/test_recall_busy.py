@@ -15,7 +15,7 @@ import pytest
 
 from engine.memory import Memory
 from engine.store import open_store
-from engine.errors import StoreWarning
+from engine.base.errors import StoreWarning
 from tests.conftest import run_sql
 
 pytestmark = pytest.mark.both_backends

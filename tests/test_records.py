@@ -5,7 +5,7 @@ from dataclasses import MISSING, dataclass, field, fields
 
 import pytest
 
-from engine.records import MemoryRecord, parse_tags
+from engine.base.records import MemoryRecord, parse_tags
 
 
 def rows(sql: str):

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from engine import Memory, prompts, resources
-from engine.errors import PolicyError
+from engine import Memory, prompts
+from engine.base import resources
+from engine.base.errors import PolicyError
 from engine.policy import is_path, load, resolve
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,10 +8,10 @@ from importlib.resources import files
 import pytest
 
 from engine.judges import rules
-from engine import lexicon as data
-from engine.lexicon import slots
+from engine.judges import lexicon as data
+from engine.judges.lexicon import slots
 
-LEXICONS = sorted(p.name for p in files("engine.lexicon").iterdir()
+LEXICONS = sorted(p.name for p in files("engine.judges.lexicon").iterdir()
                   if p.name.endswith(".yaml"))
 
 
@@ -76,7 +76,7 @@ def test_an_exclusive_slot_holds_one_member_at_a_time():
 
 def test_slots_needs_nothing_of_the_rules_judges_but_the_loader():
     # the online write path imports slots for related_words; it must not drag in the judges
-    tree = ast.parse((files("engine.lexicon") / "slots.py").read_text(encoding="utf-8"))
+    tree = ast.parse((files("engine.judges.lexicon") / "slots.py").read_text(encoding="utf-8"))
     ours = {(node.level, node.module) for node in ast.walk(tree)
             if isinstance(node, ast.ImportFrom)
             and (node.level or (node.module or "").startswith("engine"))}

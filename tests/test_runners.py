@@ -18,9 +18,9 @@ from click.testing import CliRunner
 
 from engine import FixedClock, Memory, Scheduler
 from engine.cli import main
-from engine.errors import LeaseBusy, LeaseLost
+from engine.base.errors import LeaseBusy, LeaseLost
 from tests.fake_openai import FakeOpenAI
-from engine.leasing import LeaseTerms, hold
+from engine.run.leasing import LeaseTerms, hold
 from engine.store import is_dsn, open_store
 from engine.store.lease import SqliteLease
 from tests import pg_server
@@ -204,7 +204,7 @@ def test_pending_counts_the_turns_this_run_judged_while_others_queue_more(db_pat
     """Parallel `lethe remember`s queue turns while a daemon judges the queue: the daemon
     reported `pending: -16 changed (20 still pending)`, the queue's shrinkage, which the
     new turns pushed below zero. It reports the turns it judged, never a negative."""
-    from engine.write import Writer
+    from engine.run.write import Writer
     with Memory(db_path, offline=True, clock=FixedClock(START)) as mem:
         for i in range(3):
             mem.store.add_turn(mem.namespace, f"I use tool{i} for builds.", "")

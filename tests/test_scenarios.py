@@ -10,10 +10,10 @@ import pytest
 from click.testing import CliRunner
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
-from engine import scenario as S
+from engine.apps import scenario as S
 from engine.cli import main
-from engine.errors import PolicyError
-from engine.experiment import run_experiment
+from engine.base.errors import PolicyError
+from engine.apps.experiment import run_experiment
 from engine.memory import Memory
 from engine.store import SqliteStore
 from tests.conftest import POLICIES, ROOT, shipped_scenarios

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from engine import FixedClock, Memory, Scheduler
-from engine.clock import iso
-from engine.scheduler import LeaseBusy
+from engine.base.clock import iso
+from engine.run.scheduler import LeaseBusy
 from engine.store import open_store
 from tests.conftest import POLICIES, ROOT, START, run_sql
 

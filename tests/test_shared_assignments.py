@@ -11,7 +11,7 @@ import pytest
 
 from bench import seed_article
 from engine import Memory
-from engine.dialect import Dialect
+from engine.plan.dialect import Dialect
 from engine.plan.rules import rule_statements
 from tests.conftest import POLICIES, START
 

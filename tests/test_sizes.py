@@ -14,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from engine import FixedClock, InputError, Memory, StoreError
-from engine import inputs, prompts
+from engine.base import inputs
+from engine import prompts
 from engine.cli import main
 from engine.prompts import budget
 from engine.store.transfer import copy_store

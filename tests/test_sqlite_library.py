@@ -118,7 +118,7 @@ def test_a_second_name_for_the_file_is_the_same_file(tmp_path, clock):
     still the open one, so a store opened through it joins the open store's library, and
     embeddings through it beside a plain store are refused, as through the first name."""
     _needs_pysqlite3_for_embeddings()
-    from engine.errors import StoreError
+    from engine.base.errors import StoreError
     path, link = tmp_path / "m.db", tmp_path / "also.db"
     open_store(str(path), clock).close()
     link.hardlink_to(path)
@@ -142,7 +142,7 @@ def test_a_second_name_for_the_file_is_the_same_file(tmp_path, clock):
 
 def test_embeddings_on_a_file_open_without_them_are_refused_with_the_reason(tmp_path, clock):
     _needs_pysqlite3_for_embeddings()
-    from engine.errors import StoreError
+    from engine.base.errors import StoreError
     path = str(tmp_path / "m.db")
     plain = open_store(path, clock)
     try:
@@ -164,7 +164,7 @@ def test_two_threads_opening_one_file_get_one_library(tmp_path, clock):
     """The library is claimed before connecting: a store with embeddings and one without,
     opened at once from two threads, never end up on two libraries (or one is refused)."""
     import threading
-    from engine.errors import StoreError
+    from engine.base.errors import StoreError
     _needs_pysqlite3_for_embeddings()
     for attempt in range(8):
         path = str(tmp_path / f"m{attempt}.db")

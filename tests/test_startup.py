@@ -55,11 +55,11 @@ def test_a_pass_imports_no_write_pipeline_recall_judges_or_threads(tmp_path):
                            timeout=120, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
     assert first.returncode == 0, first.stderr
     got = imported(["run", "--db", "m.db", "--pass", "expiry", "--pass", "decay"], tmp_path)
-    assert {"engine.passes", "engine.store.sqlite", "engine.policy"} <= got
-    assert under(got, "engine.write", "engine.recall", "engine.compress", "engine.matching",
-                 "engine.judges.rules", "engine.lexicon.slots", "openai", "httpx",
+    assert {"engine.run.passes", "engine.store.sqlite", "engine.policy"} <= got
+    assert under(got, "engine.run.write", "engine.run.recall", "engine.run.compress", "engine.run.matching",
+                 "engine.judges.rules", "engine.judges.lexicon.slots", "openai", "httpx",
                  "concurrent.futures", "socket", "jinja2", "hashlib", "importlib.resources",
-                 "tempfile", "engine.audit", "engine.inspector", "starlette", "uvicorn") == []
+                 "tempfile", "engine.run.audit", "engine.apps.inspector", "starlette", "uvicorn") == []
 
 
 def test_help_lists_the_inspector_without_importing_its_server(tmp_path):
@@ -67,7 +67,7 @@ def test_help_lists_the_inspector_without_importing_its_server(tmp_path):
     declares the inspector and its server (Starlette, uvicorn: the ui extra) lazily."""
     got = imported(["--help"], tmp_path)
     assert "engine.cli.ui" in got
-    assert under(got, "engine.inspector", "starlette", "uvicorn", "jinja2") == []
+    assert under(got, "engine.apps.inspector", "starlette", "uvicorn", "jinja2") == []
 
 
 def test_engine_submodules_are_still_reached_as_attributes(tmp_path):

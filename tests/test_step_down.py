@@ -68,7 +68,7 @@ def test_what_a_server_refused_is_remembered_by_the_store_for_the_next_process(t
 def test_a_recall_the_rules_answer_is_logged_with_its_reason_and_warned_once(tmp_path, clock, db_path):
     import warnings
     from engine import Memory
-    from engine.errors import RulesFallbackWarning
+    from engine.base.errors import RulesFallbackWarning
     from tests.fake_server import closed_port_url
     mem = Memory(db_path, policy=policy_file(tmp_path, closed_port_url()), clock=clock)
     mem.add("User uses PostgreSQL for the main database", judged=False)

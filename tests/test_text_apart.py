@@ -11,7 +11,7 @@ import pytest
 
 from bench import seed_article
 from engine import Memory
-from engine.errors import StoreError
+from engine.base.errors import StoreError
 from engine.store import Store
 from tests.conftest import POLICIES, START, run_sql
 

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from engine import FixedClock, Memory
 from engine.cli import main
-from engine.errors import LetheError
+from engine.base.errors import LetheError
 from tests.conftest import START, run_sql
 from tests.fake_openai import FakeOpenAI
 from tests.test_judges import Judge, policy_file, shown

@@ -26,7 +26,7 @@ import pytest
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 
-from engine import distribution
+from engine.base import distribution
 
 ROOT = Path(__file__).resolve().parents[1]
 # what a fresh clone would not hold, or the build must not see
@@ -172,7 +172,7 @@ def test_the_wheel_carries_the_shipped_policies_and_prompts(installed):
     inspector = ROOT / "engine" / "inspector"  # `lethe ui`'s templates and stylesheet
     for folder in ("templates", "static"):
         for f in os.listdir(inspector / folder):
-            assert f"engine/inspector/{folder}/{f}" in names
+            assert f"engine/apps/inspector/{folder}/{f}" in names
 
 
 def test_the_installed_engine_is_the_venvs_not_the_checkout(installed):

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from engine import Memory
 from engine.cli import main
 from tests.fake_openai import FakeOpenAI, Reply
-from engine.write import Judged
+from engine.run.write import Judged
 from engine.store import open_store
 from tests.conftest import POLICIES, START, run_sql
 from tests.fake_server import closed_port_url, fake_openai  # noqa: F401  (fixture)
@@ -528,8 +528,8 @@ def test_candidates_bring_in_the_other_members_of_a_slot_and_skip_common_words(t
     "PostgreSQL". And a word in thousands of memories must not pick candidates, so the
     query stays small at any store size."""
     from engine import Memory
-    from engine.matching import RARE, distinctive_query
-    from engine.write import store_memory
+    from engine.run.matching import RARE, distinctive_query
+    from engine.run.write import store_memory
 
     mem = Memory(str(tmp_path / "m.db"), policy=f"{POLICIES}/lifecycle.yaml", offline=True)
     with mem.store.transaction() as db:
@@ -549,8 +549,9 @@ def test_the_candidate_query_keeps_the_rarest_words_within_its_budget(tmp_path, 
     MATCHED memories (here 12) together, the words kept are the rarest, until their counts
     would pass it, so a long turn of uncommon words stays bounded too; the rarest word is
     kept even when it alone passes the budget; words under the budget together all stay."""
-    from engine import Memory, matching
-    from engine.write import store_memory
+    from engine import Memory
+    from engine.run import matching
+    from engine.run.write import store_memory
 
     monkeypatch.setattr(matching, "MATCHED", 12)
     mem = Memory(str(tmp_path / "m.db"), policy=f"{POLICIES}/lifecycle.yaml", offline=True)
@@ -576,11 +577,11 @@ def test_candidates_read_from_the_best_matches_give_what_reading_every_match_giv
     every match when fewer than K of those pass the policy's where (here: best matches
     archived). Its answer must be the plain statement's, ties at the cut included."""
     from engine import Memory
-    from engine.dialect import DIALECTS
+    from engine.plan.dialect import DIALECTS
     from engine.plan import DEFAULT_CANDIDATES, candidates_statement, write_candidates_statement
     from engine.policy import Candidates
-    from engine import expr as X
-    from engine.write import store_memory
+    from engine.policy import expr as X
+    from engine.run.write import store_memory
 
     mem = Memory(str(tmp_path / "m.db"), policy=f"{POLICIES}/lifecycle.yaml", offline=True)
     with mem.store.transaction():
@@ -610,7 +611,7 @@ def test_candidates_bring_in_the_words_of_a_synonym_group(tmp_path):
     """A replacement worded with a synonym the judges know ("a new job" for "works as")
     must be shown to them: the full-text search reads the same synonym groups."""
     from engine import Memory
-    from engine.write import store_memory
+    from engine.run.write import store_memory
 
     mem = Memory(str(tmp_path / "m.db"), policy=f"{POLICIES}/lifecycle.yaml", offline=True)
     with mem.store.transaction():

@@ -1,5 +1,5 @@
 """The results as a plain table, a Markdown section for bench/RESULTS.md, and one
-self-contained HTML page in the experiment report's style (engine/report.py)."""
+self-contained HTML page in the experiment report's style (engine/apps/report.py)."""
 from __future__ import annotations
 
 import html
@@ -98,7 +98,7 @@ def _examples(grades, golds, outcomes, limit: int = 40) -> str:
 
 
 def page(rows: list[Row], header: str, grades, golds, outcomes) -> str:
-    from engine.report import CSS
+    from engine.apps.report import CSS
 
     types = list(dict.fromkeys(r.qtype for r in rows))
     parts = [f"<h1>Lethe on LongMemEval</h1><p>{_e(header)}</p>",

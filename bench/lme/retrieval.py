@@ -61,7 +61,7 @@ def embed(docs: list[str], query: str, k: int) -> list[int]:
     import os
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from engine.embeddings import _local_model, model_path
+    from engine.judges.embeddings import _local_model, model_path
 
     if not docs:
         return []

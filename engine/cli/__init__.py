@@ -16,21 +16,21 @@ not pay for the MCP server, the experiment runner or the chat loop.
     scenarios  experiment
     mcp        mcp (an MCP server: engine.integrations.mcp)
     importing  import                          (one store into another)
-    ui         ui (the inspector, a web app: engine.inspector)
+    ui         ui (the inspector, a web app: engine.apps.inspector)
 """
 from __future__ import annotations
 
 import click
 
-from .. import distribution
-from ..lazy import lazy
-from .base import CONTEXT, LetheGroup
+from engine.base import distribution
+from engine.base.lazy import lazy
+from engine.cli.base import CONTEXT, LetheGroup
 
 policy = lazy("engine.cli.policy")
 data = lazy("engine.cli.data")
 agent = lazy("engine.cli.agent")
 scenarios = lazy("engine.cli.scenarios")
-mcp = lazy("engine.cli.mcp")
+mcp = lazy("engine.cli.mcp_command")
 importing = lazy("engine.cli.importing")
 ui = lazy("engine.cli.ui")
 

@@ -1,4 +1,4 @@
 """`python -m engine.cli`: the same commands as `lethe`."""
-from . import main
+from engine.cli import main
 
 main()

@@ -8,11 +8,21 @@ import time
 
 import click
 
-from ..chat import ChatSession, chat_model_for
-from ..errors import StoreError
-from ..scheduler import Scheduler
-from .base import (LIMIT, Finite, as_of_option, echo, elsewhere, emit, json_option,
-                   lease_ttl_option, model_options, open_memory, store_options, to_json)
+from engine.apps.chat import ChatSession, chat_model_for
+from engine.base.errors import StoreError
+from engine.run.scheduler import Scheduler
+from engine.cli.base import (LIMIT,
+    Finite,
+    as_of_option,
+    echo,
+    elsewhere,
+    emit,
+    json_option,
+    lease_ttl_option,
+    model_options,
+    open_memory,
+    store_options,
+    to_json)
 
 
 # ---- recall -------------------------------------------------------------------------

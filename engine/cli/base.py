@@ -18,10 +18,10 @@ import warnings
 
 import click
 
-from ..clock import FixedClock, far_ahead, parse_duration, parse_time, until_end_of_day
-from ..errors import LetheError, StoreError
-from ..lazy import lazy
-from ..resources import DEFAULT_POLICY
+from engine.base.clock import FixedClock, far_ahead, parse_duration, parse_time, until_end_of_day
+from engine.base.errors import LetheError, StoreError
+from engine.base.lazy import lazy
+from engine.base.resources import DEFAULT_POLICY
 
 # imported when a command opens a store: `lethe --help` and `--version` do without them
 memory = lazy("engine.memory")
@@ -207,7 +207,7 @@ def open_memory(db, policy, namespace, now, offline, record=None, replay=None,
     else; when none of them asks a judge, the policy's templates are found but not parsed
     (no Jinja at start-up: `lethe run --pass decay`), and parsed if anything renders one."""
     pol = policy_mod.load(policy, templates=not only_passes)
-    # a pass that judges (what the runner runs as one: engine.runner.run_one), or one the
+    # a pass that judges (what the runner runs as one: engine.run.runner.run_one), or one the
     # policy lacks: checked as a full load would
     if any(n not in pol.passes or pol.passes[n].cluster is not None for n in only_passes):
         policy_mod.check_templates(pol)

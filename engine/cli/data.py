@@ -5,14 +5,24 @@ import sys
 
 import click
 
-from ..errors import LetheError
-from ..lazy import lazy
-from ..memory import Memory
-from ..policy import STATUSES
-from .base import (LIMIT, MEMORY_ID, Finite, IsoTime, as_of_option, elsewhere, emit, json_option,
-                   lease_options, model_options, open_memory, store_options)
+from engine.base.errors import LetheError
+from engine.base.lazy import lazy
+from engine.memory import Memory
+from engine.policy import STATUSES
+from engine.cli.base import (LIMIT,
+    MEMORY_ID,
+    Finite,
+    IsoTime,
+    as_of_option,
+    elsewhere,
+    emit,
+    json_option,
+    lease_options,
+    model_options,
+    open_memory,
+    store_options)
 
-write = lazy("engine.write")  # `lethe pending` only: a pass does not import the pipeline
+write = lazy("engine.run.write")  # `lethe pending` only: a pass does not import the pipeline
 
 
 @click.command()

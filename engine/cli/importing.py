@@ -6,9 +6,9 @@ import sys
 
 import click
 
-from ..clock import FixedClock
-from ..store.transfer import copy_store
-from .base import IsoTime, emit, json_option, terminal_progress
+from engine.base.clock import FixedClock
+from engine.store.transfer import copy_store
+from engine.cli.base import IsoTime, emit, json_option, terminal_progress
 
 
 @click.command(name="import")

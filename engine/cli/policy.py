@@ -6,17 +6,17 @@ import sys
 
 import click
 
-from .. import distribution
-from .. import policy as policy_mod
-from .. import variables
-from ..errors import LetheError, PolicyError, error_fields
-from ..plan import compile_policy, render_plan
-from ..prompts import render as render_template
-from ..prompts import used_names
-from ..lazy import lazy
-from .base import echo, emit, json_option
+from engine.base import distribution
+from engine import policy as policy_mod
+from engine.policy import variables
+from engine.base.errors import LetheError, PolicyError, error_fields
+from engine.plan import compile_policy, render_plan
+from engine.prompts import render as render_template
+from engine.prompts import used_names
+from engine.base.lazy import lazy
+from engine.cli.base import echo, emit, json_option
 
-embeddings = lazy("engine.embeddings")  # only a policy with `embed:` asks it anything
+embeddings = lazy("engine.judges.embeddings")  # only a policy with `embed:` asks it anything
 
 
 @click.command()

@@ -6,10 +6,10 @@ import sys
 
 import click
 
-from ..errors import ExpectationError
-from ..experiment import progress_line, run_experiment, text_lines
-from ..report import check_path, write_report
-from .base import emit, json_option
+from engine.base.errors import ExpectationError
+from engine.apps.experiment import progress_line, run_experiment, text_lines
+from engine.apps.report import check_path, write_report
+from engine.cli.base import emit, json_option
 
 
 @click.command()

@@ -1,17 +1,17 @@
-"""`lethe ui`: the inspector, a local web app over one store (engine.inspector)."""
+"""`lethe ui`: the inspector, a local web app over one store (engine.apps.inspector)."""
 from __future__ import annotations
 
 import signal
 
 import click
 
-from ..integrations import missing_extra
-from ..lazy import lazy
-from .base import echo, open_memory, store_options
+from engine.integrations import missing_extra
+from engine.base.lazy import lazy
+from engine.cli.base import echo, open_memory, store_options
 
-guard = lazy("engine.inspector.guard")
-server = lazy("engine.inspector.server")  # Starlette and uvicorn: the `ui` extra
-app = lazy("engine.inspector.app")
+guard = lazy("engine.apps.inspector.guard")
+server = lazy("engine.apps.inspector.server")  # Starlette and uvicorn: the `ui` extra
+app = lazy("engine.apps.inspector.app")
 
 
 @click.command("ui")

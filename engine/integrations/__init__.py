@@ -10,8 +10,8 @@ Importing this package imports neither.
 """
 from __future__ import annotations
 
-from ..distribution import extra_error
-from ..errors import LetheError
+from engine.base.distribution import extra_error
+from engine.base.errors import LetheError
 
 # the packages an integration's SDK brings besides its own (a missing one is the extra missing)
 SDK_PACKAGES = {"langgraph": ("langchain_core",), "mcp": ("pydantic", "starlette", "anyio"),

@@ -20,7 +20,7 @@ import re
 import secrets
 import socket
 
-from ..errors import LetheError
+from engine.base.errors import LetheError
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 WILDCARDS = ("0.0.0.0", "::", "")

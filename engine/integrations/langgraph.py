@@ -41,11 +41,11 @@ import math
 import threading
 from typing import Any, Iterable, Mapping
 
-from ..clock import Clock, iso
-from ..errors import LetheError
-from ..memory import DEFAULT_POLICY, Memory
-from ..policy import Policy, load
-from . import missing_extra
+from engine.base.clock import Clock, iso
+from engine.base.errors import LetheError
+from engine.memory import DEFAULT_POLICY, Memory
+from engine.policy import Policy, load
+from engine.integrations import missing_extra
 
 try:
     from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer

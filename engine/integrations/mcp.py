@@ -22,18 +22,24 @@ from typing import Annotated, Literal
 
 import yaml
 
-from ..errors import LetheError
-from ..judges.endpoint import redact
-from ..memory import Memory
-from ..policy import STATUSES
-from ..scheduler import Scheduler
-from ..store import masked
-from .. import distribution
-from . import missing_extra
-from .httpguard import BearerGuard
-from . import mcp_models as out
-from .mcp_models import (Added, Forgotten, Listing, PassesRun, Recalled, Remembered, Story,
-                         Superseded)
+from engine.base.errors import LetheError
+from engine.judges.endpoint import redact
+from engine.memory import Memory
+from engine.policy import STATUSES
+from engine.run.scheduler import Scheduler
+from engine.store import masked
+from engine.base import distribution
+from engine.integrations import missing_extra
+from engine.integrations.httpguard import BearerGuard
+from engine.integrations import mcp_models as out
+from engine.integrations.mcp_models import (Added,
+    Forgotten,
+    Listing,
+    PassesRun,
+    Recalled,
+    Remembered,
+    Story,
+    Superseded)
 
 TRANSPORTS = ("stdio", "http")
 Status = Literal[tuple(STATUSES) + ("all",)]

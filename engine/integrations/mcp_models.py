@@ -11,8 +11,8 @@ import json
 
 from typing_extensions import TypedDict
 
-from ..passes import PassResult
-from ..records import History, MemoryRecord
+from engine.run.passes import PassResult
+from engine.base.records import History, MemoryRecord
 
 DOCSTRINGS = {"use_attribute_docstrings": True}  # pydantic's ConfigDict, as a plain dict
 

@@ -2,7 +2,7 @@
 
 Providers answer a rendered prompt: `openai` (any OpenAI-compatible endpoint), `rules`
 (built-in deterministic judges, offline), `replay` (answers recorded earlier, looked up by
-step and prompt hash). `Judges.ask` checks every answer strictly (engine/answers.py). A
+step and prompt hash). `Judges.ask` checks every answer strictly (engine/steps/answers.py). A
 refused answer is asked again, with the refused answer and the reason it was refused, up
 to the model entry's `retries` (default 1); then the step's fallback answers. An
 unreachable model raises `JudgeUnavailable` so the caller can keep the work pending.
@@ -21,13 +21,17 @@ import threading
 import time
 from dataclasses import dataclass
 
-from .. import answers, guards, prompts, steps, tracing
-from ..answers import BadAnswer
-from ..errors import LetheError
-from ..policy import Judgment, Model, Policy, check_templates
-from ..lazy import lazy
-from ..resources import NotReadable, read_regular
-from .openai import JudgeUnavailable, KeyMissing, OpenAIProvider, known_refusals
+from engine.steps import answers
+from engine.judges import invariants as guards
+from engine import prompts
+from engine.steps import kinds as steps
+from engine.base import tracing
+from engine.steps.answers import BadAnswer
+from engine.base.errors import LetheError
+from engine.policy import Judgment, Model, Policy, check_templates
+from engine.base.lazy import lazy
+from engine.base.resources import NotReadable, read_regular
+from engine.judges.openai import JudgeUnavailable, KeyMissing, OpenAIProvider, known_refusals
 
 # the rules judges are ~90 ms of imports that a pass or a recall without them never needs
 rules_adapter = lazy("engine.judges.rules.adapter")
@@ -214,7 +218,7 @@ def copies_example(step: str, value, prompt: str, variables: dict) -> bool:
 
 
 def ungrounded(step: str, value, variables: dict) -> str | None:
-    """Why this answer has nothing to stand on in the turn (engine/guards.py): an end date
+    """Why this answer has nothing to stand on in the turn (engine/judges/invariants.py): an end date
     the turn does not give, a memory that is not what the user said."""
     user = str(variables.get("user") or "")
     memory = variables.get("memory") if isinstance(variables.get("memory"), dict) else {}

@@ -29,10 +29,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from engine.answers import BadAnswer
-from engine.errors import LetheError
+from engine.steps.answers import BadAnswer
+from engine.base.errors import LetheError
 
-from . import endpoint as E
+from engine.judges import endpoint as E
 
 PLACEHOLDER_KEY = E.PLACEHOLDER_KEY
 OPENAI_HOST = E.OPENAI_HOST

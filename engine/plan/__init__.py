@@ -10,17 +10,21 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass, field
 
-from .. import expr as X
-from .. import steps
-from ..dialect import DIALECTS, Dialect
-from ..errors import PolicyError
-from ..policy import Candidates, Policy, Rule, schema
-from ..statement import IDS, LIMIT, NAMESPACE, QUERY, VECTOR, Statement
-from .explain import order_keys_statement, reasons_statement
-from .head import with_head
-from .rules import assignments, id_range, pass_statements, pass_writes, reach_statement
-from .writes import (absorb_events_statement, absorb_statement, forget_statement,
-                     merge_values_statement, reinforce_statement, supersede_statement)
+from engine.policy import expr as X
+from engine.steps import kinds as steps
+from engine.plan.dialect import DIALECTS, Dialect
+from engine.base.errors import PolicyError
+from engine.policy import Candidates, Policy, Rule, schema
+from engine.plan.statement import IDS, LIMIT, NAMESPACE, QUERY, VECTOR, Statement
+from engine.plan.explain import order_keys_statement, reasons_statement
+from engine.plan.head_form import with_head
+from engine.plan.rules import assignments, id_range, pass_statements, pass_writes, reach_statement
+from engine.plan.writes import (absorb_events_statement,
+    absorb_statement,
+    forget_statement,
+    merge_values_statement,
+    reinforce_statement,
+    supersede_statement)
 
 
 @dataclass

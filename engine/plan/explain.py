@@ -3,9 +3,9 @@ consider it, and the order keys of the ones it shows.
 """
 from __future__ import annotations
 
-from .. import expr as X
-from ..dialect import Dialect
-from ..statement import IDS, NAMESPACE, QUERY, Statement
+from engine.policy import expr as X
+from engine.plan.dialect import Dialect
+from engine.plan.statement import IDS, NAMESPACE, QUERY, Statement
 
 
 def _fts_join(d: Dialect) -> str:

@@ -4,10 +4,10 @@ ever written; and the reach count that decides how a pass rewrites its rows.
 """
 from __future__ import annotations
 
-from .. import expr as X
-from ..dialect import NOW, Dialect
-from ..policy import Pass, Policy, Rule
-from ..statement import FROM_ID, NAMESPACE, TO_ID, Statement
+from engine.policy import expr as X
+from engine.plan.dialect import NOW, Dialect
+from engine.policy import Pass, Policy, Rule
+from engine.plan.statement import FROM_ID, NAMESPACE, TO_ID, Statement
 
 
 def id_range(d: Dialect) -> tuple[str, list]:

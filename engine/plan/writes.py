@@ -3,11 +3,11 @@ supersede, forget, reinforce, and compression's merged values and absorbed clust
 """
 from __future__ import annotations
 
-from .. import expr as X
-from ..dialect import NOW, Dialect
-from ..policy import Pass, Policy, schema
-from ..statement import IDS, NAMESPACE, NEW_ID, TEXT, Statement
-from .rules import assignments
+from engine.policy import expr as X
+from engine.plan.dialect import NOW, Dialect
+from engine.policy import Pass, Policy, schema
+from engine.plan.statement import IDS, NAMESPACE, NEW_ID, TEXT, Statement
+from engine.plan.rules import assignments
 
 
 def supersede_statement(d: Dialect) -> Statement:

@@ -13,14 +13,23 @@ import difflib
 import os
 import re
 
-from .. import expr as X
-from .. import prompts, resources, variables, yamldoc
-from ..errors import FormulaError, PolicyError, PolicyErrors
-from ..steps import KINDS
-from . import schema as S
-from .passes import PassBuilder
-from .types import (DEFAULT_RANK, RESPONSE_FORMATS, Candidates, Embed, Judgment, Model, Policy,
-                    Recall, WriteStep)
+from engine.policy import expr as X
+from engine import prompts
+from engine.base import resources
+from engine.policy import variables, yamldoc
+from engine.base.errors import FormulaError, PolicyError, PolicyErrors
+from engine.steps.kinds import KINDS
+from engine.policy import schema as S
+from engine.policy.build_passes import PassBuilder
+from engine.policy.types import (DEFAULT_RANK,
+    RESPONSE_FORMATS,
+    Candidates,
+    Embed,
+    Judgment,
+    Model,
+    Policy,
+    Recall,
+    WriteStep)
 
 _SIMPLE = {S.TEXT: ((str,), "text"), S.MODEL: ((str,), "a model name"),
            S.TEMPLATE: ((str,), "a template file name"), S.NUMBER: ((int, float), "a number"),
@@ -328,7 +337,7 @@ class Builder(PassBuilder):
             self.mapping(spec["extra_body"], p + ("extra_body",))
 
     def embed(self) -> Embed | None:
-        """The embedding model, when the policy declares one (engine/embeddings.py)."""
+        """The embedding model, when the policy declares one (engine/judges/embeddings.py)."""
         if self.d.get("embed") is None:
             return None
         spec = self.keys(self.d["embed"], ("embed",), "embed")

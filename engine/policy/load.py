@@ -2,19 +2,20 @@
 
 A path (it has a folder part or ends in .yaml/.yml) is used as given, relative to the
 working directory. A bare name is ./policies/NAME.yaml in the working directory at call
-time, then the policy of that name that ships with the package (`engine.resources`);
+time, then the policy of that name that ships with the package (`engine.base.resources`);
 `extends: NAME` first looks beside the extending file. Loading never touches a database.
 """
 from __future__ import annotations
 
 import os
 
-from .. import resources, yamldoc
-from ..errors import PolicyError
-from ..prompts import inside
-from . import schema
-from .build import Builder
-from .types import Policy
+from engine.base import resources
+from engine.policy import yamldoc
+from engine.base.errors import PolicyError
+from engine.prompts import inside
+from engine.policy import schema
+from engine.policy.build import Builder
+from engine.policy.types import Policy
 
 POLICY_FILES = (".yaml", ".yml")
 POLICY_KEYS = frozenset(schema.allowed("policy"))

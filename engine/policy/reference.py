@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import sys
 
-from .. import expr as X
-from .. import variables
-from ..steps import KINDS
-from . import schema as S
-from .types import DEFAULT_RANK, SETTABLE, STATUSES
+from engine.policy import expr as X
+from engine.policy import variables
+from engine.steps.kinds import KINDS
+from engine.policy import schema as S
+from engine.policy.types import DEFAULT_RANK, SETTABLE, STATUSES
 
 HEADER = """# Policy reference
 

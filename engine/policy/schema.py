@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..steps import KINDS
+from engine.steps.kinds import KINDS
 
 # value kinds: how a value is read. Simple ones (TEXT, NUMBER, WHOLE, CHOICE) are checked
 # from this table; the others by the builder, which knows what a formula or template is.

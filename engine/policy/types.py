@@ -9,11 +9,11 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from .. import expr as X
-from .. import yamldoc
-from ..errors import PolicyError
-from ..steps import WRITE_KINDS
-from . import schema as S
+from engine.policy import expr as X
+from engine.policy import yamldoc
+from engine.base.errors import PolicyError
+from engine.steps.kinds import WRITE_KINDS
+from engine.policy import schema as S
 
 STATUSES = ("active", "archived", "superseded", "expired", "compressed")
 PROVIDERS = S.PROVIDERS

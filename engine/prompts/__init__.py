@@ -21,10 +21,10 @@ import json
 import os
 from functools import lru_cache
 
-from ..errors import PolicyError
-from ..lazy import lazy
-from ..resources import NotReadable, read_regular
-from .budget import TooMuchWork, bounded_environment
+from engine.base.errors import PolicyError
+from engine.base.lazy import lazy
+from engine.base.resources import NotReadable, read_regular
+from engine.prompts.budget import TooMuchWork, bounded_environment
 
 # Jinja is imported when a template is first parsed: a policy loaded for passes of rules
 # alone (`lethe run --pass decay`) never pays its ~30-60 ms (engine.policy.load)

@@ -21,7 +21,7 @@ import time
 import types
 from functools import lru_cache
 
-from ..lazy import lazy
+from engine.base.lazy import lazy
 
 jinja2 = lazy("jinja2")
 sandbox = lazy("jinja2.sandbox")

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import sqlite3
 
-from ..clock import Clock
-from ..errors import StoreError
-from .migrations import MIGRATIONS, RECALL_INDEX, migration
-from .postgres import PostgresStore, is_dsn, masked, pg_database_errors
-from .sqlite import SqliteStore, Store
-from .sqlite_library import loaded
+from engine.base.clock import Clock
+from engine.base.errors import StoreError
+from engine.store.migrations import MIGRATIONS, RECALL_INDEX, migration
+from engine.store.postgres import PostgresStore, is_dsn, masked, pg_database_errors
+from engine.store.sqlite import SqliteStore, Store
+from engine.store.sqlite_library import loaded
 
 
 def database_errors() -> tuple:

@@ -11,9 +11,9 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..clock import iso, system_clock
-from ..errors import StoreError, StoreWarning
-from .asof import AsOf
+from engine.base.clock import iso, system_clock
+from engine.base.errors import StoreError, StoreWarning
+from engine.store.asof_reads import AsOf
 
 
 Row = Any  # sqlite3.Row, or the PostgreSQL backend's Row: read by position or name

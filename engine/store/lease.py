@@ -13,8 +13,8 @@ from __future__ import annotations
 import datetime as dt
 import sqlite3
 
-from ..clock import Clock, iso
-from .sqlite_library import library
+from engine.base.clock import Clock, iso
+from engine.store.sqlite_library import library
 
 
 def lease_connection(path: str, sql=sqlite3) -> sqlite3.Connection:

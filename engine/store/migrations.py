@@ -13,7 +13,7 @@ import math
 import sqlite3
 from typing import Callable
 
-from . import text_apart
+from engine.store import text_apart
 
 MIGRATIONS: list[Callable] = []
 RECALL_INDEX = "CREATE INDEX IF NOT EXISTS memories_recall ON memories(namespace, status, rank, id)"
@@ -309,7 +309,7 @@ def m018_pass_progress_top(db):
 
 @migration
 def m019_recall_head(db):
-    """Room for recall's index to hold only the head of the ranking (engine.store.head):
+    """Room for recall's index to hold only the head of the ranking (engine.store.recall_head):
     `recall_head` keeps its floor (NULL: every active memory, as m017 made it), and
     `memories_active` counts a namespace's active memories and finds them when recall reads
     past the head. It holds no column a decay writes, so a pass moves none of its entries."""
@@ -334,7 +334,7 @@ def m021_said_at(db):
     """Two times on every change (docs/time.md): `said_at` is when what an event records was
     said (a turn's time; NULL: when it was recorded, `occurred_at`), and events are found by
     memory and recording time, so the state of a few memories at a past time is read from
-    their events alone (engine.asof)."""
+    their events alone (engine.run.asof)."""
     if "said_at" not in _columns(db, "memory_events"):
         db.execute("ALTER TABLE memory_events ADD COLUMN said_at TEXT")
     db.execute("CREATE INDEX IF NOT EXISTS memory_events_time ON "

@@ -27,14 +27,14 @@ import re
 import sys
 import uuid
 
-from ..clock import Clock, system_clock
-from ..distribution import extra_error
-from ..errors import StoreError
-from .common import KEEP_AFTER, StoreCommon
-from .inspecting import Inspecting
-from .postgres_bookkeeping import Bookkeeping, q, refuse_nul
-from .postgres_lease import PostgresLease
-from .postgres_schema import PG_MIGRATIONS, SEARCH_CONFIG
+from engine.base.clock import Clock, system_clock
+from engine.base.distribution import extra_error
+from engine.base.errors import StoreError
+from engine.store.common import KEEP_AFTER, StoreCommon
+from engine.store.inspecting import Inspecting
+from engine.store.postgres_bookkeeping import Bookkeeping, q, refuse_nul
+from engine.store.postgres_lease import PostgresLease
+from engine.store.postgres_schema import PG_MIGRATIONS, SEARCH_CONFIG
 
 _LOCK_MIGRATE = 4_211_001        # advisory transaction lock keys (proxy-safe: one transaction)
 

@@ -16,8 +16,8 @@ import datetime as dt
 import functools
 import json
 
-from ..clock import iso
-from ..errors import StoreError
+from engine.base.clock import iso
+from engine.base.errors import StoreError
 
 CLAIM = dt.timedelta(minutes=5)  # how long a worker may judge a claimed turn
 _PLACEHOLDERS: dict[str, str] = {}

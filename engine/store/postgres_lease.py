@@ -1,5 +1,5 @@
 """The pass lease on PostgreSQL: the namespace's row in `leases`, with a fencing token. The
-same interface as `lease.SqliteLease` (engine.leasing drives both).
+same interface as `lease.SqliteLease` (engine.run.leasing drives both).
 
 Why a row and not `pg_try_advisory_lock`: a session advisory lock belongs to one server
 connection. Behind a transaction-pooling proxy (PgBouncer's `pool_mode = transaction`, RDS
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from ..clock import Clock, iso
+from engine.base.clock import Clock, iso
 
 
 class PostgresLease:

@@ -20,9 +20,9 @@ import json
 from typing import Callable
 
 # what SQLite's m015 counts as odd, and what it makes of it: one rule for both backends
-from .migrations import _NUMBERS as NUMBERS
-from .migrations import _TEXTS as TEXTS
-from .migrations import _normalised as normalised
+from engine.store.migrations import _NUMBERS as NUMBERS
+from engine.store.migrations import _TEXTS as TEXTS
+from engine.store.migrations import _normalised as normalised
 
 PG_MIGRATIONS: list[Callable] = []
 TEXT = 'TEXT COLLATE "C"'
@@ -239,7 +239,7 @@ def m018_pass_progress_top(db):
 @migration
 def m019_recall_head(db):
     """As SQLite's m019 by name only: recall's index stays over every active memory here
-    (engine.store.head is SQLite's). The server's planner has statistics, and a prepared
+    (engine.store.recall_head is SQLite's). The server's planner has statistics, and a prepared
     generic plan could not prove a floor bound as a parameter."""
 
 

@@ -15,21 +15,26 @@ import os
 import sqlite3
 import urllib.parse
 
-from ..clock import Clock, system_clock
-from ..errors import StoreError
-from . import bulk, head
-from .common import StoreCommon
-from .inspecting import Inspecting
-from .lease import SqliteLease, lease_connection
-from .migrations import MIGRATIONS
-from .text_apart import MIGRATION as TEXT_APART, ROWS, TEXT_COLUMNS, TEXTS, adoptable, rows_table
-from .sqlite_bookkeeping import Bookkeeping
-from .sqlite_checkpoint import Checkpointer
-from .sqlite_functions import sql_functions
-from .sqlite_wait import Waiters, Waiting, connection_class
-from .sqlite_library import claim, release
-from .sqlite_file import READ_ONLY_COMMANDS, absolute, file_path, on_disk, unusable  # noqa: F401
-from .vectors import VectorIndex, load_extension
+from engine.base.clock import Clock, system_clock
+from engine.base.errors import StoreError
+from engine.store import bulk, recall_head as head
+from engine.store.common import StoreCommon
+from engine.store.inspecting import Inspecting
+from engine.store.lease import SqliteLease, lease_connection
+from engine.store.migrations import MIGRATIONS
+from engine.store.text_apart import (MIGRATION as TEXT_APART,
+    ROWS,
+    TEXT_COLUMNS,
+    TEXTS,
+    adoptable,
+    rows_table)
+from engine.store.sqlite_bookkeeping import Bookkeeping
+from engine.store.sqlite_checkpoint import Checkpointer
+from engine.store.sqlite_functions import sql_functions
+from engine.store.sqlite_wait import Waiters, Waiting, connection_class
+from engine.store.sqlite_library import claim, release
+from engine.store.sqlite_file import READ_ONLY_COMMANDS, absolute, file_path, on_disk, unusable  # noqa: F401
+from engine.store.vectors import VectorIndex, load_extension
 
 
 class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
@@ -266,7 +271,7 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
     def fetch(self, st, namespace: str, now: str | None = None, **binds) -> list[sqlite3.Row]:
         """The rows of a compiled SELECT. One with a `head` form (recall's, in rank order)
         reads the head of the ranking first while recall's index holds only that, and the
-        whole statement when the head has fewer rows than its limit (engine.store.head)."""
+        whole statement when the head has fewer rows than its limit (engine.store.recall_head)."""
         now = now or self.now()
         limit = binds.get("limit")
         if st.head is not None and limit is not None:
@@ -420,7 +425,7 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
         rebuild the indexes over the `columns` it writes once at the end instead of moving
         an entry per row (engine.store.bulk). Yields the file's largest id when they are
         (the pass then reads its rows in id order, up to it), else None. After the block,
-        recall's index is made again when its head has drifted (engine.store.head)."""
+        recall's index is made again when its head has drifted (engine.store.recall_head)."""
         rows = self.fetch_one(reach, namespace, now, id_range=id_range)[0]
         with bulk.rebuilding(self.db, columns, rows, now):
             yield bulk.most_of_the_table(self.db, rows)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from .text_apart import ROWS
+from engine.store.text_apart import ROWS
 
 
 class Bookkeeping:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 import sqlite3
 
-from ..dialect import Dialect
-from .sqlite_library import library
+from engine.plan.dialect import Dialect
+from engine.store.sqlite_library import library
 
 
 class _Counter:

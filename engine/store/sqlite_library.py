@@ -25,9 +25,9 @@ import sqlite3
 import sys
 import threading
 
-from ..distribution import extra_error
-from .common import StoreError
-from .sqlite_file import on_disk
+from engine.base.distribution import extra_error
+from engine.store.common import StoreError
+from engine.store.sqlite_file import on_disk
 
 _MODULES = ("sqlite3", "pysqlite3.dbapi2")
 _OPEN: dict[str, list] = {}  # a file's real path: [the library it is open through, stores]

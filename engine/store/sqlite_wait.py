@@ -18,7 +18,7 @@ what it writes (remember, add, forget: not a recall's kept access), holds a shar
 on a file beside the database (`WAITERS`) while it waits. The pass looks for one every
 `LOOK_EVERY` steps of SQLite's machine (a millisecond or two); when it finds one, its
 statement is interrupted, its transaction rolls back, and it runs again in ranges
-(engine/passes.py): the writer waits milliseconds, not the whole pass.
+(engine/run/passes.py): the writer waits milliseconds, not the whole pass.
 """
 from __future__ import annotations
 
@@ -30,9 +30,9 @@ import stat
 import threading
 import time
 
-from ..errors import GaveWay
-from .common import KEEP_AFTER
-from .text_apart import rows_table
+from engine.base.errors import GaveWay
+from engine.store.common import KEEP_AFTER
+from engine.store.text_apart import rows_table
 
 try:
     import fcntl

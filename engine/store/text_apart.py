@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
-from ..errors import StoreError
-from .sqlite_library import library
+from engine.base.errors import StoreError
+from engine.store.sqlite_library import library
 
 MIGRATION = "m020_text_apart"  # the migration after which memories is a view
 ROWS, TEXTS = "memory_rows", "memory_texts"

@@ -33,18 +33,23 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .. import processes
-from ..clock import Clock, FixedClock, parse_time, system_clock
-from ..errors import StoreError
-from ..inputs import MAX_TAG, MAX_TAGS, MAX_TEXT
-from . import open_store
-from .migrations import MIGRATIONS
-from .text_apart import (MIGRATION as TEXT_APART, ROWS, TEXT_COLUMNS, TEXTS, adoptable,
-                         go_on_after, rows_table)
-from .postgres import _psycopg, is_dsn, masked
-from .postgres_schema import PG_MIGRATIONS
-from .sqlite_file import file_path
-from .sqlite_library import library, loaded, open_through
+from engine.base import processes
+from engine.base.clock import Clock, FixedClock, parse_time, system_clock
+from engine.base.errors import StoreError
+from engine.base.inputs import MAX_TAG, MAX_TAGS, MAX_TEXT
+from engine.store import open_store
+from engine.store.migrations import MIGRATIONS
+from engine.store.text_apart import (MIGRATION as TEXT_APART,
+    ROWS,
+    TEXT_COLUMNS,
+    TEXTS,
+    adoptable,
+    go_on_after,
+    rows_table)
+from engine.store.postgres import _psycopg, is_dsn, masked
+from engine.store.postgres_schema import PG_MIGRATIONS
+from engine.store.sqlite_file import file_path
+from engine.store.sqlite_library import library, loaded, open_through
 
 # (table, key): tables with an `id` are copied in id order and resume after the last one
 TABLES = [("memories", "id"), ("memory_events", "id"), ("inbox", "id"), ("model_calls", "id"),

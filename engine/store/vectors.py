@@ -15,8 +15,8 @@ import json
 import sqlite3
 import threading
 
-from ..distribution import extra_error
-from ..errors import StoreError
+from engine.base.distribution import extra_error
+from engine.base.errors import StoreError
 
 CELL_SIZE = 1024      # vectors per cell the index aims for
 PROBES = 12           # cells searched per query

@@ -79,7 +79,7 @@ def main() -> None:
     mem.store.giving_way = contextlib.nullcontext
 
     if a.kill_merge:
-        from engine import compress
+        from engine.run import compress
 
         original, merges = compress._write_merge, [0]
 

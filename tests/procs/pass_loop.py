@@ -23,7 +23,7 @@ import traceback
 from _common import ROOT, START, is_lock_error, policy_path
 
 from engine import FixedClock, Memory, Scheduler
-from engine.clock import iso, parse_duration
+from engine.base.clock import iso, parse_duration
 
 
 def main() -> None:

@@ -20,8 +20,8 @@ import json
 from _common import die, policy_path
 
 from engine import FixedClock, Memory
-from engine import write
-from engine.write import Writer
+from engine.run import write
+from engine.run.write import Writer
 
 POINTS = ("inbox", "judging", "insert", "supersede", "inbox_done", "commit", "after_commit", "none")
 

@@ -32,17 +32,17 @@ related_words.
 """
 from __future__ import annotations
 
-from .compression import cluster, merge
-from .dates import read_dates
-from .expiring import expiry
-from .gating import gate
-from .hedging import confidence
-from .reading import similarity
-from .recall import select
-from .scenes import extract_cells, summarise_scene
-from ...lexicon.slots import related_words
-from .superseding import contradiction
-from .words import stem, tokens
+from engine.judges.rules.compression import cluster, merge
+from engine.judges.rules.dates import read_dates
+from engine.judges.rules.expiring import expiry
+from engine.judges.rules.gating import gate
+from engine.judges.rules.hedging import confidence
+from engine.judges.rules.reading import similarity
+from engine.judges.rules.selecting import select
+from engine.judges.rules.scenes import extract_cells, summarise_scene
+from engine.judges.lexicon.slots import related_words
+from engine.judges.rules.superseding import contradiction
+from engine.judges.rules.words import stem, tokens
 
 __all__ = [
     "gate", "confidence", "contradiction", "expiry", "cluster", "merge", "select",

@@ -2,13 +2,13 @@
 the deterministic functions of this package, returned in each step's answer shape."""
 from __future__ import annotations
 
-from .compression import cluster, merge
-from .expiring import expiry
-from .gating import gate
-from .hedging import confidence
-from .recall import select
-from .scenes import extract_cells, summarise_scene
-from .superseding import contradiction
+from engine.judges.rules.compression import cluster, merge
+from engine.judges.rules.expiring import expiry
+from engine.judges.rules.gating import gate
+from engine.judges.rules.hedging import confidence
+from engine.judges.rules.selecting import select
+from engine.judges.rules.scenes import extract_cells, summarise_scene
+from engine.judges.rules.superseding import contradiction
 
 
 def _pairs(candidates) -> list[tuple[int, str]]:

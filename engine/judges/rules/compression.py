@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from itertools import combinations
 
-from .guards import other_item
-from .phrasing import tags
-from .reading import as_sentence, conflict, gist, read, similarity, summary
-from .words import GENERIC
+from engine.judges.rules.exemptions import other_item
+from engine.judges.rules.phrasing import tags
+from engine.judges.rules.reading import as_sentence, conflict, gist, read, similarity, summary
+from engine.judges.rules.words import GENERIC
 
 
 def cluster(candidates: list[tuple[int, str]], threshold: float = 0.5,

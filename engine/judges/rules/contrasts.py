@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 
-from ...lexicon import lexicon, words
-from .words import WORD_RE, canon, count
+from engine.judges.lexicon import lexicon, words
+from engine.judges.rules.words import WORD_RE, canon, count
 
 _DATES, _WORDS, _SUPERSEDING = lexicon("dates"), lexicon("words"), lexicon("superseding")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from .words import token_tuple
+from engine.judges.rules.words import token_tuple
 
 # Nouns that make a statement about the user's work: a project, its parts, its people.
 WORK_NOUNS = (r"(apis?|specs?|specification|app|apps|application|services?|servers?|"

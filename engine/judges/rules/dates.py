@@ -12,8 +12,8 @@ from datetime import date, timedelta
 from functools import lru_cache
 from typing import Callable, NamedTuple
 
-from ...lexicon import lexicon, words
-from .words import count, normalise
+from engine.judges.lexicon import lexicon, words
+from engine.judges.rules.words import count, normalise
 
 _LEXICON = lexicon("dates")
 MONTHS: dict[str, int] = dict(_LEXICON["months"])

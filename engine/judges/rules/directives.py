@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
-from ...lexicon import lexicon, words
-from ...lexicon.slots import MEMBER_OF
-from .words import GENERIC, STOPWORDS, WORD_RE, canon
+from engine.judges.lexicon import lexicon, words
+from engine.judges.lexicon.slots import MEMBER_OF
+from engine.judges.rules.words import GENERIC, STOPWORDS, WORD_RE, canon
 
 _LEXICON = lexicon("directives")
 

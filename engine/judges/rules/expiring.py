@@ -4,9 +4,9 @@ from __future__ import annotations
 import re
 from datetime import date, datetime, timedelta
 
-from .dates import WEEKDAY_RE, date_mentions
-from .reading import sentences
-from .words import normalise
+from engine.judges.rules.dates import WEEKDAY_RE, date_mentions
+from engine.judges.rules.reading import sentences
+from engine.judges.rules.words import normalise
 
 _NO_END = re.compile(r"\b(birthday|anniversary|born|date of birth)\b")
 RECURRING = re.compile(rf"\b(every|each|weekly|daily|nightly|monthly|yearly|annually|"

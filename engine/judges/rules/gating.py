@@ -3,17 +3,22 @@ from __future__ import annotations
 
 import re
 
-from .cues import EVENT, WORK_NOUN, WORK_NOUNS, is_request, is_small_talk
-from ...lexicon import lexicon
-from .dates import DAY_RE, date_mentions
-from .directives import directive
-from .expiring import RECURRING
-from .guards import subject_ids
-from .hedging import confidence
-from .phrasing import tags, third_person
-from .reading import (FIRST_PERSON, NOT_YET, STRONG_CHANGE, as_sentence, read, sentences,
-                      summary)
-from .words import GENERIC, normalise, stems
+from engine.judges.rules.cues import EVENT, WORK_NOUN, WORK_NOUNS, is_request, is_small_talk
+from engine.judges.lexicon import lexicon
+from engine.judges.rules.dates import DAY_RE, date_mentions
+from engine.judges.rules.directives import directive
+from engine.judges.rules.expiring import RECURRING
+from engine.judges.rules.exemptions import subject_ids
+from engine.judges.rules.hedging import confidence
+from engine.judges.rules.phrasing import tags, third_person
+from engine.judges.rules.reading import (FIRST_PERSON,
+    NOT_YET,
+    STRONG_CHANGE,
+    as_sentence,
+    read,
+    sentences,
+    summary)
+from engine.judges.rules.words import GENERIC, normalise, stems
 
 # What such a subject does: a present-tense verb (or a plain 'is').
 _WORK_VERBS = (r"(is|are|was|were|has|have|had|will|can|must|should|needs?|runs?|uses?|"

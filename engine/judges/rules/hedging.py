@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import re
 
-from .reading import sentences
-from .words import normalise, token_tuple
+from engine.judges.rules.reading import sentences
+from engine.judges.rules.words import normalise, token_tuple
 
 # Cue words per rung of the article's scale, weakest first; the weakest cue present wins.
 _CONFIDENCE_RUNGS = (

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import re
 
-from ...lexicon import lexicon, words
-from .reading import as_sentence, read
-from ...lexicon.slots import MEMBER_OF
-from .words import GENERIC, WORD_RE, canon, normalise
+from engine.judges.lexicon import lexicon, words
+from engine.judges.rules.reading import as_sentence, read
+from engine.judges.lexicon.slots import MEMBER_OF
+from engine.judges.rules.words import GENERIC, WORD_RE, canon, normalise
 
 _LEXICON = lexicon("phrasing")
 _VERB_ADVERBS = "|".join(words(_LEXICON["verb_adverbs"]))

@@ -10,12 +10,20 @@ import re
 from functools import lru_cache
 from typing import NamedTuple
 
-from ...lexicon import lexicon, words
-from .contrasts import contrast, contrasts
-from .dates import WEEKDAY_RE, date_mentions
-from ...lexicon.slots import MEMBER_OF
-from .words import (CUE_WORDS, GENERIC, SLOT_OF, STANCE, STOPWORDS, WORD_RE, canon,
-                    is_value, normalise, token_tuple)
+from engine.judges.lexicon import lexicon, words
+from engine.judges.rules.contrasts import contrast, contrasts
+from engine.judges.rules.dates import WEEKDAY_RE, date_mentions
+from engine.judges.lexicon.slots import MEMBER_OF
+from engine.judges.rules.words import (CUE_WORDS,
+    GENERIC,
+    SLOT_OF,
+    STANCE,
+    STOPWORDS,
+    WORD_RE,
+    canon,
+    is_value,
+    normalise,
+    token_tuple)
 
 _LEXICON = lexicon("reading")
 

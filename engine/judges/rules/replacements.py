@@ -7,12 +7,29 @@ from __future__ import annotations
 
 import re
 
-from ...lexicon import lexicon, words
-from ...lexicon.slots import CATEGORIES, MEMBER_OF
-from .guards import NEW_ONE
-from .reading import (NEGATION, NEW_SIDE, NOT_NEGATION, NUMBER_WORDS, SIDE_BREAK, STRONG_CHANGE,
-                      Reading, jaccard, members_by_category, notation, read, side_words)
-from .words import CUE_WORDS, GENERIC, SLOT_OF, STANCE, STOPWORDS, canon, is_value, token_tuple
+from engine.judges.lexicon import lexicon, words
+from engine.judges.lexicon.slots import CATEGORIES, MEMBER_OF
+from engine.judges.rules.exemptions import NEW_ONE
+from engine.judges.rules.reading import (NEGATION,
+    NEW_SIDE,
+    NOT_NEGATION,
+    NUMBER_WORDS,
+    SIDE_BREAK,
+    STRONG_CHANGE,
+    Reading,
+    jaccard,
+    members_by_category,
+    notation,
+    read,
+    side_words)
+from engine.judges.rules.words import (CUE_WORDS,
+    GENERIC,
+    SLOT_OF,
+    STANCE,
+    STOPWORDS,
+    canon,
+    is_value,
+    token_tuple)
 
 _LEXICON = lexicon("superseding")
 # verbs too common to make two memories about one subject ("my notes live in Obsidian",

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import re
 
-from .cues import EVENT, WORK_NOUN, is_request, is_small_talk
-from ...lexicon import lexicon, words
-from .dates import DAY_RE, FULL_MONTH_RE
-from .hedging import confidence
-from .reading import FIRST_PERSON, as_sentence, read, sentences, similarity
-from .words import GENERIC, STANCE, STOPWORDS, WORD_RE, canon, is_value, normalise, stems
+from engine.judges.rules.cues import EVENT, WORK_NOUN, is_request, is_small_talk
+from engine.judges.lexicon import lexicon, words
+from engine.judges.rules.dates import DAY_RE, FULL_MONTH_RE
+from engine.judges.rules.hedging import confidence
+from engine.judges.rules.reading import FIRST_PERSON, as_sentence, read, sentences, similarity
+from engine.judges.rules.words import (GENERIC,
+    STANCE,
+    STOPWORDS,
+    WORD_RE,
+    canon,
+    is_value,
+    normalise,
+    stems)
 
 _LEXICON = lexicon("scenes")
 

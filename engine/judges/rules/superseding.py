@@ -5,13 +5,33 @@ import difflib
 import re
 from collections import Counter
 
-from ...lexicon import lexicon
-from .guards import change_clause, change_said, guarded, other_item
-from .reading import NUMBER_WORDS, OLD_SIDE, Reading, clearly_nearest, conflict, gist, jaccard, read, side_words
-from .replacements import (LIGHT_VERBS, changed_heads, handover, member_swap, new_one, opposite, other_leads,
-                           polarity_flip, relocation, resolution, same_subject, same_units,
-                           slot_change, team_move, value_change)
-from .words import GENERIC, STOPWORDS, WORD_RE, canon, token_tuple
+from engine.judges.lexicon import lexicon
+from engine.judges.rules.exemptions import change_clause, change_said, guarded, other_item
+from engine.judges.rules.reading import (NUMBER_WORDS,
+    OLD_SIDE,
+    Reading,
+    clearly_nearest,
+    conflict,
+    gist,
+    jaccard,
+    read,
+    side_words)
+from engine.judges.rules.replacements import (LIGHT_VERBS,
+    changed_heads,
+    handover,
+    member_swap,
+    new_one,
+    opposite,
+    other_leads,
+    polarity_flip,
+    relocation,
+    resolution,
+    same_subject,
+    same_units,
+    slot_change,
+    team_move,
+    value_change)
+from engine.judges.rules.words import GENERIC, STOPWORDS, WORD_RE, canon, token_tuple
 
 _LEXICON = lexicon("superseding")
 

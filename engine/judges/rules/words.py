@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from ...lexicon import lexicon, words
-from ...lexicon.slots import ALIASES, CATEGORIES, MEMBER_OF
+from engine.judges.lexicon import lexicon, words
+from engine.judges.lexicon.slots import ALIASES, CATEGORIES, MEMBER_OF
 
 _LEXICON = lexicon("words")
 

@@ -1,0 +1,280 @@
+"""The experiment report: one self-contained HTML page that loads nothing from anywhere.
+
+The page opens with what each policy did (stale recalls, what it kept, superseded and
+forgot, and the recalls where one went stale), then the matrix of expectations met, the
+per-policy summary, every missed expectation, and per policy two charts of memory counts by status over simulated time
+(all scenarios summed, then one panel per scenario), drawn by matplotlib as SVG and
+inlined, and per run what was recalled (stale recalls marked) and what changed.
+"""
+from __future__ import annotations
+
+import html
+import io
+import os
+import re
+
+from engine.base.distribution import extra_error
+from engine.base.errors import LetheError
+from engine.apps.experiment import Experiment, Run
+from engine.policy import STATUSES
+
+COLORS = {"active": "#2e7d32", "archived": "#757575", "superseded": "#ef6c00",
+          "expired": "#c62828", "compressed": "#6a1b9a"}
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:1100px;
+color:#222;padding:0 1em}
+h1{font-size:1.6em}h2{margin-top:2em;border-bottom:1px solid #ddd}h3{margin-bottom:.3em}
+table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ddd;padding:.25em .6em;
+text-align:left}th{background:#f5f5f5}td.num{text-align:right}
+td.ok{background:#e8f5e9}td.fail{background:#ffebee}.stale{color:#c62828;font-weight:600}
+.muted{color:#777}code{background:#f5f5f5;padding:0 .2em}svg{max-width:100%;height:auto}
+details{margin:.3em 0}summary{cursor:pointer}li{margin:.15em 0}
+"""
+
+
+def check_path(path: str) -> None:
+    """Refuse a report path that cannot be written, and a missing matplotlib, before an
+    experiment runs for minutes only to lose its table at the end."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise LetheError(f"--report {path} is a folder: give a file name (e.g. {path}/experiment.html)")
+    if not os.path.isdir(folder):
+        raise LetheError(f"--report {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise LetheError(f"--report {path}: cannot write there")
+    _pyplot()
+
+
+def write_report(exp: Experiment, path: str) -> None:
+    """Write the report for `exp` to `path` (UTF-8 HTML, no external resources)."""
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(render(exp))
+
+
+def render(exp: Experiment) -> str:
+    missed = len(exp.missed())
+    parts = [f"<h1>Lethe experiment: {len(exp.scenarios)} scenario(s) &times; "
+             f"{len(exp.policies)} polic{'y' if len(exp.policies) == 1 else 'ies'}</h1>",
+             f"<p>Judges: {'offline rules' if exp.offline else 'as each policy declares'}.</p>",
+             "<h2>What each policy did</h2>", _comparison(exp), _stale_recalls(exp),
+             "<h2>Expectations met</h2>",
+             f"<p>{'Every expectation holds.' if exp.ok else f'{missed} expectation(s) missed (listed below).'}</p>",
+             _matrix(exp), "<h2>Per policy</h2>", _summary(exp), _missed(exp)]
+    for p in exp.policies:
+        runs = [r for r in exp.runs if r.policy is p]
+        parts += [f"<h2>Policy <code>{_e(p.name)}</code></h2>",
+                  f"<p class=muted>{_e(p.description)}</p>" if p.description else "",
+                  "<h3>Memories by status, all scenarios summed</h3>", total_chart(p.name, runs),
+                  "<h3>Memories by status, per scenario</h3>", scenario_charts(p.name, runs),
+                  "<h3>Runs</h3>", *[_run_details(r) for r in runs]]
+    body = "\n".join(parts)
+    return (f"<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
+            f"<title>Lethe experiment</title><style>{CSS}</style></head>\n<body>\n{body}\n"
+            "</body></html>\n")
+
+
+def _e(text) -> str:
+    return html.escape(str(text), quote=True)
+
+
+# ---- tables -------------------------------------------------------------------------
+def _comparison(exp: Experiment) -> str:
+    """Per policy, over all scenarios: stale recalls, what it kept, superseded, forgot."""
+    head = ("policy", "stale recalls", "kept (active)", "superseded", "forgot (archived)",
+            "expired", "compressed", "judge fallbacks")
+    rows = []
+    for name, s in exp.summary().items():
+        c = s["counts"]
+        stale = f"{s['stale_recalls']} of {s['recalls']}"
+        cells = [stale, c["active"], c["superseded"], c["archived"], c["expired"],
+                 c["compressed"], s["fallbacks"]]
+        mark = " class='num fail'" if s["stale_recalls"] else " class='num ok'"
+        rows.append(f"<tr><td><code>{_e(name)}</code></td><td{mark}>{_e(stale)}</td>"
+                    + "".join(f"<td class=num>{_e(v)}</td>" for v in cells[1:]) + "</tr>")
+    return ("<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows)
+            + "</table><p class=muted>A stale recall returned a memory the scenario marks as "
+            "replaced. Counts are memories at the end of each scenario, summed.</p>")
+
+
+def _stale_recalls(exp: Experiment) -> str:
+    """Each recall where some policy returned a stale memory, with what every policy
+    returned for it side by side."""
+    rows = []
+    for s in exp.scenarios:
+        runs = [exp.run(s, p) for p in exp.policies]
+        for i, first in enumerate(runs[0].playback.recalls):
+            got = [r.playback.recalls[i] if i < len(r.playback.recalls) else None for r in runs]
+            if not any(g and g["stale"] for g in got):
+                continue
+            cells = "".join(f"<td>{_recalled(g)}</td>" for g in got)
+            rows.append(f"<tr><td>{_e(s.name)}<br><span class=muted>{_e(first['at'][:10])}"
+                        f"</span></td><td>{_e(first['query'])}</td>{cells}</tr>")
+    if not rows:
+        return "<p>No policy recalled a stale memory.</p>"
+    head = "".join(f"<th>{_e(p.name)} recalled</th>" for p in exp.policies)
+    return ("<h3>Where a policy recalled something stale</h3><table><tr><th>scenario</th>"
+            f"<th>query</th>{head}</tr>{''.join(rows)}</table>")
+
+
+def _recalled(x) -> str:
+    if not x:
+        return "<span class=muted>-</span>"
+    return "; ".join(f"<span class=stale>{_e(c)} (stale)</span>" if c in x["stale"] else _e(c)
+                     for c in x["recalled"]) or "<span class=muted>nothing</span>"
+
+
+def _matrix(exp: Experiment) -> str:
+    head = "".join(f"<th>{_e(p.name)}</th>" for p in exp.policies)
+    rows = []
+    for s in exp.scenarios:
+        cells = []
+        for p in exp.policies:
+            r = exp.run(s, p)
+            cells.append(f"<td class='num {'ok' if r.ok else 'fail'}'>{r.met}/{r.total}</td>")
+        rows.append(f"<tr><td>{_e(s.name)}<br><span class=muted>{_e(s.file)}</span></td>"
+                    f"{''.join(cells)}</tr>")
+    return f"<table><tr><th>scenario</th>{head}</tr>{''.join(rows)}</table>"
+
+
+def _summary(exp: Experiment) -> str:
+    head = ("policy", "expectations", *STATUSES, "stale recalls", "model calls", "rules calls",
+            "fallbacks", "tokens")
+    rows = []
+    for name, s in exp.summary().items():
+        cells = [f"{s['met']}/{s['total']}",
+                 *[s["counts"][st] for st in STATUSES],
+                 f"{s['stale_recalls']}/{s['recalls']}", s["model_calls"], s["rules_calls"],
+                 s["fallbacks"], s["tokens"]]
+        rows.append(f"<tr><td>{_e(name)}</td>" + "".join(f"<td class=num>{_e(c)}</td>" for c in cells)
+                    + "</tr>")
+    return ("<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows)
+            + "</table><p class=muted>Counts are at the end of each scenario, summed. A stale "
+            "recall returned a memory the scenario had marked as replaced.</p>")
+
+
+def _missed(exp: Experiment) -> str:
+    missed = exp.missed()
+    if not missed:
+        return ""
+    items = "".join(f"<li><code>{_e(m['file'])}:{m['line']}</code> [{_e(m['policy'])}] "
+                    f"{_e(m['what'])}<br><span class=muted>{_e(m['detail'])}</span></li>"
+                    for m in missed)
+    return f"<h2>Missed expectations ({len(missed)})</h2><ul>{items}</ul>"
+
+
+def _run_details(r: Run) -> str:
+    pb = r.playback
+    recalls = "".join(
+        f"<li>{_e(x['at'])} <b>{_e(x['query'])}</b>: "
+        + ("; ".join(f"<span class=stale>{_e(c)}</span>" if c in x["stale"] else _e(c)
+                     for c in x["recalled"]) or "<span class=muted>nothing</span>")
+        + "</li>" for x in pb.recalls)
+    changes = "".join(f"<li>{_e(c['at'])} <b>{_e(c['status'])}</b>: {_e(c['content'])}"
+                      + (f" <span class=muted>&rarr; {_e(c['by'])}</span>" if c["by"] else "")
+                      + "</li>" for c in r.changes)
+    runs = ", ".join(f"{n} &times;{k}" for n, k in sorted(pb.pass_runs.items())) or "none"
+    status = "ok" if r.ok else "missed some"
+    return (f"<details><summary>{_e(r.scenario.name)}: {r.met}/{r.total} ({status})</summary>"
+            f"<p>Passes run: {runs}. Model calls: {r.model.get('calls', 0)}, tokens: "
+            f"{r.model.get('tokens', 0)}.{' Error: ' + _e(r.error) if r.error else ''}</p>"
+            f"<p>Recalls:</p><ul>{recalls or '<li class=muted>none</li>'}</ul>"
+            f"<p>Changes:</p><ul>{changes or '<li class=muted>none</li>'}</ul></details>")
+
+
+# ---- charts -------------------------------------------------------------------------
+def total_chart(key: str, runs: list[Run]) -> str:
+    """One panel: counts by status summed over the runs, by day since each scenario began."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(9, 3.2))
+    days, series = summed(runs)
+    _plot(ax, days, series)
+    ax.set_xlabel("days since the scenario started")
+    ax.set_ylabel("memories")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
+    fig.tight_layout()
+    return _svg(fig, f"total-{key}")
+
+
+def scenario_charts(key: str, runs: list[Run]) -> str:
+    """Small multiples: one panel per scenario."""
+    plt = _pyplot()
+    cols = min(3, len(runs))
+    rows = -(-len(runs) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.4 * rows), squeeze=False)
+    for ax, r in zip(axes.flat, runs):
+        days, series = summed([r])
+        _plot(ax, days, series)
+        ax.set_title(_short(r.scenario.name), fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[len(runs):]:
+        ax.set_visible(False)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncols=len(STATUSES), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    return _svg(fig, f"runs-{key}")
+
+
+def summed(runs: list[Run]) -> tuple[list[float], dict[str, list[int]]]:
+    """Counts by status at every day any run sampled, each run holding its last sample."""
+    days = sorted({pt["day"] for r in runs for pt in r.playback.timeline})
+    series = {s: [0] * len(days) for s in STATUSES}
+    for r in runs:
+        line, j = r.playback.timeline, -1
+        for i, d in enumerate(days):
+            while j + 1 < len(line) and line[j + 1]["day"] <= d:
+                j += 1
+            if j >= 0:
+                for s in STATUSES:
+                    series[s][i] += line[j]["counts"].get(s, 0)
+    return days, series
+
+
+# Lines with equal values lie on top of each other: each status is drawn thinner than the
+# one before it and dashed its own way, so every line stays visible where they coincide.
+WIDTHS = {"active": 4.2, "archived": 3.4, "superseded": 2.6, "expired": 1.8, "compressed": 1.1}
+DASHES = {"active": "-", "archived": "-", "superseded": (0, (5, 2)), "expired": (0, (2, 2)),
+          "compressed": (0, (1, 1.5))}
+
+
+def _plot(ax, days, series) -> None:
+    # hold the last counts a little past the end, so a change on the last step shows
+    days = days + [days[-1] + max(0.5, 0.04 * (days[-1] - days[0]))] if days else days
+    for status in STATUSES:
+        values = series[status] + series[status][-1:]
+        ax.plot(days, values, drawstyle="steps-post", color=COLORS[status], label=status,
+                linewidth=WIDTHS[status], linestyle=DASHES[status])
+    ax.set_ylim(bottom=0)
+    ax.margins(x=0)
+    ax.grid(alpha=0.25)
+    ax.yaxis.get_major_locator().set_params(integer=True)
+
+
+def _short(name: str, limit: int = 48) -> str:
+    return name if len(name) <= limit else name[: limit - 1] + "\u2026"
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise extra_error(exc, "report", "--report (matplotlib)", ("matplotlib",)) from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _svg(fig, salt: str) -> str:
+    """The figure as an inline <svg> element: text kept as text, stable ids, no metadata."""
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}):
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    plt.close(fig)
+    text = buf.getvalue()
+    text = text[text.index("<svg"):]                       # drop the XML prolog and DOCTYPE
+    text = re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
+    return f"<div class=chart>{text}</div>"

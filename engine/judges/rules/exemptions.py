@@ -1,0 +1,192 @@
+"""What never supersedes, whatever the words in common: an idea or a hypothetical, a
+memory about the past, or another item of the same kind (another invoice, room, person).
+
+The contradiction judge (superseding.py) asks `guarded` before any of its tests, and
+`change_said` whether a new memory says that something changed at all.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from functools import lru_cache
+from types import MappingProxyType
+
+from engine.judges.lexicon import lexicon, words
+from engine.judges.lexicon.slots import MEMBER_OF
+from engine.judges.rules.dates import FULL_MONTH_RE
+from engine.judges.rules.reading import NUMBER_WORDS, STRONG_CHANGE, Reading, undated
+from engine.judges.rules.words import GENERIC, STANCE, STOPWORDS, canon, is_value
+
+_LEXICON = lexicon("superseding")
+
+# A change said without the built-in change verbs ("ditched", "turned off", "no more X").
+_CHANGE = re.compile(r"\b(?:%s)\b|\bno more\b|\bup to\b|\bdown to\b|\bturned off\b|"
+                     r"\bswitched off\b|\bgave up\b|\bmoved out\b|\bfrom now on\b|"
+                     r"\bthese days\b|\bnot \w+ any ?more\b"
+                     % "|".join(words(_LEXICON["change_words"])))
+# the user's one thing of a kind, now another: "I started a new job", "my new dentist";
+# the gate writes memories in the third person, so "User started ..." and "user's new
+# dentist" (read as "user new dentist") say the same
+NEW_ONE = re.compile(r"\b(?:i|we|user)(?: have| has| just| recently| finally)* (?:started|"
+                     r"got|have|has|bought|found|signed|moved into) (?:a|an|my|our|their) "
+                     r"new ([a-z]+)|\b(?:my|our|user) new ([a-z]+)\b")
+_HYPOTHETICAL = re.compile(r"\b(?:%s)\b|\bat some point\b|\bnot decided\b|\bin case\b"
+                           % "|".join(words(_LEXICON["hypothetical"])))
+# "lived in Montreal before Toronto", "used to work at IBM": the past, told as the past.
+# A procedure's "before" ("run the tests before pushing") is not: it needs a past verb.
+_PAST = re.compile(r"\bused to\b|\b(?:%s|\w+ed)\b[^.;]*\bbefore\b(?! \w+ing\b)"
+                   % "|".join(words(_LEXICON["past_verbs"])))
+_ID_NOUNS = frozenset(words(_LEXICON["id_nouns"]))
+_NAME = re.compile(r"(?<![.!?:;]\s)(?<!^)(?<!\w)([A-Z][\w.-]*[a-z0-9][\w.-]*"
+                   r"(?:\s+[A-Z][\w-]+)*)")
+# words in front of a noun that do not make it another thing: "my old laptop", "always
+# run the tests", "never run the tests"
+_PLAIN_MODIFIERS = frozenset(words(_LEXICON["plain_modifiers"]))
+
+
+def change_said(n: Reading) -> bool:
+    """Does the new memory say that something changed (a change verb or word)?"""
+    return n.strong_change or bool(_CHANGE.search(n.text)) or bool(NEW_ONE.search(n.text))
+
+
+def change_clause(n: Reading) -> str:
+    """The clauses of the new memory that say the change: '..., CI does it' is a reason."""
+    clauses = re.split(r"[,;:]|\b(?:and|but|because|since|so)\b", n.text)
+    said = [c for c in clauses if _CHANGE.search(c) or STRONG_CHANGE.search(c)]
+    return " ".join(said) or n.text
+
+
+def guarded(n: Reading, o: Reading, new: str, old: str) -> bool:
+    """What never supersedes: an idea or a hypothetical ("if we get the grant, we might
+    move"), a new memory about the past, or a different item of the same kind (its
+    identifying number, name or modifier differs). Dates are no modal verbs: "May 10"."""
+    if not n.strong_change and (_HYPOTHETICAL.search(undated(new)) or _PAST.search(n.text)):
+        return True
+    if n.strong_change and re.search(r"\bif\b|\bunless\b|\bwhether\b", n.text) \
+            and _HYPOTHETICAL.search(undated(new)):
+        return True  # "if we get the grant, we might move the lab to Boston instead"
+    return _other_item(n, o, new, old)
+
+
+def _ids(text: str) -> dict[str, str]:
+    """Identifying numbers by the noun they follow ('invoice 1043' -> {invoic: 1043})."""
+    found = {}
+    for m in re.finditer(r"\b([a-z]+)\s+#?([a-z]?\d[\w-]*)\b", text):
+        if m[1] in _ID_NOUNS:
+            found[canon(m[1])] = m[2]
+    return found
+
+
+def _names(text: str) -> set[str]:
+    """Capitalised names inside a sentence, without months, weekdays and the tools of the
+    lexicon (a tool is what fills a slot - what a change replaces - not another item)."""
+    found = set()
+    for m in _NAME.findall(text):
+        kept = " ".join(canon(w) for w in m.lower().split()
+                        if not is_value(canon(w)) and canon(w) not in MEMBER_OF)
+        if kept and kept not in ("user", "i"):
+            found.add(kept)
+    return found
+
+
+# Where a sentence's subject ends: its first verb ("Order 1003 | is delayed", "Room B |
+# holds 30", "Flight BA119 | leaves at 11").
+_VERB = re.compile(r"\b(?:is|are|was|were|has|have|had|will|would|can|could|must|should|"
+                   r"does|did|do|holds?|leaves|departs|arrives|lands|costs|starts|ends|runs|"
+                   r"takes|needs|goes|opens|closes|seats|fits|meets|includes|contains|"
+                   r"belongs|stays|[a-z]{3,}ed)\b", re.IGNORECASE)
+# An identifier: a number, code or capital letter after a noun ("order 1003", "Room B",
+# "ticket PROJ-318"), a code of its own ("BA117"), a month or quarter in front of a noun
+# ("the March invoice", "the Q1 report").
+_AFTER_NOUN = re.compile(r"\b([A-Za-z]{2,})\s+#?([A-Z](?![\w'])|[A-Za-z]{0,5}-?\d[\w-]*)")
+_CODE = re.compile(r"\b([A-Z]{2,})-?(\d+)\b")
+_BEFORE_NOUN = re.compile(rf"\b({FULL_MONTH_RE}|q[1-4])\s+([a-z]{{3,}})\b", re.IGNORECASE)
+
+
+_PREPOSITION = re.compile(r"\b(?:on|at|in|to|for|with|from|by|until|of|into|about)\b",
+                         re.IGNORECASE)
+
+
+def _subject(text: str) -> str:
+    """The words before the sentence's first verb or preposition ("Service 7 now listens
+    | on port 8107"): what the sentence is about, not the values it gives."""
+    ends = [m.start() for m in (_VERB.search(text), _PREPOSITION.search(text))
+            if m and m.start() > 0]
+    return text[:min(ends)] if ends else text
+
+
+def subject_ids(text: str) -> dict[str, str]:
+    """The identifiers in a text's subject, by the noun they name: 'Order 1003 is
+    delayed' -> {order: 1003}; 'The April invoice was 1,450' -> {invoic: april}."""
+    subject, found = _subject(text), {}
+    for m in _AFTER_NOUN.finditer(subject):
+        noun = m[1].lower()
+        if noun not in STOPWORDS and not re.fullmatch(FULL_MONTH_RE, noun):
+            found[canon(noun)] = m[2].lower()
+    for m in _CODE.finditer(subject):
+        found.setdefault("code " + m[1].lower(), m[2])
+    for m in _BEFORE_NOUN.finditer(subject):
+        if m[2].lower() not in STOPWORDS:
+            found.setdefault(canon(m[2].lower()), m[1].lower())
+    return found
+
+
+def other_ids(new: str, old: str) -> bool:
+    """Two items of one kind told apart by their identifier in the subject position
+    ("Order 1003" / "Order 1001", "Room B" / "Room A", "the April invoice" / "the March
+    invoice"), unless the new text names the old identifier as well (what it replaces)."""
+    ids_n, ids_o = subject_ids(new), subject_ids(old)
+    said = new.lower()
+    return any(ids_n[k] != ids_o[k] and not re.search(rf"\b{re.escape(ids_o[k])}\b", said)
+               for k in ids_n.keys() & ids_o.keys())
+
+
+def other_item(new: str, old: str) -> bool:
+    """Two items told apart by an identifier in the subject, or by their names ("the
+    review with Acme" / "the review with Globex"): never the same thing said twice."""
+    if other_ids(new, old):
+        return True
+    names_n, names_o = _names(new), _names(old)
+    return bool(names_n and names_o and not _overlap(names_n, names_o))
+
+
+def _other_item(n: Reading, o: Reading, new: str, old: str) -> bool:
+    if other_ids(new, old):
+        return True  # "Order 1003 is delayed" is no change of order 1001, said as a change or not
+    if change_said(n):
+        # "Dana left; my new manager is Femi", "the samples are in room C4 now": a name,
+        # number or kind replaced, not another item
+        return False
+    ids_n, ids_o = _ids(n.text), _ids(o.text)
+    if any(ids_n[k] != ids_o[k] for k in ids_n.keys() & ids_o.keys()):
+        return True
+    names_n, names_o = _names(new), _names(old)
+    if names_n and names_o and not _overlap(names_n, names_o):
+        return True  # "the review with Acme" / "the review with Globex"
+    return _modifiers_differ(n, o)
+
+
+def _overlap(a: set[str], b: set[str]) -> bool:
+    words_a = {w for x in a for w in x.split()}
+    return bool(words_a & {w for x in b for w in x.split()})
+
+
+@lru_cache(maxsize=4096)
+def _before(text: str) -> Mapping[str, str]:
+    """Each head noun of `text` with the word in front of it (read-only: it is cached, as
+    the new memory's text is read again for every candidate it is compared with)."""
+    tokens = re.findall(r"[a-z][a-z0-9-]*", text)
+    return MappingProxyType({canon(b): a for a, b in zip(tokens, tokens[1:])
+                             if a not in STOPWORDS and a not in _PLAIN_MODIFIERS
+                             and not is_value(a) and a not in NUMBER_WORDS
+                             and canon(a) not in STANCE})
+
+
+def _modifiers_differ(n: Reading, o: Reading) -> bool:
+    """A shared head noun with a different word in front: 'kitchen renovation' and
+    'bathroom renovation', 'Pro plan' and 'Team plan' are two things."""
+    mine, theirs = _before(n.text), _before(o.text)
+    shared = (n.topic & o.topic) - GENERIC
+    return any(h in mine and h in theirs and canon(mine[h]) != canon(theirs[h])
+               and canon(mine[h]) not in o.concepts and canon(theirs[h]) not in n.concepts
+               for h in shared)

@@ -1,0 +1,196 @@
+"""The select judge: which recall candidates fit a query, best first."""
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+
+from engine.judges.lexicon import lexicon
+from engine.judges.rules.reading import FIRST_PERSON, Reading, clearly_nearest, read
+from engine.judges.lexicon.slots import MEMBER_OF
+from engine.judges.rules.words import (GENERIC,
+    SLOT_OF,
+    STANCE,
+    STOPWORDS,
+    canon,
+    is_value,
+    normalise,
+    stems)
+
+_LEXICON = lexicon("recall")
+
+
+def select(query: str, candidates: list[tuple[int, str]], top_n: int,
+           similar: dict[int, float] | None = None) -> list[int]:
+    """Which recall candidates fit the query, best first, at most `top_n`.
+
+    Each shared content word scores its rarity among the candidates (IDF), and a query
+    naming a slot ('which dependency manager', 'what database') also matches candidates
+    holding a member of that slot (uv, PostgreSQL). Question words ask for a kind of
+    answer: 'where do I live' / 'what city' match a memory of where the user lives or
+    moved to; 'when ...' favours on-topic memories holding a date. A broad question about
+    the user ('what do you know about me?') returns the top candidates, those about the
+    user first, in the given order. Candidates scoring under a quarter of the best are
+    dropped; ties keep the given order. [] when nothing is shared."""
+    if top_n <= 0 or not candidates:
+        return []
+    q = read(query or "")
+    if _about_the_user(q):
+        # "what do you know about me?": everything about the user, in the given order
+        mine = [n for n, text in candidates if FIRST_PERSON.search(normalise(text or ""))
+                or re.search(r"\buser\b", (text or "").lower())]
+        return (mine + [n for n, _ in candidates if n not in mine])[:top_n]
+    # 'like' in "what's the weather like?" is no preference: stance words count only when
+    # the query has nothing else ("what are my preferences?").
+    wanted = (q.topic | {w for w in q.concepts if is_value(w)}) or (q.concepts & STANCE)
+    # query words that name a slot, by slot ('database' -> database; 'uv' -> packaging)
+    namers: dict[str, set[str]] = {}
+    for word in q.concepts:
+        for category in SLOT_OF.get(word, set()) | MEMBER_OF.get(word, set()):
+            namers.setdefault(category, set()).add(word)
+    readings = [(number, read(text or "")) for number, text in candidates]
+    total = len(readings)
+    # question words that ask for a kind of answer: 'where do I live' wants a place the
+    # user lives in or moved to; 'when is the demo' prefers memories holding a date
+    asks = {name for name, (asked, _) in _ASKED_SLOTS.items() if asked(q)}
+    holders = {name: sum(1 for _, r in readings if _ASKED_SLOTS[name][1](r)) for name in asks}
+    linked = _abbreviations(query or "", [text or "" for _, text in candidates])
+    linking = Counter(a for held in linked for a in held)  # an abbreviation's df
+    scored = []
+    for position, (number, r) in enumerate(readings):
+        # sorted, so float sums (and hence ties) do not depend on set order
+        score = sum(math.log(1 + total / _df(readings, w)) for w in sorted(wanted & r.concepts))
+        score += sum(math.log(1 + total / linking[a])
+                     for a in sorted(linked[position] - (wanted & r.concepts)))
+        for category in sorted(namers.keys() & {c for c, _ in r.members}):
+            if not namers[category] & r.concepts:  # a word already matched counts once
+                score += math.log(1 + total / _df_slot(readings, category))
+        for name in sorted(asks):
+            words, holds, topical = _SLOT_WORDS[name], _ASKED_SLOTS[name][1], name in _BOOSTS
+            if holds(r) and not (wanted & r.concepts & words) and (score > 0 or not topical):
+                score += math.log(1 + total / holders[name]) * (0.5 if topical else 1.0)
+        if score > 0:
+            scored.append((-score, position, number))
+    if similar:
+        scored = _with_similarity(scored, similar, [n for n, _ in readings])
+    scored.sort()
+    if not scored:
+        return []
+    floor = -scored[0][0] / 4
+    return [number for score, _, number in scored if -score >= floor][:top_n]
+
+
+SIM_FLOOR = 0.25   # a cosine below this fits no query, whatever the words say
+SIM_WEIGHT = 4.0   # a close meaning (cosine 0.6) weighs about two shared rare words
+SIM_NEAR = 0.20    # the nearest candidate fits when at least this close ...
+SIM_LEAD = 0.10    # ... and this far ahead of the next: it is what the query means
+
+
+def _with_similarity(scored: list, similar: dict[int, float], order: list[int]) -> list:
+    """Word scores plus meaning: each candidate gains SIM_WEIGHT per unit of cosine above
+    SIM_FLOOR, so a paraphrase sharing no word can still be picked; a word match whose
+    meaning is far from the query loses nothing, and nothing below the floor is added.
+    The candidate clearly nearest in meaning ranks with the best word match ("customer
+    attrition" means the churn memory, not the one sharing "customer"): cosines are low
+    for short queries, so a clear lead says more than the cosine itself."""
+    words = {number: -score for score, _, number in scored}
+    totals = {number: words.get(number, 0.0)
+              + max(0.0, (similar.get(number) or 0.0) - SIM_FLOOR) * SIM_WEIGHT
+              for number in order}
+    nearest = clearly_nearest(similar, SIM_NEAR, SIM_LEAD)
+    if nearest in totals:
+        floor = (similar[nearest] - SIM_NEAR) * SIM_WEIGHT  # > 0: picked even alone
+        totals[nearest] = max(totals[nearest], max(totals.values()), floor)
+    return [(-totals[number], position, number) for position, number in enumerate(order)
+            if totals[number] > 0]
+
+
+# Three or more capitals are an abbreviation ("MRR", "SLAs"); two spell too many word
+# pairs ("PR": "pull request", but also "prefers Rust") to say anything on their own.
+_ABBREVIATION = re.compile(r"\b([A-Z][A-Z0-9]{2,5})s?\b")
+
+
+def _abbreviations(query: str, texts: list[str]) -> list[set[str]]:
+    """The abbreviations linking each text to the query: "what's our MRR?" and "the
+    monthly recurring revenue ...", or "annual recurring revenue" and "ARR is ..."."""
+    asked = {a.lower() for a in _ABBREVIATION.findall(query)}
+    return [{a for a in asked if _spells(a, text)}
+            | {a.lower() for a in _ABBREVIATION.findall(text) if _spells(a.lower(), query)}
+            for text in texts]
+
+
+def _spells(abbreviation: str, text: str) -> bool:
+    """Do consecutive words of `text` begin with the letters of `abbreviation`, small
+    words between them skipped or spelled ("time of arrival", "return on investment")?
+    The spelling starts and ends on words of substance, and never on the memories' own
+    subject: "User sees a physio" spells no USA."""
+    found = [w for w in re.findall(r"[a-z0-9]+", text.lower()) if w != "user"]
+    return any(_spelled_from(abbreviation, found, start) for start in range(len(found)))
+
+
+def _spelled_from(abbreviation: str, found: list[str], i: int) -> bool:
+    last = len(abbreviation) - 1
+    for k, letter in enumerate(abbreviation):
+        while 0 < k and i < len(found) and found[i] in STOPWORDS and found[i][0] != letter:
+            i += 1  # a small word between two letters ("time of arrival")
+        if i >= len(found) or found[i][0] != letter or \
+                (found[i] in STOPWORDS and k in (0, last)):
+            return False
+        i += 1
+    return True
+
+
+_PLACE_WORDS = stems(_LEXICON["place_words"])
+_TIME_WORDS = stems(_LEXICON["time_words"])
+_DATED_WORDS = stems(_LEXICON["dated_words"])
+_SLOT_WORDS = {"place": _PLACE_WORDS, "time": _TIME_WORDS}
+_BOOSTS = frozenset({"time"})  # a date only helps a memory already on topic
+# "moved to Lisbon", "moved from Berlin to Lisbon", "relocating back to Porto", "based in Oslo"
+_MOVED_TO = re.compile(r"\b(?:moved|relocated|moving|relocating)(?: back)?"
+                       r"(?: from [a-z][\w-]*(?: [a-z][\w-]*)?)? to ([a-z][\w-]*)|"
+                       r"\b(?:i am|is|are|we are|am) (?:originally )?from [a-z]|"
+                       r"\b(?:based|settled) in ([a-z][\w-]*)")
+
+
+def _asks_place(q: Reading) -> bool:
+    return bool(q.concepts & _PLACE_WORDS) or bool(
+        re.match(r"where\b", q.text) and re.search(r"\b(i|me|user|we|he|she|they)\b", q.text)
+        and not (q.topic - _PLACE_WORDS - GENERIC))
+
+
+def _holds_place(r: Reading) -> bool:
+    m = _MOVED_TO.search(r.text)
+    place = m and (m[1] or m[2])
+    moved_to_place = bool(m) and (place is None or (place not in STOPWORDS
+                                                    and canon(place) not in MEMBER_OF))
+    return canon("live") in r.concepts or moved_to_place
+
+
+def _asks_time(q: Reading) -> bool:
+    return bool(re.match(r"(when|what time|what day|which day|what date|how soon|"
+                         r"how long until|by when|until when)\b", q.text))
+
+
+def _holds_time(r: Reading) -> bool:
+    return bool(r.values) or bool(r.concepts & _DATED_WORDS)
+
+
+_ASKED_SLOTS = {"place": (_asks_place, _holds_place), "time": (_asks_time, _holds_time)}
+_ABOUT_WORDS = stems(_LEXICON["about_words"])
+_SELF_WORDS = stems(_LEXICON["self_words"])
+
+
+def _about_the_user(q: Reading) -> bool:
+    """'What do you know about me?', 'tell me about myself': no topic but the user."""
+    if not re.search(r"\b(know|remember|learn\w*|stored|saved|recall|notes?|profile|"
+                     r"tell me about|summari[sz]e)\b", q.text):
+        return False
+    return not (q.topic - _ABOUT_WORDS - GENERIC - _SELF_WORDS)
+
+
+def _df(readings: list[tuple[int, Reading]], word: str) -> int:
+    return sum(1 for _, r in readings if word in r.concepts)
+
+
+def _df_slot(readings: list[tuple[int, Reading]], category: str) -> int:
+    return sum(1 for _, r in readings if any(c == category for c, _ in r.members))

@@ -1,0 +1,52 @@
+"""A compiled statement: SQL text with its parameters, where a marker parameter stands
+for a value known only when the statement runs (now, the namespace, a query, ids...).
+`engine.plan` builds them; the store binds and runs them. Nothing pasted from a policy or
+a memory ever reaches the SQL text: values travel as parameters.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from engine.plan.dialect import NOW
+
+NAMESPACE = object()  # marker parameter: the namespace the plan runs for
+QUERY = object()      # marker parameter: the full-text query of a recall
+LIMIT = object()      # marker parameter: a limit chosen at call time
+IDS = object()        # marker parameter: memory ids, as a JSON array
+FROM_ID = object()    # marker parameters: the id range one batch of a batched pass covers
+TO_ID = object()
+NEW_ID = object()     # marker parameter: the memory that supersedes or absorbs others
+TEXT = object()       # marker parameter: event text written by the engine (never SQL)
+VECTOR = object()     # marker parameter: the embedding of the query or the new memory
+FLOOR = object()      # marker parameter: the floor of recall's index (engine.store.recall_head)
+
+
+@dataclass
+class Statement:
+    label: str
+    sql: str
+    params: list = field(default_factory=list)
+    counts_skipped: bool = False  # a SELECT count(*) of the rows a rule leaves alone
+    counts_kept: bool = False  # an UPDATE that counts the rows it keeps (Dialect.kept)
+    # the same SELECT over the head of the ranking only (`rank >= :floor`), which a store
+    # whose recall index holds only the head runs first (engine.store.recall_head)
+    head: "Statement | None" = None
+
+    def bind(self, now: str, namespace: str, query: str | None = None,
+             limit: int | None = None, ids: list[int] | None = None,
+             id_range: tuple[int, int] = (0, 0), new_id: int | None = None,
+             text: str | None = None, vector: bytes | None = None,
+             floor: float | None = None) -> list:
+        table = {id(NOW): now, id(NAMESPACE): namespace, id(QUERY): query, id(LIMIT): limit,
+                 id(IDS): json.dumps(ids or []), id(FROM_ID): id_range[0], id(TO_ID): id_range[1],
+                 id(NEW_ID): new_id, id(TEXT): text, id(VECTOR): vector, id(FLOOR): floor}
+        return [table.get(id(p), p) if id(p) in table else p
+                for p in self.params]
+
+    def shown_params(self) -> list:
+        names = {id(NOW): ":now", id(NAMESPACE): ":namespace", id(QUERY): ":query",
+                 id(LIMIT): ":limit", id(IDS): ":ids", id(FROM_ID): ":from_id",
+                 id(TO_ID): ":to_id", id(NEW_ID): ":new_id", id(TEXT): ":text",
+                 id(VECTOR): ":vector", id(FLOOR): ":floor"}
+        return [names.get(id(p), p) for p in self.params]

@@ -1,0 +1,145 @@
+"""Running what a policy schedules: pending turns first, then the passes that are due,
+compression's judges after its rules.
+
+`run` and `run_due` are the one code path of every runner: the scheduler (and `lethe
+daemon`), `lethe run`, `Memory.run()` / `run_due()` and experiments. Each takes the
+namespace's pass lease first (engine.run.leasing) and works under it: what is due is decided
+by the holder, every commit is fenced, and the lease stays alive while models answer.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+from engine.run import passes as P
+from engine.base import tracing
+from engine.run import neighbours as vectors
+from engine.run.context import Context
+from engine.base.errors import LetheError
+from engine.base.lazy import lazy
+from engine.run.leasing import LeaseTerms, hold
+
+# imported when a turn is pending or a compression pass runs, not for decay alone
+compressing = lazy("engine.run.compress")
+write = lazy("engine.run.write")
+
+Progress = Callable[[str], None] | None
+
+
+def run(ctx: Context, names: Iterable[str], progress: Progress = None,
+        terms: LeaseTerms | None = None) -> list[P.PassResult]:
+    """Run the named passes now, in the order given, under the lease. Raises LeaseBusy
+    when another runner keeps it longer than `terms.wait`."""
+    names = list(names)
+    for name in names:
+        if name not in ctx.policy.passes:
+            known = ", ".join(ctx.policy.passes) or "(none)"
+            raise LetheError(f"policy '{ctx.policy.name}' has no pass '{name}'; it has: {known}")
+    with hold(ctx, terms) as held:
+        return _run_all(held, names, _hook(held, progress))
+
+
+def run_due(ctx: Context, progress: Progress = None, terms: LeaseTerms | None = None,
+            retry_failed: bool = False) -> list[P.PassResult]:
+    """Under the lease: retry pending turns (with `retry_failed`, the parked ones too),
+    then run every pass whose schedule has come round. Raises LeaseBusy when another
+    runner keeps the lease longer than `terms.wait` (not when there is nothing to do)."""
+    if _idle(ctx, retry_failed):
+        return []
+    with hold(ctx, terms) as held:
+        if retry_failed:
+            held.store.requeue_turns(held.namespace, None)
+        schedule = held.store.schedule(held.namespace)  # read under the lease: it decides
+        before = schedule.pending
+        if before:  # changes turns only, not what the schedule says
+            judged = write.Writer(held).retry_pending()
+        embedded = vectors.backfill(held)  # memories stored while the embedding model was down
+        hook = _hook(held, progress)
+        results = _run_all(held, P.due(held, held.clock(), schedule), hook)
+        back = P.went_back(schedule, held.clock())
+        for r in results:  # said once per pass that ran: the clock reads before its last run
+            if r.name in back:
+                r.notes.append(f"the clock went back: it last ran at {back[r.name]}")
+        if embedded:
+            results.insert(0, P.PassResult("embeddings", held.now(), embedded))
+        if before:
+            # the turns this run judged: `before - left` would count turns other processes
+            # queued (or judged) meanwhile, down to a negative number
+            left = held.store.pending_count(held.namespace)
+            results.insert(0, P.PassResult("pending", held.now(), judged,
+                                           notes=[f"{left} still pending"] if left else []))
+        return results
+
+
+def _idle(ctx: Context, retry_failed: bool) -> bool:
+    """Whether run_due would find nothing to do, read without the lease: most of a
+    scheduler's ticks are idle, and taking the lease is a write (SQLite's write lock, a
+    fsync; round trips on a server). Only the holder decides what runs: when this sees work,
+    run_due takes the lease and looks again. A policy with embeddings always looks under the
+    lease (a backfill is found by its own query)."""
+    if retry_failed or ctx.embedder is not None:
+        return False
+    schedule = ctx.store.schedule(ctx.namespace)
+    return not schedule.pending and not P.due(ctx, ctx.clock(), schedule)
+
+
+def _run_all(ctx: Context, names: list[str], progress: Progress) -> list[P.PassResult]:
+    """The passes in order; neighbours that are rules alone share one transaction."""
+    results, group = [], []
+    for name in names + [None]:
+        if name is not None and P.alone_in_a_transaction(ctx, name):
+            group.append(name)
+            continue
+        if group:
+            start = tracing.now()
+            results += P.run_together(ctx, group, progress)
+            for done in results[-len(group):]:  # one transaction: each pass its span over it
+                tracing.record(f"lethe.pass {done.name}", start, _traced(ctx, done))
+            group = []
+        if name is not None:
+            results.append(run_one(ctx, name, progress))
+    return results
+
+
+def run_one(ctx: Context, name: str, progress: Progress = None) -> P.PassResult:
+    with tracing.span(f"lethe.pass {name}", **{"lethe.namespace": ctx.namespace}) as span:
+        result = _run_one(ctx, name, progress)
+        span.set_attributes(_traced(ctx, result))
+    return result
+
+
+def _traced(ctx: Context, result: P.PassResult) -> dict:
+    """A pass's span attributes: what it changed, by event (`lethe.events.expired`: 3)."""
+    return {"lethe.namespace": ctx.namespace, "lethe.policy": ctx.policy.name,
+            "lethe.pass": result.name, "lethe.changed": result.changed,
+            **{f"lethe.events.{kind}": n for kind, n in result.events.items()}}
+
+
+def _run_one(ctx: Context, name: str, progress: Progress = None) -> P.PassResult:
+    p = ctx.policy.passes[name]
+    if p.cluster is None:
+        return P.run_rules(ctx, name, progress)
+    # recorded only once every merge is done: a crash mid-compression leaves it due, with
+    # its rules marked done so that the next run only clusters and merges
+    result = P.run_rules(ctx, name, progress, record=False)
+    compressing.compress(ctx, p, result)
+    with ctx.transaction():
+        ctx.store.clear_progress(ctx.namespace, name)
+        ctx.store.record_run(ctx.namespace, name, result.ran_at, result.changed)
+    return result
+
+
+def _hook(ctx: Context, progress: Progress):
+    """Called before each statement of a pass, inside its transaction: stop at once if the
+    lease is known lost, renew it there when a third of it is spent (a long statement
+    holds the write lock, so the heartbeat cannot), then report progress."""
+    held = ctx.lease
+
+    def hook(label: str) -> None:
+        if held is not None:
+            held.check()
+            if held.due():
+                ctx.store.renew_lease(held)
+                held.renewed()
+        if progress:
+            progress(label)
+    return hook
