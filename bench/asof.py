@@ -11,6 +11,7 @@ T is a time in the middle of the 400 days the rows span. Median and p99 of CALLS
 recalls with queries drawn from the generator's vocabulary (offline select judge).
 Goal: median at most 5 ms at 1M memories / 10M events.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -24,9 +25,16 @@ from . import datasets as D
 CALLS = 100
 EVENTS = 10
 MEDIAN_GOAL_MS = 5.0
-QUERIES = ("which database does the user prefer", "deadline for the billing service",
-           "who owns the CLI", "what tool for testing", "deployment blocked on",
-           "docs site migration", "pytest or unittest", "user prefers tabs")
+QUERIES = (
+    "which database does the user prefer",
+    "deadline for the billing service",
+    "who owns the CLI",
+    "what tool for testing",
+    "deployment blocked on",
+    "docs site migration",
+    "pytest or unittest",
+    "user prefers tabs",
+)
 
 
 def _p99(xs: list[float]) -> float:
@@ -37,25 +45,32 @@ def _p99(xs: list[float]) -> float:
 def with_events(n: int, events: int, log=print):
     """A work copy of the adopted N-memory store holding `events` events a memory."""
     import sqlite3
+
     path = D.work_copy(D.adopted(n, log), f"asof{events}")
     conn = sqlite3.connect(str(path))
     t0 = time.perf_counter()
     conn.execute("PRAGMA synchronous=OFF")
     with conn:
-        conn.execute("INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
-                     "SELECT id, 'created', json_object('importance', importance, 'confidence', "
-                     "confidence, 'expires_at', expires_at), created_at FROM memory_rows ORDER BY id")
+        conn.execute(
+            "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
+            "SELECT id, 'created', json_object('importance', importance, 'confidence', "
+            "confidence, 'expires_at', expires_at), created_at FROM memory_rows ORDER BY id"
+        )
         conn.execute(
             "WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < ?) "
             "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
             "SELECT m.id, 'reinforced', '{\"bump\": 0.0}', strftime('%Y-%m-%dT%H:%M:%S', "
             "julianday(m.created_at) + (julianday(?) - julianday(m.created_at)) * k.i / (? + 1.0)) "
-            "FROM memory_rows m, k ORDER BY m.id, k.i", (events - 2, D.GEN_NOW.isoformat(), events))
-        conn.execute("INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
-                     "SELECT id, CASE status WHEN 'active' THEN 'reinforced' ELSE status END, "
-                     "CASE status WHEN 'superseded' THEN 'superseded by #' || contradicted_by "
-                     "WHEN 'active' THEN '{\"bump\": 0.0}' END, ? FROM memory_rows ORDER BY id",
-                     (D.GEN_NOW.isoformat(),))
+            "FROM memory_rows m, k ORDER BY m.id, k.i",
+            (events - 2, D.GEN_NOW.isoformat(), events),
+        )
+        conn.execute(
+            "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
+            "SELECT id, CASE status WHEN 'active' THEN 'reinforced' ELSE status END, "
+            "CASE status WHEN 'superseded' THEN 'superseded by #' || contradicted_by "
+            "WHEN 'active' THEN '{\"bump\": 0.0}' END, ? FROM memory_rows ORDER BY id",
+            (D.GEN_NOW.isoformat(),),
+        )
     total = conn.execute("SELECT count(*) FROM memory_events").fetchone()[0]
     conn.execute("ANALYZE")
     conn.close()
@@ -71,8 +86,7 @@ def bench(sizes, calls: int = CALLS, events: int = EVENTS, log=print) -> tuple[l
     for n in sizes:
         path, total = with_events(n, events, log)
         at = D.GEN_NOW - dt.timedelta(days=200)
-        mem = Memory(str(path), policy=str(D.POLICY), clock=FixedClock(D.T), offline=True,
-                     read_only=True)
+        mem = Memory(str(path), policy=str(D.POLICY), clock=FixedClock(D.T), offline=True, read_only=True)
         try:
             for q in QUERIES:  # warm-up
                 mem.recall(q, as_of=at)
@@ -93,21 +107,30 @@ def bench(sizes, calls: int = CALLS, events: int = EVENTS, log=print) -> tuple[l
             D.drop(path)
         med, p99 = statistics.median(times) * 1000, _p99(times) * 1000
         cand, now_ms = statistics.median(listed) * 1000, statistics.median(plain) * 1000
-        rows.append({"n": n, "events": total, "median_ms": round(med, 2),
-                     "p99_ms": round(p99, 2), "candidates_median_ms": round(cand, 2),
-                     "todays_candidates_median_ms": round(now_ms, 2),
-                     "recalled_per_call": round(found / calls, 1)})
-        log(f"  as-of recall at {D.label(n)} memories / {total:,} events: median {med:.2f} ms, "
+        rows.append(
+            {
+                "n": n,
+                "events": total,
+                "median_ms": round(med, 2),
+                "p99_ms": round(p99, 2),
+                "candidates_median_ms": round(cand, 2),
+                "todays_candidates_median_ms": round(now_ms, 2),
+                "recalled_per_call": round(found / calls, 1),
+            }
+        )
+        log(
+            f"  as-of recall at {D.label(n)} memories / {total:,} events: median {med:.2f} ms, "
             f"p99 {p99:.2f} ms ({found / calls:.1f} recalled a call); as-of candidates alone "
-            f"median {cand:.2f} ms; today's candidates (no as-of) median {now_ms:.2f} ms")
+            f"median {cand:.2f} ms; today's candidates (no as-of) median {now_ms:.2f} ms"
+        )
         if med > MEDIAN_GOAL_MS:
-            problems.append(f"as-of recall median {med:.2f} ms at {D.label(n)} "
-                            f"(goal {MEDIAN_GOAL_MS} ms)")
+            problems.append(f"as-of recall median {med:.2f} ms at {D.label(n)} (goal {MEDIAN_GOAL_MS} ms)")
     return rows, problems
 
 
 def main(argv=None) -> int:
     import argparse
+
     ap = argparse.ArgumentParser(prog="python -m bench.asof", description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", type=D.parse_sizes, default=[10_000, 100_000, 1_000_000])
     ap.add_argument("--calls", type=int, default=CALLS)

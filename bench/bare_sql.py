@@ -43,55 +43,74 @@ and the head of the ranking (the rows in recall's partial index, whose stored ra
 reads). Every other active row's decay_score would be computed when it is read, from its
 inputs and the pass's time.
 """
+
 import json
 import sqlite3
 import sys
 
-FRESH = ("min(1.0, exp(-0.693 * floor(round((julianday(:now) - julianday(coalesce("
-         "last_accessed, created_at))) * 86400000.0) / 86400000.0) / 30)"
-         " + min(0.3, access_count * 0.03))")
+FRESH = (
+    "min(1.0, exp(-0.693 * floor(round((julianday(:now) - julianday(coalesce("
+    "last_accessed, created_at))) * 86400000.0) / 86400000.0) / 30)"
+    " + min(0.3, access_count * 0.03))"
+)
 
 STATEMENTS = [
-    ("expired_events",
-     "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
-     "SELECT id, 'expired', json_object('rule', 'expiry', 'from', json_object('status', status), "
-     "'to', json_object('status', 'expired')), :now "
-     "FROM memories WHERE status = 'active' AND expires_at < :now"),
-    ("expired",
-     "UPDATE memories SET status = 'expired' WHERE status = 'active' AND expires_at < :now"),
-    ("decayed",
-     f"UPDATE memories SET decay_score = {FRESH}, rank = importance * confidence * ({FRESH}) "
-     "WHERE status = 'active'"),
-    ("archived_events",
-     "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
-     "SELECT id, 'archived', json_object('rule', 'decay', 'from', json_object('status', status, "
-     "'decay_score', decay_score), 'to', json_object('status', 'archived', 'decay_score', 0)), :now "
-     "FROM memories WHERE status = 'active' AND decay_score < 0.1"),
-    ("archived",
-     "UPDATE memories SET status = 'archived', decay_score = 0.0, rank = 0.0 "
-     "WHERE status = 'active' AND decay_score < 0.1"),
+    (
+        "expired_events",
+        "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
+        "SELECT id, 'expired', json_object('rule', 'expiry', 'from', json_object('status', status), "
+        "'to', json_object('status', 'expired')), :now "
+        "FROM memories WHERE status = 'active' AND expires_at < :now",
+    ),
+    ("expired", "UPDATE memories SET status = 'expired' WHERE status = 'active' AND expires_at < :now"),
+    (
+        "decayed",
+        f"UPDATE memories SET decay_score = {FRESH}, rank = importance * confidence * ({FRESH}) "
+        "WHERE status = 'active'",
+    ),
+    (
+        "archived_events",
+        "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
+        "SELECT id, 'archived', json_object('rule', 'decay', 'from', json_object('status', status, "
+        "'decay_score', decay_score), 'to', json_object('status', 'archived', 'decay_score', 0)), :now "
+        "FROM memories WHERE status = 'active' AND decay_score < 0.1",
+    ),
+    (
+        "archived",
+        "UPDATE memories SET status = 'archived', decay_score = 0.0, rank = 0.0 "
+        "WHERE status = 'active' AND decay_score < 0.1",
+    ),
 ]
 
 # the design's decay at its cheapest: the formula once per row, the rank from its value
-DECAYED_ONCE = ("UPDATE memories SET (decay_score, rank) = (SELECT f, importance * confidence * f "
-                f"FROM (SELECT {FRESH} AS f)) WHERE status = 'active'")
+DECAYED_ONCE = (
+    "UPDATE memories SET (decay_score, rank) = (SELECT f, importance * confidence * f "
+    f"FROM (SELECT {FRESH} AS f)) WHERE status = 'active'"
+)
 
 
 # the read-time design: the archive reads the formula at :now instead of a stored score;
 # the head's rows (recall's partial index) get their new score and rank stored
 READ_TIME = [
-    STATEMENTS[0], STATEMENTS[1],
-    ("archived_events",
-     "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
-     "SELECT id, 'archived', json_object('rule', 'decay', 'from', json_object('status', status, "
-     f"'decay_score', f), 'to', json_object('status', 'archived', 'decay_score', 0)), :now "
-     f"FROM (SELECT id, status, {FRESH} AS f FROM memories WHERE status = 'active') WHERE f < 0.1"),
-    ("archived",
-     "UPDATE memories SET status = 'archived', decay_score = 0.0, rank = 0.0 "
-     f"WHERE status = 'active' AND {FRESH} < 0.1"),
-    ("decayed",
-     "UPDATE memories SET (decay_score, rank) = (SELECT f, importance * confidence * f "
-     f"FROM (SELECT {FRESH} AS f)) WHERE status = 'active' AND rank >= :floor"),
+    STATEMENTS[0],
+    STATEMENTS[1],
+    (
+        "archived_events",
+        "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
+        "SELECT id, 'archived', json_object('rule', 'decay', 'from', json_object('status', status, "
+        f"'decay_score', f), 'to', json_object('status', 'archived', 'decay_score', 0)), :now "
+        f"FROM (SELECT id, status, {FRESH} AS f FROM memories WHERE status = 'active') WHERE f < 0.1",
+    ),
+    (
+        "archived",
+        "UPDATE memories SET status = 'archived', decay_score = 0.0, rank = 0.0 "
+        f"WHERE status = 'active' AND {FRESH} < 0.1",
+    ),
+    (
+        "decayed",
+        "UPDATE memories SET (decay_score, rank) = (SELECT f, importance * confidence * f "
+        f"FROM (SELECT {FRESH} AS f)) WHERE status = 'active' AND rank >= :floor",
+    ),
 ]
 
 
@@ -120,11 +139,11 @@ RECALL_INDEX = "memories_recall"
 def on_rows(db: sqlite3.Connection, sql: str) -> str:
     """A statement over `memories` as it runs on an adopted file, whose rows are the table
     `memory_rows` (memories is a view there, with the text beside: the engine's m020)."""
-    if not db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = "
-                      "'memory_rows'").fetchone():
+    if not db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'memory_rows'").fetchone():
         return sql
     return sql.replace("UPDATE memories ", "UPDATE memory_rows ").replace(
-        "FROM memories ", "FROM memory_rows ")
+        "FROM memories ", "FROM memory_rows "
+    )
 
 
 def run_read_time(db: sqlite3.Connection, now: str) -> dict:
@@ -140,8 +159,9 @@ def run_read_time(db: sqlite3.Connection, now: str) -> dict:
     return counts
 
 
-def run(db: sqlite3.Connection, now: str, article: bool = False, design: bool = False,
-        head: bool = False) -> dict:
+def run(
+    db: sqlite3.Connection, now: str, article: bool = False, design: bool = False, head: bool = False
+) -> dict:
     """All five statements in one transaction; returns each one's row count. `design`:
     the decay computes its formula once a row (DECAYED_ONCE), and recall's index is dropped
     before it and created again (as it was) after it. `head`: the decay computed once, and
@@ -149,12 +169,13 @@ def run(db: sqlite3.Connection, now: str, article: bool = False, design: bool = 
     counts = {}
     db.execute("BEGIN IMMEDIATE")
     index = None
-    for name, sql in (article_statements() if article else STATEMENTS):
+    for name, sql in article_statements() if article else STATEMENTS:
         if (design or head) and name == "decayed":
             sql = DECAYED_ONCE
         if design and name == "decayed":
-            index = db.execute("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?",
-                               (RECALL_INDEX,)).fetchone()
+            index = db.execute(
+                "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?", (RECALL_INDEX,)
+            ).fetchone()
             if index is None:
                 raise SystemExit(f"no index {RECALL_INDEX} to rebuild: not an adopted file")
             db.execute(f"DROP INDEX {RECALL_INDEX}")
@@ -165,8 +186,15 @@ def run(db: sqlite3.Connection, now: str, article: bool = False, design: bool = 
     return counts
 
 
-def main(db_path: str, now: str, article: bool = False, as_lethe: bool = False,
-         design: bool = False, head: bool = False, read_time: bool = False) -> dict:
+def main(
+    db_path: str,
+    now: str,
+    article: bool = False,
+    as_lethe: bool = False,
+    design: bool = False,
+    head: bool = False,
+    read_time: bool = False,
+) -> dict:
     if (design or head or read_time) and article:
         raise SystemExit("--design, --head and --read-time are for an adopted copy")
     if as_lethe:  # what `lethe run` imports before its own code: its CLI, its policy's format
@@ -181,12 +209,25 @@ def main(db_path: str, now: str, article: bool = False, as_lethe: bool = False,
         db.close()
 
 
-USAGE = "usage: python bench/bare_sql.py DB NOW_ISO [--article] [--as-lethe] [--design | --head | --read-time]"
+USAGE = (
+    "usage: python bench/bare_sql.py DB NOW_ISO [--article] [--as-lethe] [--design | --head | --read-time]"
+)
 FLAGS = {"--article", "--as-lethe", "--design", "--head", "--read-time"}
 
 if __name__ == "__main__":
     flags = sys.argv[3:]
     if len(sys.argv) < 3 or sys.argv[1].startswith("--") or not FLAGS.issuperset(flags):
         raise SystemExit(USAGE)
-    print(json.dumps(main(sys.argv[1], sys.argv[2], "--article" in flags, "--as-lethe" in flags,
-                          "--design" in flags, "--head" in flags, "--read-time" in flags)))
+    print(
+        json.dumps(
+            main(
+                sys.argv[1],
+                sys.argv[2],
+                "--article" in flags,
+                "--as-lethe" in flags,
+                "--design" in flags,
+                "--head" in flags,
+                "--read-time" in flags,
+            )
+        )
+    )

@@ -7,11 +7,12 @@
   source or the policy changes, so a stale schema is never benchmarked.
 * ``work_copy(src, tag)``: a fresh copy to run a measurement on; delete it with ``drop``.
 """
+
 from __future__ import annotations
 
 import contextlib
-import functools
 import datetime as dt
+import functools
 import hashlib
 import os
 import shutil
@@ -25,8 +26,8 @@ WORK = DATA / "work"
 POLICY = ROOT / "policies" / "lifecycle.yaml"
 
 SEED = 7
-GEN_NOW = dt.datetime(2025, 6, 1, 12, 0, 0)   # the generator's `now`
-T = GEN_NOW + dt.timedelta(days=1)            # when the passes and recall run
+GEN_NOW = dt.datetime(2025, 6, 1, 12, 0, 0)  # the generator's `now`
+T = GEN_NOW + dt.timedelta(days=1)  # when the passes and recall run
 T_ISO = T.isoformat(timespec="seconds")
 
 DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
@@ -100,8 +101,10 @@ def raw(n: int, log=print) -> Path:
     t0 = time.perf_counter()
     generate(tmp, n, GEN_NOW, seed=SEED)
     os.replace(tmp, path)  # only a complete file is ever cached
-    log(f"  generated {label(n)} article rows into {path.relative_to(ROOT)} "
-        f"in {time.perf_counter() - t0:.1f} s")
+    log(
+        f"  generated {label(n)} article rows into {path.relative_to(ROOT)} "
+        f"in {time.perf_counter() - t0:.1f} s"
+    )
     return path
 
 

@@ -9,6 +9,7 @@ Refusing is the guard's positive class: precision is the share of its refusals t
 `different` pairs; recall the share of `different` pairs it refused. On the contradiction
 cases of bench/judges_cases.yaml every true supersession it refuses is a real update lost.
 """
+
 from __future__ import annotations
 
 import argparse

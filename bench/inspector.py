@@ -9,6 +9,7 @@ Goal: each at most 200 ms median at 1M (the inspector issue's). The counts per s
 and scenes the memories page shows are kept by the app for a minute; the page with them
 read again is shown for reference.
 """
+
 from __future__ import annotations
 
 import math
@@ -54,8 +55,10 @@ def bench(sizes, log=print, calls: int = CALLS) -> tuple[list[dict], list[str]]:
         path = str(D.adopted(n, log))
 
         def opener(ns, path=path):
-            return Memory(path, policy=str(D.POLICY), namespace=ns, clock=FixedClock(D.T),
-                          read_only=True, offline=True)
+            return Memory(
+                path, policy=str(D.POLICY), namespace=ns, clock=FixedClock(D.T), read_only=True, offline=True
+            )
+
         t0 = time.perf_counter()
         inspector = Inspector(opener, "default", read_only=True)
         app, _ = prepare(inspector, "127.0.0.1", 8765, TOKEN)
@@ -65,8 +68,7 @@ def bench(sizes, log=print, calls: int = CALLS) -> tuple[list[dict], list[str]]:
         first = client.get("/memories?status=superseded").text
         superseded = re.search(r'<tr data-id="(\d+)"', first)
         nxt = re.search(r'<a href="([^"]+)" id="next"', first)
-        pages = [("memories page", "/memories"),
-                 ("memories page, superseded", "/memories?status=superseded")]
+        pages = [("memories page", "/memories"), ("memories page, superseded", "/memories?status=superseded")]
         if nxt:
             pages.append(("memories page, superseded, next page", nxt.group(1).replace("&amp;", "&")))
         pages.append(("memories page, text filter", "/memories?text=project"))
@@ -79,18 +81,34 @@ def bench(sizes, log=print, calls: int = CALLS) -> tuple[list[dict], list[str]]:
         for label, url in pages:
             ms = _timed(client, url, calls)
             med = statistics.median(ms)
-            rows.append({"measure": f"inspector: {label} (ms)", "n": n, "value": med,
-                         "goal": GOAL_MS, "absolute_goal": True,
-                         "note": f"median of {calls}; p99 {_p99(ms):.1f} ms; {url}"})
+            rows.append(
+                {
+                    "measure": f"inspector: {label} (ms)",
+                    "n": n,
+                    "value": med,
+                    "goal": GOAL_MS,
+                    "absolute_goal": True,
+                    "note": f"median of {calls}; p99 {_p99(ms):.1f} ms; {url}",
+                }
+            )
             log(f"  inspector {D.label(n)} {label}: median {med:.1f} ms, p99 {_p99(ms):.1f} ms")
         cold = _timed(client, "/memories", max(3, calls // 5), before=inspector._overviews.clear)
-        rows.append({"measure": "inspector: memories page, counts read again (ms)", "n": n,
-                     "value": statistics.median(cold), "goal": GOAL_MS, "absolute_goal": True,
-                     "informative": True,
-                     "note": "the counts per status, kinds and scenes read every row of the "
-                             "namespace; the app keeps them a minute (or until an edit)"})
-        log(f"  inspector {D.label(n)} memories page, counts read again: median "
-            f"{statistics.median(cold):.1f} ms")
+        rows.append(
+            {
+                "measure": "inspector: memories page, counts read again (ms)",
+                "n": n,
+                "value": statistics.median(cold),
+                "goal": GOAL_MS,
+                "absolute_goal": True,
+                "informative": True,
+                "note": "the counts per status, kinds and scenes read every row of the "
+                "namespace; the app keeps them a minute (or until an edit)",
+            }
+        )
+        log(
+            f"  inspector {D.label(n)} memories page, counts read again: median "
+            f"{statistics.median(cold):.1f} ms"
+        )
         client.close()
         inspector.close()
     return rows, problems

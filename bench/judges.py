@@ -15,6 +15,7 @@ same rules judges with a local embedding model, when the `local` extra is instal
 Baselines beside them: plain FTS5 BM25 top-6 for recall, and "never supersede" for
 contradiction. The cases are in bench/judges_cases.yaml.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,8 +73,12 @@ class Run:
 
     def memory(self, start: str = START) -> Memory:
         self.n += 1
-        return Memory(os.path.join(self.folder, f"case{self.n}.db"), policy=self.policy,
-                      offline=True, clock=FixedClock(start))
+        return Memory(
+            os.path.join(self.folder, f"case{self.n}.db"),
+            policy=self.policy,
+            offline=True,
+            clock=FixedClock(start),
+        )
 
 
 def _split(case: dict, default: str = "dev") -> str:
@@ -89,9 +94,16 @@ def gate(run: Run, cases: list[dict], score: Score) -> None:
         saved = bool(written)
         # `keeps`: words of a fact inside a longer turn that some stored memory must carry
         missing = [w for w in c.get("keeps", ()) if w.lower() not in kept]
-        score.outcomes.append(Outcome("gate", _split(c), saved == c["save"] and not missing,
-                                      c["user"], f"{saved} {kept!r}" if missing else saved,
-                                      c["save"]))
+        score.outcomes.append(
+            Outcome(
+                "gate",
+                _split(c),
+                saved == c["save"] and not missing,
+                c["user"],
+                f"{saved} {kept!r}" if missing else saved,
+                c["save"],
+            )
+        )
 
 
 def _judged(mem: Memory, user: str):
@@ -132,9 +144,16 @@ def contradiction(run: Run, cases: list[dict], background: list[str], score: Sco
         score.add("tp", len(got & want))
         score.add("fp", len(got - want))
         score.add("fn", len(want - got))
-        score.outcomes.append(Outcome("contradiction", _split(c), got == want,
-                                      f"[{c['class']}] {c['old'][0]} -> {c['new']}",
-                                      sorted(got), sorted(want)))
+        score.outcomes.append(
+            Outcome(
+                "contradiction",
+                _split(c),
+                got == want,
+                f"[{c['class']}] {c['old'][0]} -> {c['new']}",
+                sorted(got),
+                sorted(want),
+            )
+        )
 
 
 def never_supersede(cases: list[dict], score: Score) -> None:
@@ -158,12 +177,16 @@ def bm25(profiles: list[dict], score: Score) -> None:
     for p in profiles:
         db = sqlite3.connect(":memory:")
         db.execute("CREATE VIRTUAL TABLE m USING fts5(content, tokenize='porter unicode61')")
-        db.executemany("INSERT INTO m(rowid, content) VALUES (?, ?)",
-                       list(enumerate(p["memories"])))
+        db.executemany("INSERT INTO m(rowid, content) VALUES (?, ?)", list(enumerate(p["memories"])))
         for q in p["queries"]:
             query = fts_query(q["q"], content_words=True)
-            rows = db.execute("SELECT rowid FROM m WHERE m MATCH ? ORDER BY bm25(m) LIMIT ?",
-                              (query, TOP_N)).fetchall() if query else []
+            rows = (
+                db.execute(
+                    "SELECT rowid FROM m WHERE m MATCH ? ORDER BY bm25(m) LIMIT ?", (query, TOP_N)
+                ).fetchall()
+                if query
+                else []
+            )
             _score_pick(score, p, q, [r[0] for r in rows])
         db.close()
 
@@ -173,10 +196,16 @@ def _score_pick(score: Score, profile: dict, q: dict, picked: list[int]) -> None
     score.add("must", len(must))
     score.add("hit", len(must & set(picked)))
     score.add("picked", len(picked))
-    score.outcomes.append(Outcome("recall", _split(q, _split(profile)), must <= set(picked),
-                                  f"[{q['class']}] {q['q']}",
-                                  [profile["memories"][i][:50] for i in picked],
-                                  [profile["memories"][i] for i in sorted(must)]))
+    score.outcomes.append(
+        Outcome(
+            "recall",
+            _split(q, _split(profile)),
+            must <= set(picked),
+            f"[{q['class']}] {q['q']}",
+            [profile["memories"][i][:50] for i in picked],
+            [profile["memories"][i] for i in sorted(must)],
+        )
+    )
 
 
 def clusters(run: Run, scenarios: list[dict], score: Score) -> None:
@@ -185,8 +214,11 @@ def clusters(run: Run, scenarios: list[dict], score: Score) -> None:
             ids = [mem.add(text, judged=False) for text in s["memories"]]
             mem.run(["compression"])
             into = {i: mem.get(mid).merged_into for i, mid in enumerate(ids)}
-        merged = {(a, b) for a, b in itertools.combinations(range(len(ids)), 2)
-                  if into[a] is not None and into[a] == into[b]}
+        merged = {
+            (a, b)
+            for a, b in itertools.combinations(range(len(ids)), 2)
+            if into[a] is not None and into[a] == into[b]
+        }
         gold = {pair for g in s["groups"] for pair in itertools.combinations(sorted(g), 2)}
         score.add("pairs", len(gold))
         score.add("found", len(gold & merged))
@@ -195,13 +227,16 @@ def clusters(run: Run, scenarios: list[dict], score: Score) -> None:
         split = _split(s)
         for g in s["groups"]:
             mine = {into[i] for i in g}
-            whole = len(mine) == 1 and None not in mine and \
-                {i for i, t in into.items() if t in mine} == set(g)
-            score.outcomes.append(Outcome("cluster", split, whole, " | ".join(
-                s["memories"][i] for i in g), [into[i] for i in g]))
+            whole = (
+                len(mine) == 1 and None not in mine and {i for i, t in into.items() if t in mine} == set(g)
+            )
+            score.outcomes.append(
+                Outcome(
+                    "cluster", split, whole, " | ".join(s["memories"][i] for i in g), [into[i] for i in g]
+                )
+            )
         for i in sorted(set(range(len(ids))) - grouped):
-            score.outcomes.append(Outcome("cluster", split, into[i] is None, s["memories"][i],
-                                          into[i], None))
+            score.outcomes.append(Outcome("cluster", split, into[i] is None, s["memories"][i], into[i], None))
 
 
 # ---- the report ------------------------------------------------------------------------
@@ -241,15 +276,21 @@ def detail(judge: str, s: Score) -> str:
     c = s.counts
     if judge == "contradiction":
         tp, fp, fn = c.get("tp", 0), c.get("fp", 0), c.get("fn", 0)
-        return (f"precision {_ratio(tp, tp + fp)}, recall {_ratio(tp, tp + fn)} "
-                f"({int(tp)} of {int(tp + fn)} replacements caught, {int(fp)} wrong)")
+        return (
+            f"precision {_ratio(tp, tp + fp)}, recall {_ratio(tp, tp + fn)} "
+            f"({int(tp)} of {int(tp + fn)} replacements caught, {int(fp)} wrong)"
+        )
     if judge == "recall":
-        return f"must-pick {_ratio(c.get('hit', 0), c.get('must', 0))} " \
-               f"({int(c.get('hit', 0))} of {int(c.get('must', 0))})"
+        return (
+            f"must-pick {_ratio(c.get('hit', 0), c.get('must', 0))} "
+            f"({int(c.get('hit', 0))} of {int(c.get('must', 0))})"
+        )
     if judge == "cluster":
-        return (f"pair recall {_ratio(c.get('found', 0), c.get('pairs', 0))} "
-                f"({int(c.get('found', 0))} of {int(c.get('pairs', 0))} pairs), "
-                f"{int(c.get('wrong', 0))} wrong merges")
+        return (
+            f"pair recall {_ratio(c.get('found', 0), c.get('pairs', 0))} "
+            f"({int(c.get('found', 0))} of {int(c.get('pairs', 0))} pairs), "
+            f"{int(c.get('wrong', 0))} wrong merges"
+        )
     return ""
 
 
@@ -260,8 +301,9 @@ def table(results: dict[str, dict[str, Score]]) -> str:
         cells = []
         for scores in results.values():
             if judge == "overall":
-                outcomes = [o for s in scores.values() for o in s.outcomes] \
-                    if len(scores) == len(JUDGES) else []
+                outcomes = (
+                    [o for s in scores.values() for o in s.outcomes] if len(scores) == len(JUDGES) else []
+                )
             elif judge in scores:
                 outcomes = scores[judge].outcomes
             else:
@@ -273,8 +315,10 @@ def table(results: dict[str, dict[str, Score]]) -> str:
             right, n = _right(outcomes)
             dev, held = _right(outcomes, "dev"), _right(outcomes, "held")
             extra = detail(judge, scores[judge]) if judge != "overall" else ""
-            cells.append(f"**{right / n:.1%}** ({right}/{n}; dev {dev[0]}/{dev[1]}, "
-                         f"held {held[0]}/{held[1]})" + (f"<br>{extra}" if extra else ""))
+            cells.append(
+                f"**{right / n:.1%}** ({right}/{n}; dev {dev[0]}/{dev[1]}, "
+                f"held {held[0]}/{held[1]})" + (f"<br>{extra}" if extra else "")
+            )
         lines.append(f"| {judge} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -305,7 +349,7 @@ def write_results(text: str) -> None:
     if found:
         # the table is replaced; the notes under it (### subsections) and later sections stay
         ends = [i for i in (rest.find("\n## "), rest.find("\n### ")) if i >= 0]
-        rest = rest[min(ends) + 1:] if ends else ""
+        rest = rest[min(ends) + 1 :] if ends else ""
         doc = head + text + ("\n" + rest if rest else "")
     else:
         doc = doc.rstrip("\n") + "\n\n" + text
@@ -315,12 +359,16 @@ def write_results(text: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.judges", description=__doc__.split("\n")[0])
     ap.add_argument("--mode", choices=(*MODES, "all"), default="all")
-    ap.add_argument("--failures", choices=("dev", "held", "all"), default=None,
-                    help="list the cases judged wrong")
+    ap.add_argument(
+        "--failures", choices=("dev", "held", "all"), default=None, help="list the cases judged wrong"
+    )
     ap.add_argument("--results", action="store_true", help="rewrite the section in RESULTS.md")
-    ap.add_argument("--cases", type=Path, default=CASES,
-                    help="the labelled set (default bench/judges_cases.yaml; a held-out one: "
-                         "bench/judges_holdout.yaml)")
+    ap.add_argument(
+        "--cases",
+        type=Path,
+        default=CASES,
+        help="the labelled set (default bench/judges_cases.yaml; a held-out one: bench/judges_holdout.yaml)",
+    )
     args = ap.parse_args(argv)
     data = yaml.safe_load(args.cases.read_text(encoding="utf-8"))
     modes = list(MODES) if args.mode == "all" else [args.mode]
@@ -332,11 +380,12 @@ def main(argv: list[str] | None = None) -> int:
     results["baseline"] = baselines(data)
     elapsed = time.perf_counter() - t0
     n = sum(len(s.outcomes) for s in next(iter(results.values())).values())
-    text = (f"{SECTION}\n\n{n} labelled cases ({args.cases.name}), each judged through the "
-            f"public API offline; `dev` cases were read while improving the judges, `held` "
-            f"ones were not. Baselines: never supersede (contradiction), FTS5 BM25 top-{TOP_N} "
-            f"(recall). Run on {dt.date.today().isoformat()} in {elapsed:.0f} s.\n\n"
-            + table(results) + "\n")
+    text = (
+        f"{SECTION}\n\n{n} labelled cases ({args.cases.name}), each judged through the "
+        f"public API offline; `dev` cases were read while improving the judges, `held` "
+        f"ones were not. Baselines: never supersede (contradiction), FTS5 BM25 top-{TOP_N} "
+        f"(recall). Run on {dt.date.today().isoformat()} in {elapsed:.0f} s.\n\n" + table(results) + "\n"
+    )
     print(text)
     if args.failures:
         print(failures({m: r for m, r in results.items() if m != "baseline"}, args.failures))

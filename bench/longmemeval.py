@@ -16,6 +16,7 @@ and number match), context size, model calls and tokens per question, seconds pe
 and QA accuracy when a reader and judge model are configured (--qa-base-url). Misses are
 sorted by where the newest evidence went.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,23 +36,31 @@ NEEDS_LOCAL = {"lifecycle-local", "embed"}
 
 
 def _args(argv):
-    ap = argparse.ArgumentParser(prog="python -m bench.longmemeval",
-                                 description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.longmemeval", description=__doc__.split("\n")[0])
     ap.add_argument("--data", action="append", required=True, help="official JSON (repeatable)")
-    ap.add_argument("--types", default="knowledge-update,temporal-reasoning",
-                    help="question types, comma-separated ('all' for every type)")
+    ap.add_argument(
+        "--types",
+        default="knowledge-update,temporal-reasoning",
+        help="question types, comma-separated ('all' for every type)",
+    )
     ap.add_argument("--limit", type=int, default=None, help="at most N questions of each type")
     ap.add_argument("--ids", default=None, help="only these question ids, comma-separated")
-    ap.add_argument("--policy", action="append", default=None,
-                    help="a policy name or file, or none (repeatable; default lifecycle, "
-                    "lifecycle-local)")
-    ap.add_argument("--baseline", action="append", default=None,
-                    help="archive, bm25, embed, or none (repeatable; default all three)")
+    ap.add_argument(
+        "--policy",
+        action="append",
+        default=None,
+        help="a policy name or file, or none (repeatable; default lifecycle, lifecycle-local)",
+    )
+    ap.add_argument(
+        "--baseline",
+        action="append",
+        default=None,
+        help="archive, bm25, embed, or none (repeatable; default all three)",
+    )
     ap.add_argument("--offline", action="store_true", help="rules judges, no network")
     ap.add_argument("--k", type=int, default=play.K, help="raw-turn baselines' top k (default 6)")
     ap.add_argument("--workers", type=int, default=2, help="processes (default 2)")
-    ap.add_argument("--out", default=None,
-                    help="folder for results.json, results.md, longmemeval.html")
+    ap.add_argument("--out", default=None, help="folder for results.json, results.md, longmemeval.html")
     ap.add_argument("--qa-base-url", default=None, help="OpenAI-compatible endpoint for QA")
     ap.add_argument("--reader-model", default=None)
     ap.add_argument("--judge-model", default=None, help="default: the reader model")
@@ -67,8 +76,10 @@ def systems(args, log) -> list[str]:
         return list(dict.fromkeys(wanted))
     skipped = [s for s in wanted if s in NEEDS_LOCAL]
     if skipped:
-        log(f"longmemeval: the local extra is not installed: {', '.join(skipped)} not run "
-            "(pip install torch==2.13.0 'lethe-lifecycle[local]')")
+        log(
+            f"longmemeval: the local extra is not installed: {', '.join(skipped)} not run "
+            "(pip install torch==2.13.0 'lethe-lifecycle[local]')"
+        )
     return list(dict.fromkeys(s for s in wanted if s not in NEEDS_LOCAL))
 
 
@@ -112,8 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     cases = [c for c, _ in loaded]
     golds = {g.qid: g for _, g in loaded}
     names = systems(args, log)
-    log(f"longmemeval: {len(cases)} questions x {len(names)} systems ({', '.join(names)}), "
-        f"{args.workers} worker(s)")
+    log(
+        f"longmemeval: {len(cases)} questions x {len(names)} systems ({', '.join(names)}), "
+        f"{args.workers} worker(s)"
+    )
     outcomes = run(cases, names, args.offline, args.k, args.workers, log)
     for o in outcomes:  # a policy given as a file is shown by its name
         o.system = play.label(o.system)
@@ -126,13 +139,15 @@ def main(argv: list[str] | None = None) -> int:
     rows = [metrics.summarise(grades, s, t) for t in qtypes + ["all"] for s in names]
     elapsed = time.perf_counter() - t0
     cpu = sum(o.cpu for o in outcomes)
-    header = (f"{len(cases)} questions from {', '.join(os.path.basename(p) for p in args.data)}; "
-              f"{'offline (rules judges)' if args.offline else 'judges as each policy declares'}; "
-              f"raw-turn baselines top {args.k}; QA "
-              f"{'judged by ' + qa.judge + ', reader ' + qa.reader if qa else 'not run'}; "
-              f"{elapsed:.0f} s with {args.workers} worker(s) ({cpu:.0f} CPU s playing); "
-              f"load average {load0} at start, "
-              f"{_load()} at end ({os.cpu_count()} CPUs)")
+    header = (
+        f"{len(cases)} questions from {', '.join(os.path.basename(p) for p in args.data)}; "
+        f"{'offline (rules judges)' if args.offline else 'judges as each policy declares'}; "
+        f"raw-turn baselines top {args.k}; QA "
+        f"{'judged by ' + qa.judge + ', reader ' + qa.reader if qa else 'not run'}; "
+        f"{elapsed:.0f} s with {args.workers} worker(s) ({cpu:.0f} CPU s playing); "
+        f"load average {load0} at start, "
+        f"{_load()} at end ({os.cpu_count()} CPUs)"
+    )
     print(f"\nLethe on LongMemEval: {header}\n")
     print(report.text(rows))
     errors = [g for g in grades if g.error]
@@ -159,16 +174,26 @@ def _write(folder, rows, header, grades, outcomes, cases, golds) -> None:
     with open(os.path.join(folder, "results.md"), "w", encoding="utf-8") as fh:
         fh.write(report.markdown(rows, f"{stamp}: {header}"))
     with open(os.path.join(folder, "results.json"), "w", encoding="utf-8") as fh:
-        json.dump({"header": header, "rows": [dataclasses.asdict(r) for r in rows],
-                   "grades": [dataclasses.asdict(g) for g in grades],
-                   "recalled": [{"system": o.system, "qid": o.qid,
-                                 "items": [{"text": i.text, "pairs": sorted(i.keys)}
-                                           for i in o.items],
-                                 "fates": {f"{k[0]}.{k[1]}": v for k, v in (o.fates or {}).items()}}
-                                for o in outcomes]}, fh, indent=1)
+        json.dump(
+            {
+                "header": header,
+                "rows": [dataclasses.asdict(r) for r in rows],
+                "grades": [dataclasses.asdict(g) for g in grades],
+                "recalled": [
+                    {
+                        "system": o.system,
+                        "qid": o.qid,
+                        "items": [{"text": i.text, "pairs": sorted(i.keys)} for i in o.items],
+                        "fates": {f"{k[0]}.{k[1]}": v for k, v in (o.fates or {}).items()},
+                    }
+                    for o in outcomes
+                ],
+            },
+            fh,
+            indent=1,
+        )
     by_key = {(o.system, o.qid): o for o in outcomes}
-    qs = {q: (cases_q.question, golds[q].answer) for q, cases_q in
-          ((c.qid, c) for c in cases)}
+    qs = {q: (cases_q.question, golds[q].answer) for q, cases_q in ((c.qid, c) for c in cases)}
     with open(os.path.join(folder, "longmemeval.html"), "w", encoding="utf-8") as fh:
         fh.write(report.page(rows, f"{stamp}: {header}", grades, qs, by_key))
 

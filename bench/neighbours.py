@@ -13,6 +13,7 @@ Goal: median under 20 ms at 1M, for short turns (3 uncommon words) and long ones
 source of a perturbed stored vector (200 of them, at cosine 0.9 and 0.78 to it) among the
 20 neighbours: a faster search must not find it less often.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,8 @@ import time
 
 from engine import FixedClock, Memory
 from engine.run import neighbours as neighbour_search
-from engine.store import vectors as V
 from engine.run.write import Judged
+from engine.store import vectors as V
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 DIM = 384
@@ -49,10 +50,16 @@ def build(path: str, n: int, log) -> None:
             rows.append((i, text, text, "[]", "default", "2026-03-01T00:00:00", 5.0))
             vecs.append((i, "default", model, block[j].tobytes()))
         with mem.store.transaction():
-            db.executemany("INSERT INTO memories (id, content, summary, tags, namespace, "
-                           "created_at, rank) VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-            db.executemany("INSERT INTO memory_vectors (memory_id, namespace, model, bits, "
-                           "vector) VALUES (?, ?, ?, vec_quantize_binary(?4), ?4)", vecs)
+            db.executemany(
+                "INSERT INTO memories (id, content, summary, tags, namespace, "
+                "created_at, rank) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            db.executemany(
+                "INSERT INTO memory_vectors (memory_id, namespace, model, bits, "
+                "vector) VALUES (?, ?, ?, vec_quantize_binary(?4), ?4)",
+                vecs,
+            )
         log(f"  {min(n, start + 49_999)} rows, {time.perf_counter() - t0:.0f} s")
     cells = mem.store.reindex("default", model)
     log(f"  index: {cells} cells, {time.perf_counter() - t0:.0f} s")
@@ -65,18 +72,22 @@ def source_found(mem, cosine: float, n: int = 200, k: int = 20) -> float:
     import numpy as np
 
     rng = np.random.default_rng(5)
-    ids = [int(i) + 1 for i in rng.choice(mem.store.vector_count("default", mem.policy.embed.name)[0],
-                                         n, replace=False)]
+    ids = [
+        int(i) + 1
+        for i in rng.choice(mem.store.vector_count("default", mem.policy.embed.name)[0], n, replace=False)
+    ]
     found = 0
     for mid in ids:
-        v = np.frombuffer(mem.store.db.execute("SELECT vector FROM memory_vectors WHERE "
-                                               "memory_id = ?", (mid,)).fetchone()[0],
-                          dtype=np.float32).astype(np.float64)
+        v = np.frombuffer(
+            mem.store.db.execute("SELECT vector FROM memory_vectors WHERE memory_id = ?", (mid,)).fetchone()[
+                0
+            ],
+            dtype=np.float32,
+        ).astype(np.float64)
         u = rng.standard_normal(v.size)
         u -= (u @ v) * v
-        q = cosine * v + (1 - cosine ** 2) ** 0.5 * u / np.linalg.norm(u)
-        rows = neighbour_search.neighbours(mem.context, "contradiction",
-                                           q.astype(np.float32).tobytes(), k)
+        q = cosine * v + (1 - cosine**2) ** 0.5 * u / np.linalg.norm(u)
+        rows = neighbour_search.neighbours(mem.context, "contradiction", q.astype(np.float32).tobytes(), k)
         found += mid in {r["id"] for r in rows}
     return found / n
 
@@ -119,30 +130,40 @@ def main(argv=None) -> int:
     path = os.path.join(DATA, f"neighbours-{args.n}.db")
     if not os.path.exists(path):
         build(path, args.n, log)
-    log(f"reading {path} once, so the timings are of a store in use, whose pages the OS "
-        f"keeps cached ({cached_in(path):.1f} s)")
+    log(
+        f"reading {path} once, so the timings are of a store in use, whose pages the OS "
+        f"keeps cached ({cached_in(path):.1f} s)"
+    )
     mem = Memory(path, policy="lifecycle-local", offline=True, clock=FixedClock("2026-03-02T09:00:00"))
     step = next(s for s in mem.policy.write if s.step == "contradiction")
     rng = random.Random(11)
-    short = [f"User switched w{rng.randrange(20000)} to w{rng.randrange(20000)} and "
-             f"w{rng.randrange(20000)}" for _ in range(args.calls + 3)]
+    short = [
+        f"User switched w{rng.randrange(20000)} to w{rng.randrange(20000)} and w{rng.randrange(20000)}"
+        for _ in range(args.calls + 3)
+    ]
     # a long turn: 12 uncommon words, ~4,800 matching rows before the query keeps 2,000
-    long = ["User listed " + ", ".join(f"w{rng.randrange(20000)}" for _ in range(12))
-            for _ in range(args.calls + 3)]
+    long = [
+        "User listed " + ", ".join(f"w{rng.randrange(20000)}" for _ in range(12))
+        for _ in range(args.calls + 3)
+    ]
     vectors, cells = mem.store.vector_count("default", mem.policy.embed.name)
     met = True
     for label, texts in (("3 rare words a turn", short), ("12 rare words a turn", long)):
         times, shown, t_embed = timed(mem, step, texts)
         med = statistics.median(times) * 1e3
         met = met and med < GOAL_MS
-        print(f"contradiction candidates with embeddings, N={vectors} ({cells} cells, "
-              f"{V.PROBES} probed), {label}: median {med:.1f} ms, p90 "
-              f"{sorted(times)[int(len(times) * 0.9)] * 1e3:.1f} ms over {len(times)} calls, "
-              f"{statistics.mean(shown):.0f} candidates shown on average; the new memory's "
-              f"own vector (local model) median {statistics.median(t_embed) * 1e3:.1f} ms")
+        print(
+            f"contradiction candidates with embeddings, N={vectors} ({cells} cells, "
+            f"{V.PROBES} probed), {label}: median {med:.1f} ms, p90 "
+            f"{sorted(times)[int(len(times) * 0.9)] * 1e3:.1f} ms over {len(times)} calls, "
+            f"{statistics.mean(shown):.0f} candidates shown on average; the new memory's "
+            f"own vector (local model) median {statistics.median(t_embed) * 1e3:.1f} ms"
+        )
     print(f"goal: median < {GOAL_MS:g} ms: {'met' if met else 'NOT met'}")
-    print("source of a perturbed stored vector found among 20 neighbours: " + ", ".join(
-        f"{source_found(mem, c):.2f} at cosine {c:g}" for c in (0.9, 0.78)))
+    print(
+        "source of a perturbed stored vector found among 20 neighbours: "
+        + ", ".join(f"{source_found(mem, c):.2f} at cosine {c:g}" for c in (0.9, 0.78))
+    )
     mem.close()
     return 0
 

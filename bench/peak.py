@@ -22,6 +22,7 @@ At the largest N the child runs once more with a page cache of SMALL_CACHE_MIB (
 DB POLICY NOW MIB``: the store's connection is set to it after the open, before the
 pass): if the growth is SQLite's and bounded by that setting, it falls with it.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,7 +32,7 @@ import sys
 from . import datasets as D
 
 FLAT_GOAL = 1.5
-CACHE_MIB = 64.0   # engine/store.py: PRAGMA cache_size = -65536 (KiB)
+CACHE_MIB = 64.0  # engine/store.py: PRAGMA cache_size = -65536 (KiB)
 SMALL_CACHE_MIB = 16  # the second run at the largest N
 
 
@@ -58,8 +59,16 @@ def child(db: str, policy: str, now: str, cache_mib: str | None = None) -> None:
     _, py_peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     mem.close()
-    print(json.dumps({"rss_before_kib": before, "py_peak_kib": py_peak // 1024,
-                      "hwm_kib": _status_kib("VmHWM"), "changed": sum(r.changed for r in res)}))
+    print(
+        json.dumps(
+            {
+                "rss_before_kib": before,
+                "py_peak_kib": py_peak // 1024,
+                "hwm_kib": _status_kib("VmHWM"),
+                "changed": sum(r.changed for r in res),
+            }
+        )
+    )
 
 
 def child_bare(db: str, now: str) -> None:
@@ -72,11 +81,11 @@ def child_bare(db: str, now: str) -> None:
 
 def run_child(args: list[str]) -> dict:
     """Run `python -m bench.peak ARGS` and return the JSON it prints."""
-    proc = subprocess.run([sys.executable, "-m", "bench.peak", *args], cwd=D.ROOT,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.peak", *args], cwd=D.ROOT, capture_output=True, text=True
+    )
     if proc.returncode != 0:
-        raise RuntimeError(f"bench.peak {' '.join(args)} failed ({proc.returncode}):\n"
-                           f"{proc.stderr[-2000:]}")
+        raise RuntimeError(f"bench.peak {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
     return json.loads(proc.stdout)
 
 
@@ -97,30 +106,58 @@ def bench(sizes, log=print) -> tuple[list[dict], list[str]]:
             D.drop(copy)
         mb = lambda kib: kib / 1024  # noqa: E731
         figures = {"rss": mb(maxrss), "py": mb(info["py_peak_kib"])}
-        log(f"peak memory of expiry+decay at N={D.label(n)}: peak RSS {figures['rss']:.1f} MiB "
+        log(
+            f"peak memory of expiry+decay at N={D.label(n)}: peak RSS {figures['rss']:.1f} MiB "
             f"(after open, before the pass {mb(info['rss_before_kib']):.1f} MiB; bare SQL "
-            f"{mb(bare_rss):.1f} MiB); Python heap peak during the pass {figures['py']:.2f} MiB")
-        rows.append(dict(measure="pass peak RSS (MiB)", n=n, value=figures["rss"],
-                         baseline=mb(bare_rss),
-                         note="VmHWM (peak RSS of the process's own address space) of a process "
-                              "that opens the store and runs expiry+decay (Memory.run); "
-                              "baseline: the same for bare_sql's statements"))
-        rows.append(dict(measure="pass RSS growth (MiB)", n=n,
-                         value=mb(maxrss - info["rss_before_kib"]), baseline=CACHE_MIB,
-                         note=f"peak RSS minus the RSS after open, before the pass "
-                              f"({mb(info['rss_before_kib']):.1f} MiB); baseline: the page-cache "
-                              f"cap the store sets (PRAGMA cache_size = -65536)"))
-        rows.append(dict(measure="pass Python heap peak (MiB)", n=n, value=figures["py"],
-                         baseline=None, note="tracemalloc peak during Memory.run(expiry, decay)"))
+            f"{mb(bare_rss):.1f} MiB); Python heap peak during the pass {figures['py']:.2f} MiB"
+        )
+        rows.append(
+            dict(
+                measure="pass peak RSS (MiB)",
+                n=n,
+                value=figures["rss"],
+                baseline=mb(bare_rss),
+                note="VmHWM (peak RSS of the process's own address space) of a process "
+                "that opens the store and runs expiry+decay (Memory.run); "
+                "baseline: the same for bare_sql's statements",
+            )
+        )
+        rows.append(
+            dict(
+                measure="pass RSS growth (MiB)",
+                n=n,
+                value=mb(maxrss - info["rss_before_kib"]),
+                baseline=CACHE_MIB,
+                note=f"peak RSS minus the RSS after open, before the pass "
+                f"({mb(info['rss_before_kib']):.1f} MiB); baseline: the page-cache "
+                f"cap the store sets (PRAGMA cache_size = -65536)",
+            )
+        )
+        rows.append(
+            dict(
+                measure="pass Python heap peak (MiB)",
+                n=n,
+                value=figures["py"],
+                baseline=None,
+                note="tracemalloc peak during Memory.run(expiry, decay)",
+            )
+        )
         if n == max(sizes):
             rows += _with_small_cache(n, maxrss - info["rss_before_kib"], log)
         if not first:
             first = dict(figures, n=n)
         else:
             for key, label in (("rss", "peak RSS"), ("py", "Python heap peak")):
-                rows.append(dict(measure=f"pass {label} flat (at N / at {D.label(first['n'])})",
-                                 n=n, value=figures[key] / first[key], baseline=None,
-                                 goal=FLAT_GOAL, absolute_goal=True))
+                rows.append(
+                    dict(
+                        measure=f"pass {label} flat (at N / at {D.label(first['n'])})",
+                        n=n,
+                        value=figures[key] / first[key],
+                        baseline=None,
+                        goal=FLAT_GOAL,
+                        absolute_goal=True,
+                    )
+                )
     return rows, problems
 
 
@@ -133,17 +170,29 @@ def _with_small_cache(n: int, growth_kib: int, log) -> list[dict]:
     finally:
         D.drop(copy)
     small = (info["hwm_kib"] - info["rss_before_kib"]) / 1024
-    log(f"  the same with a {SMALL_CACHE_MIB} MiB page cache: RSS growth {small:.1f} MiB "
-        f"(against {growth_kib / 1024:.1f} MiB with {CACHE_MIB:.0f} MiB)")
-    return [dict(measure=f"pass RSS growth, {SMALL_CACHE_MIB} MiB page cache (MiB)", n=n,
-                 value=small, baseline=float(SMALL_CACHE_MIB),
-                 note=f"the same child with PRAGMA cache_size = -{1024 * SMALL_CACHE_MIB} set "
-                      "after the open; baseline: that setting"),
-            dict(measure=f"pass RSS growth: {CACHE_MIB:.0f} MiB cache / {SMALL_CACHE_MIB} MiB "
-                         "cache", n=n, value=growth_kib / 1024, baseline=small,
-                 informative=True,
-                 note="how the growth follows the page-cache setting: the cache is 4x; the "
-                      "growth is SQLite's (the pass's Python heap peak is the row above)")]
+    log(
+        f"  the same with a {SMALL_CACHE_MIB} MiB page cache: RSS growth {small:.1f} MiB "
+        f"(against {growth_kib / 1024:.1f} MiB with {CACHE_MIB:.0f} MiB)"
+    )
+    return [
+        dict(
+            measure=f"pass RSS growth, {SMALL_CACHE_MIB} MiB page cache (MiB)",
+            n=n,
+            value=small,
+            baseline=float(SMALL_CACHE_MIB),
+            note=f"the same child with PRAGMA cache_size = -{1024 * SMALL_CACHE_MIB} set "
+            "after the open; baseline: that setting",
+        ),
+        dict(
+            measure=f"pass RSS growth: {CACHE_MIB:.0f} MiB cache / {SMALL_CACHE_MIB} MiB cache",
+            n=n,
+            value=growth_kib / 1024,
+            baseline=small,
+            informative=True,
+            note="how the growth follows the page-cache setting: the cache is 4x; the "
+            "growth is SQLite's (the pass's Python heap peak is the row above)",
+        ),
+    ]
 
 
 if __name__ == "__main__":
@@ -152,6 +201,5 @@ if __name__ == "__main__":
     elif len(sys.argv) == 4 and sys.argv[1] == "bare":
         child_bare(*sys.argv[2:])
     else:
-        print("usage: python -m bench.peak child DB POLICY NOW [CACHE_MIB] | bare DB NOW",
-              file=sys.stderr)
+        print("usage: python -m bench.peak child DB POLICY NOW [CACHE_MIB] | bare DB NOW", file=sys.stderr)
         sys.exit(2)

@@ -13,6 +13,7 @@
 
 A server: LETHE_TEST_PG=postgresql://..., else one started here (tests/pg_server.py).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,9 +34,11 @@ POLICY = "policies/lifecycle.yaml"
 # double precision throughout, as anyone tuning it would write it (and as the dialect
 # binds it): extract() is NUMERIC, and a literal like 0.03 is NUMERIC too, several times
 # slower per row than a double
-FRESH = ("least(1.0::float8, exp(-0.693::float8 * floor((extract(epoch from (%(now)s::timestamp "
-         "- coalesce(last_accessed, created_at)::timestamp)) / 86400.0)::float8) / 30) "
-         "+ least(0.3::float8, access_count * 0.03::float8))")
+FRESH = (
+    "least(1.0::float8, exp(-0.693::float8 * floor((extract(epoch from (%(now)s::timestamp "
+    "- coalesce(last_accessed, created_at)::timestamp)) / 86400.0)::float8) / 30) "
+    "+ least(0.3::float8, access_count * 0.03::float8))"
+)
 BARE = [
     "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) SELECT id, 'expired', "
     "json_build_object('rule', 'expiry', 'from', json_build_object('status', status), 'to', "
@@ -93,18 +96,26 @@ def bench_passes(dsn: str, now: str, rounds: int = 2) -> dict:
 
     bare_t, lethe_t = [], []
     for _ in range(rounds):
-        t, counts = timed(lambda: rolled_back(
-            lambda: [store.db.execute(sql, {"now": now}).rowcount for sql in BARE]))
+        t, counts = timed(
+            lambda: rolled_back(lambda: [store.db.execute(sql, {"now": now}).rowcount for sql in BARE])
+        )
         bare_t.append(t)
-        lethe_t.append(timed(lambda: rolled_back(
-            lambda: [store.run(st, "default", now) for st in compiled]))[0])
+        lethe_t.append(
+            timed(lambda: rolled_back(lambda: [store.run(st, "default", now) for st in compiled]))[0]
+        )
     run_s, results = timed(lambda: mem.run(["expiry", "decay"]))
     mem.close()
     same = [results[0].events.get("expired"), results[1].events.get("archived")] == [counts[0], counts[3]]
-    return {"bare_s": round(min(bare_t), 3), "lethe_s": round(min(lethe_t), 3),
-            "ratio": round(min(lethe_t) / min(bare_t), 2), "memory_run_s": round(run_s, 3),
-            "all_s": {"bare": [round(x, 2) for x in bare_t], "lethe": [round(x, 2) for x in lethe_t]},
-            "expired": counts[0], "archived": counts[3], "same_counts": same}
+    return {
+        "bare_s": round(min(bare_t), 3),
+        "lethe_s": round(min(lethe_t), 3),
+        "ratio": round(min(lethe_t) / min(bare_t), 2),
+        "memory_run_s": round(run_s, 3),
+        "all_s": {"bare": [round(x, 2) for x in bare_t], "lethe": [round(x, 2) for x in lethe_t]},
+        "expired": counts[0],
+        "archived": counts[3],
+        "same_counts": same,
+    }
 
 
 def bench_recall(dsn: str, now: str, n: int = 50) -> dict:
@@ -115,18 +126,29 @@ def bench_recall(dsn: str, now: str, n: int = 50) -> dict:
     query = [timed(lambda q=q: mem.recall(q))[0] * 1000 for _ in range(n // 5) for q in queries]
     mem.close()
     q99 = lambda xs: sorted(xs)[int(len(xs) * 0.99) - 1] if len(xs) > 1 else xs[0]  # noqa: E731
-    return {"candidates_median_ms": round(statistics.median(plain), 2),
-            "candidates_p99_ms": round(q99(plain), 2),
-            "recall_query_median_ms": round(statistics.median(query), 2),
-            "recall_query_p99_ms": round(q99(query), 2)}
+    return {
+        "candidates_median_ms": round(statistics.median(plain), 2),
+        "candidates_p99_ms": round(q99(plain), 2),
+        "recall_query_median_ms": round(statistics.median(query), 2),
+        "recall_query_p99_ms": round(q99(query), 2),
+    }
 
 
 def bench_remember(dsn: str, workers: int, seconds: float) -> dict:
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, dsn, str(seconds), str(i)],
-                              stdout=subprocess.PIPE, text=True) for i in range(workers)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, dsn, str(seconds), str(i)], stdout=subprocess.PIPE, text=True
+        )
+        for i in range(workers)
+    ]
     counts = [int(p.communicate()[0].strip() or 0) for p in procs]
-    return {"workers": workers, "seconds": seconds, "turns": sum(counts),
-            "turns_per_s": round(sum(counts) / seconds, 1), "per_worker": counts}
+    return {
+        "workers": workers,
+        "seconds": seconds,
+        "turns": sum(counts),
+        "turns_per_s": round(sum(counts) / seconds, 1),
+        "per_worker": counts,
+    }
 
 
 def main(argv=None) -> dict:
@@ -143,9 +165,14 @@ def main(argv=None) -> dict:
         dsn = pg_server.fresh_schema(base)
         import_s, _ = timed(lambda: copy_store(str(raw), dsn, batch=10_000))
         open_s, _ = timed(lambda: Memory(dsn, policy=POLICY, clock=FixedClock(now)).close())
-        out = {"rows": a.rows, "import_s": round(import_s, 1), "first_open_s": round(open_s, 1),
-               "passes": bench_passes(dsn, now), "recall": bench_recall(dsn, now),
-               "remember": bench_remember(dsn, a.workers, a.seconds)}
+        out = {
+            "rows": a.rows,
+            "import_s": round(import_s, 1),
+            "first_open_s": round(open_s, 1),
+            "passes": bench_passes(dsn, now),
+            "recall": bench_recall(dsn, now),
+            "remember": bench_remember(dsn, a.workers, a.seconds),
+        }
     finally:
         if server:
             server.stop()

@@ -27,6 +27,7 @@ of rank or status, so a batched decay pass moves no index entry but those. Runs
 `lethe run --pass expiry --pass decay` with `batch: N` and calls remember, add and a
 recall read from the head in turn while it runs (bench/concurrent.py's caller).
 """
+
 from __future__ import annotations
 
 import json
@@ -49,15 +50,32 @@ HEAD_RECALL = (
     "SELECT memories.*, 0.0 AS relevance FROM recall_head AS h CROSS JOIN memories "
     "ON memories.id = h.id WHERE h.namespace = 'default' AND memories.namespace = 'default' "
     "AND memories.status = 'active' AND memories.decay_score > 0.15 "
-    "ORDER BY h.rank DESC, h.id DESC LIMIT 60")
+    "ORDER BY h.rank DESC, h.id DESC LIMIT 60"
+)
 
 
 def _after_pass(tag: str) -> Path:
     """A copy of the adopted 1M file after lifecycle's expiry and decay at T."""
     copy = D.work_copy(D.adopted(1_000_000), tag)
-    subprocess.run(C._lethe_cmd() + ["run", "--db", str(copy), "--policy", str(D.POLICY),
-                                     "--pass", "expiry", "--pass", "decay", "--now", D.T_ISO],
-                   cwd=D.ROOT, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        C._lethe_cmd()
+        + [
+            "run",
+            "--db",
+            str(copy),
+            "--policy",
+            str(D.POLICY),
+            "--pass",
+            "expiry",
+            "--pass",
+            "decay",
+            "--now",
+            D.T_ISO,
+        ],
+        cwd=D.ROOT,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return copy
 
 
@@ -77,9 +95,12 @@ def _bound_keys(db: sqlite3.Connection) -> None:
 
 def _threshold_top(db, t: float, strict: bool):
     """The top 60 by the threshold algorithm, reading m rows of each list, m doubling."""
-    sql = {ix: f"SELECT id, ic * {DECAY} AS r, {col} FROM memories INDEXED BY {ix} "
-               f"WHERE namespace = 'default' AND status = 'active' AND {DECAY} > 0.15 "
-               f"ORDER BY {col} DESC LIMIT :m" for ix, col in LISTS}
+    sql = {
+        ix: f"SELECT id, ic * {DECAY} AS r, {col} FROM memories INDEXED BY {ix} "
+        f"WHERE namespace = 'default' AND status = 'active' AND {DECAY} > 0.15 "
+        f"ORDER BY {col} DESC LIMIT :m"
+        for ix, col in LISTS
+    }
     m = 64
     while True:
         best, last = {}, []
@@ -104,9 +125,11 @@ def threshold(log=print) -> None:
         t0 = db.execute("SELECT julianday(?)", (D.T_ISO,)).fetchone()[0]
         for days in (0, 7, 30, 90):
             t = t0 + days
-            exact = db.execute(f"SELECT id, ic * {DECAY} AS r FROM memories WHERE status = "
-                               f"'active' AND {DECAY} > 0.15 ORDER BY r DESC, id DESC LIMIT 60",
-                               {"t": t}).fetchall()
+            exact = db.execute(
+                f"SELECT id, ic * {DECAY} AS r FROM memories WHERE status = "
+                f"'active' AND {DECAY} > 0.15 ORDER BY r DESC, id DESC LIMIT 60",
+                {"t": t},
+            ).fetchall()
             for strict in (False, True):
                 top, m, seen = _threshold_top(db, t, strict)
                 times = []
@@ -115,15 +138,19 @@ def threshold(log=print) -> None:
                     _threshold_top(db, t, strict)
                     times.append(time.perf_counter() - s)
                 same = [i for i, _ in top] == [i for i, _ in exact]
-                log(f"T+{days} d, ties {'by id' if strict else 'any'}: read {seen} rows "
+                log(
+                    f"T+{days} d, ties {'by id' if strict else 'any'}: read {seen} rows "
                     f"(depth {m}), same ids as the full scan: {same}, median "
-                    f"{statistics.median(times) * 1e3:.2f} ms")
+                    f"{statistics.median(times) * 1e3:.2f} ms"
+                )
         times = []
         for _ in range(30):
             s = time.perf_counter()
-            db.execute("SELECT id FROM memories WHERE namespace = 'default' AND status = "
-                       "'active' AND decay_score > 0.15 ORDER BY rank DESC, id DESC "
-                       "LIMIT 60").fetchall()
+            db.execute(
+                "SELECT id FROM memories WHERE namespace = 'default' AND status = "
+                "'active' AND decay_score > 0.15 ORDER BY rank DESC, id DESC "
+                "LIMIT 60"
+            ).fetchall()
             times.append(time.perf_counter() - s)
         log(f"the stored-rank index, same query: median {statistics.median(times) * 1e3:.3f} ms")
     finally:
@@ -132,9 +159,11 @@ def threshold(log=print) -> None:
 
 
 def _make_head(db: sqlite3.Connection, size: int) -> float:
-    floor = db.execute("SELECT rank FROM memories WHERE namespace = 'default' AND status = "
-                       "'active' ORDER BY rank DESC, id DESC LIMIT 1 OFFSET ?",
-                       (size - 1,)).fetchone()[0]
+    floor = db.execute(
+        "SELECT rank FROM memories WHERE namespace = 'default' AND status = "
+        "'active' ORDER BY rank DESC, id DESC LIMIT 1 OFFSET ?",
+        (size - 1,),
+    ).fetchone()[0]
     th = "(SELECT theta FROM recall_head_floor WHERE namespace = {0}.namespace)"
     db.executescript(f"""
     BEGIN;
@@ -146,15 +175,15 @@ def _make_head(db: sqlite3.Connection, size: int) -> float:
     INSERT INTO recall_head SELECT namespace, rank, id FROM memories
       WHERE namespace = 'default' AND status = 'active' AND rank >= {floor!r};
     CREATE TRIGGER head_ins AFTER INSERT ON memories
-      WHEN new.status = 'active' AND new.rank >= {th.format('new')}
+      WHEN new.status = 'active' AND new.rank >= {th.format("new")}
       BEGIN INSERT OR IGNORE INTO recall_head VALUES (new.namespace, new.rank, new.id); END;
     CREATE TRIGGER head_upd AFTER UPDATE OF rank, status ON memories
-      WHEN (old.status = 'active' AND old.rank >= {th.format('old')})
-        OR (new.status = 'active' AND new.rank >= {th.format('new')})
+      WHEN (old.status = 'active' AND old.rank >= {th.format("old")})
+        OR (new.status = 'active' AND new.rank >= {th.format("new")})
       BEGIN
         DELETE FROM recall_head WHERE namespace = old.namespace AND rank = old.rank AND id = old.id;
         INSERT OR IGNORE INTO recall_head SELECT new.namespace, new.rank, new.id
-          WHERE new.status = 'active' AND new.rank >= {th.format('new')};
+          WHERE new.status = 'active' AND new.rank >= {th.format("new")};
       END;
     CREATE TRIGGER head_del AFTER DELETE ON memories
       BEGIN DELETE FROM recall_head WHERE namespace = old.namespace AND rank = old.rank
@@ -166,6 +195,7 @@ def _make_head(db: sqlite3.Connection, size: int) -> float:
 
 class HeadCaller(C.Caller):
     """bench/concurrent.py's caller, with recall read from the head."""
+
     path: Path
 
     def one(self):
@@ -184,8 +214,10 @@ def head(batch: int, log=print) -> None:
     copy = D.work_copy(D.adopted(1_000_000), "head")
     with tempfile.TemporaryDirectory() as tmp:
         policy = Path(tmp) / "batched.yaml"
-        policy.write_text(f"name: batched\nextends: {D.POLICY}\npasses:\n"
-                          f"  expiry:\n    batch: {batch}\n  decay:\n    batch: {batch}\n")
+        policy.write_text(
+            f"name: batched\nextends: {D.POLICY}\npasses:\n"
+            f"  expiry:\n    batch: {batch}\n  decay:\n    batch: {batch}\n"
+        )
         db = sqlite3.connect(copy, isolation_level=None)
         try:
             floor = _make_head(db, 10_000)
@@ -197,20 +229,28 @@ def head(batch: int, log=print) -> None:
             r = C._run(copy, policy, C.IDLE_OPS)
         finally:
             D.drop(copy)
-    log(f"head floor {floor:.4f}; batch {batch}; pass {r['pass_s']:.1f} s "
-        f"(ok: {r['pass_ok']}); 'database is locked': {r['locked']}; errors: {r['errors'][:2]}")
+    log(
+        f"head floor {floor:.4f}; batch {batch}; pass {r['pass_s']:.1f} s "
+        f"(ok: {r['pass_ok']}); 'database is locked': {r['locked']}; errors: {r['errors'][:2]}"
+    )
     for kind in C.KINDS:
         k = r[kind]
-        log(f"  {kind}: p99 {k['p99']:.1f} ms, max {k['max']:.1f} ms, median {k['med']:.1f} ms "
-            f"({k['calls']} calls)")
+        log(
+            f"  {kind}: p99 {k['p99']:.1f} ms, max {k['max']:.1f} ms, median {k['med']:.1f} ms "
+            f"({k['calls']} calls)"
+        )
 
 
 # -- partial: recall's index over the head of the ranking only ------------------------
 HEAD_ROWS = 10_000  # the head's size when its floor is chosen
-FULL_RECALL = ("SELECT id FROM memories WHERE namespace = ? AND status = ? AND decay_score > ? "
-               "ORDER BY rank DESC, id DESC LIMIT 60")
-HEAD_RECALL_PARTIAL = ("SELECT id FROM memories WHERE namespace = ? AND status = ? AND "
-                       "decay_score > ? AND rank >= ? ORDER BY rank DESC, id DESC LIMIT 60")
+FULL_RECALL = (
+    "SELECT id FROM memories WHERE namespace = ? AND status = ? AND decay_score > ? "
+    "ORDER BY rank DESC, id DESC LIMIT 60"
+)
+HEAD_RECALL_PARTIAL = (
+    "SELECT id FROM memories WHERE namespace = ? AND status = ? AND "
+    "decay_score > ? AND rank >= ? ORDER BY rank DESC, id DESC LIMIT 60"
+)
 
 
 def _wal(path: Path) -> Path:
@@ -228,12 +268,17 @@ def _head_index(path: Path, rows: int = HEAD_ROWS) -> tuple[float, float]:
     itself). Returns (floor, seconds the CREATE INDEX took)."""
     db = sqlite3.connect(str(path), isolation_level=None)
     try:
-        floor = db.execute("SELECT rank FROM memories WHERE namespace = 'default' AND status = "
-                           "'active' ORDER BY rank DESC LIMIT 1 OFFSET ?", (rows - 1,)).fetchone()[0]
+        floor = db.execute(
+            "SELECT rank FROM memories WHERE namespace = 'default' AND status = "
+            "'active' ORDER BY rank DESC LIMIT 1 OFFSET ?",
+            (rows - 1,),
+        ).fetchone()[0]
         db.execute("DROP INDEX memories_recall")
         t0 = time.perf_counter()
-        db.execute("CREATE INDEX memories_recall ON memory_rows(namespace, status, rank, id) "
-                   f"WHERE status = 'active' AND rank >= {float(floor)!r}")
+        db.execute(
+            "CREATE INDEX memories_recall ON memory_rows(namespace, status, rank, id) "
+            f"WHERE status = 'active' AND rank >= {float(floor)!r}"
+        )
         return floor, time.perf_counter() - t0
     finally:
         db.close()
@@ -253,24 +298,47 @@ def partial(reps: int = 2, log=print) -> None:
         times["floor"].append(P.run_bare(c, article=True)[0])
         D.drop(c)
         design = _wal(D.work_copy(base, "p-design"))
-        times["design"].append(P._timed([sys.executable, str(D.ROOT / "bench" / "bare_sql.py"),
-                                         str(design), D.T_ISO, "--as-lethe", "--design"])[0])
+        times["design"].append(
+            P._timed(
+                [
+                    sys.executable,
+                    str(D.ROOT / "bench" / "bare_sql.py"),
+                    str(design),
+                    D.T_ISO,
+                    "--as-lethe",
+                    "--design",
+                ]
+            )[0]
+        )
         head_copy = _wal(D.work_copy(base, "p-head"))
         floor, build = _head_index(head_copy)
-        times["head"].append(P._timed([sys.executable, str(D.ROOT / "bench" / "bare_sql.py"),
-                                       str(head_copy), D.T_ISO, "--as-lethe", "--head"])[0])
+        times["head"].append(
+            P._timed(
+                [
+                    sys.executable,
+                    str(D.ROOT / "bench" / "bare_sql.py"),
+                    str(head_copy),
+                    D.T_ISO,
+                    "--as-lethe",
+                    "--head",
+                ]
+            )[0]
+        )
         log("  " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()))
     med = {k: statistics.median(v) for k, v in times.items()}
-    log(f"floor {med['floor']:.2f} s; design (index rebuilt) {med['design']:.2f} s = "
+    log(
+        f"floor {med['floor']:.2f} s; design (index rebuilt) {med['design']:.2f} s = "
         f"{med['design'] / med['floor']:.2f}x; head index in place {med['head']:.2f} s = "
-        f"{med['head'] / med['floor']:.2f}x (medians of {reps})")
+        f"{med['head'] / med['floor']:.2f}x (medians of {reps})"
+    )
     args = ("default", "active", 0.15)
     hd, full = sqlite3.connect(str(head_copy)), sqlite3.connect(str(design))
     try:
-        kept = hd.execute("SELECT count(*) FROM memories WHERE namespace = 'default' AND "
-                          "status = 'active' AND rank >= ?", (floor,)).fetchone()[0]
-        plan = [r[3] for r in hd.execute("EXPLAIN QUERY PLAN " + HEAD_RECALL_PARTIAL,
-                                         (*args, floor))]
+        kept = hd.execute(
+            "SELECT count(*) FROM memories WHERE namespace = 'default' AND status = 'active' AND rank >= ?",
+            (floor,),
+        ).fetchone()[0]
+        plan = [r[3] for r in hd.execute("EXPLAIN QUERY PLAN " + HEAD_RECALL_PARTIAL, (*args, floor))]
         took = []
         for _ in range(200):
             t0 = time.perf_counter()
@@ -280,16 +348,19 @@ def partial(reps: int = 2, log=print) -> None:
     finally:
         hd.close()
         full.close()
-    log(f"head: floor {floor:.4f}, built in {build:.2f} s over {HEAD_ROWS} rows, {kept} rows "
+    log(
+        f"head: floor {floor:.4f}, built in {build:.2f} s over {HEAD_ROWS} rows, {kept} rows "
         f"left in it after the pass; recall through it: median "
         f"{statistics.median(took) * 1000:.3f} ms, plan {plan}, same 60 ids as the full "
-        f"index: {same}")
+        f"index: {same}"
+    )
     for c in (design, head_copy):
         D.drop(c)
 
 
-READ_BACK = ("SELECT id, status, CASE WHEN status = 'active' THEN {f} ELSE decay_score END "
-             "FROM memories ORDER BY id")
+READ_BACK = (
+    "SELECT id, status, CASE WHEN status = 'active' THEN {f} ELSE decay_score END FROM memories ORDER BY id"
+)
 
 
 def readtime(reps: int = 2, log=print) -> None:
@@ -319,8 +390,16 @@ def readtime(reps: int = 2, log=print) -> None:
         times["design"].append(secs)
         D.drop(d)
         r = _wal(D.work_copy(base, "rt-read"))
-        secs, out = P._timed([sys.executable, str(D.ROOT / "bench" / "bare_sql.py"), str(r),
-                              D.T_ISO, "--as-lethe", "--read-time"])
+        secs, out = P._timed(
+            [
+                sys.executable,
+                str(D.ROOT / "bench" / "bare_sql.py"),
+                str(r),
+                D.T_ISO,
+                "--as-lethe",
+                "--read-time",
+            ]
+        )
         times["read-time"].append(secs)
         counts["read-time"] = json.loads(out)
         if last:
@@ -329,22 +408,32 @@ def readtime(reps: int = 2, log=print) -> None:
             D.drop(r)
         log("  " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()))
     med = {k: statistics.median(v) for k, v in times.items()}
-    log(f"floor {med['floor']:.2f} s; design as built {med['design']:.2f} s = "
+    log(
+        f"floor {med['floor']:.2f} s; design as built {med['design']:.2f} s = "
         f"{med['design'] / med['floor']:.2f}x; read-time design {med['read-time']:.2f} s = "
-        f"{med['read-time'] / med['floor']:.2f}x (medians of {reps}); counts {counts}")
+        f"{med['read-time'] / med['floor']:.2f}x (medians of {reps}); counts {counts}"
+    )
     a, b = sqlite3.connect(str(floor_copy)), sqlite3.connect(str(read_copy))
     try:
         want = a.execute("SELECT id, status, decay_score FROM memories ORDER BY id").fetchall()
         got = b.execute(READ_BACK.format(f=B.FRESH), {"now": D.T_ISO}).fetchall()
-        events = [db.execute("SELECT event_type, count(*), count(DISTINCT memory_id) FROM "
-                             "memory_events WHERE occurred_at = ? GROUP BY event_type "
-                             "ORDER BY event_type", (D.T_ISO,)).fetchall() for db in (a, b)]
+        events = [
+            db.execute(
+                "SELECT event_type, count(*), count(DISTINCT memory_id) FROM "
+                "memory_events WHERE occurred_at = ? GROUP BY event_type "
+                "ORDER BY event_type",
+                (D.T_ISO,),
+            ).fetchall()
+            for db in (a, b)
+        ]
     finally:
         a.close()
         b.close()
     differ = sum(1 for x, y in zip(want, got) if x[1] != y[1] or abs(x[2] - y[2]) > 1e-12)
-    log(f"rows: {len(want)} vs {len(got)}, differing in status or decay_score: {differ}; "
-        f"events at T: floor {events[0]}, read-time {events[1]}")
+    log(
+        f"rows: {len(want)} vs {len(got)}, differing in status or decay_score: {differ}; "
+        f"events at T: floor {events[0]}, read-time {events[1]}"
+    )
     D.drop(floor_copy)
     D.drop(read_copy)
 

@@ -13,6 +13,7 @@ memories that lost an expiry. `--record-dir` keeps every answer (the `replay` pr
 reads them back, so tests/test_real_answers.py checks the engine on them with no model).
 Not part of `make test`: slow, and a model's answers vary with load and build.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,8 +30,8 @@ from pathlib import Path
 import yaml
 
 from engine import FixedClock, Memory
-from engine.judges import invariants as guards
 from engine.judges import COPIED
+from engine.judges import invariants as guards
 from engine.policy import load
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,17 +39,41 @@ TURNS = Path(__file__).with_name("real_turns.yaml")
 START = dt.datetime(2026, 3, 2, 9, 0, 0)
 # the example answers the prompts showed before issue 40 (a copy of one is a copied answer)
 OLD_EXAMPLES = [
-    {"save": True, "content": "User deploys the billing service with Docker.",
-     "summary": "billing service: Docker deploys", "tags": ["deploy", "docker"], "importance": 6},
+    {
+        "save": True,
+        "content": "User deploys the billing service with Docker.",
+        "summary": "billing service: Docker deploys",
+        "tags": ["deploy", "docker"],
+        "importance": 6,
+    },
     {"save": False, "content": "", "summary": "", "tags": [], "importance": 1},
     {"supersedes": [{"n": 2, "reason": "the deadline moved from March 15 to April 1"}], "confirms": [3]},
-    {"clusters": [[1, 4], [2, 7, 9]]}, {"confidence": 0.7}, {"ids": [3, 1]},
-    {"content": "User indents with spaces, never tabs, in every language.", "summary": "spaces, not tabs",
-     "tags": ["style"]},
+    {"clusters": [[1, 4], [2, 7, 9]]},
+    {"confidence": 0.7},
+    {"ids": [3, 1]},
+    {
+        "content": "User indents with spaces, never tabs, in every language.",
+        "summary": "spaces, not tabs",
+        "tags": ["style"],
+    },
 ]
-COLUMNS = ("policy", "turns", "stored", "superseded", "reinforced", "expired", "refused", "calls",
-           "tokens", "seconds", "lost_to_confirms", "wrong_thing_supersessions",
-           "example_answers_accepted", "merges_lost_expiry", "recall_hits")
+COLUMNS = (
+    "policy",
+    "turns",
+    "stored",
+    "superseded",
+    "reinforced",
+    "expired",
+    "refused",
+    "calls",
+    "tokens",
+    "seconds",
+    "lost_to_confirms",
+    "wrong_thing_supersessions",
+    "example_answers_accepted",
+    "merges_lost_expiry",
+    "recall_hits",
+)
 
 
 def served_model(base_url: str) -> str:
@@ -58,17 +83,28 @@ def served_model(base_url: str) -> str:
 
 def policy_file(folder: Path, name: str, base_url: str, model: str, timeout: float) -> str:
     shipped = ROOT / "policies" / f"{name}.yaml"
-    models = {m.name: {"provider": "openai", "model": model, "base_url": base_url,
-                       "temperature": 0, "timeout": timeout, "max_retries": 0}
-              for m in load(str(shipped)).models.values() if m.provider == "openai"}
+    models = {
+        m.name: {
+            "provider": "openai",
+            "model": model,
+            "base_url": base_url,
+            "temperature": 0,
+            "timeout": timeout,
+            "max_retries": 0,
+        }
+        for m in load(str(shipped)).models.values()
+        if m.provider == "openai"
+    }
     path = folder / f"{name}.yaml"
-    path.write_text(yaml.safe_dump({"name": f"real-{name}", "extends": str(shipped),
-                                    "models": models}), encoding="utf-8")
+    path.write_text(
+        yaml.safe_dump({"name": f"real-{name}", "extends": str(shipped), "models": models}), encoding="utf-8"
+    )
     return str(path)
 
 
-def play(name: str, policy: str, data: dict, db: str, record: str | None = None,
-         replay: str | None = None) -> dict:
+def play(
+    name: str, policy: str, data: dict, db: str, record: str | None = None, replay: str | None = None
+) -> dict:
     """One policy through every turn and query; its row of the table. With `replay`, the
     answers recorded by an earlier run are given again (no model is asked)."""
     clock = FixedClock(START)
@@ -99,18 +135,23 @@ def play(name: str, policy: str, data: dict, db: str, record: str | None = None,
     row["merges_lost_expiry"] = merges_lost_expiry(mem)
     clock.advance(dt.timedelta(days=365))
     mem.run([p for p in mem.policy.passes if p == "expiry"])
-    rows = mem.store.db.execute("SELECT status, count(*) FROM memories GROUP BY status").fetchall() \
-        if hasattr(mem.store, "db") else []
+    rows = (
+        mem.store.db.execute("SELECT status, count(*) FROM memories GROUP BY status").fetchall()
+        if hasattr(mem.store, "db")
+        else []
+    )
     row["expired"] = dict((r[0], r[1]) for r in rows).get("expired", 0)
-    calls = mem.store.db.execute("SELECT outcome, prompt_tokens + completion_tokens, detail "
-                                 "FROM model_calls").fetchall()
+    calls = mem.store.db.execute(
+        "SELECT outcome, prompt_tokens + completion_tokens, detail FROM model_calls"
+    ).fetchall()
     row["calls"] = len(calls)
     row["tokens"] = sum(c[1] or 0 for c in calls)
     row["refused"] = sum(c[0] == "bad_answer" for c in calls)
     copied_refused = sum(c[0] == "bad_answer" and COPIED in (c[2] or "") for c in calls)
     answers = replay or record
-    row["example_answers_accepted"] = max(0, copies(answers) - copied_refused) \
-        if answers and Path(answers).exists() else 0
+    row["example_answers_accepted"] = (
+        max(0, copies(answers) - copied_refused) if answers and Path(answers).exists() else 0
+    )
     row["seconds"] = round(time.perf_counter() - started)
     mem.close()
     return row
@@ -132,8 +173,13 @@ def copies(record: str) -> int:
 
 
 def _changes_nothing(answer) -> bool:
-    return isinstance(answer, dict) and "save" not in answer and not any(
-        v for k, v in answer.items() if k in ("supersedes", "confirms", "clusters", "expires_at", "ids"))
+    return (
+        isinstance(answer, dict)
+        and "save" not in answer
+        and not any(
+            v for k, v in answer.items() if k in ("supersedes", "confirms", "clusters", "expires_at", "ids")
+        )
+    )
 
 
 def merges_lost_expiry(mem: Memory) -> int:
@@ -141,12 +187,17 @@ def merges_lost_expiry(mem: Memory) -> int:
     db = mem.store.db
     lost = 0
     for mid, detail, expires in db.execute(
-            "SELECT e.memory_id, e.detail, m.expires_at FROM memory_events e JOIN memories m "
-            "ON m.id = e.memory_id WHERE e.event_type = 'merged'").fetchall():
+        "SELECT e.memory_id, e.detail, m.expires_at FROM memory_events e JOIN memories m "
+        "ON m.id = e.memory_id WHERE e.event_type = 'merged'"
+    ).fetchall():
         members = json.loads(detail)["merged_from"]
-        dated = [r[0] for r in db.execute(
-            f"SELECT expires_at FROM memories WHERE id IN ({','.join('?' * len(members))})",
-            members).fetchall() if r[0]]
+        dated = [
+            r[0]
+            for r in db.execute(
+                f"SELECT expires_at FROM memories WHERE id IN ({','.join('?' * len(members))})", members
+            ).fetchall()
+            if r[0]
+        ]
         if dated and (expires is None or expires > min(dated)):
             lost += 1
     return lost
@@ -154,9 +205,11 @@ def merges_lost_expiry(mem: Memory) -> int:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--policies", nargs="*", default=["lifecycle", "coding-agent", "fused",
-                                                      "scenes", "scenes-decay", "archive",
-                                                      "scheduled-sql"])
+    ap.add_argument(
+        "--policies",
+        nargs="*",
+        default=["lifecycle", "coding-agent", "fused", "scenes", "scenes-decay", "archive", "scheduled-sql"],
+    )
     ap.add_argument("--record-dir", default=None)
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--parallel", type=int, default=3)
@@ -164,21 +217,26 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     base_url = os.environ.get("OPENAI_BASE_URL")
     if not base_url:
-        print("OPENAI_BASE_URL is not set: start a model with ../shared/tools/real-model/serve.sh",
-              file=sys.stderr)
+        print(
+            "OPENAI_BASE_URL is not set: start a model with ../shared/tools/real-model/serve.sh",
+            file=sys.stderr,
+        )
         return 2
     model = served_model(base_url)
     data = yaml.safe_load(TURNS.read_text(encoding="utf-8"))
     if args.turns:
-        data["turns"] = data["turns"][:args.turns]
+        data["turns"] = data["turns"][: args.turns]
     folder = Path(tempfile.mkdtemp(prefix="lethe-real-"))
     if args.record_dir:
         Path(args.record_dir).mkdir(parents=True, exist_ok=True)
     jobs = {}
     with cf.ThreadPoolExecutor(max_workers=args.parallel) as pool:
         for name in args.policies:
-            record = str(Path(args.record_dir) / f"{model}-{name}.jsonl") if args.record_dir else \
-                str(folder / f"{name}.jsonl")
+            record = (
+                str(Path(args.record_dir) / f"{model}-{name}.jsonl")
+                if args.record_dir
+                else str(folder / f"{name}.jsonl")
+            )
             Path(record).unlink(missing_ok=True)
             policy = policy_file(folder, name, base_url, model, args.timeout)
             jobs[name] = pool.submit(play, name, policy, data, str(folder / f"{name}.db"), record)

@@ -7,6 +7,7 @@ the same ids in the same order. Goals: median at most 1 ms at every N (the perfo
 issue's, at 1M; the first brief asked 5 ms), and flat: the median at N at most FLAT_GOAL times the median at the smallest N
 measured.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,7 +21,7 @@ from .seed_article import article_recall_candidates
 CALLS = 200
 MEDIAN_GOAL_MS = 1.0
 FLAT_GOAL = 2.0
-BASELINE_BUDGET_S = 5.0   # the full scan gets at most CALLS calls or this much time
+BASELINE_BUDGET_S = 5.0  # the full scan gets at most CALLS calls or this much time
 
 
 def _p99(xs: list[float]) -> float:
@@ -58,8 +59,9 @@ def bench(sizes, calls: int = CALLS, log=print) -> tuple[list[dict], list[str]]:
         try:
             limit = mem.policy.recall.candidates.limit
             lethe = _time_calls(lambda: mem.candidates(), calls)
-            base = _time_calls(lambda: article_recall_candidates(conn, limit), calls,
-                               budget=BASELINE_BUDGET_S, warmup=1)
+            base = _time_calls(
+                lambda: article_recall_candidates(conn, limit), calls, budget=BASELINE_BUDGET_S, warmup=1
+            )
             ids_lethe = [r.id for r in mem.candidates()]
             ids_base = article_recall_candidates(conn, limit)
         finally:
@@ -69,24 +71,51 @@ def bench(sizes, calls: int = CALLS, log=print) -> tuple[list[dict], list[str]]:
         med, p99 = statistics.median(lethe) * 1e3, _p99(lethe) * 1e3
         bmed, bp99 = statistics.median(base) * 1e3, _p99(base) * 1e3
         same = ids_lethe == ids_base and len(ids_lethe) == limit
-        log(f"recall at N={D.label(n)}: median {med:.3f} ms, p99 {p99:.3f} ms "
+        log(
+            f"recall at N={D.label(n)}: median {med:.3f} ms, p99 {p99:.3f} ms "
             f"({len(lethe)} calls); full scan median {bmed:.2f} ms ({len(base)} calls); "
-            f"same ids: {same}")
+            f"same ids: {same}"
+        )
         if not same:
-            problems.append(f"recall N={D.label(n)}: candidates() ids differ from the full scan "
-                            f"({ids_lethe[:5]}... vs {ids_base[:5]}...)")
-        rows.append(dict(measure="recall median (ms)", n=n, value=med, baseline=bmed,
-                         goal=MEDIAN_GOAL_MS, absolute_goal=True, speedup=True,
-                         note=f"{len(lethe)} calls of Memory.candidates() on the adopted db; "
-                              f"baseline: article full scan on the raw db, {len(base)} calls"))
+            problems.append(
+                f"recall N={D.label(n)}: candidates() ids differ from the full scan "
+                f"({ids_lethe[:5]}... vs {ids_base[:5]}...)"
+            )
+        rows.append(
+            dict(
+                measure="recall median (ms)",
+                n=n,
+                value=med,
+                baseline=bmed,
+                goal=MEDIAN_GOAL_MS,
+                absolute_goal=True,
+                speedup=True,
+                note=f"{len(lethe)} calls of Memory.candidates() on the adopted db; "
+                f"baseline: article full scan on the raw db, {len(base)} calls",
+            )
+        )
         rows.append(dict(measure="recall p99 (ms)", n=n, value=p99, baseline=bp99, speedup=True))
         if first_median is None:
             first_median = (n, med)
         else:
-            rows.append(dict(measure=f"recall flat (median / at {D.label(first_median[0])})",
-                             n=n, value=med / first_median[1], baseline=None, goal=FLAT_GOAL,
-                             absolute_goal=True))
-        rows.append(dict(measure="recall: same ids as full scan", n=n,
-                         value="yes" if same else "NO", baseline=None, check=same,
-                         note=f"top {limit}, same order"))
+            rows.append(
+                dict(
+                    measure=f"recall flat (median / at {D.label(first_median[0])})",
+                    n=n,
+                    value=med / first_median[1],
+                    baseline=None,
+                    goal=FLAT_GOAL,
+                    absolute_goal=True,
+                )
+            )
+        rows.append(
+            dict(
+                measure="recall: same ids as full scan",
+                n=n,
+                value="yes" if same else "NO",
+                baseline=None,
+                check=same,
+                note=f"top {limit}, same order",
+            )
+        )
     return rows, problems

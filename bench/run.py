@@ -11,6 +11,7 @@ Exit status 1 when results disagree
 (a correctness failure); a missed speed goal is reported in the table, not as a failure,
 unless --strict.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,8 +63,15 @@ def cells(row: dict) -> tuple[tuple[str, ...], bool | None]:
     mets = "-" if met is None else ("yes" if met else "NO")
     if row.get("informative") and met is not None:  # shown for reference, not a goal
         goal, mets, met = f"({goal})", f"({mets.lower()})", None
-    return (row["measure"], n if isinstance(n, str) else D.label(n), _num(value), _num(base),
-            ratio, goal, mets), met
+    return (
+        row["measure"],
+        n if isinstance(n, str) else D.label(n),
+        _num(value),
+        _num(base),
+        ratio,
+        goal,
+        mets,
+    ), met
 
 
 def table(rows: list[dict]) -> tuple[str, int]:
@@ -75,14 +83,17 @@ def table(rows: list[dict]) -> tuple[str, int]:
     widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(HEADERS)]
     right = {2, 3, 4}
     fmt = lambda r: "  ".join(  # noqa: E731
-        (s.rjust(w) if i in right else s.ljust(w)) for i, (s, w) in enumerate(zip(r, widths)))
+        (s.rjust(w) if i in right else s.ljust(w)) for i, (s, w) in enumerate(zip(r, widths))
+    )
     lines = [fmt(HEADERS), "  ".join("-" * w for w in widths)] + [fmt(r) for r in body]
     notes, seen = [], set()
     for row in rows:
         key = (row["measure"], row.get("note"))
         if row.get("note") and key not in seen:
             seen.add(key)
-            notes.append(f"  {row['measure']} N={row['n'] if isinstance(row['n'], str) else D.label(row['n'])}: {row['note']}")
+            notes.append(
+                f"  {row['measure']} N={row['n'] if isinstance(row['n'], str) else D.label(row['n'])}: {row['note']}"
+            )
     if notes:
         lines += ["", "notes:"] + notes
     return "\n".join(lines), missed
@@ -107,23 +118,35 @@ def _bytecode(log) -> None:
 
     folder = os.path.dirname(engine.__file__)
     if not compileall.compile_dir(folder, quiet=1, workers=1):
-        log(f"bench: could not compile {folder} to bytecode: start-up figures include "
-            "compiling it")
+        log(f"bench: could not compile {folder} to bytecode: start-up figures include compiling it")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n")[0])
-    ap.add_argument("part", nargs="?", choices=("all", "passes", "recall", "write", "tokens", "contention", "late", "peak",
-                                             "inspector"), default="all")
-    ap.add_argument("--sizes", type=D.parse_sizes,
-                    default=list(D.DEFAULT_SIZES), help="comma-separated, e.g. 10k,100k,1M")
-    ap.add_argument("--repeat", type=int, default=None,
-                    help="runs per pass measurement (default 5 up to 100k, 2 above)")
+    ap.add_argument(
+        "part",
+        nargs="?",
+        choices=("all", "passes", "recall", "write", "tokens", "contention", "late", "peak", "inspector"),
+        default="all",
+    )
+    ap.add_argument(
+        "--sizes", type=D.parse_sizes, default=list(D.DEFAULT_SIZES), help="comma-separated, e.g. 10k,100k,1M"
+    )
+    ap.add_argument(
+        "--repeat", type=int, default=None, help="runs per pass measurement (default 5 up to 100k, 2 above)"
+    )
     ap.add_argument("--calls", type=int, default=200, help="recall calls per N")
-    ap.add_argument("--token-sizes", type=D.parse_sizes, default=[100, 10_000, 1_000_000],
-                    help="stored memories for the prompt-token row (default 100,10k,1M)")
-    ap.add_argument("--contention-policy", default=None,
-                    help="policy for the contention part (default: the shipped lifecycle)")
+    ap.add_argument(
+        "--token-sizes",
+        type=D.parse_sizes,
+        default=[100, 10_000, 1_000_000],
+        help="stored memories for the prompt-token row (default 100,10k,1M)",
+    )
+    ap.add_argument(
+        "--contention-policy",
+        default=None,
+        help="policy for the contention part (default: the shipped lifecycle)",
+    )
     ap.add_argument("--strict", action="store_true", help="exit 1 when a goal is missed too")
     args = ap.parse_args(argv)
 
@@ -134,41 +157,49 @@ def main(argv: list[str] | None = None) -> int:
     rows, problems = [], []
     if args.part in ("all", "passes"):
         from . import passes
+
         r, p = passes.bench(args.sizes, args.repeat, log)
         rows += r
         problems += p
     if args.part in ("all", "recall"):
         from . import recall
+
         r, p = recall.bench(args.sizes, args.calls, log)
         rows += r
         problems += p
     if args.part in ("all", "write"):
         from . import write
+
         r, p = write.latency(log=log)
         rows += r
         problems += p
     if args.part in ("all", "tokens"):
         from . import write
+
         r, p = write.tokens(args.token_sizes, log=log)
         rows += r
         problems += p
     if args.part in ("all", "contention"):
         from . import concurrent
+
         r, p = concurrent.bench(max(args.sizes), log, args.contention_policy)
         rows += r
         problems += p
     if args.part in ("all", "late"):
         from . import concurrent
+
         r, p = concurrent.late(max(args.sizes), log)
         rows += r
         problems += p
     if args.part in ("all", "peak"):
         from . import peak
+
         r, p = peak.bench(args.sizes, log)
         rows += r
         problems += p
     if args.part in ("all", "inspector"):
         from . import inspector
+
         r, p = inspector.bench(args.sizes, log)
         rows += r
         problems += p
@@ -176,11 +207,15 @@ def main(argv: list[str] | None = None) -> int:
 
     text, missed = table(rows)
     sys.stderr.flush()
-    print(f"\nLethe benchmark ({args.part}; sizes {', '.join(D.label(n) for n in args.sizes)}; "
-          f"T = {D.T_ISO}; policy {D.POLICY.relative_to(D.ROOT)})\n")
+    print(
+        f"\nLethe benchmark ({args.part}; sizes {', '.join(D.label(n) for n in args.sizes)}; "
+        f"T = {D.T_ISO}; policy {D.POLICY.relative_to(D.ROOT)})\n"
+    )
     print(text)
-    print(f"\n{missed} goal(s) missed; {len(problems)} disagreement(s); took {elapsed:.1f} s; "
-          f"load average {load0} at start, {_load()} at end ({os.cpu_count()} CPUs)")
+    print(
+        f"\n{missed} goal(s) missed; {len(problems)} disagreement(s); took {elapsed:.1f} s; "
+        f"load average {load0} at start, {_load()} at end ({os.cpu_count()} CPUs)"
+    )
     for p in problems:
         print(f"DISAGREE: {p}")
     if problems or (args.strict and missed):

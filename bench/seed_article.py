@@ -69,7 +69,7 @@ CREATE TABLE IF NOT EXISTS memory_events (
 STATUSES = ("active", "archived", "superseded", "expired", "compressed")
 
 SUMMARY_CHARS = 120
-DECAY_LN2 = 0.693          # the article's constant, not math.log(2)
+DECAY_LN2 = 0.693  # the article's constant, not math.log(2)
 ACCESS_BONUS_STEP = 0.03
 ACCESS_BONUS_CAP = 0.3
 ARCHIVE_BELOW = 0.1
@@ -95,22 +95,69 @@ def create_article_db(path) -> None:
 # --------------------------------------------------------------------------
 
 _TOOLS = (
-    "Python", "TypeScript", "Go", "Rust", "PostgreSQL", "SQLite", "MySQL",
-    "Redis", "Docker", "Kubernetes", "Terraform", "pytest", "Vim", "VS Code",
-    "tmux", "FastAPI", "Django", "React", "Svelte", "pandas", "Polars",
-    "DuckDB", "GitHub Actions", "Makefiles", "uv", "Poetry", "ruff", "mypy",
+    "Python",
+    "TypeScript",
+    "Go",
+    "Rust",
+    "PostgreSQL",
+    "SQLite",
+    "MySQL",
+    "Redis",
+    "Docker",
+    "Kubernetes",
+    "Terraform",
+    "pytest",
+    "Vim",
+    "VS Code",
+    "tmux",
+    "FastAPI",
+    "Django",
+    "React",
+    "Svelte",
+    "pandas",
+    "Polars",
+    "DuckDB",
+    "GitHub Actions",
+    "Makefiles",
+    "uv",
+    "Poetry",
+    "ruff",
+    "mypy",
 )
 _TASKS = (
-    "data pipelines", "unit tests", "the study tracker", "the billing service",
-    "quick scripts", "deployment", "code review", "the mobile app", "logging",
-    "database migrations", "the CLI", "prototyping", "the auth module",
-    "nightly reports", "load testing", "the docs site", "API clients",
-    "the search index", "infrastructure", "local development",
+    "data pipelines",
+    "unit tests",
+    "the study tracker",
+    "the billing service",
+    "quick scripts",
+    "deployment",
+    "code review",
+    "the mobile app",
+    "logging",
+    "database migrations",
+    "the CLI",
+    "prototyping",
+    "the auth module",
+    "nightly reports",
+    "load testing",
+    "the docs site",
+    "API clients",
+    "the search index",
+    "infrastructure",
+    "local development",
 )
 _PEOPLE = ("Alice", "Bob", "Priya", "Chen", "Marta", "Omar", "Yuki", "Sam")
 _DATES = (
-    "March 15", "April 1", "May 30", "June 12", "the end of the sprint",
-    "Friday", "the v2 release", "next Monday", "Q3", "the demo",
+    "March 15",
+    "April 1",
+    "May 30",
+    "June 12",
+    "the end of the sprint",
+    "Friday",
+    "the v2 release",
+    "next Monday",
+    "Q3",
+    "the demo",
 )
 _TEMPLATES = (
     "User prefers {tool} for {task} (#{i})",
@@ -125,8 +172,19 @@ _TEMPLATES = (
     "User asked to keep answers about {task} short (#{i})",
 )
 _TAG_WORDS = (
-    "preference", "decision", "bug", "fix", "instruction", "deadline",
-    "project", "tooling", "database", "deploy", "testing", "people", "style",
+    "preference",
+    "decision",
+    "bug",
+    "fix",
+    "instruction",
+    "deadline",
+    "project",
+    "tooling",
+    "database",
+    "deploy",
+    "testing",
+    "people",
+    "style",
 )
 
 # confidence values and their cumulative weights (mostly 1.0 / 0.7)
@@ -226,7 +284,7 @@ def generate(path, n: int, now: datetime, seed: int = 7, batch: int = 50_000) ->
             tags = tags_pool[randrange(n_tags)]
 
             # --- times ---------------------------------------------------
-            created_off = randrange(60, span)            # seconds before now
+            created_off = randrange(60, span)  # seconds before now
             created = now - td(seconds=created_off)
             if rand() < 0.4:
                 last_accessed = None
@@ -234,11 +292,11 @@ def generate(path, n: int, now: datetime, seed: int = 7, batch: int = 50_000) ->
                 idle_off = created_off
             else:
                 u = rand()
-                idle_off = int(created_off * u * u)      # skewed towards recent
+                idle_off = int(created_off * u * u)  # skewed towards recent
                 last_accessed = _iso(now - td(seconds=idle_off))
                 r = rand()
                 if r < 0.04:
-                    access_count = randrange(10, 51)     # the tail
+                    access_count = randrange(10, 51)  # the tail
                 else:
                     access_count = 1 + min(9, int(rng.expovariate(0.6)))
 
@@ -280,11 +338,23 @@ def generate(path, n: int, now: datetime, seed: int = 7, batch: int = 50_000) ->
                 # further out
                 expires_at = _iso(now + td(seconds=randrange(30 * _DAY, 365 * _DAY)))
 
-            rows.append((
-                i, content, content[:SUMMARY_CHARS], tags, importance, confidence,
-                access_count, decay, status, contradicted_by, _iso(created),
-                last_accessed, expires_at,
-            ))
+            rows.append(
+                (
+                    i,
+                    content,
+                    content[:SUMMARY_CHARS],
+                    tags,
+                    importance,
+                    confidence,
+                    access_count,
+                    decay,
+                    status,
+                    contradicted_by,
+                    _iso(created),
+                    last_accessed,
+                    expires_at,
+                )
+            )
             if len(rows) >= batch:
                 conn.executemany(insert, rows)
                 conn.commit()
@@ -299,6 +369,7 @@ def generate(path, n: int, now: datetime, seed: int = 7, batch: int = 50_000) ->
 # --------------------------------------------------------------------------
 # The article's hygiene jobs, per-row style
 # --------------------------------------------------------------------------
+
 
 def article_expiry(conn: sqlite3.Connection, now: datetime) -> int:
     """Expire active memories whose ``expires_at`` text is before ``now``.
@@ -316,8 +387,7 @@ def article_expiry(conn: sqlite3.Connection, now: datetime) -> int:
     for memory_id, expires_at in rows:
         conn.execute("UPDATE memories SET status = 'expired' WHERE id = ?", (memory_id,))
         conn.execute(
-            "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)"
-            " VALUES (?, ?, ?, ?)",
+            "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) VALUES (?, ?, ?, ?)",
             (memory_id, "expired", f"expired: expires_at {expires_at} has passed", now_iso),
         )
         count += 1
@@ -325,8 +395,7 @@ def article_expiry(conn: sqlite3.Connection, now: datetime) -> int:
     return count
 
 
-def article_decay(conn: sqlite3.Connection, now: datetime,
-                  half_life_days: float = 30) -> tuple[int, int]:
+def article_decay(conn: sqlite3.Connection, now: datetime, half_life_days: float = 30) -> tuple[int, int]:
     """The article's daily decay pass, then archiving of faded memories.
 
     Returns ``(updated, archived)``: how many active memories got a new
@@ -334,8 +403,7 @@ def article_decay(conn: sqlite3.Connection, now: datetime,
     """
     now_iso = _iso(now)
     rows = conn.execute(
-        "SELECT id, last_accessed, created_at, access_count FROM memories"
-        " WHERE status = 'active'"
+        "SELECT id, last_accessed, created_at, access_count FROM memories WHERE status = 'active'"
     ).fetchall()
     updates = []
     for memory_id, last_accessed, created_at, access_count in rows:
@@ -348,8 +416,7 @@ def article_decay(conn: sqlite3.Connection, now: datetime,
     conn.executemany("UPDATE memories SET decay_score = ? WHERE id = ?", updates)
 
     faded = conn.execute(
-        "SELECT id, decay_score FROM memories"
-        " WHERE status = 'active' AND decay_score < ?",
+        "SELECT id, decay_score FROM memories WHERE status = 'active' AND decay_score < ?",
         (ARCHIVE_BELOW,),
     ).fetchall()
     for memory_id, score in faded:
@@ -358,10 +425,8 @@ def article_decay(conn: sqlite3.Connection, now: datetime,
             (memory_id,),
         )
         conn.execute(
-            "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)"
-            " VALUES (?, ?, ?, ?)",
-            (memory_id, "archived",
-             f"decay score {score:.4f} fell below {ARCHIVE_BELOW}", now_iso),
+            "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) VALUES (?, ?, ?, ?)",
+            (memory_id, "archived", f"decay score {score:.4f} fell below {ARCHIVE_BELOW}", now_iso),
         )
     conn.commit()
     return len(updates), len(faded)
@@ -385,6 +450,7 @@ def article_recall_candidates(conn: sqlite3.Connection, limit: int = 60) -> list
 # CLI
 # --------------------------------------------------------------------------
 
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.seed_article",
@@ -394,8 +460,12 @@ def main(argv: list[str] | None = None) -> int:
     gen = sub.add_parser("generate", help="write N generated memories into PATH")
     gen.add_argument("path")
     gen.add_argument("n", type=int)
-    gen.add_argument("--now", required=True, type=datetime.fromisoformat,
-                     help="reference time, ISO-8601 (e.g. 2025-06-01T12:00:00)")
+    gen.add_argument(
+        "--now",
+        required=True,
+        type=datetime.fromisoformat,
+        help="reference time, ISO-8601 (e.g. 2025-06-01T12:00:00)",
+    )
     gen.add_argument("--seed", type=int, default=7)
     gen.add_argument("--batch", type=int, default=50_000)
     args = parser.parse_args(argv)

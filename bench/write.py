@@ -23,6 +23,7 @@ Every model answer is valid for its step (the responder routes by prompt text), 
 benchmark checks that no call fell back or was retried: a fallback would make the
 figures meaningless.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,41 +37,66 @@ from pathlib import Path
 from . import datasets as D
 
 DELAY_S = 0.3
-LIFECYCLE_GOAL = 2.2   # issue 13: two round trips, not four
-FUSED_GOAL = 1.3          # fused remember / one call
-TOKENS_FLAT_GOAL = 1.1    # tokens per remember at N / at the smallest N
-TURNS = 8                 # timed turns per mode (after one warm-up turn)
+LIFECYCLE_GOAL = 2.2  # issue 13: two round trips, not four
+FUSED_GOAL = 1.3  # fused remember / one call
+TOKENS_FLAT_GOAL = 1.1  # tokens per remember at N / at the smallest N
+TURNS = 8  # timed turns per mode (after one warm-up turn)
 TOKEN_TURNS = 6
 TOKEN_SIZES = (100, 10_000, 1_000_000)
-SEED_INDEX = 80           # the seed's contradiction index: top 80 by importance, created_at
+SEED_INDEX = 80  # the seed's contradiction index: top 80 by importance, created_at
 
 # Conversation turns worth remembering; they name tools and tasks the generated memories
 # also use, so full-text search finds related candidates at every N.
 TURNS_TEXT = [
-    ("We moved the billing service from PostgreSQL to MySQL last week.",
-     "Noted: the billing service now runs on MySQL."),
-    ("Please always run ruff before committing changes to the CLI.",
-     "Will do: ruff before every commit to the CLI."),
-    ("The deadline for the mobile app is now April 1, it was pushed from March 15.",
-     "Got it, the mobile app is due April 1."),
-    ("I prefer pytest over unittest for unit tests in the auth module.",
-     "Understood, pytest for the auth module's unit tests."),
-    ("Priya owns the search index now and reviews the Redis changes.",
-     "Thanks, Priya is the owner of the search index."),
-    ("Never use Docker for local development on this project, it is too slow on my laptop.",
-     "Okay, no Docker for local development."),
-    ("The bug in nightly reports was fixed by pinning pandas to 2.1.",
-     "Good to know: pinning pandas fixed the nightly reports."),
-    ("We are blocked on Omar for the deployment until the v2 release.",
-     "Noted, deployment waits on Omar until v2."),
-    ("Keep answers about database migrations short, just the commands.",
-     "Short answers for database migrations, understood."),
-    ("We decided to use DuckDB for the data pipelines instead of Polars.",
-     "DuckDB for the data pipelines, noted."),
+    (
+        "We moved the billing service from PostgreSQL to MySQL last week.",
+        "Noted: the billing service now runs on MySQL.",
+    ),
+    (
+        "Please always run ruff before committing changes to the CLI.",
+        "Will do: ruff before every commit to the CLI.",
+    ),
+    (
+        "The deadline for the mobile app is now April 1, it was pushed from March 15.",
+        "Got it, the mobile app is due April 1.",
+    ),
+    (
+        "I prefer pytest over unittest for unit tests in the auth module.",
+        "Understood, pytest for the auth module's unit tests.",
+    ),
+    (
+        "Priya owns the search index now and reviews the Redis changes.",
+        "Thanks, Priya is the owner of the search index.",
+    ),
+    (
+        "Never use Docker for local development on this project, it is too slow on my laptop.",
+        "Okay, no Docker for local development.",
+    ),
+    (
+        "The bug in nightly reports was fixed by pinning pandas to 2.1.",
+        "Good to know: pinning pandas fixed the nightly reports.",
+    ),
+    (
+        "We are blocked on Omar for the deployment until the v2 release.",
+        "Noted, deployment waits on Omar until v2.",
+    ),
+    (
+        "Keep answers about database migrations short, just the commands.",
+        "Short answers for database migrations, understood.",
+    ),
+    (
+        "We decided to use DuckDB for the data pipelines instead of Polars.",
+        "DuckDB for the data pipelines, noted.",
+    ),
 ]
-QUERIES = ["what database does the billing service use", "who owns the search index",
-           "when is the mobile app due", "how do we run unit tests", "deployment blockers",
-           "which tool for data pipelines"]
+QUERIES = [
+    "what database does the billing service use",
+    "who owns the search index",
+    "when is the mobile app due",
+    "how do we run unit tests",
+    "deployment blockers",
+    "which tool for data pipelines",
+]
 
 
 # -- the fake model --------------------------------------------------------------------
@@ -116,12 +142,10 @@ class Responder:
         self.steps[step] = self.steps.get(step, 0) + 1
         if step in ("gate", "fused"):
             user = _said(prompt, "User") or "the user said something durable"
-            ans = {"save": True, "content": user, "summary": user[:120],
-                   "tags": ["bench"], "importance": 6}
+            ans = {"save": True, "content": user, "summary": user[:120], "tags": ["bench"], "importance": 6}
             if step == "fused":
                 self.shown.append(_candidates_shown(prompt))
-                ans.update({"confidence": 0.9, "supersedes": [], "confirms": [],
-                            "expires_at": None})
+                ans.update({"confidence": 0.9, "supersedes": [], "confirms": [], "expires_at": None})
             return json.dumps(ans)
         if step == "confidence":
             return json.dumps({"confidence": 0.9})
@@ -143,16 +167,26 @@ def policy_file(tmp: Path, parent: str, base_url: str, embed: bool = False) -> P
         f"  cheap: {{provider: openai, model: gpt-4o-mini, temperature: 0, base_url: {base_url}, "
         "timeout: 10, max_retries: 0}\n"
         f"  strong: {{provider: openai, model: gpt-4o, temperature: 0, base_url: {base_url}, "
-        "timeout: 10, max_retries: 0}\n" + (
+        "timeout: 10, max_retries: 0}\n"
+        + (
             f"embed: {{provider: openai, model: text-embedding-3-small, base_url: {base_url}, "
-            "timeout: 10, max_retries: 0}\n" if embed else ""), encoding="utf-8")
+            "timeout: 10, max_retries: 0}\n"
+            if embed
+            else ""
+        ),
+        encoding="utf-8",
+    )
     return path
 
 
 def calls_since(mem, after_id: int) -> list[dict]:
-    return [dict(r) for r in mem.store.db.execute(
-        "SELECT id, step, provider, prompt_tokens, outcome FROM model_calls WHERE id > ? "
-        "ORDER BY id", (after_id,))]
+    return [
+        dict(r)
+        for r in mem.store.db.execute(
+            "SELECT id, step, provider, prompt_tokens, outcome FROM model_calls WHERE id > ? ORDER BY id",
+            (after_id,),
+        )
+    ]
 
 
 def last_call_id(mem) -> int:
@@ -160,8 +194,9 @@ def last_call_id(mem) -> int:
 
 
 def fallbacks_since(mem, after_event: int) -> int:
-    return mem.store.db.execute("SELECT count(*) FROM memory_events WHERE id > ? AND "
-                                "event_type = 'judge_fallback'", (after_event,)).fetchone()[0]
+    return mem.store.db.execute(
+        "SELECT count(*) FROM memory_events WHERE id > ? AND event_type = 'judge_fallback'", (after_event,)
+    ).fetchone()[0]
 
 
 def last_event_id(mem) -> int:
@@ -176,7 +211,7 @@ def _timed_ask(provider, step, prompt, variables):
 # -- row 3 -----------------------------------------------------------------------------
 def _time_turns(fn, turns: int) -> list[float]:
     out = []
-    fn(*TURNS_TEXT[-1])   # warm-up: client creation, imports, first connection
+    fn(*TURNS_TEXT[-1])  # warm-up: client creation, imports, first connection
     for i in range(turns):
         user, assistant = TURNS_TEXT[i % (len(TURNS_TEXT) - 1)]
         t0 = time.perf_counter()
@@ -185,8 +220,9 @@ def _time_turns(fn, turns: int) -> list[float]:
     return out
 
 
-def latency(turns: int = TURNS, log=print, big: int | None = 1_000_000,
-            big_turns: int = 4) -> tuple[list[dict], list[str]]:
+def latency(
+    turns: int = TURNS, log=print, big: int | None = 1_000_000, big_turns: int = 4
+) -> tuple[list[dict], list[str]]:
     """Row 3 at 10k stored memories; with ``big``, the fused mode again at that size."""
     from engine import FixedClock, Memory
     from tests.fake_openai import FakeOpenAI
@@ -194,16 +230,21 @@ def latency(turns: int = TURNS, log=print, big: int | None = 1_000_000,
     rows, problems = [], []
     n = 10_000
     responder = Responder()
-    with FakeOpenAI(responder=responder, delay=DELAY_S) as fake, \
-            tempfile.TemporaryDirectory(prefix="lethe-bench-") as tmp:
+    with (
+        FakeOpenAI(responder=responder, delay=DELAY_S) as fake,
+        tempfile.TemporaryDirectory(prefix="lethe-bench-") as tmp,
+    ):
         fake.embed_delay = DELAY_S  # an embedding model as slow as the chat model
         seq_policy = policy_file(Path(tmp), "lifecycle", fake.base_url)
         fused_policy = policy_file(Path(tmp), "fused", fake.base_url)
         results: dict[str, list[float]] = {}
         expect = {"sequential": 4, "fused": 1, "sequential+embed": 4, "fused+embed": 1}
-        runs = [("sequential", seq_policy, n), ("fused", fused_policy, n),
-                ("sequential+embed", policy_file(Path(tmp), "lifecycle", fake.base_url, True), n),
-                ("fused+embed", policy_file(Path(tmp), "fused", fake.base_url, True), n)]
+        runs = [
+            ("sequential", seq_policy, n),
+            ("fused", fused_policy, n),
+            ("sequential+embed", policy_file(Path(tmp), "lifecycle", fake.base_url, True), n),
+            ("fused+embed", policy_file(Path(tmp), "fused", fake.base_url, True), n),
+        ]
         if big:
             runs.append(("fused@big", fused_policy, big))
         for mode, pol, size in runs:
@@ -220,10 +261,12 @@ def latency(turns: int = TURNS, log=print, big: int | None = 1_000_000,
                 per_turn = len(calls) / (k + 1)
                 fb = fallbacks_since(mem, e0)
                 if bad or fb or per_turn != expect[mode.split("@")[0]]:
-                    problems.append(f"remember {mode}: {len(bad)} call(s) not ok, {fb} fallback "
-                                    f"event(s), {per_turn:g} calls a turn (expected "
-                                    f"{expect[mode]})")
-                if mode == "sequential":   # one bare round trip, the goal's unit
+                    problems.append(
+                        f"remember {mode}: {len(bad)} call(s) not ok, {fb} fallback "
+                        f"event(s), {per_turn:g} calls a turn (expected "
+                        f"{expect[mode]})"
+                    )
+                if mode == "sequential":  # one bare round trip, the goal's unit
                     provider = mem.judges.provider("cheap")
                     one = []
                     for _ in range(turns):
@@ -236,35 +279,78 @@ def latency(turns: int = TURNS, log=print, big: int | None = 1_000_000,
                 mem.close()
                 D.drop(copy)
         med = {k: statistics.median(v) for k, v in results.items()}
-        log(f"remember through a {DELAY_S * 1000:.0f} ms server (median of {turns} turns): "
-            + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in med.items()))
+        log(
+            f"remember through a {DELAY_S * 1000:.0f} ms server (median of {turns} turns): "
+            + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in med.items())
+        )
     one = med["one call"]
-    rows.append(dict(measure="remember: one model call (s)", n="-", value=one, baseline=DELAY_S,
-                     note=f"one OpenAIProvider.complete round trip; the fake server answers "
-                          f"after {DELAY_S * 1000:.0f} ms (baseline: that delay)"))
-    rows.append(dict(measure="remember: lifecycle, 4 calls in 2 round trips (s)", n=n,
-                     value=med["sequential"], baseline=one, goal=LIFECYCLE_GOAL,
-                     note="Memory.remember, policies/lifecycle.yaml: the gate, then confidence, "
-                          "contradiction and expiry at once; baseline: one call"))
-    rows.append(dict(measure="remember: fused, 1 call (s)", n=n, value=med["fused"],
-                     baseline=one, goal=FUSED_GOAL,
-                     note="Memory.remember, policies/fused.yaml; baseline: one call"))
+    rows.append(
+        dict(
+            measure="remember: one model call (s)",
+            n="-",
+            value=one,
+            baseline=DELAY_S,
+            note=f"one OpenAIProvider.complete round trip; the fake server answers "
+            f"after {DELAY_S * 1000:.0f} ms (baseline: that delay)",
+        )
+    )
+    rows.append(
+        dict(
+            measure="remember: lifecycle, 4 calls in 2 round trips (s)",
+            n=n,
+            value=med["sequential"],
+            baseline=one,
+            goal=LIFECYCLE_GOAL,
+            note="Memory.remember, policies/lifecycle.yaml: the gate, then confidence, "
+            "contradiction and expiry at once; baseline: one call",
+        )
+    )
+    rows.append(
+        dict(
+            measure="remember: fused, 1 call (s)",
+            n=n,
+            value=med["fused"],
+            baseline=one,
+            goal=FUSED_GOAL,
+            note="Memory.remember, policies/fused.yaml; baseline: one call",
+        )
+    )
     if big:
-        rows.append(dict(measure="remember: fused, 1 call (s)", n=big, value=med["fused@big"],
-                         baseline=one, goal=FUSED_GOAL,
-                         note=f"the same at {D.label(big)} stored memories, median of {big_turns} "
-                              "turns: the engine's own per-turn cost grows with N (see the "
-                              "'remember wall, 0 ms server' row)"))
+        rows.append(
+            dict(
+                measure="remember: fused, 1 call (s)",
+                n=big,
+                value=med["fused@big"],
+                baseline=one,
+                goal=FUSED_GOAL,
+                note=f"the same at {D.label(big)} stored memories, median of {big_turns} "
+                "turns: the engine's own per-turn cost grows with N (see the "
+                "'remember wall, 0 ms server' row)",
+            )
+        )
     for mode, name in (("sequential+embed", "lifecycle"), ("fused+embed", "fused")):
-        rows.append(dict(measure=f"remember: {name}, embedding model as slow (s)", n=n,
-                         value=med[mode], baseline=one,
-                         goal=LIFECYCLE_GOAL if name == "lifecycle" else FUSED_GOAL * 2,
-                         note=f"as above, with policy embed: an OpenAI embedding model on the "
-                              f"same server, also answering after {DELAY_S * 1000:.0f} ms; "
-                              "the embeddings a turn wants are asked beside the gate (fused: "
-                              "before its one call, so two round trips)"))
-    rows.append(dict(measure="remember: fused vs lifecycle (s)", n=n, value=med["fused"],
-                     baseline=med["sequential"], speedup=True))
+        rows.append(
+            dict(
+                measure=f"remember: {name}, embedding model as slow (s)",
+                n=n,
+                value=med[mode],
+                baseline=one,
+                goal=LIFECYCLE_GOAL if name == "lifecycle" else FUSED_GOAL * 2,
+                note=f"as above, with policy embed: an OpenAI embedding model on the "
+                f"same server, also answering after {DELAY_S * 1000:.0f} ms; "
+                "the embeddings a turn wants are asked beside the gate (fused: "
+                "before its one call, so two round trips)",
+            )
+        )
+    rows.append(
+        dict(
+            measure="remember: fused vs lifecycle (s)",
+            n=n,
+            value=med["fused"],
+            baseline=med["sequential"],
+            speedup=True,
+        )
+    )
     return rows, problems
 
 
@@ -286,14 +372,15 @@ def seed_contradiction_tokens(mem, content: str) -> int:
     system message, with the index of the top 80 active memories (importance desc,
     created_at desc), by their summaries."""
     from engine import prompts
-    from tests.fake_openai import estimate_tokens
     from engine.judges import SYSTEM
     from engine.run.write import Judged
+    from tests.fake_openai import estimate_tokens
 
     rows = mem.store.db.execute(
         "SELECT id, coalesce(summary, substr(content, 1, 120)) AS s FROM memories "
         "WHERE status = 'active' ORDER BY importance DESC, created_at DESC LIMIT ?",
-        (SEED_INDEX,)).fetchall()
+        (SEED_INDEX,),
+    ).fetchall()
     shown = [{"n": r["id"], "content": r["s"]} for r in rows]
     step = next(s for s in mem.policy.write if s.step == "contradiction")
     variables = mem.writer.variables(Judged(content=content), {}, shown)
@@ -308,8 +395,10 @@ def tokens(sizes=TOKEN_SIZES, turns: int = TOKEN_TURNS, log=print) -> tuple[list
     rows, problems = [], []
     first = None
     responder = Responder()
-    with FakeOpenAI(responder=responder, delay=0.0) as fake, \
-            tempfile.TemporaryDirectory(prefix="lethe-bench-") as tmp:
+    with (
+        FakeOpenAI(responder=responder, delay=0.0) as fake,
+        tempfile.TemporaryDirectory(prefix="lethe-bench-") as tmp,
+    ):
         pol = policy_file(Path(tmp), "lifecycle", fake.base_url)
         for n in sizes:
             copy = _small_db(n, log) if n < 10_000 else D.work_copy(D.adopted(n, log), "tokens")
@@ -328,8 +417,9 @@ def tokens(sizes=TOKEN_SIZES, turns: int = TOKEN_TURNS, log=print) -> tuple[list
                     # (at 1M every word of these generated turns is in over 2,000 memories)
                     steps = sorted(c["step"] for c in calls)
                     unasked += steps == ["confidence", "expiry", "gate"]
-                    if (len(calls) != 4 and steps != ["confidence", "expiry", "gate"]) \
-                            or any(c["outcome"] != "ok" for c in calls):
+                    if (len(calls) != 4 and steps != ["confidence", "expiry", "gate"]) or any(
+                        c["outcome"] != "ok" for c in calls
+                    ):
                         problems.append(f"tokens N={D.label(n)}: calls {calls}")
                     total = sum(c["prompt_tokens"] for c in calls)
                     contra = sum(c["prompt_tokens"] for c in calls if c["step"] == "contradiction")
@@ -343,24 +433,46 @@ def tokens(sizes=TOKEN_SIZES, turns: int = TOKEN_TURNS, log=print) -> tuple[list
                 mem.close()
                 D.drop(copy)
             value, base = statistics.mean(per_turn), statistics.mean(seed_turn)
-            log(f"prompt tokens per remember at N={D.label(n)}: {value:.0f} (seed 80-summary "
+            log(
+                f"prompt tokens per remember at N={D.label(n)}: {value:.0f} (seed 80-summary "
                 f"index: {base:.0f}); contradiction candidates shown {shown}; remember "
-                f"{statistics.median(walls) * 1000:.0f} ms median with a 0 ms server")
-            rows.append(dict(measure="prompt tokens / remember", n=n, value=value, baseline=base,
-                             note="lifecycle policy, 4 calls, mean over "
-                                  f"{turns} turns, from model_calls (fake server: len/4+1; "
-                                  f"{unasked} turn(s) had no contradiction candidate, so "
-                                  "3 calls); "
-                                  "baseline: the seed's contradiction prompt with its 80-summary "
-                                  "index instead of K=20 relevant candidates"))
-            rows.append(dict(measure="remember wall, 0 ms server (ms)", n=n,
-                             value=statistics.median(walls) * 1000, baseline=None,
-                             note="median; the engine's own cost per turn with 4 instant calls "
-                                  "(candidates query, 4 renders, HTTP, apply)"))
+                f"{statistics.median(walls) * 1000:.0f} ms median with a 0 ms server"
+            )
+            rows.append(
+                dict(
+                    measure="prompt tokens / remember",
+                    n=n,
+                    value=value,
+                    baseline=base,
+                    note="lifecycle policy, 4 calls, mean over "
+                    f"{turns} turns, from model_calls (fake server: len/4+1; "
+                    f"{unasked} turn(s) had no contradiction candidate, so "
+                    "3 calls); "
+                    "baseline: the seed's contradiction prompt with its 80-summary "
+                    "index instead of K=20 relevant candidates",
+                )
+            )
+            rows.append(
+                dict(
+                    measure="remember wall, 0 ms server (ms)",
+                    n=n,
+                    value=statistics.median(walls) * 1000,
+                    baseline=None,
+                    note="median; the engine's own cost per turn with 4 instant calls "
+                    "(candidates query, 4 renders, HTTP, apply)",
+                )
+            )
             if first is None:
                 first = (n, value)
             else:
-                rows.append(dict(measure=f"tokens flat (at N / at {D.label(first[0])})", n=n,
-                                 value=value / first[1], baseline=None, goal=TOKENS_FLAT_GOAL,
-                                 absolute_goal=True))
+                rows.append(
+                    dict(
+                        measure=f"tokens flat (at N / at {D.label(first[0])})",
+                        n=n,
+                        value=value / first[1],
+                        baseline=None,
+                        goal=TOKENS_FLAT_GOAL,
+                        absolute_goal=True,
+                    )
+                )
     return rows, problems

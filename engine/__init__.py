@@ -6,15 +6,11 @@
 The names below are imported on first use (PEP 562): `lethe --version`, or a program that
 imports only `engine.base.errors`, does not pay for the policy compiler, the store and Jinja.
 """
+
 import importlib
 
 from engine.base.clock import FixedClock
-from engine.base.errors import (ExpectationError,
-    FormulaError,
-    InputError,
-    LetheError,
-    PolicyError,
-    StoreError)
+from engine.base.errors import ExpectationError, FormulaError, InputError, LetheError, PolicyError, StoreError
 from engine.base.lazy import lazy
 
 _memory = lazy("engine.memory")
@@ -22,12 +18,30 @@ _scheduler = lazy("engine.run.scheduler")
 _policy = lazy("engine.policy")
 
 # name -> (module, attribute)
-_LAZY = {"Memory": (_memory, "Memory"), "MemoryRecord": (_memory, "MemoryRecord"),
-         "History": (_memory, "History"), "Scheduler": (_scheduler, "Scheduler"),
-         "Policy": (_policy, "Policy"), "load_policy": (_policy, "load")}
+_LAZY = {
+    "Memory": (_memory, "Memory"),
+    "MemoryRecord": (_memory, "MemoryRecord"),
+    "History": (_memory, "History"),
+    "Scheduler": (_scheduler, "Scheduler"),
+    "Policy": (_policy, "Policy"),
+    "load_policy": (_policy, "load"),
+}
 
-__all__ = ["Memory", "MemoryRecord", "History", "Policy", "load_policy", "FixedClock",
-           "Scheduler", "LetheError", "InputError", "PolicyError", "FormulaError", "StoreError", "ExpectationError"]
+__all__ = [
+    "Memory",
+    "MemoryRecord",
+    "History",
+    "Policy",
+    "load_policy",
+    "FixedClock",
+    "Scheduler",
+    "LetheError",
+    "InputError",
+    "PolicyError",
+    "FormulaError",
+    "StoreError",
+    "ExpectationError",
+]
 
 
 def __getattr__(name: str):

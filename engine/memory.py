@@ -3,6 +3,7 @@
 A thin façade: it opens a `Context` (store, compiled plan, policy, namespace, clock,
 judges) and hands it to the step that does the work (write, recall, runner, ...).
 """
+
 from __future__ import annotations
 
 import functools
@@ -10,22 +11,20 @@ import json
 import warnings
 from typing import Iterable
 
-from engine.run import passes as P
-from engine.run import runner
-from engine.run import neighbours as vectors
 from engine.base import inputs as I
 from engine.base import tracing
 from engine.base.clock import Clock, system_clock
-from engine.run.context import Context, JudgeSettings, open_context
 from engine.base.errors import InputError, LetheError, PolicyWarning, RulesFallbackWarning
-from engine.judges.keys import NoApiKeyWarning, PassesUndoneWarning, RulesJudgedWarning
-from engine.run.leasing import LeaseTerms
-from engine.policy import Policy, load
+from engine.base.lazy import lazy
 from engine.base.records import History, Keyed, MemoryRecord
 from engine.base.resources import DEFAULT_POLICY
-from engine.base.lazy import lazy
-from engine.policy import STATUSES
-
+from engine.judges.keys import NoApiKeyWarning, PassesUndoneWarning, RulesJudgedWarning
+from engine.policy import STATUSES, Policy, load
+from engine.run import neighbours as vectors
+from engine.run import passes as P
+from engine.run import runner
+from engine.run.context import Context, JudgeSettings, open_context
+from engine.run.leasing import LeaseTerms
 
 # what a pass alone (`lethe run`, the scheduler) never calls: imported on first use
 R = lazy("engine.run.recall")
@@ -40,6 +39,7 @@ def _says_if_keyless(warning: type[NoApiKeyWarning]):
     """For a method that may ask a model: when it asked one that needs an API key none is
     set for (never offline, replaying, or a model on a server of its own: those need none),
     warn with `warning` once per Memory. Without it a keyless add or recall looked judged."""
+
     def wrap(method):
         @functools.wraps(method)
         def asking(self, *args, **kwargs):
@@ -53,7 +53,9 @@ def _says_if_keyless(warning: type[NoApiKeyWarning]):
                 self._warned.add(RulesFallbackWarning)  # a model down, refusing, timing out
                 warnings.warn(RulesFallbackWarning(self.judges.fallback_reason), stacklevel=2)
             return out
+
         return asking
+
     return wrap
 
 
@@ -64,10 +66,19 @@ class Memory:
     >>> mem.add("User prefers tabs over spaces", importance=6)
     """
 
-    def __init__(self, db_path: str, policy: str | Policy = DEFAULT_POLICY,
-                 namespace: str = "default", offline: bool = False, clock: Clock | None = None,
-                 record: str | None = None, replay: str | None = None, scripted=None,
-                 read_only: bool = False, progress=None):
+    def __init__(
+        self,
+        db_path: str,
+        policy: str | Policy = DEFAULT_POLICY,
+        namespace: str = "default",
+        offline: bool = False,
+        clock: Clock | None = None,
+        record: str | None = None,
+        replay: str | None = None,
+        scripted=None,
+        read_only: bool = False,
+        progress=None,
+    ):
         db_path = I.db_path(db_path)
         if not isinstance(policy, Policy):
             policy = load(I.text(policy, "policy", nonempty=True, name=True))
@@ -75,19 +86,23 @@ class Memory:
         for warning in pol.warnings:  # a param nothing reads: most often a typo
             warnings.warn(PolicyWarning(warning.headline()), stacklevel=2)
         # scripted: an object with .take(step) -> answer or None (a scenario's `judged:`)
-        settings = JudgeSettings(I.flag(offline, "offline"), I.text(record, "record", optional=True),
-                                 I.text(replay, "replay", optional=True), scripted)
+        settings = JudgeSettings(
+            I.flag(offline, "offline"),
+            I.text(record, "record", optional=True),
+            I.text(replay, "replay", optional=True),
+            scripted,
+        )
         if clock is not None:
             I.clock(clock)
         if not isinstance(namespace, str) or not namespace.strip():  # a slip, never an agent
-            raise InputError(f"namespace must be a name, got {namespace!r} (the default one "
-                             "is 'default')")
+            raise InputError(f"namespace must be a name, got {namespace!r} (the default one is 'default')")
         I.text(namespace, "namespace", name=True)
         read_only, progress = I.flag(read_only, "read_only"), I.callback(progress, "progress")
         # read_only: list, explain and inspect without ever writing (nor waiting on a writer);
         # progress(line): told each step of adopting or upgrading a file with memories in it
-        self.context: Context = open_context(db_path, pol, namespace, clock or system_clock,
-                                             settings, read_only, progress)
+        self.context: Context = open_context(
+            db_path, pol, namespace, clock or system_clock, settings, read_only, progress
+        )
         self._writer = None
         self._warned: set[type] = set()  # the keyless warnings given
 
@@ -134,16 +149,31 @@ class Memory:
         I.text(assistant, "the assistant's text")
         with tracing.span("lethe.remember", **self._traced()) as span:
             written = self.writer.remember(user, assistant, I.said(said_at, self.clock()))
-            span.set_attributes({"lethe.memory_ids": list(written), "lethe.stored": written.stored,
-                                 "lethe.reinforced": written.reinforced,
-                                 "lethe.superseded": [old for old, _ in written.superseded],
-                                 "lethe.pending": written.pending})
+            span.set_attributes(
+                {
+                    "lethe.memory_ids": list(written),
+                    "lethe.stored": written.stored,
+                    "lethe.reinforced": written.reinforced,
+                    "lethe.superseded": [old for old, _ in written.superseded],
+                    "lethe.pending": written.pending,
+                }
+            )
         return written
 
     @_says_if_keyless(RulesJudgedWarning)
-    def add(self, content: str, *, summary: str | None = None, tags: Iterable[str] | None = None,
-            importance: float | None = None, confidence: float | None = None, expires_at=None,
-            kind: str | None = None, scene: str | None = None, judged: bool = True) -> int:
+    def add(
+        self,
+        content: str,
+        *,
+        summary: str | None = None,
+        tags: Iterable[str] | None = None,
+        importance: float | None = None,
+        confidence: float | None = None,
+        expires_at=None,
+        kind: str | None = None,
+        scene: str | None = None,
+        judged: bool = True,
+    ) -> int:
         """Store a memory: every write step of the policy except the gate runs (values given
         here win over judgments). `judged=False` stores it exactly as given. An `expires_at`
         before the clock's now is refused (LetheError). A model that
@@ -152,13 +182,15 @@ class Memory:
         if not isinstance(content, str) or not content.strip():
             raise InputError("a memory needs non-empty content")
         I.text(content, "content")
-        fields = {"summary": I.text(summary, "summary", optional=True),
-                  "tags": I.tags(tags),
-                  "importance": I.number(importance, 0, 10, "importance"),
-                  "confidence": I.number(confidence, 0, 1, "confidence"),
-                  "expires_at": I.expiry(expires_at, self.clock()),
-                  "kind": I.text(kind, "kind", optional=True),
-                  "scene": I.text(scene, "scene", optional=True)}
+        fields = {
+            "summary": I.text(summary, "summary", optional=True),
+            "tags": I.tags(tags),
+            "importance": I.number(importance, 0, 10, "importance"),
+            "confidence": I.number(confidence, 0, 1, "confidence"),
+            "expires_at": I.expiry(expires_at, self.clock()),
+            "kind": I.text(kind, "kind", optional=True),
+            "scene": I.text(scene, "scene", optional=True),
+        }
         if I.flag(judged, "judged"):
             return self.writer.add(content, fields)
         vector = vectors.vector_of(self.context, content)  # outside the transaction
@@ -183,8 +215,9 @@ class Memory:
         newest first: what was forgotten can be listed too. `limit=None` lists them all."""
         if status != "all" and status not in STATUSES:
             raise InputError(f"unknown status {status!r}; use one of {', '.join(STATUSES)} or all")
-        rows = self.store.list_memories(self.namespace, None if status == "all" else (status,),
-                                        I.count(limit, "limit") or I.INT64)  # None: all
+        rows = self.store.list_memories(
+            self.namespace, None if status == "all" else (status,), I.count(limit, "limit") or I.INT64
+        )  # None: all
         return MemoryRecord.from_rows(rows)
 
     def pending(self) -> list[dict]:
@@ -204,32 +237,45 @@ class Memory:
 
     # -- passes
     @_says_if_keyless(PassesUndoneWarning)
-    def run(self, names: Iterable[str], progress=None, *, wait: float = 0.0,
-            lease_ttl=None) -> list[P.PassResult]:
+    def run(
+        self, names: Iterable[str], progress=None, *, wait: float = 0.0, lease_ttl=None
+    ) -> list[P.PassResult]:
         """Run the named passes now, in the order given, under the namespace's pass lease
         (the one every runner takes). Raises LeaseBusy when another runner holds it for
         longer than `wait` seconds; `lease_ttl` is how long the lease outlives this
         process if it dies (default 15 minutes)."""
-        return runner.run(self.context, I.names(names, "names"), I.callback(progress, "progress"),
-                          _terms(wait, lease_ttl))
+        return runner.run(
+            self.context, I.names(names, "names"), I.callback(progress, "progress"), _terms(wait, lease_ttl)
+        )
 
     def due(self) -> list[str]:
         """The passes whose schedule has come round (or whose batched run was interrupted)."""
         return P.due(self.context, self.clock())
 
     @_says_if_keyless(PassesUndoneWarning)
-    def run_due(self, progress=None, *, wait: float = 0.0, lease_ttl=None,
-                retry_failed: bool = False) -> list[P.PassResult]:
+    def run_due(
+        self, progress=None, *, wait: float = 0.0, lease_ttl=None, retry_failed: bool = False
+    ) -> list[P.PassResult]:
         """Retry pending turns (with `retry_failed`, also those parked as failed), then run
         every pass whose schedule has come round, under the namespace's pass lease. Raises
         LeaseBusy when another runner holds it for longer than `wait` seconds: that runner
         is doing the work."""
-        return runner.run_due(self.context, I.callback(progress, "progress"),
-                              _terms(wait, lease_ttl), I.flag(retry_failed, "retry_failed"))
+        return runner.run_due(
+            self.context,
+            I.callback(progress, "progress"),
+            _terms(wait, lease_ttl),
+            I.flag(retry_failed, "retry_failed"),
+        )
 
     # -- reading
-    def candidates(self, query: str | None = None, limit: int | None = None,
-                   scored: bool = False, relevance: bool = True, as_of=None) -> list[MemoryRecord]:
+    def candidates(
+        self,
+        query: str | None = None,
+        limit: int | None = None,
+        scored: bool = False,
+        relevance: bool = True,
+        as_of=None,
+    ) -> list[MemoryRecord]:
         """Recall candidates in the policy's recall order, before any model picks among them.
         With a query: only memories matching it in full text, or with `scored=True` all
         candidates, each with its `relevance` to the query (0 when it shares no word).
@@ -237,8 +283,13 @@ class Memory:
         query, at = I.query(query, optional=True), I.moment(as_of)
         if at is not None:
             return AS.candidates(self.context, query, at, I.count(limit, "limit"))
-        return R.candidates(self.context, query, I.count(limit, "limit"), I.flag(scored, "scored"),
-                            I.flag(relevance, "relevance"))
+        return R.candidates(
+            self.context,
+            query,
+            I.count(limit, "limit"),
+            I.flag(scored, "scored"),
+            I.flag(relevance, "relevance"),
+        )
 
     @_says_if_keyless(RulesJudgedWarning)
     def recall(self, query: str, top_n: int | None = None, as_of=None) -> list[MemoryRecord]:
@@ -288,8 +339,7 @@ class Memory:
         if mem is None:
             raise LetheError(self._not_here(memory_id) + (f" as of {as_of}" if as_of else ""))
         at = I.moment(as_of)
-        events = [dict(e) for e in self.store.events(mem.id)
-                  if at is None or e["occurred_at"] <= AS.iso(at)]
+        events = [dict(e) for e in self.store.events(mem.id) if at is None or e["occurred_at"] <= AS.iso(at)]
         superseded_by = self.get(mem.contradicted_by, as_of) if mem.contradicted_by else None
         merged = self.get(mem.merged_into, as_of) if mem.merged_into else None
         return History(mem, events, superseded_by, merged)
@@ -299,8 +349,10 @@ class Memory:
         Never where the id is instead: a server shared between namespaces passes this on
         to each of them (`namespace_of` is for a tool whose user owns the database)."""
         held = sum(self.counts().values())
-        return (f"no memory #{memory_id} in namespace '{self.namespace}' "
-                f"(it holds {held} memor{'y' if held == 1 else 'ies'})")
+        return (
+            f"no memory #{memory_id} in namespace '{self.namespace}' "
+            f"(it holds {held} memor{'y' if held == 1 else 'ies'})"
+        )
 
     def namespace_of(self, memory_id: int) -> str | None:
         """The namespace that holds memory #id in this database, whichever it is, or None.
@@ -328,13 +380,21 @@ class Memory:
         held = self.store.namespace_counts()
         if not held:
             return None
-        counts = ", ".join(f"{name} ({n} memor{'y' if n == 1 else 'ies'})" if i == 0
-                           else f"{name} ({n})" for i, (name, n) in enumerate(held.items()))
+        counts = ", ".join(
+            f"{name} ({n} memor{'y' if n == 1 else 'ies'})" if i == 0 else f"{name} ({n})"
+            for i, (name, n) in enumerate(held.items())
+        )
         return f"namespace '{self.namespace}' holds nothing; this database holds: {counts}"
 
     # -- auditing (the inspector, `lethe ui`)
-    def browse(self, filters: dict | None = None, sort: str = "id", descending: bool = True,
-               after: tuple | None = None, limit: int = 50) -> tuple[list[MemoryRecord], tuple | None]:
+    def browse(
+        self,
+        filters: dict | None = None,
+        sort: str = "id",
+        descending: bool = True,
+        after: tuple | None = None,
+        limit: int = 50,
+    ) -> tuple[list[MemoryRecord], tuple | None]:
         """A page of memories of any status matching `filters` (status, kind, scene, tag,
         text), ordered by `sort` (id, created_at, importance, confidence, decay_score,
         access_count, rank, last_accessed, expires_at), and the keyset of the next page
@@ -342,15 +402,20 @@ class Memory:
         if sort not in A.SORTS:
             raise InputError(f"unknown sort {sort!r}; use one of {', '.join(A.SORTS)}")
         filters = I.filters(filters, ("status", "kind", "scene", "tag", "text"))
-        return A.browse(self.context, filters, sort, I.flag(descending, "descending"),
-                        I.keyset(after), I.count(limit, "limit"))
+        return A.browse(
+            self.context,
+            filters,
+            sort,
+            I.flag(descending, "descending"),
+            I.keyset(after),
+            I.count(limit, "limit"),
+        )
 
     def similar(self, text: str, limit: int = 20) -> list[tuple[MemoryRecord, float]]:
         """The memories of any status nearest `text` by the policy's embedding model, most
         similar first, each with its cosine ([] when the model gives no vector). A policy
         without `embed:` is refused (LetheError)."""
-        return A.similar(self.context, I.text(text, "text", nonempty=True),
-                         I.count(limit, "limit"))
+        return A.similar(self.context, I.text(text, "text", nonempty=True), I.count(limit, "limit"))
 
     def facets(self, column: str) -> list[str]:
         """The kinds or the scenes (`column`) this namespace's memories have."""
@@ -369,8 +434,7 @@ class Memory:
         """What the policy's decay rule would set a memory's decay_score to, from its
         creation to `days_ahead` days past now: {"pass", "points": [(time, score)], "now",
         "threshold"}; None when the policy has no rule that sets decay_score."""
-        return A.decay_curve(self.context, self.history(memory_id).memory,
-                             I.count(days_ahead, "days_ahead"))
+        return A.decay_curve(self.context, self.history(memory_id).memory, I.count(days_ahead, "days_ahead"))
 
     def activity(self) -> dict:
         """Model use per step, model and day, each pass's last run, events per day."""
@@ -381,8 +445,9 @@ class Memory:
         `restored` event keeping `reason`. Raises LetheError when it is neither."""
         mem = self.history(memory_id).memory
         if not A.restore(self.context, mem, I.text(str(reason), "reason")):
-            raise LetheError(f"memory #{mem.id} is {mem.status}: only an archived or expired "
-                             "memory is restored")
+            raise LetheError(
+                f"memory #{mem.id} is {mem.status}: only an archived or expired memory is restored"
+            )
         return self.get(mem.id)
 
     def correct(self, memory_id: int, content: str, reason: str) -> int:
@@ -391,12 +456,10 @@ class Memory:
         if not isinstance(content, str) or not content.strip():
             raise InputError("a correction needs non-empty content")
         I.text(content, "content")
-        return A.correct(self.context, self.history(memory_id).memory, content,
-                         I.text(str(reason), "reason"))
+        return A.correct(self.context, self.history(memory_id).memory, content, I.text(str(reason), "reason"))
 
     # -- keys: memories a key-value caller (the LangGraph store) names itself
-    def put(self, key: str, content: str, value=None, *, detail: dict | None = None,
-            **fields) -> int:
+    def put(self, key: str, content: str, value=None, *, detail: dict | None = None, **fields) -> int:
         """Store `content` through `add()` (`fields` are add()'s) under the caller's own
         `key`, keeping `value` (the caller's record, JSON, its key order kept) in a `keyed`
         event, with `detail`'s entries beside it. The memory that was under `key` is
@@ -417,11 +480,26 @@ class Memory:
     def key_events(self) -> list[dict]:
         """Every `keyed` event of this namespace, oldest first: the event's detail (key,
         value, ...) with `memory_id`, `status` (the memory's now) and `at`."""
-        return [{**json.loads(r["detail"]), "memory_id": r["memory_id"], "status": r["status"],
-                 "at": r["occurred_at"]} for r in self.store.keyed_events(self.namespace)]
+        return [
+            {
+                **json.loads(r["detail"]),
+                "memory_id": r["memory_id"],
+                "status": r["status"],
+                "at": r["occurred_at"],
+            }
+            for r in self.store.keyed_events(self.namespace)
+        ]
 
-    def mark_key(self, memory_id: int, key: str, value=None, *, detail: dict | None = None,
-                 expires_at=None, reason: str | None = None) -> None:
+    def mark_key(
+        self,
+        memory_id: int,
+        key: str,
+        value=None,
+        *,
+        detail: dict | None = None,
+        expires_at=None,
+        reason: str | None = None,
+    ) -> None:
         """A `keyed` event for the memory `put()` stored under `key`, without storing a new
         one: a refreshed expiry (`expires_at`, set on the memory too while it is active), or
         with `reason` a deletion (value None; the memory, if active, is archived with a
@@ -475,8 +553,7 @@ def _keyed_event(key: str, value, detail: dict | None) -> str:
     key = I.text(key, "a key", nonempty=True, name=True)
     if detail is not None and not isinstance(detail, dict):
         raise InputError(f"detail must be a dict, got {type(detail).__name__}")
-    return I.json_value({**(detail or {}), "key": key, "value": value},
-                        f"the value of key {key!r}")
+    return I.json_value({**(detail or {}), "key": key, "value": value}, f"the value of key {key!r}")
 
 
 def _terms(wait, lease_ttl) -> LeaseTerms:

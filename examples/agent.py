@@ -5,6 +5,7 @@
     python examples/agent.py --offline        # no model: it answers with what it recalled
 
 Type a message a line; Ctrl-D ends. A model that fails ends it with one line (the turn kept)."""
+
 import argparse
 import os
 import sys
@@ -15,14 +16,12 @@ from engine import Memory, Scheduler
 
 ask = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ask.add_argument("--model", default="gpt-4o-mini", help="the chat model (default gpt-4o-mini)")
-ask.add_argument("--offline", action="store_true",
-                 help="no chat model: answer with what is recalled")
+ask.add_argument("--offline", action="store_true", help="no chat model: answer with what is recalled")
 ask.add_argument("--db", default="agent.db", help="the memory file (default agent.db)")
 args = ask.parse_args()
 url, key = os.environ.get("OPENAI_BASE_URL"), os.environ.get("OPENAI_API_KEY")
 if not (args.offline or url or key):
-    sys.exit("agent.py: set OPENAI_API_KEY, or OPENAI_BASE_URL for a local server, "
-             "or pass --offline")
+    sys.exit("agent.py: set OPENAI_API_KEY, or OPENAI_BASE_URL for a local server, or pass --offline")
 # a local server (Ollama, llama.cpp's llama-server, vLLM) takes any key
 client = None if args.offline else openai.OpenAI(api_key=key or "local", max_retries=1)
 
@@ -31,15 +30,26 @@ with Scheduler(mem, interval=3600):  # decay, expiry and compression, each on it
     for user in filter(None, map(str.strip, sys.stdin)):
         known = "\n".join(f"- {m.content}" for m in mem.recall(user)) or "(nothing yet)"
         try:
-            answer = f"I remember:\n{known}" if client is None else client.chat.completions.create(
-                model=args.model, messages=[
-                    {"role": "system", "content": f"What you remember about the user:\n{known}"},
-                    {"role": "user", "content": user}]).choices[0].message.content
+            answer = (
+                f"I remember:\n{known}"
+                if client is None
+                else client.chat.completions.create(
+                    model=args.model,
+                    messages=[
+                        {"role": "system", "content": f"What you remember about the user:\n{known}"},
+                        {"role": "user", "content": user},
+                    ],
+                )
+                .choices[0]
+                .message.content
+            )
         except openai.OpenAIError as exc:  # unreachable, a refused key, an unknown model
             mem.remember(user)
             why = " ".join(str(getattr(exc, "message", exc)).split())
-            sys.exit(f"agent.py: the model {args.model} at {url or 'api.openai.com'} failed: "
-                     f"{why} (your message is remembered)")
+            sys.exit(
+                f"agent.py: the model {args.model} at {url or 'api.openai.com'} failed: "
+                f"{why} (your message is remembered)"
+            )
         print(f"assistant> {answer}", flush=True)
         mem.remember(user, answer)  # judged: supersedes what it replaces, reinforces the rest
 mem.close()

@@ -5,6 +5,7 @@ use `db_path` (or `memory`) twice: on a SQLite file and on a fresh schema of a r
 PostgreSQL server (tests/pg_server.py), unless the test is marked `sqlite_only` (it pokes
 SQLite directly). Without PostgreSQL binaries the PostgreSQL half is left out, and one line
 at the end of the run says so; with LETHE_REQUIRE_PG=1 (CI) that is an error instead."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -23,16 +24,34 @@ START = dt.datetime(2026, 1, 5, 9, 0, 0)
 # The scenarios that ship, by name. Tests pin these and only these: a user's own file in
 # scenarios/ (where the README's experiment reads) is theirs to play, not a test's to pin.
 SHIPPED_SCENARIOS = (
-    "additive-and-progression", "bun-curiosity", "deadline-moved", "editor-switch",
-    "poetry-to-uv", "postgres-to-mysql", "preference-in-use", "python-upgrade",
-    "readability-merge", "small-talk", "standup-moved", "temporary-workaround",
-    "waiting-on-alice", "scenes/agent-build",
+    "additive-and-progression",
+    "bun-curiosity",
+    "deadline-moved",
+    "editor-switch",
+    "poetry-to-uv",
+    "postgres-to-mysql",
+    "preference-in-use",
+    "python-upgrade",
+    "readability-merge",
+    "small-talk",
+    "standup-moved",
+    "temporary-workaround",
+    "waiting-on-alice",
+    "scenes/agent-build",
 )
 
 # The policies that ship, by name, for the same reason: `policies/my-agent.yaml` (the
 # README's "Pin your own policy") must not need a snapshot in this suite.
-SHIPPED_POLICIES = ("archive", "coding-agent", "fused", "lifecycle", "lifecycle-local", "scenes",
-                    "scenes-decay", "scheduled-sql")
+SHIPPED_POLICIES = (
+    "archive",
+    "coding-agent",
+    "fused",
+    "lifecycle",
+    "lifecycle-local",
+    "scenes",
+    "scenes-decay",
+    "scheduled-sql",
+)
 
 
 def shipped_policies() -> list[str]:
@@ -69,11 +88,12 @@ def clock():
 
 def pytest_configure(config):
     if os.environ.get("LETHE_REQUIRE_PG") and not pg_server.available():
-        raise pytest.UsageError("LETHE_REQUIRE_PG is set but PostgreSQL is not: "
-                                + pg_server.HOW_TO_ENABLE)
+        raise pytest.UsageError("LETHE_REQUIRE_PG is set but PostgreSQL is not: " + pg_server.HOW_TO_ENABLE)
     if os.environ.get(browser.REQUIRE) and browser.missing():
-        raise pytest.UsageError(f"{browser.REQUIRE} is set but the inspector's browser tests "
-                                f"cannot run ({browser.missing()}): {browser.HOW_TO_ENABLE}")
+        raise pytest.UsageError(
+            f"{browser.REQUIRE} is set but the inspector's browser tests "
+            f"cannot run ({browser.missing()}): {browser.HOW_TO_ENABLE}"
+        )
 
 
 def pytest_generate_tests(metafunc):
@@ -81,16 +101,25 @@ def pytest_generate_tests(metafunc):
         return
     if metafunc.definition.get_closest_marker("both_backends"):
         postgres = pytest.param("postgres", marks=pytest.mark.slow)  # the parity half
-        metafunc.parametrize("backend", ["sqlite", postgres] if pg_server.available()
-                             else ["sqlite"], indirect=True)
+        metafunc.parametrize(
+            "backend", ["sqlite", postgres] if pg_server.available() else ["sqlite"], indirect=True
+        )
 
 
 # Modules whose tests start processes, browsers, local models or big stores: `make
 # test-quick` (-m "not slow") leaves them out, `make test` and CI run everything.
 # (test_give_way and test_sqlite_wait together took 4 min 47 s at a load of 13.)
-SLOW_MODULES = {"test_give_way", "test_write_races", "test_reliability", "test_soak",
-                "test_local_model", "test_local_scenarios", "test_sqlite_wait",
-                "test_bench_longmemeval", "test_inspector_browser"}
+SLOW_MODULES = {
+    "test_give_way",
+    "test_write_races",
+    "test_reliability",
+    "test_soak",
+    "test_local_model",
+    "test_local_scenarios",
+    "test_sqlite_wait",
+    "test_bench_longmemeval",
+    "test_inspector_browser",
+}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -101,11 +130,15 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_terminal_summary(terminalreporter):
     if not pg_server.available():
-        terminalreporter.write_line("PostgreSQL: not found, the PostgreSQL half of the tests "
-                                    "was skipped; to run it, " + pg_server.HOW_TO_ENABLE)
+        terminalreporter.write_line(
+            "PostgreSQL: not found, the PostgreSQL half of the tests "
+            "was skipped; to run it, " + pg_server.HOW_TO_ENABLE
+        )
     if browser.missing():
-        terminalreporter.write_line(f"Browser: {browser.missing()}, the inspector's browser "
-                                    "tests were skipped; to run them, " + browser.HOW_TO_ENABLE)
+        terminalreporter.write_line(
+            f"Browser: {browser.missing()}, the inspector's browser "
+            "tests were skipped; to run them, " + browser.HOW_TO_ENABLE
+        )
 
 
 @pytest.fixture(scope="session")
@@ -146,8 +179,9 @@ def memory(db_path, clock):
         remote = policy.endswith(".yaml")
         path = policy if remote else os.path.join(POLICIES, policy + ".yaml")
         offline = (not remote) if offline is None else offline
-        mem = Memory(kw.pop("db", db_path), policy=path, namespace=namespace, offline=offline,
-                     clock=clock, **kw)
+        mem = Memory(
+            kw.pop("db", db_path), policy=path, namespace=namespace, offline=offline, clock=clock, **kw
+        )
         opened.append(mem)
         return mem
 

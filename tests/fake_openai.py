@@ -36,36 +36,43 @@ from typing import Any, Callable, Collection, Union
 # A fixed timestamp: the fake never reads the wall clock, so its answers are reproducible.
 CREATED = 1_700_000_000
 DEFAULT_MODELS = ("gpt-4o-mini", "gpt-4o")
-_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
-                403: "permission_error", 404: "not_found_error", 429: "rate_limit_error"}
-DEFAULT = object()          # Reply.usage: the usage this server computes
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    429: "rate_limit_error",
+}
+DEFAULT = object()  # Reply.usage: the usage this server computes
 REFUSALS = ("json_schema", "json_schema_500", "response_format", "temperature")
-TEMPERATURE_REFUSED = ("Unsupported value: 'temperature' does not support {value} with this "
-                       "model. Only the default (1) value is supported.")
+TEMPERATURE_REFUSED = (
+    "Unsupported value: 'temperature' does not support {value} with this "
+    "model. Only the default (1) value is supported."
+)
 
 
 @dataclass
 class Reply:
     """One scripted answer from the fake server."""
 
-    content: str | None = ""   # assistant message content (the error message when status != 200)
-    status: int = 200      # e.g. 500, 429 -> an OpenAI-style error JSON body
-    delay: float = 0.0     # seconds to sleep before answering (added to the server's delay)
-    drop: bool = False     # close the connection without answering
+    content: str | None = ""  # assistant message content (the error message when status != 200)
+    status: int = 200  # e.g. 500, 429 -> an OpenAI-style error JSON body
+    delay: float = 0.0  # seconds to sleep before answering (added to the server's delay)
+    drop: bool = False  # close the connection without answering
     # Sent as ``retry-after-ms`` on error replies. openai v3 ignores ``retry-after: 0``
     # (it only honours delays > 0) and would back off ~0.5 s; 1 ms keeps retries fast.
     retry_after_ms: int | None = 1
     finish_reason: str = "stop"
     refusal: str | None = None
-    reasoning: str | None = None   # sent as message.reasoning_content (vLLM, DeepSeek, llama.cpp)
-    usage: Any = DEFAULT       # None: no usage at all; anything else is sent as it is
-    body: Any = None           # the whole response body, sent as it is (``choices: [null]``...)
-    drip: float = 0.0          # seconds between the bytes of the response (added to the server's)
-    param: str | None = None   # ``error.param`` of an error reply
+    reasoning: str | None = None  # sent as message.reasoning_content (vLLM, DeepSeek, llama.cpp)
+    usage: Any = DEFAULT  # None: no usage at all; anything else is sent as it is
+    body: Any = None  # the whole response body, sent as it is (``choices: [null]``...)
+    drip: float = 0.0  # seconds between the bytes of the response (added to the server's)
+    param: str | None = None  # ``error.param`` of an error reply
 
 
 Responder = Callable[[dict], Union[Reply, str]]
-Embedder = Callable[[str], list]   # one input text -> its vector
+Embedder = Callable[[str], list]  # one input text -> its vector
 
 
 def word_vector(text: str, dim: int = 64) -> list[float]:
@@ -115,10 +122,12 @@ def completion_body(request: dict, content: str | None, seq: int, reply: Reply |
         "created": CREATED,
         "model": request.get("model", "fake"),
         "system_fingerprint": "fake_openai",
-        "choices": [{"index": 0, "message": message, "logprobs": None,
-                     "finish_reason": reply.finish_reason}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                  "total_tokens": prompt_tokens + completion_tokens},
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": reply.finish_reason}],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
     }
     if reply.usage is None:
         del body["usage"]
@@ -127,21 +136,40 @@ def completion_body(request: dict, content: str | None, seq: int, reply: Reply |
     return body
 
 
-def error_body(status: int, message: str | None, param: str | None = None,
-               code: str | None = None) -> dict:
+def error_body(status: int, message: str | None, param: str | None = None, code: str | None = None) -> dict:
     """An OpenAI-style error body."""
     kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    return {"error": {"message": message or f"fake error {status}", "type": kind,
-                      "param": param, "code": code}}
+    return {
+        "error": {"message": message or f"fake error {status}", "type": kind, "param": param, "code": code}
+    }
 
 
 # ---- what OpenAI accepts ------------------------------------------------------------------
 ROLES = {"system", "developer", "user", "assistant", "tool"}
 EFFORTS = {"none", "minimal", "low", "medium", "high", "xhigh"}
-SCHEMA_WORDS = {"type", "properties", "required", "additionalProperties", "items", "enum",
-                "anyOf", "description", "title", "minimum", "maximum", "exclusiveMinimum",
-                "exclusiveMaximum", "multipleOf", "pattern", "format", "minItems", "maxItems",
-                "const", "$ref", "$defs"}
+SCHEMA_WORDS = {
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "enum",
+    "anyOf",
+    "description",
+    "title",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "pattern",
+    "format",
+    "minItems",
+    "maxItems",
+    "const",
+    "$ref",
+    "$defs",
+}
 SCHEMA_TYPES = {"string", "number", "integer", "boolean", "object", "array", "null"}
 MAX_SCHEMA_DEPTH = 10
 
@@ -266,12 +294,22 @@ class FakeOpenAI:
     the schema of its name, and ``step_of(request)`` says which name each request needs.
     """
 
-    def __init__(self, responder: Responder | None = None, delay: float = 0.0, *,
-                 port: int = 0, models: tuple[str, ...] = DEFAULT_MODELS,
-                 refuse: Collection[str] = (), omit_usage: bool = False, think: str | None = None,
-                 reasoning: str | None = None, drip: float = 0.0, schemas: dict | None = None,
-                 step_of: Callable[[dict], str | None] | None = None,
-                 embedder: Embedder | None = None):
+    def __init__(
+        self,
+        responder: Responder | None = None,
+        delay: float = 0.0,
+        *,
+        port: int = 0,
+        models: tuple[str, ...] = DEFAULT_MODELS,
+        refuse: Collection[str] = (),
+        omit_usage: bool = False,
+        think: str | None = None,
+        reasoning: str | None = None,
+        drip: float = 0.0,
+        schemas: dict | None = None,
+        step_of: Callable[[dict], str | None] | None = None,
+        embedder: Embedder | None = None,
+    ):
         unknown = set(refuse) - set(REFUSALS)
         if unknown:
             raise ValueError(f"refuse: unknown {sorted(unknown)}; known: {', '.join(REFUSALS)}")
@@ -279,18 +317,18 @@ class FakeOpenAI:
         self.embedder = embedder or word_vector  # answers /v1/embeddings, text by text
         self.embedding_requests: list[dict] = []
         self.embedding_headers: list[dict] = []  # each one's headers, lower-cased
-        self.embeddings_down = False   # True: /v1/embeddings answers 503
+        self.embeddings_down = False  # True: /v1/embeddings answers 503
         self.embeddings_empty = False  # True: /v1/embeddings answers 200 with no vectors
-        self.embed_delay = 0.0         # seconds /v1/embeddings waits before answering
+        self.embed_delay = 0.0  # seconds /v1/embeddings waits before answering
         self.spans: list[tuple[str, float, float]] = []  # (path, start, end): every POST, monotonic
         self.delay = delay
         self.models = models
         self.refuse, self.omit_usage, self.think, self.reasoning = set(refuse), omit_usage, think, reasoning
         self.drip, self.schemas, self.step_of = drip, schemas, step_of
         self.requests: list[dict] = []
-        self.headers: list[dict[str, str]] = []   # lower-cased request headers, parallel to ``requests``
-        self.invalid: list[str] = []              # problems found in requests, "#seq: problem"
-        self.refused: list[str] = []              # what each refused request was refused for
+        self.headers: list[dict[str, str]] = []  # lower-cased request headers, parallel to ``requests``
+        self.invalid: list[str] = []  # problems found in requests, "#seq: problem"
+        self.refused: list[str] = []  # what each refused request was refused for
         self._port = port
         self._script: collections.deque[Reply | str] = collections.deque()
         self._lock = threading.Lock()
@@ -304,8 +342,12 @@ class FakeOpenAI:
         self._stopping.clear()
         self._server = _Server(("127.0.0.1", self._port), _Handler)
         self._server.fake = self
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
-                                        name=f"fake-openai-{self.port}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.02},
+            name=f"fake-openai-{self.port}",
+            daemon=True,
+        )
         self._thread.start()
         return self
 
@@ -375,18 +417,25 @@ class FakeOpenAI:
         fmt = request.get("response_format")
         kind = fmt.get("type") if isinstance(fmt, dict) else None
         if "response_format" in self.refuse and kind in ("json_object", "json_schema"):
-            return self._refused("response_format", f"'response_format' of type '{kind}' is not "
-                                 "supported by this server", "response_format")
+            return self._refused(
+                "response_format",
+                f"'response_format' of type '{kind}' is not supported by this server",
+                "response_format",
+            )
         if "json_schema" in self.refuse and kind == "json_schema":
-            return self._refused("json_schema", "response_format type 'json_schema' is not "
-                                 "supported with this model", "response_format")
+            return self._refused(
+                "json_schema",
+                "response_format type 'json_schema' is not supported with this model",
+                "response_format",
+            )
         if "json_schema_500" in self.refuse and kind == "json_schema":  # llama-cpp-python's server
             with self._lock:
                 self.refused.append("json_schema_500")
             return Reply(status=500, content="Unsupported response_format type: json_schema")
         if "temperature" in self.refuse and "temperature" in request and request["temperature"] != 1:
-            return self._refused("temperature", TEMPERATURE_REFUSED.format(
-                value=request["temperature"]), "temperature")
+            return self._refused(
+                "temperature", TEMPERATURE_REFUSED.format(value=request["temperature"]), "temperature"
+            )
         return None
 
     def _refused(self, what: str, message: str, param: str) -> Reply:
@@ -401,9 +450,14 @@ class FakeOpenAI:
         content = reply.content
         if self.think is not None and content is not None:
             content = f"<think>{self.think}</think>\n{content}"
-        return Reply(**{**reply.__dict__, "content": content,
-                        "reasoning": reply.reasoning if reply.reasoning is not None else self.reasoning,
-                        "usage": None if self.omit_usage else reply.usage})
+        return Reply(
+            **{
+                **reply.__dict__,
+                "content": content,
+                "reasoning": reply.reasoning if reply.reasoning is not None else self.reasoning,
+                "usage": None if self.omit_usage else reply.usage,
+            }
+        )
 
 
 class _Server(ThreadingHTTPServer):
@@ -414,7 +468,7 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
-    protocol_version = "HTTP/1.0"   # one request per connection: nothing lingers after stop()
+    protocol_version = "HTTP/1.0"  # one request per connection: nothing lingers after stop()
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet by default
         pass
@@ -426,8 +480,10 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if self._route() != "/models":
             return self._send_json(404, error_body(404, f"unknown path {self.path}"))
-        data = [{"id": m, "object": "model", "created": CREATED, "owned_by": "fake_openai"}
-                for m in self.server.fake.models]
+        data = [
+            {"id": m, "object": "model", "created": CREATED, "owned_by": "fake_openai"}
+            for m in self.server.fake.models
+        ]
         self._send_json(200, {"object": "list", "data": data})
 
     def do_POST(self) -> None:
@@ -454,7 +510,9 @@ class _Handler(BaseHTTPRequestHandler):
         if problems:
             with fake._lock:
                 fake.invalid += [f"#{seq}: {p}" for p in problems]
-            return self._send_json(400, error_body(400, "fake_openai: invalid request: " + "; ".join(problems)))
+            return self._send_json(
+                400, error_body(400, "fake_openai: invalid request: " + "; ".join(problems))
+            )
         try:
             reply = fake.refusal(request) or fake._next_reply(request)
         except Exception as err:  # a broken responder is a test bug: say so, don't invite retries
@@ -474,34 +532,52 @@ class _Handler(BaseHTTPRequestHandler):
         if fake.embed_delay > 0 and fake._stopping.wait(fake.embed_delay):
             return
         if fake.embeddings_down:
-            return self._send_json(503, error_body(503, "embeddings are down"),
-                                   {"retry-after-ms": "1", "x-should-retry": "false"})
+            return self._send_json(
+                503,
+                error_body(503, "embeddings are down"),
+                {"retry-after-ms": "1", "x-should-retry": "false"},
+            )
         texts = request.get("input")
         texts = [texts] if isinstance(texts, str) else list(texts or [])
-        data = [{"object": "embedding", "index": i, "embedding": list(fake.embedder(t))}
-                for i, t in enumerate(texts)] if not fake.embeddings_empty else []
+        data = (
+            [
+                {"object": "embedding", "index": i, "embedding": list(fake.embedder(t))}
+                for i, t in enumerate(texts)
+            ]
+            if not fake.embeddings_empty
+            else []
+        )
         tokens = sum(estimate_tokens(t) for t in texts)
-        self._send_json(200, {"object": "list", "data": data, "model": request.get("model"),
-                              "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+        self._send_json(
+            200,
+            {
+                "object": "list",
+                "data": data,
+                "model": request.get("model"),
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            },
+        )
 
     def _answer(self, reply: Reply, request: dict, seq: int) -> None:
         fake = self.server.fake
         delay = fake.delay + reply.delay
         if delay > 0 and fake._stopping.wait(delay):
-            reply = Reply(drop=True)            # server stopping: don't answer
+            reply = Reply(drop=True)  # server stopping: don't answer
         if reply.drop:
             self.close_connection = True
             return
         drip = fake.drip + reply.drip
         if reply.status != 200:
             headers = {} if reply.retry_after_ms is None else {"retry-after-ms": str(reply.retry_after_ms)}
-            return self._send_json(reply.status, error_body(reply.status, reply.content, reply.param),
-                                   headers, drip)
+            return self._send_json(
+                reply.status, error_body(reply.status, reply.content, reply.param), headers, drip
+            )
         body = reply.body if reply.body is not None else completion_body(request, reply.content, seq, reply)
         self._send_json(200, body, drip=drip)
 
-    def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None,
-                   drip: float = 0.0) -> None:
+    def _send_json(
+        self, status: int, payload: Any, headers: dict[str, str] | None = None, drip: float = 0.0
+    ) -> None:
         data = json.dumps(payload).encode()
         try:
             if drip > 0:
@@ -515,18 +591,21 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
-            pass                                # the client gave up (e.g. timed out)
+            pass  # the client gave up (e.g. timed out)
 
     def _drip(self, status: int, data: bytes, headers: dict[str, str], every: float) -> None:
         """The whole response, status line and headers included, one byte at a time."""
-        head = [f"HTTP/1.0 {status} {self.responses.get(status, ('',))[0]}",
-                "Content-Type: application/json", f"Content-Length: {len(data)}",
-                *(f"{k}: {v}" for k, v in headers.items())]
+        head = [
+            f"HTTP/1.0 {status} {self.responses.get(status, ('',))[0]}",
+            "Content-Type: application/json",
+            f"Content-Length: {len(data)}",
+            *(f"{k}: {v}" for k, v in headers.items()),
+        ]
         raw = ("\r\n".join(head) + "\r\n\r\n").encode() + data
         for i in range(len(raw)):
             if self.server.fake._stopping.wait(every):
                 return
-            self.wfile.write(raw[i:i + 1])
+            self.wfile.write(raw[i : i + 1])
             self.wfile.flush()
 
 

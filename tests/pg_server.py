@@ -4,6 +4,7 @@ data directory, 127.0.0.1 on a free port, fsync off. No Docker.
 `initdb` refuses to run as root, so when we are root the server runs as the `postgres`
 user. `LETHE_TEST_PG=postgresql://...` skips all this and uses that server instead.
 """
+
 from __future__ import annotations
 
 import glob
@@ -17,9 +18,11 @@ import tempfile
 import uuid
 
 ENV_DSN = "LETHE_TEST_PG"
-HOW_TO_ENABLE = ("install PostgreSQL (apt-get install -y postgresql) or set "
-                 f"{ENV_DSN}=postgresql://user@host:port/db, and the postgres extra "
-                 "(pip install -e '.[test,postgres]', which make install does)")
+HOW_TO_ENABLE = (
+    "install PostgreSQL (apt-get install -y postgresql) or set "
+    f"{ENV_DSN}=postgresql://user@host:port/db, and the postgres extra "
+    "(pip install -e '.[test,postgres]', which make install does)"
+)
 
 
 def binaries() -> str | None:
@@ -27,8 +30,10 @@ def binaries() -> str | None:
     if os.environ.get("LETHE_PG_BIN"):
         chosen = os.environ["LETHE_PG_BIN"]
         return chosen if os.path.exists(os.path.join(chosen, "initdb")) else None
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"),
-                   key=lambda p: int(p.split("/")[4]) if p.split("/")[4].isdigit() else 0)
+    found = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+        key=lambda p: int(p.split("/")[4]) if p.split("/")[4].isdigit() else 0,
+    )
     if found:
         return os.path.dirname(found[-1])
     initdb = shutil.which("initdb")
@@ -62,13 +67,15 @@ class LocalServer:
         if os.geteuid() == 0:  # initdb refuses root: the server runs as `postgres`
             self._user = pwd.getpwnam("postgres")
             os.chown(self.dir, self._user.pw_uid, self._user.pw_gid)
-        self._run("initdb", "-D", self.data, "-U", "lethe", "--auth=trust", "--locale=C",
-                  "-E", "UTF8", "--no-sync")
-        opts = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.dir} -c fsync=off "
-                "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200 "
-                "-c shared_buffers=256MB")
-        self._run("pg_ctl", "-D", self.data, "-o", opts, "-l", os.path.join(self.dir, "log"),
-                  "-w", "start")
+        self._run(
+            "initdb", "-D", self.data, "-U", "lethe", "--auth=trust", "--locale=C", "-E", "UTF8", "--no-sync"
+        )
+        opts = (
+            f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.dir} -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200 "
+            "-c shared_buffers=256MB"
+        )
+        self._run("pg_ctl", "-D", self.data, "-o", opts, "-l", os.path.join(self.dir, "log"), "-w", "start")
         self.dsn = f"postgresql://lethe@127.0.0.1:{self.port}/postgres"
         # the same server over its Unix socket: a round trip costs less than over TCP
         # (a scenario's thousands of statements: about 0.8x), which the suite's PostgreSQL
@@ -77,8 +84,14 @@ class LocalServer:
 
     def _run(self, tool: str, *args: str) -> None:
         kw = {"user": self._user.pw_uid, "group": self._user.pw_gid} if self._user else {}
-        subprocess.run([os.path.join(self.bin, tool), *args], check=True, cwd=self.dir,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)
+        subprocess.run(
+            [os.path.join(self.bin, tool), *args],
+            check=True,
+            cwd=self.dir,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            **kw,
+        )
 
     def restart(self) -> None:
         """Stop the server (every connection to it is dropped) and start it again, with the

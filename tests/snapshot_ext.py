@@ -1,4 +1,5 @@
 """Snapshot extensions: reviewable text files (compiled SQL as .sql, prompts as .txt)."""
+
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
 

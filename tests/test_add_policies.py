@@ -1,13 +1,14 @@
 """`Memory.add` under every shipped policy: a stored memory is given, not judged from a turn,
 so steps that run after a turn's memories are stored (a scene's summary) run after it, with
 the memory's own scene, and never see a turn's variables."""
+
 import importlib.util
 
 import pytest
 
+from engine.base.resources import shipped_policy, shipped_policy_names
 from engine.memory import Memory
 from engine.policy import load
-from engine.base.resources import shipped_policy, shipped_policy_names
 
 # a policy with a local embedding model needs the `local` extra (tests/test_local_model.py)
 LOCAL_MODEL = importlib.util.find_spec("sentence_transformers") is not None
@@ -21,8 +22,7 @@ def test_add_stores_under_every_shipped_policy(tmp_path, policy):
     second = mem.add("Ana prefers green tea", scene="home", importance=7)
     assert mem.get(first).status == "active"
     record = mem.get(second)
-    assert (record.content, record.importance, record.scene) == (
-        "Ana prefers green tea", 7.0, "home")
+    assert (record.content, record.importance, record.scene) == ("Ana prefers green tea", 7.0, "home")
 
 
 def test_add_with_a_scene_keeps_that_scene_summarised(tmp_path):

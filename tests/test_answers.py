@@ -5,6 +5,7 @@ The shapes come from what small and large models, local servers and reasoning mo
 answer: fences, prose around the JSON, `<think>` preambles, numbers and ids as strings,
 alternative key names, truncation, time zones, NaN, deep nesting.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -18,8 +19,13 @@ from engine.steps.answers import BadAnswer, Check, end_of, finished
 NOW = dt.datetime(2026, 1, 5, 9, 0, 0)
 SHOWN = frozenset({1, 2, 3})
 GATE_OK = '{"save": true, "content": "User manages Python deps with uv", "summary": "deps: uv", "tags": ["python"], "importance": 7}'
-GATE_VALUE = {"save": True, "content": "User manages Python deps with uv", "summary": "deps: uv",
-              "tags": ["python"], "importance": 7.0}
+GATE_VALUE = {
+    "save": True,
+    "content": "User manages Python deps with uv",
+    "summary": "deps: uv",
+    "tags": ["python"],
+    "importance": 7.0,
+}
 
 
 def check_for(step: str, **kw) -> Check:
@@ -39,49 +45,107 @@ ACCEPTED = [
     ("gate", GATE_OK, GATE_VALUE, None),
     ("gate", "```json\n" + GATE_OK + "\n```", GATE_VALUE, "removed a code fence"),
     ("gate", "```\n" + GATE_OK + "\n```", GATE_VALUE, "removed a code fence"),
-    ("gate", "Here is my judgment:\n```json\n" + GATE_OK + "\n```\nHope that helps!", GATE_VALUE,
-     "took the JSON out of the one code block"),
+    (
+        "gate",
+        "Here is my judgment:\n```json\n" + GATE_OK + "\n```\nHope that helps!",
+        GATE_VALUE,
+        "took the JSON out of the one code block",
+    ),
     ("gate", "Sure! Here it is: " + GATE_OK, GATE_VALUE, "ignored the prose before"),
-    ("gate", GATE_OK + "\nI saved it because it is a lasting tool choice.", GATE_VALUE,
-     "ignored the prose after"),
+    (
+        "gate",
+        GATE_OK + "\nI saved it because it is a lasting tool choice.",
+        GATE_VALUE,
+        "ignored the prose after",
+    ),
     ("gate", "  \n" + GATE_OK + "\n\n", GATE_VALUE, None),
     ("gate", '{"save": false}', {"save": False}, None),
     ("gate", '{"save": "false", "content": "hi there"}', {"save": False}, "save 'false' read as false"),
-    ("gate", '{"save": " TRUE ", "content": "User uses uv", "importance": 5}',
-     {"save": True, "content": "User uses uv", "summary": "User uses uv", "tags": [], "importance": 5.0},
-     "read as true"),
-    ("gate", '{"save": true, "content": "User uses uv", "importance": "7"}',
-     {"save": True, "content": "User uses uv", "summary": "User uses uv", "tags": [], "importance": 7.0},
-     "importance '7' read as a number"),
-    ("gate", '{"save": true, "content": "User uses uv", "tags": "python, deps", "importance": 6}',
-     {"save": True, "content": "User uses uv", "summary": "User uses uv", "tags": ["python", "deps"],
-      "importance": 6.0}, "tags given as text"),
-    ("gate", '{"save": true, "content": "User uses uv"}',
-     {"save": True, "content": "User uses uv", "summary": "User uses uv", "tags": [], "importance": 5.0},
-     "importance missing, 5 assumed"),
-    ("gate", '<think>The user states a tool. Durable.</think>\n' + GATE_OK, GATE_VALUE, None),
-    ("gate", 'The user states a tool, so save.</think>' + GATE_OK, GATE_VALUE, None),
+    (
+        "gate",
+        '{"save": " TRUE ", "content": "User uses uv", "importance": 5}',
+        {"save": True, "content": "User uses uv", "summary": "User uses uv", "tags": [], "importance": 5.0},
+        "read as true",
+    ),
+    (
+        "gate",
+        '{"save": true, "content": "User uses uv", "importance": "7"}',
+        {"save": True, "content": "User uses uv", "summary": "User uses uv", "tags": [], "importance": 7.0},
+        "importance '7' read as a number",
+    ),
+    (
+        "gate",
+        '{"save": true, "content": "User uses uv", "tags": "python, deps", "importance": 6}',
+        {
+            "save": True,
+            "content": "User uses uv",
+            "summary": "User uses uv",
+            "tags": ["python", "deps"],
+            "importance": 6.0,
+        },
+        "tags given as text",
+    ),
+    (
+        "gate",
+        '{"save": true, "content": "User uses uv"}',
+        {"save": True, "content": "User uses uv", "summary": "User uses uv", "tags": [], "importance": 5.0},
+        "importance missing, 5 assumed",
+    ),
+    ("gate", "<think>The user states a tool. Durable.</think>\n" + GATE_OK, GATE_VALUE, None),
+    ("gate", "The user states a tool, so save.</think>" + GATE_OK, GATE_VALUE, None),
     ("confidence", '{"confidence": 0.7}', 0.7, None),
     ("confidence", '{"confidence": 1}', 1.0, None),
     ("confidence", "0.3", 0.3, "a bare number read as the confidence"),
     ("confidence", '{"confidence": "0.9"}', 0.9, "confidence '0.9' read as a number"),
-    ("contradiction", '{"supersedes": [2], "confirms": []}',
-     {"supersedes": [2], "confirms": [], "reasons": {}}, None),
-    ("contradiction", '{"supersedes": [{"n": 2, "reason": "the date moved to April 1"}], "confirms": [3]}',
-     {"supersedes": [2], "confirms": [3], "reasons": {2: "the date moved to April 1"}}, None),
-    ("contradiction", '{"supersedes": [{"n": 1}], "confirms": []}',
-     {"supersedes": [1], "confirms": [], "reasons": {}}, None),
-    ("contradiction", '{"supersedes": ["#2"], "confirms": ["3"]}',
-     {"supersedes": [2], "confirms": [3], "reasons": {}}, "supersedes '#2' read as 2"),
-    ("contradiction", '{"supersedes": [2.0]}', {"supersedes": [2], "confirms": [], "reasons": {}},
-     "supersedes 2.0 read as 2"),
+    (
+        "contradiction",
+        '{"supersedes": [2], "confirms": []}',
+        {"supersedes": [2], "confirms": [], "reasons": {}},
+        None,
+    ),
+    (
+        "contradiction",
+        '{"supersedes": [{"n": 2, "reason": "the date moved to April 1"}], "confirms": [3]}',
+        {"supersedes": [2], "confirms": [3], "reasons": {2: "the date moved to April 1"}},
+        None,
+    ),
+    (
+        "contradiction",
+        '{"supersedes": [{"n": 1}], "confirms": []}',
+        {"supersedes": [1], "confirms": [], "reasons": {}},
+        None,
+    ),
+    (
+        "contradiction",
+        '{"supersedes": ["#2"], "confirms": ["3"]}',
+        {"supersedes": [2], "confirms": [3], "reasons": {}},
+        "supersedes '#2' read as 2",
+    ),
+    (
+        "contradiction",
+        '{"supersedes": [2.0]}',
+        {"supersedes": [2], "confirms": [], "reasons": {}},
+        "supersedes 2.0 read as 2",
+    ),
     ("contradiction", '{"confirms": [1]}', {"supersedes": [], "confirms": [1], "reasons": {}}, None),
-    ("contradiction", '{"supersedes": null, "confirms": [1]}',
-     {"supersedes": [], "confirms": [1], "reasons": {}}, "supersedes null read as []"),
-    ("contradiction", "[2]", {"supersedes": [2], "confirms": [], "reasons": {}},
-     "a bare list read as supersedes"),
-    ("contradiction", '{"supersedes": [2, 2]}', {"supersedes": [2], "confirms": [], "reasons": {}},
-     "dropped repeated numbers"),
+    (
+        "contradiction",
+        '{"supersedes": null, "confirms": [1]}',
+        {"supersedes": [], "confirms": [1], "reasons": {}},
+        "supersedes null read as []",
+    ),
+    (
+        "contradiction",
+        "[2]",
+        {"supersedes": [2], "confirms": [], "reasons": {}},
+        "a bare list read as supersedes",
+    ),
+    (
+        "contradiction",
+        '{"supersedes": [2, 2]}',
+        {"supersedes": [2], "confirms": [], "reasons": {}},
+        "dropped repeated numbers",
+    ),
     ("expiry", '{"expires_at": "2026-03-15"}', "2026-03-15T23:59:59", None),
     ("expiry", '{"expires_at": "2026-03-15T00:00:00Z"}', "2026-03-15T23:59:59", None),
     ("expiry", '{"expires_at": "2026-03-15T00:00:00+05:00"}', "2026-03-15T23:59:59", None),
@@ -100,25 +164,46 @@ ACCEPTED = [
     ("cluster", '{"clusters": [[1, 2], [3, 1]]}', [[1, 2], [3, 1]], None),
     ("cluster", '{"clusters": []}', [], None),
     ("cluster", '{"clusters": [[1, 2], [3]]}', [[1, 2]], "dropped a group of 1"),
-    ("merge", '{"content": "User indents with spaces", "summary": "spaces", "tags": ["style"]}',
-     {"content": "User indents with spaces", "summary": "spaces", "tags": ["style"]}, None),
-    ("merge", '{"content": "User indents with spaces", "summary": "' + "s" * 130 + '", "tags": []}',
-     {"content": "User indents with spaces", "summary": "s" * 120, "tags": []}, "summary cut to 120"),
+    (
+        "merge",
+        '{"content": "User indents with spaces", "summary": "spaces", "tags": ["style"]}',
+        {"content": "User indents with spaces", "summary": "spaces", "tags": ["style"]},
+        None,
+    ),
+    (
+        "merge",
+        '{"content": "User indents with spaces", "summary": "' + "s" * 130 + '", "tags": []}',
+        {"content": "User indents with spaces", "summary": "s" * 120, "tags": []},
+        "summary cut to 120",
+    ),
     ("summarise", '{"summary": "The team uses MySQL."}', "The team uses MySQL.", None),
     ("summarise", '"The team uses MySQL."', "The team uses MySQL.", "a bare string read as the summary"),
-    ("summarise", json.dumps({"summary": " ".join(["word"] * 130)}), " ".join(["word"] * 100),
-     "summary cut from 130 to 100 words"),
-    ("extract", '{"cells": [{"scene": "db", "kind": "decision", "salience": 0.9, "content": "MySQL now."}]}',
-     [{"scene": "db", "kind": "decision", "salience": 0.9, "content": "MySQL now."}], None),
+    (
+        "summarise",
+        json.dumps({"summary": " ".join(["word"] * 130)}),
+        " ".join(["word"] * 100),
+        "summary cut from 130 to 100 words",
+    ),
+    (
+        "extract",
+        '{"cells": [{"scene": "db", "kind": "decision", "salience": 0.9, "content": "MySQL now."}]}',
+        [{"scene": "db", "kind": "decision", "salience": 0.9, "content": "MySQL now."}],
+        None,
+    ),
     ("extract", '{"cells": []}', [], None),
-    ("extract", '{"cells": [{"scene": "db", "kind": "fact", "salience": 0.5, "content": "MySQL."}, '
-                '{"kind": "gossip", "content": "x"}]}',
-     [{"scene": "db", "kind": "fact", "salience": 0.5, "content": "MySQL."}], "dropped 1 bad cell"),
+    (
+        "extract",
+        '{"cells": [{"scene": "db", "kind": "fact", "salience": 0.5, "content": "MySQL."}, '
+        '{"kind": "gossip", "content": "x"}]}',
+        [{"scene": "db", "kind": "fact", "salience": 0.5, "content": "MySQL."}],
+        "dropped 1 bad cell",
+    ),
 ]
 
 
-@pytest.mark.parametrize("step,text,value,repair", ACCEPTED,
-                         ids=[f"{s}-{i}" for i, (s, *_rest) in enumerate(ACCEPTED)])
+@pytest.mark.parametrize(
+    "step,text,value,repair", ACCEPTED, ids=[f"{s}-{i}" for i, (s, *_rest) in enumerate(ACCEPTED)]
+)
 def test_accepted_answers_and_their_repairs(step, text, value, repair):
     got, repairs = judged(step, text, top_n=6)
     assert got == value
@@ -128,16 +213,33 @@ def test_accepted_answers_and_their_repairs(step, text, value, repair):
         assert any(repair in r for r in repairs), repairs
 
 
-FUSED_OK = {"save": True, "content": "User moved to MySQL", "summary": "MySQL", "tags": ["db"],
-            "importance": 7, "confidence": 0.9, "supersedes": [{"n": 1, "reason": "db changed"}],
-            "confirms": [], "expires_at": None}
+FUSED_OK = {
+    "save": True,
+    "content": "User moved to MySQL",
+    "summary": "MySQL",
+    "tags": ["db"],
+    "importance": 7,
+    "confidence": 0.9,
+    "supersedes": [{"n": 1, "reason": "db changed"}],
+    "confirms": [],
+    "expires_at": None,
+}
 
 
 def test_a_fused_answer_is_each_of_its_parts():
     value, repairs = judged("fused", json.dumps(FUSED_OK))
-    assert value == {"save": True, "content": "User moved to MySQL", "summary": "MySQL", "tags": ["db"],
-                     "importance": 7.0, "confidence": 0.9, "supersedes": [1], "confirms": [],
-                     "reasons": {1: "db changed"}, "expires_at": None}
+    assert value == {
+        "save": True,
+        "content": "User moved to MySQL",
+        "summary": "MySQL",
+        "tags": ["db"],
+        "importance": 7.0,
+        "confidence": 0.9,
+        "supersedes": [1],
+        "confirms": [],
+        "reasons": {1: "db changed"},
+        "expires_at": None,
+    }
     assert repairs == []
     assert judged("fused", '{"save": false, "content": "", "supersedes": []}')[0] == {"save": False}
     value, repairs = judged("fused", json.dumps({**FUSED_OK, "save": "true", "expires_at": "2026-02-01"}))
@@ -159,10 +261,18 @@ REFUSED = [
     ("gate", '{"save": true, "content": "User uses uv", "importance": "high"}', "importance is not a number"),
     ("gate", '{"save": true, "content": "User uses uv", "importance": NaN}', "NaN is not a number"),
     ("gate", '{"save": true, "content": "User uses uv", "importance": 1e999}', "got inf"),
-    ("gate", '{"save": true, "content": "User uses uv", "importance": -Infinity}', "-Infinity is not a number"),
+    (
+        "gate",
+        '{"save": true, "content": "User uses uv", "importance": -Infinity}',
+        "-Infinity is not a number",
+    ),
     ("gate", '{"save": true, "content": "User uses uv", "importance": true}', "importance must be a number"),
     ("gate", '{"save": true, "content": "", "importance": 5}', "content must be non-empty text"),
-    ("gate", '{"save": true, "content": "x", "tags": [1, 2], "importance": 5}', "tags must be a list of words"),
+    (
+        "gate",
+        '{"save": true, "content": "x", "tags": [1, 2], "importance": 5}',
+        "tags must be a list of words",
+    ),
     ("gate", '{"save": true, "content": "User uses uv", "importance": 5', "not JSON"),
     ("gate", "true", "must be a JSON object"),
     ("gate", "", "empty answer"),
@@ -170,7 +280,7 @@ REFUSED = [
     ("gate", "<think>Let me weigh this. The user", "never closed"),
     ("gate", "<think>done</think>", "empty answer"),
     ("gate", "I think [1] fits: " + GATE_OK, "not JSON"),
-    ("gate", "```json\n{\"save\": false}\n```\nor\n```json\n{\"save\": true}\n```", "several code blocks"),
+    ("gate", '```json\n{"save": false}\n```\nor\n```json\n{"save": true}\n```', "several code blocks"),
     ("gate", "[" * 100_000 + "]" * 100_000, "characters long"),
     ("gate", "[" * 20_000 + "]" * 20_000, "nested too deeply"),
     ("confidence", '{"confidence": 7}', "from 0 to 1, got 7"),
@@ -234,8 +344,9 @@ REFUSED = [
 ]
 
 
-@pytest.mark.parametrize("step,text,problem", REFUSED,
-                         ids=[f"{s}-{i}" for i, (s, *_rest) in enumerate(REFUSED)])
+@pytest.mark.parametrize(
+    "step,text,problem", REFUSED, ids=[f"{s}-{i}" for i, (s, *_rest) in enumerate(REFUSED)]
+)
 def test_refused_answers_say_why(step, text, problem):
     with pytest.raises(BadAnswer) as err:
         judged(step, text)
@@ -263,7 +374,7 @@ def test_without_a_shown_set_ids_are_only_checked_to_be_numbers():
 
 def test_reasoning_is_set_aside_and_noted_not_repaired():
     found = check_for("confidence")
-    assert steps.parse("confidence", "<think>hedged: maybe</think>\n{\"confidence\": 0.3}", found) == 0.3
+    assert steps.parse("confidence", '<think>hedged: maybe</think>\n{"confidence": 0.3}', found) == 0.3
     assert found.repairs == [] and found.notes == ["reasoning set aside (28 characters)"]
     # a </think> inside the JSON is data, not the end of a preamble
     found = check_for("merge")
@@ -273,15 +384,19 @@ def test_reasoning_is_set_aside_and_noted_not_repaired():
 
 def test_the_rules_judges_answers_pass_through_as_objects():
     assert steps.parse("confidence", {"confidence": 0.5}) == 0.5
-    assert steps.parse("gate", {"save": False, "content": "", "summary": "", "tags": [], "importance": 1}) == \
-        {"save": False}
+    assert steps.parse(
+        "gate", {"save": False, "content": "", "summary": "", "tags": [], "importance": 1}
+    ) == {"save": False}
 
 
-@pytest.mark.parametrize("finish,refusal,problem", [
-    ("length", None, "cut off"),
-    ("content_filter", None, "content filter"),
-    ("stop", "I can't help with that.", "the model refused: I can't help with that."),
-])
+@pytest.mark.parametrize(
+    "finish,refusal,problem",
+    [
+        ("length", None, "cut off"),
+        ("content_filter", None, "content filter"),
+        ("stop", "I can't help with that.", "the model refused: I can't help with that."),
+    ],
+)
 def test_unfinished_or_refused_completions_are_bad_answers(finish, refusal, problem):
     with pytest.raises(BadAnswer, match=problem):
         finished(finish, refusal)

@@ -1,5 +1,6 @@
 """The Python API's answers about what happened: what a remember did, forgetting, and
 listing memories by status."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,8 +22,10 @@ def test_remember_says_what_it_stored_and_superseded(memory):
 
 def test_remember_says_why_a_turn_is_pending(memory, tmp_path):
     policy = tmp_path / "down.yaml"
-    policy.write_text("name: down\nextends: lifecycle\nmodels:\n  cheap: {provider: openai, "
-                      "model: m, base_url: 'http://127.0.0.1:9/v1', timeout: 1, max_retries: 0}\n")
+    policy.write_text(
+        "name: down\nextends: lifecycle\nmodels:\n  cheap: {provider: openai, "
+        "model: m, base_url: 'http://127.0.0.1:9/v1', timeout: 1, max_retries: 0}\n"
+    )
     mem = memory(str(policy), offline=False)
     out = mem.remember("We run CI on Jenkins.", "Noted.")
     assert out == [] and out.pending and len(mem.pending()) == 1
@@ -62,7 +65,7 @@ def test_another_namespace_is_never_named_and_namespace_of_says_where(memory):
     assert bob.namespace_of(mid) == "alice" and bob.namespace_of(mid + 1) is None
 
 
-@pytest.mark.parametrize("huge", [2 ** 63, 2 ** 64, 10 ** 30, 0, -1])
+@pytest.mark.parametrize("huge", [2**63, 2**64, 10**30, 0, -1])
 def test_an_id_no_row_can_have_is_no_memory(memory, huge):
     """Past SQLite's 64-bit INTEGER (binding it raised OverflowError), or below 1."""
     mem = memory("lifecycle")
@@ -89,13 +92,14 @@ def test_a_limit_is_a_whole_number_from_1_and_a_huge_one_means_no_limit(memory, 
         mem.add(text, judged=False)
     args = ("all",) if call == "memories" else ("uv",)
     fn = getattr(mem, call)
+
     def seen(out):  # what was returned, not the access counts recall records
         if isinstance(out, str):
             return out
         return out.picks if call == "explain" else [m.id for m in out]
 
-    huge = seen(fn(*args, 2 ** 64))  # past SQLite's INTEGER: it raised OverflowError binding it
-    assert huge == seen(fn(*args, 2 ** 63 - 1)) and huge
+    huge = seen(fn(*args, 2**64))  # past SQLite's INTEGER: it raised OverflowError binding it
+    assert huge == seen(fn(*args, 2**63 - 1)) and huge
     for bad in (0, -1, 1.5, "3", True):  # -1 was SQLite's "no limit"; 0 an empty answer
         with pytest.raises(LetheError, match=r"(limit|top_n) must be a whole number from 1"):
             fn(*args, bad)
@@ -118,6 +122,10 @@ def test_a_clock_that_is_not_one_is_refused_when_the_memory_is_made(tmp_path, cl
     """`Memory(clock=lambda: "2026-01-01")` raised a bare AttributeError at the first time
     the engine read."""
     from engine import Memory
-    with pytest.raises(LetheError, match=r"clock must (return a datetime|be a zero-argument)"
-                       r".*FixedClock"):
+
+    with pytest.raises(
+        LetheError,
+        match=r"clock must (return a datetime|be a zero-argument)"
+        r".*FixedClock",
+    ):
         Memory(str(tmp_path / "a.db"), offline=True, clock=clock)

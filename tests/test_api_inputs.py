@@ -1,6 +1,7 @@
 """Reliability of the API's edges (issue 42): every input mistake is a `LetheError` with a
 one-line message, a keyed value that is not JSON is refused at the put (never a namespace
 that cannot be read), and a closed pipe ends a command quietly."""
+
 from __future__ import annotations
 
 import inspect
@@ -14,8 +15,22 @@ import pytest
 from engine import FixedClock, LetheError, Memory
 from engine.base.errors import InputError
 
-HOSTILE = (123, -5, True, 1e308, float("nan"), float("inf"), [1], {"a": 1}, b"x", "\ud800",
-           "a\x00b", "-5s", "", object())
+HOSTILE = (
+    123,
+    -5,
+    True,
+    1e308,
+    float("nan"),
+    float("inf"),
+    [1],
+    {"a": 1},
+    b"x",
+    "\ud800",
+    "a\x00b",
+    "-5s",
+    "",
+    object(),
+)
 
 
 def _one_line(exc: BaseException) -> None:
@@ -29,8 +44,11 @@ def mem(tmp_path):
         yield m
 
 
-PUBLIC = [name for name, f in inspect.getmembers(Memory, inspect.isfunction)
-          if not name.startswith("_") and name not in ("close",)]
+PUBLIC = [
+    name
+    for name, f in inspect.getmembers(Memory, inspect.isfunction)
+    if not name.startswith("_") and name not in ("close",)
+]
 
 
 @pytest.mark.parametrize("method", PUBLIC)
@@ -39,15 +57,28 @@ def test_every_public_method_refuses_any_bad_argument_with_a_lethe_error(mem, me
     `run_due(lease_ttl='-5s')` ValueError. Now every argument of every public method, given
     a value of the wrong kind, is a LetheError (or is used), never another exception."""
     sig = inspect.signature(getattr(Memory, method))
-    params = [p for p in sig.parameters.values() if p.name != "self"
-              and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
-    good = {"user": "hi", "assistant": "", "content": "User likes tea.", "key": "k",
-            "query": "tabs", "memory_id": 1, "reason": "why", "names": ["decay"],
-            "status": "active", "memory": None, "text": "tabs", "history": None}
+    params = [
+        p
+        for p in sig.parameters.values()
+        if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+    ]
+    good = {
+        "user": "hi",
+        "assistant": "",
+        "content": "User likes tea.",
+        "key": "k",
+        "query": "tabs",
+        "memory_id": 1,
+        "reason": "why",
+        "names": ["decay"],
+        "status": "active",
+        "memory": None,
+        "text": "tabs",
+        "history": None,
+    }
     for param in params:
         for bad in HOSTILE:
-            args = {p.name: good[p.name] for p in params
-                    if p.default is p.empty and p.name in good}
+            args = {p.name: good[p.name] for p in params if p.default is p.empty and p.name in good}
             if param.name == "memory" or method == "key_of":
                 continue
             args[param.name] = bad
@@ -59,9 +90,17 @@ def test_every_public_method_refuses_any_bad_argument_with_a_lethe_error(mem, me
                 pytest.fail(f"{method}({param.name}={bad!r}) raised {type(exc).__name__}: {exc}")
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"namespace": "\ud800"}, {"namespace": "a\x00b"}, {"namespace": 5},
-    {"policy": 5}, {"offline": "yes"}, {"read_only": [1]}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"namespace": "\ud800"},
+        {"namespace": "a\x00b"},
+        {"namespace": 5},
+        {"policy": 5},
+        {"offline": "yes"},
+        {"read_only": [1]},
+    ],
+)
 def test_a_bad_memory_argument_is_a_lethe_error(tmp_path, kwargs):
     with pytest.raises(LetheError) as err:
         Memory(str(tmp_path / "m.db"), **kwargs).close()
@@ -89,8 +128,17 @@ def test_input_errors_are_also_value_errors():
 
 
 # -- keyed values (finding 1): refused at the put, never a namespace that cannot be read
-NOT_JSON = [float("nan"), float("inf"), {"a": float("nan")}, [float("-inf")], b"bytes",
-            {1, 2}, {"a": object()}, {1: "int key"}, {(1, 2): "tuple key"}]
+NOT_JSON = [
+    float("nan"),
+    float("inf"),
+    {"a": float("nan")},
+    [float("-inf")],
+    b"bytes",
+    {1, 2},
+    {"a": object()},
+    {1: "int key"},
+    {(1, 2): "tuple key"},
+]
 
 
 def _deep(n: int):
@@ -100,8 +148,7 @@ def _deep(n: int):
     return value
 
 
-@pytest.mark.parametrize("value", [*NOT_JSON, _deep(5000)],
-                         ids=[*map(repr, NOT_JSON), "5000 deep"])
+@pytest.mark.parametrize("value", [*NOT_JSON, _deep(5000)], ids=[*map(repr, NOT_JSON), "5000 deep"])
 def test_a_keyed_value_that_is_not_json_is_refused_and_the_namespace_stays_readable(mem, value):
     """Before: `put(key, content, {"a": nan})` stored invalid JSON in the `keyed` event and
     every later keyed()/put() of the namespace raised `malformed JSON`; bytes and sets
@@ -139,8 +186,9 @@ def _lethe(*args, env=None) -> str:
     return f"{sys.executable} -m engine.cli " + " ".join(args)
 
 
-@pytest.mark.parametrize("command", ["ls --db {db} --limit 5000", "validate lifecycle",
-                                     "ls --db {db} --limit 5000 --json"])
+@pytest.mark.parametrize(
+    "command", ["ls --db {db} --limit 5000", "validate lifecycle", "ls --db {db} --limit 5000 --json"]
+)
 def test_a_closed_pipe_ends_quietly_with_the_usual_exit_code(tmp_path, command):
     """Before: `lethe ls | head -1` ended with `internal error: BrokenPipeError` (rc 2)."""
     db = tmp_path / "m.db"
@@ -148,10 +196,11 @@ def test_a_closed_pipe_ends_quietly_with_the_usual_exit_code(tmp_path, command):
         for i in range(300):
             m.add(f"Memory number {i} with some words to make the listing long.", judged=False)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    script = (f"set -o pipefail; {_lethe(command.format(db=db))} | head -c 1 >/dev/null; "
-              "echo \"rc=${PIPESTATUS[0]}\" >&2")
-    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=root,
-                          timeout=120)
+    script = (
+        f"set -o pipefail; {_lethe(command.format(db=db))} | head -c 1 >/dev/null; "
+        'echo "rc=${PIPESTATUS[0]}" >&2'
+    )
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=root, timeout=120)
     assert "internal error" not in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert "BrokenPipe" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
     assert done.stderr.strip().splitlines()[-1] == "rc=0", done.stderr

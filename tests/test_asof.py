@@ -1,5 +1,6 @@
 """As-of reads (docs/time.md): recall, ls and get at a past time T, rebuilt from the events
 recorded by T, give what a store that recorded nothing after T gives."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -12,8 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from engine import FixedClock, Memory
+from engine.apps.scenario import Player, Script
+from engine.apps.scenario import loader as load_scenario
 from engine.cli import main
-from engine.apps.scenario import Player, Script, loader as load_scenario
 from tests.conftest import START, shipped_scenarios
 
 pytestmark = pytest.mark.both_backends
@@ -33,8 +35,10 @@ def test_as_of_reads_what_was_believed_then(memory, clock):
     assert [m.id for m in mem.recall(query, as_of=after)] == [new]
     assert [m.id for m in mem.candidates(as_of=before)] == [old]
     assert mem.get(old, as_of=before).status == "active"
-    assert (mem.get(old, as_of=after).status, mem.get(old, as_of=after).contradicted_by) == \
-        ("superseded", new)
+    assert (mem.get(old, as_of=after).status, mem.get(old, as_of=after).contradicted_by) == (
+        "superseded",
+        new,
+    )
     assert mem.get(new, as_of=before) is None  # not recorded yet
     assert mem.get(old).access_count == 0  # an as-of recall records no access
     story = mem.history(old, as_of=before)
@@ -44,14 +48,24 @@ def test_as_of_reads_what_was_believed_then(memory, clock):
 def test_the_cli_reads_as_of(tmp_path):
     db = str(tmp_path / "a.db")
     run = lambda *a: CliRunner().invoke(main, [*a, "--db", db], catch_exceptions=False)  # noqa: E731
-    assert run("remember", "I manage dependencies with poetry.", "--offline",
-               "--now", "2026-01-05T09:00:00").exit_code == 0
-    assert run("remember", "I stopped using poetry, it's uv now.", "--offline",
-               "--now", "2026-02-05T09:00:00").exit_code == 0
+    assert (
+        run(
+            "remember", "I manage dependencies with poetry.", "--offline", "--now", "2026-01-05T09:00:00"
+        ).exit_code
+        == 0
+    )
+    assert (
+        run(
+            "remember", "I stopped using poetry, it's uv now.", "--offline", "--now", "2026-02-05T09:00:00"
+        ).exit_code
+        == 0
+    )
     then = run("recall", "dependency manager poetry uv", "--offline", "--as-of", "2026-01-10")
     assert "poetry" in then.output and "uv now" not in then.output, then.output
-    assert "uv now" in run("recall", "dependency manager poetry uv", "--offline",
-                           "--now", "2026-02-06T00:00:00").output
+    assert (
+        "uv now"
+        in run("recall", "dependency manager poetry uv", "--offline", "--now", "2026-02-06T00:00:00").output
+    )
     assert "#1" in run("ls", "--as-of", "2026-01-10").output
     why = run("why", "1", "--as-of", "2026-01-10")
     assert "[active]" in why.output and "superseded" not in why.output.split("event")[-1]
@@ -83,8 +97,9 @@ def test_as_of_equals_a_store_that_stopped_then(tmp_path):
     scenario's queries, and each memory's status and links as of T are those it holds."""
     db = str(tmp_path / "final.db")
     player, end = play_all(db, str(tmp_path))
-    queries = sorted({s.arg for path in shipped_scenarios() for s in load_scenario(path).steps
-                      if s.action == "recall"})
+    queries = sorted(
+        {s.arg for path in shipped_scenarios() for s in load_scenario(path).steps if s.action == "recall"}
+    )
     instants = sorted(random.Random(41).sample(sorted(player.copies), min(20, len(player.copies))))
     assert len(instants) == 20 and instants[-1] - instants[0] > dt.timedelta(days=180)
     final = Memory(db, offline=True, clock=FixedClock(end), read_only=True)
@@ -93,15 +108,19 @@ def test_as_of_equals_a_store_that_stopped_then(tmp_path):
         with Memory(player.copies[at], offline=True, clock=FixedClock(at), read_only=True) as then:
             for row in then.store.memories(then.namespace):  # what the copy holds at T
                 was = final.get(row["id"], as_of=at)
-                assert (was.status, was.contradicted_by, was.merged_into) == \
-                    (row["status"], row["contradicted_by"], row["merged_into"]), (at, row["id"])
-            assert [m.id for m in final.candidates(as_of=at)] == \
-                [m.id for m in then.candidates(as_of=at)]
+                assert (was.status, was.contradicted_by, was.merged_into) == (
+                    row["status"],
+                    row["contradicted_by"],
+                    row["merged_into"],
+                ), (at, row["id"])
+            assert [m.id for m in final.candidates(as_of=at)] == [m.id for m in then.candidates(as_of=at)]
             for q in queries:
-                assert [m.id for m in final.recall(q, as_of=at)] == \
-                    [m.id for m in then.recall(q, as_of=at)], (at, q)
-                assert [m.id for m in final.candidates(q, as_of=at)] == \
-                    [m.id for m in then.candidates(q, as_of=at)], (at, q)
+                assert [m.id for m in final.recall(q, as_of=at)] == [
+                    m.id for m in then.recall(q, as_of=at)
+                ], (at, q)
+                assert [m.id for m in final.candidates(q, as_of=at)] == [
+                    m.id for m in then.candidates(q, as_of=at)
+                ], (at, q)
                 compared += 1
             seen.add(len(then.store.memories(then.namespace)))
     final.close()
@@ -116,8 +135,11 @@ def play_all(db: str, folder: str | None = None):
     scenario = dataclasses.replace(played[0], steps=[s for p in played for s in p.steps])
     clock, script = FixedClock(scenario.start), Script()
     with Memory(db, offline=True, clock=clock, scripted=script) as mem:
-        player = (Snapshots(scenario, mem, clock, script, folder=folder) if folder
-                  else Player(scenario, mem, clock, script))
+        player = (
+            Snapshots(scenario, mem, clock, script, folder=folder)
+            if folder
+            else Player(scenario, mem, clock, script)
+        )
         player.play()
     return player, clock()
 
@@ -131,22 +153,30 @@ def test_as_of_on_either_backend_is_the_same(db_path, backend, tmp_path):
     lite, _ = play_all(str(tmp_path / "lite.db"))
     rng = random.Random(7)
     start = here.scenario.start
-    instants = sorted(start + dt.timedelta(seconds=rng.randrange(int((end - start).total_seconds())))
-                      for _ in range(20))
-    queries = sorted({s.arg for path in shipped_scenarios() for s in load_scenario(path).steps
-                      if s.action == "recall"})
-    with Memory(db_path, offline=True, clock=FixedClock(end)) as pg, \
-            Memory(str(tmp_path / "lite.db"), offline=True, clock=FixedClock(end)) as sq:
+    instants = sorted(
+        start + dt.timedelta(seconds=rng.randrange(int((end - start).total_seconds()))) for _ in range(20)
+    )
+    queries = sorted(
+        {s.arg for path in shipped_scenarios() for s in load_scenario(path).steps if s.action == "recall"}
+    )
+    with (
+        Memory(db_path, offline=True, clock=FixedClock(end)) as pg,
+        Memory(str(tmp_path / "lite.db"), offline=True, clock=FixedClock(end)) as sq,
+    ):
         listed = 0
         for at in instants:
-            assert [(m.id, m.status) for m in pg.candidates(as_of=at)] == \
-                [(m.id, m.status) for m in sq.candidates(as_of=at)], at
+            assert [(m.id, m.status) for m in pg.candidates(as_of=at)] == [
+                (m.id, m.status) for m in sq.candidates(as_of=at)
+            ], at
             listed += len(sq.candidates(as_of=at))
             for mid in range(1, 40):
                 a, b = pg.get(mid, as_of=at), sq.get(mid, as_of=at)
-                assert (a and (a.status, a.contradicted_by, a.merged_into)) == \
-                    (b and (b.status, b.contradicted_by, b.merged_into)), (at, mid)
+                assert (a and (a.status, a.contradicted_by, a.merged_into)) == (
+                    b and (b.status, b.contradicted_by, b.merged_into)
+                ), (at, mid)
             for q in queries:
-                assert [m.id for m in pg.recall(q, as_of=at)] == \
-                    [m.id for m in sq.recall(q, as_of=at)], (at, q)
+                assert [m.id for m in pg.recall(q, as_of=at)] == [m.id for m in sq.recall(q, as_of=at)], (
+                    at,
+                    q,
+                )
         assert listed > 40  # the instants saw stores with memories in them (84 listed)

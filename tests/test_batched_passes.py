@@ -1,5 +1,6 @@
 """`batch:` passes commit in id ranges, resume where they stopped, and end up exactly
 where one transaction would have."""
+
 import datetime as dt
 import shutil
 import sqlite3
@@ -15,16 +16,19 @@ T = START + dt.timedelta(days=1)
 
 def batched_policy(tmp_path, base="lifecycle", size=700):
     path = tmp_path / f"{base}-batched.yaml"
-    path.write_text(f"name: {base}-batched\nextends: {POLICIES}/{base}.yaml\n"
-                    f"passes:\n  decay:\n    batch: {size}\n  expiry:\n    batch: {size}\n")
+    path.write_text(
+        f"name: {base}-batched\nextends: {POLICIES}/{base}.yaml\n"
+        f"passes:\n  decay:\n    batch: {size}\n  expiry:\n    batch: {size}\n"
+    )
     return str(path)
 
 
 def state(path):
     conn = sqlite3.connect(path)
     rows = conn.execute("SELECT id, status, decay_score, rank FROM memories ORDER BY id").fetchall()
-    events = conn.execute("SELECT memory_id, event_type, occurred_at FROM memory_events "
-                          "ORDER BY memory_id, event_type").fetchall()
+    events = conn.execute(
+        "SELECT memory_id, event_type, occurred_at FROM memory_events ORDER BY memory_id, event_type"
+    ).fetchall()
     conn.close()
     return rows, events
 
@@ -53,14 +57,16 @@ def test_an_interrupted_batched_pass_resumes_with_its_own_now(tmp_path, pair):
     a, b = pair
     later = T + dt.timedelta(hours=5)
     ref_clock = {"now": T}
-    with Memory(a, policy=f"{POLICIES}/scheduled-sql.yaml", clock=lambda: ref_clock["now"],
-                offline=True) as one:
+    with Memory(
+        a, policy=f"{POLICIES}/scheduled-sql.yaml", clock=lambda: ref_clock["now"], offline=True
+    ) as one:
         one.run(["decay"])  # the reference: decay at T, then expiry (also due) later
         ref_clock["now"] = later
         one.run(["expiry"])
     clock = {"now": T}
-    mem = Memory(b, policy=batched_policy(tmp_path, "scheduled-sql"), clock=lambda: clock["now"],
-                 offline=True)
+    mem = Memory(
+        b, policy=batched_policy(tmp_path, "scheduled-sql"), clock=lambda: clock["now"], offline=True
+    )
     # fail in the middle: the batches before the failing one stay committed
     mem.store.db.execute("""CREATE TRIGGER boom BEFORE UPDATE OF decay_score ON memory_rows
                             WHEN old.id > 2500 BEGIN SELECT RAISE(ABORT, 'power cut'); END""")

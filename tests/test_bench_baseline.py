@@ -1,6 +1,7 @@
 """The benchmark's baselines do the work they stand for: bench/bare_sql.py's `--design`
 (Lethe's design with none of its code) ends where Lethe's own pass ends, with recall's
 index rebuilt as it was; and its flags refuse what they cannot measure."""
+
 import datetime as dt
 import shutil
 import sqlite3
@@ -22,20 +23,21 @@ N = bulk.BULK_MIN_ROWS + 2_000  # enough for Lethe's decay to rebuild the index 
 def adopted(tmp_path_factory):
     path = tmp_path_factory.mktemp("baseline") / "adopted.db"
     seed_article.generate(path, N, START, seed=11)
-    Memory(str(path), policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: START,
-           offline=True).close()
+    Memory(str(path), policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: START, offline=True).close()
     return path
 
 
 def rows_and_events(path):
     conn = sqlite3.connect(path)
     try:
-        rows = conn.execute("SELECT id, status, decay_score, rank FROM memories "
-                            "ORDER BY id").fetchall()
-        events = conn.execute("SELECT memory_id, event_type FROM memory_events WHERE "
-                              "event_type IN ('archived', 'expired') ORDER BY 1, 2").fetchall()
-        index = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?",
-                             (bare_sql.RECALL_INDEX,)).fetchone()
+        rows = conn.execute("SELECT id, status, decay_score, rank FROM memories ORDER BY id").fetchall()
+        events = conn.execute(
+            "SELECT memory_id, event_type FROM memory_events WHERE "
+            "event_type IN ('archived', 'expired') ORDER BY 1, 2"
+        ).fetchall()
+        index = conn.execute(
+            "SELECT sql FROM sqlite_master WHERE name = ?", (bare_sql.RECALL_INDEX,)
+        ).fetchone()
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         return rows, events, index
     finally:
@@ -62,8 +64,10 @@ def test_the_design_baseline_ends_where_lethe_ends(tmp_path, adopted):
         db.close()
     assert counts["archived"] == ran[1].events["archived"] > 0
     assert counts["expired"] == ran[0].events["expired"] > 0
-    (l_rows, l_events, l_index), (d_rows, d_events, d_index) = (rows_and_events(lethe),
-                                                                rows_and_events(design))
+    (l_rows, l_events, l_index), (d_rows, d_events, d_index) = (
+        rows_and_events(lethe),
+        rows_and_events(design),
+    )
     same_rows(l_rows, d_rows)
     assert l_events == d_events
     assert d_index == l_index and "WHERE status = 'active'" in d_index[0]
@@ -98,15 +102,20 @@ def test_the_read_time_baseline_reads_as_lethe_ends(tmp_path, adopted):
     try:
         with pytest.raises(SystemExit, match="holds the head only"):  # floor NULL: no head
             bare_sql.run_read_time(db, T.isoformat(timespec="seconds"))
-        floor = db.execute("SELECT rank FROM memories WHERE status = 'active' "
-                           "ORDER BY rank DESC LIMIT 1 OFFSET 99").fetchone()[0]
+        floor = db.execute(
+            "SELECT rank FROM memories WHERE status = 'active' ORDER BY rank DESC LIMIT 1 OFFSET 99"
+        ).fetchone()[0]
         db.execute("UPDATE recall_head SET floor = ?", (floor,))
-        head = [r[0] for r in db.execute("SELECT id FROM memories WHERE status = 'active' "
-                                         "AND rank >= ?", (floor,))]
+        head = [
+            r[0]
+            for r in db.execute("SELECT id FROM memories WHERE status = 'active' AND rank >= ?", (floor,))
+        ]
         counts = bare_sql.run_read_time(db, T.isoformat(timespec="seconds"))
-        read = db.execute("SELECT id, status, CASE WHEN status = 'active' THEN "
-                          f"{bare_sql.FRESH} ELSE decay_score END FROM memories ORDER BY id",
-                          {"now": T.isoformat(timespec="seconds")}).fetchall()
+        read = db.execute(
+            "SELECT id, status, CASE WHEN status = 'active' THEN "
+            f"{bare_sql.FRESH} ELSE decay_score END FROM memories ORDER BY id",
+            {"now": T.isoformat(timespec="seconds")},
+        ).fetchall()
         stored = dict(db.execute("SELECT id, decay_score FROM memories"))
     finally:
         db.close()
@@ -120,18 +129,25 @@ def test_the_read_time_baseline_reads_as_lethe_ends(tmp_path, adopted):
     assert rows_and_events(rt)[1] == l_events
 
 
-@pytest.mark.parametrize("flags, why", [
-    (["--design", "--article"], "are for an adopted copy"),
-    (["--design", "--article", "--as-lethe"], "are for an adopted copy"),
-    (["--design"], "is not in WAL mode"),  # the copy must be in the store's journal already
-    (["--read-time", "--as-lethe"], "is not in WAL mode")])
+@pytest.mark.parametrize(
+    "flags, why",
+    [
+        (["--design", "--article"], "are for an adopted copy"),
+        (["--design", "--article", "--as-lethe"], "are for an adopted copy"),
+        (["--design"], "is not in WAL mode"),  # the copy must be in the store's journal already
+        (["--read-time", "--as-lethe"], "is not in WAL mode"),
+    ],
+)
 def test_the_design_flag_refuses_what_it_cannot_measure(tmp_path, adopted, flags, why):
     path = str(tmp_path / "refused.db")
     shutil.copy(adopted, path)
     sqlite3.connect(path).execute("PRAGMA journal_mode = DELETE").connection.close()
-    proc = subprocess.run([sys.executable, "bench/bare_sql.py", path,
-                           T.isoformat(timespec="seconds"), *flags],
-                          cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "bench/bare_sql.py", path, T.isoformat(timespec="seconds"), *flags],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode != 0
     assert why in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert rows_and_events(path)[1] == rows_and_events(str(adopted))[1]  # nothing ran
@@ -139,9 +155,9 @@ def test_the_design_flag_refuses_what_it_cannot_measure(tmp_path, adopted, flags
 
 @pytest.mark.parametrize("args", [[], ["only-a-db.db"], ["x.db", "2025-06-02", "--desing"]])
 def test_the_baseline_script_prints_its_usage_for_arguments_it_cannot_run(args):
-    proc = subprocess.run([sys.executable, "bench/bare_sql.py", *args], cwd=ROOT,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "bench/bare_sql.py", *args], cwd=ROOT, capture_output=True, text=True
+    )
     assert proc.returncode != 0
     assert proc.stderr.startswith("usage: python bench/bare_sql.py DB NOW_ISO"), proc.stderr
     assert "Traceback" not in proc.stderr
-

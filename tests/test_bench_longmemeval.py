@@ -1,5 +1,6 @@
 """The LongMemEval harness (bench/longmemeval.py) on a committed slice of the oracle file,
 offline: the metrics are computed from provenance, and a miss says where the evidence went."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -45,10 +46,27 @@ def results(tmp_path_factory):
     out = tmp_path_factory.mktemp("lme")
     policy = out / "forgets.yaml"
     policy.write_text(FORGETS, encoding="utf-8")
-    code = longmemeval.main(["--data", str(SLICE), "--types", "all", "--offline",
-                             "--policy", "lifecycle", "--policy", str(policy),
-                             "--baseline", "archive", "--baseline", "bm25",
-                             "--workers", "1", "--out", str(out)])
+    code = longmemeval.main(
+        [
+            "--data",
+            str(SLICE),
+            "--types",
+            "all",
+            "--offline",
+            "--policy",
+            "lifecycle",
+            "--policy",
+            str(policy),
+            "--baseline",
+            "archive",
+            "--baseline",
+            "bm25",
+            "--workers",
+            "1",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     return json.loads((out / "results.json").read_text()), out
 
@@ -61,11 +79,16 @@ def _evidence(q: dict) -> set[tuple[int, int]]:
     newest = set()
     for s, i in enumerate(order):
         users = [n for n, t in enumerate(q["haystack_sessions"][i]) if t["role"] == "user"]
-        keys = {(s, j) for j, n in enumerate(users)
-                if q["haystack_sessions"][i][n].get("has_answer")
-                or (n + 1 < len(q["haystack_sessions"][i])
-                    and q["haystack_sessions"][i][n + 1]["role"] == "assistant"
-                    and q["haystack_sessions"][i][n + 1].get("has_answer"))}
+        keys = {
+            (s, j)
+            for j, n in enumerate(users)
+            if q["haystack_sessions"][i][n].get("has_answer")
+            or (
+                n + 1 < len(q["haystack_sessions"][i])
+                and q["haystack_sessions"][i][n + 1]["role"] == "assistant"
+                and q["haystack_sessions"][i][n + 1].get("has_answer")
+            )
+        }
         if keys and q["haystack_session_ids"][i] in q["answer_session_ids"]:
             newest = keys
     return newest
@@ -103,7 +126,8 @@ def test_archive_stores_every_turn_and_lifecycle_reports_its_costs(results, raw)
     archive = [r for r in res["recalled"] if r["system"] == "archive"]
     assert all(set(r["fates"].values()) == {"active"} for r in archive)
     assert sum(len(r["fates"]) for r in archive) == sum(
-        1 for q in raw for s in q["haystack_sessions"] for t in s if t["role"] == "user")
+        1 for q in raw for s in q["haystack_sessions"] for t in s if t["role"] == "user"
+    )
     for system in ("lifecycle", "archive"):
         row = next(r for r in res["rows"] if r["system"] == system and r["qtype"] == "all")
         assert row["n"] == len(raw) and row["errors"] == 0
@@ -130,11 +154,16 @@ def test_the_played_case_holds_no_answer(raw):
 
 def test_each_turn_is_remembered_at_its_own_time():
     at = dt.datetime(2023, 5, 30, 23, 40)
-    case = data.Case("q", "knowledge-update", "Where do I keep my passport?",
-                     at + dt.timedelta(days=40),
-                     (data.Pair((0, 0), at, "I keep my passport in the desk drawer.", "Noted."),
-                      data.Pair((1, 0), at + dt.timedelta(days=30),
-                                "I moved my passport to the safe.", "Noted.")))
+    case = data.Case(
+        "q",
+        "knowledge-update",
+        "Where do I keep my passport?",
+        at + dt.timedelta(days=40),
+        (
+            data.Pair((0, 0), at, "I keep my passport in the desk drawer.", "Noted."),
+            data.Pair((1, 0), at + dt.timedelta(days=30), "I moved my passport to the safe.", "Noted."),
+        ),
+    )
     out = play.play(case, "archive")
     assert out.error is None and out.fates == {(0, 0): "active", (1, 0): "active"}
     # archive ranks newest first: the newer evidence above the older, so not stale
@@ -145,13 +174,16 @@ def test_each_turn_is_remembered_at_its_own_time():
     assert metrics.grade(flipped, gold).stale is True
 
 
-@pytest.mark.parametrize("answer, context, found", [
-    ("5", "I just finished my fifth project", True),
-    ("25", "I have added 25 new postcards", True),
-    ("25", "I have added 17 new postcards", False),
-    ("under my bed", "- I keep the old sneakers under my bed", True),
-    ("Instant Pot", "- I use a slow cooker", False),
-])
+@pytest.mark.parametrize(
+    "answer, context, found",
+    [
+        ("5", "I just finished my fifth project", True),
+        ("25", "I have added 25 new postcards", True),
+        ("25", "I have added 17 new postcards", False),
+        ("under my bed", "- I keep the old sneakers under my bed", True),
+        ("Instant Pot", "- I use a slow cooker", False),
+    ],
+)
 def test_answer_in_context(answer, context, found):
     assert metrics.answer_in(answer, context) is found
 
@@ -178,10 +210,29 @@ def test_qa_reads_the_context_and_a_judge_grades_it(tmp_path, fake_openai, raw):
         return "yes" if gold.lower() in response.lower() else "no"
 
     fake_openai.responder = answer
-    code = longmemeval.main(["--data", str(SLICE), "--types", "knowledge-update", "--offline",
-                             "--policy", "none", "--baseline", "bm25", "--workers", "1",
-                             "--qa-base-url", fake_openai.base_url, "--reader-model", "reader",
-                             "--judge-model", "judge", "--out", str(tmp_path)])
+    code = longmemeval.main(
+        [
+            "--data",
+            str(SLICE),
+            "--types",
+            "knowledge-update",
+            "--offline",
+            "--policy",
+            "none",
+            "--baseline",
+            "bm25",
+            "--workers",
+            "1",
+            "--qa-base-url",
+            fake_openai.base_url,
+            "--reader-model",
+            "reader",
+            "--judge-model",
+            "judge",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert code == 0
     res = json.loads((tmp_path / "results.json").read_text())
     contexts = {r["qid"]: "\n".join(i["text"] for i in r["items"]) for r in res["recalled"]}
@@ -190,8 +241,9 @@ def test_qa_reads_the_context_and_a_judge_grades_it(tmp_path, fake_openai, raw):
     row = next(r for r in res["rows"] if r["qtype"] == "all")
     assert row["qa"] == [want, 5] and 0 < want < 5
     judged = [r for r in fake_openai.requests if r["model"] == "judge"]
-    assert len(judged) == 5 and all("updated answer" in prompt_text(r) or "cannot be answered"
-                                    in prompt_text(r) for r in judged)
+    assert len(judged) == 5 and all(
+        "updated answer" in prompt_text(r) or "cannot be answered" in prompt_text(r) for r in judged
+    )
     assert "judged by judge, reader reader" in res["header"]
 
 

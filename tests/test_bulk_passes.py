@@ -1,6 +1,7 @@
 """A pass that rewrites most of the file rebuilds the indexes over what it writes once,
 in its own transaction (engine.store.bulk), and ends up exactly where moving each index
 entry would have."""
+
 import datetime as dt
 import shutil
 import sqlite3
@@ -29,8 +30,12 @@ def big(tmp_path_factory):
 def indexes(path):
     conn = sqlite3.connect(path)
     try:
-        return sorted(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' "
-                                   "AND tbl_name IN ('memories', 'memory_rows')").fetchall())
+        return sorted(
+            conn.execute(
+                "SELECT name, sql FROM sqlite_master WHERE type = 'index' "
+                "AND tbl_name IN ('memories', 'memory_rows')"
+            ).fetchall()
+        )
     finally:
         conn.close()
 
@@ -58,14 +63,19 @@ def test_recall_after_a_rebuild_reads_the_new_ranks_through_the_index(tmp_path, 
     with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
         mem.run(["decay"])
         st = mem.plan.recall
-        plan = mem.store.db.execute("EXPLAIN QUERY PLAN " + st.sql,
-                                    st.bind(mem.store.now(), "default", limit=60)).fetchall()
+        plan = mem.store.db.execute(
+            "EXPLAIN QUERY PLAN " + st.sql, st.bind(mem.store.now(), "default", limit=60)
+        ).fetchall()
         got = [r["id"] for r in mem.store.fetch(st, "default", limit=60)]
     assert any("memories_recall" in row[3] for row in plan)
     conn = sqlite3.connect(path)
-    want = [r[0] for r in conn.execute(
-        "SELECT id FROM memories WHERE status = 'active' AND decay_score > 0.15 "
-        "ORDER BY importance * confidence * decay_score DESC, id DESC LIMIT 60")]
+    want = [
+        r[0]
+        for r in conn.execute(
+            "SELECT id FROM memories WHERE status = 'active' AND decay_score > 0.15 "
+            "ORDER BY importance * confidence * decay_score DESC, id DESC LIMIT 60"
+        )
+    ]
     assert got == want
 
 
@@ -118,8 +128,10 @@ def test_recall_and_expiry_indexes_hold_only_the_rows_they_serve(tmp_path, big):
 
         expiry_plan = used(expiry.sql, expiry.bind(mem.store.now(), "default"))
         recall_plan = used(mem.plan.recall.sql, mem.plan.recall.bind(mem.store.now(), "default", limit=60))
-        archived_plan = used("SELECT id FROM memories WHERE namespace = ? AND status = ? "
-                             "ORDER BY rank DESC, id DESC LIMIT 60", ["default", "archived"])
+        archived_plan = used(
+            "SELECT id FROM memories WHERE namespace = ? AND status = ? ORDER BY rank DESC, id DESC LIMIT 60",
+            ["default", "archived"],
+        )
     assert "memories_expiry" in expiry_plan and "memories_recall" in recall_plan
     assert "memories_recall" not in archived_plan
     assert dict(indexes(path))["memories_recall"].endswith("WHERE status = 'active'")
@@ -179,9 +191,15 @@ def test_a_pass_over_most_of_the_file_reads_its_rows_in_id_order(tmp_path, big):
         first = one.store.db.execute("SELECT coalesce(max(id), 0) FROM memory_events").fetchone()[0]
         traced(one, ran).run(["expiry", "decay"])
         decay = [st for st in one.plan.pass_ranges["decay"] if st.label.endswith("update")]
-        plans = [" ".join(r[3] for r in one.store.db.execute(
-            "EXPLAIN QUERY PLAN " + st.sql, st.bind(one.store.now(), "default", id_range=(0, N + 1))))
-            for st in decay]
+        plans = [
+            " ".join(
+                r[3]
+                for r in one.store.db.execute(
+                    "EXPLAIN QUERY PLAN " + st.sql, st.bind(one.store.now(), "default", id_range=(0, N + 1))
+                )
+            )
+            for st in decay
+        ]
     with Memory(b, policy=batched_policy(tmp_path), clock=lambda: T, offline=True) as many:
         scatter_scenes(many)
         many.run(["expiry", "decay"])
@@ -189,8 +207,13 @@ def test_a_pass_over_most_of_the_file_reads_its_rows_in_id_order(tmp_path, big):
     assert len(rules) == 2 and all('+"namespace"' in s and '"id" >= 0' in s for s in rules)
     assert plans and all("INTEGER PRIMARY KEY" in p and "memories_scene" not in p for p in plans)
     conn = sqlite3.connect(a)
-    archived = [r[0] for r in conn.execute("SELECT memory_id FROM memory_events WHERE id > ? "
-                                           "AND event_type = 'archived' ORDER BY id", (first,))]
+    archived = [
+        r[0]
+        for r in conn.execute(
+            "SELECT memory_id FROM memory_events WHERE id > ? AND event_type = 'archived' ORDER BY id",
+            (first,),
+        )
+    ]
     assert len(archived) > 100 and archived == sorted(archived)
     assert state(a) == state(b)
 
@@ -204,8 +227,9 @@ def test_a_pass_over_a_small_namespace_keeps_to_its_index(tmp_path, big):
         with mem.store.transaction() as db:
             db.execute("UPDATE memories SET namespace = 'few' WHERE id % 10 = 0")
     ran = []
-    with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", namespace="few", clock=lambda: T,
-                offline=True) as few:
+    with Memory(
+        path, policy=f"{POLICIES}/lifecycle.yaml", namespace="few", clock=lambda: T, offline=True
+    ) as few:
         results = traced(few, ran).run(["decay"])
     rules = [s for s in ran if s.startswith("UPDATE memory_rows AS memories") and "decay_score" in s]
     assert results[0].changed > 100
@@ -218,6 +242,7 @@ def test_a_rank_refresh_over_most_of_the_file_reads_it_in_id_order(tmp_path, big
     path = str(tmp_path / "rank.db")
     shutil.copy(big, path)
     from engine.run.context import sync_rank
+
     with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
         scatter_scenes(mem)
         with mem.store.transaction() as db:
@@ -229,5 +254,9 @@ def test_a_rank_refresh_over_most_of_the_file_reads_it_in_id_order(tmp_path, big
     refresh = [s for s in ran if s.startswith('UPDATE memory_rows AS memories SET "rank"')]
     assert len(refresh) == 1 and '+"namespace"' in refresh[0] and '"id" >= 0' in refresh[0]
     conn = sqlite3.connect(path)
-    assert conn.execute("SELECT count(*) FROM memories WHERE rank IS NOT "
-                        "importance * confidence * decay_score").fetchone()[0] == 0
+    assert (
+        conn.execute(
+            "SELECT count(*) FROM memories WHERE rank IS NOT importance * confidence * decay_score"
+        ).fetchone()[0]
+        == 0
+    )

@@ -1,11 +1,12 @@
 """`lethe chat` driven through stdin against the local OpenAI-compatible server, and the
 twenty-line example agent."""
-import pytest
+
 import json
 import os
 import subprocess
 import sys
 
+import pytest
 from click.testing import CliRunner
 
 from engine import Memory
@@ -20,8 +21,9 @@ NOW = "2026-01-05T09:00:00"
 
 
 def chat(db_path, *args, input=""):
-    return CliRunner().invoke(main, ["chat", "--db", db_path, "--policy", LIFECYCLE,
-                                     "--now", NOW, *args], input=input)
+    return CliRunner().invoke(
+        main, ["chat", "--db", db_path, "--policy", LIFECYCLE, "--now", NOW, *args], input=input
+    )
 
 
 def system_prompt(request) -> str:
@@ -30,8 +32,13 @@ def system_prompt(request) -> str:
 
 def test_chat_answers_with_recalled_memories_in_the_prompt(db_path, fake_openai):  # noqa: F811
     fake_openai.responder = lambda request: "Neovim, with tabs."
-    out = chat(db_path, "--offline", "--base-url", fake_openai.base_url,
-               input="My favourite editor is Neovim\nwhich editor do I use?\n/quit\nnever read\n")
+    out = chat(
+        db_path,
+        "--offline",
+        "--base-url",
+        fake_openai.base_url,
+        input="My favourite editor is Neovim\nwhich editor do I use?\n/quit\nnever read\n",
+    )
     assert out.exit_code == 0, out.output
     assert out.output.count("assistant> Neovim, with tabs.") == 2
     first, second = fake_openai.requests  # judges are offline: only the chat model was asked
@@ -75,8 +82,16 @@ def test_chat_model_unreachable_still_remembers(db_path):
 
 def test_chat_json_lines(db_path, fake_openai):  # noqa: F811
     fake_openai.responder = lambda request: "Noted."
-    out = chat(db_path, "--offline", "--base-url", fake_openai.base_url, "--answer-model", "gpt-4o",
-               "--json", input="I prefer tabs over spaces\n\ntabs or spaces?\n")
+    out = chat(
+        db_path,
+        "--offline",
+        "--base-url",
+        fake_openai.base_url,
+        "--answer-model",
+        "gpt-4o",
+        "--json",
+        input="I prefer tabs over spaces\n\ntabs or spaces?\n",
+    )
     turns = [json.loads(line) for line in out.output.splitlines()]
     assert [t["user"] for t in turns] == ["I prefer tabs over spaces", "tabs or spaces?"]
     assert [t["answer"] for t in turns] == ["Noted.", "Noted."]
@@ -85,11 +100,16 @@ def test_chat_json_lines(db_path, fake_openai):  # noqa: F811
 
 
 def example_agent(cwd, *args, input="I prefer tabs over spaces\ntabs or spaces?\n", **env):
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")},
-           "PYTHONPATH": ROOT, **env}
-    return subprocess.run([sys.executable, os.path.join(ROOT, "examples", "agent.py"), *args],
-                          input=input, cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=60)
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}, "PYTHONPATH": ROOT, **env}
+    return subprocess.run(
+        [sys.executable, os.path.join(ROOT, "examples", "agent.py"), *args],
+        input=input,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_the_example_agent(tmp_path, fake_openai):  # noqa: F811
@@ -114,20 +134,21 @@ def test_the_example_agent_on_a_local_server_needs_no_key(tmp_path, fake_openai)
 def test_the_example_agent_offline_answers_with_what_it_recalled(tmp_path):
     run = example_agent(tmp_path, "--offline")
     assert run.returncode == 0, run.stderr
-    assert run.stdout.splitlines()[-2:] == ["assistant> I remember:",
-                                            "- User prefers tabs over spaces."]
+    assert run.stdout.splitlines()[-2:] == ["assistant> I remember:", "- User prefers tabs over spaces."]
 
 
 def test_the_example_agent_fails_in_one_line(tmp_path):
     run = example_agent(tmp_path)
     assert (run.returncode, run.stdout) == (1, "")
-    assert run.stderr == ("agent.py: set OPENAI_API_KEY, or OPENAI_BASE_URL for a local server, "
-                          "or pass --offline\n")
+    assert run.stderr == (
+        "agent.py: set OPENAI_API_KEY, or OPENAI_BASE_URL for a local server, or pass --offline\n"
+    )
     url = closed_port_url()
     run = example_agent(tmp_path, OPENAI_BASE_URL=url, input="I live in Porto\n")
     assert run.returncode == 1 and run.stdout == ""
-    assert run.stderr == (f"agent.py: the model gpt-4o-mini at {url} failed: Connection "
-                          "error. (your message is remembered)\n")
+    assert run.stderr == (
+        f"agent.py: the model gpt-4o-mini at {url} failed: Connection error. (your message is remembered)\n"
+    )
     mem = Memory(str(tmp_path / "agent.db"), offline=True)
     assert [m.content for m in mem.memories()] == ["User lives in Porto."]
     mem.close()

@@ -1,5 +1,6 @@
 """The WAL is checkpointed by the store's own thread, not inside a caller's commit
 (engine/store/sqlite_checkpoint.py), and stays bounded however fast the writes come."""
+
 from __future__ import annotations
 
 import os
@@ -62,6 +63,7 @@ def test_a_burst_of_writes_keeps_the_wal_bounded(tmp_path, monkeypatch, thread):
             self._seen = 1 << 62  # never "grown enough"; EVERY_COMMITS never reached
             self._commits = 1
             return real(self, db)
+
         monkeypatch.setattr(C.Checkpointer, "committed", without_thread)
     path = tmp_path / "m.db"
     mem = Memory(str(path), offline=True)
@@ -129,6 +131,7 @@ def test_a_wal_grown_by_another_connection_is_the_threads_to_copy(tmp_path):
         def spy(sql, params=(), /):
             ran.append(sql)
             return real(sql, params)
+
         mem.store.db.execute = spy
         try:
             mem.add("We deploy on Fridays.", judged=False)

@@ -1,4 +1,5 @@
 """The compiled SQL of every shipped policy, pinned: any change to it shows up in review."""
+
 import os
 
 import pytest
@@ -41,8 +42,16 @@ def test_postgres_plans_use_no_sqlite_only_function(name):
             compile_policy(policy, "postgres")
         return
     text = render_plan(compile_policy(policy, "postgres"))
-    for sqlite_only in ("bm25(", "MATCH ", "json_each(", "julianday(", "json_object(", "rowid",
-                        "CROSS JOIN", "?"):
+    for sqlite_only in (
+        "bm25(",
+        "MATCH ",
+        "json_each(",
+        "julianday(",
+        "json_object(",
+        "rowid",
+        "CROSS JOIN",
+        "?",
+    ):
         assert sqlite_only not in text, sqlite_only
 
 

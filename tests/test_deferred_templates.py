@@ -6,6 +6,7 @@ missing or leads out of its folder is still refused at load; a broken one is ref
 the same words and place as a full load, by `check_templates`, by anything that renders it,
 and by `lethe run` whenever it runs something that judges.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -16,8 +17,8 @@ from click.testing import CliRunner
 
 from engine import FixedClock, Memory
 from engine import policy as policy_mod
-from engine.cli import main as cli
 from engine.base.errors import PolicyError
+from engine.cli import main as cli
 from tests.test_policy import BASE
 
 BROKEN = {  # the gate step's template, broken in ways only Jinja sees
@@ -69,11 +70,14 @@ def test_sound_templates_are_checked_once_then_nothing_is_left(folder):
     assert pol == policy_mod.load(str(folder / "p.yaml"))  # the same policy as a full load
 
 
-@pytest.mark.parametrize("prompt, words", [
-    ("nowhere.j2", "template 'nowhere.j2' not found"),
-    ("../p.yaml", "must be a name inside the prompt folders"),
-    ("link.j2", "is a link that leads out of its prompt folder"),
-])
+@pytest.mark.parametrize(
+    "prompt, words",
+    [
+        ("nowhere.j2", "template 'nowhere.j2' not found"),
+        ("../p.yaml", "must be a name inside the prompt folders"),
+        ("link.j2", "is a link that leads out of its prompt folder"),
+    ],
+)
 def test_a_template_that_cannot_be_found_is_still_refused_at_load(folder, prompt, words):
     (folder / "secret.txt").write_text("not a prompt\n")
     os.symlink(folder / "secret.txt", folder / "prompts" / "link.j2")
@@ -87,8 +91,7 @@ def test_what_renders_a_template_checks_them_first(folder):
     path = _break(folder, "undefined name")
     full = _refusal(lambda: policy_mod.load(path))
     pol = policy_mod.load(path, templates=False)
-    mem = Memory(str(folder / "m.db"), policy=pol, offline=True,
-                 clock=FixedClock(dt.datetime(2025, 1, 1)))
+    mem = Memory(str(folder / "m.db"), policy=pol, offline=True, clock=FixedClock(dt.datetime(2025, 1, 1)))
     try:
         assert mem.add("We use uv.") >= 1  # no template: works
         assert _refusal(lambda: mem.remember("I like tea.", "Noted.")) == full
@@ -97,8 +100,9 @@ def test_what_renders_a_template_checks_them_first(folder):
 
 
 def _run(folder, *args):
-    return CliRunner().invoke(cli, ["run", "--db", str(folder / "m.db"), "--policy",
-                                    str(folder / "p.yaml"), "--offline", *args])
+    return CliRunner().invoke(
+        cli, ["run", "--db", str(folder / "m.db"), "--policy", str(folder / "p.yaml"), "--offline", *args]
+    )
 
 
 def test_lethe_run_of_rules_alone_runs_beside_a_broken_template(folder):
@@ -115,7 +119,10 @@ def test_lethe_run_of_rules_alone_runs_beside_a_broken_template(folder):
 def test_lethe_run_of_a_pass_that_judges_checks_every_template_first(folder):
     (folder / "prompts" / "cluster.j2").write_text("{{ candidates | tojson }}\n")
     (folder / "prompts" / "merge.j2").write_text("{{ memories | tojson }}\n")
-    (folder / "p.yaml").write_text(BASE.replace("recall:\n", """\
+    (folder / "p.yaml").write_text(
+        BASE.replace(
+            "recall:\n",
+            """\
   compression:
     every: 6d
     cluster:
@@ -127,7 +134,10 @@ def test_lethe_run_of_a_pass_that_judges_checks_every_template_first(folder):
       prompt: merge.j2
       result: {confidence: 0.85}
 recall:
-""", 1))
+""",
+            1,
+        )
+    )
     done = _run(folder, "--pass", "compression")
     assert done.exit_code == 0, done.output
     full = _refusal(lambda: policy_mod.load(_break(folder, "undefined name")))

@@ -1,6 +1,7 @@
 """The docs keep up with the code (sqlite-utils' `test_docs.py` habit): every command of
 `lethe`, every option of every command, and every public method of `engine.Memory` is
 named in README.md or a file in docs/. A failure names what is missing."""
+
 import inspect
 import pathlib
 import re
@@ -33,13 +34,14 @@ def options():
     for path, cmd in [((), main), *commands()]:
         for param in cmd.params:
             if isinstance(param, click.Option):
-                yield from (pytest.param(flag, id=" ".join(("lethe", *path, flag)))
-                            for flag in param.opts + param.secondary_opts)
+                yield from (
+                    pytest.param(flag, id=" ".join(("lethe", *path, flag)))
+                    for flag in param.opts + param.secondary_opts
+                )
 
 
 def public_methods():
-    return sorted(name for name, value in inspect.getmembers(Memory, callable)
-                  if not name.startswith("_"))
+    return sorted(name for name, value in inspect.getmembers(Memory, callable) if not name.startswith("_"))
 
 
 def mentioned(pattern: str) -> bool:
@@ -48,8 +50,9 @@ def mentioned(pattern: str) -> bool:
 
 @pytest.mark.parametrize("path", [p for p, _ in commands()], ids=" ".join)
 def test_every_command_is_documented(path):
-    assert mentioned(r"\blethe " + re.escape(" ".join(path)) + r"\b"), \
+    assert mentioned(r"\blethe " + re.escape(" ".join(path)) + r"\b"), (
         f"`lethe {' '.join(path)}` is in no doc"
+    )
 
 
 @pytest.mark.parametrize("flag", list(options()))

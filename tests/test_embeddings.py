@@ -4,6 +4,7 @@ backfill after an outage, hybrid candidates, `similarity` in formulas, `--offlin
 The `openai` provider talks HTTP to the local test server (tests/fake_openai.py), whose
 /v1/embeddings answers with vectors a test chooses; the real local model has its own file
 (tests/test_local_model.py)."""
+
 from __future__ import annotations
 
 import random
@@ -13,15 +14,17 @@ import pytest
 
 from engine import FixedClock, Memory, PolicyError, load_policy
 from engine.judges.embeddings import cosine, pack
-from engine.run.write import Judged
-from tests.fake_openai import FakeOpenAI, word_vector
 from engine.plan import compile_policy, render_plan
+from engine.run.write import Judged
 from engine.store import vectors as store_vectors
+from tests.fake_openai import FakeOpenAI, word_vector
 
 pytest.importorskip("sqlite_vec", reason="the embed extra (sqlite-vec) is not installed")
 
-TOPICS = {"food": ("vegan", "beef", "chicken", "eat", "eats", "diet"),
-          "bugs": ("jira", "linear", "bugs", "tracker")}
+TOPICS = {
+    "food": ("vegan", "beef", "chicken", "eat", "eats", "diet"),
+    "bugs": ("jira", "linear", "bugs", "tracker"),
+}
 
 
 def topic_vector(text: str) -> list[float]:
@@ -42,20 +45,24 @@ def fake():
 
 def policy_file(tmp_path, fake, extra: str = "") -> str:
     path = tmp_path / "embedded.yaml"
-    path.write_text(f"""name: embedded
+    path.write_text(
+        f"""name: embedded
 extends: lifecycle
 models:
   cheap: {{provider: rules}}
   strong: {{provider: rules}}
 embed: {{provider: openai, model: text-embedding-3-small, base_url: "{fake.base_url}",
          max_retries: 0, timeout: 5}}
-{extra}""", encoding="utf-8")
+{extra}""",
+        encoding="utf-8",
+    )
     return str(path)
 
 
 def memory(tmp_path, policy, offline=False) -> Memory:
-    return Memory(str(tmp_path / "m.db"), policy=policy, offline=offline,
-                  clock=FixedClock("2026-03-02T09:00:00"))
+    return Memory(
+        str(tmp_path / "m.db"), policy=policy, offline=offline, clock=FixedClock("2026-03-02T09:00:00")
+    )
 
 
 def test_a_write_stores_the_memorys_vector(tmp_path, fake):
@@ -66,8 +73,7 @@ def test_a_write_stores_the_memorys_vector(tmp_path, fake):
     assert fake.embedding_requests[0]["model"] == "text-embedding-3-small"
 
 
-def test_an_embedding_server_of_the_policys_own_never_gets_the_developers_key(
-        tmp_path, fake, monkeypatch):
+def test_an_embedding_server_of_the_policys_own_never_gets_the_developers_key(tmp_path, fake, monkeypatch):
     """Before: `embed:` built its own client, and OPENAI_API_KEY and OPENAI_ORG_ID went to
     whatever base_url the policy named (chat models had kept them at home since the
     keys round). Now embeddings follow engine/judges/endpoint.py as chat models do."""
@@ -171,9 +177,16 @@ def test_an_unknown_embedding_provider_is_refused(tmp_path):
 
 def test_compression_reads_pair_similarity(tmp_path, fake):
     with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
-        ids = [mem.add(t, judged=False) for t in (
-            "User eats chicken most days.", "User's diet is beef and chicken.",
-            "The team tracks bugs in Jira.", "Bugs live in the Jira tracker.", "User is tall.")]
+        ids = [
+            mem.add(t, judged=False)
+            for t in (
+                "User eats chicken most days.",
+                "User's diet is beef and chicken.",
+                "The team tracks bugs in Jira.",
+                "Bugs live in the Jira tracker.",
+                "User is tall.",
+            )
+        ]
         pairs = mem.store.pair_similarities(mem.policy.embed.name, ids)
         assert pairs[(ids[0], ids[1])] > 0.9 and pairs[(ids[0], ids[2])] < 0.5
 
@@ -211,17 +224,16 @@ def test_a_reindex_by_another_connection_is_seen_by_a_search(tmp_path, monkeypat
     with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
         model = mem.policy.embed.name
         vecs = random_vectors(mem, 200, seed=6)
-        assert all(mid in mem.store.nearest("default", model, v, 1) for mid, v in
-                   list(vecs.items())[:5])  # one cell, scanned whole: exact
+        assert all(
+            mid in mem.store.nearest("default", model, v, 1) for mid, v in list(vecs.items())[:5]
+        )  # one cell, scanned whole: exact
         with memory(tmp_path, policy_file(tmp_path, fake)) as other:
             assert other.store.reindex("default", model) == 12
-        hits = sum(mid in mem.store.nearest("default", model, v, 2)
-                   for mid, v in list(vecs.items())[:40])
+        hits = sum(mid in mem.store.nearest("default", model, v, 2) for mid, v in list(vecs.items())[:40])
         assert hits >= 36  # with the old (no) cells it would probe only cell 0, now empty
 
 
-def test_the_search_beside_runs_on_its_own_connection_and_finds_the_same(tmp_path, monkeypatch,
-                                                                        fake):
+def test_the_search_beside_runs_on_its_own_connection_and_finds_the_same(tmp_path, monkeypatch, fake):
     # the vector index is searched on a second connection, in a thread, while the caller
     # runs its full-text query; it must find what the store's own connection finds, see
     # another connection's reindex, and inside a transaction see that transaction's rows
@@ -232,8 +244,7 @@ def test_the_search_beside_runs_on_its_own_connection_and_finds_the_same(tmp_pat
         with memory(tmp_path, policy_file(tmp_path, fake)) as other:
             other.store.reindex("default", model)
         futures = [store.nearest_beside("default", model, v, 3) for v in vecs[:30]]
-        assert [f.result() for f in futures] == [store.nearest("default", model, v, 3)
-                                                 for v in vecs[:30]]
+        assert [f.result() for f in futures] == [store.nearest("default", model, v, 3) for v in vecs[:30]]
         db, pool = store._beside
         assert db is not store.db
         # this store's own commits (a write, a recall's access) keep the cells read
@@ -244,8 +255,9 @@ def test_the_search_beside_runs_on_its_own_connection_and_finds_the_same(tmp_pat
         assert store._centroid_cache[("default", model)] is held
         with memory(tmp_path, policy_file(tmp_path, fake)) as other:  # another's: read again
             other.store.reindex("default", model)
-        assert store.nearest_beside("default", model, vecs[2], 3).result() == \
-            store.nearest("default", model, vecs[2], 3)
+        assert store.nearest_beside("default", model, vecs[2], 3).result() == store.nearest(
+            "default", model, vecs[2], 3
+        )
         assert store._centroid_cache[("default", model)] is not held
         with store.transaction():
             mid = store.insert_memory({"content": "y", "namespace": "default"})
@@ -253,14 +265,20 @@ def test_the_search_beside_runs_on_its_own_connection_and_finds_the_same(tmp_pat
             assert mid in store.nearest_beside("default", model, vecs[0], 2).result()
         store.close_beside()
         assert store._beside is None
-        assert store.nearest_beside("default", model, vecs[1], 3).result() == \
-            store.nearest("default", model, vecs[1], 3)
+        assert store.nearest_beside("default", model, vecs[1], 3).result() == store.nearest(
+            "default", model, vecs[1], 3
+        )
 
 
 def test_hybrid_candidates_are_the_same_with_the_search_beside_or_not(tmp_path, fake):
     with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
-        for text in ("User eats vegan food.", "User eats beef on Sundays.", "The team tracks "
-                     "bugs in Jira.", "User keeps a chicken diet.", "Bugs go to Linear now."):
+        for text in (
+            "User eats vegan food.",
+            "User eats beef on Sundays.",
+            "The team tracks bugs in Jira.",
+            "User keeps a chicken diet.",
+            "Bugs go to Linear now.",
+        ):
             mem.add(text)
         step = next(s for s in mem.policy.write if s.step == "contradiction")
         new = "User went on a beef diet."
@@ -274,14 +292,17 @@ def test_hybrid_candidates_are_the_same_with_the_search_beside_or_not(tmp_path, 
 def test_pack_is_unit_length_and_cosine_reads_it():
     v = pack([3.0, 4.0])
     assert cosine(v, v) == pytest.approx(1.0)
-    assert cosine(pack(word_vector("deploy the app")), pack(word_vector("deploy the app"))) \
-        == pytest.approx(1.0)
+    assert cosine(pack(word_vector("deploy the app")), pack(word_vector("deploy the app"))) == pytest.approx(
+        1.0
+    )
 
 
 # -- vectors that cannot be compared, and embedding failures (issue 42, findings 5 and 6)
 def _embed_calls(mem) -> list:
-    return [dict(r) for r in mem.store.db.execute(
-        "SELECT step, outcome, detail FROM model_calls WHERE step = 'embed'")]
+    return [
+        dict(r)
+        for r in mem.store.db.execute("SELECT step, outcome, detail FROM model_calls WHERE step = 'embed'")
+    ]
 
 
 def _every_path_works(mem) -> None:
@@ -299,9 +320,13 @@ def test_a_zero_vector_is_never_stored_and_never_wedges_a_write(tmp_path, fake):
     """Before: sqlite-vec's cosine with an all-zero vector is NULL; `round(similarity)`
     raised, every judged add was an internal error and every remember was parked."""
     with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
-        for text in ("User eats chicken most days.", "User's diet is beef and chicken.",
-                     "The team tracks bugs in Jira.", "Bugs live in the Jira tracker.",
-                     "User is tall."):
+        for text in (
+            "User eats chicken most days.",
+            "User's diet is beef and chicken.",
+            "The team tracks bugs in Jira.",
+            "Bugs live in the Jira tracker.",
+            "User is tall.",
+        ):
             mem.add(text, judged=False)
         fake.embedder = lambda text: [0.0] * 8
         mem.add("User likes zero tea.", judged=False)
@@ -309,25 +334,34 @@ def test_a_zero_vector_is_never_stored_and_never_wedges_a_write(tmp_path, fake):
         _every_path_works(mem)
 
 
-@pytest.mark.parametrize("corrupt", [
-    "vector = zeroblob(32)", "vector = randomblob(32)", "vector = randomblob(7)",
-    "bits = randomblob(3)", "vector = X'0000C07F0000C07F0000C07F0000C07F0000C07F0000C07F"
-    "0000C07F0000C07F'"])
+@pytest.mark.parametrize(
+    "corrupt",
+    [
+        "vector = zeroblob(32)",
+        "vector = randomblob(32)",
+        "vector = randomblob(7)",
+        "bits = randomblob(3)",
+        "vector = X'0000C07F0000C07F0000C07F0000C07F0000C07F0000C07F0000C07F0000C07F'",
+    ],
+)
 def test_a_corrupt_vector_row_never_wedges_writes_recall_or_compression(tmp_path, fake, corrupt):
     """Before: a zeroed or random blob in memory_vectors made every judged add, recall and
     compression fail (NULL similarity, 'Unknown type for bitvector')."""
     with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
-        for text in ("User eats chicken most days.", "User's diet is beef and chicken.",
-                     "The team tracks bugs in Jira.", "Bugs live in the Jira tracker.",
-                     "User is tall."):
+        for text in (
+            "User eats chicken most days.",
+            "User's diet is beef and chicken.",
+            "The team tracks bugs in Jira.",
+            "Bugs live in the Jira tracker.",
+            "User is tall.",
+        ):
             mem.add(text, judged=False)
         mem.store.db.execute(f"UPDATE memory_vectors SET {corrupt}")
         mem.store.db.commit()
         _every_path_works(mem)
 
 
-def test_an_embedding_server_that_returns_no_vectors_is_an_outage_logged_in_model_calls(
-        tmp_path, fake):
+def test_an_embedding_server_that_returns_no_vectors_is_an_outage_logged_in_model_calls(tmp_path, fake):
     """Before: `ValueError: No embedding data received` from the client made add and
     recall internal errors. Now it is an embedding failure: the step goes on with full
     text and the failure is a row of model_calls (step embed, outcome unavailable)."""
@@ -350,8 +384,10 @@ def test_an_embedding_server_that_returns_no_vectors_is_an_outage_logged_in_mode
 def test_an_embedder_that_raises_anything_is_an_outage(tmp_path, fake):
     """Any failure inside an embedder (a local model's own exception too) is an outage."""
     with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+
         def broken(texts):
             raise RuntimeError("CUDA out of memory")
+
         mem.context.embedder.embed = broken
         assert mem.add("User eats chicken most days.")
         assert [r.content for r in mem.recall("chicken")]

@@ -3,6 +3,7 @@
 Every accepted formula is rendered and EXECUTED against a real store's `memories` table,
 so these tests pin what a formula computes, not only what text it renders to.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -12,10 +13,10 @@ import re
 
 import pytest
 
-from engine.policy import expr as X
 from engine import policy as policy_mod
-from engine.plan.dialect import DIALECTS, NOW, PostgresDialect
 from engine.base.errors import FormulaError
+from engine.plan.dialect import DIALECTS, NOW, PostgresDialect
+from engine.policy import expr as X
 from engine.store import Store
 from tests.conftest import shipped_policies
 
@@ -34,20 +35,42 @@ def iso(when: dt.datetime) -> str:
 
 # Three rows, chosen so that every comparison below splits them differently.
 ROWS = {
-    1: dict(content="alpha", importance=7.0, confidence=0.9, access_count=3, decay_score=0.5,
-            status="active", kind="fact",
-            created_at=iso(NOW_DT - dt.timedelta(days=40)),
-            last_accessed=iso(NOW_DT - dt.timedelta(days=30)),           # exactly 30 days
-            expires_at=iso(NOW_DT + dt.timedelta(days=10))),
-    2: dict(content="beta", importance=2.0, confidence=0.5, access_count=15, decay_score=0.05,
-            status="archived", kind=None,
-            created_at=iso(NOW_DT - dt.timedelta(days=29.99)),           # 29d 23:45:36
-            last_accessed=None, expires_at=None),
-    3: dict(content="it's 1; DROP TABLE memories", importance=5.0, confidence=1.0,
-            access_count=1, decay_score=1.0, status="active", kind="preference",
-            created_at=iso(NOW_DT - dt.timedelta(days=100)),
-            last_accessed=iso(NOW_DT - dt.timedelta(hours=12)),
-            expires_at=iso(NOW_DT - dt.timedelta(days=1))),
+    1: dict(
+        content="alpha",
+        importance=7.0,
+        confidence=0.9,
+        access_count=3,
+        decay_score=0.5,
+        status="active",
+        kind="fact",
+        created_at=iso(NOW_DT - dt.timedelta(days=40)),
+        last_accessed=iso(NOW_DT - dt.timedelta(days=30)),  # exactly 30 days
+        expires_at=iso(NOW_DT + dt.timedelta(days=10)),
+    ),
+    2: dict(
+        content="beta",
+        importance=2.0,
+        confidence=0.5,
+        access_count=15,
+        decay_score=0.05,
+        status="archived",
+        kind=None,
+        created_at=iso(NOW_DT - dt.timedelta(days=29.99)),  # 29d 23:45:36
+        last_accessed=None,
+        expires_at=None,
+    ),
+    3: dict(
+        content="it's 1; DROP TABLE memories",
+        importance=5.0,
+        confidence=1.0,
+        access_count=1,
+        decay_score=1.0,
+        status="active",
+        kind="preference",
+        created_at=iso(NOW_DT - dt.timedelta(days=100)),
+        last_accessed=iso(NOW_DT - dt.timedelta(hours=12)),
+        expires_at=iso(NOW_DT - dt.timedelta(days=1)),
+    ),
 }
 
 
@@ -77,37 +100,37 @@ def bind(params: list) -> list:
 
 def value(db, text, row_id, **scope):
     sql, params = render(text, **scope)
-    return db.execute(f"SELECT {sql} FROM memories WHERE id = ?",
-                      [*bind(params), row_id]).fetchone()[0]
+    return db.execute(f"SELECT {sql} FROM memories WHERE id = ?", [*bind(params), row_id]).fetchone()[0]
 
 
 def matching(db, text, **scope) -> list[int]:
     sql, params = render(text, **scope)
-    return [r[0] for r in db.execute(f"SELECT id FROM memories WHERE {sql} ORDER BY id",
-                                     bind(params))]
+    return [r[0] for r in db.execute(f"SELECT id FROM memories WHERE {sql} ORDER BY id", bind(params))]
 
 
 # ---- arithmetic ---------------------------------------------------------------------
 def test_the_rows_hold_integers_where_the_division_test_needs_them(db):
-    assert db.execute("SELECT typeof(access_count) FROM memories WHERE id = 3").fetchone()[0] \
-        == "integer"
+    assert db.execute("SELECT typeof(access_count) FROM memories WHERE id = 3").fetchone()[0] == "integer"
 
 
-@pytest.mark.parametrize("text, row_id, expected", [
-    ("access_count / 2", 3, 0.5),          # 1 / 2: SQLite alone would say 0
-    ("access_count / 2", 1, 1.5),
-    ("7 / 2", 1, 3.5),
-    ("access_count / access_count", 2, 1.0),
-    ("importance * 2 - access_count + 1", 1, 12.0),
-    ("(importance + 1) * 2", 1, 16.0),
-    ("importance + 1 * 2", 1, 9.0),
-    ("importance - 2 - 1", 1, 4.0),        # left-associative
-    ("importance / 2 / 7", 1, 0.5),
-    ("-importance", 1, -7.0),
-    ("+importance", 2, 2.0),
-    ("-(importance - 10)", 1, 3.0),
-    ("importance - -1", 1, 8.0),
-])
+@pytest.mark.parametrize(
+    "text, row_id, expected",
+    [
+        ("access_count / 2", 3, 0.5),  # 1 / 2: SQLite alone would say 0
+        ("access_count / 2", 1, 1.5),
+        ("7 / 2", 1, 3.5),
+        ("access_count / access_count", 2, 1.0),
+        ("importance * 2 - access_count + 1", 1, 12.0),
+        ("(importance + 1) * 2", 1, 16.0),
+        ("importance + 1 * 2", 1, 9.0),
+        ("importance - 2 - 1", 1, 4.0),  # left-associative
+        ("importance / 2 / 7", 1, 0.5),
+        ("-importance", 1, -7.0),
+        ("+importance", 2, 2.0),
+        ("-(importance - 10)", 1, 3.0),
+        ("importance - -1", 1, 8.0),
+    ],
+)
 def test_arithmetic_executes_like_python(db, text, row_id, expected):
     assert value(db, text, row_id) == pytest.approx(expected, abs=1e-12)
 
@@ -125,70 +148,79 @@ def test_negative_literal_folds_into_one_bound_value():
 # ---- comparisons and logic ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("text, ids", [
-    ("importance = 7", [1]),
-    ("importance == 7", [1]),
-    ("importance=7", [1]),
-    ("importance != 7", [2, 3]),
-    ("importance <> 7", [2, 3]),
-    ("importance >= 5", [1, 3]),
-    ("importance > 5", [1]),
-    ("importance <= 5", [2, 3]),
-    ("importance < 5", [2]),
-    ("status = 'active'", [1, 3]),
-    ('status = "archived"', [2]),
-    ("kind = 'fact'", [1]),
-    ("status = 'active' and importance > 5", [1]),
-    ("status = 'active' AND importance > 5", [1]),
-    ("status = 'archived' OR importance > 6", [1, 2]),
-    ("status = 'archived' or importance > 6", [1, 2]),
-    ("NOT status = 'active'", [2]),
-    ("not (status = 'active' and importance > 5)", [2, 3]),
-    ("NOT (status = 'active' AND importance > 5) AND access_count < 10", [3]),
-    ("importance > 1 and importance < 6 or access_count = 3", [1, 2, 3]),
-    ("status = 'active' and (importance < 6 or access_count = 3)", [1, 3]),
-    # chained comparisons mean what Python means
-    ("2 < importance < 7", [3]),
-    ("5 <= importance < 7.5", [1, 3]),
-    ("1 <= access_count <= 3 < importance", [1, 3]),
-    # null
-    ("expires_at is None", [2]),
-    ("expires_at = null", [2]),
-    ("expires_at == None", [2]),
-    ("expires_at is not None", [1, 3]),
-    ("expires_at != null", [1, 3]),
-    ("kind = null or kind = 'fact'", [1, 2]),
-    ("expires_at IS NULL", [2]),
-    # time
-    ("expires_at < now", [3]),
-    ("created_at < '2026-01-01'", [3]),
-    # lists
-    ("status in ['active', 'expired']", [1, 3]),
-    ("status not in ['active']", [2]),
-    ("importance in (2, 7)", [1, 2]),
-    ("status IN ['archived'] AND importance < 5", [2]),
-    # constants
-    ("true", [1, 2, 3]),
-    ("false", []),
-    ("True and importance > 5", [1]),
-])
+@pytest.mark.parametrize(
+    "text, ids",
+    [
+        ("importance = 7", [1]),
+        ("importance == 7", [1]),
+        ("importance=7", [1]),
+        ("importance != 7", [2, 3]),
+        ("importance <> 7", [2, 3]),
+        ("importance >= 5", [1, 3]),
+        ("importance > 5", [1]),
+        ("importance <= 5", [2, 3]),
+        ("importance < 5", [2]),
+        ("status = 'active'", [1, 3]),
+        ('status = "archived"', [2]),
+        ("kind = 'fact'", [1]),
+        ("status = 'active' and importance > 5", [1]),
+        ("status = 'active' AND importance > 5", [1]),
+        ("status = 'archived' OR importance > 6", [1, 2]),
+        ("status = 'archived' or importance > 6", [1, 2]),
+        ("NOT status = 'active'", [2]),
+        ("not (status = 'active' and importance > 5)", [2, 3]),
+        ("NOT (status = 'active' AND importance > 5) AND access_count < 10", [3]),
+        ("importance > 1 and importance < 6 or access_count = 3", [1, 2, 3]),
+        ("status = 'active' and (importance < 6 or access_count = 3)", [1, 3]),
+        # chained comparisons mean what Python means
+        ("2 < importance < 7", [3]),
+        ("5 <= importance < 7.5", [1, 3]),
+        ("1 <= access_count <= 3 < importance", [1, 3]),
+        # null
+        ("expires_at is None", [2]),
+        ("expires_at = null", [2]),
+        ("expires_at == None", [2]),
+        ("expires_at is not None", [1, 3]),
+        ("expires_at != null", [1, 3]),
+        ("kind = null or kind = 'fact'", [1, 2]),
+        ("expires_at IS NULL", [2]),
+        # time
+        ("expires_at < now", [3]),
+        ("created_at < '2026-01-01'", [3]),
+        # lists
+        ("status in ['active', 'expired']", [1, 3]),
+        ("status not in ['active']", [2]),
+        ("importance in (2, 7)", [1, 2]),
+        ("status IN ['archived'] AND importance < 5", [2]),
+        # constants
+        ("true", [1, 2, 3]),
+        ("false", []),
+        ("True and importance > 5", [1]),
+    ],
+)
 def test_conditions_select_the_right_rows(db, text, ids):
     assert matching(db, text) == ids
 
 
-@pytest.mark.parametrize("text, sql, params", [
-    ("importance != 7", '("importance" <> ?)', [7]),
-    ("importance = 7", '("importance" = ?)', [7]),
-    ("expires_at is None", '("expires_at" IS NULL)', []),
-    ("expires_at = null", '("expires_at" IS NULL)', []),
-    ("expires_at is not None", '("expires_at" IS NOT NULL)', []),
-    ("NOT importance > 1", '(NOT ("importance" > ?))', [1]),
-    ("2 < importance < 7", '((? < "importance") AND ("importance" < ?))', [2, 7]),
-    ("importance > 1 AND status = 'a' OR false",
-     '((("importance" > ?) AND ("status" = ?)) OR ?)', [1, "a", 0]),
-    ("status in ['a', 'b']", '("status" IN (?, ?))', ["a", "b"]),
-    ("status not in ['a']", '("status" NOT IN (?))', ["a"]),
-])
+@pytest.mark.parametrize(
+    "text, sql, params",
+    [
+        ("importance != 7", '("importance" <> ?)', [7]),
+        ("importance = 7", '("importance" = ?)', [7]),
+        ("expires_at is None", '("expires_at" IS NULL)', []),
+        ("expires_at = null", '("expires_at" IS NULL)', []),
+        ("expires_at is not None", '("expires_at" IS NOT NULL)', []),
+        ("NOT importance > 1", '(NOT ("importance" > ?))', [1]),
+        ("2 < importance < 7", '((? < "importance") AND ("importance" < ?))', [2, 7]),
+        (
+            "importance > 1 AND status = 'a' OR false",
+            '((("importance" > ?) AND ("status" = ?)) OR ?)',
+            [1, "a", 0],
+        ),
+        ("status in ['a', 'b']", '("status" IN (?, ?))', ["a", "b"]),
+        ("status not in ['a']", '("status" NOT IN (?))', ["a"]),
+    ],
+)
 def test_conditions_render_to_sql(text, sql, params):
     assert render(text) == (sql, params)
 
@@ -205,7 +237,7 @@ FUNCTION_CASES = [
     ("exp", "exp(-0.693 * 30 / 30)", 1, math.exp(-0.693)),
     ("ln", "ln(importance)", 1, math.log(7)),
     ("ln", "ln(1)", 1, 0.0),
-    ("log", "log(100)", 1, 2.0),                      # base 10, in both dialects
+    ("log", "log(100)", 1, 2.0),  # base 10, in both dialects
     ("floor", "floor(2.7)", 1, 2),
     ("floor", "floor(-2.5)", 1, -3),
     ("ceil", "ceil(2.1)", 1, 3),
@@ -229,8 +261,7 @@ FUNCTION_CASES = [
 ]
 
 
-@pytest.mark.parametrize("name, text, row_id, expected", FUNCTION_CASES,
-                         ids=[c[1] for c in FUNCTION_CASES])
+@pytest.mark.parametrize("name, text, row_id, expected", FUNCTION_CASES, ids=[c[1] for c in FUNCTION_CASES])
 def test_every_whitelisted_function_executes(db, name, text, row_id, expected):
     got = value(db, text, row_id)
     if isinstance(expected, str):
@@ -240,23 +271,28 @@ def test_every_whitelisted_function_executes(db, name, text, row_id, expected):
 
 
 def test_the_function_cases_cover_the_whole_whitelist():
-    assert {c[0] for c in FUNCTION_CASES} == set(X.SCALAR_FUNCS) == {
-        "exp", "ln", "log", "floor", "ceil", "abs", "pow", "min", "max", "coalesce", "clamp",
-        "sqrt"}
+    assert (
+        {c[0] for c in FUNCTION_CASES}
+        == set(X.SCALAR_FUNCS)
+        == {"exp", "ln", "log", "floor", "ceil", "abs", "pow", "min", "max", "coalesce", "clamp", "sqrt"}
+    )
 
 
 def test_clamp_renders_as_max_of_min():
     assert render("clamp(importance, 0, 1)") == ('max(?, min(?, "importance"))', [0, 1])
 
 
-@pytest.mark.parametrize("text, message", [
-    ("min(1)", "min() takes 2 to 8 arguments"),
-    ("pow(2)", "pow() takes 2 arguments"),
-    ("clamp(importance, 1)", "clamp() takes 3 arguments"),
-    ("exp(1, 2)", "exp() takes 1 arguments"),
-    ("exp(content)", "'content' is text, a number is needed here"),
-    ("floor(status = 'a')", "is bool, a number is needed here"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("min(1)", "min() takes 2 to 8 arguments"),
+        ("pow(2)", "pow() takes 2 arguments"),
+        ("clamp(importance, 1)", "clamp() takes 3 arguments"),
+        ("exp(1, 2)", "exp() takes 1 arguments"),
+        ("exp(content)", "'content' is text, a number is needed here"),
+        ("floor(status = 'a')", "is bool, a number is needed here"),
+    ],
+)
 def test_function_arity_and_argument_types_are_checked(text, message):
     with pytest.raises(FormulaError) as err:
         compile_(text)
@@ -267,19 +303,22 @@ def test_function_arity_and_argument_types_are_checked(text, message):
 MERGE = dict(allow_aggregates=True, allow_time=False)
 
 
-@pytest.mark.parametrize("text, sql, expected", [
-    ("max(access_count)", 'max("access_count")', 15),
-    ("min(importance)", 'min("importance")', 2.0),
-    ("sum(access_count)", 'sum("access_count")', 19),
-    ("count(id)", 'count("id")', 3),
-    ("min(10, avg(importance) * 1.2)", 'min(?, (avg("importance") * ?))',
-     min(10, (7 + 2 + 5) / 3 * 1.2)),
-])
+@pytest.mark.parametrize(
+    "text, sql, expected",
+    [
+        ("max(access_count)", 'max("access_count")', 15),
+        ("min(importance)", 'min("importance")', 2.0),
+        ("sum(access_count)", 'sum("access_count")', 19),
+        ("count(id)", 'count("id")', 3),
+        ("min(10, avg(importance) * 1.2)", 'min(?, (avg("importance") * ?))', min(10, (7 + 2 + 5) / 3 * 1.2)),
+    ],
+)
 def test_aggregates_are_allowed_in_merge_scope_and_aggregate(db, text, sql, expected):
     got_sql, params = render(text, **MERGE)
     assert got_sql == sql
-    assert db.execute(f"SELECT {got_sql} FROM memories", params).fetchone()[0] \
-        == pytest.approx(expected, abs=1e-12)
+    assert db.execute(f"SELECT {got_sql} FROM memories", params).fetchone()[0] == pytest.approx(
+        expected, abs=1e-12
+    )
 
 
 def test_time_words_are_refused_in_merge_scope():
@@ -316,11 +355,14 @@ def test_scores_can_use_params():
     assert params[-1] == 30
 
 
-@pytest.mark.parametrize("scores, start, cycle", [
-    ({"a": "a + 1"}, "a", "a -> a"),
-    ({"a": "b + 1", "b": "a * 2"}, "a", "a -> b -> a"),
-    ({"a": "b", "b": "c", "c": "exp(a)"}, "a + 1", "a -> b -> c -> a"),
-])
+@pytest.mark.parametrize(
+    "scores, start, cycle",
+    [
+        ({"a": "a + 1"}, "a", "a -> a"),
+        ({"a": "b + 1", "b": "a * 2"}, "a", "a -> b -> a"),
+        ({"a": "b", "b": "c", "c": "exp(a)"}, "a + 1", "a -> b -> c -> a"),
+    ],
+)
 def test_a_cycle_of_scores_is_refused(scores, start, cycle):
     with pytest.raises(FormulaError) as err:
         compile_(start, scores=scores)
@@ -351,20 +393,23 @@ def test_idle_days_matches_python(db, row_id):
 
 
 def test_exactly_thirty_idle_days_is_thirty_and_a_hair_less_is_29(db):
-    assert value(db, "idle_days", 1) == 30.0          # exact, not 29.999999...
+    assert value(db, "idle_days", 1) == 30.0  # exact, not 29.999999...
     assert value(db, "floor(idle_days)", 1) == 30 == dt.timedelta(days=30).days
     assert value(db, "floor(idle_days)", 2) == 29 == dt.timedelta(days=29.99).days
     assert 29.98 < value(db, "idle_days", 2) < 30.0
 
 
-@pytest.mark.parametrize("text, row_id, expected", [
-    ("age_days", 1, 40.0),
-    ("age_days", 3, 100.0),
-    ("days_to_expiry", 1, 10.0),
-    ("days_to_expiry", 3, -1.0),
-    ("days_to_expiry", 2, None),       # no expiry: null, not a number
-    ("idle_days", 3, 0.5),
-])
+@pytest.mark.parametrize(
+    "text, row_id, expected",
+    [
+        ("age_days", 1, 40.0),
+        ("age_days", 3, 100.0),
+        ("days_to_expiry", 1, 10.0),
+        ("days_to_expiry", 3, -1.0),
+        ("days_to_expiry", 2, None),  # no expiry: null, not a number
+        ("idle_days", 3, 0.5),
+    ],
+)
 def test_age_and_expiry_in_days(db, text, row_id, expected):
     got = value(db, text, row_id)
     assert got == (pytest.approx(expected, abs=1e-9) if expected is not None else None)
@@ -397,18 +442,21 @@ def test_relevance_only_in_recall(db):
 NASTY = "x'); DROP TABLE memories; --"
 
 
-@pytest.mark.parametrize("text, scope, secrets", [
-    (f'content = "{NASTY}"', {}, [NASTY, "DROP"]),
-    ("kind = label", {"params": {"label": NASTY}}, [NASTY, "DROP"]),
-    ("status = \"active' OR '1'='1\"", {}, ["OR '1'", "active"]),
-    ("importance > 12345.5", {}, ["12345"]),
-    ("importance * weight", {"params": {"weight": 987654}}, ["987654"]),
-    ("coalesce(kind, 'fallback-text')", {}, ["fallback-text"]),
-    ("status = 'a' and kind != 'b'", {}, ["'a'", "'b'"]),
-])
+@pytest.mark.parametrize(
+    "text, scope, secrets",
+    [
+        (f'content = "{NASTY}"', {}, [NASTY, "DROP"]),
+        ("kind = label", {"params": {"label": NASTY}}, [NASTY, "DROP"]),
+        ("status = \"active' OR '1'='1\"", {}, ["OR '1'", "active"]),
+        ("importance > 12345.5", {}, ["12345"]),
+        ("importance * weight", {"params": {"weight": 987654}}, ["987654"]),
+        ("coalesce(kind, 'fallback-text')", {}, ["fallback-text"]),
+        ("status = 'a' and kind != 'b'", {}, ["'a'", "'b'"]),
+    ],
+)
 def test_literals_and_param_values_are_bound_never_pasted(db, text, scope, secrets):
     sql, params = render(text, **scope)
-    assert "'" not in sql                   # identifiers use "", values use ?
+    assert "'" not in sql  # identifiers use "", values use ?
     for s in secrets:
         assert s not in sql
     assert sql.count("?") == len(params)
@@ -438,7 +486,7 @@ REFUSED = [
     ("lambda: 1", ["not allowed in a formula", "lambda"]),
     ("[x for x in tags]", ["not allowed in a formula", "for x in tags"]),
     ("{k: 1 for k in tags}", ["not allowed in a formula"]),
-    ("max(1, importance=2)", ["importance"]),      # `=` reads as `==`: a bool, not a number
+    ("max(1, importance=2)", ["importance"]),  # `=` reads as `==`: a bool, not a number
     ("max(1, *tags)", ["not allowed in a formula"]),
     ('f"{content}"', ["not allowed in a formula", 'f"{content}"']),
     ("(x := 1)", ["not allowed in a formula", ":="]),
@@ -485,7 +533,7 @@ REFUSED = [
 
 @pytest.mark.parametrize("text, fragments", REFUSED, ids=[r[0] or "<empty>" for r in REFUSED])
 def test_refused_with_a_formula_error_that_says_why(text, fragments):
-    with pytest.raises(FormulaError) as err:   # a FormulaError, never anything else
+    with pytest.raises(FormulaError) as err:  # a FormulaError, never anything else
         compile_(text)
     for fragment in fragments:
         assert fragment in str(err.value)
@@ -497,19 +545,27 @@ def test_a_formula_that_is_not_text_is_refused(not_text):
         compile_(not_text)
 
 
-@pytest.mark.parametrize("value, node", [
-    (0.5, X.Const(X.NUM, 0.5)), (3, X.Const(X.NUM, 3)), (True, X.Const(X.BOOL, True)),
-    (None, X.Const(X.NULL, None)),
-])
+@pytest.mark.parametrize(
+    "value, node",
+    [
+        (0.5, X.Const(X.NUM, 0.5)),
+        (3, X.Const(X.NUM, 3)),
+        (True, X.Const(X.BOOL, True)),
+        (None, X.Const(X.NULL, None)),
+    ],
+)
 def test_a_bare_yaml_number_or_bool_is_a_constant(value, node):
     assert X.compile_formula(value, X.Scope()) == node
 
 
-@pytest.mark.parametrize("text, quoted", [
-    ("content.__class__", "'content.__class__'"),
-    ("importance ** 2", "'importance ** 2'"),
-    ("__import__('os')", "'__import__('os')'"),
-])
+@pytest.mark.parametrize(
+    "text, quoted",
+    [
+        ("content.__class__", "'content.__class__'"),
+        ("importance ** 2", "'importance ** 2'"),
+        ("__import__('os')", "'__import__('os')'"),
+    ],
+)
 def test_the_message_quotes_the_offending_text_as_written(text, quoted):
     with pytest.raises(FormulaError) as err:
         compile_(text)
@@ -544,8 +600,7 @@ def shipped_nodes(pol) -> list[tuple[str, X.Node]]:
 
 
 def candidate_nodes(where: str, c) -> list[tuple[str, X.Node]]:
-    return [(f"{where}.where", c.where)] + [(f"{where}.order[{i}]", n)
-                                            for i, (n, _) in enumerate(c.order)]
+    return [(f"{where}.where", c.where)] + [(f"{where}.order[{i}]", n) for i, (n, _) in enumerate(c.order)]
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[os.path.basename(p) for p in SHIPPED])
@@ -559,7 +614,7 @@ def test_postgres_renders_every_shipped_formula_with_percent_s(path):
         assert sql.count("%s") == len(params), where
         assert "%" not in sql.replace("%s", ""), where
         assert "julianday(" not in sql, where
-        if ".merge.result." not in where:   # there max()/min() are aggregates, valid as is
+        if ".merge.result." not in where:  # there max()/min() are aggregates, valid as is
             assert not re.search(r"\b(min|max)\(", sql), where
 
 
@@ -578,18 +633,23 @@ def test_postgres_uses_least_greatest_and_epoch_days():
 
 def test_postgres_keeps_aggregates_and_turns_scalar_min_into_least():
     node = compile_("min(10, avg(importance) * 1.2)", **MERGE)
-    assert POSTGRES.render(node) == ('least(%s::bigint, (avg("importance") * %s::double precision))',
-                                     [10, 1.2])
+    assert POSTGRES.render(node) == (
+        'least(%s::bigint, (avg("importance") * %s::double precision))',
+        [10, 1.2],
+    )
     assert POSTGRES.render(compile_("max(access_count)", **MERGE)) == ('max("access_count")', [])
 
 
-@pytest.mark.parametrize("text, sql", [
-    ("clamp(importance, 0, 1)", 'greatest(%s::bigint, least(%s::bigint, "importance"))'),
-    # division by zero is NULL, as in SQLite (PostgreSQL would raise)
-    ("max(importance, 1) / 2", '(greatest("importance", %s::bigint) * 1.0 / nullif(%s::bigint, 0))'),
-    ("log(importance)", '(CASE WHEN "importance" > 0 THEN log("importance") END)'),
-    ("status != 'x'", '("status" <> %s::text)'),
-])
+@pytest.mark.parametrize(
+    "text, sql",
+    [
+        ("clamp(importance, 0, 1)", 'greatest(%s::bigint, least(%s::bigint, "importance"))'),
+        # division by zero is NULL, as in SQLite (PostgreSQL would raise)
+        ("max(importance, 1) / 2", '(greatest("importance", %s::bigint) * 1.0 / nullif(%s::bigint, 0))'),
+        ("log(importance)", '(CASE WHEN "importance" > 0 THEN log("importance") END)'),
+        ("status != 'x'", '("status" <> %s::text)'),
+    ],
+)
 def test_postgres_spellings(text, sql):
     assert isinstance(POSTGRES, PostgresDialect)
     assert POSTGRES.render(compile_(text))[0] == sql

@@ -5,6 +5,7 @@ with no API key, and prints what the README says; its shell session runs line by
 and prints what the README shows. Then one test (or a few) per finding of the issue:
 each says what a new user met, and checks it is fixed by running it.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -26,21 +27,19 @@ from click.testing import CliRunner
 
 from engine import FixedClock, Memory
 from engine.apps import report
-from engine.policy import variables
-from engine.policy import expr as X
-from engine.cli import main
-from engine.base.errors import LetheError, PolicyError
 from engine.apps.experiment import run_experiment, text_lines
-from tests.fake_openai import FakeOpenAI
+from engine.base.errors import LetheError, PolicyError
+from engine.cli import main
 from engine.judges import rules
 from engine.judges.keys import NoApiKeyWarning, PassesUndoneWarning, RulesJudgedWarning
-from engine.policy import Model
+from engine.policy import Model, reference, schema, variables
+from engine.policy import expr as X
 from engine.policy import load as load_policy
-from engine.policy import reference, schema
 from tests.conftest import POLICIES, ROOT, SHIPPED_POLICIES, SHIPPED_SCENARIOS
+from tests.fake_openai import FakeOpenAI
 
 README = pathlib.Path(ROOT, "README.md").read_text(encoding="utf-8")
-BIN = os.path.dirname(sys.executable)          # the venv running the tests: lethe is beside it
+BIN = os.path.dirname(sys.executable)  # the venv running the tests: lethe is beside it
 POETRY = os.path.join(ROOT, "scenarios", "poetry-to-uv.yaml")
 
 
@@ -48,8 +47,11 @@ def clean_env(**extra) -> dict:
     """The environment of a new user: no key, no endpoint, no LETHE_* settings. PYTHONPATH
     names this checkout only: the venv's editable install may be another checkout's (a git
     worktree's tests run with the main checkout's venv), and its engine is not under test."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OPENAI_", "LETHE_")) and k not in ("PYTHONPATH",)}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI_", "LETHE_")) and k not in ("PYTHONPATH",)
+    }
     env["PATH"] = BIN + os.pathsep + env.get("PATH", "")
     env["PYTHONPATH"] = str(ROOT)
     return {**env, **extra}
@@ -96,8 +98,9 @@ def checkout(tmp_path) -> pathlib.Path:
 
 
 def shell(command: str, cwd, **env) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "-c", command], cwd=cwd, env=clean_env(**env),
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        ["bash", "-c", command], cwd=cwd, env=clean_env(**env), capture_output=True, text=True, timeout=300
+    )
 
 
 def cli(*args, input=None):
@@ -108,8 +111,14 @@ def cli(*args, input=None):
 def test_the_readme_python_example_runs_as_pasted_in_an_empty_folder(tmp_path):
     code = block_after("Use it from Python", "python")
     expected = block_after("Use it from Python", "text")
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=clean_env(),
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == expected
     assert done.stderr == ""  # no warning, no traceback
@@ -123,10 +132,12 @@ def test_the_readme_shell_session_runs_line_by_line_as_shown(tmp_path):
         done = shell(command, folder)
         assert done.returncode == status, f"$ {command}\n{done.stdout}{done.stderr}"
         seen = done.stdout + done.stderr  # a terminal shows both: a hint after the output
-        assert matches(expected, seen), \
+        assert matches(expected, seen), (
             f"$ {command}\n--- the README shows:\n{expected}--- it printed:\n{seen}"
-        assert all(line in expected.splitlines() for line in done.stderr.splitlines()), \
-            f"$ {command}\n{done.stderr}"  # no warning, no traceback the README leaves out
+        )
+        assert all(line in expected.splitlines() for line in done.stderr.splitlines()), (
+            f"$ {command}\n{done.stderr}"
+        )  # no warning, no traceback the README leaves out
     assert (folder / "out.html").exists()
 
 
@@ -142,8 +153,9 @@ def test_1_remember_without_a_key_warns_once(tmp_path, monkeypatch):
         with pytest.warns(NoApiKeyWarning) as caught:
             written = mem.remember("We migrated the app's database to MySQL.", "Got it.")
         assert written == [] and "no API key" in written.pending
-        assert str(caught[0].message) == ("no API key: the turn is pending; pass offline=True "
-                                          "or set OPENAI_API_KEY")
+        assert str(caught[0].message) == (
+            "no API key: the turn is pending; pass offline=True or set OPENAI_API_KEY"
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # a second pending turn: said once is enough
             assert mem.remember("We deploy on Fridays.", "Ok.") == []
@@ -152,20 +164,26 @@ def test_1_remember_without_a_key_warns_once(tmp_path, monkeypatch):
 
 def test_1_a_local_endpoint_needs_no_key_and_gets_no_key_warning(tmp_path, monkeypatch):
     policy = tmp_path / "local.yaml"
-    policy.write_text("name: local\nextends: lifecycle\nmodels:\n"
-                      "  cheap: {provider: openai, model: gpt-4o-mini, base_url: "
-                      "'http://127.0.0.1:9/v1', max_retries: 0, timeout: 0.5}\n")
+    policy.write_text(
+        "name: local\nextends: lifecycle\nmodels:\n"
+        "  cheap: {provider: openai, model: gpt-4o-mini, base_url: "
+        "'http://127.0.0.1:9/v1', max_retries: 0, timeout: 0.5}\n"
+    )
     with Memory(str(tmp_path / "m.db"), policy=str(policy)) as mem, warnings.catch_warnings():
         warnings.simplefilter("error", NoApiKeyWarning)
         assert mem.remember("We use Postgres.", "Ok.").pending  # unreachable, not keyless
 
 
 def test_1_the_cli_says_it_in_one_line(tmp_path):
-    done = shell('lethe remember "We use Postgres." "Ok." --db m.db; '
-                 'lethe remember "We use Redis." "Ok." --db m.db', tmp_path)
+    done = shell(
+        'lethe remember "We use Postgres." "Ok." --db m.db; lethe remember "We use Redis." "Ok." --db m.db',
+        tmp_path,
+    )
     assert done.returncode == 0, done.stderr
-    assert done.stderr.splitlines() == [
-        "warning: no API key: the turn is pending; pass --offline or set OPENAI_API_KEY"] * 2
+    assert (
+        done.stderr.splitlines()
+        == ["warning: no API key: the turn is pending; pass --offline or set OPENAI_API_KEY"] * 2
+    )
     assert "turn(s) pending" in done.stdout
 
 
@@ -196,8 +214,14 @@ def makefile(tmp_path):
     def make(target, version="3.11"):
         # run as a user would, not as a sub-make of `make test` (which would say make[1])
         env = {k: v for k, v in clean_env().items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
-        return subprocess.run(["make", target, f"PYTHON={fake}"], cwd=tmp_path, text=True,
-                              capture_output=True, env={**env, "FAKE_VERSION": version})
+        return subprocess.run(
+            ["make", target, f"PYTHON={fake}"],
+            cwd=tmp_path,
+            text=True,
+            capture_output=True,
+            env={**env, "FAKE_VERSION": version},
+        )
+
     return make, tmp_path
 
 
@@ -216,8 +240,7 @@ def test_2_a_venv_made_by_another_python_is_rebuilt(makefile):
     assert make("install", "3.11").stdout.strip() == "make: Nothing to be done for 'install'."
     done = make("install", "3.12")
     assert done.returncode == 0 and "rebuilding it" in done.stdout
-    assert (folder / "log").read_text().split("\n")[:-1] == [
-        "venv 3.11", "pip 3.11", "venv 3.12", "pip 3.12"]
+    assert (folder / "log").read_text().split("\n")[:-1] == ["venv 3.11", "pip 3.11", "venv 3.12", "pip 3.12"]
 
 
 def test_2_make_clean_removes_the_bench_data(makefile):
@@ -237,11 +260,11 @@ def lived(tmp_path, clock):
     """A store where something was superseded, forgotten, expired and kept."""
     path = str(tmp_path / "m.db")
     with Memory(path, offline=True, clock=clock) as mem:
-        mem.remember("I manage dependencies with poetry.", "Noted.")            # 1, superseded
-        mem.remember("I stopped using poetry, it's uv now.", "Noted.")          # 2, active
-        mem.add("Ask Ana about the logo.")                                      # 3, forgotten
+        mem.remember("I manage dependencies with poetry.", "Noted.")  # 1, superseded
+        mem.remember("I stopped using poetry, it's uv now.", "Noted.")  # 2, active
+        mem.add("Ask Ana about the logo.")  # 3, forgotten
         mem.forget(3, "done")
-        mem.add("The venue is booked until Friday.", expires_at="2026-01-06")   # 4, expired
+        mem.add("The venue is booked until Friday.", expires_at="2026-01-06")  # 4, expired
         clock.advance(dt.timedelta(days=3))
         mem.run(["expiry"])
     return path
@@ -256,9 +279,10 @@ def test_3_memories_by_status_in_the_api(lived, clock):
         assert [m.id for m in mem.memories()] == [2]
 
 
-@pytest.mark.parametrize("status, ids", [("archived", [3]), ("superseded", [1]),
-                                         ("expired", [4]), ("compressed", []),
-                                         ("all", [4, 3, 2, 1])])
+@pytest.mark.parametrize(
+    "status, ids",
+    [("archived", [3]), ("superseded", [1]), ("expired", [4]), ("compressed", []), ("all", [4, 3, 2, 1])],
+)
 def test_3_lethe_ls_status(lived, status, ids):
     data = cli("ls", "--status", status, "--db", lived, "--json")
     assert data.exit_code == 0, data.output
@@ -279,8 +303,10 @@ def test_4_remember_prints_what_it_superseded_reinforced_and_gave_an_expiry(tmp_
     db = tmp_path / "m.db"
     assert cli("remember", "Our CI runs on Jenkins.", "--db", db, "--offline").exit_code == 0
     moved = cli("remember", "We moved CI from Jenkins to GitHub Actions.", "--db", db, "--offline")
-    assert moved.output.splitlines() == ["#2 [active] We moved CI from Jenkins to GitHub Actions.",
-                                         "  supersedes #1: Our CI runs on Jenkins."]
+    assert moved.output.splitlines() == [
+        "#2 [active] We moved CI from Jenkins to GitHub Actions.",
+        "  supersedes #1: Our CI runs on Jenkins.",
+    ]
     again = cli("remember", "We moved CI from Jenkins to GitHub Actions.", "--db", db, "--offline")
     assert "(reinforced: confidence now" in again.output and "supersedes" not in again.output
     dated = cli("remember", "The demo is on 2031-05-04.", "--db", db, "--offline")
@@ -290,8 +316,11 @@ def test_4_remember_prints_what_it_superseded_reinforced_and_gave_an_expiry(tmp_
 def test_4_remember_json_and_the_api_return_the_same(tmp_path):
     db = tmp_path / "m.db"
     cli("remember", "Our CI runs on Jenkins.", "--db", db, "--offline")
-    data = json.loads(cli("remember", "We moved CI from Jenkins to GitHub Actions.", "--db", db,
-                          "--offline", "--json").output)
+    data = json.loads(
+        cli(
+            "remember", "We moved CI from Jenkins to GitHub Actions.", "--db", db, "--offline", "--json"
+        ).output
+    )
     assert data["stored"] == [2] and data["reinforced"] == [] and data["expiring"] == []
     assert data["superseded"] == [{"id": 1, "by": 2, "content": "Our CI runs on Jenkins."}]
     with Memory(str(db), offline=True) as mem:
@@ -312,8 +341,12 @@ def test_4_chat_shows_what_each_turn_superseded(tmp_path):
 def test_4_recall_relevance_is_the_real_one_or_none(tmp_path):
     db = str(tmp_path / "m.db")
     with Memory(db, offline=True) as mem:
-        for text in ("We use PostgreSQL for the app database.", "Redis caches sessions.",
-                     "The frontend is React.", "Deploys go through Argo."):
+        for text in (
+            "We use PostgreSQL for the app database.",
+            "Redis caches sessions.",
+            "The frontend is React.",
+            "Deploys go through Argo.",
+        ):
             mem.add(text)
         explained = {c.memory.id: c.memory.relevance for c in mem.explain("which database?").candidates}
         assert explained[1] > 0.5
@@ -326,24 +359,38 @@ def test_4_recall_relevance_is_the_real_one_or_none(tmp_path):
 # ---- 5: a policy reference generated from the validator's schema --------------------
 def test_5_docs_policy_md_is_what_the_schema_generates():
     page = pathlib.Path(ROOT, "docs", "policy.md").read_text(encoding="utf-8")
-    assert page == reference.markdown(), \
+    assert page == reference.markdown(), (
         "docs/policy.md is stale: python -m engine.policy.reference > docs/policy.md"
-    for word in ("idle_days", "age_days", "days_to_expiry", "`now`", "relevance", "extends",
-                 "Lists replace the parent's whole list", "half_life_days: 90"):
+    )
+    for word in (
+        "idle_days",
+        "age_days",
+        "days_to_expiry",
+        "`now`",
+        "relevance",
+        "extends",
+        "Lists replace the parent's whole list",
+        "half_life_days: 90",
+    ):
         assert word in page, word
 
 
-@pytest.mark.parametrize("section, where, body", [
-    ("policy", "", "bogus: 1\n"),
-    ("model", "models.m", "models:\n  m: {provider: rules, bogus: 1}\n"),
-    ("pass", "passes.p", "passes:\n  p: {bogus: 1, rules: [{when: 'true', event: x}]}\n"),
-    ("rule", "passes.p.rules[0]", "passes:\n  p: {rules: [{when: 'true', event: x, bogus: 1}]}\n"),
-    ("recall", "recall", "recall: {bogus: 1}\n"),
-    ("candidates", "recall.select.candidates",
-     "recall: {select: {model: rules, prompt: select.j2, candidates: {bogus: 1}}}\n"),
-])
-def test_5_the_validator_refuses_exactly_what_the_schema_does_not_list(tmp_path, section,
-                                                                        where, body):
+@pytest.mark.parametrize(
+    "section, where, body",
+    [
+        ("policy", "", "bogus: 1\n"),
+        ("model", "models.m", "models:\n  m: {provider: rules, bogus: 1}\n"),
+        ("pass", "passes.p", "passes:\n  p: {bogus: 1, rules: [{when: 'true', event: x}]}\n"),
+        ("rule", "passes.p.rules[0]", "passes:\n  p: {rules: [{when: 'true', event: x, bogus: 1}]}\n"),
+        ("recall", "recall", "recall: {bogus: 1}\n"),
+        (
+            "candidates",
+            "recall.select.candidates",
+            "recall: {select: {model: rules, prompt: select.j2, candidates: {bogus: 1}}}\n",
+        ),
+    ],
+)
+def test_5_the_validator_refuses_exactly_what_the_schema_does_not_list(tmp_path, section, where, body):
     path = tmp_path / "p.yaml"
     path.write_text("name: p\n" + body)
     with pytest.raises(PolicyError) as err:
@@ -363,7 +410,8 @@ def test_5_the_schema_defaults_are_the_ones_the_engine_uses():
     given = {f.name: f.default for f in dataclasses.fields(Model) if f.name != "name"}
     documented = {k.name: k.default for k in schema.section("model").keys}
     assert documented.pop("provider") is schema.REQUIRED and documented == {
-        k: v for k, v in given.items() if k != "provider"}
+        k: v for k, v in given.items() if k != "provider"
+    }
 
 
 # ---- 6: validation catches what authors mistype -------------------------------------
@@ -377,11 +425,13 @@ def test_6_an_unknown_param_is_an_error_with_did_you_mean(tmp_path):
     assert out.exit_code == 1
     assert out.output.splitlines()[0] == (
         f"FAIL  {child}:4:3: params.half_life_dayz: unknown param 'half_life_dayz': no formula "
-        "reads it (did you mean 'half_life_days'?)")
+        "reads it (did you mean 'half_life_days'?)"
+    )
     with pytest.raises(PolicyError, match="half_life_dayz"):
         Memory(str(tmp_path / "m.db"), policy=str(child), offline=True)
-    child.write_text("name: mine\nextends: lifecycle\nparams:\n  half_life_dayz: 7\n"
-                     "scores:\n  rank: \"improtance\"\n")
+    child.write_text(
+        'name: mine\nextends: lifecycle\nparams:\n  half_life_dayz: 7\nscores:\n  rank: "improtance"\n'
+    )
     shown = [line for line in cli("validate", child).output.splitlines() if line.startswith("FAIL")]
     assert [line.split(": ")[1] for line in shown] == ["scores.rank", "params.half_life_dayz"]
     for name in SHIPPED_POLICIES:
@@ -391,31 +441,33 @@ def test_6_an_unknown_param_is_an_error_with_did_you_mean(tmp_path):
 def test_6_a_param_an_extended_file_writes_and_nothing_reads_warns(tmp_path):
     (tmp_path / "policies").mkdir()
     base = tmp_path / "policies" / "base.yaml"
-    base.write_text("name: base\nextends: lifecycle\nparams:\n  weight: 2\n"
-                    "scores:\n  rank: \"importance * weight\"\n")
+    base.write_text(
+        'name: base\nextends: lifecycle\nparams:\n  weight: 2\nscores:\n  rank: "importance * weight"\n'
+    )
     child = tmp_path / "policies" / "child.yaml"
-    child.write_text("name: child\nextends: base.yaml\nscores:\n  rank: \"importance\"\n")
+    child.write_text('name: child\nextends: base.yaml\nscores:\n  rank: "importance"\n')
     out = cli("validate", child)
     assert out.exit_code == 0, out.output
     assert out.output.splitlines()[1].startswith(f"warn  {base}:4:3: params.weight: unknown param")
-    child.write_text("name: child\nextends: base.yaml\nscores:\n  rank: \"importanse\"\n")
+    child.write_text('name: child\nextends: base.yaml\nscores:\n  rank: "importanse"\n')
     out = cli("validate", child)  # an error beside it: the warning is still shown
     assert out.exit_code == 1 and "warn  " in out.output and "FAIL  " in out.output
 
 
 def test_6_validate_fails_a_policy_whose_extra_is_not_installed(tmp_path, monkeypatch):
     from engine.judges import embeddings
+
     monkeypatch.setattr(embeddings, "_installed", lambda module: module != "sentence_transformers")
     out = cli("validate", os.path.join(POLICIES, "lifecycle-local.yaml"), "lifecycle")
     assert out.exit_code == 1
     assert out.output.splitlines()[0] == (
         f"FAIL  {POLICIES}/lifecycle-local.yaml: embed needs the 'local' extra "
-        "(sentence_transformers not installed): pip install 'lethe-lifecycle[local]'")
+        "(sentence_transformers not installed): pip install 'lethe-lifecycle[local]'"
+    )
     assert out.output.splitlines()[1].startswith("ok    lifecycle  (lifecycle: ")
 
 
-def test_6_a_path_to_a_shipped_policy_outside_the_repository_hints_the_name(tmp_path,
-                                                                              monkeypatch):
+def test_6_a_path_to_a_shipped_policy_outside_the_repository_hints_the_name(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     out = cli("validate", "policies/lifecycle.yaml")
     assert out.exit_code == 1
@@ -442,8 +494,12 @@ def test_6_every_mistake_in_a_file_is_reported(tmp_path):
     out = cli("validate", path)
     assert out.exit_code == 1
     fails = [line for line in out.output.splitlines() if line.startswith("FAIL")]
-    assert [f.split(": ")[1] for f in fails] == ["params.half_life_days", "scores.freshness",
-                                                 "scores.rank", "passes.decay.evry"]
+    assert [f.split(": ")[1] for f in fails] == [
+        "params.half_life_days",
+        "scores.freshness",
+        "scores.rank",
+        "passes.decay.evry",
+    ]
     assert "unclosed '(' at character 4" in fails[1] and "EOF" not in out.output
     assert "unknown name 'improtance' (did you mean 'importance'?)" in fails[2]
     assert "did you mean 'every'?" in fails[3]
@@ -454,8 +510,13 @@ def test_6_validate_json_errors_carry_file_line_col_and_key_path(tmp_path):
     path.write_text(BROKEN)
     [report] = json.loads(cli("validate", path, "--json").output)
     assert report["ok"] is False
-    assert report["errors"][2] == {"file": str(path), "line": 7, "col": 9, "path": "scores.rank",
-                                   "message": "unknown name 'improtance' (did you mean 'importance'?)"}
+    assert report["errors"][2] == {
+        "file": str(path),
+        "line": 7,
+        "col": 9,
+        "path": "scores.rank",
+        "message": "unknown name 'improtance' (did you mean 'importance'?)",
+    }
     assert len(report["errors"]) == 4
 
 
@@ -465,8 +526,10 @@ def test_6_did_you_mean_for_functions_too():
 
 
 # ---- 8: a mistyped --db is refused by commands that only read -----------------------
-@pytest.mark.parametrize("command", [["ls"], ["why", "1"], ["recall", "x", "--offline"],
-                                     ["pending"], ["costs"], ["ls", "--status", "all"]])
+@pytest.mark.parametrize(
+    "command",
+    [["ls"], ["why", "1"], ["recall", "x", "--offline"], ["pending"], ["costs"], ["ls", "--status", "all"]],
+)
 def test_8_read_only_commands_refuse_a_missing_database(tmp_path, command):
     (tmp_path / "agent.db").write_bytes(b"")
     out = cli(*command, "--db", tmp_path / "agnet.db")
@@ -475,8 +538,9 @@ def test_8_read_only_commands_refuse_a_missing_database(tmp_path, command):
     assert not (tmp_path / "agnet.db").exists()
 
 
-@pytest.mark.parametrize("command", [["remember", "We use uv.", "--offline"],
-                                     ["add", "We use uv.", "--offline"], ["run"]])
+@pytest.mark.parametrize(
+    "command", [["remember", "We use uv.", "--offline"], ["add", "We use uv.", "--offline"], ["run"]]
+)
 def test_8_write_commands_create_it(tmp_path, command):
     assert cli(*command, "--db", tmp_path / "new.db").exit_code == 0
     assert (tmp_path / "new.db").exists()
@@ -509,8 +573,10 @@ def test_8_a_date_too_near_the_year_9999_says_so(tmp_path):
     """Before: '9999-12-31 is not a usable ISO-8601 date', which it is."""
     out = cli("add", "x", "--db", tmp_path / "m.db", "--offline", "--expires-at", "9999-12-31")
     assert out.exit_code == 2 and "too near the year 9999" in out.output
-    assert "not a usable ISO-8601" in cli("add", "x", "--db", tmp_path / "m.db", "--offline",
-                                          "--expires-at", "soon").output
+    assert (
+        "not a usable ISO-8601"
+        in cli("add", "x", "--db", tmp_path / "m.db", "--offline", "--expires-at", "soon").output
+    )
 
 
 def test_8_importing_a_missing_source_says_there_is_no_database(tmp_path):
@@ -545,10 +611,18 @@ def test_8_why_names_the_namespace_it_searched(tmp_path):
 
 
 # ---- 9: a template's variables, shown and checked -----------------------------------
-STEPS = [("lifecycle", "gate"), ("lifecycle", "confidence"), ("lifecycle", "contradiction"),
-         ("lifecycle", "expiry"), ("lifecycle", "compression.cluster"),
-         ("lifecycle", "compression.merge"), ("lifecycle", "select"), ("fused", "fused"),
-         ("scenes", "extract"), ("scenes", "summarise")]
+STEPS = [
+    ("lifecycle", "gate"),
+    ("lifecycle", "confidence"),
+    ("lifecycle", "contradiction"),
+    ("lifecycle", "expiry"),
+    ("lifecycle", "compression.cluster"),
+    ("lifecycle", "compression.merge"),
+    ("lifecycle", "select"),
+    ("fused", "fused"),
+    ("scenes", "extract"),
+    ("scenes", "summarise"),
+]
 
 
 @pytest.mark.parametrize("policy, step", STEPS)
@@ -565,12 +639,14 @@ def test_9_render_help_lists_each_steps_variables():
         assert all(name in line for name in variables.names(step)), line
 
 
-@pytest.mark.parametrize("template, fragment", [
-    ("Save? {{ usr }}\n", "template uses an undefined name: 'usr' is undefined (step 'gate' gives:"),
-    ("Save?\n{{ memory.contnt }}\n", "'dict object' has no attribute 'contnt'"),
-])
-def test_9_validate_catches_a_template_using_what_its_step_does_not_give(tmp_path, template,
-                                                                         fragment):
+@pytest.mark.parametrize(
+    "template, fragment",
+    [
+        ("Save? {{ usr }}\n", "template uses an undefined name: 'usr' is undefined (step 'gate' gives:"),
+        ("Save?\n{{ memory.contnt }}\n", "'dict object' has no attribute 'contnt'"),
+    ],
+)
+def test_9_validate_catches_a_template_using_what_its_step_does_not_give(tmp_path, template, fragment):
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "gate.j2").write_text(template)
     path = tmp_path / "p.yaml"
@@ -591,19 +667,39 @@ def test_9_the_table_names_what_the_engine_really_gives(tmp_path, clock):
             def recording(step, judgment, given, ask=ask):
                 seen[step] = set(given)
                 return ask(step, judgment, given)
+
             mem.judges.ask = recording
-            for text in ("I prefer readable code.", "I like readable code.", "Readable code matters.",
-                         "Keep code readable.", "I value readable code.", "Code should be readable."):
+            for text in (
+                "I prefer readable code.",
+                "I like readable code.",
+                "Readable code matters.",
+                "Keep code readable.",
+                "I value readable code.",
+                "Code should be readable.",
+            ):
                 mem.remember(text, "Noted.")
             mem.recall("what code do I like?")
             if policy == "lifecycle":  # five alike, so the cluster and merge judges are asked
-                for text in ("User likes readable code.", "User prefers readable code.",
-                             "User wants readable code.", "User values readable code.",
-                             "User asks for readable code."):
+                for text in (
+                    "User likes readable code.",
+                    "User prefers readable code.",
+                    "User wants readable code.",
+                    "User values readable code.",
+                    "User asks for readable code.",
+                ):
                     mem.add(text, judged=False)
                 mem.run(["compression"])
-    assert set(seen) >= {"gate", "confidence", "contradiction", "expiry", "select", "cluster",
-                         "merge", "extract", "summarise"}
+    assert set(seen) >= {
+        "gate",
+        "confidence",
+        "contradiction",
+        "expiry",
+        "select",
+        "cluster",
+        "merge",
+        "extract",
+        "summarise",
+    }
     for step, given in seen.items():
         assert given == set(variables.names(step)), step
 
@@ -618,20 +714,41 @@ def test_10_the_readme_plugin_snippet_pins_a_policy_and_names_a_missed_check(tmp
     (tmp_path / "test_mine.py").write_text(block_after("Pin your own policy", "python"))
     # without the plugins of this suite's own test extras (hypothesis, langgraph's
     # langsmith), which a project pinning its policy would not load: 1.7 s per run
-    pytest_ = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
-               "no:hypothesispytest", "-p", "no:langsmith_plugin", "test_mine.py"]
-    first = subprocess.run(pytest_ + ["--snapshot-update"], cwd=tmp_path, env=clean_env(),
-                           capture_output=True, text=True, timeout=300)
+    pytest_ = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:hypothesispytest",
+        "-p",
+        "no:langsmith_plugin",
+        "test_mine.py",
+    ]
+    first = subprocess.run(
+        pytest_ + ["--snapshot-update"],
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert first.returncode == 0, first.stdout + first.stderr
-    again = subprocess.run(pytest_, cwd=tmp_path, env=clean_env(), capture_output=True,
-                           text=True, timeout=300)
+    again = subprocess.run(
+        pytest_, cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=300
+    )
     assert again.returncode == 0, again.stdout
     policy.write_text("name: my-agent\nextends: archive\n")  # remembers all, forgets nothing
-    broken = subprocess.run(pytest_, cwd=tmp_path, env=clean_env(), capture_output=True,
-                            text=True, timeout=300)
+    broken = subprocess.run(
+        pytest_, cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=300
+    )
     assert broken.returncode == 1
-    assert ('MISS recall "which dependency manager should I use in the commands?" excludes '
-            '"poetry": got: I manage dependencies with poetry.') in broken.stdout
+    assert (
+        'MISS recall "which dependency manager should I use in the commands?" excludes '
+        '"poetry": got: I manage dependencies with poetry.'
+    ) in broken.stdout
 
 
 def test_10_files_beside_the_test_are_found_when_pytest_runs_from_the_project_root(tmp_path):
@@ -641,10 +758,27 @@ def test_10_files_beside_the_test_are_found_when_pytest_runs_from_the_project_ro
     (tests / "policies").mkdir()
     (tests / "policies" / "my-agent.yaml").write_text("name: my-agent\nextends: lifecycle\n")
     (tests / "test_mine.py").write_text(block_after("Pin your own policy", "python"))
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
-                          "no:hypothesispytest", "-p", "no:langsmith_plugin", "--snapshot-update",
-                          "tests/test_mine.py"], cwd=tmp_path, env=clean_env(),
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:hypothesispytest",
+            "-p",
+            "no:langsmith_plugin",
+            "--snapshot-update",
+            "tests/test_mine.py",
+        ],
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     assert (tests / "__snapshots__" / "test_mine.ambr").exists()
 
@@ -661,9 +795,15 @@ def test_10_each_memory_of_the_dump_starts_with_its_content(lethe_scenario):
 # ---- 11: experiments that report as they go -----------------------------------------
 def test_11_progress_per_run_on_a_terminal(tmp_path):
     master, slave = pty.openpty()
-    done = subprocess.run([os.path.join(BIN, "lethe"), "experiment", POETRY, "-p", "archive",
-                           "-p", "lifecycle", "--offline"], cwd=tmp_path, env=clean_env(),
-                          stdout=subprocess.PIPE, stderr=slave, text=True, timeout=300)
+    done = subprocess.run(
+        [os.path.join(BIN, "lethe"), "experiment", POETRY, "-p", "archive", "-p", "lifecycle", "--offline"],
+        cwd=tmp_path,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        text=True,
+        timeout=300,
+    )
     os.close(slave)
     seen = b""
     while True:
@@ -678,7 +818,8 @@ def test_11_progress_per_run_on_a_terminal(tmp_path):
     lines = seen.decode().replace("\r", "").splitlines()
     assert [re.sub(r"\(.*\)", "()", line) for line in lines] == [
         "[1/2] switched from poetry to uv under archive: 2/4 ()",
-        "[2/2] switched from poetry to uv under lifecycle: 4/4 ()"]
+        "[2/2] switched from poetry to uv under lifecycle: 4/4 ()",
+    ]
     assert done.returncode == 1 and "progress" not in done.stdout
 
 
@@ -688,21 +829,25 @@ def test_11_no_progress_lines_off_a_terminal():
 
 
 def test_11_a_bad_report_path_fails_before_the_run(tmp_path):
-    out = cli("experiment", POETRY, "-p", "lifecycle", "--offline", "--report",
-              tmp_path / "missing" / "r.html")
+    out = cli(
+        "experiment", POETRY, "-p", "lifecycle", "--offline", "--report", tmp_path / "missing" / "r.html"
+    )
     assert out.exit_code == 2
     assert "does not exist" in out.output and "expectations met" not in out.output
-    assert cli("experiment", POETRY, "-p", "lifecycle", "--offline", "--report",
-               tmp_path).exit_code == 2  # a folder
+    assert (
+        cli("experiment", POETRY, "-p", "lifecycle", "--offline", "--report", tmp_path).exit_code == 2
+    )  # a folder
 
 
 def test_11_judge_fallbacks_are_counted_per_policy(tmp_path):
     with FakeOpenAI(responder=lambda request: "not json at all") as fake:
         policy = tmp_path / "garbled.yaml"
-        policy.write_text("name: garbled\nextends: lifecycle\nmodels:\n  cheap: {provider: openai, "
-                          f"model: gpt-4o-mini, base_url: '{fake.base_url}'}}\n"
-                          "  strong: {provider: openai, model: gpt-4o, "
-                          f"base_url: '{fake.base_url}'}}\n")
+        policy.write_text(
+            "name: garbled\nextends: lifecycle\nmodels:\n  cheap: {provider: openai, "
+            f"model: gpt-4o-mini, base_url: '{fake.base_url}'}}\n"
+            "  strong: {provider: openai, model: gpt-4o, "
+            f"base_url: '{fake.base_url}'}}\n"
+        )
         exp = run_experiment([POETRY], [str(policy)], offline=False)
     assert exp.summary()["garbled"]["fallbacks"] > 0
     head = next(line for line in text_lines(exp) if line.startswith("policy "))
@@ -713,7 +858,7 @@ def test_11_the_report_opens_with_the_comparison(tmp_path):
     report = tmp_path / "r.html"
     cli("experiment", POETRY, "-p", "archive", "-p", "lifecycle", "--offline", "--report", report)
     page = report.read_text(encoding="utf-8")
-    body = page[page.index("<body>"):]
+    body = page[page.index("<body>") :]
     assert body.index("What each policy did") < body.index("Expectations met")
     assert "Where a policy recalled something stale" in body
     assert "I manage dependencies with poetry. (stale)" in body
@@ -727,24 +872,34 @@ def test_11_chart_lines_with_equal_values_stay_visible():
 
 
 # ---- 12: the offline judges keep plain facts and know a repeat ----------------------
-@pytest.mark.parametrize("user", [
-    "The code freeze starts on March 13.",
-    "The API rate limit is 100 requests per second.",
-    "My order 4417 hasn't arrived yet.",
-    # the same class, worded otherwise
-    "The conference talk is 25 minutes long.",
-    "Our staging database has 40 GB of data.",
-    "The license expires on 2026-09-30.",
-    "The refund hasn't come through yet.",
-    "My flight lands at 6:40 pm.",
-    "The budget for Q3 is 12000 euros.",
-])
+@pytest.mark.parametrize(
+    "user",
+    [
+        "The code freeze starts on March 13.",
+        "The API rate limit is 100 requests per second.",
+        "My order 4417 hasn't arrived yet.",
+        # the same class, worded otherwise
+        "The conference talk is 25 minutes long.",
+        "Our staging database has 40 GB of data.",
+        "The license expires on 2026-09-30.",
+        "The refund hasn't come through yet.",
+        "My flight lands at 6:40 pm.",
+        "The budget for Q3 is 12000 euros.",
+    ],
+)
 def test_12_plain_facts_are_kept(user):
     assert rules.gate(user, "Noted.")["save"] is True
 
 
-@pytest.mark.parametrize("user", ["The weather is lovely today.", "It is 5 pm.",
-                                  "What is 15% of 80?", "Convert 30 celsius to fahrenheit."])
+@pytest.mark.parametrize(
+    "user",
+    [
+        "The weather is lovely today.",
+        "It is 5 pm.",
+        "What is 15% of 80?",
+        "Convert 30 celsius to fahrenheit.",
+    ],
+)
 def test_12_but_not_small_talk_or_lookups_with_numbers(user):
     assert rules.gate(user, "Sure.")["save"] is False
 
@@ -754,42 +909,54 @@ def test_12_a_semicolon_ends_a_sentence():
     assert content == "Priya moved to the search team. Tom owns billing now."
 
 
-@pytest.mark.parametrize("old, new", [
-    ("Priya owns the billing service.", "Priya moved to the search team. Tom owns billing now."),
-    ("Jon maintains the payments API.", "Marta took over the payments API."),
-    ("User owns the release process.", "Dana runs the release process now."),
-    ("Priya is on the billing team.", "Priya moved to the search team."),
-    ("User's order 4417 hasn't arrived yet.", "User's order 4417 arrived."),
-    ("The API rate limit is 100 requests per second.", "The API rate limit is 200 requests per second."),
-])
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("Priya owns the billing service.", "Priya moved to the search team. Tom owns billing now."),
+        ("Jon maintains the payments API.", "Marta took over the payments API."),
+        ("User owns the release process.", "Dana runs the release process now."),
+        ("Priya is on the billing team.", "Priya moved to the search team."),
+        ("User's order 4417 hasn't arrived yet.", "User's order 4417 arrived."),
+        ("The API rate limit is 100 requests per second.", "The API rate limit is 200 requests per second."),
+    ],
+)
 def test_12_a_new_holder_a_new_team_or_a_wait_that_ended_supersedes(old, new):
     assert rules.contradiction(new, [(1, old)]) == {"supersedes": [1], "confirms": []}
 
 
-@pytest.mark.parametrize("old, new", [
-    ("Jon maintains the search API.", "Marta took over the payments API."),   # other work
-    ("Priya owns billing.", "Tom also owns billing."),                        # additive
-    ("Priya is on the billing team.", "Priya likes the search team."),        # not a move
-])
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("Jon maintains the search API.", "Marta took over the payments API."),  # other work
+        ("Priya owns billing.", "Tom also owns billing."),  # additive
+        ("Priya is on the billing team.", "Priya likes the search team."),  # not a move
+    ],
+)
 def test_12_other_work_and_additions_supersede_nothing(old, new):
     assert rules.contradiction(new, [(1, old)])["supersedes"] == []
 
 
-@pytest.mark.parametrize("old, new", [
-    ("We switched from poetry to uv.", "We switched from poetry to uv."),
-    ("We switched from poetry to uv.", "We have switched from poetry to uv!"),
-    ("I stopped using poetry, it's uv now.", "I stopped using poetry, it's uv now"),
-    ("The deadline moved to April 1.", "The deadline moved to April 1st."),
-])
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("We switched from poetry to uv.", "We switched from poetry to uv."),
+        ("We switched from poetry to uv.", "We have switched from poetry to uv!"),
+        ("I stopped using poetry, it's uv now.", "I stopped using poetry, it's uv now"),
+        ("The deadline moved to April 1.", "The deadline moved to April 1st."),
+    ],
+)
 def test_12_a_near_verbatim_repeat_is_a_confirmation(old, new):
     assert rules.contradiction(new, [(1, old)]) == {"supersedes": [], "confirms": [1]}
 
 
-@pytest.mark.parametrize("old, new", [
-    ("We moved CI from Jenkins to GitHub Actions.", "We moved CI from GitHub Actions to Jenkins."),
-    ("The deadline is March 15.", "The deadline is March 20."),
-    ("We use MySQL for the app.", "We use PostgreSQL for the app."),
-])
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("We moved CI from Jenkins to GitHub Actions.", "We moved CI from GitHub Actions to Jenkins."),
+        ("The deadline is March 15.", "The deadline is March 20."),
+        ("We use MySQL for the app.", "We use PostgreSQL for the app."),
+    ],
+)
 def test_12_but_a_near_repeat_that_changes_something_is_no_confirmation(old, new):
     assert rules.contradiction(new, [(1, old)])["confirms"] == []
 
@@ -813,24 +980,43 @@ def test_12_the_readme_says_what_the_offline_judges_cannot_do():
 # ---- 13: the suite pins the shipped scenarios by name -------------------------------
 def test_13_a_users_own_scenario_and_policy_do_not_enter_the_suite(tmp_path):
     copy = tmp_path / "repo"
-    shutil.copytree(os.path.join(ROOT, "tests"), copy / "tests",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(os.path.join(ROOT, "tests"), copy / "tests", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("scenarios", "policies", "prompts"):
         shutil.copytree(os.path.join(ROOT, name), copy / name)
     shutil.copy(os.path.join(ROOT, "pyproject.toml"), copy)
-    (copy / "scenarios" / "my-own.yaml").write_text(textwrap.dedent("""\
+    (copy / "scenarios" / "my-own.yaml").write_text(
+        textwrap.dedent("""\
         name: my own
         steps:
           - add: We use Bazel.
           - recall: build tool?
             expect: {includes: [Make]}
-        """))
+        """)
+    )
     (copy / "policies" / "my-agent.yaml").write_text("name: my-agent\nextends: lifecycle\n")
-    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-o", "addopts=",
-                           "-q", "-p", "no:cacheprovider", "--snapshot-warn-unused", "tests/test_policy_scenarios.py",
-                           "tests/test_scenarios.py", "tests/test_compiled_sql.py",
-                           "tests/test_policy.py"], cwd=copy, env=clean_env(),
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-o",
+            "addopts=",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--snapshot-warn-unused",
+            "tests/test_policy_scenarios.py",
+            "tests/test_scenarios.py",
+            "tests/test_compiled_sql.py",
+            "tests/test_policy.py",
+        ],
+        cwd=copy,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "my-own" not in done.stdout and "my-agent" not in done.stdout
     assert "poetry-to-uv" in done.stdout
@@ -853,8 +1039,7 @@ def test_the_start_point_of_lethe_help_works_from_an_empty_folder(tmp_path):
     assert done.stdout.startswith("ok    lifecycle")
 
 
-def test_a_missing_scenario_is_a_usage_error_that_says_where_scenarios_are(tmp_path,
-                                                                          monkeypatch):
+def test_a_missing_scenario_is_a_usage_error_that_says_where_scenarios_are(tmp_path, monkeypatch):
     """Exit 1 said "an expectation failed"; the README's exit codes make it a usage error."""
     monkeypatch.chdir(tmp_path)  # no checkout here: no scenarios/
     out = cli("experiment", "scenarios/poetry-to-uv.yaml", "-p", "lifecycle", "--offline")
@@ -875,12 +1060,18 @@ def test_the_readme_says_what_comes_from_the_repository_and_what_report_needs():
 
 
 # ---- a second first hour: what went unsaid -------------------------------------------
-RULES_JUDGED = ("no API key: the built-in rules judged instead; pass offline=True or set "
-                "OPENAI_API_KEY")
-RULES_JUDGED_CLI = ("warning: no API key: the built-in rules judged instead; pass --offline "
-                    "or set OPENAI_API_KEY")
-FACTS = ["We use Postgres for billing.", "Deploys happen on Fridays.", "Alice owns the API.",
-         "The CI runs on GitHub Actions.", "Logs go to Loki.", "The CLI is written in Go."]
+RULES_JUDGED = "no API key: the built-in rules judged instead; pass offline=True or set OPENAI_API_KEY"
+RULES_JUDGED_CLI = (
+    "warning: no API key: the built-in rules judged instead; pass --offline or set OPENAI_API_KEY"
+)
+FACTS = [
+    "We use Postgres for billing.",
+    "Deploys happen on Fridays.",
+    "Alice owns the API.",
+    "The CI runs on GitHub Actions.",
+    "Logs go to Loki.",
+    "The CLI is written in Go.",
+]
 
 
 def keyless(mem, call) -> list:
@@ -898,8 +1089,8 @@ def test_keyless_add_says_once_that_the_rules_judged(tmp_path, clock):
     with Memory(str(tmp_path / "m.db"), clock=clock) as mem:
         said = keyless(mem, lambda m: [m.add("We use Postgres."), m.add("We deploy on Fridays.")])
         assert [str(w) for w in said] == [RULES_JUDGED] and type(said[0]) is RulesJudgedWarning
-        assert said[0].for_cli() == RULES_JUDGED_CLI[len("warning: "):]
-        assert mem.counts() == {"active": 2}          # stored all the same, by the rules
+        assert said[0].for_cli() == RULES_JUDGED_CLI[len("warning: ") :]
+        assert mem.counts() == {"active": 2}  # stored all the same, by the rules
         assert keyless(mem, lambda m: m.recall("postgres")) == []  # once per Memory
 
 
@@ -911,10 +1102,16 @@ def test_keyless_recall_and_explain_say_once_that_the_rules_picked(tmp_path, clo
         offline = [r.id for r in mem.recall("which database for billing?")]
     with Memory(path, clock=clock) as mem:
         got = []
-        said = keyless(mem, lambda m: [got.append([r.id for r in m.recall("which database for billing?")]),
-                                       m.recall("who owns the API?"), m.explain("Loki")])
+        said = keyless(
+            mem,
+            lambda m: [
+                got.append([r.id for r in m.recall("which database for billing?")]),
+                m.recall("who owns the API?"),
+                m.explain("Loki"),
+            ],
+        )
         assert [str(w) for w in said] == [RULES_JUDGED]
-        assert got == [offline]                       # what the rules pick, as offline
+        assert got == [offline]  # what the rules pick, as offline
 
 
 def test_keyless_passes_say_what_they_left_undone(tmp_path, clock):
@@ -922,18 +1119,21 @@ def test_keyless_passes_say_what_they_left_undone(tmp_path, clock):
         for fact in FACTS:
             mem.add(fact, judged=False)
         results = []
-        said = keyless(mem, lambda m: [results.extend(m.run(["compression"])),
-                                       m.run(["compression"])])
+        said = keyless(mem, lambda m: [results.extend(m.run(["compression"])), m.run(["compression"])])
         assert [type(w) for w in said] == [PassesUndoneWarning]
-        assert str(said[0]) == ("no API key: the passes left the model's part undone (pending "
-                                "turns, merges); pass offline=True or set OPENAI_API_KEY")
+        assert str(said[0]) == (
+            "no API key: the passes left the model's part undone (pending "
+            "turns, merges); pass offline=True or set OPENAI_API_KEY"
+        )
         assert "cluster model unreachable, nothing merged" in results[0].notes[0]
 
 
 def test_the_warning_names_the_models_own_key_variable(tmp_path, clock):
     policy = tmp_path / "own.yaml"
-    policy.write_text("name: own\nextends: lifecycle\nmodels:\n"
-                      "  cheap: {provider: openai, model: gpt-4o-mini, api_key_env: TEAM_KEY}\n")
+    policy.write_text(
+        "name: own\nextends: lifecycle\nmodels:\n"
+        "  cheap: {provider: openai, model: gpt-4o-mini, api_key_env: TEAM_KEY}\n"
+    )
     with Memory(str(tmp_path / "m.db"), policy=str(policy), clock=clock) as mem:
         said = keyless(mem, lambda m: m.add("We use Postgres."))
     assert [str(w) for w in said] == [RULES_JUDGED.replace("OPENAI_API_KEY", "TEAM_KEY")]
@@ -941,41 +1141,52 @@ def test_the_warning_names_the_models_own_key_variable(tmp_path, clock):
 
 def test_no_keyless_warning_offline_replaying_or_on_a_server_of_its_own(tmp_path, clock):
     local = tmp_path / "local.yaml"
-    local.write_text("name: local\nextends: lifecycle\nmodels:\n"
-                     "  cheap: {provider: openai, model: gpt-4o-mini, base_url: "
-                     "'http://127.0.0.1:9/v1', max_retries: 0, timeout: 0.5}\n")
+    local.write_text(
+        "name: local\nextends: lifecycle\nmodels:\n"
+        "  cheap: {provider: openai, model: gpt-4o-mini, base_url: "
+        "'http://127.0.0.1:9/v1', max_retries: 0, timeout: 0.5}\n"
+    )
     (tmp_path / "answers.jsonl").write_text("")
-    for kw in ({"offline": True}, {"replay": str(tmp_path / "answers.jsonl")},
-               {"policy": str(local)}):
+    for kw in ({"offline": True}, {"replay": str(tmp_path / "answers.jsonl")}, {"policy": str(local)}):
         with Memory(str(tmp_path / "m.db"), clock=clock, **kw) as mem:
             assert keyless(mem, lambda m: [m.add("We use Postgres."), m.recall("postgres")]) == [], kw
 
 
 def test_keyless_lethe_add_and_recall_say_it_on_stderr_only(tmp_path):
-    offline = shell('lethe add "We use Postgres." --db o.db --offline; '
-                    'lethe recall postgres --db o.db --offline', tmp_path)
+    offline = shell(
+        'lethe add "We use Postgres." --db o.db --offline; lethe recall postgres --db o.db --offline',
+        tmp_path,
+    )
     done = shell('lethe add "We use Postgres." --db m.db; lethe recall postgres --db m.db', tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == [RULES_JUDGED_CLI] * 2
     assert done.stdout == offline.stdout and offline.stderr == ""
-    assert RULES_JUDGED_CLI[len("warning: "):] in README.replace("\n", " ")
+    assert RULES_JUDGED_CLI[len("warning: ") :] in README.replace("\n", " ")
 
 
 def test_an_empty_namespace_says_what_the_database_holds(tmp_path):
     """`lethe ls -n agnet` printed "(no candidates)" and exit 0: nothing said the memories
     were under `agent`."""
-    done = shell('lethe add "We use uv." --db m.db --offline -n agent >/dev/null; '
-                 'lethe add "We use Go." --db m.db --offline >/dev/null; '
-                 'lethe ls --db m.db -n agnet; lethe ls --db m.db -n agnet --status all --json; '
-                 'lethe recall uv --db m.db -n agnet --offline; '
-                 'lethe recall uv --db m.db -n agnet --offline --explain', tmp_path)
+    done = shell(
+        'lethe add "We use uv." --db m.db --offline -n agent >/dev/null; '
+        'lethe add "We use Go." --db m.db --offline >/dev/null; '
+        "lethe ls --db m.db -n agnet; lethe ls --db m.db -n agnet --status all --json; "
+        "lethe recall uv --db m.db -n agnet --offline; "
+        "lethe recall uv --db m.db -n agnet --offline --explain",
+        tmp_path,
+    )
     assert done.returncode == 0, done.stderr
-    assert done.stderr.splitlines() == [
-        "namespace 'agnet' holds nothing; this database holds: agent (1 memory), default (1)"] * 4
+    assert (
+        done.stderr.splitlines()
+        == ["namespace 'agnet' holds nothing; this database holds: agent (1 memory), default (1)"] * 4
+    )
     assert done.stdout.startswith("(no candidates)\n[]\n(nothing recalled)\nrecall 'uv'")
     # nothing of a status in a namespace that holds others, or a store with nothing: quiet
-    quiet = shell('lethe ls --db m.db -n agent --status archived; lethe run --db n.db; '
-                  'lethe ls --db n.db; lethe recall uv --db n.db --offline', tmp_path)
+    quiet = shell(
+        "lethe ls --db m.db -n agent --status archived; lethe run --db n.db; "
+        "lethe ls --db n.db; lethe recall uv --db n.db --offline",
+        tmp_path,
+    )
     assert quiet.returncode == 0 and quiet.stderr == ""
 
 
@@ -989,32 +1200,45 @@ def test_an_expiry_in_the_past_is_refused_against_the_clock(tmp_path):
                 mem.add("The beta launches on March 1.", expires_at=past)
             assert "is before now (2026-01-05T09:00:00)" in str(refused.value)
         assert "expires_at 2025-03-01T23:59:59 is before now" in str(
-            pytest.raises(LetheError, mem.add, "x", expires_at="2025-03-01", judged=False).value)
+            pytest.raises(LetheError, mem.add, "x", expires_at="2025-03-01", judged=False).value
+        )
         assert mem.counts() == {}
         kept = mem.add("The venue is booked today.", expires_at="2026-01-05")  # through its end
         assert mem.get(kept).expires_at == "2026-01-05T23:59:59"
-    done = shell('lethe add "The beta launches on March 1." --expires-at 2025-03-01 --db c.db '
-                 '--offline --now 2026-01-05T09:00:00; echo "exit $?"; lethe ls --db c.db', tmp_path)
+    done = shell(
+        'lethe add "The beta launches on March 1." --expires-at 2025-03-01 --db c.db '
+        '--offline --now 2026-01-05T09:00:00; echo "exit $?"; lethe ls --db c.db',
+        tmp_path,
+    )
     assert done.stdout == "exit 2\n(no candidates)\n"
-    assert done.stderr == ("error: expires_at 2025-03-01T23:59:59 is before now "
-                           "(2026-01-05T09:00:00): the memory would be stored already expired; "
-                           "give a later date, or none\n")
+    assert done.stderr == (
+        "error: expires_at 2025-03-01T23:59:59 is before now "
+        "(2026-01-05T09:00:00): the memory would be stored already expired; "
+        "give a later date, or none\n"
+    )
 
 
 def test_the_wall_clock_is_utc_whatever_the_machine_zone(tmp_path):
     """The README says every time is UTC; the wall clock was the local time, so east of
     UTC an expiry given as an aware time an hour ahead was refused as already past."""
-    script = ("import datetime as dt\n"
-              "from engine.base.clock import system_clock\n"
-              "from engine.memory import Memory\n"
-              "utc = dt.datetime.now(dt.timezone.utc)\n"
-              "assert abs((system_clock() - utc.replace(tzinfo=None)).total_seconds()) < 60\n"
-              f"with Memory({str(tmp_path / 'm.db')!r}, offline=True) as mem:\n"
-              "    i = mem.add('The call is in an hour.', expires_at=utc + dt.timedelta(hours=1))\n"
-              "    print(mem.get(i).expires_at)\n")
+    script = (
+        "import datetime as dt\n"
+        "from engine.base.clock import system_clock\n"
+        "from engine.memory import Memory\n"
+        "utc = dt.datetime.now(dt.timezone.utc)\n"
+        "assert abs((system_clock() - utc.replace(tzinfo=None)).total_seconds()) < 60\n"
+        f"with Memory({str(tmp_path / 'm.db')!r}, offline=True) as mem:\n"
+        "    i = mem.add('The call is in an hour.', expires_at=utc + dt.timedelta(hours=1))\n"
+        "    print(mem.get(i).expires_at)\n"
+    )
     for zone in ("Europe/Berlin", "America/New_York", "Asia/Kolkata"):
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                              env=clean_env(TZ=zone), cwd=tmp_path)
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            env=clean_env(TZ=zone),
+            cwd=tmp_path,
+        )
         assert done.returncode == 0, (zone, done.stderr)
         stored = dt.datetime.fromisoformat(done.stdout.strip())
         ahead = stored - dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
@@ -1025,14 +1249,21 @@ def test_a_keyless_scheduler_says_once_what_its_passes_left_undone(tmp_path, clo
     """The scheduler (and `lethe daemon`) runs passes on a context of its own, so the
     Memory's once-only warning never fired there: a keyless daemon merged nothing, quietly."""
     from engine import Scheduler
+
     with Memory(str(tmp_path / "m.db"), clock=clock) as mem:
         for fact in FACTS:
             mem.add(fact, judged=False)
         sched = Scheduler(mem, interval=3600)
         try:
             results = []
-            said = keyless(mem, lambda m: [results.extend(sched.force_run(["compression"])),
-                                           sched.tick(), sched.force_run(["compression"])])
+            said = keyless(
+                mem,
+                lambda m: [
+                    results.extend(sched.force_run(["compression"])),
+                    sched.tick(),
+                    sched.force_run(["compression"]),
+                ],
+            )
         finally:
             sched.close()
         assert [type(w) for w in said] == [PassesUndoneWarning]
@@ -1046,14 +1277,17 @@ def test_a_keyless_scheduler_says_once_what_its_passes_left_undone(tmp_path, clo
 
 
 def test_a_keyless_lethe_daemon_says_it_on_stderr(tmp_path):
-    setup = shell("; ".join(f'lethe add "{f}" --db m.db --offline >/dev/null' for f in FACTS[:5]),
-                  tmp_path)
+    setup = shell("; ".join(f'lethe add "{f}" --db m.db --offline >/dev/null' for f in FACTS[:5]), tmp_path)
     assert setup.returncode == 0, setup.stderr
     out, err = tmp_path / "out.txt", tmp_path / "err.txt"
     with open(out, "w") as o, open(err, "w") as e:
-        daemon = subprocess.Popen([sys.executable, "-m", "engine.cli", "daemon", "--db", "m.db",
-                                   "--interval", "0.2"], cwd=tmp_path, env=clean_env(),
-                                  stdout=o, stderr=e)
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "engine.cli", "daemon", "--db", "m.db", "--interval", "0.2"],
+            cwd=tmp_path,
+            env=clean_env(),
+            stdout=o,
+            stderr=e,
+        )
     try:
         for _ in range(600):  # its first tick runs every pass; wait for it, at most a minute
             if "compression" in out.read_text() or daemon.poll() is not None:
@@ -1063,6 +1297,8 @@ def test_a_keyless_lethe_daemon_says_it_on_stderr(tmp_path):
         daemon.terminate()
         daemon.wait(timeout=30)
     warned = [line for line in err.read_text().splitlines() if line.startswith("warning:")]
-    assert warned == ["warning: no API key: the passes left the model's part undone (pending "
-                      "turns, merges); pass --offline or set OPENAI_API_KEY"], err.read_text()
+    assert warned == [
+        "warning: no API key: the passes left the model's part undone (pending "
+        "turns, merges); pass --offline or set OPENAI_API_KEY"
+    ], err.read_text()
     assert "nothing merged" in out.read_text(), out.read_text()

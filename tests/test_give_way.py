@@ -3,6 +3,7 @@ write lock held by a decay pass no longer waits for the whole pass (4 s at 1M me
 The pass rolls back and runs again in ranges, with the same results, each row done once.
 
 The pass runs in `lethe run`, another process, as a scheduler would; the writer here."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -20,9 +21,8 @@ import time
 import pytest
 
 from bench import seed_article
-from engine import FixedClock, Memory, PolicyError
+from engine import FixedClock, Memory, PolicyError, load_policy
 from engine.run import leasing
-from engine import load_policy
 from engine.store import Store, sqlite_wait
 from engine.store.sqlite_wait import Waiters
 from tests.conftest import ROOT, START
@@ -55,13 +55,29 @@ def copies(adopted, tmp_path):
 
 
 def pass_command(path, policy="lifecycle") -> list[str]:
-    return [sys.executable, "-m", "engine.cli", "run", "--db", path, "--pass", "expiry",
-            "--pass", "decay", "--now", T.isoformat(), "--json", "--policy", policy]
+    return [
+        sys.executable,
+        "-m",
+        "engine.cli",
+        "run",
+        "--db",
+        path,
+        "--pass",
+        "expiry",
+        "--pass",
+        "decay",
+        "--now",
+        T.isoformat(),
+        "--json",
+        "--policy",
+        policy,
+    ]
 
 
 def start_pass(path, policy="lifecycle"):
-    return subprocess.Popen(pass_command(path, policy), cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        pass_command(path, policy), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def held(path) -> bool:
@@ -93,8 +109,12 @@ def in_ranges(path, name: str | None = None) -> bool:
     is saved)."""
     db = sqlite3.connect(path, timeout=30)
     try:
-        return db.execute("SELECT count(*) FROM pass_progress WHERE pass = coalesce(?, pass)",
-                          (name,)).fetchone()[0] > 0
+        return (
+            db.execute(
+                "SELECT count(*) FROM pass_progress WHERE pass = coalesce(?, pass)", (name,)
+            ).fetchone()[0]
+            > 0
+        )
     finally:
         db.close()
 
@@ -103,8 +123,12 @@ def decayed(path) -> bool:
     """Whether the decay pass's run at T is recorded (it has all landed)."""
     db = sqlite3.connect(path, timeout=30)
     try:
-        return db.execute("SELECT count(*) FROM pass_runs WHERE pass = 'decay' AND "
-                          "last_run_at = ?", (T.isoformat(),)).fetchone()[0] > 0
+        return (
+            db.execute(
+                "SELECT count(*) FROM pass_runs WHERE pass = 'decay' AND last_run_at = ?", (T.isoformat(),)
+            ).fetchone()[0]
+            > 0
+        )
     finally:
         db.close()
 
@@ -113,11 +137,12 @@ def rows(path, skip=()) -> tuple[list, list]:
     """Every memory's status, score and rank; every event the passes wrote, as written."""
     db = sqlite3.connect(path)
     try:
-        memories = db.execute("SELECT id, status, decay_score, rank FROM memories "
-                              "ORDER BY id").fetchall()
-        events = db.execute("SELECT memory_id, event_type, detail, occurred_at FROM "
-                            "memory_events WHERE event_type IN ('archived', 'expired') "
-                            "ORDER BY memory_id, event_type, detail").fetchall()
+        memories = db.execute("SELECT id, status, decay_score, rank FROM memories ORDER BY id").fetchall()
+        events = db.execute(
+            "SELECT memory_id, event_type, detail, occurred_at FROM "
+            "memory_events WHERE event_type IN ('archived', 'expired') "
+            "ORDER BY memory_id, event_type, detail"
+        ).fetchall()
     finally:
         db.close()
     return ([r for r in memories if r[0] not in skip], [e for e in events if e[0] not in skip])
@@ -140,8 +165,7 @@ def once_each(events) -> bool:
 
 
 def alone(path) -> list[dict]:
-    done = subprocess.run(pass_command(path), cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(pass_command(path), cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -176,8 +200,7 @@ def test_a_writer_meeting_a_pass_does_not_wait_for_all_of_it(copies, tmp_path, c
     expected = alone(by_itself)
     assert [NOTE in r["notes"] for r in expected] == [False, False]
     for got, want in zip(results, expected):
-        assert (got["pass"], got["events"], got["skipped"]) == \
-            (want["pass"], want["events"], want["skipped"])
+        assert (got["pass"], got["events"], got["skipped"]) == (want["pass"], want["events"], want["skipped"])
         # what its transaction saw, not the memories written after it gave way
         assert got["changed"] == want["changed"]
     # every row as the pass alone left it, each archived or expired memory with one event
@@ -200,8 +223,7 @@ def test_a_pass_that_gave_way_and_died_is_finished_once(copies):
             added = [mem.add("We deploy on Fridays.", importance=6)]
             deadline = time.monotonic() + 60
             while not in_ranges(met, "decay"):  # expiry's ranges done, decay's under way
-                assert time.monotonic() < deadline and passing.poll() is None, \
-                    "the pass never ran in ranges"
+                assert time.monotonic() < deadline and passing.poll() is None, "the pass never ran in ranges"
                 # a writer keeps coming, so the pass keeps to ranges however slowly this
                 # loop runs (once none waits for a while it would finish in one transaction)
                 added.append(mem.add(f"We deploy on day {len(added)}.", importance=6))
@@ -218,8 +240,9 @@ def test_a_pass_that_gave_way_and_died_is_finished_once(copies):
     assert [AT_ONCE in r["notes"] for r in finished if r["pass"] == "decay"] == [True]
     expected = alone(by_itself)
     # it stops where it was to stop when it began: the memory written since is not passed
-    assert [r["changed"] for r in finished if r["pass"] == "decay"] == \
-        [r["changed"] for r in expected if r["pass"] == "decay"]
+    assert [r["changed"] for r in finished if r["pass"] == "decay"] == [
+        r["changed"] for r in expected if r["pass"] == "decay"
+    ]
     got_rows, got_events = rows(met, skip=(*added, later))
     want_rows, want_events = rows(by_itself)
     assert got_rows == want_rows
@@ -274,11 +297,14 @@ def test_an_atomic_pass_stays_one_transaction(copies, tmp_path):
     assert [NOTE in r["notes"] for r in json.loads(out)] == [False, False]
 
 
-@pytest.mark.parametrize("decay, says", [
-    ("{atomic: true, batch: 100}", "cannot be atomic too"),
-    ("{atomic: 1}", "must be true or false, got 1"),
-    ("{atomic: 'yes'}", "must be true or false, got 'yes'"),
-])
+@pytest.mark.parametrize(
+    "decay, says",
+    [
+        ("{atomic: true, batch: 100}", "cannot be atomic too"),
+        ("{atomic: 1}", "must be true or false, got 1"),
+        ("{atomic: 'yes'}", "must be true or false, got 'yes'"),
+    ],
+)
 def test_atomic_is_true_or_false_and_never_batched(tmp_path, decay, says):
     policy = tmp_path / "p.yaml"
     policy.write_text(f"name: p\nextends: lifecycle\npasses:\n  decay: {decay}\n")
@@ -286,9 +312,8 @@ def test_atomic_is_true_or_false_and_never_batched(tmp_path, decay, says):
         load_policy(str(policy))
 
 
-@pytest.mark.parametrize("every", [1, 3, 40, 700, 9_000, 10 ** 9])  # 10**9: the last look
-def test_giving_way_wherever_the_interrupt_lands_gives_the_same_rows(adopted, tmp_path,
-                                                                     monkeypatch, every):
+@pytest.mark.parametrize("every", [1, 3, 40, 700, 9_000, 10**9])  # 10**9: the last look
+def test_giving_way_wherever_the_interrupt_lands_gives_the_same_rows(adopted, tmp_path, monkeypatch, every):
     """In process, with a writer always waiting and the pass looking every `every` steps,
     the interrupt lands in the first statement or any later one (a count, the events, an
     update, the index rebuild), or (never looking during a statement) the look after the
@@ -301,7 +326,7 @@ def test_giving_way_wherever_the_interrupt_lands_gives_the_same_rows(adopted, tm
         want = [r.as_dict() for r in mem.run(["expiry", "decay"])]
     monkeypatch.setattr(sqlite_wait, "LOOK_EVERY", every)
     # the in-statement looks alone, but for the one that never looks during a statement
-    monkeypatch.setattr(sqlite_wait, "LAST_LOOK", every == 10 ** 9)
+    monkeypatch.setattr(sqlite_wait, "LAST_LOOK", every == 10**9)
     monkeypatch.setattr(Waiters, "anyone", lambda self: True)
     with Memory(small, clock=FixedClock(T), offline=True) as mem:
         got = [r.as_dict() for r in mem.run(["expiry", "decay"])]
@@ -317,16 +342,23 @@ def test_only_a_writer_that_needs_its_write_says_it_waits(tmp_path):
     commit under its lease, does not make the pass holding it give way; a writer does."""
     path = str(tmp_path / "m.db")
     said, done = {}, []
-    with Memory(path, offline=True) as mem, Memory(path, offline=True) as other, \
-            leasing.hold(mem.context) as held:  # a runner's commits are fenced
+    with (
+        Memory(path, offline=True) as mem,
+        Memory(path, offline=True) as other,
+        leasing.hold(mem.context) as held,
+    ):  # a runner's commits are fenced
         blocker = sqlite3.connect(path, isolation_level=None)
         try:
-            for kind, begin_one in (("pass", lambda: mem.store.transaction(exclusive=True)),
-                                    ("runner", held.transaction),
-                                    ("writer", other.store.transaction)):
+            for kind, begin_one in (
+                ("pass", lambda: mem.store.transaction(exclusive=True)),
+                ("runner", held.transaction),
+                ("writer", other.store.transaction),
+            ):
+
                 def begin(begin_one=begin_one, kind=kind):
                     with begin_one():
                         done.append(kind)
+
                 blocker.execute("BEGIN IMMEDIATE")
                 waiter = threading.Thread(target=begin)
                 waiter.start()
@@ -356,8 +388,7 @@ def test_a_fifo_in_place_of_the_waiters_file_never_blocks(tmp_path):
     path = str(tmp_path / "m.db")
     os.mkfifo(path + "-lethe-waiters")
     waiters, said = Waiters(path), []
-    looking = threading.Thread(target=lambda: said.extend([waiters.waiting(), waiters.anyone()]),
-                               daemon=True)
+    looking = threading.Thread(target=lambda: said.extend([waiters.waiting(), waiters.anyone()]), daemon=True)
     looking.start()
     looking.join(5)
     if looking.is_alive():  # let it go: open the FIFO's other end
@@ -371,8 +402,13 @@ def test_a_pass_without_rules_never_gives_way(tmp_path, monkeypatch):
     waiting at its end once sent it looking for ranged statements it does not have."""
     path = str(tmp_path / "m.db")
     with Memory(path, clock=FixedClock(T), offline=True) as mem:
-        for fact in ("We use uv.", "We use uv for Python.", "Deploys are on Fridays.",
-                     "The API is owned by Alice.", "Logs go to Loki."):
+        for fact in (
+            "We use uv.",
+            "We use uv for Python.",
+            "Deploys are on Fridays.",
+            "The API is owned by Alice.",
+            "Logs go to Loki.",
+        ):
             mem.add(fact, judged=False)
         monkeypatch.setattr(Waiters, "anyone", lambda self: True)
         results = mem.run(["compression"])
@@ -430,21 +466,22 @@ class Tries:
 def recall_index(path: str) -> str:
     conn = sqlite3.connect(path)
     try:
-        return conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memories_recall'"
-                            ).fetchone()[0]
+        return conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memories_recall'").fetchone()[0]
     finally:
         conn.close()
 
 
-@pytest.mark.parametrize("every, where", [
-    (100, "SELECT count(*) FROM memory_rows AS memories"),  # the rest's reach
-    (100, 'UPDATE memory_rows AS memories SET ("decay_score"'),  # its decay
-    (100, "INSERT INTO memory_events"),          # the archive events
-    (100, 'UPDATE memory_rows AS memories SET "status"'),  # its archive
-    (10 ** 9, "INSERT INTO pass_runs"),          # only the look after its last statement
-])
-def test_the_rest_run_at_once_gives_way_again_to_a_writer(adopted, tmp_path, monkeypatch,
-                                                          every, where):
+@pytest.mark.parametrize(
+    "every, where",
+    [
+        (100, "SELECT count(*) FROM memory_rows AS memories"),  # the rest's reach
+        (100, 'UPDATE memory_rows AS memories SET ("decay_score"'),  # its decay
+        (100, "INSERT INTO memory_events"),  # the archive events
+        (100, 'UPDATE memory_rows AS memories SET "status"'),  # its archive
+        (10**9, "INSERT INTO pass_runs"),  # only the look after its last statement
+    ],
+)
+def test_the_rest_run_at_once_gives_way_again_to_a_writer(adopted, tmp_path, monkeypatch, every, where):
     """A pass in ranges runs the rest in one transaction once no writer waits; a writer
     that comes then (the interrupt landing in each of its statements in turn, or after
     the last) makes it roll back and go on in ranges, and the next try finishes it: the
@@ -459,8 +496,9 @@ def test_the_rest_run_at_once_gives_way_again_to_a_writer(adopted, tmp_path, mon
     shutil.copy(adopted, by_itself)
     with Memory(by_itself, clock=FixedClock(T), offline=True) as mem:
         want = [r.as_dict() for r in mem.run(["expiry", "decay"])]
-    tries = Tries(monkeypatch, lambda name, attempt, sql: name == "decay" and attempt == 1
-                  and sql.startswith(where))
+    tries = Tries(
+        monkeypatch, lambda name, attempt, sql: name == "decay" and attempt == 1 and sql.startswith(where)
+    )
     monkeypatch.setattr(passes, "QUIET_SECONDS", 0.05)
     monkeypatch.setattr(sqlite_wait, "LOOK_EVERY", every)
     built = []
@@ -469,16 +507,18 @@ def test_the_rest_run_at_once_gives_way_again_to_a_writer(adopted, tmp_path, mon
         tries.saw(sql)
         if sql.startswith("CREATE INDEX memories_recall") and tries.trying == ("decay", 2):
             built.append(sql)
+
     with Memory(met, clock=FixedClock(T), offline=True) as mem:
         mem.store.db.set_trace_callback(seen)
         got = [r.as_dict() for r in mem.run(["expiry", "decay"])]
-        runs = mem.store.db.execute("SELECT pass, last_run_at FROM pass_runs "
-                                    "ORDER BY pass").fetchall()
+        runs = mem.store.db.execute("SELECT pass, last_run_at FROM pass_runs ORDER BY pass").fetchall()
     assert tries.outcomes["decay"] == [False, True], tries.outcomes
     assert tries.interrupted and all(s.startswith(where) for s in tries.interrupted)
     assert tries.outcomes.get("expiry", []) in ([], [True])  # ranges alone may finish it
-    assert [(NOTE in r["notes"], AT_ONCE in r["notes"]) for r in got] == \
-        [(True, bool(tries.outcomes.get("expiry"))), (True, True)]
+    assert [(NOTE in r["notes"], AT_ONCE in r["notes"]) for r in got] == [
+        (True, bool(tries.outcomes.get("expiry"))),
+        (True, True),
+    ]
     for g, w in zip(got, want):
         assert (g["changed"], g["events"], g["skipped"]) == (w["changed"], w["events"], w["skipped"])
     assert rows(met) == rows(by_itself) and once_each(rows(met)[1])

@@ -7,6 +7,7 @@ example the prompt shows is refused and asked again. Each refusal is an event.
 
 Models are reached over HTTP with the real `openai` client (FakeOpenAI, see test_judges).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -18,8 +19,7 @@ from engine.judges import invariants as guards
 from engine.run.matching import distinctive_query
 from tests.conftest import run_sql
 from tests.fake_server import fake_openai  # noqa: F401  (fixture)
-from tests.test_judges import (Judge, events, event_types, lethe, memories, outcomes,  # noqa: F401
-                               pick, seed, served, shown)
+from tests.test_judges import Judge, event_types, events, lethe, memories, outcomes, pick, seed, served, shown  # noqa: F401
 
 pytestmark = pytest.mark.both_backends
 
@@ -33,13 +33,16 @@ def refused(mem, memory_id):
 
 
 # ---- a confirms of a memory that says something else ----------------------------------------
-@pytest.mark.parametrize("old, new", [
-    ("We deploy with Terraform for this kind of work", "We deploy with Pulumi for this kind of work"),
-    ("The meeting with Alice is on Tuesday", "The meeting with Bob is on Tuesday"),
-    ("User prefers tabs for indentation", "User switched to spaces for indentation"),
-    ("Staging runs Ubuntu 22.04", "Staging might be Ubuntu 20.04"),
-    ("User uses tabs", "User does not use tabs"),
-])
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("We deploy with Terraform for this kind of work", "We deploy with Pulumi for this kind of work"),
+        ("The meeting with Alice is on Tuesday", "The meeting with Bob is on Tuesday"),
+        ("User prefers tabs for indentation", "User switched to spaces for indentation"),
+        ("Staging runs Ubuntu 22.04", "Staging might be Ubuntu 20.04"),
+        ("User uses tabs", "User does not use tabs"),
+    ],
+)
 def test_a_confirms_of_a_memory_that_says_something_else_stores_the_new_one(fake_openai, lethe, old, new):
     judge = Judge(gate=gate_says(new), contradiction=lambda p: {"supersedes": [], "confirms": [1]})
     mem = lethe(served(fake_openai, judge).base_url)
@@ -53,11 +56,14 @@ def test_a_confirms_of_a_memory_that_says_something_else_stores_the_new_one(fake
     assert written.refused == [{"id": written.stored[0], "confirms": old_id, "why": why.split(": ", 1)[1]}]
 
 
-@pytest.mark.parametrize("old, new", [
-    ("User prefers tabs for indentation", "I prefer tabs for indentation."),
-    ("User says order 1003 is delayed", "Order 1003 is delayed"),
-    ("The meeting with Bob is on Tuesday at 10", "Meeting with Bob on Tuesday"),
-])
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("User prefers tabs for indentation", "I prefer tabs for indentation."),
+        ("User says order 1003 is delayed", "Order 1003 is delayed"),
+        ("The meeting with Bob is on Tuesday at 10", "Meeting with Bob on Tuesday"),
+    ],
+)
 def test_a_confirms_of_a_memory_that_says_the_same_reinforces_it(fake_openai, lethe, old, new):
     judge = Judge(gate=gate_says(new), contradiction=lambda p: {"supersedes": [], "confirms": [1]})
     mem = lethe(served(fake_openai, judge).base_url)
@@ -87,8 +93,13 @@ REAL_UPDATES = [
 
 @pytest.mark.parametrize("old, new", DIFFERENT_THINGS)
 def test_a_supersession_between_different_identified_things_is_refused(fake_openai, lethe, old, new):
-    judge = Judge(gate=gate_says(new), contradiction=lambda p: {
-        "supersedes": [{"n": 1, "reason": "the deadline moved from March 15 to April 1"}], "confirms": []})
+    judge = Judge(
+        gate=gate_says(new),
+        contradiction=lambda p: {
+            "supersedes": [{"n": 1, "reason": "the deadline moved from March 15 to April 1"}],
+            "confirms": [],
+        },
+    )
     mem = lethe(served(fake_openai, judge).base_url)
     old_id = seed(mem, old)
     written = mem.remember(new, "ok")
@@ -136,8 +147,10 @@ def _five(mem, expiries):
 
 
 def test_a_merge_keeps_the_earliest_expiry_of_its_members(fake_openai, lethe, clock):
-    judge = Judge(cluster=lambda p: {"clusters": [pick(p, "board report")]},
-                  merge=lambda p: {"content": "The board report is due", "summary": "board", "tags": []})
+    judge = Judge(
+        cluster=lambda p: {"clusters": [pick(p, "board report")]},
+        merge=lambda p: {"content": "The board report is due", "summary": "board", "tags": []},
+    )
     mem = lethe(served(fake_openai, judge).base_url)
     ids = _five(mem, ["2026-09-20T23:59:59", "2026-08-01T23:59:59"])
     clock.advance(dt.timedelta(days=7))
@@ -148,9 +161,14 @@ def test_a_merge_keeps_the_earliest_expiry_of_its_members(fake_openai, lethe, cl
 
 
 def test_a_dated_memory_never_merges_with_an_undated_one(fake_openai, lethe, clock):
-    judge = Judge(cluster=lambda p: {"clusters": [pick(p, "board report", "tea")]},
-                  merge=lambda p: {"content": "The board report is due. User likes tea.",
-                                   "summary": "board", "tags": []})
+    judge = Judge(
+        cluster=lambda p: {"clusters": [pick(p, "board report", "tea")]},
+        merge=lambda p: {
+            "content": "The board report is due. User likes tea.",
+            "summary": "board",
+            "tags": [],
+        },
+    )
     mem = lethe(served(fake_openai, judge).base_url)
     [dated] = _five(mem, ["2026-08-01T23:59:59"])
     clock.advance(dt.timedelta(days=7))
@@ -166,7 +184,8 @@ def test_an_answer_equal_to_the_prompts_example_is_refused_and_asked_again(fake_
     (tmp_path / "prompts").mkdir()
     (tmp_path / "prompts" / "expiry.j2").write_text(
         "Does this memory have a natural end date?\nMemory: {{ memory.content | tojson }}\n"
-        'Answer like this: {"expires_at": "2027-03-15"}\n')
+        'Answer like this: {"expires_at": "2027-03-15"}\n'
+    )
     judge = Judge(expiry=[{"expires_at": "2027-03-15"}, {"expires_at": None}])
     mem = lethe(served(fake_openai, judge).base_url, extra="prompts: prompts\n")
     written = mem.remember("I like green tea.", "ok")
@@ -180,7 +199,8 @@ def test_a_copied_example_that_changes_nothing_is_accepted(fake_openai, lethe, t
     (tmp_path / "prompts").mkdir()
     (tmp_path / "prompts" / "expiry.j2").write_text(
         "Does this memory have a natural end date?\nMemory: {{ memory.content | tojson }}\n"
-        'With none: {"expires_at": null}\n')
+        'With none: {"expires_at": null}\n'
+    )
     judge = Judge(expiry={"expires_at": None})
     mem = lethe(served(fake_openai, judge).base_url, extra="prompts: prompts\n")
     mem.remember("I like green tea.", "ok")
@@ -189,13 +209,16 @@ def test_a_copied_example_that_changes_nothing_is_accepted(fake_openai, lethe, t
 
 # ---- the guards on their own ---------------------------------------------------------------
 def test_example_answers_are_the_json_objects_a_prompt_shows():
-    assert guards.example_answers('Answer: {"a": [1, 2]} or {"b": null}; not {this}') == \
-        [{"a": [1, 2]}, {"b": None}]
+    assert guards.example_answers('Answer: {"a": [1, 2]} or {"b": null}; not {this}') == [
+        {"a": [1, 2]},
+        {"b": None},
+    ]
 
 
 def test_shipped_prompts_show_no_example_answer():
     """A prompt may describe the fields; an answer to copy is what a small model copies."""
     import pathlib
+
     for path in sorted(pathlib.Path(__file__).resolve().parent.parent.joinpath("prompts").glob("*.j2")):
         text = path.read_text(encoding="utf-8")
         assert guards.example_answers(text) == [], path.name
@@ -223,8 +246,10 @@ def test_a_gate_content_that_is_not_what_the_user_said_is_refused(fake_openai, l
     assert outcomes(mem, "gate") == ["bad_answer", "bad_answer", "fallback"]
 
 
-@pytest.mark.parametrize("turn", ["Order 1003 is delayed at customs.", "Room B holds 30 people.",
-                                  "The main database is PostgreSQL 15."])
+@pytest.mark.parametrize(
+    "turn",
+    ["Order 1003 is delayed at customs.", "Room B holds 30 people.", "The main database is PostgreSQL 15."],
+)
 def test_an_id_or_an_amount_is_no_end_date(fake_openai, lethe, turn):
     judge = Judge(expiry={"expires_at": "2026-01-05"})
     mem = lethe(served(fake_openai, judge).base_url)
@@ -233,7 +258,7 @@ def test_an_id_or_an_amount_is_no_end_date(fake_openai, lethe, turn):
 
 
 def test_an_end_date_of_today_needs_a_turn_that_says_today(fake_openai, lethe):
-    judge = Judge(expiry={"expires_at": "2026-01-05"})   # the test clock's today
+    judge = Judge(expiry={"expires_at": "2026-01-05"})  # the test clock's today
     mem = lethe(served(fake_openai, judge).base_url)
     [mid] = mem.remember("The API freeze lasts until the end of the quarter.", "ok")
     assert memories(mem)[mid]["expires_at"] == "2026-03-31T23:59:59"  # the rules read the quarter

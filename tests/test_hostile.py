@@ -7,6 +7,7 @@ document). A template is data-only: the sandbox refuses any walk towards Python
 internals with a PolicyError. A memory is stored and recalled exactly and reaches a
 prompt only as data.
 """
+
 from __future__ import annotations
 
 import copy
@@ -22,40 +23,118 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import FixedClock, Memory, prompts
-from engine.policy import expr as X
-from engine.plan.dialect import DIALECTS, NOW
-from engine.base.errors import StoreError
-from engine.base.errors import FormulaError, LetheError, PolicyError
+from engine.base.errors import FormulaError, LetheError, PolicyError, StoreError
 from engine.plan import compile_policy, rules
+from engine.plan.dialect import DIALECTS, NOW
 from engine.policy import SETTABLE, load
+from engine.policy import expr as X
 from tests.conftest import POLICIES, START, run_sql, shipped_policies
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
 SQLITE = DIALECTS["sqlite"]
 PARAMS = {"half_life_days": 30, "archive_below": 0.1, "label": "x'); DROP TABLE memories; --"}
-SCORES = {"freshness": "exp(-0.693 * idle_days / half_life_days)",
-          "boost": "importance * 2", "loop_a": "loop_b + 1", "loop_b": "loop_a + 1"}
+SCORES = {
+    "freshness": "exp(-0.693 * idle_days / half_life_days)",
+    "boost": "importance * 2",
+    "loop_a": "loop_b + 1",
+    "loop_b": "loop_a + 1",
+}
 # `make test`: the same examples every run (derandomize), no example database on disk
-FAST = settings(max_examples=600, deadline=None, database=None, derandomize=True,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+FAST = settings(
+    max_examples=600,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 FAST_DOCS = settings(FAST, max_examples=150)
 # `make soak`: fresh random examples each run
-SOAK = settings(max_examples=10_000, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+SOAK = settings(
+    max_examples=10_000,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 
 
 # ---- formulas -------------------------------------------------------------------------
-NASTY_TEXT = ["'); DROP TABLE memories; --", "\" OR 1=1 --", "x' || (SELECT sql FROM sqlite_master) || '",
-              "{{ 7*7 }}", "%s", "?", ":now", "\\", "é", "😀", "Robert'); --", "*/", "/*",
-              "\n", "\t", "'", '"', "a\"b'c"]
-NAMES = sorted(X.COLUMNS) + sorted(X.TIME_WORDS) + sorted(PARAMS) + sorted(SCORES) + [
-    "relevance", "null", "None", "NULL", "true", "False", "__class__", "__import__",
-    "__builtins__", "__globals__", "_", "self", "os", "sqlite_master", "memories", "DROP",
-    "SELECT", "rowid", "oid", "_rowid_", "main", "id_", "Status", "namespace", "eval", "exec"]
-FUNCS = sorted(X.SCALAR_FUNCS) + sorted(X.AGGREGATES) + [
-    "eval", "exec", "open", "__import__", "getattr", "load_extension", "randomblob", "char",
-    "sqlite_version", "json_extract", "printf", "zeroblob", "round", "julianday", "lower", "log10"]
+NASTY_TEXT = [
+    "'); DROP TABLE memories; --",
+    '" OR 1=1 --',
+    "x' || (SELECT sql FROM sqlite_master) || '",
+    "{{ 7*7 }}",
+    "%s",
+    "?",
+    ":now",
+    "\\",
+    "é",
+    "😀",
+    "Robert'); --",
+    "*/",
+    "/*",
+    "\n",
+    "\t",
+    "'",
+    '"',
+    "a\"b'c",
+]
+NAMES = (
+    sorted(X.COLUMNS)
+    + sorted(X.TIME_WORDS)
+    + sorted(PARAMS)
+    + sorted(SCORES)
+    + [
+        "relevance",
+        "null",
+        "None",
+        "NULL",
+        "true",
+        "False",
+        "__class__",
+        "__import__",
+        "__builtins__",
+        "__globals__",
+        "_",
+        "self",
+        "os",
+        "sqlite_master",
+        "memories",
+        "DROP",
+        "SELECT",
+        "rowid",
+        "oid",
+        "_rowid_",
+        "main",
+        "id_",
+        "Status",
+        "namespace",
+        "eval",
+        "exec",
+    ]
+)
+FUNCS = (
+    sorted(X.SCALAR_FUNCS)
+    + sorted(X.AGGREGATES)
+    + [
+        "eval",
+        "exec",
+        "open",
+        "__import__",
+        "getattr",
+        "load_extension",
+        "randomblob",
+        "char",
+        "sqlite_version",
+        "json_extract",
+        "printf",
+        "zeroblob",
+        "round",
+        "julianday",
+        "lower",
+        "log10",
+    ]
+)
 OPS_OK = ["+", "-", "*", "/"]
 OPS_BAD = ["**", "//", "%", "<<", ">>", "|", "&", "^", "@"]
 CMPS = ["==", "=", "!=", "<>", "<", "<=", ">", ">=", "is", "is not", "in", "not in", "IN", "IS"]
@@ -66,7 +145,7 @@ def _quoted(s: str) -> str:
 
 
 leaf = st.one_of(
-    st.integers(-10**12, 10**12).map(str),
+    st.integers(-(10**12), 10**12).map(str),
     st.floats(allow_nan=False, allow_infinity=False, min_value=-1e12, max_value=1e12).map(repr),
     st.sampled_from(["1e999", "0", "0.0", "1_000", "0x10", "1j", "...", "b'x'", "f'{id}'"]),
     st.sampled_from(NAMES),
@@ -82,28 +161,49 @@ def _not_null(text: str) -> bool:
 
 def _branches(children):
     return st.one_of(
-        st.tuples(children, st.sampled_from(OPS_OK + OPS_BAD), children)
-        .map(lambda t: f"({t[0]} {t[1]} {t[2]})"),
+        st.tuples(children, st.sampled_from(OPS_OK + OPS_BAD), children).map(
+            lambda t: f"({t[0]} {t[1]} {t[2]})"
+        ),
         # `-null` is a known bug (TypeError), pinned by test_minus_null_is_refused below
         st.tuples(st.sampled_from(["-", "+", "~", "not "]), children)
-        .filter(lambda t: t[0] != "-" or _not_null(t[1])).map(lambda t: f"{t[0]}{t[1]}"),
+        .filter(lambda t: t[0] != "-" or _not_null(t[1]))
+        .map(lambda t: f"{t[0]}{t[1]}"),
         st.tuples(children, st.sampled_from(CMPS), children).map(lambda t: f"{t[0]} {t[1]} {t[2]}"),
-        st.tuples(children, st.sampled_from(["in", "not in"]), st.lists(children, max_size=3))
-        .map(lambda t: f"{t[0]} {t[1]} [{', '.join(t[2])}]"),
+        st.tuples(children, st.sampled_from(["in", "not in"]), st.lists(children, max_size=3)).map(
+            lambda t: f"{t[0]} {t[1]} [{', '.join(t[2])}]"
+        ),
         st.tuples(children, st.sampled_from(["and", "or", "AND", "OR"]), children).map(" ".join),
-        st.tuples(st.sampled_from(FUNCS), st.lists(children, max_size=4))
-        .map(lambda t: f"{t[0]}({', '.join(t[1])})"),
-        st.tuples(children, st.sampled_from([".__class__", ".__mro__", ".real", "[0]", "[1:2]",
-                                             "()", "(x=1)", ".upper()"])).map("".join),
+        st.tuples(st.sampled_from(FUNCS), st.lists(children, max_size=4)).map(
+            lambda t: f"{t[0]}({', '.join(t[1])})"
+        ),
+        st.tuples(
+            children,
+            st.sampled_from([".__class__", ".__mro__", ".real", "[0]", "[1:2]", "()", "(x=1)", ".upper()"]),
+        ).map("".join),
         st.tuples(children, children).map(lambda t: f"({t[0]} if {t[1]} else {t[0]})"),
         st.tuples(children).map(lambda t: f"(lambda: {t[0]})"),
         st.tuples(children).map(lambda t: f"[{t[0]} for x in ids]"),
         st.tuples(children).map(lambda t: f"{{{t[0]}: 1}}"),
         st.tuples(children).map(lambda t: f"(x := {t[0]})"),
         st.tuples(children).map(lambda t: f"min(*{t[0]})"),
-        st.tuples(children, st.sampled_from(["; DROP TABLE memories", ") OR (1=1", " -- c",
-                                             " /* c */", "#", "\n", "'", '"', "`x`", "[", ")"]))
-        .map("".join),
+        st.tuples(
+            children,
+            st.sampled_from(
+                [
+                    "; DROP TABLE memories",
+                    ") OR (1=1",
+                    " -- c",
+                    " /* c */",
+                    "#",
+                    "\n",
+                    "'",
+                    '"',
+                    "`x`",
+                    "[",
+                    ")",
+                ]
+            ),
+        ).map("".join),
     )
 
 
@@ -112,9 +212,20 @@ wild_formulas = st.recursive(leaf, _branches, max_leaves=12)
 # well-typed formulas, so that many are accepted and their SQL is run
 NUM_COLUMNS = [c for c, t in X.COLUMNS.items() if t == X.NUM]
 num_leaf = st.one_of(
-    st.sampled_from(NUM_COLUMNS + ["idle_days", "age_days", "days_to_expiry", "half_life_days",
-                                   "archive_below", "boost", "freshness", "null"]),
-    st.integers(-10**9, 10**9).map(str),
+    st.sampled_from(
+        NUM_COLUMNS
+        + [
+            "idle_days",
+            "age_days",
+            "days_to_expiry",
+            "half_life_days",
+            "archive_below",
+            "boost",
+            "freshness",
+            "null",
+        ]
+    ),
+    st.integers(-(10**9), 10**9).map(str),
     st.floats(allow_nan=False, min_value=-1e9, max_value=1e9).map(repr),
     st.sampled_from(["1e999", "-1e999", "0", "0.0"]),
 )
@@ -124,43 +235,92 @@ def _num_branches(c):
     return st.one_of(
         st.tuples(c, st.sampled_from(OPS_OK), c).map(lambda t: f"({t[0]} {t[1]} {t[2]})"),
         c.filter(_not_null).map(lambda t: f"-{t}"),
-        st.tuples(st.sampled_from(["exp", "ln", "log", "floor", "ceil", "abs", "sqrt"]), c)
-        .map(lambda t: f"{t[0]}({t[1]})"),
-        st.tuples(st.sampled_from(["min", "max", "coalesce", "pow", "clamp"]),
-                  st.lists(c, min_size=2, max_size=3)).map(lambda t: f"{t[0]}({', '.join(t[1])})"),
-        st.tuples(st.sampled_from(sorted(X.AGGREGATES)), c.filter(lambda t: "(" not in t))
-        .map(lambda t: f"{t[0]}({t[1]})"),
+        st.tuples(st.sampled_from(["exp", "ln", "log", "floor", "ceil", "abs", "sqrt"]), c).map(
+            lambda t: f"{t[0]}({t[1]})"
+        ),
+        st.tuples(
+            st.sampled_from(["min", "max", "coalesce", "pow", "clamp"]), st.lists(c, min_size=2, max_size=3)
+        ).map(lambda t: f"{t[0]}({', '.join(t[1])})"),
+        st.tuples(st.sampled_from(sorted(X.AGGREGATES)), c.filter(lambda t: "(" not in t)).map(
+            lambda t: f"{t[0]}({t[1]})"
+        ),
     )
 
 
 numbers = st.recursive(num_leaf, _num_branches, max_leaves=8)
-text_value = st.one_of(st.sampled_from(NASTY_TEXT + ["active", "archived", "fact"]),
-                       st.text(max_size=10)).map(_quoted)
+text_value = st.one_of(
+    st.sampled_from(NASTY_TEXT + ["active", "archived", "fact"]), st.text(max_size=10)
+).map(_quoted)
 bool_leaf = st.one_of(
-    st.tuples(numbers, st.sampled_from(["=", "==", "!=", "<>", "<", "<=", ">", ">="]), numbers)
-    .map(" ".join),
-    st.tuples(st.sampled_from(["status", "kind", "scene", "content", "summary", "label"]),
-              st.sampled_from(["=", "!=", "<", ">="]), text_value).map(" ".join),
-    st.tuples(st.sampled_from(["status", "kind"]), st.sampled_from(["in", "not in"]),
-              st.lists(text_value, min_size=1, max_size=3))
-    .map(lambda t: f"{t[0]} {t[1]} [{', '.join(t[2])}]"),
-    st.tuples(st.sampled_from(["expires_at", "created_at", "last_accessed"]),
-              st.sampled_from(["<", ">", "<="]), st.sampled_from(["now", "'2026-01-01'"])).map(" ".join),
-    st.tuples(st.sampled_from(NUM_COLUMNS + ["expires_at", "kind"]),
-              st.sampled_from(["is null", "is not null", "= null", "!= None"])).map(" ".join),
+    st.tuples(numbers, st.sampled_from(["=", "==", "!=", "<>", "<", "<=", ">", ">="]), numbers).map(" ".join),
+    st.tuples(
+        st.sampled_from(["status", "kind", "scene", "content", "summary", "label"]),
+        st.sampled_from(["=", "!=", "<", ">="]),
+        text_value,
+    ).map(" ".join),
+    st.tuples(
+        st.sampled_from(["status", "kind"]),
+        st.sampled_from(["in", "not in"]),
+        st.lists(text_value, min_size=1, max_size=3),
+    ).map(lambda t: f"{t[0]} {t[1]} [{', '.join(t[2])}]"),
+    st.tuples(
+        st.sampled_from(["expires_at", "created_at", "last_accessed"]),
+        st.sampled_from(["<", ">", "<="]),
+        st.sampled_from(["now", "'2026-01-01'"]),
+    ).map(" ".join),
+    st.tuples(
+        st.sampled_from(NUM_COLUMNS + ["expires_at", "kind"]),
+        st.sampled_from(["is null", "is not null", "= null", "!= None"]),
+    ).map(" ".join),
     st.sampled_from(["true", "false", "True", "False"]),
 )
-conditions = st.recursive(bool_leaf, lambda c: st.one_of(
-    st.tuples(c, st.sampled_from(["and", "or", "AND", "OR"]), c).map(lambda t: f"({' '.join(t)})"),
-    c.map(lambda t: f"not ({t})"), c.map(lambda t: f"NOT ({t})")), max_leaves=6)
+conditions = st.recursive(
+    bool_leaf,
+    lambda c: st.one_of(
+        st.tuples(c, st.sampled_from(["and", "or", "AND", "OR"]), c).map(lambda t: f"({' '.join(t)})"),
+        c.map(lambda t: f"not ({t})"),
+        c.map(lambda t: f"NOT ({t})"),
+    ),
+    max_leaves=6,
+)
 formulas = st.one_of(wild_formulas, numbers, conditions)
-scopes = st.builds(lambda rel, agg, time: X.Scope(PARAMS, SCORES, allow_time=time,
-                                                  allow_relevance=rel, allow_aggregates=agg),
-                   st.booleans(), st.booleans(), st.booleans())
+scopes = st.builds(
+    lambda rel, agg, time: X.Scope(
+        PARAMS, SCORES, allow_time=time, allow_relevance=rel, allow_aggregates=agg
+    ),
+    st.booleans(),
+    st.booleans(),
+    st.booleans(),
+)
 
-SQL_WORDS = {"AND", "OR", "NOT", "IN", "IS", "NULL", "exp", "ln", "log10", "floor", "ceil",
-             "abs", "pow", "min", "max", "coalesce", "sqrt", "avg", "sum", "count", "round",
-             "julianday", "fts", "score", "DESC", "ASC"}
+SQL_WORDS = {
+    "AND",
+    "OR",
+    "NOT",
+    "IN",
+    "IS",
+    "NULL",
+    "exp",
+    "ln",
+    "log10",
+    "floor",
+    "ceil",
+    "abs",
+    "pow",
+    "min",
+    "max",
+    "coalesce",
+    "sqrt",
+    "avg",
+    "sum",
+    "count",
+    "round",
+    "julianday",
+    "fts",
+    "score",
+    "DESC",
+    "ASC",
+}
 ENGINE_NUMBERS = {"1.0", "0.0", "86400000.0"}
 RELEVANCE = "coalesce(-fts.score / (1.0 - fts.score), 0.0)"
 
@@ -171,8 +331,12 @@ def assert_safe_sql(sql: str, params: list, columns=frozenset(X.COLUMNS)) -> Non
     assert "'" not in sql and ";" not in sql and "--" not in sql and "/*" not in sql, sql
     # a text column is read beside its row on SQLite (engine.plan.dialect): the engine's own
     # fixed lookup, by id, of a known column, and nothing else of the formula's
-    sql = re.sub(r'\(SELECT t\.("(?:' + "|".join(X.TEXT_COLUMNS) + r')") FROM memory_texts AS t '
-                 r'WHERE t\.id = memories\.id\)', r"\1", sql)
+    sql = re.sub(
+        r'\(SELECT t\.("(?:' + "|".join(X.TEXT_COLUMNS) + r')") FROM memory_texts AS t '
+        r"WHERE t\.id = memories\.id\)",
+        r"\1",
+        sql,
+    )
     idents = re.findall(r'"([^"]*)"', sql)
     assert set(idents) <= columns, (sql, set(idents) - columns)
     rest = re.sub(r'"[^"]*"', " ", sql)
@@ -200,13 +364,13 @@ def compile_or_refuse(text: str, scope: X.Scope):
 def formula_db(tmp_path_factory):
     """A real store with a few memories, NULLs and odd values included."""
     path = str(tmp_path_factory.mktemp("formulas") / "f.db")
-    with Memory(path, policy=os.path.join(POLICIES, "lifecycle.yaml"), offline=True,
-                clock=FixedClock(START)) as mem:
+    with Memory(
+        path, policy=os.path.join(POLICIES, "lifecycle.yaml"), offline=True, clock=FixedClock(START)
+    ) as mem:
         mem.add("User prefers Python", importance=7, judged=False)
         mem.add("Deadline is March 15", expires_at="2026-03-15", judged=False)
         mem.add("x'); DROP TABLE memories; --", importance=0, confidence=0, judged=False)
-        run_sql(mem.store, "UPDATE memories SET last_accessed = 'not a date', kind = 'fact' "
-                             "WHERE id = 3")
+        run_sql(mem.store, "UPDATE memories SET last_accessed = 'not a date', kind = 'fact' WHERE id = 3")
     db = sqlite3.connect(path)
     from engine.store.sqlite_functions import sql_functions
 
@@ -236,8 +400,9 @@ def execute(db: sqlite3.Connection, node, sql: str, params: list) -> None:
     if X.columns_of(node) & {"@relevance"}:
         sql = sql.replace(RELEVANCE, "0.0")
     if node.type == X.BOOL and not aggregates(node):
-        db.execute(f'SELECT count(*) FROM memories WHERE "namespace" = ? AND {sql}',
-                   ["default", *bound]).fetchall()
+        db.execute(
+            f'SELECT count(*) FROM memories WHERE "namespace" = ? AND {sql}', ["default", *bound]
+        ).fetchall()
     else:
         db.execute(f"SELECT {sql} FROM memories", bound).fetchall()
 
@@ -266,28 +431,60 @@ def test_generated_formulas_soak(formula_db, text, scope):
     check_formula(formula_db, text, scope)
 
 
-@pytest.mark.parametrize("text", [
-    "__import__('os').system('id')", "().__class__.__mro__", "importance.__class__",
-    "getattr(importance, 'real')", "eval('1')", "open('/etc/passwd')", "[x for x in ids]",
-    "lambda: 1", "importance ** 2", "importance // 2", "importance % 2", "1 if status else 2",
-    "status = 'a'; DROP TABLE memories", "status = 'a' -- comment", "load_extension('x')",
-    "sqlite_master", "rowid > 1", "printf('%s', content)", "f'{content}'", "b'x'", "1j",
-    "min(*importance)", "max(importance, key=1)", "status in []", "status is 'active'",
-    "'x' + status", "content > 1", "not importance", "loop_a > 1", "unknown_name",
-    "importance > 1 and", "(", "\x00", "randomblob(8)",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "__import__('os').system('id')",
+        "().__class__.__mro__",
+        "importance.__class__",
+        "getattr(importance, 'real')",
+        "eval('1')",
+        "open('/etc/passwd')",
+        "[x for x in ids]",
+        "lambda: 1",
+        "importance ** 2",
+        "importance // 2",
+        "importance % 2",
+        "1 if status else 2",
+        "status = 'a'; DROP TABLE memories",
+        "status = 'a' -- comment",
+        "load_extension('x')",
+        "sqlite_master",
+        "rowid > 1",
+        "printf('%s', content)",
+        "f'{content}'",
+        "b'x'",
+        "1j",
+        "min(*importance)",
+        "max(importance, key=1)",
+        "status in []",
+        "status is 'active'",
+        "'x' + status",
+        "content > 1",
+        "not importance",
+        "loop_a > 1",
+        "unknown_name",
+        "importance > 1 and",
+        "(",
+        "\x00",
+        "randomblob(8)",
+    ],
+)
 def test_disallowed_formulas_are_refused_with_a_formula_error(text):
     with pytest.raises(FormulaError) as err:
         X.compile_formula(text, X.Scope(PARAMS, SCORES))
     assert str(err.value).strip()
 
 
-@pytest.mark.parametrize("text", [
-    "status = 'x''); DROP TABLE memories; --'",
-    "content = \"'); DELETE FROM memory_events; --\"",
-    "label = status",  # a param holding SQL is bound like any value
-    "kind = '[\"a\"]' or summary = '{{ 7*7 }}'",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "status = 'x''); DROP TABLE memories; --'",
+        'content = "\'); DELETE FROM memory_events; --"',
+        "label = status",  # a param holding SQL is bound like any value
+        "kind = '[\"a\"]' or summary = '{{ 7*7 }}'",
+    ],
+)
 def test_text_in_a_formula_is_always_a_bound_parameter(formula_db, text):
     node, sql, params = compile_or_refuse(text, X.Scope(PARAMS, SCORES))
     assert_safe_sql(sql, params)
@@ -332,19 +529,40 @@ with open(os.path.join(POLICIES, "lifecycle.yaml"), encoding="utf-8") as _fh:
     BASE = yaml.safe_load(_fh)
 
 FORMULA_SLOTS = [
-    ("scores", "freshness"), ("scores", "rank"), ("passes", "expiry", "rules", 0, "when"),
-    ("passes", "decay", "rules", 0, "set", "decay_score"), ("passes", "decay", "rules", 1, "when"),
-    ("recall", "where"), ("recall", "order"), ("write", 2, "candidates", "where"),
-    ("write", 2, "candidates", "order"), ("passes", "compression", "merge", "result", "importance"),
+    ("scores", "freshness"),
+    ("scores", "rank"),
+    ("passes", "expiry", "rules", 0, "when"),
+    ("passes", "decay", "rules", 0, "set", "decay_score"),
+    ("passes", "decay", "rules", 1, "when"),
+    ("recall", "where"),
+    ("recall", "order"),
+    ("write", 2, "candidates", "where"),
+    ("write", 2, "candidates", "order"),
+    ("passes", "compression", "merge", "result", "importance"),
     ("passes", "compression", "cluster", "candidates", "where"),
-    ("recall", "on_access", "set", "access_count"), ("recall", "on_access", "set", "last_accessed"),
+    ("recall", "on_access", "set", "access_count"),
+    ("recall", "on_access", "set", "last_accessed"),
     ("params", "half_life_days"),
 ]
-RULE_SLOTS = [("passes", "expiry", "rules", 0), ("passes", "decay", "rules", 0),
-              ("passes", "decay", "rules", 1), ("recall", "on_access")]
-SET_NAMES = sorted(X.COLUMNS) + ["ID", "Namespace", "namespace ", "rowid", "oid", "_rowid_",
-                                 "memories", "x\"; DROP TABLE memories; --", "__class__",
-                                 "content_fts", "status"]
+RULE_SLOTS = [
+    ("passes", "expiry", "rules", 0),
+    ("passes", "decay", "rules", 0),
+    ("passes", "decay", "rules", 1),
+    ("recall", "on_access"),
+]
+SET_NAMES = sorted(X.COLUMNS) + [
+    "ID",
+    "Namespace",
+    "namespace ",
+    "rowid",
+    "oid",
+    "_rowid_",
+    "memories",
+    'x"; DROP TABLE memories; --',
+    "__class__",
+    "content_fts",
+    "status",
+]
 
 
 def _safe_text(s: str) -> bool:
@@ -352,12 +570,19 @@ def _safe_text(s: str) -> bool:
 
 
 plain_text = st.text(max_size=20).filter(_safe_text)
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**9, 10**9),
-                    st.floats(allow_nan=False, allow_infinity=False, min_value=-1e9, max_value=1e9),
-                    plain_text, st.sampled_from(NASTY_TEXT + ["active", "archived", "1h", "6d", "0s"]))
-values = st.recursive(scalars, lambda c: st.one_of(st.lists(c, max_size=3),
-                                                   st.dictionaries(plain_text, c, max_size=3)),
-                      max_leaves=6)
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**9), 10**9),
+    st.floats(allow_nan=False, allow_infinity=False, min_value=-1e9, max_value=1e9),
+    plain_text,
+    st.sampled_from(NASTY_TEXT + ["active", "archived", "1h", "6d", "0s"]),
+)
+values = st.recursive(
+    scalars,
+    lambda c: st.one_of(st.lists(c, max_size=3), st.dictionaries(plain_text, c, max_size=3)),
+    max_leaves=6,
+)
 
 
 def _paths(node, prefix=()):
@@ -385,8 +610,9 @@ def _put(doc, path, value):
 
 mutation = st.one_of(
     st.tuples(st.just("formula"), st.sampled_from(FORMULA_SLOTS), formulas),
-    st.tuples(st.just("set"), st.sampled_from(RULE_SLOTS), st.sampled_from(SET_NAMES),
-              st.one_of(formulas, scalars)),
+    st.tuples(
+        st.just("set"), st.sampled_from(RULE_SLOTS), st.sampled_from(SET_NAMES), st.one_of(formulas, scalars)
+    ),
     st.tuples(st.just("value"), st.integers(0, 10_000), values),
     st.tuples(st.just("key"), st.integers(0, 10_000), plain_text, values),
     st.tuples(st.just("drop"), st.integers(0, 10_000)),
@@ -438,8 +664,14 @@ def _get_or_none(doc, path):
 
 def plan_statements(plan) -> list:
     out = [st for sts in plan.passes.values() for st in sts]
-    out += [plan.recall, plan.recall_query, plan.recall_scored, plan.rank_refresh,
-            *plan.write_candidates.values(), *plan.cluster_candidates.values()]
+    out += [
+        plan.recall,
+        plan.recall_query,
+        plan.recall_scored,
+        plan.rank_refresh,
+        *plan.write_candidates.values(),
+        *plan.cluster_candidates.values(),
+    ]
     return out + ([plan.access] if plan.access else [])
 
 
@@ -477,7 +709,7 @@ def assert_safe_plan(policy) -> None:
         if sql.startswith("UPDATE"):
             set_part = re.split(r"\sSET\s", sql, maxsplit=1)[1].split("WHERE", 1)[0]
             written = set(re.findall(r'(?:^|,)\s*"(\w+)" = ', set_part))
-            shared = re.match(r'\s*\(([^()]*)\) = \(SELECT ', set_part)  # SET (a, rank) = (...)
+            shared = re.match(r"\s*\(([^()]*)\) = \(SELECT ", set_part)  # SET (a, rank) = (...)
             written |= set(re.findall(r'"(\w+)"', shared.group(1))) if shared else set()
             assert written, set_part
             assert written <= set(SETTABLE) | {"rank"}, written
@@ -522,8 +754,12 @@ _docs = itertools.count()
 @pytest.fixture(scope="module")
 def doc_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("policies")
-    with Memory(str(d / "store.db"), policy=os.path.join(POLICIES, "lifecycle.yaml"),
-                offline=True, clock=FixedClock(START)) as mem:
+    with Memory(
+        str(d / "store.db"),
+        policy=os.path.join(POLICIES, "lifecycle.yaml"),
+        offline=True,
+        clock=FixedClock(START),
+    ) as mem:
         mem.add("User prefers Python", judged=False)
         mem.add("Deadline is March 15", expires_at="2026-03-15", judged=False)
     return d
@@ -559,8 +795,10 @@ def test_generated_policy_documents_soak(doc_dir, mutations):
     check_document(doc_dir, mutate(BASE, mutations))
 
 
-@pytest.mark.parametrize("column", ["id", "namespace", "rank", "content", "summary", "tags",
-                                    "created_at", "contradicted_by", "rowid", "ID"])
+@pytest.mark.parametrize(
+    "column",
+    ["id", "namespace", "rank", "content", "summary", "tags", "created_at", "contradicted_by", "rowid", "ID"],
+)
 def test_set_can_never_write_id_namespace_or_other_protected_columns(doc_dir, column):
     data = copy.deepcopy(BASE)
     data["passes"]["decay"]["rules"][0]["set"][column] = 1
@@ -587,23 +825,26 @@ def write_text(doc_dir, text: str) -> str:
     return path
 
 
-@pytest.mark.parametrize("text", [
-    "name: !!python/object/apply:os.system ['id']\n",
-    "name: x\nparams: &a {a: 1}\nscores: {<<: *a}\n",
-    "name: x\nname: y\n",
-    "- just\n- a list\n",
-    "name: x\n\tparams: {}\n",
-    "name: [unclosed\n",
-    "name: x\npasses: {p: {every: 1h, rules: [{when: \"status = 'x'); DROP TABLE memories; --\", "
-    "set: {id: 1}}]}}\n",
-    "name: x\nwrite: [{step: gate, model: nope, prompt: gate.j2}]\n",
-    "name: x\nmodels: {m: {provider: rules}}\nwrite: [{step: gate, model: m, prompt: missing.j2}]\n",
-    "name: x\nextends: /nonexistent/base.yaml\n",
-    "name: x\npasses: {'bad name!': {rules: [{when: 'true', event: e}]}}\n",
-    "name: x\npasses: {p: {rules: [{when: 'true', event: 'Robert; DROP'}]}}\n",
-    "name: x\nprompts: 5\n",
-    "name: x\nparams: {status: 1}\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "name: !!python/object/apply:os.system ['id']\n",
+        "name: x\nparams: &a {a: 1}\nscores: {<<: *a}\n",
+        "name: x\nname: y\n",
+        "- just\n- a list\n",
+        "name: x\n\tparams: {}\n",
+        "name: [unclosed\n",
+        "name: x\npasses: {p: {every: 1h, rules: [{when: \"status = 'x'); DROP TABLE memories; --\", "
+        "set: {id: 1}}]}}\n",
+        "name: x\nwrite: [{step: gate, model: nope, prompt: gate.j2}]\n",
+        "name: x\nmodels: {m: {provider: rules}}\nwrite: [{step: gate, model: m, prompt: missing.j2}]\n",
+        "name: x\nextends: /nonexistent/base.yaml\n",
+        "name: x\npasses: {'bad name!': {rules: [{when: 'true', event: e}]}}\n",
+        "name: x\npasses: {p: {rules: [{when: 'true', event: 'Robert; DROP'}]}}\n",
+        "name: x\nprompts: 5\n",
+        "name: x\nparams: {status: 1}\n",
+    ],
+)
 def test_hostile_documents_are_refused_at_file_line(doc_dir, text):
     path = write_text(doc_dir, text)
     with pytest.raises(PolicyError) as err:
@@ -611,13 +852,22 @@ def test_hostile_documents_are_refused_at_file_line(doc_dir, text):
     assert str(err.value).startswith(f"{err.value.file}:") and err.value.line >= 1
 
 
-@pytest.mark.parametrize("text", [
-    "params: [{}]", "scores: [[]]", "passes: [{}]", "params: true", "scores: 1.5",
-    "passes: 3", "models: true", "passes: {p: {rules: [{when: 'true', set: 5}]}}",
-    "passes: {p: {rules: [{when: 'true', set: [{}]}]}}",
-    "write: [{step: gate, model: [], prompt: gate.j2}]",
-    "recall: {select: {model: {a: 1}, prompt: select.j2}}",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "params: [{}]",
+        "scores: [[]]",
+        "passes: [{}]",
+        "params: true",
+        "scores: 1.5",
+        "passes: 3",
+        "models: true",
+        "passes: {p: {rules: [{when: 'true', set: 5}]}}",
+        "passes: {p: {rules: [{when: 'true', set: [{}]}]}}",
+        "write: [{step: gate, model: [], prompt: gate.j2}]",
+        "recall: {select: {model: {a: 1}, prompt: select.j2}}",
+    ],
+)
 def test_wrong_shapes_are_a_policy_error(doc_dir, text):
     """Sections and values of the wrong shape (found by the generated documents; fixed in
     e9f8746): a PolicyError at file:line, never a TypeError."""
@@ -637,13 +887,16 @@ def test_an_order_over_two_lines_is_compiled_or_refused(doc_dir):
 
 @pytest.mark.parametrize("every", [".inf", "99999999999999d", "100000000000000000000"])
 def test_an_absurd_schedule_is_a_policy_error(doc_dir, every):
-    path = write_text(doc_dir, f"name: x\npasses:\n  p:\n    every: {every}\n    rules:\n"
-                               "      - {when: \"status = 'active'\", event: e}\n")
+    path = write_text(
+        doc_dir,
+        f"name: x\npasses:\n  p:\n    every: {every}\n    rules:\n"
+        "      - {when: \"status = 'active'\", event: e}\n",
+    )
     with pytest.raises(PolicyError):
         load(path)
 
 
-@pytest.mark.parametrize("text", ["name: \"a\x00\"\n", "name: " + "[" * 1200 + "]" * 1200 + "\n"])
+@pytest.mark.parametrize("text", ['name: "a\x00"\n', "name: " + "[" * 1200 + "]" * 1200 + "\n"])
 def test_unreadable_yaml_is_a_policy_error(doc_dir, text):
     path = write_text(doc_dir, text)
     with pytest.raises(PolicyError):
@@ -652,8 +905,11 @@ def test_unreadable_yaml_is_a_policy_error(doc_dir, text):
 
 @pytest.mark.parametrize("prompt", ["/etc/passwd", "../../../../../../etc/passwd"])
 def test_a_prompt_outside_the_prompt_dirs_is_a_policy_error(doc_dir, prompt):
-    path = write_text(doc_dir, "name: x\nmodels: {m: {provider: rules}}\n"
-                               f"write: [{{step: gate, model: m, prompt: '{prompt}'}}]\n")
+    path = write_text(
+        doc_dir,
+        "name: x\nmodels: {m: {provider: rules}}\n"
+        f"write: [{{step: gate, model: m, prompt: '{prompt}'}}]\n",
+    )
     with pytest.raises(PolicyError):
         load(path)
 
@@ -693,8 +949,14 @@ def template_dir(tmp_path):
     return tmp_path
 
 
-VARS = {"memory": {"content": "c", "summary": "s", "tags": []}, "user": "u", "assistant": "a",
-        "candidates": [{"n": 1, "content": "x"}], "now": dt.datetime(2026, 1, 5), "query": "q"}
+VARS = {
+    "memory": {"content": "c", "summary": "s", "tags": []},
+    "user": "u",
+    "assistant": "a",
+    "candidates": [{"n": 1, "content": "x"}],
+    "now": dt.datetime(2026, 1, 5),
+    "query": "q",
+}
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE_TEMPLATES))
@@ -707,14 +969,17 @@ def test_hostile_templates_fail_with_a_clear_policy_error(template_dir, name):
     assert re.search(r"sandbox forbids|unsafe|undefined|syntax error", message), message
 
 
-@pytest.mark.parametrize("source", [
-    "{{ range(1000000) | length }}",
-    "{% include '/etc/passwd' %}",
-    "{% include '../../../../etc/passwd' %}",
-    "{% import 'os' as os %}",
-    "{% extends '/etc/hostname' %}",
-    "{{ '{0}'.format_map({}) }}",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{{ range(1000000) | length }}",
+        "{% include '/etc/passwd' %}",
+        "{% include '../../../../etc/passwd' %}",
+        "{% import 'os' as os %}",
+        "{% extends '/etc/hostname' %}",
+        "{{ '{0}'.format_map({}) }}",
+    ],
+)
 def test_every_template_failure_is_a_policy_error(template_dir, source):
     """The sandbox's range limit, includes of files outside the prompt dirs and runtime
     errors are PolicyErrors too (fixed in e9f8746)."""
@@ -728,8 +993,10 @@ def test_a_policy_with_a_hostile_template_keeps_the_turn_pending(tmp_path, clock
     prompts_dir.mkdir()
     (prompts_dir / "gate.j2").write_text("{{ cycler.__init__.__globals__.os }}\n")
     policy = tmp_path / "p.yaml"
-    policy.write_text("name: hostile\nprompts: prompts\nmodels: {m: {provider: rules}}\n"
-                      "write: [{step: gate, model: m, prompt: gate.j2}]\n")
+    policy.write_text(
+        "name: hostile\nprompts: prompts\nmodels: {m: {provider: rules}}\n"
+        "write: [{step: gate, model: m, prompt: gate.j2}]\n"
+    )
     with Memory(str(tmp_path / "m.db"), policy=str(policy), offline=True, clock=clock) as mem:
         with pytest.raises(PolicyError, match="sandbox forbids"):
             mem.remember("I use Python.", "ok")
@@ -772,7 +1039,7 @@ def test_hostile_memories_are_stored_and_recalled_exactly(memory, name, judged):
 
 def test_a_one_megabyte_memory_is_stored_and_recalled_exactly(memory):
     mem = memory("lifecycle")
-    text = "zanzibar " + "".join(chr(0x20 + (i * 7919) % 0x5f) for i in range(1 << 20))
+    text = "zanzibar " + "".join(chr(0x20 + (i * 7919) % 0x5F) for i in range(1 << 20))
     new_id = mem.add(text, judged=False)
     assert mem.get(new_id).content == text
     recalled = mem.recall("zanzibar")
@@ -787,14 +1054,33 @@ def test_memory_text_reaches_a_prompt_as_data_never_as_template_code(memory):
     text = HOSTILE_MEMORIES["template"]
     mem.add(text, judged=False)
     dirs = mem.policy.prompt_dirs
-    shown = {"n": 1, "id": 1, "content": text, "summary": text, "confidence": 1.0,
-             "decay_score": 1.0, "created_at": "2026-01-05", "importance": 5}
+    shown = {
+        "n": 1,
+        "id": 1,
+        "content": text,
+        "summary": text,
+        "confidence": 1.0,
+        "decay_score": 1.0,
+        "created_at": "2026-01-05",
+        "importance": 5,
+    }
     for name, variables in [
-        ("contradiction.j2", {"memory": {"content": text, "summary": text, "tags": []},
-                              "candidates": [shown]}),
+        (
+            "contradiction.j2",
+            {"memory": {"content": text, "summary": text, "tags": []}, "candidates": [shown]},
+        ),
         ("select.j2", {"query": text, "candidates": [shown], "top_n": 6}),
-        ("gate.j2", {"user": text, "assistant": text, "now": START, "today": "2026-01-05",
-                     "memory": {"content": text, "summary": text, "tags": []}, "candidates": []}),
+        (
+            "gate.j2",
+            {
+                "user": text,
+                "assistant": text,
+                "now": START,
+                "today": "2026-01-05",
+                "memory": {"content": text, "summary": text, "tags": []},
+                "candidates": [],
+            },
+        ),
     ]:
         out = prompts.render(name, dirs, {"now": START, "today": "2026-01-05", **variables})
         assert "{{ 7*7 }}" in out and "49" not in out, name
@@ -825,8 +1111,7 @@ def test_a_lone_surrogate_is_refused_with_a_lethe_error(memory, call):
 def test_a_lone_surrogate_leaves_nothing_behind(memory):
     """Refused with the engine's own error, and nothing stored."""
     mem = memory("lifecycle")
-    for call in (lambda t: mem.add(t, judged=False), lambda t: mem.add(t),
-                 lambda t: mem.remember(t, "ok")):
+    for call in (lambda t: mem.add(t, judged=False), lambda t: mem.add(t), lambda t: mem.remember(t, "ok")):
         with pytest.raises(LetheError):
             call("I prefer \ud800 lone surrogates")
     assert mem.counts() == {} and mem.pending() == []

@@ -2,6 +2,7 @@
 policy reaching for files outside its project, terminal escapes in memory text, bad
 values on the command line and in the database file, colliding experiment names. Each
 gets a one-line answer with the right exit code, never a hang, a leak or "internal error"."""
+
 from __future__ import annotations
 
 import json
@@ -30,7 +31,8 @@ def lethe(*args, **kw):
 
 # ---- finding 8: alias bombs ----------------------------------------------------------
 BOMB = "name: bomb\na: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-    f"{b}: &{b} [{', '.join([f'*{a}'] * 9)}]\n" for a, b in zip("abcdefgh", "bcdefghi"))
+    f"{b}: &{b} [{', '.join([f'*{a}'] * 9)}]\n" for a, b in zip("abcdefgh", "bcdefghi")
+)
 
 
 def test_an_alias_bomb_is_refused_before_it_expands(tmp_path):
@@ -53,11 +55,13 @@ def test_an_alias_inside_its_own_anchor_is_refused(tmp_path):
 
 def test_ordinary_aliases_still_work(tmp_path):
     path = tmp_path / "aliases.yaml"
-    path.write_text("name: aliases\nmodels: {offline: {provider: rules}}\n"
-                    "params: {half: &h 30}\nscores: {freshness: 'exp(-0.693 * age_days / half)'}\n"
-                    "passes:\n  decay:\n    every: 1d\n    rules:\n"
-                    "      - &r {when: \"status = 'active'\", set: {decay_score: freshness}}\n"
-                    "  again:\n    rules: [*r]\n")
+    path.write_text(
+        "name: aliases\nmodels: {offline: {provider: rules}}\n"
+        "params: {half: &h 30}\nscores: {freshness: 'exp(-0.693 * age_days / half)'}\n"
+        "passes:\n  decay:\n    every: 1d\n    rules:\n"
+        "      - &r {when: \"status = 'active'\", set: {decay_score: freshness}}\n"
+        "  again:\n    rules: [*r]\n"
+    )
     assert list(policy_mod.load(str(path)).passes) == ["decay", "again"]
 
 
@@ -66,18 +70,22 @@ def policy_with(tmp_path, prompts: str | None, prompt: str = "gate.j2") -> str:
     folder = tmp_path / "project" / "policies"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "p.yaml"
-    path.write_text("name: p\n" + (f"prompts: {prompts}\n" if prompts else "") +
-                    "models: {m: {provider: rules}}\n"
-                    f"write:\n  - {{step: gate, model: m, prompt: {prompt}}}\n")
+    path.write_text(
+        "name: p\n" + (f"prompts: {prompts}\n" if prompts else "") + "models: {m: {provider: rules}}\n"
+        f"write:\n  - {{step: gate, model: m, prompt: {prompt}}}\n"
+    )
     return str(path)
 
 
-@pytest.mark.parametrize("prompts,prompt,why", [
-    ("/", "etc/passwd", "an absolute path"),
-    ("/etc", "passwd", "an absolute path"),
-    ("../../../../../../../etc", "passwd", "leads out of the policy's project"),
-    ("../..", "gate.j2", "leads out of the policy's project"),
-])
+@pytest.mark.parametrize(
+    "prompts,prompt,why",
+    [
+        ("/", "etc/passwd", "an absolute path"),
+        ("/etc", "passwd", "an absolute path"),
+        ("../../../../../../../etc", "passwd", "leads out of the policy's project"),
+        ("../..", "gate.j2", "leads out of the policy's project"),
+    ],
+)
 def test_a_prompts_folder_outside_the_project_is_refused_at_file_line(tmp_path, prompts, prompt, why):
     """Before: `prompts: /` with `prompt: etc/passwd` validated, and `lethe render`
     printed /etc/passwd (and `remember` sent it to the policy's base_url)."""
@@ -128,8 +136,10 @@ def test_prompts_beside_the_policy_folder_still_work(tmp_path):
 
 
 # ---- finding 12: terminal escapes in memory text -------------------------------------
-ESCAPES = ("quasar title\x1b]0;pwned\x07 clip\x1b]52;c;ZXZpbA==\x07 csi\x9b31m "
-           "cr\rlf\nrtl\u202eevil bell\x07 del\x7f")
+ESCAPES = (
+    "quasar title\x1b]0;pwned\x07 clip\x1b]52;c;ZXZpbA==\x07 csi\x9b31m "
+    "cr\rlf\nrtl\u202eevil bell\x07 del\x7f"
+)
 RAW = ("\x1b", "\x07", "\x9b", "\r", "\u202e", "\x7f")
 
 
@@ -162,18 +172,21 @@ def test_json_output_keeps_them_json_escaped(escaped_db, command):
 
 
 # ---- finding 14: input mistakes are usage errors or one-line failures ------------------
-@pytest.mark.parametrize("args,bad", [
-    (["ls", "--now", "garbage"], "garbage"),
-    (["ls", "--now", "9999-12-31T23:59:59-05:00"], "9999-12-31T23:59:59-05:00"),
-    (["run", "--now", "9999-12-31T23:59:59"], "9999-12-31T23:59:59"),
-    (["add", "x", "--expires-at", "2026-02-30"], "2026-02-30"),
-    (["why", "99999999999999999999"], "99999999999999999999"),
-    (["ls", "--limit", "99999999999999999999"], "99999999999999999999"),
-    (["daemon", "--interval", "nan"], "nan"),
-    (["run", "--lease-ttl", "forever"], "forever"),
-    (["run", "--wait", "inf"], "inf"),
-    (["pending", "--retry", "-1"], "-1"),
-])
+@pytest.mark.parametrize(
+    "args,bad",
+    [
+        (["ls", "--now", "garbage"], "garbage"),
+        (["ls", "--now", "9999-12-31T23:59:59-05:00"], "9999-12-31T23:59:59-05:00"),
+        (["run", "--now", "9999-12-31T23:59:59"], "9999-12-31T23:59:59"),
+        (["add", "x", "--expires-at", "2026-02-30"], "2026-02-30"),
+        (["why", "99999999999999999999"], "99999999999999999999"),
+        (["ls", "--limit", "99999999999999999999"], "99999999999999999999"),
+        (["daemon", "--interval", "nan"], "nan"),
+        (["run", "--lease-ttl", "forever"], "forever"),
+        (["run", "--wait", "inf"], "inf"),
+        (["pending", "--retry", "-1"], "-1"),
+    ],
+)
 def test_a_bad_value_is_a_usage_error_naming_it(db_path, args, bad):
     out = lethe(*args, "--db", db_path, "--policy", LIFECYCLE, "--offline")
     assert out.exit_code == 2, out.output
@@ -185,9 +198,15 @@ def _cli(*args, limit_bytes: int | None = None) -> subprocess.CompletedProcess:
     def limited():  # a disk that fills up: writes past the limit fail (EFBIG), no signal
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
-    return subprocess.run([sys.executable, "-m", "engine.cli", *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120,
-                          preexec_fn=limited if limit_bytes else None)
+
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=limited if limit_bytes else None,
+    )
 
 
 def test_a_corrupted_page_is_a_one_line_error(db_path):
@@ -207,8 +226,16 @@ def test_a_full_disk_is_a_one_line_error(db_path):
     with Memory(db_path, policy=LIFECYCLE, offline=True, clock=FixedClock(START)) as mem:
         mem.add("a first memory", judged=False)
     # 90 kB of words to write, 48 kB of room for the write-ahead log
-    p = _cli("add", " ".join(f"word{i}" for i in range(10_000)), "--raw", "--db", db_path,
-             "--policy", LIFECYCLE, limit_bytes=48 * 1024)
+    p = _cli(
+        "add",
+        " ".join(f"word{i}" for i in range(10_000)),
+        "--raw",
+        "--db",
+        db_path,
+        "--policy",
+        LIFECYCLE,
+        limit_bytes=48 * 1024,
+    )
     assert p.returncode == 1, (p.returncode, p.stderr)
     assert p.stderr.startswith("error: the database failed:"), p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and "internal error" not in p.stderr
@@ -220,11 +247,13 @@ def test_a_full_disk_is_a_one_line_error(db_path):
 # ---- finding 15: experiment --keep with names that slug alike ---------------------------
 def test_experiment_keep_never_overwrites_a_run_with_another(tmp_path):
     first = tmp_path / "a.yaml"
-    first.write_text("name: Poetry to uv\nstart: 2026-01-05T09:00:00\nsteps:\n"
-                     "  - add: I manage dependencies with poetry\n")
+    first.write_text(
+        "name: Poetry to uv\nstart: 2026-01-05T09:00:00\nsteps:\n  - add: I manage dependencies with poetry\n"
+    )
     second = tmp_path / "b.yaml"
-    second.write_text("name: poetry-to-uv\nstart: 2026-01-05T09:00:00\nsteps:\n"
-                      "  - add: I use uv now\n  - add: and pytest\n")
+    second.write_text(
+        "name: poetry-to-uv\nstart: 2026-01-05T09:00:00\nsteps:\n  - add: I use uv now\n  - add: and pytest\n"
+    )
     keep = tmp_path / "kept"
     out = lethe("experiment", first, second, "-p", "archive", "--offline", "--keep", keep)
     assert out.exit_code == 0, out.output

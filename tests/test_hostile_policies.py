@@ -6,6 +6,7 @@ The probe that found these: a lone ~/Downloads/evil.yaml with `prompts: ".."` re
 ~/.ssh/id_rsa as a template; scores that double at each level; nested range() loops; a
 template that includes itself; a NUL in `db:`; a replay `file:` of /dev/zero.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -18,11 +19,11 @@ import pytest
 from click.testing import CliRunner
 
 from engine import FixedClock, Memory, prompts
-from engine.cli import main as cli
 from engine.base.errors import LetheError, PolicyError
+from engine.cli import main as cli
 from engine.judges import ReplayProvider
-from engine.prompts import budget
 from engine.policy import load
+from engine.prompts import budget
 
 SECRET = "-----BEGIN OPENSSH PRIVATE KEY----- not for a model server"
 VARS = {"user": "u", "assistant": "a", "memory": {"content": "c"}, "query": "q"}
@@ -56,8 +57,11 @@ def refusal(seconds: float, fn) -> PolicyError:
 
 def policy(folder, *, prompt="gate.j2", extra="", name="p.yaml") -> str:
     path = folder / name
-    path.write_text("name: probe\nmodels: {m: {provider: rules}}\n" + extra +
-                    f"write: [{{step: gate, model: m, prompt: '{prompt}'}}]\n")
+    path.write_text(
+        "name: probe\nmodels: {m: {provider: rules}}\n"
+        + extra
+        + f"write: [{{step: gate, model: m, prompt: '{prompt}'}}]\n"
+    )
     return str(path)
 
 
@@ -75,8 +79,7 @@ def home(tmp_path):
 
 
 # ---- 1. template files: only prompt templates, never dotfiles ----------------------------
-@pytest.mark.parametrize("prompt", [".ssh/id_rsa", ".env", ".config/key.j2", "notes",
-                                    "Downloads/p.yaml"])
+@pytest.mark.parametrize("prompt", [".ssh/id_rsa", ".env", ".config/key.j2", "notes", "Downloads/p.yaml"])
 def test_a_policy_cannot_read_a_dotfile_or_a_file_that_is_no_template(home, prompt):
     evil = policy(home / "Downloads", prompt=prompt, extra="prompts: '..'\n")
     err = refusal(10, lambda: load(evil))
@@ -116,17 +119,16 @@ def test_a_template_that_is_no_regular_file_is_refused_without_waiting(tmp_path)
 
 # ---- 2. bounded work in a render ---------------------------------------------------------
 HEAVY = {
-    "nested ranges": "{% for i in range(100000) %}{% for j in range(100000) %}"
-                     "{% endfor %}{% endfor %}",
+    "nested ranges": "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
     "nested loops over text": "{% set s = 'x' * 100000 %}{% for a in s %}{% for b in s %}"
-                              "{% endfor %}{% endfor %}",
+    "{% endfor %}{% endfor %}",
     "repetition": "{{ 'x' * 1000000000 }}",
     "list repetition": "{{ ([1] * 1000000000) | length }}",
     "power": "{{ 7 ** 1000000000 }}",
     "doubling": "{% set ns = namespace(s='xx') %}{% for i in range(60) %}"
-                "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}",
+    "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}",
     "doubling with +": "{% set ns = namespace(s='xx') %}{% for i in range(60) %}"
-                       "{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s | length }}",
+    "{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s | length }}",
     "width": "{{ 'x' | center(1000000000) }}",
     "method width": "{{ 'x'.zfill(1000000000) }}",
     "format width": "{{ '%01000000000d' % 1 }}",
@@ -135,7 +137,7 @@ HEAVY = {
     "join": "{{ ('x' * 100000).join('y' * 100000) }}",
     "recursive macro": "{% macro f(n) %}{{ f(n) }}{{ f(n) }}{% endmacro %}{{ f(1) }}",
     "exponential macro": "{% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}"
-                         "{% endmacro %}{{ f(60) }}",
+    "{% endmacro %}{{ f(60) }}",
 }
 
 
@@ -161,7 +163,8 @@ def test_ordinary_loops_and_sizes_still_render(tmp_path):
     (tmp_path / "t.j2").write_text(
         "{% for i in range(1000) %}{{ i }}{% endfor %}\n{{ 'ab' * 1000 }}\n"
         "{% for c in memory.content %}{{ c }}{% endfor %}\n{{ '%5d' % 3 }}{{ 2 ** 10 }}\n"
-        "{{ ['a', 'b'] | join(', ') }} {{ 'x' | center(9) }}|{{ [1, 2] + [3] }}\n")
+        "{{ ['a', 'b'] | join(', ') }} {{ 'x' | center(9) }}|{{ [1, 2] + [3] }}\n"
+    )
     text = prompts.render("t.j2", (str(tmp_path),), {"memory": {"content": "c" * 5000}})
     assert "999" in text and "ab" * 1000 in text and "c" * 5000 in text
     assert "    31024" in text and "a, b     x    |[1, 2, 3]" in text
@@ -169,8 +172,9 @@ def test_ordinary_loops_and_sizes_still_render(tmp_path):
 
 def test_a_render_that_runs_out_of_time_is_a_template_error(tmp_path, monkeypatch):
     monkeypatch.setattr(budget, "MAX_SECONDS", 0.5)
-    (tmp_path / "t.j2").write_text("{% set s = 'y' * 1000000 %}{% for i in range(100000) %}"
-                                   "{{ s | list | sort | first }}{% endfor %}\n")
+    (tmp_path / "t.j2").write_text(
+        "{% set s = 'y' * 1000000 %}{% for i in range(100000) %}{{ s | list | sort | first }}{% endfor %}\n"
+    )
     err = refusal(20, lambda: prompts.render("t.j2", (str(tmp_path),), VARS))
     assert "t.j2:" in str(err) and "seconds" in str(err)
 
@@ -178,9 +182,12 @@ def test_a_render_that_runs_out_of_time_is_a_template_error(tmp_path, monkeypatc
 # ---- 3. templates that include themselves ------------------------------------------------
 @pytest.mark.parametrize("how", ["include", "import", "extends", "through another"])
 def test_a_template_that_includes_itself_is_refused_at_validate(tmp_path, how):
-    source = {"include": "{% include 'gate.j2' %}", "import": "{% import 'gate.j2' as g %}",
-              "extends": "{% extends 'gate.j2' %}",
-              "through another": "{% include 'other.j2' %}"}[how]
+    source = {
+        "include": "{% include 'gate.j2' %}",
+        "import": "{% import 'gate.j2' as g %}",
+        "extends": "{% extends 'gate.j2' %}",
+        "through another": "{% include 'other.j2' %}",
+    }[how]
     (tmp_path / "gate.j2").write_text("{{ user }}\n" + source + "\n")
     (tmp_path / "other.j2").write_text("{% include 'gate.j2' %}\n")
     err = refusal(10, lambda: load(policy(tmp_path, extra="prompts: .\n")))
@@ -190,8 +197,9 @@ def test_a_template_that_includes_itself_is_refused_at_validate(tmp_path, how):
 def test_a_self_include_by_a_variable_name_is_a_template_error_when_rendered(tmp_path, clock):
     """A name only real values give cannot be followed when the template is parsed: the
     render that follows it is refused, and the turn stays pending."""
-    (tmp_path / "gate.j2").write_text("{{ user }}\n{% if user == 'gate' %}"
-                                      "{% include user ~ '.j2' %}{% endif %}\n")
+    (tmp_path / "gate.j2").write_text(
+        "{{ user }}\n{% if user == 'gate' %}{% include user ~ '.j2' %}{% endif %}\n"
+    )
     path = policy(tmp_path, extra="prompts: .\n")
     with Memory(str(tmp_path / "m.db"), policy=path, offline=True, clock=clock) as mem:
         with pytest.raises(PolicyError, match="gate.j2:2:.*recursion too deep"):
@@ -202,13 +210,13 @@ def test_a_self_include_by_a_variable_name_is_a_template_error_when_rendered(tmp
 # ---- 4. formulas: bounded once the scores they read are written out ----------------------
 def doubling_scores(depth: int) -> str:
     return "scores:\n  s0: importance\n" + "".join(
-        f"  s{i}: \"s{i - 1} + s{i - 1}\"\n" for i in range(1, depth + 1))
+        f'  s{i}: "s{i - 1} + s{i - 1}"\n' for i in range(1, depth + 1)
+    )
 
 
 def test_scores_that_double_at_each_level_are_refused_fast(tmp_path):
     path = tmp_path / "p.yaml"
-    path.write_text("name: probe\n" + doubling_scores(40) +
-                    "recall: {where: \"s40 > 0\"}\n")
+    path.write_text("name: probe\n" + doubling_scores(40) + 'recall: {where: "s40 > 0"}\n')
     err = refusal(10, lambda: load(str(path)))
     assert "too large" in str(err)
     assert "p.yaml:" in str(err) and "scores.s" in str(err)  # located at the score
@@ -218,7 +226,7 @@ def test_scores_that_double_at_each_level_are_refused_fast(tmp_path):
 
 def test_a_large_but_reasonable_score_still_compiles(tmp_path):
     path = tmp_path / "p.yaml"
-    path.write_text("name: probe\n" + doubling_scores(8) + "recall: {order: \"s8 desc\"}\n")
+    path.write_text("name: probe\n" + doubling_scores(8) + 'recall: {order: "s8 desc"}\n')
     assert load(str(path)).recall is not None
 
 
@@ -229,8 +237,11 @@ def test_a_nul_in_a_policy_value_is_a_policy_error(tmp_path, key):
     path.write_text(f'name: probe\n{key}: "a\\0b"\n')
     err = refusal(10, lambda: load(str(path)))
     assert err.file and err.line == 2 and "NUL" in err.message
-    for args in (["validate", str(path)], ["recall", "--policy", str(path), "hi"],
-                 ["add", "--policy", str(path), "hi"]):
+    for args in (
+        ["validate", str(path)],
+        ["recall", "--policy", str(path), "hi"],
+        ["add", "--policy", str(path), "hi"],
+    ):
         shown = CliRunner().invoke(cli, args)
         assert shown.exit_code == 1 and "internal error" not in shown.output, shown.output
 
@@ -274,8 +285,10 @@ def test_a_replay_file_too_large_or_unreadable_is_refused(tmp_path, monkeypatch)
 def test_a_policy_whose_replay_model_reads_dev_zero_fails_in_words(tmp_path):
     (tmp_path / "gate.j2").write_text("{{ user }}\n")
     path = tmp_path / "p.yaml"
-    path.write_text("name: probe\nprompts: .\nmodels: {m: {provider: replay, file: /dev/zero}}\n"
-                    "write: [{step: gate, model: m, prompt: gate.j2}]\n")
+    path.write_text(
+        "name: probe\nprompts: .\nmodels: {m: {provider: replay, file: /dev/zero}}\n"
+        "write: [{step: gate, model: m, prompt: gate.j2}]\n"
+    )
     clock = FixedClock(dt.datetime(2026, 1, 5))
     with Memory(str(tmp_path / "m.db"), policy=str(path), clock=clock) as mem:
         out = within(10, lambda: mem.remember("I use Python.", "ok"))

@@ -2,6 +2,7 @@
 older Lethe) with odd values in it: the same rows as adopting the file and importing it,
 into a SQLite file and into PostgreSQL, with the source's bytes untouched and no temp copy
 left behind, also when the import is interrupted and run again."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -18,8 +19,8 @@ import pytest
 from click.testing import CliRunner
 
 from engine import FixedClock, Memory
-from engine.cli import main
 from engine.base.errors import StoreError
+from engine.cli import main
 from engine.store import MIGRATIONS, open_store
 from engine.store.transfer import TABLES, copy_store
 from tests import pg_server
@@ -30,15 +31,28 @@ pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 SCRATCH = "lethe-import-"  # how an adopted copy's temp folder is named
 SCHEMAS = os.path.join(ROOT, "tests", "fixtures", "schemas")
 # the article's own columns (every old version has them): odd values of every sort
-ODD = [(3, "importance", "high"), (4, "importance", 42.0), (5, "confidence", None),
-       (6, "confidence", "sure"), (7, "decay_score", float("inf")), (8, "decay_score", -2.5),
-       (9, "access_count", -3), (10, "access_count", "often"),
-       (12, "content", b"User prefers \xff Docker"), (13, "summary", b"\xc3\xa9t\xc3\xa9 \x80 a blob"),
-       (14, "tags", b"\xfe\xff"), (15, "importance", float("-inf"))]
+ODD = [
+    (3, "importance", "high"),
+    (4, "importance", 42.0),
+    (5, "confidence", None),
+    (6, "confidence", "sure"),
+    (7, "decay_score", float("inf")),
+    (8, "decay_score", -2.5),
+    (9, "access_count", -3),
+    (10, "access_count", "often"),
+    (12, "content", b"User prefers \xff Docker"),
+    (13, "summary", b"\xc3\xa9t\xc3\xa9 \x80 a blob"),
+    (14, "tags", b"\xfe\xff"),
+    (15, "importance", float("-inf")),
+]
 # the versions before m015 that ran every earlier migration: the article, the first Lethe
 # schema, one in the middle, the last one before m015
-OLD = ["v0-article.sqlite", "v1-m001_article_schema.sqlite", "v10-m010_pass_progress_count.sqlite",
-       "v14-m014_inbox_retries.sqlite"]
+OLD = [
+    "v0-article.sqlite",
+    "v1-m001_article_schema.sqlite",
+    "v10-m010_pass_progress_count.sqlite",
+    "v14-m014_inbox_retries.sqlite",
+]
 
 
 def odd_source(folder, name: str = "v0-article.sqlite") -> str:
@@ -67,8 +81,10 @@ def adopted(path: str, folder, clock) -> str:
 def everything(target: str) -> dict:
     """Every row an import copies, in order."""
     with open_store(target, read_only=True) as store:
-        return {table: [tuple(r) for r in run_sql(
-            store, f"SELECT * FROM {table} ORDER BY {key or '1, 2'}")] for table, key in TABLES}
+        return {
+            table: [tuple(r) for r in run_sql(store, f"SELECT * FROM {table} ORDER BY {key or '1, 2'}")]
+            for table, key in TABLES
+        }
 
 
 def fingerprint(path: str) -> tuple:
@@ -90,6 +106,7 @@ def target(backend, tmp_path, request):
         if backend == "postgres":
             return pg_server.fresh_schema(request.getfixturevalue("pg_dsn"))
         return str(tmp_path / f"destination-{next(made)}.db")
+
     make()  # a server, when one is started, is started now: not in the temp folder below
     return make
 
@@ -108,8 +125,7 @@ def normalised(rows: dict) -> list[tuple]:
 
 
 @pytest.mark.parametrize("version", OLD)
-def test_importing_an_old_source_gives_the_rows_adopting_it_gives(tmp_path, target, scratch,
-                                                                  version):
+def test_importing_an_old_source_gives_the_rows_adopting_it_gives(tmp_path, target, scratch, version):
     """Before: into PostgreSQL the copy failed on 'high' in a REAL column; into SQLite the
     odd values arrived as they were, with no `normalised` event, unusable by recall."""
     clock = FixedClock(START)
@@ -141,16 +157,22 @@ def test_an_id_the_source_gave_out_is_never_given_again(tmp_path, target, scratc
     db = sqlite3.connect(source)
     top = db.execute("SELECT max(id) FROM memories").fetchone()[0]
     top_event = db.execute("SELECT max(id) FROM memory_events").fetchone()[0]
-    db.execute("INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
-               "VALUES (?, 'created', '{}', ?)", (top, START.isoformat()))
-    kept = db.execute("SELECT count(*) FROM memory_events WHERE memory_id = ?",
-                      (top,)).fetchone()[0]
+    db.execute(
+        "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
+        "VALUES (?, 'created', '{}', ?)",
+        (top, START.isoformat()),
+    )
+    kept = db.execute("SELECT count(*) FROM memory_events WHERE memory_id = ?", (top,)).fetchone()[0]
     db.execute("DELETE FROM memories WHERE id = ?", (top,))
     if old:  # the article's events are not append-only (Lethe's are, by a trigger)
-        db.execute("DELETE FROM memory_events WHERE id = (SELECT max(id) FROM memory_events "
-                   "WHERE memory_id IS NOT ?)", (top,))
-    given_event = db.execute("SELECT max(seq) FROM sqlite_sequence WHERE name = "
-                             "'memory_events'").fetchone()[0]
+        db.execute(
+            "DELETE FROM memory_events WHERE id = (SELECT max(id) FROM memory_events "
+            "WHERE memory_id IS NOT ?)",
+            (top,),
+        )
+    given_event = db.execute("SELECT max(seq) FROM sqlite_sequence WHERE name = 'memory_events'").fetchone()[
+        0
+    ]
     db.commit()
     db.close()
     imported, back = target(), str(tmp_path / "back.db")
@@ -159,10 +181,10 @@ def test_an_id_the_source_gave_out_is_never_given_again(tmp_path, target, scratc
     for where in (imported, back):
         with Memory(where, offline=True, clock=FixedClock(START)) as mem:
             new = mem.add("a fact of its own", importance=5)
-            events = run_sql(mem.store, "SELECT id FROM memory_events WHERE memory_id = ?",
-                             (new,)).fetchall()
-            inherited = run_sql(mem.store, "SELECT count(*) FROM memory_events WHERE "
-                                "memory_id = ?", (top,)).fetchone()[0]
+            events = run_sql(mem.store, "SELECT id FROM memory_events WHERE memory_id = ?", (new,)).fetchall()
+            inherited = run_sql(
+                mem.store, "SELECT count(*) FROM memory_events WHERE memory_id = ?", (top,)
+            ).fetchone()[0]
         assert new == top + 1, where
         assert events and min(e[0] for e in events) > given_event > top_event
         assert inherited == kept  # the deleted memory's history stays its own
@@ -170,8 +192,9 @@ def test_an_id_the_source_gave_out_is_never_given_again(tmp_path, target, scratc
 
 def test_the_report_names_the_adopted_copy(tmp_path, target, scratch):
     lines = []
-    result = copy_store(odd_source(tmp_path / "src", "v14-m014_inbox_retries.sqlite"), target(),
-                        report=lines.append)
+    result = copy_store(
+        odd_source(tmp_path / "src", "v14-m014_inbox_retries.sqlite"), target(), report=lines.append
+    )
     assert result.adopted == [m.__name__ for m in MIGRATIONS[14:]]
     assert "behind the current schema" in lines[0] and str(scratch) in lines[0]
     assert any("m015_normalise_odd_rows" in line for line in lines[1:])  # the upgrade's steps
@@ -182,11 +205,14 @@ def test_the_imported_old_source_is_usable_by_recall(tmp_path, target, scratch):
     source = odd_source(tmp_path / "src")
     imported = target()
     copy_store(source, imported, clock=FixedClock(START))
-    with Memory(imported, policy=os.path.join(POLICIES, "lifecycle.yaml"), offline=True,
-                clock=FixedClock(START)) as mem:
+    with Memory(
+        imported, policy=os.path.join(POLICIES, "lifecycle.yaml"), offline=True, clock=FixedClock(START)
+    ) as mem:
         rows = mem.memories("all", limit=100)
-        assert len(rows) == 60 and all(isinstance(m.importance, float) and 0 <= m.importance <= 10
-                                       and isinstance(m.content, str) for m in rows)
+        assert len(rows) == 60 and all(
+            isinstance(m.importance, float) and 0 <= m.importance <= 10 and isinstance(m.content, str)
+            for m in rows
+        )
         assert mem.recall("what does the user prefer?")
 
 
@@ -194,8 +220,12 @@ def test_the_copy_is_gone_from_disk_while_the_rows_are_copied(tmp_path, target, 
     """It is read through an open handle once adopted: a kill during the copy (the long
     part) leaves nothing in the temp folder."""
     seen, imported = [], target()
-    copy_store(odd_source(tmp_path / "src"), imported, batch=5,
-               progress=lambda table, done, total: seen.append(left_behind()))
+    copy_store(
+        odd_source(tmp_path / "src"),
+        imported,
+        batch=5,
+        progress=lambda table, done, total: seen.append(left_behind()),
+    )
     assert seen and all(s == [] for s in seen)
     assert normalised(everything(imported))  # the rows did come from an adopted copy
 
@@ -204,14 +234,16 @@ def test_an_up_to_date_source_is_read_in_place(tmp_path, target, scratch):
     """No copy, no migration: the rows as they are."""
     path = str(tmp_path / "src" / "current.db")
     os.makedirs(os.path.dirname(path))
-    with Memory(path, policy=os.path.join(POLICIES, "lifecycle.yaml"), offline=True,
-                clock=FixedClock(START)) as mem:
+    with Memory(
+        path, policy=os.path.join(POLICIES, "lifecycle.yaml"), offline=True, clock=FixedClock(START)
+    ) as mem:
         ids = [mem.add(f"fact number {i}") for i in range(12)]
     before = fingerprint(path)
     lines, during = [], []
     imported = target()
-    result = copy_store(path, imported, report=lines.append, batch=5,
-                        progress=lambda *_: during.append(os.listdir(scratch)))
+    result = copy_store(
+        path, imported, report=lines.append, batch=5, progress=lambda *_: during.append(os.listdir(scratch))
+    )
     assert result.adopted == [] and lines == [] and during and all(d == [] for d in during)
     assert fingerprint(path) == before  # a WAL file read gets no -wal or -shm beside it
     assert [r[0] for r in everything(imported)["memories"]] == ids
@@ -232,8 +264,10 @@ def test_a_copy_left_by_a_killed_import_is_removed_by_the_next(tmp_path, target,
     """A kill while the copy is adopted leaves its folder; the next import on this host
     removes those of processes that are gone, and only those."""
     from engine.store.transfer import _HOST
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     stale = scratch / f"{SCRATCH}{gone}@{_HOST}-x1y2z3"
     live = scratch / f"{SCRATCH}{os.getpid()}@{_HOST}-a1b2c3"  # an import running now
     elsewhere = scratch / f"{SCRATCH}{gone}@another-host-d4e5f6"
@@ -270,8 +304,7 @@ class Interrupted(Exception):
 
 
 @pytest.mark.parametrize("where", ["memories", "memory_events"])
-def test_an_interrupted_import_of_an_old_source_resumes_to_the_same_rows(tmp_path, target,
-                                                                         scratch, where):
+def test_an_interrupted_import_of_an_old_source_resumes_to_the_same_rows(tmp_path, target, scratch, where):
     """A rerun adopts a fresh copy. Stopped among the memories, it dates the `normalised`
     events with its own time, as an import never stopped would; stopped after some of
     those events were copied, it keeps their time, so all of them have one."""
@@ -320,8 +353,7 @@ def test_importing_a_file_into_itself_is_refused(tmp_path):
         mem.add("a fact", judged=False)
     (tmp_path / "link.db").symlink_to(path)
     (tmp_path / "sub").mkdir()
-    for src, dst in [(path, path), (tmp_path / "link.db", path),
-                     (path, tmp_path / "sub" / ".." / "a.db")]:
+    for src, dst in [(path, path), (tmp_path / "link.db", path), (path, tmp_path / "sub" / ".." / "a.db")]:
         out = CliRunner().invoke(main, ["import", str(src), "--db", str(dst)])
         assert out.exit_code == 2, out.output
         assert f"error: cannot import {src} into itself" in out.output
@@ -335,20 +367,23 @@ def test_a_dsn_written_another_way_is_the_same_database():
     ("1 already there", exit 0); another database or schema is another store."""
     pytest.importorskip("psycopg")
     from engine.store.transfer import _check_not_itself
+
     a = "postgresql://lethe@localhost:5433/lethe?options=-csearch_path%3Dt1&connect_timeout=5"
-    for same in ("postgresql://lethe@localhost:5433/lethe?connect_timeout=5"
-                 "&options=-csearch_path%3Dt1",
-                 "postgres://lethe@localhost:5433/lethe?options=-csearch_path%3Dt1 "):
+    for same in (
+        "postgresql://lethe@localhost:5433/lethe?connect_timeout=5&options=-csearch_path%3Dt1",
+        "postgres://lethe@localhost:5433/lethe?options=-csearch_path%3Dt1 ",
+    ):
         with pytest.raises(StoreError, match="into itself"):
             _check_not_itself(a, same)
-    for other in ("postgresql://lethe@localhost:5433/other?options=-csearch_path%3Dt1",
-                  "postgresql://lethe@localhost:5433/lethe?options=-csearch_path%3Dt2",
-                  "postgresql://lethe@localhost:5434/lethe?options=-csearch_path%3Dt1"):
+    for other in (
+        "postgresql://lethe@localhost:5433/other?options=-csearch_path%3Dt1",
+        "postgresql://lethe@localhost:5433/lethe?options=-csearch_path%3Dt2",
+        "postgresql://lethe@localhost:5434/lethe?options=-csearch_path%3Dt1",
+    ):
         _check_not_itself(a, other)  # not refused
 
 
-def test_a_source_its_adoption_would_refuse_is_refused_by_its_own_name(tmp_path, target,
-                                                                       scratch):
+def test_a_source_its_adoption_would_refuse_is_refused_by_its_own_name(tmp_path, target, scratch):
     """Before: the refusal blamed the temp folder ('set TMPDIR elsewhere'), after a
     destination had been made."""
     source = odd_source(tmp_path / "src")
@@ -358,8 +393,10 @@ def test_a_source_its_adoption_would_refuse_is_refused_by_its_own_name(tmp_path,
     db.close()
     before = fingerprint(source)
     imported = target()
-    with pytest.raises(StoreError, match=f"cannot upgrade {source}: memories has UNIQUE index "
-                                         "'once'.*Nothing in it was changed") as refused:
+    with pytest.raises(
+        StoreError,
+        match=f"cannot upgrade {source}: memories has UNIQUE index 'once'.*Nothing in it was changed",
+    ) as refused:
         copy_store(source, imported)
     assert "TMPDIR" not in str(refused.value)
     assert fingerprint(source) == before and left_behind() == []

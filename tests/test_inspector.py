@@ -1,6 +1,7 @@
 """The inspector (`lethe ui`) over plain HTTP: the token, bind, Host and Origin rules, the
 pages on both backends, keyset paging, escaping, and the edits (each an event; none with
 --read-only). The browser drives it in tests/test_inspector_browser.py."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -11,15 +12,14 @@ import sys
 
 import pytest
 
-pytest.importorskip("starlette", reason="the inspector needs the ui extra: "
-                    "pip install -e '.[ui]'")
+pytest.importorskip("starlette", reason="the inspector needs the ui extra: pip install -e '.[ui]'")
 from starlette.testclient import TestClient  # noqa: E402
 
 from engine import Memory  # noqa: E402
-from engine.base.errors import LetheError  # noqa: E402
 from engine.apps.inspector.app import Inspector  # noqa: E402
 from engine.apps.inspector.guard import check_bind  # noqa: E402
 from engine.apps.inspector.server import prepare  # noqa: E402
+from engine.base.errors import LetheError  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
 
 pytestmark = pytest.mark.both_backends
@@ -33,6 +33,7 @@ def client(memory, read_only=False, token=TOKEN, host="127.0.0.1"):
     def opener(ns):
         opened[ns] = memory("lifecycle", namespace=ns, read_only=read_only)
         return opened[ns]
+
     app, token = prepare(Inspector(opener, "default", read_only), host, PORT, token)
     return TestClient(app, base_url=f"http://127.0.0.1:{PORT}", follow_redirects=False)
 
@@ -69,12 +70,12 @@ def test_a_foreign_origin_cannot_post(memory):
     c = signed_in(memory)
     mem = memory("lifecycle")
     new = mem.add("User likes tea", judged=False)
-    bad = c.post(f"/memory/{new}/forget", data={"reason": "x"},
-                 headers={"origin": "http://evil.example"})
+    bad = c.post(f"/memory/{new}/forget", data={"reason": "x"}, headers={"origin": "http://evil.example"})
     assert bad.status_code == 403
     assert mem.get(new).status == "active"
-    good = c.post(f"/memory/{new}/forget", data={"reason": "wrong"},
-                  headers={"origin": f"http://127.0.0.1:{PORT}"})
+    good = c.post(
+        f"/memory/{new}/forget", data={"reason": "wrong"}, headers={"origin": f"http://127.0.0.1:{PORT}"}
+    )
     assert good.status_code == 303 and mem.get(new).status == "archived"
 
 
@@ -93,9 +94,14 @@ def test_a_non_loopback_bind_needs_a_token():
 
 @pytest.mark.sqlite_only
 def test_the_command_refuses_a_public_bind_without_a_token(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "engine.cli", "ui", "--db", str(tmp_path / "m.db"),
-                           "--host", "0.0.0.0"], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=60, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": ROOT})
+    done = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "ui", "--db", str(tmp_path / "m.db"), "--host", "0.0.0.0"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": ROOT},
+    )
     assert done.returncode != 0
     assert done.stderr.strip().count("\n") == 0 and "needs --token" in done.stderr
     assert not (tmp_path / "m.db").exists()  # refused before anything was opened
@@ -164,8 +170,7 @@ def test_edits_are_events_and_read_only_refuses_them(memory):
     assert c.post(f"/memory/{mid}/restore", data={"reason": "still true"}).status_code == 303
     assert mem.get(mid).status == "active"
     assert "still true" in mem.history(mid).events[-1]["detail"]
-    done = c.post(f"/memory/{mid}/correct", data={"content": "User lives in Lyon",
-                                                   "reason": "moved in May"})
+    done = c.post(f"/memory/{mid}/correct", data={"content": "User lives in Lyon", "reason": "moved in May"})
     new_id = int(done.headers["location"].rsplit("/", 1)[1])
     assert mem.get(mid).status == "superseded" and mem.get(mid).contradicted_by == new_id
     assert mem.get(new_id).content == "User lives in Lyon"
@@ -255,10 +260,10 @@ def test_as_of_reads_what_was_believed_then(memory, clock):
     c = signed_in(memory)
     then = c.get(f"/recall?q=which+editor&as_of={before_switch}").text
     assert 'name="as_of"' in then and "Recalled as of" in then
-    listed = then[then.index('id="recalled-then"'):then.index("</ol>")]
+    listed = then[then.index('id="recalled-then"') : then.index("</ol>")]
     assert "VS Code" in listed and "Neovim" not in listed
     page = c.get(f"/memory/{old.id}?as_of={before_switch}").text
-    assert 'status-active">active</span>' in page[page.index('id="as-of"'):]
+    assert 'status-active">active</span>' in page[page.index('id="as-of"') :]
     assert "Not recorded yet" in c.get(f"/memory/{old.id}?as_of=2020-01-01").text
 
 
@@ -267,6 +272,7 @@ def test_similarity_lists_memories_by_meaning_where_the_policy_embeds(tmp_path, 
     pytest.importorskip("sqlite_vec", reason="the embed extra (sqlite-vec) is not installed")
     from tests.fake_openai import FakeOpenAI
     from tests.test_embeddings import policy_file, topic_vector
+
     with FakeOpenAI(embedder=topic_vector) as fake:
         policy = policy_file(tmp_path, fake)
         db = str(tmp_path / "m.db")
@@ -274,21 +280,31 @@ def test_similarity_lists_memories_by_meaning_where_the_policy_embeds(tmp_path, 
             vegan = mem.add("User is vegan", judged=False)
             tracker = mem.add("Bugs go in Linear", judged=False)
             mem.forget(vegan, "test")  # any status is listed
-        c = client(lambda _policy, namespace, read_only=False: Memory(
-            db, policy=policy, namespace=namespace, clock=clock))
+        c = client(
+            lambda _policy, namespace, read_only=False: Memory(
+                db, policy=policy, namespace=namespace, clock=clock
+            )
+        )
         page = c.get(f"/memories?token={TOKEN}&similar=what+does+she+eat").text
         assert 'name="similar"' in page
         assert ids_on(page)[:2] == [vegan, tracker]
-        plain = client(lambda _policy, namespace, read_only=False: Memory(
-            db, policy="lifecycle", namespace=namespace, clock=clock))
+        plain = client(
+            lambda _policy, namespace, read_only=False: Memory(
+                db, policy="lifecycle", namespace=namespace, clock=clock
+            )
+        )
         assert 'name="similar"' not in plain.get(f"/memories?token={TOKEN}").text
 
 
 @pytest.mark.sqlite_only
 def test_a_failing_database_is_a_page_saying_so(memory):
     opened = []
-    app, _ = prepare(Inspector(lambda ns: opened.append(memory("lifecycle", namespace=ns))
-                               or opened[-1], "default"), "127.0.0.1", PORT, TOKEN)
+    app, _ = prepare(
+        Inspector(lambda ns: opened.append(memory("lifecycle", namespace=ns)) or opened[-1], "default"),
+        "127.0.0.1",
+        PORT,
+        TOKEN,
+    )
     c = TestClient(app, base_url=f"http://127.0.0.1:{PORT}", raise_server_exceptions=False)
     assert c.get(f"/memories?token={TOKEN}").status_code == 200
     opened[0].store.db.close()  # as if the file went away under it

@@ -5,6 +5,7 @@ its timeline, explains a recall (and what recall returned before the switch), re
 failed turn and forgets a memory, and saves a screenshot of each main page (into
 $LETHE_SCREENSHOTS when set: `LETHE_SCREENSHOTS=docs/inspector` refreshes the docs' ones).
 """
+
 from __future__ import annotations
 
 import os
@@ -23,13 +24,22 @@ from tests import browser
 from tests.conftest import ROOT
 
 if browser.missing():
-    pytest.skip(f"{browser.missing()}: the inspector's browser tests need {browser.HOW_TO_ENABLE}",
-                allow_module_level=True)
+    pytest.skip(
+        f"{browser.missing()}: the inspector's browser tests need {browser.HOW_TO_ENABLE}",
+        allow_module_level=True,
+    )
 from playwright.sync_api import expect, sync_playwright  # noqa: E402
 
 CHROMIUM = browser.CHROMIUM
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 TOKEN = "browser-test-token"
 
 
@@ -51,18 +61,39 @@ def store(tmp_path):
         mem.remember("My standup moved to 10:30.")
         mem.remember("I am learning Rust.")
         failed = mem.pending()[-1]["id"]
-        mem.store.turn_failed(failed, "Error code: 400 - {'error': {'message': 'This model's "
-                              "maximum context length is 8192 tokens'}}", 3, None, "failed")
+        mem.store.turn_failed(
+            failed,
+            "Error code: 400 - {'error': {'message': 'This model's maximum context length is 8192 tokens'}}",
+            3,
+            None,
+            "failed",
+        )
     return db
 
 
 @pytest.fixture
 def server(store, tmp_path):
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "ui", "--db", store, "--port",
-                             str(port), "--token", TOKEN, "--offline"], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": ROOT})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "engine.cli",
+            "ui",
+            "--db",
+            store,
+            "--port",
+            str(port),
+            "--token",
+            TOKEN,
+            "--offline",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )
     base = f"http://127.0.0.1:{port}"
     for _ in range(200):
         try:
@@ -110,8 +141,10 @@ def test_a_user_walks_through_the_inspector(server, page, tmp_path):
     expect(page.locator("#status")).to_have_text("superseded")
     expect(page.locator("#event-table")).to_contain_text("superseded by #")
     timeline = page.locator("#timeline svg g.event")
-    assert [timeline.nth(i).get_attribute("data-type") for i in range(timeline.count())] == \
-        ["created", "superseded"]
+    assert [timeline.nth(i).get_attribute("data-type") for i in range(timeline.count())] == [
+        "created",
+        "superseded",
+    ]
     shot(page, "memory-superseded", tmp_path)
     page.fill("#as-of-form input[name=as_of]", "2026-02-10T00:00:00")  # before the switch
     page.click("#as-of-form button[type=submit]")

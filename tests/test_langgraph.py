@@ -1,6 +1,7 @@
 """`LetheStore`: Lethe as a LangGraph `BaseStore`, driven through LangGraph's own store API
 (put, get, search, delete, list_namespaces and their async twins) and by a LangGraph graph
 whose nodes read and write memories. Offline rules judges, the test clock."""
+
 from __future__ import annotations
 
 import asyncio
@@ -17,8 +18,8 @@ from langgraph.runtime import Runtime
 from langgraph.store.base import GetOp, InvalidNamespaceError, PutOp
 
 from engine import Memory
-from engine.judges.keys import NoApiKeyWarning, RulesJudgedWarning
 from engine.integrations.langgraph import LetheStore
+from engine.judges.keys import NoApiKeyWarning, RulesJudgedWarning
 from tests.conftest import POLICIES, ROOT
 
 ALICE = ("users", "alice")
@@ -36,8 +37,11 @@ def lethe(db_path, clock):
     opened = []
 
     def make(namespace: str) -> Memory:
-        opened.append(Memory(db_path, policy=f"{POLICIES}/lifecycle.yaml", namespace=namespace,
-                             offline=True, clock=clock))
+        opened.append(
+            Memory(
+                db_path, policy=f"{POLICIES}/lifecycle.yaml", namespace=namespace, offline=True, clock=clock
+            )
+        )
         return opened[-1]
 
     yield make
@@ -82,8 +86,9 @@ def test_a_put_never_retires_another_keys_item_unless_judged(store, db_path, clo
     store.put(ALICE, "host", {"text": "The API runs on Heroku."})
     store.put(ALICE, "move", {"text": "We moved the API from Heroku to Fly.io."})
     assert store.get(ALICE, "host").status == "active"
-    with LetheStore(db_path, policy=f"{POLICIES}/lifecycle.yaml", offline=True, clock=clock,
-                    judged=True) as judged:
+    with LetheStore(
+        db_path, policy=f"{POLICIES}/lifecycle.yaml", offline=True, clock=clock, judged=True
+    ) as judged:
         judged.put(("team",), "host", {"text": "The API runs on Heroku."})
         judged.put(("team",), "move", {"text": "We moved the API from Heroku to Fly.io."})
         host = judged.get(("team",), "host")
@@ -120,9 +125,13 @@ def test_search_with_a_query_scores_every_item_best_first(store):
 
 
 def test_search_without_a_query_lists_in_put_order_with_filters_and_pages(store, clock):
-    facts = ["Alice plays the cello", "The staging server is in Frankfurt",
-             "Invoices are due on the first Monday", "The cat is called Miso",
-             "Code review needs two approvals"]
+    facts = [
+        "Alice plays the cello",
+        "The staging server is in Frankfurt",
+        "Invoices are due on the first Monday",
+        "The cat is called Miso",
+        "Code review needs two approvals",
+    ]
     for n, fact in enumerate(facts):
         store.put(ALICE, f"note{n}", {"text": fact, "n": n})
         clock.advance(dt.timedelta(minutes=1))
@@ -146,15 +155,17 @@ def test_delete_forgets_and_never_deletes(store, lethe):
 
 
 def test_puts_without_a_key_say_once_per_namespace_that_the_rules_judged(db_path, clock):
-    with LetheStore(db_path, policy=f"{POLICIES}/lifecycle.yaml", clock=clock,
-                    judged=True) as keyless, \
-            warnings.catch_warnings(record=True) as caught:
+    with (
+        LetheStore(db_path, policy=f"{POLICIES}/lifecycle.yaml", clock=clock, judged=True) as keyless,
+        warnings.catch_warnings(record=True) as caught,
+    ):
         warnings.simplefilter("always")
         keyless.put(ALICE, "db", {"text": "We use Postgres."})
         keyless.put(ALICE, "ci", {"text": "CI runs on GitHub Actions."})
         assert keyless.search(ALICE, query="postgres")
-    assert [type(w.message) for w in caught if issubclass(w.category, NoApiKeyWarning)] == \
-        [RulesJudgedWarning]
+    assert [type(w.message) for w in caught if issubclass(w.category, NoApiKeyWarning)] == [
+        RulesJudgedWarning
+    ]
 
 
 def test_ttl_becomes_expires_at_and_an_expired_item_is_gone(store, lethe, clock):
@@ -187,8 +198,12 @@ def test_a_read_pushes_the_ttl_back_unless_told_not_to(store, lethe, clock):
 def test_list_namespaces(store):
     for ns in [("users", "alice"), ("users", "bob"), ("docs", "v1"), ("docs", "draft", "v1")]:
         store.put(ns, "k", {"text": f"Something kept for {'/'.join(ns)}"})
-    assert store.list_namespaces() == [("docs", "draft", "v1"), ("docs", "v1"),
-                                       ("users", "alice"), ("users", "bob")]
+    assert store.list_namespaces() == [
+        ("docs", "draft", "v1"),
+        ("docs", "v1"),
+        ("users", "alice"),
+        ("users", "bob"),
+    ]
     assert store.list_namespaces(prefix=("users",)) == [("users", "alice"), ("users", "bob")]
     assert store.list_namespaces(suffix=("v1",)) == [("docs", "draft", "v1"), ("docs", "v1")]
     assert store.list_namespaces(prefix=("docs", "*", "v1")) == [("docs", "draft", "v1")]
@@ -206,14 +221,18 @@ def test_memories_from_other_paths_answer_to_memory_id(store, lethe):
 
 
 def test_index_names_the_fields_a_memory_is_made_of(db_path, clock, lethe):
-    with LetheStore(db_path, policy=f"{POLICIES}/lifecycle.yaml", offline=True, clock=clock,
-                    index={"fields": ["title", "tags[*]"], "dims": 8}) as indexed:
+    with LetheStore(
+        db_path,
+        policy=f"{POLICIES}/lifecycle.yaml",
+        offline=True,
+        clock=clock,
+        index={"fields": ["title", "tags[*]"], "dims": 8},
+    ) as indexed:
         indexed.put(ALICE, "a", {"title": "Quarterly plan", "tags": ["okr", "q3"], "x": 1})
         indexed.put(ALICE, "b", {"body": "ignored"}, index=["body"])
         indexed.put(ALICE, "c", {"title": "Not indexed at all"}, index=False)
         hits = indexed.search(ALICE, query="quarterly okr")
-        assert [(h.key, h.score is None) for h in hits] == [("a", False), ("b", False),
-                                                            ("c", True)]
+        assert [(h.key, h.score is None) for h in hits] == [("a", False), ("b", False), ("c", True)]
     contents = [m.content for m in lethe("users.alice").memories()]
     assert "Quarterly plan\nokr\nq3" in contents and "ignored" in contents
     with pytest.raises(ValueError):
@@ -223,8 +242,14 @@ def test_index_names_the_fields_a_memory_is_made_of(db_path, clock, lethe):
 def test_values_are_kept_as_langgraph_keeps_them(store):
     """Dates, sets, bytes and NaN come back as they went in (issue 42: a NaN locked the
     namespace); a value that cannot be kept is a ValueError and the namespace still works."""
-    value = {"z": 1, "when": dt.date(2026, 1, 2), "tags": {"a"}, "raw": b"\x00\xff",
-             "score": float("nan"), "a": [1, {"y": 2, "b": 3}]}
+    value = {
+        "z": 1,
+        "when": dt.date(2026, 1, 2),
+        "tags": {"a"},
+        "raw": b"\x00\xff",
+        "score": float("nan"),
+        "a": [1, {"y": 2, "b": 3}],
+    }
     store.put(ALICE, "odd", value)
     got = store.get(ALICE, "odd").value
     assert list(got) == list(value) and got["when"] == dt.date(2026, 1, 2)
@@ -257,8 +282,13 @@ def test_bad_namespaces_and_values_are_refused(store):
 
 def test_a_batch_reads_before_it_writes(store):
     store.put(ALICE, "k", {"text": "First version of the note"})
-    before, _, _ = store.batch([GetOp(ALICE, "k"), PutOp(ALICE, "k", {"text": "Second"}),
-                                PutOp(ALICE, "k", {"text": "Third and last version"})])
+    before, _, _ = store.batch(
+        [
+            GetOp(ALICE, "k"),
+            PutOp(ALICE, "k", {"text": "Second"}),
+            PutOp(ALICE, "k", {"text": "Third and last version"}),
+        ]
+    )
     assert before.value == {"text": "First version of the note"}
     assert store.get(ALICE, "k").value == {"text": "Third and last version"}
 
@@ -295,11 +325,18 @@ def recall_node(state: Turn, runtime: Runtime) -> dict:
 
 
 def test_a_graph_reads_and_writes_memories_through_the_store(db_path, clock):
-    store = LetheStore(db_path, policy=f"{POLICIES}/lifecycle.yaml", offline=True, clock=clock,
-                       judged=True)  # the move supersedes the old host
-    graph = (StateGraph(Turn).add_node("recall", recall_node).add_node("remember", remember_node)
-             .add_edge(START, "recall").add_edge("recall", "remember").add_edge("remember", END)
-             .compile(store=store))
+    store = LetheStore(
+        db_path, policy=f"{POLICIES}/lifecycle.yaml", offline=True, clock=clock, judged=True
+    )  # the move supersedes the old host
+    graph = (
+        StateGraph(Turn)
+        .add_node("recall", recall_node)
+        .add_node("remember", remember_node)
+        .add_edge(START, "recall")
+        .add_edge("recall", "remember")
+        .add_edge("remember", END)
+        .compile(store=store)
+    )
     first = graph.invoke({"user_id": "alice", "message": "Our API runs on Heroku."})
     assert first["recalled"] == []
     graph.invoke({"user_id": "alice", "message": "We moved the API from Heroku to Fly.io."})
@@ -319,8 +356,9 @@ try:
     import engine.integrations.langgraph
 except ImportError as exc:
     print(exc)"""
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": ROOT})
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ROOT}
+    )
     assert out.stdout == "LetheStore needs the 'langgraph' extra: pip install 'lethe-lifecycle[langgraph]'\n"
 
 
@@ -328,9 +366,13 @@ def test_an_import_error_inside_the_sdk_is_not_called_a_missing_extra(tmp_path):
     """A user's own `numbers.py` shadows the standard module LangGraph's dependencies
     import: the error says what failed, not to install an extra that is installed."""
     (tmp_path / "numbers.py").write_text("")
-    out = subprocess.run([sys.executable, "-c", "import engine.integrations.langgraph"],
-                         capture_output=True, text=True, cwd=tmp_path,
-                         env={**os.environ, "PYTHONPATH": ROOT})
+    out = subprocess.run(
+        [sys.executable, "-c", "import engine.integrations.langgraph"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )
     last = out.stderr.strip().splitlines()[-1]
     assert out.returncode == 1 and "numbers" in last
     assert "pip install" not in last and "extra" not in last

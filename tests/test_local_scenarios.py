@@ -3,6 +3,7 @@ every shipped scenario and the recall store, like test_policy_scenarios.py and
 test_recall.py do for the others. A module of its
 own so that, without the `local` extra, it is skipped in one line and its snapshots are
 not reported unused."""
+
 import os
 
 import pytest

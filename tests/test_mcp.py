@@ -1,6 +1,7 @@
 """`lethe mcp`: the MCP server, driven by the official SDK's own client in-process, over
 stdio as a subprocess, and over streamable HTTP on 127.0.0.1. The tool list is pinned by a
 snapshot; judges are the offline rules, time is fixed with --now or the test clock."""
+
 from __future__ import annotations
 
 import json
@@ -29,15 +30,16 @@ NOW = "2026-01-05T09:00:00"
 
 
 def lethe_mcp(db: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "engine.cli", "mcp", "--db", db, "--offline", "--now", NOW,
-            *extra]
+    return [sys.executable, "-m", "engine.cli", "mcp", "--db", db, "--offline", "--now", NOW, *extra]
 
 
 def talk(server, script):
     """Run `script(client)` against `server` (an MCPServer, StdioServerParameters or URL)."""
+
     async def go():
         async with Client(server) as client:
             return await script(client)
+
     return anyio.run(go)
 
 
@@ -49,9 +51,11 @@ def structured(result) -> dict:
 @pytest.fixture
 def served(memory):
     """An in-process server over a fresh store (offline, the test clock)."""
+
     def make(namespace="default"):
         mem = memory("lifecycle", namespace=namespace)
         return mem, build_server(mem)
+
     return make
 
 
@@ -63,18 +67,30 @@ def test_the_tool_list_is_pinned(served, snapshot):
         tools = (await c.list_tools()).tools
         resources = (await c.list_resources()).resources
         templates = (await c.list_resource_templates()).resource_templates
-        return {"tools": [t.model_dump(mode="json", by_alias=True, exclude_none=True,
-                                       include={"name", "description", "input_schema",
-                                                "output_schema", "annotations"})
-                          for t in tools],
-                "resources": [r.model_dump(mode="json", by_alias=True, exclude_none=True)
-                              for r in resources],
-                "templates": [t.model_dump(mode="json", by_alias=True, exclude_none=True)
-                              for t in templates]}
+        return {
+            "tools": [
+                t.model_dump(
+                    mode="json",
+                    by_alias=True,
+                    exclude_none=True,
+                    include={"name", "description", "input_schema", "output_schema", "annotations"},
+                )
+                for t in tools
+            ],
+            "resources": [r.model_dump(mode="json", by_alias=True, exclude_none=True) for r in resources],
+            "templates": [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in templates],
+        }
 
     listed = talk(server, listing)
     assert [t["name"] for t in listed["tools"]] == [
-        "remember", "recall", "add", "why", "forget", "list_memories", "run_passes"]
+        "remember",
+        "recall",
+        "add",
+        "why",
+        "forget",
+        "list_memories",
+        "run_passes",
+    ]
     read_only = {t["name"] for t in listed["tools"] if t["annotations"].get("readOnlyHint")}
     assert read_only == {"recall", "why", "list_memories"}
     assert listed == snapshot(extension_class=JSONSnapshotExtension)
@@ -84,9 +100,15 @@ def test_each_tool_answers_with_structure_and_a_short_text(served):
     mem, server = served()
 
     async def script(c):
-        added = await c.call_tool("add", {"content": "User prefers tabs over spaces",
-                                          "importance": 8, "tags": ["style"],
-                                          "expires_at": "2026-06-30"})
+        added = await c.call_tool(
+            "add",
+            {
+                "content": "User prefers tabs over spaces",
+                "importance": 8,
+                "tags": ["style"],
+                "expires_at": "2026-06-30",
+            },
+        )
         listed = await c.call_tool("list_memories", {})
         return added, listed
 
@@ -94,8 +116,17 @@ def test_each_tool_answers_with_structure_and_a_short_text(served):
     memory_out = structured(added)["memory"]
     assert memory_out["importance"] == 8 and memory_out["tags"] == ["style"]
     assert memory_out["expires_at"] == "2026-06-30T23:59:59Z"  # UTC, said
-    assert set(memory_out) == {"id", "content", "status", "importance", "confidence",
-                               "decay_score", "created_at", "expires_at", "tags"}
+    assert set(memory_out) == {
+        "id",
+        "content",
+        "status",
+        "importance",
+        "confidence",
+        "decay_score",
+        "created_at",
+        "expires_at",
+        "tags",
+    }
     assert added.content[0].text.startswith(f"#{memory_out['id']} [active] User prefers tabs")
     assert [m["id"] for m in structured(listed)["memories"]] == [memory_out["id"]]
     assert mem.get(memory_out["id"]).importance == 8
@@ -103,12 +134,13 @@ def test_each_tool_answers_with_structure_and_a_short_text(served):
 
 def test_recall_records_access_and_respects_the_limit(served):
     mem, server = served()
-    ids = [mem.add(f"The {w} service runs on port 80{i}", judged=False)
-           for i, w in enumerate(["billing", "search", "auth"])]
+    ids = [
+        mem.add(f"The {w} service runs on port 80{i}", judged=False)
+        for i, w in enumerate(["billing", "search", "auth"])
+    ]
 
     async def script(c):
-        return await c.call_tool("recall", {"query": "which port does the service use?",
-                                            "limit": 2})
+        return await c.call_tool("recall", {"query": "which port does the service use?", "limit": 2})
 
     out = structured(talk(server, script))
     assert len(out["memories"]) == 2 and out["query"] == "which port does the service use?"
@@ -166,8 +198,10 @@ def test_run_passes_skips_while_another_scheduler_holds_the_lease(served):
 
 def test_remember_says_why_a_turn_is_pending(memory, tmp_path):
     policy = tmp_path / "down.yaml"
-    policy.write_text("name: down\nextends: lifecycle\nmodels:\n  cheap: {provider: openai, "
-                      "model: m, base_url: 'http://127.0.0.1:9/v1', timeout: 1, max_retries: 0}\n")
+    policy.write_text(
+        "name: down\nextends: lifecycle\nmodels:\n  cheap: {provider: openai, "
+        "model: m, base_url: 'http://127.0.0.1:9/v1', timeout: 1, max_retries: 0}\n"
+    )
     mem = memory(str(policy), offline=False)
     out = talk(build_server(mem), lambda c: c.call_tool("remember", {"user": "We run CI on Jenkins."}))
     assert structured(out)["stored"] == [] and structured(out)["pending"]
@@ -179,15 +213,18 @@ def test_tools_without_a_key_say_once_that_the_rules_judged(memory):
     mem = memory("lifecycle", offline=False)  # the shipped models, and no key in the tests
 
     async def script(c):
-        return [await c.call_tool("add", {"content": "We use Postgres."}),
-                await c.call_tool("recall", {"query": "postgres"})]
+        return [
+            await c.call_tool("add", {"content": "We use Postgres."}),
+            await c.call_tool("recall", {"query": "postgres"}),
+        ]
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         added, recalled = talk(build_server(mem), script)
     assert not added.is_error and structured(recalled)
-    assert [type(w.message) for w in caught if issubclass(w.category, UserWarning)
-            and "API key" in str(w.message)] == [RulesJudgedWarning]
+    assert [
+        type(w.message) for w in caught if issubclass(w.category, UserWarning) and "API key" in str(w.message)
+    ] == [RulesJudgedWarning]
 
 
 # ---- bad requests ---------------------------------------------------------------------
@@ -197,16 +234,19 @@ BAD = [
     ("recall", {"query": ""}, "query: String should have at least 1 character"),
     ("add", {"content": "x", "importance": 50}, "importance: Input should be less than or equal to 10"),
     ("add", {"content": "x", "expires_at": "soon"}, "expires_at: not an ISO-8601 date or time: 'soon'"),
-    ("add", {"content": "x", "expires_at": "2026-01-04"},
-     "expires_at 2026-01-04T23:59:59 is before now (2026-01-05T09:00:00)"),
+    (
+        "add",
+        {"content": "x", "expires_at": "2026-01-04"},
+        "expires_at 2026-01-04T23:59:59 is before now (2026-01-05T09:00:00)",
+    ),
     ("add", {"content": "x", "tags": "not-a-list"}, "tags: Input should be a valid list"),
     ("why", {"memory_id": 999}, "no memory #999"),
     ("why", {"memory_id": "one"}, "memory_id: Input should be a valid integer"),
     ("forget", {"memory_id": 999, "reason": "gone"}, "no memory #999 in namespace 'default'"),
     ("forget", {"memory_id": 1}, "reason: Field required"),
     # past SQLite's 64-bit INTEGER: no memory can have it (binding it raised OverflowError)
-    ("why", {"memory_id": 2 ** 63}, "no memory #9223372036854775808 in namespace 'default'"),
-    ("forget", {"memory_id": 2 ** 64, "reason": "gone"}, "no memory #18446744073709551616 in"),
+    ("why", {"memory_id": 2**63}, "no memory #9223372036854775808 in namespace 'default'"),
+    ("forget", {"memory_id": 2**64, "reason": "gone"}, "no memory #18446744073709551616 in"),
     ("why", {"memory_id": -5}, "no memory #-5 in namespace 'default'"),
     ("list_memories", {"status": "deleted"}, "status: Input should be 'active', 'archived'"),
     ("remember", {"user": 5}, "user: Input should be a valid string (got 5)"),
@@ -261,10 +301,12 @@ def test_a_host_reaches_only_the_namespace_it_was_started_with(memory, served):
     _, server = served("alice")
 
     async def script(c):
-        return (await c.call_tool("why", {"memory_id": secret}),
-                await c.call_tool("forget", {"memory_id": secret, "reason": "mine now"}),
-                await c.call_tool("recall", {"query": "bank PIN"}),
-                await c.call_tool("list_memories", {"status": "all"}))
+        return (
+            await c.call_tool("why", {"memory_id": secret}),
+            await c.call_tool("forget", {"memory_id": secret, "reason": "mine now"}),
+            await c.call_tool("recall", {"query": "bank PIN"}),
+            await c.call_tool("list_memories", {"status": "all"}),
+        )
 
     why, forget, recall, listing = talk(server, script)
     assert why.is_error and forget.is_error
@@ -280,8 +322,7 @@ def test_a_host_reaches_only_the_namespace_it_was_started_with(memory, served):
 def test_a_host_conversation_over_stdio(tmp_path):
     """The conversation of issue 16, as a host runs it: a subprocess on stdio."""
     db = str(tmp_path / "agent.db")
-    params = StdioServerParameters(command=sys.executable, args=lethe_mcp(db)[1:],
-                                   cwd=str(tmp_path))
+    params = StdioServerParameters(command=sys.executable, args=lethe_mcp(db)[1:], cwd=str(tmp_path))
 
     async def script(c):
         old = structured(await c.call_tool("add", {"content": "The API runs on Heroku."}))
@@ -292,8 +333,7 @@ def test_a_host_conversation_over_stdio(tmp_path):
 
     old_id, moved, recalled, story = talk(params, script)
     [new] = moved["stored"]
-    assert moved["superseded"] == [{"id": old_id, "content": "The API runs on Heroku.",
-                                    "by": new["id"]}]
+    assert moved["superseded"] == [{"id": old_id, "content": "The API runs on Heroku.", "by": new["id"]}]
     contents = [m["content"] for m in recalled["memories"]]
     assert any("Fly.io" in c for c in contents)
     assert old_id not in [m["id"] for m in recalled["memories"]]
@@ -309,6 +349,7 @@ TOKEN = "test-token-0123456789abcdef"
 def bearer(url: str, token: str, **headers):
     """A streamable HTTP transport to `url` that sends `Authorization: Bearer token`."""
     from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
     sent = {"Authorization": f"Bearer {token}", **headers}
     return streamable_http_client(url, http_client=create_mcp_http_client(headers=sent))
 
@@ -334,10 +375,13 @@ def wait_for_port(port: int, proc: subprocess.Popen, seconds: float = 30.0) -> N
 
 def test_streamable_http_on_a_free_local_port(tmp_path):
     db, port = str(tmp_path / "agent.db"), free_port()
-    proc = subprocess.Popen(lethe_mcp(db, "--transport", "http", "--port", str(port),
-                                      "--token", TOKEN),
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        lethe_mcp(db, "--transport", "http", "--port", str(port), "--token", TOKEN),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_for_port(port, proc)
 
@@ -378,13 +422,20 @@ main(ARGS)"""
 
 def test_without_the_extra_lethe_still_runs_and_mcp_names_the_extra(tmp_path):
     env = {**os.environ, "PYTHONPATH": ROOT}
-    helped = subprocess.run([sys.executable, "-c", WITHOUT_MCP.replace("ARGS", "['--help']")],
-                            capture_output=True, text=True, env=env)
+    helped = subprocess.run(
+        [sys.executable, "-c", WITHOUT_MCP.replace("ARGS", "['--help']")],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert helped.returncode == 0 and "mcp" in helped.stdout
     db = tmp_path / "never.db"
-    out = subprocess.run([sys.executable, "-c",
-                          WITHOUT_MCP.replace("ARGS", f"['mcp', '--db', '{db}']")],
-                         capture_output=True, text=True, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", WITHOUT_MCP.replace("ARGS", f"['mcp', '--db', '{db}']")],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert out.returncode == 2
     assert out.stderr == "error: the MCP server needs the 'mcp' extra: pip install 'lethe-lifecycle[mcp]'\n"
     assert not db.exists()  # said before anything was opened
@@ -397,9 +448,11 @@ def test_the_policy_resource_shows_no_secret(tmp_path):
     from engine.integrations.mcp import Tools
 
     policy = tmp_path / "p.yaml"
-    policy.write_text("name: p\nextends: lifecycle\nmodels:\n  cheap: {provider: openai, model: m, "
-                      "base_url: 'https://bob:hunter2@llm.example/v1?api-key=SECRETQ', "
-                      "headers: {X-Api-Key: hdr-secret}}\n")
+    policy.write_text(
+        "name: p\nextends: lifecycle\nmodels:\n  cheap: {provider: openai, model: m, "
+        "base_url: 'https://bob:hunter2@llm.example/v1?api-key=SECRETQ', "
+        "headers: {X-Api-Key: hdr-secret}}\n"
+    )
     with Memory(str(tmp_path / "m.db"), policy=str(policy), offline=True) as mem:
         shown = Tools(mem).policy_yaml()
     for secret in ("hunter2", "SECRETQ", "hdr-secret", "bob"):

@@ -2,6 +2,7 @@
 a bearer token on every bind (made and printed on loopback, required elsewhere), the
 Host/Origin allow-list always on, reads that never wait behind a model call, and one
 rule for every text argument."""
+
 from __future__ import annotations
 
 import subprocess
@@ -14,20 +15,39 @@ import pytest
 from engine import Memory
 from engine.integrations.mcp import MCP_TEXT, Tools, build_server
 from tests.fake_openai import FakeOpenAI
-from tests.test_mcp import served  # noqa: F401 - the fixture
-from tests.test_mcp import TOKEN, bearer, free_port, lethe_mcp, structured, talk, wait_for_port
+from tests.test_mcp import (
+    TOKEN,
+    bearer,
+    free_port,
+    lethe_mcp,
+    served,  # noqa: F401 - the fixture
+    structured,
+    talk,
+    wait_for_port,
+)
 
-INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "t", "version": "1"}}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
 ACCEPT = {"Accept": "application/json, text/event-stream"}
 
 
 def start(tmp_path, *extra):
     port = free_port()
-    proc = subprocess.Popen(lethe_mcp(str(tmp_path / "agent.db"), "--transport", "http",
-                                      "--port", str(port), *extra),
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        lethe_mcp(str(tmp_path / "agent.db"), "--transport", "http", "--port", str(port), *extra),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     return proc, port
 
 
@@ -39,9 +59,15 @@ def stop(proc) -> str:
 @pytest.mark.parametrize("host", ["0.0.0.0", "127.0.0.1x"])
 def test_a_bind_that_is_not_loopback_refuses_to_start_without_a_token(tmp_path, host):
     """Before: `--host 0.0.0.0` served every memory to anyone who reached the port."""
-    done = subprocess.run(lethe_mcp(str(tmp_path / "agent.db"), "--transport", "http",
-                                    "--host", host, "--port", str(free_port())),
-                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        lethe_mcp(
+            str(tmp_path / "agent.db"), "--transport", "http", "--host", host, "--port", str(free_port())
+        ),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and "--token" in done.stderr, done.stderr
     assert not (tmp_path / "agent.db").exists()
 
@@ -52,7 +78,12 @@ def test_a_loopback_bind_makes_and_prints_a_token_and_requires_it(tmp_path):
         wait_for_port(port, proc)
         url = f"http://127.0.0.1:{port}/mcp"
         assert httpx.post(url, json=INIT, headers=ACCEPT).status_code == 401
-        assert httpx.post(url, json=INIT, headers={**ACCEPT, "Authorization": "Bearer nope-nope-nope-nope"}).status_code == 401
+        assert (
+            httpx.post(
+                url, json=INIT, headers={**ACCEPT, "Authorization": "Bearer nope-nope-nope-nope"}
+            ).status_code
+            == 401
+        )
     finally:
         err = stop(proc)
     token = err.split("lethe mcp: token ", 1)[1].split()[0]
@@ -69,12 +100,15 @@ def test_the_host_and_origin_are_checked_on_every_bind(tmp_path, host):
         url = f"http://{host}:{port}/mcp"
         auth = {**ACCEPT, "Authorization": f"Bearer {TOKEN}"}
         assert httpx.post(url, json=INIT, headers={**auth, "Host": "attacker.example"}).status_code == 403
-        assert httpx.post(url, json=INIT, headers={
-            **auth, "Origin": "http://attacker.example"}).status_code == 403
+        assert (
+            httpx.post(url, json=INIT, headers={**auth, "Origin": "http://attacker.example"}).status_code
+            == 403
+        )
         assert httpx.post(url, json=INIT, headers=auth).status_code == 200
 
         async def script(c):
             return structured(await c.call_tool("add", {"content": "Deploys happen on Tuesdays"}))
+
         assert talk(bearer(url, TOKEN), script)["memory"]["id"] == 1
     finally:
         stop(proc)
@@ -82,6 +116,7 @@ def test_the_host_and_origin_are_checked_on_every_bind(tmp_path, host):
 
 def wait_for_port_on(host: str, port: int, proc, seconds: float = 30.0) -> None:
     import socket
+
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -99,11 +134,13 @@ def test_reads_never_wait_behind_a_model_call(tmp_path):
     list_memories and why took 37 s. Now they read through their own read-only Memory."""
     with FakeOpenAI(delay=6.0) as fake:
         policy = tmp_path / "slow.yaml"
-        policy.write_text("name: slow\nextends: lifecycle\nmodels:\n"
-                          f"  cheap: {{provider: openai, model: m, base_url: '{fake.base_url}', "
-                          "timeout: 30, max_retries: 0}\n"
-                          f"  strong: {{provider: openai, model: m, base_url: '{fake.base_url}', "
-                          "timeout: 30, max_retries: 0}\n")
+        policy.write_text(
+            "name: slow\nextends: lifecycle\nmodels:\n"
+            f"  cheap: {{provider: openai, model: m, base_url: '{fake.base_url}', "
+            "timeout: 30, max_retries: 0}\n"
+            f"  strong: {{provider: openai, model: m, base_url: '{fake.base_url}', "
+            "timeout: 30, max_retries: 0}\n"
+        )
         db = str(tmp_path / "agent.db")
         mem = Memory(db, policy=str(policy), offline=False)
         first = mem.add("Deploys happen on Tuesdays", judged=False)
@@ -114,6 +151,7 @@ def test_reads_never_wait_behind_a_model_call(tmp_path):
         async def script(c):
             async def slow():
                 await c.call_tool("remember", {"user": "We deploy on Fridays now."})
+
             async with anyio.create_task_group() as tg:
                 tg.start_soon(slow)
                 await anyio.sleep(1.0)
@@ -121,6 +159,7 @@ def test_reads_never_wait_behind_a_model_call(tmp_path):
                 structured(await c.call_tool("list_memories", {}))
                 structured(await c.call_tool("why", {"memory_id": first}))
                 took["reads"] = time.monotonic() - start
+
         try:
             talk(server, script)
         finally:
@@ -130,18 +169,30 @@ def test_reads_never_wait_behind_a_model_call(tmp_path):
 
 
 # ---- one rule for every text argument (issue 43, finding 5)
-@pytest.mark.parametrize("tool, arguments", [
-    ("remember", {"user": ""}), ("remember", {"user": "   "}), ("add", {"content": ""}),
-    ("add", {"content": "x" * (MCP_TEXT + 1)}), ("remember", {"user": "x" * (MCP_TEXT + 1)}),
-    ("add", {"content": "a\x00b"}), ("remember", {"user": "a\x00b"}),
-    ("recall", {"query": "a\x00b"}), ("forget", {"memory_id": 1, "reason": ""}),
-    ("recall", {"query": "tabs", "limit": True}), ("why", {"memory_id": True}),
-    ("list_memories", {"limit": 2.0}), ("add", {"content": "ok", "importance": True}),
-    ("recall", {"query": "tabs", "limti": 3}), ("add", {"content": "ok", "tag": ["x"]}),
-    ("add", {"content": "ok", "tags": ["a\x00b"]}), ("add", {"content": "ok", "tags": [""]}),
-], ids=lambda v: v if isinstance(v, str) else ",".join(f"{k}={str(x)[:12]!r}" for k, x in v.items()))
-def test_every_text_argument_follows_one_rule_and_unknown_arguments_are_refused(
-        served, tool, arguments):
+@pytest.mark.parametrize(
+    "tool, arguments",
+    [
+        ("remember", {"user": ""}),
+        ("remember", {"user": "   "}),
+        ("add", {"content": ""}),
+        ("add", {"content": "x" * (MCP_TEXT + 1)}),
+        ("remember", {"user": "x" * (MCP_TEXT + 1)}),
+        ("add", {"content": "a\x00b"}),
+        ("remember", {"user": "a\x00b"}),
+        ("recall", {"query": "a\x00b"}),
+        ("forget", {"memory_id": 1, "reason": ""}),
+        ("recall", {"query": "tabs", "limit": True}),
+        ("why", {"memory_id": True}),
+        ("list_memories", {"limit": 2.0}),
+        ("add", {"content": "ok", "importance": True}),
+        ("recall", {"query": "tabs", "limti": 3}),
+        ("add", {"content": "ok", "tag": ["x"]}),
+        ("add", {"content": "ok", "tags": ["a\x00b"]}),
+        ("add", {"content": "ok", "tags": [""]}),
+    ],
+    ids=lambda v: v if isinstance(v, str) else ",".join(f"{k}={str(x)[:12]!r}" for k, x in v.items()),
+)
+def test_every_text_argument_follows_one_rule_and_unknown_arguments_are_refused(served, tool, arguments):
     mem, server = served()
     mem.add("User prefers tabs", judged=False)
     before = mem.counts(), len(mem.pending())

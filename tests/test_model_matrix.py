@@ -8,6 +8,7 @@ schema as a strict `response_format` (`fake.invalid` stays empty). The second ha
 the whole lifecycle (remember, recall, compression) against servers that refuse
 json_schema, refuse temperature, send no usage, or think out loud before answering.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -19,15 +20,27 @@ import pytest
 from click.testing import CliRunner
 
 from engine import FixedClock, Memory
-from engine.steps import kinds as steps
 from engine.cli import main as cli
-from tests.fake_openai import FakeOpenAI, Reply, prompt_text
+from engine.steps import kinds as steps
 from tests.conftest import POLICIES, START
-from tests.test_judges import (DEFAULTS, FUSED, LIFECYCLE, MARKS, Judge, calls, events,
-                               memories, pick, policy_file, seed, shown)
+from tests.fake_openai import FakeOpenAI, Reply, prompt_text
+from tests.test_judges import (
+    DEFAULTS,
+    FUSED,
+    LIFECYCLE,
+    MARKS,
+    Judge,
+    calls,
+    events,
+    memories,
+    pick,
+    policy_file,
+    seed,
+    shown,
+)
 
 SCENES = os.path.join(POLICIES, "scenes.yaml")
-UNUSABLE = "sure!"           # refused by every step: the rules judge answers instead
+UNUSABLE = "sure!"  # refused by every step: the rules judge answers instead
 
 
 def step_of(request: dict) -> str | None:
@@ -46,11 +59,11 @@ class Run:
 
     mem: Memory
     fake: FakeOpenAI
-    value: object            # the step's effect, read back from the store
-    outcomes: list[str]      # the step's model_calls outcomes, in order
+    value: object  # the step's effect, read back from the store
+    outcomes: list[str]  # the step's model_calls outcomes, in order
     details: list[str | None]
     events: list[tuple] = ()  # every memory event, (memory_id, type, detail)
-    count: int = 0            # memories stored
+    count: int = 0  # memories stored
 
 
 # ---- the write steps, one turn each ------------------------------------------------------
@@ -70,7 +83,9 @@ def effect(step: str, mem: Memory, old: int, ids: list[int]):
     if step == "contradiction":
         return (rows[old]["status"], rows[old]["confidence"], sorted(ids))
     if step == "fused":
-        return None if not ids else (rows[old]["status"], new and new["confidence"], new and new["expires_at"])
+        return (
+            None if not ids else (rows[old]["status"], new and new["confidence"], new and new["expires_at"])
+        )
     raise AssertionError(step)
 
 
@@ -84,31 +99,54 @@ def run_write(tmp_path, clock, step: str, answer, base=LIFECYCLE, **options) -> 
         clock.advance(dt.timedelta(hours=1))
         ids = mem.remember(*TURN)
         logged = calls(mem, step)
-        run = Run(mem, fake, effect(step, mem, old, ids), [c["outcome"] for c in logged],
-                  [c["detail"] for c in logged], events(mem), len(memories(mem)))
+        run = Run(
+            mem,
+            fake,
+            effect(step, mem, old, ids),
+            [c["outcome"] for c in logged],
+            [c["detail"] for c in logged],
+            events(mem),
+            len(memories(mem)),
+        )
     mem.close()
     assert fake.invalid == [], fake.invalid
-    for request in fake.requests:       # each request carried its own step's schema
+    for request in fake.requests:  # each request carried its own step's schema
         assert request["response_format"]["json_schema"]["name"] == step_of(request)
     return run
 
 
-GATE = {"save": True, "content": "User thinks the deadline moved to April 1", "summary": "deadline: April 1",
-        "tags": ["deadline"], "importance": 7}
+GATE = {
+    "save": True,
+    "content": "User thinks the deadline moved to April 1",
+    "summary": "deadline: April 1",
+    "tags": ["deadline"],
+    "importance": 7,
+}
 GATE_TEXT = json.dumps(GATE)
 GATE_STORED = ("User thinks the deadline moved to April 1", 7.0, ["deadline"])
 REFUSED = ["bad_answer", "bad_answer", "fallback"]
 
 # (step, the model's answer, expected outcomes, the stored effect or REFUSED_EFFECT, repair mark)
-REFUSED_EFFECT = object()      # whatever the rules judge decides for an unusable answer
+REFUSED_EFFECT = object()  # whatever the rules judge decides for an unusable answer
 WRITE_MATRIX = [
     ("gate", GATE_TEXT, ["ok"], GATE_STORED, None),
     ("gate", f"```json\n{GATE_TEXT}\n```", ["repaired"], GATE_STORED, "removed a code fence"),
-    ("gate", f"Here is my judgment:\n```json\n{GATE_TEXT}\n```", ["repaired"], GATE_STORED, "code block in prose"),
+    (
+        "gate",
+        f"Here is my judgment:\n```json\n{GATE_TEXT}\n```",
+        ["repaired"],
+        GATE_STORED,
+        "code block in prose",
+    ),
     ("gate", f"Sure, here it is: {GATE_TEXT}", ["repaired"], GATE_STORED, "ignored the prose before"),
     ("gate", f"<think>A deadline: durable.</think>\n{GATE_TEXT}", ["ok"], GATE_STORED, "reasoning set aside"),
-    ("gate", Reply(content=GATE_TEXT, reasoning="A deadline, so durable."), ["ok"], GATE_STORED,
-     "reasoning field set aside"),
+    (
+        "gate",
+        Reply(content=GATE_TEXT, reasoning="A deadline, so durable."),
+        ["ok"],
+        GATE_STORED,
+        "reasoning field set aside",
+    ),
     ("gate", json.dumps({**GATE, "save": "false"}), ["repaired"], None, "save 'false' read as false"),
     ("gate", json.dumps({**GATE, "save": "true"}), ["repaired"], GATE_STORED, "save 'true' read as true"),
     ("gate", json.dumps({**GATE, "importance": "7"}), ["repaired"], GATE_STORED, "importance '7'"),
@@ -117,14 +155,32 @@ WRITE_MATRIX = [
     ("gate", GATE_TEXT.replace('"importance": 7', '"importance": NaN'), REFUSED, REFUSED_EFFECT, "NaN"),
     ("gate", GATE_TEXT.replace('"importance": 7', '"importance": 1e999'), REFUSED, REFUSED_EFFECT, "inf"),
     ("gate", json.dumps({**GATE, "save": "yes"}), REFUSED, REFUSED_EFFECT, "true or false"),
-    ("gate", json.dumps({"keep": True, "content": GATE["content"]}), REFUSED, REFUSED_EFFECT, "unknown key 'keep'"),
+    (
+        "gate",
+        json.dumps({"keep": True, "content": GATE["content"]}),
+        REFUSED,
+        REFUSED_EFFECT,
+        "unknown key 'keep'",
+    ),
     ("gate", json.dumps({**GATE, "reason": "a deadline"}), REFUSED, REFUSED_EFFECT, "unknown key 'reason'"),
     ("gate", Reply(content=GATE_TEXT[:40], finish_reason="length"), REFUSED, REFUSED_EFFECT, "cut off"),
-    ("gate", Reply(content=None, refusal="I can't help with that."), REFUSED, REFUSED_EFFECT, "model refused"),
+    (
+        "gate",
+        Reply(content=None, refusal="I can't help with that."),
+        REFUSED,
+        REFUSED_EFFECT,
+        "model refused",
+    ),
     ("gate", "", REFUSED, REFUSED_EFFECT, "empty answer"),
     ("gate", "<think>The user mentions a deadline, which", REFUSED, REFUSED_EFFECT, "never closed"),
     ("gate", Reply(body={"choices": [None]}), REFUSED, REFUSED_EFFECT, "choices[0] is null"),
-    ("gate", Reply(body={"choices": [{"index": 0, "message": None}]}), REFUSED, REFUSED_EFFECT, "message is null"),
+    (
+        "gate",
+        Reply(body={"choices": [{"index": 0, "message": None}]}),
+        REFUSED,
+        REFUSED_EFFECT,
+        "message is null",
+    ),
     ("gate", "[" * 60_000 + "]" * 60_000, REFUSED, REFUSED_EFFECT, "characters long"),
     ("gate", "[" * 20_000 + "]" * 20_000, REFUSED, REFUSED_EFFECT, "nested too deeply"),
     ("confidence", '{"confidence": 0.5}', ["ok"], 0.5, None),
@@ -137,19 +193,40 @@ WRITE_MATRIX = [
     ("confidence", '{"confidence": Infinity}', REFUSED, REFUSED_EFFECT, "Infinity"),
     ("confidence", '{"certainty": 0.5}', REFUSED, REFUSED_EFFECT, "unknown key 'certainty'"),
     ("contradiction", '{"supersedes": [1], "confirms": []}', ["ok"], ("superseded", 0.6, [2]), None),
-    ("contradiction", '{"supersedes": [{"n": 1, "reason": "the deadline moved"}], "confirms": []}', ["ok"],
-     ("superseded", 0.6, [2]), None),
-    ("contradiction", '{"supersedes": ["#1"], "confirms": []}', ["repaired"], ("superseded", 0.6, [2]),
-     "'#1' read as 1"),
+    (
+        "contradiction",
+        '{"supersedes": [{"n": 1, "reason": "the deadline moved"}], "confirms": []}',
+        ["ok"],
+        ("superseded", 0.6, [2]),
+        None,
+    ),
+    (
+        "contradiction",
+        '{"supersedes": ["#1"], "confirms": []}',
+        ["repaired"],
+        ("superseded", 0.6, [2]),
+        "'#1' read as 1",
+    ),
     ("contradiction", '{"supersedes": ["1"]}', ["repaired"], ("superseded", 0.6, [2]), "'1' read as 1"),
     ("contradiction", "[1]", ["repaired"], ("superseded", 0.6, [2]), "a bare list read as supersedes"),
     # a confirms of a memory that says something else: refused, the new memory stored
     ("contradiction", '{"supersedes": [], "confirms": [1]}', ["ok"], ("active", 0.6, [2]), None),
     ("contradiction", '{"supersedes": [], "confirms": []}', ["ok"], ("active", 0.6, [2]), None),
-    ("contradiction", "Memory [1] is merely related, it does not change.", REFUSED, REFUSED_EFFECT, "not JSON"),
+    (
+        "contradiction",
+        "Memory [1] is merely related, it does not change.",
+        REFUSED,
+        REFUSED_EFFECT,
+        "not JSON",
+    ),
     ("contradiction", '{"confirms":[1],"supersedes":[', REFUSED, REFUSED_EFFECT, "not JSON"),
-    ("contradiction", Reply(content='{"confirms":[1],"supersedes":[', finish_reason="length"), REFUSED,
-     REFUSED_EFFECT, "cut off"),
+    (
+        "contradiction",
+        Reply(content='{"confirms":[1],"supersedes":[', finish_reason="length"),
+        REFUSED,
+        REFUSED_EFFECT,
+        "cut off",
+    ),
     ("contradiction", '{"contradicts": [1]}', REFUSED, REFUSED_EFFECT, "unknown key 'contradicts'"),
     ("contradiction", '{"supersedes": [2]}', REFUSED, REFUSED_EFFECT, "[2] was not shown"),
     ("contradiction", '{"supersedes": [NaN]}', REFUSED, REFUSED_EFFECT, "NaN"),
@@ -180,7 +257,9 @@ def fallback_effects(tmp_path_factory):
 
     def get(step: str, clock_start=START):
         if step not in cache:
-            run = run_write(tmp_path_factory.mktemp(f"baseline-{step}"), FixedClock(clock_start), step, UNUSABLE)
+            run = run_write(
+                tmp_path_factory.mktemp(f"baseline-{step}"), FixedClock(clock_start), step, UNUSABLE
+            )
             assert run.outcomes == REFUSED
             cache[step] = run.value
         return cache[step]
@@ -188,8 +267,11 @@ def fallback_effects(tmp_path_factory):
     return get
 
 
-@pytest.mark.parametrize("step,answer,outcomes,stored,mark", WRITE_MATRIX,
-                         ids=[f"{s}-{i}" for i, (s, *_rest) in enumerate(WRITE_MATRIX)])
+@pytest.mark.parametrize(
+    "step,answer,outcomes,stored,mark",
+    WRITE_MATRIX,
+    ids=[f"{s}-{i}" for i, (s, *_rest) in enumerate(WRITE_MATRIX)],
+)
 def test_write_steps_over_http(tmp_path, clock, fallback_effects, step, answer, outcomes, stored, mark):
     run = run_write(tmp_path, clock, step, answer)
     assert run.outcomes == outcomes
@@ -209,26 +291,44 @@ def test_write_steps_over_http(tmp_path, clock, fallback_effects, step, answer, 
 
 
 # ---- fused: the whole write in one call ---------------------------------------------------
-FUSED_OK = {**GATE, "confidence": 0.7, "supersedes": [{"n": 1, "reason": "moved to April 1"}],
-            "confirms": [], "expires_at": "2026-04-01"}
+FUSED_OK = {
+    **GATE,
+    "confidence": 0.7,
+    "supersedes": [{"n": 1, "reason": "moved to April 1"}],
+    "confirms": [],
+    "expires_at": "2026-04-01",
+}
 FUSED_MATRIX = [
     (json.dumps(FUSED_OK), ["ok"], ("superseded", 0.7, "2026-04-01T23:59:59"), None),
-    (json.dumps({**FUSED_OK, "save": "true", "supersedes": ["#1"]}), ["repaired"],
-     ("superseded", 0.7, "2026-04-01T23:59:59"), "'#1' read as 1"),
+    (
+        json.dumps({**FUSED_OK, "save": "true", "supersedes": ["#1"]}),
+        ["repaired"],
+        ("superseded", 0.7, "2026-04-01T23:59:59"),
+        "'#1' read as 1",
+    ),
     (json.dumps({**FUSED_OK, "save": "false"}), ["repaired"], None, "save 'false'"),
-    (json.dumps({k: v for k, v in FUSED_OK.items() if k != "expires_at"}), ["repaired"],
-     ("superseded", 0.7, None), "expires_at missing"),
+    (
+        json.dumps({k: v for k, v in FUSED_OK.items() if k != "expires_at"}),
+        ["repaired"],
+        ("superseded", 0.7, None),
+        "expires_at missing",
+    ),
     (json.dumps({**FUSED_OK, "importance": 0.7}), REFUSED, REFUSED_EFFECT, "0-1 scale"),
     (json.dumps({**FUSED_OK, "supersedes": [3]}), REFUSED, REFUSED_EFFECT, "not shown"),
     (json.dumps({**FUSED_OK, "expires_at": "1970-01-01"}), REFUSED, REFUSED_EFFECT, "before today"),
-    (json.dumps({k: v for k, v in FUSED_OK.items() if k != "confidence"}), REFUSED, REFUSED_EFFECT,
-     "missing 'confidence'"),
+    (
+        json.dumps({k: v for k, v in FUSED_OK.items() if k != "confidence"}),
+        REFUSED,
+        REFUSED_EFFECT,
+        "missing 'confidence'",
+    ),
     (json.dumps({**FUSED_OK, "contradicts": [1]}), REFUSED, REFUSED_EFFECT, "unknown key"),
 ]
 
 
-@pytest.mark.parametrize("answer,outcomes,stored,mark", FUSED_MATRIX,
-                         ids=[f"fused-{i}" for i in range(len(FUSED_MATRIX))])
+@pytest.mark.parametrize(
+    "answer,outcomes,stored,mark", FUSED_MATRIX, ids=[f"fused-{i}" for i in range(len(FUSED_MATRIX))]
+)
 def test_the_fused_step_over_http(tmp_path, clock, answer, outcomes, stored, mark):
     run = run_write(tmp_path, clock, "fused", answer, base=FUSED)
     assert run.outcomes == outcomes
@@ -269,8 +369,9 @@ SELECT_MATRIX = [
 ]
 
 
-@pytest.mark.parametrize("answer,outcomes,picked,mark", SELECT_MATRIX,
-                         ids=[f"select-{i}" for i in range(len(SELECT_MATRIX))])
+@pytest.mark.parametrize(
+    "answer,outcomes,picked,mark", SELECT_MATRIX, ids=[f"select-{i}" for i in range(len(SELECT_MATRIX))]
+)
 def test_select_over_http(tmp_path, clock, answer, outcomes, picked, mark):
     run = run_select(tmp_path, clock, answer)
     assert run.outcomes == outcomes
@@ -291,9 +392,13 @@ def run_compression(tmp_path, clock, **answers) -> Run:
         tag = len(list(tmp_path.iterdir()))
         path = policy_file(tmp_path, fake.base_url, name=f"c{tag}.yaml")
         mem = Memory(str(tmp_path / f"c{tag}.db"), policy=path, clock=clock)
-        for text in ("User wants code kept readable", "Readable code matters to the user",
-                     "User prefers readable code over clever code", "User lives in Lisbon",
-                     "User's cat is called Miso"):
+        for text in (
+            "User wants code kept readable",
+            "Readable code matters to the user",
+            "User prefers readable code over clever code",
+            "User lives in Lisbon",
+            "User's cat is called Miso",
+        ):
             seed(mem, text)
         mem.run(["compression"])
         rows = memories(mem)
@@ -302,32 +407,64 @@ def run_compression(tmp_path, clock, **answers) -> Run:
         logged = calls(mem)
     mem.close()
     assert fake.invalid == []
-    return Run(mem, fake, (merged, compressed), [(c["step"], c["outcome"]) for c in logged],
-               [c["detail"] for c in logged])
+    return Run(
+        mem,
+        fake,
+        (merged, compressed),
+        [(c["step"], c["outcome"]) for c in logged],
+        [c["detail"] for c in logged],
+    )
 
 
 def _readable(p):
     return {"clusters": [pick(p, "readable")]}
 
 
-MERGED = {"content": "User wants readable code over clever code", "summary": "readable code", "tags": ["style"]}
+MERGED = {
+    "content": "User wants readable code over clever code",
+    "summary": "readable code",
+    "tags": ["style"],
+}
 
 
-@pytest.mark.parametrize("cluster,merge,outcomes,value", [
-    (_readable, MERGED, [("cluster", "ok"), ("merge", "ok")],
-     (["User wants readable code over clever code"], [1, 2, 3])),
-    (lambda p: "```json\n" + json.dumps(_readable(p)) + "\n```", MERGED,
-     [("cluster", "repaired"), ("merge", "ok")], (["User wants readable code over clever code"], [1, 2, 3])),
-    (lambda p: {"groups": _readable(p)["clusters"]}, MERGED,
-     [("cluster", "bad_answer"), ("cluster", "bad_answer"), ("cluster", "fallback")], "rules"),
-    (lambda p: {"clusters": [[1, 99]]}, MERGED,
-     [("cluster", "bad_answer"), ("cluster", "bad_answer"), ("cluster", "fallback")], "rules"),
-    (_readable, {"summary": "no content"},
-     [("cluster", "ok"), ("merge", "bad_answer"), ("merge", "bad_answer"), ("merge", "fallback")], "merged by rules"),
-])
+@pytest.mark.parametrize(
+    "cluster,merge,outcomes,value",
+    [
+        (
+            _readable,
+            MERGED,
+            [("cluster", "ok"), ("merge", "ok")],
+            (["User wants readable code over clever code"], [1, 2, 3]),
+        ),
+        (
+            lambda p: "```json\n" + json.dumps(_readable(p)) + "\n```",
+            MERGED,
+            [("cluster", "repaired"), ("merge", "ok")],
+            (["User wants readable code over clever code"], [1, 2, 3]),
+        ),
+        (
+            lambda p: {"groups": _readable(p)["clusters"]},
+            MERGED,
+            [("cluster", "bad_answer"), ("cluster", "bad_answer"), ("cluster", "fallback")],
+            "rules",
+        ),
+        (
+            lambda p: {"clusters": [[1, 99]]},
+            MERGED,
+            [("cluster", "bad_answer"), ("cluster", "bad_answer"), ("cluster", "fallback")],
+            "rules",
+        ),
+        (
+            _readable,
+            {"summary": "no content"},
+            [("cluster", "ok"), ("merge", "bad_answer"), ("merge", "bad_answer"), ("merge", "fallback")],
+            "merged by rules",
+        ),
+    ],
+)
 def test_compression_over_http(tmp_path, clock, cluster, merge, outcomes, value):
     run = run_compression(tmp_path, clock, cluster=cluster, merge=merge)
-    assert run.outcomes[:len(outcomes)] == outcomes
+    assert run.outcomes[: len(outcomes)] == outcomes
     if value == "rules":
         baseline = run_compression(tmp_path, clock, cluster=UNUSABLE, merge=MERGED)
         assert run.value == baseline.value
@@ -351,25 +488,48 @@ def run_scenes(tmp_path, clock, extract, summarise) -> Run:
         logged = calls(mem)
     mem.close()
     assert fake.invalid == []
-    return Run(mem, fake, (cells, scenes), [(c["step"], c["outcome"]) for c in logged],
-               [c["detail"] for c in logged])
+    return Run(
+        mem, fake, (cells, scenes), [(c["step"], c["outcome"]) for c in logged], [c["detail"] for c in logged]
+    )
 
 
 CELL = {"scene": "storage", "kind": "decision", "salience": 0.9, "content": "The team uses SQLite with FTS."}
 
 
-@pytest.mark.parametrize("extract,summarise,outcomes,value", [
-    ({"cells": [CELL]}, {"summary": "SQLite with FTS."}, [("extract", "ok"), ("summarise", "ok")],
-     ([("decision", "storage", CELL["content"])], {"storage": "SQLite with FTS."})),
-    ({"cells": [CELL, {"kind": "gossip", "content": "x"}]}, '"SQLite with FTS."',
-     [("extract", "repaired"), ("summarise", "repaired")],
-     ([("decision", "storage", CELL["content"])], {"storage": "SQLite with FTS."})),
-    ({"cells": [{"kind": "gossip", "content": "x"}]}, {"summary": "x"},
-     [("extract", "bad_answer"), ("extract", "bad_answer"), ("extract", "failed")], ([], {})),
-    ({"cells": [CELL]}, {"text": "x"},
-     [("extract", "ok"), ("summarise", "bad_answer"), ("summarise", "bad_answer"), ("summarise", "fallback")],
-     "rules summary"),
-])
+@pytest.mark.parametrize(
+    "extract,summarise,outcomes,value",
+    [
+        (
+            {"cells": [CELL]},
+            {"summary": "SQLite with FTS."},
+            [("extract", "ok"), ("summarise", "ok")],
+            ([("decision", "storage", CELL["content"])], {"storage": "SQLite with FTS."}),
+        ),
+        (
+            {"cells": [CELL, {"kind": "gossip", "content": "x"}]},
+            '"SQLite with FTS."',
+            [("extract", "repaired"), ("summarise", "repaired")],
+            ([("decision", "storage", CELL["content"])], {"storage": "SQLite with FTS."}),
+        ),
+        (
+            {"cells": [{"kind": "gossip", "content": "x"}]},
+            {"summary": "x"},
+            [("extract", "bad_answer"), ("extract", "bad_answer"), ("extract", "failed")],
+            ([], {}),
+        ),
+        (
+            {"cells": [CELL]},
+            {"text": "x"},
+            [
+                ("extract", "ok"),
+                ("summarise", "bad_answer"),
+                ("summarise", "bad_answer"),
+                ("summarise", "fallback"),
+            ],
+            "rules summary",
+        ),
+    ],
+)
 def test_scene_steps_over_http(tmp_path, clock, extract, summarise, outcomes, value):
     run = run_scenes(tmp_path, clock, extract, summarise)
     assert run.outcomes == outcomes
@@ -384,25 +544,36 @@ def test_scene_steps_over_http(tmp_path, clock, extract, summarise, outcomes, va
 def lifecycle_round(tmp_path, clock, **options) -> tuple[Memory, FakeOpenAI, dict]:
     """A month of use against one server: remember (gate, confidence, contradiction,
     expiry), recall (select) and compression (cluster, merge), every answer well formed."""
-    judge = Judge(gate=lambda p: {**DEFAULTS["gate"](p), "summary": "s", "importance": 6},
-                  contradiction=lambda p: {"supersedes": pick(p, "PostgreSQL"), "confirms": []},
-                  expiry={"expires_at": "2026-06-30"},
-                  cluster=lambda p: {"clusters": [pick(p, "readable")]},
-                  merge=MERGED, select=lambda p: {"ids": sorted(shown(p))[:2]})
+    judge = Judge(
+        gate=lambda p: {**DEFAULTS["gate"](p), "summary": "s", "importance": 6},
+        contradiction=lambda p: {"supersedes": pick(p, "PostgreSQL"), "confirms": []},
+        expiry={"expires_at": "2026-06-30"},
+        cluster=lambda p: {"clusters": [pick(p, "readable")]},
+        merge=MERGED,
+        select=lambda p: {"ids": sorted(shown(p))[:2]},
+    )
     fake = server(judge, **options).start()
     path = policy_file(tmp_path, fake.base_url, name="round.yaml")
     mem = Memory(str(tmp_path / "round.db"), policy=path, clock=clock)
     old = seed(mem, "User uses PostgreSQL for the main database")
-    for text in ("User wants code kept readable", "Readable code matters to the user",
-                 "User prefers readable code over clever code", "User's cat is called Miso"):
+    for text in (
+        "User wants code kept readable",
+        "Readable code matters to the user",
+        "User prefers readable code over clever code",
+        "User's cat is called Miso",
+    ):
         seed(mem, text)
     [new] = mem.remember("We moved the main database to MySQL until the end of June.", "ok")
     recalled = mem.recall("which database?")
     clock.advance(dt.timedelta(days=7))
     mem.run(["compression"])
     rows = memories(mem)
-    facts = {"old": rows[old]["status"], "new": rows[new]["expires_at"], "recalled": len(recalled),
-             "compressed": sum(r["status"] == "compressed" for r in rows.values())}
+    facts = {
+        "old": rows[old]["status"],
+        "new": rows[new]["expires_at"],
+        "recalled": len(recalled),
+        "compressed": sum(r["status"] == "compressed" for r in rows.values()),
+    }
     fake.stop()
     return mem, fake, facts
 
@@ -420,10 +591,15 @@ def test_a_server_that_follows_schemas(tmp_path, clock):
     mem, fake, facts = lifecycle_round(tmp_path, clock)
     assert facts == EXPECTED and fake.invalid == []
     assert _outcomes(mem) == [(s, "ok") for s in ALL_STEPS]
-    assert sorted((r["response_format"]["json_schema"]["name"] for r in fake.requests),
-                  key=ALL_STEPS.index) == ALL_STEPS
-    assert all(r["response_format"]["json_schema"]["schema"] ==
-               steps.schema(r["response_format"]["json_schema"]["name"]) for r in fake.requests)
+    assert (
+        sorted((r["response_format"]["json_schema"]["name"] for r in fake.requests), key=ALL_STEPS.index)
+        == ALL_STEPS
+    )
+    assert all(
+        r["response_format"]["json_schema"]["schema"]
+        == steps.schema(r["response_format"]["json_schema"]["name"])
+        for r in fake.requests
+    )
     mem.close()
 
 
@@ -433,8 +609,10 @@ def test_a_server_that_refuses_json_schema(tmp_path, clock):
     assert _outcomes(mem) == [(s, "ok") for s in ALL_STEPS]
     # once per model (cheap at the gate, strong at the merge), then remembered
     assert fake.refused == ["json_schema", "json_schema"]
-    assert [r["response_format"]["type"] for r in fake.requests] == \
-        ["json_schema"] + ["json_object"] * 6 + ["json_schema", "json_object"]
+    assert [r["response_format"]["type"] for r in fake.requests] == ["json_schema"] + ["json_object"] * 6 + [
+        "json_schema",
+        "json_object",
+    ]
     mem.close()
 
 
@@ -444,7 +622,17 @@ def test_a_server_that_refuses_temperature(tmp_path, clock):
     assert _outcomes(mem) == [(s, "ok") for s in ALL_STEPS]
     # once per model: the cheap one at the first call, the strong one at the merge
     assert fake.refused == ["temperature", "temperature"]
-    assert ["temperature" in r for r in fake.requests] == [True, False, False, False, False, False, False, True, False]
+    assert ["temperature" in r for r in fake.requests] == [
+        True,
+        False,
+        False,
+        False,
+        False,
+        False,
+        False,
+        True,
+        False,
+    ]
     mem.close()
 
 
@@ -455,8 +643,9 @@ def test_a_server_without_usage_is_costed_by_estimate(tmp_path, clock, db_path):
     assert {r["tokens_estimated"] for r in rows} == {1}
     assert all(r["prompt_tokens"] > 0 and r["completion_tokens"] > 0 for r in rows)
     policy = str(tmp_path / "round.yaml")
-    data = json.loads(CliRunner().invoke(cli, ["costs", "--db", mem.store.path, "--policy", policy,
-                                               "--json"]).output)
+    data = json.loads(
+        CliRunner().invoke(cli, ["costs", "--db", mem.store.path, "--policy", policy, "--json"]).output
+    )
     assert {r["step"]: r["estimated"] for r in data} == {s: 1 for s in ALL_STEPS}
     text = CliRunner().invoke(cli, ["costs", "--db", mem.store.path, "--policy", policy]).output
     assert "out* " in text and "(*1 estimated)" in text
@@ -480,8 +669,11 @@ def test_a_server_with_a_separate_reasoning_field(tmp_path, clock):
 
 
 def test_costs_per_step_count_repairs_retries_fallbacks_and_failures(tmp_path, clock):
-    judge = Judge(gate=[lambda p: "```json\n" + json.dumps(DEFAULTS["gate"](p)) + "\n```"],
-                  confidence=["sure!", {"confidence": 0.4}], contradiction=UNUSABLE)
+    judge = Judge(
+        gate=[lambda p: "```json\n" + json.dumps(DEFAULTS["gate"](p)) + "\n```"],
+        confidence=["sure!", {"confidence": 0.4}],
+        contradiction=UNUSABLE,
+    )
     with server(judge) as fake:
         path = policy_file(tmp_path, fake.base_url, name="costs.yaml")
         mem = Memory(str(tmp_path / "costs.db"), policy=path, clock=clock)
@@ -494,7 +686,7 @@ def test_costs_per_step_count_repairs_retries_fallbacks_and_failures(tmp_path, c
         ("gate", "m-cheap"): (0, 1, 0, 0, 0, 0),
         ("confidence", "m-cheap"): (1, 0, 1, 1, 0, 0),
         ("contradiction", "m-cheap"): (0, 0, 1, 2, 0, 0),
-        ("contradiction", "rules"): (0, 0, 0, 0, 1, 0),       # the rules answered: fell back, not failed
+        ("contradiction", "rules"): (0, 0, 0, 0, 1, 0),  # the rules answered: fell back, not failed
         ("expiry", "m-cheap"): (1, 0, 0, 0, 0, 0),
     }
     mem.close()

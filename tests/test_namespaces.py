@@ -1,5 +1,6 @@
 """Namespaces: two agents, two policies, one file. One agent's passes, recall and remember
 never read or change the other agent's memories, events, runs or inbox."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -15,9 +16,11 @@ SHARED = [
     "The deadline for the study tracker is March 15.",
     "I prefer tabs over spaces in Python code.",
 ]
-CLUSTER = ["The billing service stores invoices in PostgreSQL",
-           "Billing service invoices are stored in PostgreSQL",
-           "Invoices of the billing service live in PostgreSQL"]
+CLUSTER = [
+    "The billing service stores invoices in PostgreSQL",
+    "Billing service invoices are stored in PostgreSQL",
+    "Invoices of the billing service live in PostgreSQL",
+]
 FILLER = ["User runs nightly reports at 2am", "The CLI is written in Go"]
 
 
@@ -40,8 +43,10 @@ def rows(mem, namespace: str) -> dict:
     q = lambda sql: [tuple(r) for r in run_sql(mem.store, sql, (namespace,))]  # noqa: E731
     return {
         "memories": q("SELECT * FROM memories WHERE namespace = ? ORDER BY id"),
-        "events": q("SELECT * FROM memory_events WHERE memory_id IN "
-                    "(SELECT id FROM memories WHERE namespace = ?) ORDER BY id"),
+        "events": q(
+            "SELECT * FROM memory_events WHERE memory_id IN "
+            "(SELECT id FROM memories WHERE namespace = ?) ORDER BY id"
+        ),
         "pass_runs": q("SELECT * FROM pass_runs WHERE namespace = ? ORDER BY pass"),
         "inbox": q("SELECT * FROM inbox WHERE namespace = ? ORDER BY id"),
         "policy_state": q("SELECT * FROM policy_state WHERE namespace = ?"),
@@ -64,9 +69,9 @@ def test_passes_of_one_agent_never_touch_the_other(agents, clock):
     assert results["compression"].events.get("compressed", 0) >= len(CLUSTER)  # alice merged...
     clock.advance(dt.timedelta(days=120))
     results = {r.name: r for r in alice.run_due()}
-    assert results["decay"].events.get("archived", 0) > 0                       # ...and forgot
+    assert results["decay"].events.get("archived", 0) > 0  # ...and forgot
     assert results["expiry"].events.get("expired", 0) > 0
-    assert rows(bob, "bob") == before                                            # bob: untouched
+    assert rows(bob, "bob") == before  # bob: untouched
     assert bob.counts() == {"active": total}
 
     before = rows(alice, "alice")
@@ -91,9 +96,22 @@ def test_named_passes_and_the_cli_respect_the_namespace(agents, clock):
     before = rows(bob, "bob")
     clock.advance(dt.timedelta(days=200))
     alice.run(["expiry", "decay"])
-    result = CliRunner().invoke(main, ["run", "--db", alice.store.path, "--policy",
-                                       f"{POLICIES}/lifecycle.yaml", "--namespace", "alice",
-                                       "--now", clock().isoformat(), "--offline", "--json"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "--db",
+            alice.store.path,
+            "--policy",
+            f"{POLICIES}/lifecycle.yaml",
+            "--namespace",
+            "alice",
+            "--now",
+            clock().isoformat(),
+            "--offline",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert rows(bob, "bob") == before
 
@@ -101,8 +119,12 @@ def test_named_passes_and_the_cli_respect_the_namespace(agents, clock):
 def test_recall_reads_only_its_own_namespace(agents):
     alice, bob = agents
     before = rows(bob, "bob")
-    for query in ("which database does billing use?", "tabs or spaces?", "study tracker deadline",
-                  "PostgreSQL invoices billing"):
+    for query in (
+        "which database does billing use?",
+        "tabs or spaces?",
+        "study tracker deadline",
+        "PostgreSQL invoices billing",
+    ):
         got = alice.recall(query)
         assert got and {m.namespace for m in got} == {"alice"}
         assert {m.namespace for m in alice.candidates(query, scored=True)} == {"alice"}
@@ -116,12 +138,17 @@ def test_a_contradiction_supersedes_only_the_agents_own_memory(agents):
     before = rows(alice, "alice")
     ids = bob.remember("We migrated the billing service from PostgreSQL to MySQL.", "Got it.")
     assert ids
-    old = run_sql(bob.store, "SELECT id, status, contradicted_by FROM memories WHERE "
-                               "namespace = 'bob' AND content LIKE '%uses PostgreSQL%'").fetchone()
+    old = run_sql(
+        bob.store,
+        "SELECT id, status, contradicted_by FROM memories WHERE "
+        "namespace = 'bob' AND content LIKE '%uses PostgreSQL%'",
+    ).fetchone()
     assert old["status"] == "superseded" and old["contradicted_by"] == ids[0]
     assert rows(alice, "alice") == before
-    mine = run_sql(alice.store, "SELECT status FROM memories WHERE namespace = 'alice' "
-                                  "AND content LIKE '%uses PostgreSQL%'").fetchall()
+    mine = run_sql(
+        alice.store,
+        "SELECT status FROM memories WHERE namespace = 'alice' AND content LIKE '%uses PostgreSQL%'",
+    ).fetchall()
     assert [r[0] for r in mine] == ["active"]
 
 
@@ -137,9 +164,12 @@ def test_a_restatement_reinforces_only_the_agents_own_memory(memory, agents):
 def test_pending_turns_belong_to_their_agent(agents):
     alice, bob = agents
     with alice.store.transaction():  # a turn alice saved while her model was down
-        run_sql(alice.store, "INSERT INTO inbox (namespace, user_text, assistant_text, created_at, updated_at) "
-                   "VALUES ('alice', 'I use Redis for caching.', 'ok', ?, ?)",
-                   (alice.store.now(), alice.store.now()))
+        run_sql(
+            alice.store,
+            "INSERT INTO inbox (namespace, user_text, assistant_text, created_at, updated_at) "
+            "VALUES ('alice', 'I use Redis for caching.', 'ok', ?, ?)",
+            (alice.store.now(), alice.store.now()),
+        )
     assert bob.pending() == [] and len(alice.pending()) == 1
     bob.run_due()
     assert len(alice.pending()) == 1  # bob's run_due does not judge alice's turns
@@ -154,8 +184,11 @@ def test_a_different_rank_formula_is_synced_only_for_its_namespace(memory, agent
     before = rows(alice, "alice")
     carol = memory("archive", namespace="bob")  # a policy with rank = importance * confidence
     assert rows(alice, "alice") == before
-    r = run_sql(carol.store, "SELECT count(*) FROM memories WHERE namespace = 'bob' AND "
-                               "abs(rank - importance * confidence) > 1e-9").fetchone()[0]
+    r = run_sql(
+        carol.store,
+        "SELECT count(*) FROM memories WHERE namespace = 'bob' AND "
+        "abs(rank - importance * confidence) > 1e-9",
+    ).fetchone()[0]
     assert r == 0
 
 
@@ -172,7 +205,9 @@ def test_the_store_counts_every_namespaces_memories_of_any_status(agents, memory
     alice.forget(alice.candidates(None, limit=1)[0].id, "done")  # archived: still held
     assert bob.store.namespace_counts() == {"alice": held, "bob": held}
     assert memory("lifecycle", namespace="o'brien").store.namespace_counts() == {
-        "alice": held, "bob": held}  # a name with a quote is a bound value, never SQL text
+        "alice": held,
+        "bob": held,
+    }  # a name with a quote is a bound value, never SQL text
 
 
 def test_an_empty_namespace_says_which_namespaces_the_database_holds(agents, memory):
@@ -181,9 +216,10 @@ def test_an_empty_namespace_says_which_namespaces_the_database_holds(agents, mem
     typo = memory("lifecycle", namespace="alcie")
     assert typo.memories("all") == [] and typo.recall("billing") == []
     held = len(SHARED) + len(CLUSTER) + len(FILLER)
-    assert typo.why_empty() == (f"namespace 'alcie' holds nothing; this database holds: "
-                                f"alice ({held} memories), bob ({held})")
-    assert alice.why_empty() is None                 # it holds memories
+    assert typo.why_empty() == (
+        f"namespace 'alcie' holds nothing; this database holds: alice ({held} memories), bob ({held})"
+    )
+    assert alice.why_empty() is None  # it holds memories
     counted = []  # and says so from one index probe, not a count of every namespace
     alice.store.namespace_counts = lambda: counted.append(1) or {}
     assert alice.why_empty() is None and counted == []

@@ -2,6 +2,7 @@
 (issue 12, findings 5 and 13): a rule whose formula is not usable on some rows leaves
 them as they were and says so; values are checked before anything commits; an adopted
 database's odd rows are normalised with an event, and recall keeps working."""
+
 from __future__ import annotations
 
 import json
@@ -54,8 +55,7 @@ def test_a_rule_never_writes_null_over_a_value(odd):
     [result] = odd.run(["share"])
     assert column(odd, "confidence") == [0.8, 0.4, 0.8, 0.2]
     assert (result.changed, result.skipped, result.events) == (2, 2, {"shared": 2})
-    assert result.notes == ["share.rules[0]: rows whose new value was NULL or not finite "
-                            "kept their values"]
+    assert result.notes == ["share.rules[0]: rows whose new value was NULL or not finite kept their values"]
     assert result.as_dict()["skipped"] == 2
     assert [m.content for m in odd.recall("fact")]  # recall still works
 
@@ -70,16 +70,22 @@ def test_a_rule_never_writes_infinity(odd):
 
 def test_lethe_ls_json_never_prints_nan_or_infinity(odd, db_path, tmp_path):
     run_sql(odd.store, "UPDATE memories SET decay_score = ? WHERE id = 1", (math.inf,))  # an old row
-    out = CliRunner().invoke(main, ["ls", "--db", db_path, "--policy", str(tmp_path / "odd.yaml"),
-                                    "--json"])
+    out = CliRunner().invoke(main, ["ls", "--db", db_path, "--policy", str(tmp_path / "odd.yaml"), "--json"])
     assert out.exit_code == 0, out.output
     assert "Infinity" not in out.output and "NaN" not in out.output
     assert json.loads(out.output)  # strict JSON
 
 
-@pytest.mark.parametrize("field,value", [("confidence", math.nan), ("confidence", math.inf),
-                                         ("importance", math.nan), ("importance", -math.inf),
-                                         ("confidence", 1.5)])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("confidence", math.nan),
+        ("confidence", math.inf),
+        ("importance", math.nan),
+        ("importance", -math.inf),
+        ("confidence", 1.5),
+    ],
+)
 def test_add_refuses_a_value_that_is_not_a_finite_number_before_writing(memory, field, value):
     mem = memory("lifecycle")
     with pytest.raises(LetheError, match=field):
@@ -116,9 +122,12 @@ def test_an_adopted_database_with_odd_rows_is_normalised_and_recall_works(tmp_pa
     path = str(tmp_path / "agent_memory.db")
     db = sqlite3.connect(path)
     db.executescript(ARTICLE_SCHEMA)
-    db.executemany("INSERT INTO memories (content, importance, confidence, decay_score, "
-                   "access_count, status, created_at) VALUES (?, ?, ?, ?, ?, 'active', "
-                   "'2026-01-01T00:00:00')", ODD_ROWS)
+    db.executemany(
+        "INSERT INTO memories (content, importance, confidence, decay_score, "
+        "access_count, status, created_at) VALUES (?, ?, ?, ?, ?, 'active', "
+        "'2026-01-01T00:00:00')",
+        ODD_ROWS,
+    )
     db.commit()
     db.close()
     with Memory(path, policy=LIFECYCLE, offline=True, clock=FixedClock(START)) as mem:
@@ -129,8 +138,12 @@ def test_an_adopted_database_with_odd_rows_is_normalised_and_recall_works(tmp_pa
             assert 0 <= m.confidence <= 1 and 0 <= m.importance <= 10
             assert isinstance(m.access_count, int) and m.access_count >= 0
             assert isinstance(m.content, str)
-        events = {e["memory_id"]: json.loads(e["detail"]) for e in mem.store.db.execute(
-            "SELECT memory_id, detail FROM memory_events WHERE event_type = 'normalised'")}
+        events = {
+            e["memory_id"]: json.loads(e["detail"])
+            for e in mem.store.db.execute(
+                "SELECT memory_id, detail FROM memory_events WHERE event_type = 'normalised'"
+            )
+        }
         assert sorted(events) == [1, 2, 3, 4, 5, 6, 7]
         assert events[2]["importance"] == {"was": "'high'", "now": 5.0}
         assert events[5]["content"]["was"] == "a blob of 21 bytes"

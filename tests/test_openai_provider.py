@@ -10,19 +10,25 @@ import urllib.request
 
 import pytest
 
+from engine.judges.endpoint import redact, scrub
+from engine.judges.openai import Completion, JudgeUnavailable, OpenAIProvider, forget_refusals
 from engine.steps import kinds as steps
 from engine.steps.answers import BadAnswer
 from tests.fake_openai import FakeOpenAI, Reply, estimate_tokens, request_problems, strict_schema_problems
-from engine.judges.endpoint import redact, scrub
-from engine.judges.openai import Completion, JudgeUnavailable, OpenAIProvider, forget_refusals
 from tests.fake_server import closed_port_url, fake_openai  # noqa: F401  (fixture)
 
 
 @pytest.fixture(autouse=True)
 def _no_ambient_openai_env(monkeypatch):
     """Tests never see a developer's real key or endpoint."""
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ADMIN_KEY", "OPENAI_CUSTOM_HEADERS",
-                 "OPENAI_ORG_ID", "OPENAI_PROJECT_ID"):
+    for name in (
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "OPENAI_ADMIN_KEY",
+        "OPENAI_CUSTOM_HEADERS",
+        "OPENAI_ORG_ID",
+        "OPENAI_PROJECT_ID",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -33,6 +39,7 @@ def provider(fake: FakeOpenAI, **kwargs) -> OpenAIProvider:
 
 
 # -- happy path ----------------------------------------------------------------------
+
 
 def test_happy_path_returns_text_tokens_and_latency(fake_openai):
     fake_openai.script('{"keep": ["m1"]}')
@@ -48,8 +55,10 @@ def test_happy_path_returns_text_tokens_and_latency(fake_openai):
     [request] = fake_openai.requests
     assert request["model"] == "gpt-4o-mini"
     assert request["temperature"] == 0.2
-    assert request["messages"] == [{"role": "system", "content": "Be terse."},
-                                   {"role": "user", "content": "Which memories matter?"}]
+    assert request["messages"] == [
+        {"role": "system", "content": "Be terse."},
+        {"role": "user", "content": "Which memories matter?"},
+    ]
     assert request["response_format"] == {"type": "json_object"}
     assert request.get("stream") in (None, False)
 
@@ -93,6 +102,7 @@ def test_client_is_built_lazily_and_reused(fake_openai):
 
 # -- failures ------------------------------------------------------------------------
 
+
 def test_connection_refused_is_unavailable():
     judge = OpenAIProvider("gpt-4o-mini", base_url=closed_port_url(), max_retries=0, timeout=2)
     with pytest.raises(JudgeUnavailable, match="cannot reach"):
@@ -135,7 +145,7 @@ def test_a_server_dripping_a_byte_a_second_cannot_hang_the_call():
         with pytest.raises(JudgeUnavailable, match="timed out after 1.5s"):
             judge.complete("hi")
         assert time.perf_counter() - started < 2.0
-        fake.drip = 0.0                               # the server recovers: a new client answers
+        fake.drip = 0.0  # the server recovers: a new client answers
         assert judge.complete("again").text == "{}"
 
 
@@ -165,10 +175,10 @@ def test_response_format_rejected_falls_back_without_it(fake_openai):
     fake_openai.responder = responder
     judge = provider(fake_openai, max_retries=2)
     assert judge.complete("hi").text == '{"ok": true}'
-    first, second = fake_openai.requests             # a 400 is not retried by the client
+    first, second = fake_openai.requests  # a 400 is not retried by the client
     assert "response_format" in first and "response_format" not in second
 
-    judge.complete("again")                          # remembered: no doomed request
+    judge.complete("again")  # remembered: no doomed request
     assert len(fake_openai.requests) == 3
     assert "response_format" not in fake_openai.requests[2]
 
@@ -177,7 +187,7 @@ def test_other_400_is_unavailable_with_status(fake_openai):
     fake_openai.responder = lambda request: Reply(status=400, content="context too long")
     with pytest.raises(JudgeUnavailable, match="HTTP 400: context too long"):
         provider(fake_openai).complete("hi")
-    assert len(fake_openai.requests) == 1            # nothing to step down: not retried
+    assert len(fake_openai.requests) == 1  # nothing to step down: not retried
 
 
 def test_401_is_unavailable_with_status(fake_openai):
@@ -188,7 +198,7 @@ def test_401_is_unavailable_with_status(fake_openai):
 
 
 def test_no_key_and_no_base_url_fails_helpfully_at_call_time():
-    judge = OpenAIProvider("gpt-4o-mini")            # constructing never fails
+    judge = OpenAIProvider("gpt-4o-mini")  # constructing never fails
     with pytest.raises(JudgeUnavailable, match="no API key: set OPENAI_API_KEY"):
         judge.complete("hi")
 
@@ -200,6 +210,7 @@ def test_no_key_for_official_api_url_fails_too():
 
 
 # -- the fake server itself ----------------------------------------------------------
+
 
 def test_fake_lists_models(fake_openai):
     with urllib.request.urlopen(fake_openai.base_url + "/models", timeout=2) as response:
@@ -234,8 +245,10 @@ def test_a_step_schema_is_sent_as_a_strict_json_schema():
     with FakeOpenAI(schemas=steps.SCHEMAS) as fake:
         provider(fake).complete("How sure?", schema=SCHEMA, name="confidence")
         [request] = fake.requests
-        assert request["response_format"] == {"type": "json_schema", "json_schema": {
-            "name": "confidence", "strict": True, "schema": SCHEMA}}
+        assert request["response_format"] == {
+            "type": "json_schema",
+            "json_schema": {"name": "confidence", "strict": True, "schema": SCHEMA},
+        }
         assert fake.invalid == []
 
 
@@ -248,13 +261,25 @@ def test_every_step_schema_follows_the_strict_rules():
 def test_the_fake_refuses_what_openai_refuses():
     loose = {"type": "object", "properties": {"a": {"type": "integer"}}}
     assert "'additionalProperties' must be false" in " ".join(strict_schema_problems(loose, "s", 1))
-    assert "'required' must list every property" in " ".join(strict_schema_problems(
-        {**loose, "additionalProperties": False, "required": []}, "s", 1))
+    assert "'required' must list every property" in " ".join(
+        strict_schema_problems({**loose, "additionalProperties": False, "required": []}, "s", 1)
+    )
     assert request_problems({"model": "m", "messages": [], "temperature": 3}) == [
-        "messages: a non-empty list is required", "temperature: must be a number from 0 to 2, got 3"]
-    assert request_problems({"model": "m", "messages": [{"role": "user", "content": "x"}],
-                             "max_tokens": 5, "max_completion_tokens": 5, "reasoning_effort": "max"}) == [
-        "max_tokens and max_completion_tokens cannot both be given", "reasoning_effort: unknown value 'max'"]
+        "messages: a non-empty list is required",
+        "temperature: must be a number from 0 to 2, got 3",
+    ]
+    assert request_problems(
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": "x"}],
+            "max_tokens": 5,
+            "max_completion_tokens": 5,
+            "reasoning_effort": "max",
+        }
+    ) == [
+        "max_tokens and max_completion_tokens cannot both be given",
+        "reasoning_effort: unknown value 'max'",
+    ]
 
 
 def test_a_schema_that_differs_from_the_steps_is_an_invalid_request():
@@ -271,7 +296,7 @@ def test_json_schema_refused_steps_down_to_json_object_and_is_remembered():
         assert provider(fake).complete("x", schema=SCHEMA, name="confidence").text == "{}"
         assert [r["response_format"]["type"] for r in fake.requests] == ["json_schema", "json_object"]
         assert fake.refused == ["json_schema"]
-        other = provider(fake)                        # another provider, same model and endpoint
+        other = provider(fake)  # another provider, same model and endpoint
         other.complete("y", schema=SCHEMA, name="confidence")
         assert fake.requests[-1]["response_format"] == {"type": "json_object"}
         assert len(fake.requests) == 3
@@ -284,8 +309,11 @@ def test_a_server_refusing_any_response_format_ends_with_none():
     with FakeOpenAI(refuse=("response_format",)) as fake:
         judge = provider(fake)
         assert judge.complete("x", schema=SCHEMA, name="confidence").text == "{}"
-        assert [r.get("response_format", {}).get("type") for r in fake.requests] == \
-            ["json_schema", "json_object", None]
+        assert [r.get("response_format", {}).get("type") for r in fake.requests] == [
+            "json_schema",
+            "json_object",
+            None,
+        ]
         judge.complete("again", schema=SCHEMA, name="confidence")
         assert "response_format" not in fake.requests[-1] and len(fake.requests) == 4
 
@@ -302,7 +330,7 @@ def test_temperature_refused_is_dropped_and_remembered():
         assert judge.complete("x", schema=SCHEMA, name="confidence").text == "{}"
         first, second = fake.requests
         assert first["temperature"] == 0 and "temperature" not in second
-        assert second["response_format"]["type"] == "json_schema"   # only the temperature went
+        assert second["response_format"]["type"] == "json_schema"  # only the temperature went
         judge.complete("again")
         assert "temperature" not in fake.requests[-1] and len(fake.requests) == 3
 
@@ -319,9 +347,14 @@ def test_temperature_null_is_not_sent(fake_openai):
 
 
 def test_model_settings_pass_through(fake_openai):
-    provider(fake_openai, max_completion_tokens=300, reasoning_effort="low", seed=7,
-             headers={"X-Team": "memory"}, extra_body={"chat_template_kwargs": {"enable_thinking": False}},
-             ).complete("x", schema=SCHEMA, name="confidence")
+    provider(
+        fake_openai,
+        max_completion_tokens=300,
+        reasoning_effort="low",
+        seed=7,
+        headers={"X-Team": "memory"},
+        extra_body={"chat_template_kwargs": {"enable_thinking": False}},
+    ).complete("x", schema=SCHEMA, name="confidence")
     [request] = fake_openai.requests
     assert (request["max_completion_tokens"], request["reasoning_effort"], request["seed"]) == (300, "low", 7)
     assert request["chat_template_kwargs"] == {"enable_thinking": False}
@@ -336,14 +369,20 @@ def test_max_tokens_for_servers_that_want_it(fake_openai):
 
 
 def test_a_retry_sends_the_refused_answer_and_the_reason(fake_openai):
-    retry = [{"role": "assistant", "content": "sure!"},
-             {"role": "user", "content": "That answer was refused: not JSON."}]
+    retry = [
+        {"role": "assistant", "content": "sure!"},
+        {"role": "user", "content": "That answer was refused: not JSON."},
+    ]
     provider(fake_openai).complete("How sure?", system="S", retry=retry)
-    assert fake_openai.requests[0]["messages"] == [{"role": "system", "content": "S"},
-                                                   {"role": "user", "content": "How sure?"}, *retry]
+    assert fake_openai.requests[0]["messages"] == [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "How sure?"},
+        *retry,
+    ]
 
 
 # -- reading the response ---------------------------------------------------------------
+
 
 def test_no_usage_means_estimated_tokens():
     with FakeOpenAI(omit_usage=True) as fake:
@@ -354,9 +393,16 @@ def test_no_usage_means_estimated_tokens():
         assert c.completion_tokens == estimate_tokens('{"confidence": 0.5}')
 
 
-@pytest.mark.parametrize("usage", [{"prompt_tokens": {"a": 1}, "completion_tokens": 3}, "lots",
-                                   {"prompt_tokens": -4, "completion_tokens": True}, [1, 2],
-                                   {"prompt_tokens": 10 ** 30, "completion_tokens": 1.5}])
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {"prompt_tokens": {"a": 1}, "completion_tokens": 3},
+        "lots",
+        {"prompt_tokens": -4, "completion_tokens": True},
+        [1, 2],
+        {"prompt_tokens": 10**30, "completion_tokens": 1.5},
+    ],
+)
 def test_usage_that_is_not_counts_is_estimated(fake_openai, usage):
     fake_openai.script(Reply(content="{}", usage=usage))
     c = provider(fake_openai).complete("hi")
@@ -369,15 +415,18 @@ def test_usage_counts_are_taken_as_sent(fake_openai):
     assert (c.prompt_tokens, c.completion_tokens, c.estimated) == (11, 3, False)
 
 
-@pytest.mark.parametrize("body,problem", [
-    ({"choices": [None]}, "choices[0] is null"),
-    ({"choices": [{"index": 0, "message": None, "finish_reason": "stop"}]}, "choices[0].message is null"),
-    ({"choices": []}, "no choices"),
-    ({"choices": "many"}, "no choices"),
-    ({"id": "x"}, "no choices"),
-    ([1, 2, 3], "no choices"),
-    ({"choices": [{"message": {"role": "assistant", "content": {"a": 1}}}]}, "content is dict"),
-])
+@pytest.mark.parametrize(
+    "body,problem",
+    [
+        ({"choices": [None]}, "choices[0] is null"),
+        ({"choices": [{"index": 0, "message": None, "finish_reason": "stop"}]}, "choices[0].message is null"),
+        ({"choices": []}, "no choices"),
+        ({"choices": "many"}, "no choices"),
+        ({"id": "x"}, "no choices"),
+        ([1, 2, 3], "no choices"),
+        ({"choices": [{"message": {"role": "assistant", "content": {"a": 1}}}]}, "content is dict"),
+    ],
+)
 def test_a_response_without_an_answer_is_a_bad_answer(fake_openai, body, problem):
     fake_openai.script(Reply(body=body))
     with pytest.raises(BadAnswer, match=re.escape(problem)):
@@ -386,15 +435,20 @@ def test_a_response_without_an_answer_is_a_bad_answer(fake_openai, body, problem
 
 def test_content_parts_are_joined(fake_openai):
     parts = [{"type": "text", "text": '{"confidence": '}, {"type": "text", "text": "0.5}"}]
-    fake_openai.script(Reply(body={"choices": [{"message": {"role": "assistant", "content": parts},
-                                                "finish_reason": "stop"}]}))
+    fake_openai.script(
+        Reply(
+            body={"choices": [{"message": {"role": "assistant", "content": parts}, "finish_reason": "stop"}]}
+        )
+    )
     c = provider(fake_openai).complete("hi")
     assert c.text == '{"confidence": 0.5}' and c.estimated is True
 
 
 def test_finish_reason_refusal_and_reasoning_are_read(fake_openai):
-    fake_openai.script(Reply(content='{"conf', finish_reason="length", reasoning="Let me think."),
-                       Reply(content=None, refusal="I can't help with that."))
+    fake_openai.script(
+        Reply(content='{"conf', finish_reason="length", reasoning="Let me think."),
+        Reply(content=None, refusal="I can't help with that."),
+    )
     cut = provider(fake_openai).complete("hi")
     assert (cut.text, cut.finish_reason, cut.reasoning) == ('{"conf', "length", "Let me think.")
     refused = provider(fake_openai).complete("hi")
@@ -409,8 +463,12 @@ def test_think_text_before_the_answer_reaches_the_checker_as_sent():
 
 # -- keys go only where they belong (issue 12, item 11) ------------------------------------
 
-AMBIENT = {"OPENAI_API_KEY": "sk-developer", "OPENAI_ORG_ID": "org-dev", "OPENAI_PROJECT_ID": "proj-dev",
-           "OPENAI_CUSTOM_HEADERS": "Authorization: Bearer sk-custom\nX-Dev-Secret: s3cret"}
+AMBIENT = {
+    "OPENAI_API_KEY": "sk-developer",
+    "OPENAI_ORG_ID": "org-dev",
+    "OPENAI_PROJECT_ID": "proj-dev",
+    "OPENAI_CUSTOM_HEADERS": "Authorization: Bearer sk-custom\nX-Dev-Secret: s3cret",
+}
 
 
 def _ambient(monkeypatch, **extra):
@@ -429,9 +487,13 @@ def test_a_base_url_of_its_own_never_gets_the_developers_openai_settings(fake_op
 
 
 def test_a_base_url_of_its_own_gets_the_key_its_entry_names_where_the_user_paired_it(
-        fake_openai, monkeypatch):
-    _ambient(monkeypatch, LOCAL_KEY="sk-local",
-             LETHE_MODEL_KEYS=f"OTHER=http://x.test, LOCAL_KEY={fake_openai.base_url}/")
+    fake_openai, monkeypatch
+):
+    _ambient(
+        monkeypatch,
+        LOCAL_KEY="sk-local",
+        LETHE_MODEL_KEYS=f"OTHER=http://x.test, LOCAL_KEY={fake_openai.base_url}/",
+    )
     provider(fake_openai, api_key_env="LOCAL_KEY", headers={"X-Team": "a"}).complete("hi")
     headers = fake_openai.headers[0]
     assert headers["authorization"] == "Bearer sk-local" and headers["x-team"] == "a"
@@ -439,10 +501,12 @@ def test_a_base_url_of_its_own_gets_the_key_its_entry_names_where_the_user_paire
 
 
 @pytest.mark.parametrize("named", ["OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY"])
-@pytest.mark.parametrize("pairs", [None, "AWS_SECRET_ACCESS_KEY=http://127.0.0.1:1/v1",
-                                   "OPENAI_API_KEY=https://api.openai.com/v1"])
-def test_a_key_a_policy_names_for_its_own_server_goes_nowhere_unpaired(fake_openai, monkeypatch,
-                                                                       named, pairs):
+@pytest.mark.parametrize(
+    "pairs", [None, "AWS_SECRET_ACCESS_KEY=http://127.0.0.1:1/v1", "OPENAI_API_KEY=https://api.openai.com/v1"]
+)
+def test_a_key_a_policy_names_for_its_own_server_goes_nowhere_unpaired(
+    fake_openai, monkeypatch, named, pairs
+):
     """Before: a policy naming OPENAI_API_KEY (or any variable: a cloud key, a token) beside
     a base_url of its choosing was sent it. A policy is hostile input: the user pairs a
     variable with a server in LETHE_MODEL_KEYS, or nothing goes."""
@@ -463,7 +527,7 @@ def test_naming_openai_api_key_sends_it_where_the_user_paired_it(fake_openai, mo
 def test_openai_base_url_gets_the_openai_settings(fake_openai, monkeypatch):
     monkeypatch.delenv("OPENAI_CUSTOM_HEADERS", raising=False)
     _ambient(monkeypatch, OPENAI_CUSTOM_HEADERS="X-Dev-Tag: t", OPENAI_BASE_URL=fake_openai.base_url)
-    OpenAIProvider("gpt-4o", max_retries=0, timeout=5).complete("hi")          # no base_url
+    OpenAIProvider("gpt-4o", max_retries=0, timeout=5).complete("hi")  # no base_url
     OpenAIProvider("gpt-4o", base_url=fake_openai.base_url + "/", max_retries=0, timeout=5).complete("hi")
     for headers in fake_openai.headers:
         assert headers["authorization"] == "Bearer sk-developer"
@@ -492,8 +556,10 @@ def test_redaction_of_every_part(fake_openai):
     assert redact("https://u:p@host:8443/v1?key=s#frag") == "https://***:***@host:8443/v1?***"
     assert redact("https://token@host/v1") == "https://***@host/v1"
     assert redact("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000/v1"
-    assert scrub("failed at https://u:p4ss@h/v1?k=zzz (p4ss)", "https://u:p4ss@h/v1?k=zzz") == \
-        "failed at https://***:***@h/v1?*** (***)"
+    assert (
+        scrub("failed at https://u:p4ss@h/v1?k=zzz (p4ss)", "https://u:p4ss@h/v1?k=zzz")
+        == "failed at https://***:***@h/v1?*** (***)"
+    )
 
 
 def test_a_redirect_to_another_origin_carries_no_key_and_no_headers(fake_openai, monkeypatch):
@@ -504,7 +570,7 @@ def test_a_redirect_to_another_origin_carries_no_key_and_no_headers(fake_openai,
     class Redirect(http.server.BaseHTTPRequestHandler):
         def do_POST(self):
             self.send_response(307)
-            self.send_header("Location", fake_openai.base_url + self.path[len("/v1"):])
+            self.send_header("Location", fake_openai.base_url + self.path[len("/v1") :])
             self.send_header("Content-Length", "0")
             self.end_headers()
 
@@ -516,8 +582,14 @@ def test_a_redirect_to_another_origin_carries_no_key_and_no_headers(fake_openai,
     try:
         here = f"http://127.0.0.1:{server.server_address[1]}/v1"
         _ambient(monkeypatch, LOCAL_KEY="sk-local", LETHE_MODEL_KEYS=f"LOCAL_KEY={here}")
-        judge = OpenAIProvider("gpt-4o-mini", base_url=here, api_key_env="LOCAL_KEY",
-                               headers={"X-Team": "secret-team"}, timeout=5.0, max_retries=0)
+        judge = OpenAIProvider(
+            "gpt-4o-mini",
+            base_url=here,
+            api_key_env="LOCAL_KEY",
+            headers={"X-Team": "secret-team"},
+            timeout=5.0,
+            max_retries=0,
+        )
         judge.complete("hi")
     finally:
         server.shutdown()
@@ -536,13 +608,14 @@ def test_the_warning_for_a_key_set_but_not_paired_says_to_pair_it(tmp_path, monk
     monkeypatch.setenv("MY_KEY", "abc")
     monkeypatch.delenv("LETHE_MODEL_KEYS", raising=False)
     policy = tmp_path / "k.yaml"
-    policy.write_text("name: k\nextends: lifecycle\nmodels:\n"
-                      "  cheap: {provider: openai, model: m, base_url: 'http://127.0.0.1:9/v1', "
-                      "api_key_env: MY_KEY, max_retries: 0, timeout: 2}\n"
-                      "  strong: {provider: openai, model: m, base_url: 'http://127.0.0.1:9/v1', "
-                      "api_key_env: MY_KEY, max_retries: 0, timeout: 2}\n")
-    with w.catch_warnings(record=True) as said, Memory(str(tmp_path / "m.db"),
-                                                        policy=str(policy)) as mem:
+    policy.write_text(
+        "name: k\nextends: lifecycle\nmodels:\n"
+        "  cheap: {provider: openai, model: m, base_url: 'http://127.0.0.1:9/v1', "
+        "api_key_env: MY_KEY, max_retries: 0, timeout: 2}\n"
+        "  strong: {provider: openai, model: m, base_url: 'http://127.0.0.1:9/v1', "
+        "api_key_env: MY_KEY, max_retries: 0, timeout: 2}\n"
+    )
+    with w.catch_warnings(record=True) as said, Memory(str(tmp_path / "m.db"), policy=str(policy)) as mem:
         w.simplefilter("always")
         mem.remember("We use Postgres now.")
     [warning] = [x.message for x in said if isinstance(x.message, NoApiKeyWarning)]

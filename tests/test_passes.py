@@ -1,4 +1,5 @@
 """Passes: set-based SQL that reproduces the seed article's own passes, in one transaction."""
+
 import datetime as dt
 import shutil
 import sqlite3
@@ -27,9 +28,23 @@ def article_pair(tmp_path_factory):
     conn = sqlite3.connect(a)
     expired = seed_article.article_expiry(conn, T)
     _, archived = seed_article.article_decay(conn, T)
-    result = CliRunner().invoke(main, ["run", "--db", b, "--policy", f"{POLICIES}/lifecycle.yaml",
-                                       "--pass", "expiry", "--pass", "decay",
-                                       "--now", T.isoformat(), "--json"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "--db",
+            b,
+            "--policy",
+            f"{POLICIES}/lifecycle.yaml",
+            "--pass",
+            "expiry",
+            "--pass",
+            "decay",
+            "--now",
+            T.isoformat(),
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     yield conn, sqlite3.connect(b), expired, archived, result.output
     conn.close()
@@ -41,15 +56,16 @@ def test_statuses_and_decay_equal_the_articles(article_pair):
     theirs, ours = article.execute(q).fetchall(), lethe.execute(q).fetchall()
     assert len(ours) == len(theirs) == 100_000
     assert expired > 100 and archived > 100  # the data really exercises both rules
-    diffs = [(a, b) for a, b in zip(theirs, ours)
-             if a[0] != b[0] or a[1] != b[1] or abs(a[2] - b[2]) > 1e-9]
+    diffs = [(a, b) for a, b in zip(theirs, ours) if a[0] != b[0] or a[1] != b[1] or abs(a[2] - b[2]) > 1e-9]
     assert diffs == []
 
 
 def test_one_event_per_archived_or_expired_memory(article_pair):
     _, lethe, expired, archived, output = article_pair
-    q = ("SELECT event_type, count(*), count(DISTINCT memory_id) FROM memory_events "
-         "WHERE occurred_at = ? GROUP BY event_type ORDER BY event_type")
+    q = (
+        "SELECT event_type, count(*), count(DISTINCT memory_id) FROM memory_events "
+        "WHERE occurred_at = ? GROUP BY event_type ORDER BY event_type"
+    )
     rows = lethe.execute(q, (T.isoformat(),)).fetchall()
     assert rows == [("archived", archived, archived), ("expired", expired, expired)]
     assert f'"archived": {archived}' in output and f'"expired": {expired}' in output
@@ -80,13 +96,18 @@ def test_a_failing_pass_changes_nothing(memory, clock):
     ids = [mem.add(f"fact {i}") for i in range(5)]
     clock.advance(dt.timedelta(days=200))
     # make the archive rule's UPDATE fail after the decay rule has already run
-    run_sql(mem.store, """CREATE TRIGGER boom BEFORE UPDATE OF status ON memory_rows
-                            BEGIN SELECT RAISE(ABORT, 'disk on fire'); END""")
+    run_sql(
+        mem.store,
+        """CREATE TRIGGER boom BEFORE UPDATE OF status ON memory_rows
+                            BEGIN SELECT RAISE(ABORT, 'disk on fire'); END""",
+    )
     with pytest.raises(sqlite3.IntegrityError):
         mem.run(["decay"])
     assert {mem.get(i).decay_score for i in ids} == {1.0}
-    assert run_sql(mem.store, "SELECT count(*) FROM memory_events WHERE event_type = 'archived'"
-                                ).fetchone()[0] == 0
+    assert (
+        run_sql(mem.store, "SELECT count(*) FROM memory_events WHERE event_type = 'archived'").fetchone()[0]
+        == 0
+    )
     assert mem.due() == ["expiry", "decay", "compression"]  # not recorded as run either
 
 

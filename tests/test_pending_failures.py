@@ -2,6 +2,7 @@
 a turn is recorded on it (attempts, last error, next try after a backoff on the injected
 clock); after three such failures it is parked as `failed`, shown by `lethe pending` and
 retried by hand; meanwhile other turns, passes and recall go on."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -13,8 +14,8 @@ from click.testing import CliRunner
 
 from engine import FixedClock, Memory, PolicyError
 from engine.cli import main
-from tests.fake_openai import FakeOpenAI
 from tests.conftest import START, run_sql
+from tests.fake_openai import FakeOpenAI
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
@@ -49,8 +50,7 @@ def stale(mem) -> int:
     """A memory whose expiry has passed but no expiry pass has run yet (`add()` refuses an
     expiry in the past, so it is dated back as an old row would be)."""
     mid = mem.add("The 2020 offsite is in Lisbon", judged=False)
-    run_sql(mem.store, "UPDATE memories SET expires_at = ? WHERE id = ?",
-            ("2020-01-01T23:59:59", mid))
+    run_sql(mem.store, "UPDATE memories SET expires_at = ? WHERE id = ?", ("2020-01-01T23:59:59", mid))
     return mid
 
 
@@ -73,8 +73,10 @@ def test_a_turn_that_fails_is_recorded_backed_off_then_parked(fragile, db_path):
 
     clock.advance(dt.timedelta(minutes=1))
     mem.run_due()
-    assert (turns(mem)["I use quasar dashboards every day."]["failures"], turns(mem)["I use quasar dashboards every day."]["next_retry_at"]) == \
-        (2, "2026-01-05T09:05:00")
+    assert (
+        turns(mem)["I use quasar dashboards every day."]["failures"],
+        turns(mem)["I use quasar dashboards every day."]["next_retry_at"],
+    ) == (2, "2026-01-05T09:05:00")
     clock.advance(dt.timedelta(minutes=4))
     mem.run_due()
     parked = turns(mem)["I use quasar dashboards every day."]
@@ -133,9 +135,11 @@ def test_run_retry_failed_judges_parked_turns_now(fragile, db_path, tmp_path):
 
 
 # the answers from the issue: valid JSON that raised something other than a bad answer
-HOSTILE_CONTRADICTIONS = ['{"supersedes": [NaN], "confirms": []}',
-                          '{"supersedes": [1e999], "confirms": []}',
-                          "[" * 100_000 + "]" * 100_000]
+HOSTILE_CONTRADICTIONS = [
+    '{"supersedes": [NaN], "confirms": []}',
+    '{"supersedes": [1e999], "confirms": []}',
+    "[" * 100_000 + "]" * 100_000,
+]
 
 
 @pytest.mark.parametrize("answer", HOSTILE_CONTRADICTIONS, ids=["nan", "1e999", "deep"])
@@ -143,6 +147,7 @@ def test_a_hostile_answer_never_wedges_the_queue(tmp_path, db_path, answer):
     """Before: an internal error, the turn pending with 0 attempts, and every later run
     crashing on it, so no pass ran again. Now the turn is judged (the answer refused) or
     recorded, and `lethe run` goes on to the passes."""
+
     def responder(request):
         prompt = json.dumps(request["messages"])
         if "supersedes" in prompt and "confirms" in prompt:
@@ -162,8 +167,9 @@ def test_a_hostile_answer_never_wedges_the_queue(tmp_path, db_path, answer):
             mem.remember("We moved from PostgreSQL to MySQL.", "Noted.")
             for turn in mem.pending():
                 assert turn["attempts"] >= 1 and turn["last_error"]
-        out = CliRunner().invoke(main, ["run", "--db", db_path, "--policy", str(policy),
-                                        "--now", "2026-01-05T10:00:00"])
+        out = CliRunner().invoke(
+            main, ["run", "--db", db_path, "--policy", str(policy), "--now", "2026-01-05T10:00:00"]
+        )
         assert out.exit_code == 0, out.output
         with Memory(db_path, policy=str(policy), clock=clock) as mem:
             assert mem.get(old).status == "expired"

@@ -3,6 +3,7 @@
 Each broken policy is the minimal valid BASE below with one edit, so every error's line
 and column are known exactly.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,11 +14,11 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from engine.judges import embeddings
 from engine import policy as policy_mod
-from engine.cli import main as cli
-from engine.plan.dialect import DIALECTS
 from engine.base.errors import PolicyError
+from engine.cli import main as cli
+from engine.judges import embeddings
+from engine.plan.dialect import DIALECTS
 from tests.conftest import shipped_policies
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -114,111 +115,403 @@ def test_base_policy_loads(folder):
 # ---- every refusal ------------------------------------------------------------------
 CASES = [
     # id, old, new, line, col, key path, message fragments
-    ("yaml-syntax", "limit: 10", "limit: 10: 11", 24, 12, "",
-     ["YAML syntax error", "mapping values are not allowed here"]),
+    (
+        "yaml-syntax",
+        "limit: 10",
+        "limit: 10: 11",
+        24,
+        12,
+        "",
+        ["YAML syntax error", "mapping values are not allowed here"],
+    ),
     ("yaml-tab", "    every: 23h", "\tevery: 23h", 14, 1, "", ["YAML syntax error", "'\\t'"]),
-    ("duplicate-top", "name: probe\n", "name: probe\nname: again\n", 2, 1, "name",
-     ["duplicate key 'name' (first given at line 1)"]),
-    ("duplicate-pass-key", "    every: 23h\n", "    every: 23h\n    every: 1h\n", 15, 5,
-     "passes.decay.every", ["duplicate key 'every' (first given at line 14)"]),
-    ("duplicate-in-list-item", "        set: {decay_score: freshness}\n",
-     "        when: \"true\"\n        set: {decay_score: freshness}\n", 17, 9,
-     "passes.decay.rules[0].when", ["duplicate key 'when' (first given at line 16)"]),
-    ("duplicate-in-flow-mapping", "set: {decay_score: freshness}",
-     "set: {decay_score: freshness, decay_score: 0}", 17, 39,
-     "passes.decay.rules[0].set.decay_score", ["duplicate key 'decay_score'"]),
-    ("duplicate-model", "  offline: {provider: rules}\n",
-     "  offline: {provider: rules}\n  cheap: {provider: rules}\n", 5, 3, "models.cheap",
-     ["duplicate key 'cheap' (first given at line 3)"]),
-    ("unknown-top-key", "recall:\n", "passses: {}\nrecall:\n", 21, 1, "passses",
-     ["unknown key 'passses'", "did you mean 'passes'?"]),
-    ("unknown-pass-key", "    every: 23h", "    evry: 23h", 14, 5, "passes.decay.evry",
-     ["unknown key 'evry'", "did you mean 'every'?"]),
-    ("unknown-rule-key", "        event: archived", "        evnt: archived", 20, 9,
-     "passes.decay.rules[1].evnt", ["unknown key 'evnt'", "did you mean 'event'?"]),
-    ("unknown-rule-key-no-hint", "        event: archived", "        colour: red", 20, 9,
-     "passes.decay.rules[1].colour", ["unknown key 'colour'", "known: event, set, when"]),
-    ("unknown-model-key", "model: gpt-4o-mini}", "model: gpt-4o-mini, temprature: 0}", 3, 49,
-     "models.cheap.temprature", ["unknown key 'temprature'", "did you mean 'temperature'?"]),
-    ("unknown-recall-key", "  limit: 10", "  limt: 10", 24, 3, "recall.limt",
-     ["unknown key 'limt'", "did you mean 'limit'?"]),
+    (
+        "duplicate-top",
+        "name: probe\n",
+        "name: probe\nname: again\n",
+        2,
+        1,
+        "name",
+        ["duplicate key 'name' (first given at line 1)"],
+    ),
+    (
+        "duplicate-pass-key",
+        "    every: 23h\n",
+        "    every: 23h\n    every: 1h\n",
+        15,
+        5,
+        "passes.decay.every",
+        ["duplicate key 'every' (first given at line 14)"],
+    ),
+    (
+        "duplicate-in-list-item",
+        "        set: {decay_score: freshness}\n",
+        '        when: "true"\n        set: {decay_score: freshness}\n',
+        17,
+        9,
+        "passes.decay.rules[0].when",
+        ["duplicate key 'when' (first given at line 16)"],
+    ),
+    (
+        "duplicate-in-flow-mapping",
+        "set: {decay_score: freshness}",
+        "set: {decay_score: freshness, decay_score: 0}",
+        17,
+        39,
+        "passes.decay.rules[0].set.decay_score",
+        ["duplicate key 'decay_score'"],
+    ),
+    (
+        "duplicate-model",
+        "  offline: {provider: rules}\n",
+        "  offline: {provider: rules}\n  cheap: {provider: rules}\n",
+        5,
+        3,
+        "models.cheap",
+        ["duplicate key 'cheap' (first given at line 3)"],
+    ),
+    (
+        "unknown-top-key",
+        "recall:\n",
+        "passses: {}\nrecall:\n",
+        21,
+        1,
+        "passses",
+        ["unknown key 'passses'", "did you mean 'passes'?"],
+    ),
+    (
+        "unknown-pass-key",
+        "    every: 23h",
+        "    evry: 23h",
+        14,
+        5,
+        "passes.decay.evry",
+        ["unknown key 'evry'", "did you mean 'every'?"],
+    ),
+    (
+        "unknown-rule-key",
+        "        event: archived",
+        "        evnt: archived",
+        20,
+        9,
+        "passes.decay.rules[1].evnt",
+        ["unknown key 'evnt'", "did you mean 'event'?"],
+    ),
+    (
+        "unknown-rule-key-no-hint",
+        "        event: archived",
+        "        colour: red",
+        20,
+        9,
+        "passes.decay.rules[1].colour",
+        ["unknown key 'colour'", "known: event, set, when"],
+    ),
+    (
+        "unknown-model-key",
+        "model: gpt-4o-mini}",
+        "model: gpt-4o-mini, temprature: 0}",
+        3,
+        49,
+        "models.cheap.temprature",
+        ["unknown key 'temprature'", "did you mean 'temperature'?"],
+    ),
+    (
+        "unknown-recall-key",
+        "  limit: 10",
+        "  limt: 10",
+        24,
+        3,
+        "recall.limt",
+        ["unknown key 'limt'", "did you mean 'limit'?"],
+    ),
     ("missing-name", "name: probe\n", "", 1, 1, "", ["missing required key 'name'"]),
     ("name-not-text", "name: probe", "name: [probe]", 1, 7, "name", ["must be text"]),
-    ("limit-not-a-number", "limit: 10", "limit: ten", 24, 10, "recall.limit",
-     ["must be a whole number >= 0, got 'ten'"]),
-    ("top-n-zero", "top_n: 3", "top_n: 0", 25, 50, "recall.select.top_n",
-     ["must be a whole number >= 1, got 0"]),
-    ("every-not-a-duration", "every: 23h", "every: soon", 14, 12, "passes.decay.every",
-     ["not a duration", "'soon'"]),
-    ("param-a-list", "half_life_days: 30", "half_life_days: [30]", 6, 19,
-     "params.half_life_days", ["must be a number or text, got [30]"]),
-    ("param-shadows-a-column", "half_life_days: 30", "importance: 30", 6, 3,
-     "params.importance", ["'importance' is already a column"]),
-    ("unknown-write-model", "{step: gate, model: cheap", "{step: gate, model: cheep", 11, 25,
-     "write[0].model", ["unknown model 'cheep'", "cheap, offline, rules"]),
-    ("unknown-write-step", "{step: gate,", "{step: gait,", 11, 12, "write[0].step",
-     ["unknown step 'gait'"]),
-    ("unknown-select-model", "select: {model: cheap", "select: {model: strong", 25, 19,
-     "recall.select.model", ["unknown model 'strong'"]),
-    ("unknown-provider", "offline: {provider: rules}", "offline: {provider: ollama}", 4, 23,
-     "models.offline.provider", ["unknown provider 'ollama'", "openai, rules, replay"]),
-    ("openai-without-model", "{provider: openai, model: gpt-4o-mini}", "{provider: openai}",
-     3, 10, "models.cheap", ["an openai model needs 'model: <name>'"]),
-    ("missing-template", "prompt: gate.j2}\npasses", "prompt: nope.j2}\npasses", 11, 40,
-     "write[0].prompt", ["template 'nope.j2' not found"]),
-    ("when-does-not-compile", "when: \"status = 'active'\"\n",
-     "when: \"status = 'active' and recency > 1\"\n", 16, 15, "passes.decay.rules[0].when",
-     ["unknown name 'recency'"]),
-    ("set-does-not-compile", "set: {decay_score: freshness}",
-     "set: {decay_score: \"freshness ** 2\"}", 17, 28, "passes.decay.rules[0].set.decay_score",
-     ["operator not allowed"]),
-    ("score-does-not-compile", '"exp(-0.693', '"expo(-0.693', 9, 14, "scores.freshness",
-     ["unknown function 'expo'"]),
-    ("score-cycle", '  freshness: "exp(-0.693 * idle_days / half_life_days)"',
-     '  freshness: "stale + 1"\n  stale: "freshness * 2"', 9, 14, "scores.freshness",
-     ["refers to itself", "stale -> freshness -> stale"]),
-    ("rank-uses-time", "scores:\n", "scores:\n  rank: \"importance / age_days\"\n", 9, 9,
-     "scores.rank", ["time word 'age_days' is not allowed here"]),
-    ("order-does-not-compile", 'order: "rank desc"', 'order: "rnk desc"', 23, 10,
-     "recall.order", ["unknown name 'rnk'"]),
-    ("order-by-a-condition", 'order: "rank desc"', "order: \"status = 'a' desc\"", 23, 10,
-     "recall.order", ["cannot order by bool"]),
-    ("when-is-not-a-condition", "when: \"status = 'active'\"\n", "when: \"importance + 1\"\n",
-     16, 15, "passes.decay.rules[0].when", ["must be a condition", "'importance + 1' is num"]),
-    ("where-is-not-a-condition", "where: \"status = 'active'\"", 'where: "importance"', 22, 10,
-     "recall.where", ["must be a condition"]),
-    ("set-a-condition", "set: {decay_score: freshness}",
-     "set: {decay_score: \"importance > 1\"}", 17, 28,
-     "passes.decay.rules[0].set.decay_score", ["must be a number"]),
-    ("set-unknown-column", "set: {decay_score: freshness}", "set: {decay_scor: freshness}",
-     17, 15, "passes.decay.rules[0].set.decay_scor", ["'decay_scor' unknown column",
-                                                      "settable: importance"]),
-    ("set-id", "set: {decay_score: freshness}", "set: {id: 1}", 17, 15,
-     "passes.decay.rules[0].set.id", ["'id' cannot be set by a policy"]),
-    ("set-namespace", "set: {decay_score: freshness}", "set: {namespace: other}", 17, 15,
-     "passes.decay.rules[0].set.namespace", ["'namespace' cannot be set by a policy"]),
-    ("set-rank", "set: {decay_score: freshness}", "set: {rank: 1}", 17, 15,
-     "passes.decay.rules[0].set.rank", ["'rank' cannot be set by a policy"]),
-    ("set-content", "set: {decay_score: freshness}", "set: {content: gone}", 17, 15,
-     "passes.decay.rules[0].set.content", ["'content' cannot be set by a policy"]),
-    ("bad-status-word", "set: {status: archived}", "set: {status: deleted}", 19, 23,
-     "passes.decay.rules[1].set.status",
-     ["status must be one of active, archived, superseded, expired, compressed, got 'deleted'"]),
-    ("status-smuggling", "set: {status: archived}", "set: {status: \"archived' --\"}", 19, 23,
-     "passes.decay.rules[1].set.status", ["status must be one of"]),
-    ("bad-event-word", "event: archived", "event: Archived Now", 20, 16,
-     "passes.decay.rules[1].event", ["event must be a short lowercase word"]),
-    ("rule-without-effect", "        set: {decay_score: freshness}\n", "", 16, 9,
-     "passes.decay.rules[0]", ["a rule needs 'set' or 'event'"]),
-    ("extends-missing-file", "name: probe\n", "name: probe\nextends: nowhere\n", 2, 10,
-     "extends", ["policy not found: 'nowhere'"]),
-    ("extends-not-text", "name: probe\n", "name: probe\nextends: [a, b]\n", 2, 10,
-     "extends", ["extends must be a policy path or name"]),
+    (
+        "limit-not-a-number",
+        "limit: 10",
+        "limit: ten",
+        24,
+        10,
+        "recall.limit",
+        ["must be a whole number >= 0, got 'ten'"],
+    ),
+    (
+        "top-n-zero",
+        "top_n: 3",
+        "top_n: 0",
+        25,
+        50,
+        "recall.select.top_n",
+        ["must be a whole number >= 1, got 0"],
+    ),
+    (
+        "every-not-a-duration",
+        "every: 23h",
+        "every: soon",
+        14,
+        12,
+        "passes.decay.every",
+        ["not a duration", "'soon'"],
+    ),
+    (
+        "param-a-list",
+        "half_life_days: 30",
+        "half_life_days: [30]",
+        6,
+        19,
+        "params.half_life_days",
+        ["must be a number or text, got [30]"],
+    ),
+    (
+        "param-shadows-a-column",
+        "half_life_days: 30",
+        "importance: 30",
+        6,
+        3,
+        "params.importance",
+        ["'importance' is already a column"],
+    ),
+    (
+        "unknown-write-model",
+        "{step: gate, model: cheap",
+        "{step: gate, model: cheep",
+        11,
+        25,
+        "write[0].model",
+        ["unknown model 'cheep'", "cheap, offline, rules"],
+    ),
+    ("unknown-write-step", "{step: gate,", "{step: gait,", 11, 12, "write[0].step", ["unknown step 'gait'"]),
+    (
+        "unknown-select-model",
+        "select: {model: cheap",
+        "select: {model: strong",
+        25,
+        19,
+        "recall.select.model",
+        ["unknown model 'strong'"],
+    ),
+    (
+        "unknown-provider",
+        "offline: {provider: rules}",
+        "offline: {provider: ollama}",
+        4,
+        23,
+        "models.offline.provider",
+        ["unknown provider 'ollama'", "openai, rules, replay"],
+    ),
+    (
+        "openai-without-model",
+        "{provider: openai, model: gpt-4o-mini}",
+        "{provider: openai}",
+        3,
+        10,
+        "models.cheap",
+        ["an openai model needs 'model: <name>'"],
+    ),
+    (
+        "missing-template",
+        "prompt: gate.j2}\npasses",
+        "prompt: nope.j2}\npasses",
+        11,
+        40,
+        "write[0].prompt",
+        ["template 'nope.j2' not found"],
+    ),
+    (
+        "when-does-not-compile",
+        "when: \"status = 'active'\"\n",
+        "when: \"status = 'active' and recency > 1\"\n",
+        16,
+        15,
+        "passes.decay.rules[0].when",
+        ["unknown name 'recency'"],
+    ),
+    (
+        "set-does-not-compile",
+        "set: {decay_score: freshness}",
+        'set: {decay_score: "freshness ** 2"}',
+        17,
+        28,
+        "passes.decay.rules[0].set.decay_score",
+        ["operator not allowed"],
+    ),
+    (
+        "score-does-not-compile",
+        '"exp(-0.693',
+        '"expo(-0.693',
+        9,
+        14,
+        "scores.freshness",
+        ["unknown function 'expo'"],
+    ),
+    (
+        "score-cycle",
+        '  freshness: "exp(-0.693 * idle_days / half_life_days)"',
+        '  freshness: "stale + 1"\n  stale: "freshness * 2"',
+        9,
+        14,
+        "scores.freshness",
+        ["refers to itself", "stale -> freshness -> stale"],
+    ),
+    (
+        "rank-uses-time",
+        "scores:\n",
+        'scores:\n  rank: "importance / age_days"\n',
+        9,
+        9,
+        "scores.rank",
+        ["time word 'age_days' is not allowed here"],
+    ),
+    (
+        "order-does-not-compile",
+        'order: "rank desc"',
+        'order: "rnk desc"',
+        23,
+        10,
+        "recall.order",
+        ["unknown name 'rnk'"],
+    ),
+    (
+        "order-by-a-condition",
+        'order: "rank desc"',
+        "order: \"status = 'a' desc\"",
+        23,
+        10,
+        "recall.order",
+        ["cannot order by bool"],
+    ),
+    (
+        "when-is-not-a-condition",
+        "when: \"status = 'active'\"\n",
+        'when: "importance + 1"\n',
+        16,
+        15,
+        "passes.decay.rules[0].when",
+        ["must be a condition", "'importance + 1' is num"],
+    ),
+    (
+        "where-is-not-a-condition",
+        "where: \"status = 'active'\"",
+        'where: "importance"',
+        22,
+        10,
+        "recall.where",
+        ["must be a condition"],
+    ),
+    (
+        "set-a-condition",
+        "set: {decay_score: freshness}",
+        'set: {decay_score: "importance > 1"}',
+        17,
+        28,
+        "passes.decay.rules[0].set.decay_score",
+        ["must be a number"],
+    ),
+    (
+        "set-unknown-column",
+        "set: {decay_score: freshness}",
+        "set: {decay_scor: freshness}",
+        17,
+        15,
+        "passes.decay.rules[0].set.decay_scor",
+        ["'decay_scor' unknown column", "settable: importance"],
+    ),
+    (
+        "set-id",
+        "set: {decay_score: freshness}",
+        "set: {id: 1}",
+        17,
+        15,
+        "passes.decay.rules[0].set.id",
+        ["'id' cannot be set by a policy"],
+    ),
+    (
+        "set-namespace",
+        "set: {decay_score: freshness}",
+        "set: {namespace: other}",
+        17,
+        15,
+        "passes.decay.rules[0].set.namespace",
+        ["'namespace' cannot be set by a policy"],
+    ),
+    (
+        "set-rank",
+        "set: {decay_score: freshness}",
+        "set: {rank: 1}",
+        17,
+        15,
+        "passes.decay.rules[0].set.rank",
+        ["'rank' cannot be set by a policy"],
+    ),
+    (
+        "set-content",
+        "set: {decay_score: freshness}",
+        "set: {content: gone}",
+        17,
+        15,
+        "passes.decay.rules[0].set.content",
+        ["'content' cannot be set by a policy"],
+    ),
+    (
+        "bad-status-word",
+        "set: {status: archived}",
+        "set: {status: deleted}",
+        19,
+        23,
+        "passes.decay.rules[1].set.status",
+        ["status must be one of active, archived, superseded, expired, compressed, got 'deleted'"],
+    ),
+    (
+        "status-smuggling",
+        "set: {status: archived}",
+        'set: {status: "archived\' --"}',
+        19,
+        23,
+        "passes.decay.rules[1].set.status",
+        ["status must be one of"],
+    ),
+    (
+        "bad-event-word",
+        "event: archived",
+        "event: Archived Now",
+        20,
+        16,
+        "passes.decay.rules[1].event",
+        ["event must be a short lowercase word"],
+    ),
+    (
+        "rule-without-effect",
+        "        set: {decay_score: freshness}\n",
+        "",
+        16,
+        9,
+        "passes.decay.rules[0]",
+        ["a rule needs 'set' or 'event'"],
+    ),
+    (
+        "extends-missing-file",
+        "name: probe\n",
+        "name: probe\nextends: nowhere\n",
+        2,
+        10,
+        "extends",
+        ["policy not found: 'nowhere'"],
+    ),
+    (
+        "extends-not-text",
+        "name: probe\n",
+        "name: probe\nextends: [a, b]\n",
+        2,
+        10,
+        "extends",
+        ["extends must be a policy path or name"],
+    ),
 ]
 
 
-@pytest.mark.parametrize("old, new, line, col, key, fragments",
-                         [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    "old, new, line, col, key, fragments", [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
 def test_a_broken_policy_is_refused_at_its_place(folder, old, new, line, col, key, fragments):
     path = write(folder, edited(old, new))
     assert_located(refused(path), path, line, col, key, *fragments)
@@ -226,7 +519,7 @@ def test_a_broken_policy_is_refused_at_its_place(folder, old, new, line, col, ke
 
 def test_a_formula_error_in_a_policy_is_never_a_bare_formula_error(folder):
     # FormulaError is a LetheError too; the loader must wrap it with the place
-    path = write(folder, edited('order: "rank desc"', 'order: "__import__(\'os\') desc"'))
+    path = write(folder, edited('order: "rank desc"', "order: \"__import__('os') desc\""))
     err = refused(path)
     assert type(err) is PolicyError
     assert err.path == "recall.order" and "__import__" in err.message
@@ -254,7 +547,8 @@ def test_a_template_folder_named_by_the_policy_is_used(folder):
     (folder / "mine").mkdir()
     (folder / "mine" / "only-here.j2").write_text("{{ user }}\n")
     text = edited("name: probe\n", "name: probe\nprompts: mine\n").replace(
-        "prompt: gate.j2}\npasses", "prompt: only-here.j2}\npasses")
+        "prompt: gate.j2}\npasses", "prompt: only-here.j2}\npasses"
+    )
     pol = policy_mod.load(write(folder, text))
     assert pol.write[0].judgment.prompt == "only-here.j2"
     assert pol.prompt_dirs[0] == str(folder / "mine")
@@ -274,8 +568,9 @@ def test_a_missing_policy_file_is_refused_with_where_it_looked(folder):
 
 
 def test_a_yaml_error_at_the_end_of_the_file_still_gets_a_caret(folder):
-    path = write(folder, edited("limit: 10\n  select: {model: cheap, prompt: pick.j2, top_n: 3}\n",
-                                "limit: [10\n"))
+    path = write(
+        folder, edited("limit: 10\n  select: {model: cheap, prompt: pick.j2, top_n: 3}\n", "limit: [10\n")
+    )
     err = refused(path)
     assert "YAML syntax error" in err.message
     assert "^" in err.excerpt
@@ -286,6 +581,7 @@ def test_a_policy_reads_the_same_with_or_without_libyaml(folder, monkeypatch, fl
     """libyaml takes a tab between flow tokens that PyYAML's own parser refuses: a policy
     must not load on one machine and fail on another."""
     from engine.policy import yamldoc
+
     path = write(folder, f"name: tabs\nextends: lifecycle\ndescription: x\nextra: {flow}\n")
     errors = []
     for fast in (yamldoc._FAST, None):
@@ -316,30 +612,41 @@ def test_extends_cycle_points_at_the_extends_that_closes_it(folder):
 
 # a param whose value a formula cannot use is blamed where the value is written: in the
 # extending file, though the formula reading it is in the file it extends
-@pytest.mark.parametrize("param, value, col, fragments", [
-    ("half_life_days", '"ninety"', 19, ["is text, a number is needed here",
-                                        "scores.freshness reads it, lifecycle.yaml:"]),
-    ("archive_below", '"low"', 18, ["cannot compare num with text",
-                                    "passes.decay.rules[1].when reads it, lifecycle.yaml:"]),
-    ("half_life_days", "0", 19, ["division by zero (half_life_days is 0)",
-                                 "scores.freshness reads it"]),
-])
-def test_a_param_a_formula_cannot_use_is_blamed_where_it_is_set(folder, param, value, col,
-                                                                  fragments):
+@pytest.mark.parametrize(
+    "param, value, col, fragments",
+    [
+        (
+            "half_life_days",
+            '"ninety"',
+            19,
+            ["is text, a number is needed here", "scores.freshness reads it, lifecycle.yaml:"],
+        ),
+        (
+            "archive_below",
+            '"low"',
+            18,
+            ["cannot compare num with text", "passes.decay.rules[1].when reads it, lifecycle.yaml:"],
+        ),
+        ("half_life_days", "0", 19, ["division by zero (half_life_days is 0)", "scores.freshness reads it"]),
+    ],
+)
+def test_a_param_a_formula_cannot_use_is_blamed_where_it_is_set(folder, param, value, col, fragments):
     shutil.copy(os.path.join(PROJECT, "policies", "lifecycle.yaml"), folder / "lifecycle.yaml")
-    child = write(folder, f"name: mine\nextends: lifecycle\nparams:\n  {param}: {value}\n",
-                  "mine.yaml")
+    child = write(folder, f"name: mine\nextends: lifecycle\nparams:\n  {param}: {value}\n", "mine.yaml")
     assert_located(refused(child), child, 4, col, f"params.{param}", *fragments)
 
 
-@pytest.mark.parametrize("formula, fragment", [
-    ("importance / 0", "division by zero: 'importance / 0'"),
-    ("importance / (2 - 2)", None),   # not a constant: SQL's NULL, kept by the pass's guard
-    ("importance / k", "division by zero (k is 0): 'importance / k'"),
-])
+@pytest.mark.parametrize(
+    "formula, fragment",
+    [
+        ("importance / 0", "division by zero: 'importance / 0'"),
+        ("importance / (2 - 2)", None),  # not a constant: SQL's NULL, kept by the pass's guard
+        ("importance / k", "division by zero (k is 0): 'importance / k'"),
+    ],
+)
 def test_a_division_by_a_constant_zero_is_refused(folder, formula, fragment):
     k_read = " + k * 0" if fragment is None else ""  # an unread param would be its own error
-    path = write(folder, f"name: z\nparams: {{k: 0}}\nscores:\n  rank: \"{formula}{k_read}\"\n")
+    path = write(folder, f'name: z\nparams: {{k: 0}}\nscores:\n  rank: "{formula}{k_read}"\n')
     if fragment is None:
         assert policy_mod.load(path).name == "z"
         return
@@ -359,7 +666,11 @@ def test_every_shipped_policy_loads(path):
 
 def test_shipped_policies_are_all_there():
     assert {os.path.basename(p) for p in SHIPPED} >= {
-        "archive.yaml", "coding-agent.yaml", "lifecycle.yaml", "scheduled-sql.yaml"}
+        "archive.yaml",
+        "coding-agent.yaml",
+        "lifecycle.yaml",
+        "scheduled-sql.yaml",
+    }
 
 
 def test_coding_agent_extends_lifecycle_with_a_longer_half_life():
@@ -382,79 +693,94 @@ def test_coding_agent_extends_lifecycle_with_a_longer_half_life():
 
 
 def _local_lifecycle(folder) -> str:
-    return write(folder, (
-        "name: local-base\n"
-        "params: {half_life_days: 7, archive_below: 0.2}\n"
-        "scores:\n  freshness: \"exp(-idle_days / half_life_days)\"\n"
-        "passes:\n"
-        "  expiry:\n    every: 1h\n    rules:\n"
-        "      - {when: \"expires_at < now\", set: {status: expired}, event: expired}\n"
-        "  decay:\n    every: 1d\n    rules:\n"
-        "      - {when: \"status = 'active'\", set: {decay_score: freshness}}\n"
-        "      - {when: \"decay_score < archive_below\", set: {status: archived}}\n"
-        "      - {when: \"importance < 1\", event: unimportant}\n"), "lifecycle.yaml")
+    return write(
+        folder,
+        (
+            "name: local-base\n"
+            "params: {half_life_days: 7, archive_below: 0.2}\n"
+            'scores:\n  freshness: "exp(-idle_days / half_life_days)"\n'
+            "passes:\n"
+            "  expiry:\n    every: 1h\n    rules:\n"
+            '      - {when: "expires_at < now", set: {status: expired}, event: expired}\n'
+            "  decay:\n    every: 1d\n    rules:\n"
+            "      - {when: \"status = 'active'\", set: {decay_score: freshness}}\n"
+            '      - {when: "decay_score < archive_below", set: {status: archived}}\n'
+            '      - {when: "importance < 1", event: unimportant}\n'
+        ),
+        "lifecycle.yaml",
+    )
 
 
 def test_bare_extends_name_resolves_from_the_policys_folder_first(folder):
     _local_lifecycle(folder)
-    child = write(folder, "name: child\nextends: lifecycle\nparams: {half_life_days: 3}\n",
-                  "child.yaml")
+    child = write(folder, "name: child\nextends: lifecycle\nparams: {half_life_days: 3}\n", "child.yaml")
     pol = policy_mod.load(child)
     assert pol.name == "child"
-    assert pol.params == {"half_life_days": 3, "archive_below": 0.2}   # deep merge, child wins
-    assert [len(p.rules) for p in pol.passes.values()] == [1, 3]     # the local file's passes
+    assert pol.params == {"half_life_days": 3, "archive_below": 0.2}  # deep merge, child wins
+    assert [len(p.rules) for p in pol.passes.values()] == [1, 3]  # the local file's passes
 
 
 def test_a_childs_list_replaces_the_parents_list(folder):
     _local_lifecycle(folder)
-    child = write(folder, (
-        "name: child\nextends: lifecycle.yaml\n"
-        "passes:\n  decay:\n    rules:\n"
-        "      - {when: \"importance < 2\", set: {decay_score: 0}}\n"), "child.yaml")
+    child = write(
+        folder,
+        (
+            "name: child\nextends: lifecycle.yaml\n"
+            "passes:\n  decay:\n    rules:\n"
+            '      - {when: "importance < 2", set: {decay_score: 0}}\n'
+        ),
+        "child.yaml",
+    )
     pol = policy_mod.load(child)
     decay = pol.passes["decay"]
-    assert len(decay.rules) == 1                          # replaced, not appended or merged
+    assert len(decay.rules) == 1  # replaced, not appended or merged
     assert decay.rules[0].source["when"] == "importance < 2"
-    assert decay.every.total_seconds() == 86400          # the mapping around it still merges
+    assert decay.every.total_seconds() == 86400  # the mapping around it still merges
     assert len(pol.passes["expiry"].rules) == 1
 
 
 def test_an_error_in_a_replacing_list_points_at_the_child(folder):
     _local_lifecycle(folder)
-    child = write(folder, (
-        "name: child\nextends: lifecycle\n"
-        "passes:\n  decay:\n    rules:\n"
-        "      - {when: \"status = 'active'\", set: {decay_score: 0.5}}\n"
-        "      - {when: \"status = 'active'\", set: {decay_scor: 0.5}}\n"), "child.yaml")
-    assert_located(refused(child), child, 7, 43, "passes.decay.rules[1].set.decay_scor",
-                   "unknown column")
+    child = write(
+        folder,
+        (
+            "name: child\nextends: lifecycle\n"
+            "passes:\n  decay:\n    rules:\n"
+            "      - {when: \"status = 'active'\", set: {decay_score: 0.5}}\n"
+            "      - {when: \"status = 'active'\", set: {decay_scor: 0.5}}\n"
+        ),
+        "child.yaml",
+    )
+    assert_located(refused(child), child, 7, 43, "passes.decay.rules[1].set.decay_scor", "unknown column")
 
 
 def test_an_error_in_an_inherited_part_points_at_the_parent(folder):
-    parent = write(folder, (
-        "name: parent\n"
-        "passes:\n  decay:\n    every: 1d\n    rules:\n"
-        "      - {when: \"recency > 1\", set: {decay_score: 0}}\n"), "parent.yaml")
+    parent = write(
+        folder,
+        (
+            "name: parent\n"
+            "passes:\n  decay:\n    every: 1d\n    rules:\n"
+            '      - {when: "recency > 1", set: {decay_score: 0}}\n'
+        ),
+        "parent.yaml",
+    )
     child = write(folder, "name: child\nextends: parent\nparams: {x: 1}\n", "child.yaml")
-    assert_located(refused(child), parent, 6, 16, "passes.decay.rules[0].when",
-                   "unknown name 'recency'")
+    assert_located(refused(child), parent, 6, 16, "passes.decay.rules[0].when", "unknown name 'recency'")
 
 
 def test_an_inherited_rule_that_uses_a_param_the_child_breaks_points_at_the_child(folder):
     _local_lifecycle(folder)
-    child = write(folder, "name: child\nextends: lifecycle\nparams:\n  half_life_days: [1]\n",
-                  "child.yaml")
-    assert_located(refused(child), child, 4, 19, "params.half_life_days",
-                   "must be a number or text")
+    child = write(folder, "name: child\nextends: lifecycle\nparams:\n  half_life_days: [1]\n", "child.yaml")
+    assert_located(refused(child), child, 4, 19, "params.half_life_days", "must be a number or text")
 
 
 def test_extends_a_path_relative_to_the_child(folder):
     (folder / "base").mkdir()
-    shutil.copy(os.path.join(PROJECT, "policies", "lifecycle.yaml"),
-                folder / "base" / "lifecycle.yaml")
+    shutil.copy(os.path.join(PROJECT, "policies", "lifecycle.yaml"), folder / "base" / "lifecycle.yaml")
     (folder / "agents").mkdir()
-    child = write(folder, "name: rel\nextends: ../base/lifecycle.yaml\nparams: {recall_floor: 0.5}\n",
-                  "agents/rel.yaml")
+    child = write(
+        folder, "name: rel\nextends: ../base/lifecycle.yaml\nparams: {recall_floor: 0.5}\n", "agents/rel.yaml"
+    )
     pol = policy_mod.load(child)
     lifecycle = policy_mod.load(os.path.join(PROJECT, "policies", "lifecycle.yaml"))
     assert lifecycle.params["recall_floor"] != 0.5
@@ -464,8 +790,9 @@ def test_extends_a_path_relative_to_the_child(folder):
 
 # ---- the CLI ------------------------------------------------------------------------
 def test_validate_prints_the_place_and_exits_1(folder):
-    path = write(folder, edited("when: \"status = 'active'\"\n",
-                                "when: \"status = 'active' and recency > 1\"\n"))
+    path = write(
+        folder, edited("when: \"status = 'active'\"\n", "when: \"status = 'active' and recency > 1\"\n")
+    )
     result = CliRunner().invoke(cli, ["validate", path])
     assert result.exit_code == 1, result.output
     assert isinstance(result.exception, SystemExit)
@@ -475,12 +802,15 @@ def test_validate_prints_the_place_and_exits_1(folder):
     assert "16 |" in result.output and "^" in result.output
 
 
-@pytest.mark.parametrize("text", [
-    BASE.replace("limit: 10", "limit: 10: 11"),            # YAML syntax
-    BASE + "name: twice\n",                                 # duplicate key
-    "name: a\nextends: a.yaml\n",                           # extends cycle
-    "name: a\nextends: nowhere\n",                          # missing parent
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        BASE.replace("limit: 10", "limit: 10: 11"),  # YAML syntax
+        BASE + "name: twice\n",  # duplicate key
+        "name: a\nextends: a.yaml\n",  # extends cycle
+        "name: a\nextends: nowhere\n",  # missing parent
+    ],
+)
 def test_validate_never_shows_a_traceback(folder, text):
     path = write(folder, text, "a.yaml")
     result = CliRunner().invoke(cli, ["validate", path])
@@ -509,8 +839,7 @@ def test_validate_one_bad_among_good_still_exits_1(folder):
     result = CliRunner().invoke(cli, ["validate", *RUNNABLE, bad])
     assert result.exit_code == 1
     assert sum(line.startswith("ok    ") for line in result.output.splitlines()) == len(RUNNABLE)
-    assert re.search(rf"^FAIL  {re.escape(bad)}:14:12: passes\.decay\.every: ", result.output,
-                     re.M)
+    assert re.search(rf"^FAIL  {re.escape(bad)}:14:12: passes\.decay\.every: ", result.output, re.M)
 
 
 def test_validate_passes_on_the_shipped_policies():
@@ -542,8 +871,9 @@ def test_a_relative_db_is_beside_the_file_that_names_it(folder, monkeypatch):
 def test_a_command_opens_the_policys_db_beside_it(folder, monkeypatch):
     (folder / "pol").mkdir()
     (folder / "elsewhere").mkdir()
-    path = write(folder, f"name: withdb\nextends: {PROJECT}/policies/lifecycle.yaml\ndb: mem.db\n",
-                 "pol/withdb.yaml")
+    path = write(
+        folder, f"name: withdb\nextends: {PROJECT}/policies/lifecycle.yaml\ndb: mem.db\n", "pol/withdb.yaml"
+    )
     monkeypatch.chdir(folder / "elsewhere")
     res = CliRunner().invoke(cli, ["add", "hello there", "-p", path, "--offline"])
     assert res.exit_code == 0, res.output

@@ -3,6 +3,7 @@ file inside the policy's project, Lethe never adopts a file that has neither its
 tables nor the article's memories table, `extends:` names only policies (shipped ones or
 .yaml files in the project), and an error on a file that is not a policy quotes none of
 its lines."""
+
 from __future__ import annotations
 
 import os
@@ -11,9 +12,9 @@ import sqlite3
 import pytest
 from click.testing import CliRunner
 
+from bench.seed_article import create_article_db
 from engine import Memory, PolicyError, StoreError, load_policy
 from engine.cli import main
-from bench.seed_article import create_article_db
 
 SECRET = "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 
@@ -108,7 +109,8 @@ def test_extends_names_only_policies_and_quotes_no_line_of_another_file(project,
     (project / "secret.txt").write_text(f"{SECRET}\n")
     path = policy(project, "")
     (project / "policies" / "p.yaml").write_text(
-        f"name: p\nextends: {target.format(env=tmp_path / '.env')}\n")
+        f"name: p\nextends: {target.format(env=tmp_path / '.env')}\n"
+    )
     with pytest.raises(PolicyError) as err:
         load_policy(path)
     shown = str(err.value)
@@ -134,10 +136,14 @@ def test_extends_a_yaml_in_the_project_or_a_shipped_name_works(project):
     assert load_policy(str(project / "policies" / "q.yaml")).name == "q"
 
 
-@pytest.mark.parametrize("content", [
-    f"{SECRET}\nroot:x:0:0:root:/root:/bin/bash\n",
-    f"aws:\n  secret: {SECRET[22:]}\n  region: [unclosed\n",
-    f"aws_secret: {SECRET[22:]}\nregion: eu\n"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        f"{SECRET}\nroot:x:0:0:root:/root:/bin/bash\n",
+        f"aws:\n  secret: {SECRET[22:]}\n  region: [unclosed\n",
+        f"aws_secret: {SECRET[22:]}\nregion: eu\n",
+    ],
+)
 def test_a_file_that_is_not_a_policy_is_refused_quoting_none_of_its_lines(tmp_path, content):
     """Before: `Memory(db, policy='/etc/passwd')` printed the file in the error."""
     for name in ("creds", "creds.yaml"):

@@ -1,5 +1,6 @@
 """Every shipped policy played through every shipped scenario, pinned with the
 `lethe_scenario` fixture users get from the plugin (engine/apps/testing.py)."""
+
 import os
 
 import pytest

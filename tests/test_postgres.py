@@ -2,6 +2,7 @@
 server, the same recall as SQLite, the shared inbox, the fenced lease, `lethe import`, and
 the article's rows (20,000; `make soak`: its 100,000) giving the article's own results
 (skipped without a server; see conftest.py)."""
+
 import datetime as dt
 import json
 import os
@@ -18,24 +19,23 @@ from click.testing import CliRunner
 
 from bench import seed_article
 from engine import FixedClock, Memory
-from engine.cli import main
+from engine.apps.testing import play
 from engine.base.errors import LeaseLost, StoreError
-from engine.run.leasing import Held
+from engine.cli import main
 from engine.plan import compile_policy
 from engine.policy import load
+from engine.run.leasing import Held
 from engine.store import MIGRATIONS, PostgresStore, open_store
 from engine.store.postgres_schema import PG_MIGRATIONS
 from engine.store.transfer import copy_store
-from engine.apps.testing import play
 from tests import pg_server
 from tests.conftest import POLICIES, ROOT, START, run_sql
 from tests.test_batched_passes import batched_policy
-from tests.test_import import ODD
 from tests.test_compiled_sql import SHIPPED
-from tests.test_policy_scenarios import SCENARIOS
+from tests.test_import import ODD
+from tests.test_policy_scenarios import SCENARIOS, played_on_sqlite
 from tests.test_policy_scenarios import SHIPPED as SHIPPED_POLICIES
 from tests.test_policy_scenarios import name as scenario_name
-from tests.test_policy_scenarios import played_on_sqlite
 from tests.test_recall import QUERIES, seed_store, stable
 from tests.test_reliability import run_concurrency
 
@@ -75,8 +75,10 @@ def test_a_new_database_gets_every_migration_once(pg, clock):
 
 def test_processes_opening_a_new_database_at_once_all_get_the_whole_schema(pg):
     code = "import sys; from engine.store import open_store; open_store(sys.argv[1]).close()"
-    procs = [subprocess.Popen([sys.executable, "-c", code, pg], cwd=ROOT, stderr=subprocess.PIPE,
-                              text=True) for _ in range(4)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, pg], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+        for _ in range(4)
+    ]
     assert [(p.wait(60), p.stderr.read()) for p in procs] == [(0, "")] * 4
     with open_store(pg) as store:
         assert store.migrate() == []
@@ -87,8 +89,12 @@ def test_odd_numbers_left_by_an_older_store_are_normalised_with_an_event(memory,
     default or nearest bound, each with a `normalised` event; clean rows are left alone."""
     mem = memory(db=pg)
     ids = [mem.add(f"fact {i}", judged=False) for i in range(5)]
-    odd = [("importance", None), ("confidence", float("nan")), ("decay_score", float("inf")),
-           ("importance", 42.0)]
+    odd = [
+        ("importance", None),
+        ("confidence", float("nan")),
+        ("decay_score", float("inf")),
+        ("importance", 42.0),
+    ]
     for mid, (col, value) in zip(ids, odd):
         run_sql(mem.store, f"UPDATE memories SET {col} = ? WHERE id = ?", (value, mid))
     run_sql(mem.store, "DELETE FROM lethe_migrations WHERE name = 'm015_normalise_odd_rows'")
@@ -97,19 +103,24 @@ def test_odd_numbers_left_by_an_older_store_are_normalised_with_an_event(memory,
         rows = {r["id"]: r for r in store.memories("default")}
         assert [rows[i]["importance"] for i in ids] == [5.0, 5.0, 5.0, 10.0, 5.0]
         assert rows[ids[1]]["confidence"] == 1.0 and rows[ids[2]]["decay_score"] == 1.0
-        events = [json.loads(e["detail"]) for i in ids for e in store.events(i)
-                  if e["event_type"] == "normalised"]
-        assert events == [{"importance": {"was": "NULL", "now": 5.0}},
-                          {"confidence": {"was": "nan", "now": 1.0}},
-                          {"decay_score": {"was": "inf", "now": 1.0}},
-                          {"importance": {"was": "42.0", "now": 10.0}}]
+        events = [
+            json.loads(e["detail"]) for i in ids for e in store.events(i) if e["event_type"] == "normalised"
+        ]
+        assert events == [
+            {"importance": {"was": "NULL", "now": 5.0}},
+            {"confidence": {"was": "nan", "now": 1.0}},
+            {"decay_score": {"was": "inf", "now": 1.0}},
+            {"importance": {"was": "42.0", "now": 10.0}},
+        ]
 
 
 def test_events_are_append_only(memory, pg):
     mem = memory(db=pg)
     mid = mem.add("User prefers tabs")
-    for sql in ("UPDATE memory_events SET event_type = 'x' WHERE memory_id = ?",
-                "DELETE FROM memory_events WHERE memory_id = ?"):
+    for sql in (
+        "UPDATE memory_events SET event_type = 'x' WHERE memory_id = ?",
+        "DELETE FROM memory_events WHERE memory_id = ?",
+    ):
         with pytest.raises(Exception, match="append-only"):
             run_sql(mem.store, sql, (mid,))
     with pytest.raises(Exception, match="append-only"):
@@ -119,8 +130,11 @@ def test_events_are_append_only(memory, pg):
 def test_full_text_follows_content_changes_and_passes_leave_it_alone(memory, pg, clock):
     mem = memory(db=pg)
     mid = mem.add("User prefers tabs")
-    run_sql(mem.store, "UPDATE memories SET content = 'User prefers spaces', summary = 'spaces' "
-                       "WHERE id = ?", (mid,))
+    run_sql(
+        mem.store,
+        "UPDATE memories SET content = 'User prefers spaces', summary = 'spaces' WHERE id = ?",
+        (mid,),
+    )
     assert [m.id for m in mem.candidates("spaces")] == [mid]
     assert mem.candidates("tabs") == []
     before = run_sql(mem.store, "SELECT xmin::text FROM memories_fts WHERE id = ?", (mid,)).fetchone()
@@ -154,22 +168,27 @@ def test_a_search_path_naming_no_schema_says_to_create_it(pg_dsn):
     dsn = f"{pg_dsn}{'&' if '?' in pg_dsn else '?'}options=-csearch_path%3D{name}"
     result = CliRunner().invoke(main, ["add", "team a fact", "--offline", "--db", dsn])
     assert result.exit_code == 2, result.output
-    assert result.output == (f"error: {dsn}: no schema of its search_path ({name}) exists, so "
-                             "there is nowhere to create the store's tables; create it first "
-                             "(CREATE SCHEMA ...), or connect without the search_path option\n")
+    assert result.output == (
+        f"error: {dsn}: no schema of its search_path ({name}) exists, so "
+        "there is nowhere to create the store's tables; create it first "
+        "(CREATE SCHEMA ...), or connect without the search_path option\n"
+    )
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{name}"')
     assert CliRunner().invoke(main, ["add", "team a fact", "--offline", "--db", dsn]).exit_code == 0
 
 
 def test_without_psycopg_the_error_names_the_extra():
-    code = ("import sys; sys.modules['psycopg'] = None\n"
-            "from engine.store import open_store\n"
-            "try:\n    open_store('postgresql://x@127.0.0.1:1/db')\n"
-            "except Exception as exc:\n    print(exc)")
+    code = (
+        "import sys; sys.modules['psycopg'] = None\n"
+        "from engine.store import open_store\n"
+        "try:\n    open_store('postgresql://x@127.0.0.1:1/db')\n"
+        "except Exception as exc:\n    print(exc)"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
-    assert out.stdout.strip() == \
-        "PostgreSQL needs the 'postgres' extra: pip install 'lethe-lifecycle[postgres]'"
+    assert (
+        out.stdout.strip() == "PostgreSQL needs the 'postgres' extra: pip install 'lethe-lifecycle[postgres]'"
+    )
 
 
 def test_nul_characters_are_refused_with_a_message(memory, pg):
@@ -182,12 +201,25 @@ def test_every_compiled_statement_runs_on_the_server(name, pg, clock):
     """EXPLAIN each statement of the postgres plan with its parameters bound: types,
     functions and syntax are checked by the server itself, not by reading the text."""
     plan = compile_policy(load(f"{POLICIES}/{name}.yaml"), "postgres")
-    statements = [s for sts in plan.passes.values() for s in sts] + [*plan.pass_reach.values(),
-        plan.recall, plan.recall_query, plan.recall_scored, plan.rank_refresh, plan.rank_refresh_ids,
-        *([plan.access] if plan.access else []), *plan.write_candidates.values(),
-        *plan.cluster_candidates.values(), plan.supersede, plan.forget, plan.reinforce,
-        *plan.merge_values.values(), plan.merge_absorb_events, plan.merge_absorb,
-        *plan.explain_reasons.values(), *plan.explain_order_keys.values()]
+    statements = [s for sts in plan.passes.values() for s in sts] + [
+        *plan.pass_reach.values(),
+        plan.recall,
+        plan.recall_query,
+        plan.recall_scored,
+        plan.rank_refresh,
+        plan.rank_refresh_ids,
+        *([plan.access] if plan.access else []),
+        *plan.write_candidates.values(),
+        *plan.cluster_candidates.values(),
+        plan.supersede,
+        plan.forget,
+        plan.reinforce,
+        *plan.merge_values.values(),
+        plan.merge_absorb_events,
+        plan.merge_absorb,
+        *plan.explain_reasons.values(),
+        *plan.explain_order_keys.values(),
+    ]
     with PostgresStore(pg, clock) as store:
         for st in statements:
             params = st.bind("2026-01-05T09:00:00", "default", '"tabs"', 5, [1, 2], (0, 100), 1, "x")
@@ -208,8 +240,12 @@ def test_recall_is_the_same_as_on_sqlite(name, memory, clock, tmp_path, pg_dsn):
 
 
 def _without_relevance(ex: dict) -> dict:
-    return {**ex, "candidates": [{k: v for k, v in c.items() if k not in ("relevance", "order_keys")}
-                                 for c in ex["candidates"]]}
+    return {
+        **ex,
+        "candidates": [
+            {k: v for k, v in c.items() if k not in ("relevance", "order_keys")} for c in ex["candidates"]
+        ],
+    }
 
 
 def test_workers_sharing_the_inbox_claim_each_turn_once(pg, clock):
@@ -245,9 +281,13 @@ def test_a_lease_taken_over_fences_its_old_holder(pg, clock):
         x.close()
 
 
-@pytest.mark.parametrize("held,session", [
-    ("SELECT * FROM leases FOR UPDATE", 0),  # the lease row: the statement's own wait
-    ("LOCK TABLE leases IN ACCESS EXCLUSIVE MODE", 1.0)])  # the table: the connection's
+@pytest.mark.parametrize(
+    "held,session",
+    [
+        ("SELECT * FROM leases FOR UPDATE", 0),  # the lease row: the statement's own wait
+        ("LOCK TABLE leases IN ACCESS EXCLUSIVE MODE", 1.0),
+    ],
+)  # the table: the connection's
 @pytest.mark.parametrize("step", ["acquire", "take_over", "renew"])
 def test_a_lease_statement_waits_for_a_locked_lease_a_bounded_time(pg, clock, step, held, session):
     """A lease statement is one round trip that sets its own lock_timeout: it gives up on
@@ -261,8 +301,11 @@ def test_a_lease_statement_waits_for_a_locked_lease_a_bounded_time(pg, clock, st
     out = {}
     with blocker.db.transaction():
         blocker.db.execute(held)
-        worker = threading.Thread(target=lambda: out.setdefault(
-            "got", lease.take_over("me") if step == "take_over" else getattr(lease, step)()))
+        worker = threading.Thread(
+            target=lambda: out.setdefault(
+                "got", lease.take_over("me") if step == "take_over" else getattr(lease, step)()
+            )
+        )
         worker.start()
         worker.join(30)  # without a wait of its own it would still be waiting
         finished = not worker.is_alive()
@@ -274,8 +317,9 @@ def test_a_lease_statement_waits_for_a_locked_lease_a_bounded_time(pg, clock, st
 
 
 def _server_connections(store) -> int:
-    return store.db.execute("SELECT count(*) FROM pg_stat_activity "
-                            "WHERE application_name = 'lethe'").fetchone()[0]
+    return store.db.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'lethe'"
+    ).fetchone()[0]
 
 
 def test_run_due_every_tick_keeps_one_lease_connection(pg, clock):
@@ -324,8 +368,9 @@ def test_import_keeps_ids_events_inbox_and_pass_runs_and_resumes(memory, tmp_pat
     with open_store(back) as file:
         assert _rows(file, "memory_events") == _rows(moved.store, "memory_events")
         claims = ("claimed_by", "claimed_until")  # a server's claims stay on the server
-        assert _named(file, "inbox") == [{k: v for k, v in r.items() if k not in claims}
-                                         for r in _named(moved.store, "inbox")]
+        assert _named(file, "inbox") == [
+            {k: v for k, v in r.items() if k not in claims} for r in _named(moved.store, "inbox")
+        ]
 
 
 def _newest_deleted(dsn: str, memory) -> int:
@@ -343,8 +388,7 @@ def test_a_server_source_set_but_not_called_gives_no_id_again(memory, tmp_path, 
     less than it holds: the copy still goes on after the deleted memory's id."""
     top = _newest_deleted(pg, memory)
     with PostgresStore(pg) as store:
-        run_sql(store, "SELECT setval(pg_get_serial_sequence('memories', 'id'), ?, false)",
-                (top + 1,))
+        run_sql(store, "SELECT setval(pg_get_serial_sequence('memories', 'id'), ?, false)", (top + 1,))
     copy = str(tmp_path / "copy.db")
     copy_store(pg, copy)
     assert memory(db=copy).add("a fact of its own") == top + 1
@@ -421,8 +465,9 @@ def _named(store, table):
 # change, the top 60 of recall; 20,000 rows still make four import batches and hundreds of
 # expiries and archivals. `make test` plays the 20,000 rows, `make soak` also the article's
 # 100,000 (test_passes.py checks the 100,000 on SQLite in `make test`).
-@pytest.fixture(scope="module", params=[20_000, pytest.param(100_000, marks=pytest.mark.soak)],
-                ids=lambda n: f"{n}-rows")
+@pytest.fixture(
+    scope="module", params=[20_000, pytest.param(100_000, marks=pytest.mark.soak)], ids=lambda n: f"{n}-rows"
+)
 def article_on_pg(request, tmp_path_factory, pg_dsn):
     rows = request.param
     path = str(tmp_path_factory.mktemp("article-pg") / "agent_memory.db")
@@ -437,8 +482,23 @@ def article_on_pg(request, tmp_path_factory, pg_dsn):
     article = sqlite3.connect(path)
     expired = seed_article.article_expiry(article, T)
     _, archived = seed_article.article_decay(article, T)
-    ran = runner.invoke(main, ["run", "--db", dsn, "--policy", f"{POLICIES}/lifecycle.yaml",
-                               "--pass", "expiry", "--pass", "decay", "--now", T.isoformat(), "--json"])
+    ran = runner.invoke(
+        main,
+        [
+            "run",
+            "--db",
+            dsn,
+            "--policy",
+            f"{POLICIES}/lifecycle.yaml",
+            "--pass",
+            "expiry",
+            "--pass",
+            "decay",
+            "--now",
+            T.isoformat(),
+            "--json",
+        ],
+    )
     assert ran.exit_code == 0, ran.output
     yield article, open_store(dsn), expired, archived, dsn, rows
     article.close()
@@ -449,22 +509,42 @@ def test_article_statuses_and_decay_equal_on_postgres(article_on_pg):
     q = "SELECT id, status, decay_score FROM memories ORDER BY id"
     theirs, ours = article.execute(q).fetchall(), [tuple(r) for r in run_sql(store, q)]
     assert len(ours) == len(theirs) == rows and expired > 100 and archived > 100
-    assert [(a, b) for a, b in zip(theirs, ours)
-            if a[0] != b[0] or a[1] != b[1] or abs(a[2] - b[2]) > 1e-9] == []
+    assert [
+        (a, b) for a, b in zip(theirs, ours) if a[0] != b[0] or a[1] != b[1] or abs(a[2] - b[2]) > 1e-9
+    ] == []
 
 
 def test_article_one_event_per_archived_or_expired_memory_on_postgres(article_on_pg):
     _, store, expired, archived, _, _ = article_on_pg
-    rows = [tuple(r) for r in run_sql(
-        store, "SELECT event_type, count(*), count(DISTINCT memory_id) FROM memory_events "
-               "WHERE occurred_at = ? GROUP BY event_type ORDER BY event_type", (T.isoformat(),))]
+    rows = [
+        tuple(r)
+        for r in run_sql(
+            store,
+            "SELECT event_type, count(*), count(DISTINCT memory_id) FROM memory_events "
+            "WHERE occurred_at = ? GROUP BY event_type ORDER BY event_type",
+            (T.isoformat(),),
+        )
+    ]
     assert rows == [("archived", archived, archived), ("expired", expired, expired)]
 
 
 def test_article_recall_order_from_lethe_ls_on_postgres(article_on_pg):
     article, _, _, _, dsn, _ = article_on_pg
-    out = CliRunner().invoke(main, ["ls", "--db", dsn, "--policy", f"{POLICIES}/lifecycle.yaml",
-                                    "--now", T.isoformat(), "--limit", "60", "--json"])
+    out = CliRunner().invoke(
+        main,
+        [
+            "ls",
+            "--db",
+            dsn,
+            "--policy",
+            f"{POLICIES}/lifecycle.yaml",
+            "--now",
+            T.isoformat(),
+            "--limit",
+            "60",
+            "--json",
+        ],
+    )
     assert out.exit_code == 0, out.output
     assert [m["id"] for m in json.loads(out.output)] == seed_article.article_recall_candidates(article)
 
@@ -485,9 +565,14 @@ def test_four_agents_and_two_daemons_for_a_minute_on_one_server(tmp_path, pg):
 
 # ---- SIGKILL, then a rerun: the same rows as a run never interrupted --------------------
 def _lethe(*args, env: dict | None = None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "engine.cli", *args], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=None if env is None else {**os.environ, **env})
+    return subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=None if env is None else {**os.environ, **env},
+    )
 
 
 def _kill_when(proc: subprocess.Popen, store, sql: str, timeout: float = 60) -> bool:
@@ -505,9 +590,10 @@ def _kill_when(proc: subprocess.Popen, store, sql: str, timeout: float = 60) -> 
 
 
 def _everything(store) -> dict:
-    return {t: [tuple(r) for r in run_sql(store, f"SELECT * FROM {t} ORDER BY id")]
-            for t in ("memories", "memory_events", "inbox")} | {
-        "pass_runs": [tuple(r) for r in run_sql(store, "SELECT * FROM pass_runs ORDER BY pass")]}
+    return {
+        t: [tuple(r) for r in run_sql(store, f"SELECT * FROM {t} ORDER BY id")]
+        for t in ("memories", "memory_events", "inbox")
+    } | {"pass_runs": [tuple(r) for r in run_sql(store, "SELECT * FROM pass_runs ORDER BY pass")]}
 
 
 @pytest.fixture(scope="module")
@@ -523,8 +609,7 @@ def article_20k_on_pg(article_20k, pg_dsn):
     return pg_server.Template(pg_dsn, lambda dsn: copy_store(article_20k, dsn, batch=1000))
 
 
-def test_sigkill_during_import_then_a_rerun_gives_the_same_rows(article_20k, article_20k_on_pg,
-                                                                pg_dsn):
+def test_sigkill_during_import_then_a_rerun_gives_the_same_rows(article_20k, article_20k_on_pg, pg_dsn):
     reference, killed = article_20k_on_pg.copy(), pg_server.fresh_schema(pg_dsn)
     with open_store(killed) as watch:
         proc = _lethe("import", article_20k, "--db", killed, "--batch", "1000")
@@ -539,8 +624,7 @@ def test_sigkill_during_import_then_a_rerun_gives_the_same_rows(article_20k, art
         assert _everything(b) == _everything(a)
 
 
-def test_sigkill_during_import_of_odd_rows_then_a_rerun_gives_the_same_rows(article_20k, pg_dsn,
-                                                                          tmp_path):
+def test_sigkill_during_import_of_odd_rows_then_a_rerun_gives_the_same_rows(article_20k, pg_dsn, tmp_path):
     """An article file with odd values is read from an adopted copy (before: COPY failed
     on 'high' in a REAL column). The copy is gone from the temp folder once adopted, so a
     kill during the copy leaves nothing there, and the rerun adopts a fresh one."""
@@ -577,18 +661,36 @@ def test_sigkill_during_import_of_odd_rows_then_a_rerun_gives_the_same_rows(arti
 
 def test_sigkill_during_a_pass_then_a_rerun_gives_the_same_rows(article_20k_on_pg):
     reference, killed = article_20k_on_pg.copy(), article_20k_on_pg.copy()
-    run = ["run", "--policy", f"{POLICIES}/lifecycle.yaml", "--pass", "expiry", "--pass", "decay",
-           "--now", T.isoformat(), "--json"]
+    run = [
+        "run",
+        "--policy",
+        f"{POLICIES}/lifecycle.yaml",
+        "--pass",
+        "expiry",
+        "--pass",
+        "decay",
+        "--now",
+        T.isoformat(),
+        "--json",
+    ]
     for db in (reference, killed):
         Memory(db, policy=f"{POLICIES}/lifecycle.yaml", clock=FixedClock(T)).close()  # ranks
-    assert subprocess.run([sys.executable, "-m", "engine.cli", *run, "--db", reference], cwd=ROOT,
-                          capture_output=True).returncode == 0
+    assert (
+        subprocess.run(
+            [sys.executable, "-m", "engine.cli", *run, "--db", reference], cwd=ROOT, capture_output=True
+        ).returncode
+        == 0
+    )
     with open_store(killed) as watch:
         proc = _lethe(*run, "--db", killed)
-        assert _kill_when(proc, watch, "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
-                                       "AND query LIKE 'UPDATE memories%'"), "the pass finished first"
-    rerun = subprocess.run([sys.executable, "-m", "engine.cli", *run, "--db", killed], cwd=ROOT,
-                           capture_output=True, text=True)
+        assert _kill_when(
+            proc,
+            watch,
+            "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'UPDATE memories%'",
+        ), "the pass finished first"
+    rerun = subprocess.run(
+        [sys.executable, "-m", "engine.cli", *run, "--db", killed], cwd=ROOT, capture_output=True, text=True
+    )
     assert rerun.returncode == 0, rerun.stderr
     with open_store(reference) as a, open_store(killed) as b:
         ours, theirs = _everything(b), _everything(a)
@@ -601,10 +703,16 @@ def test_sigkill_during_a_pass_then_a_rerun_gives_the_same_rows(article_20k_on_p
 
 # ---- batched passes: the exactly-once cursor on a server ---------------------------------
 def _state(store):
-    rows = [tuple(r) for r in run_sql(store, "SELECT id, status, decay_score, rank FROM memories "
-                                             "ORDER BY id")]
-    events = [tuple(r) for r in run_sql(store, "SELECT memory_id, event_type, occurred_at FROM "
-                                               "memory_events ORDER BY memory_id, event_type")]
+    rows = [
+        tuple(r) for r in run_sql(store, "SELECT id, status, decay_score, rank FROM memories ORDER BY id")
+    ]
+    events = [
+        tuple(r)
+        for r in run_sql(
+            store,
+            "SELECT memory_id, event_type, occurred_at FROM memory_events ORDER BY memory_id, event_type",
+        )
+    ]
     return rows, events
 
 
@@ -626,8 +734,7 @@ def test_batched_equals_one_transaction_on_postgres(tmp_path, article_pair_pg):
     with Memory(a, policy=f"{POLICIES}/scheduled-sql.yaml", clock=lambda: day, offline=True) as one:
         one.run(["expiry", "decay"])
         ref = _state(one.store)
-    with Memory(b, policy=batched_policy(tmp_path, "scheduled-sql"), clock=lambda: day,
-                offline=True) as many:
+    with Memory(b, policy=batched_policy(tmp_path, "scheduled-sql"), clock=lambda: day, offline=True) as many:
         many.run(["expiry", "decay"])
         assert _state(many.store) == ref
 
@@ -639,12 +746,19 @@ def test_an_interrupted_batched_pass_resumes_with_its_own_now_on_postgres(tmp_pa
         one.run(["decay"])
         ref = _state(one.store)
     clock = {"now": day}
-    mem = Memory(b, policy=batched_policy(tmp_path, "scheduled-sql"), clock=lambda: clock["now"],
-                 offline=True)
-    run_sql(mem.store, "CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-                       "RAISE EXCEPTION 'power cut'; END $$")
-    run_sql(mem.store, "CREATE TRIGGER boom BEFORE UPDATE OF decay_score ON memories FOR EACH ROW "
-                       "WHEN (old.id > 2500) EXECUTE FUNCTION boom()")
+    mem = Memory(
+        b, policy=batched_policy(tmp_path, "scheduled-sql"), clock=lambda: clock["now"], offline=True
+    )
+    run_sql(
+        mem.store,
+        "CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "RAISE EXCEPTION 'power cut'; END $$",
+    )
+    run_sql(
+        mem.store,
+        "CREATE TRIGGER boom BEFORE UPDATE OF decay_score ON memories FOR EACH ROW "
+        "WHEN (old.id > 2500) EXECUTE FUNCTION boom()",
+    )
     with pytest.raises(Exception, match="power cut"):
         mem.run(["decay"])
     cursor = run_sql(mem.store, "SELECT cursor FROM pass_progress").fetchone()[0]
@@ -661,16 +775,22 @@ def test_an_interrupted_batched_pass_resumes_with_its_own_now_on_postgres(tmp_pa
 # A server round trip costs what a SQLite call does not, so `make test` plays every scenario
 # under lifecycle and the fused and scene write paths on the scenarios that exercise them
 # (a replacement, a tool change, an expiry; scene cells); `make soak` plays every pair.
-QUICK = {"lifecycle": None,
-         "fused": {"deadline-moved", "postgres-to-mysql", "waiting-on-alice"},
-         "scenes": {"scenes/agent-build", "additive-and-progression"}}
+QUICK = {
+    "lifecycle": None,
+    "fused": {"deadline-moved", "postgres-to-mysql", "waiting-on-alice"},
+    "scenes": {"scenes/agent-build", "additive-and-progression"},
+}
 
 
 def _pair(scenario, policy):
     chosen = QUICK.get(os.path.basename(policy)[:-5], set())
     quick = chosen is None or scenario_name(scenario).removeprefix("scenarios/") in chosen
-    return pytest.param(scenario, policy, id=f"{scenario_name(scenario)}-{scenario_name(policy)}",
-                        marks=() if quick else pytest.mark.soak)
+    return pytest.param(
+        scenario,
+        policy,
+        id=f"{scenario_name(scenario)}-{scenario_name(policy)}",
+        marks=() if quick else pytest.mark.soak,
+    )
 
 
 PAIRS = [_pair(s, p) for s in SCENARIOS for p in SHIPPED_POLICIES]

@@ -1,5 +1,6 @@
 """PostgreSQL under faults (issue 42, finding 3): turns a runner claimed are given back
 when it stops early (tests/test_postgres_restart.py: after a server restart)."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,8 +17,10 @@ def test_turns_claimed_by_a_round_that_met_an_outage_are_given_back(tmp_path, pg
     the others claimed for 5 minutes: `pending: 1 changed (4 still pending)`."""
     dsn = pg_server.fresh_schema(pg_dsn)
     down = tmp_path / "down.yaml"
-    down.write_text("name: down\nextends: lifecycle\nmodels:\n  cheap: {provider: openai, "
-                    "model: m, base_url: 'http://127.0.0.1:9/v1', timeout: 1, max_retries: 0}\n")
+    down.write_text(
+        "name: down\nextends: lifecycle\nmodels:\n  cheap: {provider: openai, "
+        "model: m, base_url: 'http://127.0.0.1:9/v1', timeout: 1, max_retries: 0}\n"
+    )
     clock = FixedClock(NOW)
     with Memory(dsn, policy=str(down), clock=clock) as a:
         for i in range(5):

@@ -1,5 +1,6 @@
 """PostgreSQL restarts (issue 42, finding 4): a long-lived Memory, Scheduler or daemon goes
 on after the server restarts; the call that met the drop gets a one-line StoreError."""
+
 from __future__ import annotations
 
 import os
@@ -35,7 +36,7 @@ def test_a_long_lived_memory_goes_on_after_the_server_restarts(tmp_path):
             server.restart()
             errors = []
             for attempt in range(5):  # each connection (the Memory's, the scheduler's own,
-                try:                  # its lease's) meets the drop once
+                try:  # its lease's) meets the drop once
                     mem.add(f"User likes tea {attempt}.", judged=False)
                     assert mem.get(first).content == "User prefers tabs."
                     assert [r.content for r in mem.recall("tea")]
@@ -69,17 +70,22 @@ def test_the_daemon_goes_on_after_the_server_restarts(tmp_path):
         with Memory(dsn, offline=True) as mem:
             mem.add("User prefers tabs.", judged=False)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "engine.cli", "daemon", "--db", dsn, "--offline",
-             "--interval", "0.5"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True)
+            [sys.executable, "-m", "engine.cli", "daemon", "--db", dsn, "--offline", "--interval", "0.5"],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             time.sleep(3)
             server.restart()
             time.sleep(2)
             down = tmp_path / "down.yaml"
-            down.write_text("name: down\nextends: lifecycle\nmodels:\n  cheap: {provider: "
-                            "openai, model: m, base_url: 'http://127.0.0.1:9/v1', timeout: 1, "
-                            "max_retries: 0}\n")
+            down.write_text(
+                "name: down\nextends: lifecycle\nmodels:\n  cheap: {provider: "
+                "openai, model: m, base_url: 'http://127.0.0.1:9/v1', timeout: 1, "
+                "max_retries: 0}\n"
+            )
             with Memory(dsn, policy=str(down)) as mem:
                 mem.remember("I moved the API to Fly.io.", "Noted.")
                 assert len(mem.pending()) == 1

@@ -1,6 +1,7 @@
 """What the shipped prompts promise a model: no example answer to copy, the user's own words
 where a rewrite would lose hedges, dates beside candidates, and memory text that stays one
 quoted line whatever it holds."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -9,19 +10,27 @@ import os
 
 import pytest
 
-from engine.judges import invariants as guards
 from engine import prompts
-from engine.steps import kinds as steps
+from engine.judges import invariants as guards
 from engine.policy import load
+from engine.steps import kinds as steps
 from tests.conftest import POLICIES
 from tests.test_prompts import CANDIDATES, USER, variables
 
 LIFECYCLE = load(os.path.join(POLICIES, "lifecycle.yaml"))
 NOW = dt.datetime(2026, 1, 5, 9, 0, 0)
-TEMPLATES = {"gate.j2": "gate", "confidence.j2": "confidence", "contradiction.j2": "contradiction",
-             "expiry.j2": "expiry", "remember.j2": "fused", "cluster.j2": "cluster",
-             "merge.j2": "merge", "select.j2": "select", "extract.j2": "extract",
-             "summarise.j2": "summarise"}
+TEMPLATES = {
+    "gate.j2": "gate",
+    "confidence.j2": "confidence",
+    "contradiction.j2": "contradiction",
+    "expiry.j2": "expiry",
+    "remember.j2": "fused",
+    "cluster.j2": "cluster",
+    "merge.j2": "merge",
+    "select.j2": "select",
+    "extract.j2": "extract",
+    "summarise.j2": "summarise",
+}
 
 
 def render(template: str, step: str, **extra) -> str:
@@ -34,7 +43,7 @@ def examples(text: str) -> list[str]:
 
 def test_every_judge_template_is_listed():
     shipped = {f for f in os.listdir(os.path.join(os.path.dirname(POLICIES), "prompts")) if f.endswith(".j2")}
-    assert shipped - set(TEMPLATES) == {"chat.j2"}     # the chat answer is prose, not a judgment
+    assert shipped - set(TEMPLATES) == {"chat.j2"}  # the chat answer is prose, not a judgment
 
 
 @pytest.mark.parametrize("template,step", sorted(TEMPLATES.items()))
@@ -42,17 +51,26 @@ def test_every_template_names_each_field_and_shows_no_answer_to_copy(template, s
     """A small model copies an example answer that passes the checks (the gate's "nothing
     to save", contradiction's example supersession, expiry's example date): a template
     describes the answer's keys instead, and never ends on an answer."""
-    text = render(template, "compression.cluster" if step == "cluster" else
-                  "compression.merge" if step == "merge" else step)
+    text = render(
+        template,
+        "compression.cluster" if step == "cluster" else "compression.merge" if step == "merge" else step,
+    )
     assert guards.example_answers(text) == [], template
     assert not text.rstrip().splitlines()[-1].lstrip().startswith(("{", "["))
     for key in steps.schema(step)["properties"]:
         assert key in text, (template, key)
 
 
-@pytest.mark.parametrize("template,step", [("confidence.j2", "confidence"), ("expiry.j2", "expiry"),
-                                           ("contradiction.j2", "contradiction"), ("gate.j2", "gate"),
-                                           ("remember.j2", "fused")])
+@pytest.mark.parametrize(
+    "template,step",
+    [
+        ("confidence.j2", "confidence"),
+        ("expiry.j2", "expiry"),
+        ("contradiction.j2", "contradiction"),
+        ("gate.j2", "gate"),
+        ("remember.j2", "fused"),
+    ],
+)
 def test_judgments_of_a_rewrite_also_see_the_users_own_words(template, step):
     assert f"User said: {json.dumps(USER)}" in render(template, step)
 
@@ -93,5 +111,5 @@ def test_line_separators_in_memory_text_stay_inside_the_quoted_line(breaker):
     text = render("contradiction.j2", "contradiction", candidates=candidates)
     assert breaker not in text
     [line] = [ln for ln in text.splitlines() if ln.startswith("1: ")]
-    assert json.loads(line.split("] ", 1)[1]) == forged      # the same text, one line
+    assert json.loads(line.split("] ", 1)[1]) == forged  # the same text, one line
     assert not any(ln.startswith("2: ") for ln in text.splitlines())

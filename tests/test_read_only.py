@@ -2,6 +2,7 @@
 (issue 12, finding 9): opening an up-to-date store starts no write transaction, and
 `ls`, `why`, `costs`, `pending` and `compile` open it read-only (no WAL switch, no
 migration, no rank rebuild)."""
+
 from __future__ import annotations
 
 import os
@@ -19,7 +20,7 @@ from tests.conftest import POLICIES, ROOT, START
 LIFECYCLE = f"{POLICIES}/lifecycle.yaml"
 # another rank formula than the one the store's ranks were computed with: a writer opening
 # the store with it rebuilds them; a reader must not
-OTHER_RANK = f"name: other-rank\nextends: {LIFECYCLE}\nscores: {{rank: \"importance\"}}\n"
+OTHER_RANK = f'name: other-rank\nextends: {LIFECYCLE}\nscores: {{rank: "importance"}}\n'
 READERS = [["ls"], ["why", "1"], ["costs"], ["pending"]]
 
 
@@ -35,8 +36,13 @@ def store(tmp_path):
 
 
 def cli(*args, timeout=20) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "engine.cli", *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_opening_an_up_to_date_store_read_only_writes_nothing(store):
@@ -56,15 +62,21 @@ def test_readers_do_not_wait_behind_a_writer(store, command):
     rank differs waited for it (and failed with "database is locked")."""
     path, other = store
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sqlite3, sys, time; db = sqlite3.connect(sys.argv[1], "
-         "isolation_level=None); db.execute('BEGIN IMMEDIATE'); db.execute(\"UPDATE memories "
-         "SET importance = 7\"); print('locked', flush=True); time.sleep(30)", path],
-        stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys, time; db = sqlite3.connect(sys.argv[1], "
+            "isolation_level=None); db.execute('BEGIN IMMEDIATE'); db.execute(\"UPDATE memories "
+            "SET importance = 7\"); print('locked', flush=True); time.sleep(30)",
+            path,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         started = time.monotonic()
-        args = [*command, other] if command == ["compile"] else \
-            [*command, "--db", path, "--policy", other]
+        args = [*command, other] if command == ["compile"] else [*command, "--db", path, "--policy", other]
         done = cli(*args)
         assert done.returncode == 0, done.stderr
         assert time.monotonic() - started < 10
@@ -74,14 +86,17 @@ def test_readers_do_not_wait_behind_a_writer(store, command):
 
 
 def _can_mount_read_only() -> bool:
-    probe = subprocess.run(["unshare", "-m", "sh", "-c",
-                            "mount --bind / /mnt && mount -o remount,bind,ro /mnt"],
-                           capture_output=True)
+    probe = subprocess.run(
+        ["unshare", "-m", "sh", "-c", "mount --bind / /mnt && mount -o remount,bind,ro /mnt"],
+        capture_output=True,
+    )
     return probe.returncode == 0
 
 
-@pytest.mark.skipif(shutil.which("unshare") is None or not _can_mount_read_only(),
-                    reason="needs a private read-only mount (unshare -m, as root)")
+@pytest.mark.skipif(
+    shutil.which("unshare") is None or not _can_mount_read_only(),
+    reason="needs a private read-only mount (unshare -m, as root)",
+)
 @pytest.mark.parametrize("command", READERS, ids=" ".join)
 def test_readers_work_on_a_file_on_a_read_only_file_system(store, tmp_path, command):
     """The folder is mounted read-only (as root, file modes would not stop us): no -shm can
@@ -89,12 +104,12 @@ def test_readers_work_on_a_file_on_a_read_only_file_system(store, tmp_path, comm
     path, other = store
     ro = tmp_path / "ro"
     ro.mkdir()
-    argv = " ".join(f"'{a}'" for a in [sys.executable, "-m", "engine.cli", *command,
-                                        "--db", f"{ro}/agent.db", "--policy", other])
-    script = (f"mount --bind '{tmp_path}' '{ro}' && mount -o remount,bind,ro '{ro}' && "
-              f"cd '{ROOT}' && {argv}")
-    done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True,
-                          text=True, timeout=60)
+    argv = " ".join(
+        f"'{a}'"
+        for a in [sys.executable, "-m", "engine.cli", *command, "--db", f"{ro}/agent.db", "--policy", other]
+    )
+    script = f"mount --bind '{tmp_path}' '{ro}' && mount -o remount,bind,ro '{ro}' && cd '{ROOT}' && {argv}"
+    done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "error" not in done.stderr
 
@@ -112,11 +127,19 @@ def test_a_reader_says_what_a_file_holding_no_store_is(tmp_path):
     db.execute("CREATE TABLE memories (id INTEGER PRIMARY KEY, content TEXT NOT NULL)")
     db.commit()
     db.close()
-    for path, said in ((empty, f"error: no Lethe store at {empty}: this command does not create one"),
-                       (article, f"error: {article} holds memories Lethe has not adopted yet; run "
-                                 "a command that writes, such as `lethe run`, once to adopt it"),
-                       (other, f"error: cannot adopt {other}: its memories table is not the seed "
-                               "article's (it has no column summary, tags")):
+    for path, said in (
+        (empty, f"error: no Lethe store at {empty}: this command does not create one"),
+        (
+            article,
+            f"error: {article} holds memories Lethe has not adopted yet; run "
+            "a command that writes, such as `lethe run`, once to adopt it",
+        ),
+        (
+            other,
+            f"error: cannot adopt {other}: its memories table is not the seed "
+            "article's (it has no column summary, tags",
+        ),
+    ):
         before = path.read_bytes()
         done = cli("ls", "--db", path, "--policy", LIFECYCLE)
         assert done.returncode == 2 and done.stderr.startswith(said), done.stderr
@@ -133,12 +156,18 @@ def test_a_store_that_needs_upgrading_is_not_upgraded_by_a_reader(tmp_path):
 
 
 # ---- a user audit of the installed wheel: a store a writer cannot use says why ----------
-WRITERS = [["add", "x", "--offline"], ["remember", "I use uv.", "--offline"],
-           ["run", "--offline"], ["recall", "x", "--offline"]]
+WRITERS = [
+    ["add", "x", "--offline"],
+    ["remember", "I use uv.", "--offline"],
+    ["run", "--offline"],
+    ["recall", "x", "--offline"],
+]
 
 
-@pytest.mark.skipif(shutil.which("unshare") is None or not _can_mount_read_only(),
-                    reason="needs a private read-only mount (unshare -m, as root)")
+@pytest.mark.skipif(
+    shutil.which("unshare") is None or not _can_mount_read_only(),
+    reason="needs a private read-only mount (unshare -m, as root)",
+)
 @pytest.mark.parametrize("command", WRITERS, ids=" ".join)
 def test_writers_on_a_read_only_mount_say_it_is_read_only(store, tmp_path, command):
     """Before: `error: cannot open ro/agent.db: unable to open database file` (or `the
@@ -147,12 +176,11 @@ def test_writers_on_a_read_only_mount_say_it_is_read_only(store, tmp_path, comma
     path, _ = store
     ro = tmp_path / "ro"
     ro.mkdir()
-    argv = " ".join(f"'{a}'" for a in [sys.executable, "-m", "engine.cli", *command,
-                                        "--db", f"{ro}/agent.db"])
-    script = (f"mount --bind '{tmp_path}' '{ro}' && mount -o remount,bind,ro '{ro}' && "
-              f"cd '{ROOT}' && {argv}")
-    done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True,
-                          text=True, timeout=60)
+    argv = " ".join(
+        f"'{a}'" for a in [sys.executable, "-m", "engine.cli", *command, "--db", f"{ro}/agent.db"]
+    )
+    script = f"mount --bind '{tmp_path}' '{ro}' && mount -o remount,bind,ro '{ro}' && cd '{ROOT}' && {argv}"
+    done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done.stderr
     assert f"error: cannot open {ro}/agent.db: the file is read-only" in done.stderr
     assert "only the commands that read work: lethe ls, why, pending and costs" in done.stderr
@@ -163,25 +191,34 @@ def test_writers_say_a_read_only_folder_is_why(store, monkeypatch, command):
     """A folder the writer may not write (file modes do not stop root, so os.access
     answers as for another user): SQLite needs it for the -wal and -shm files."""
     from click.testing import CliRunner
+
     from engine.cli import main
+
     path, _ = store
     folder = os.path.dirname(path)
     for beside in (path + "-wal", path + "-shm"):
         if os.path.exists(beside):
             os.remove(beside)
     real = os.access
-    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if str(p) == folder and
-                        mode == os.W_OK else real(p, mode, **kw))
+    monkeypatch.setattr(
+        os,
+        "access",
+        lambda p, mode, **kw: False if str(p) == folder and mode == os.W_OK else real(p, mode, **kw),
+    )
     out = CliRunner().invoke(main, [*command, "--db", path])
     assert out.exit_code == 2, out.output
-    assert f"its directory {folder} is read-only, and SQLite needs to write its -wal and " \
-           f"-shm files" in out.output
+    assert (
+        f"its directory {folder} is read-only, and SQLite needs to write its -wal and "
+        f"-shm files" in out.output
+    )
 
 
 @pytest.mark.parametrize("command", [*WRITERS, *READERS], ids=" ".join)
 def test_a_db_that_is_a_directory_or_in_a_missing_one_says_so(tmp_path, command):
     from click.testing import CliRunner
+
     from engine.cli import main
+
     out = CliRunner().invoke(main, [*command, "--db", str(tmp_path)])
     assert out.exit_code == 2
     assert f"cannot open {tmp_path}: it is a directory, not a database file" in out.output
@@ -196,6 +233,7 @@ def test_a_link_is_judged_by_the_folder_of_the_file_it_names(tmp_path, monkeypat
     writer may not write, to a file in one it may, works (it was refused), and the reverse
     is refused (it was let through to SQLite's own 'unable to open database file')."""
     from engine.store.sqlite import unusable
+
     (tmp_path / "ro").mkdir()
     (tmp_path / "rw").mkdir()
     target = tmp_path / "rw" / "agent.db"
@@ -207,8 +245,9 @@ def test_a_link_is_judged_by_the_folder_of_the_file_it_names(tmp_path, monkeypat
     back.symlink_to(tmp_path / "ro" / "real.db")
     real = os.access
     ro = str(tmp_path / "ro")
-    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if str(p) == ro and
-                        mode == os.W_OK else real(p, mode, **kw))
+    monkeypatch.setattr(
+        os, "access", lambda p, mode, **kw: False if str(p) == ro and mode == os.W_OK else real(p, mode, **kw)
+    )
     assert unusable(str(link), read_only=False) is None
     problem = unusable(str(back), read_only=False)
     assert problem and problem.startswith(f"its directory {ro} is read-only"), problem

@@ -5,6 +5,7 @@ provider, so CI checks the engine's handling of real answers with no model: no f
 to a `confirms` of a memory that says something else, no supersession between memories
 about different things, no example answer accepted, no merge that lost an expiry, and the
 same counts as when this test was written (bench/RESULTS.md)."""
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,12 @@ RECORDED = os.path.join(ROOT, "tests", "fixtures", "real_model")
 # ask again, which was never recorded, so those turns (and the later turns whose prompts
 # show different candidates) stay pending: 19 of the live run's 46 memories are stored.
 PINNED = {
-    "qwen2.5-coder-1.5b-instruct-lifecycle.jsonl":
-        {"policy": "lifecycle", "stored": 19, "superseded": 0, "reinforced": 0},
+    "qwen2.5-coder-1.5b-instruct-lifecycle.jsonl": {
+        "policy": "lifecycle",
+        "stored": 19,
+        "superseded": 0,
+        "reinforced": 0,
+    },
 }
 
 
@@ -30,9 +35,19 @@ PINNED = {
 def test_a_real_models_answers_replayed_lose_nothing(tmp_path, recording):
     pinned = PINNED[recording]
     data = yaml.safe_load(open(TURNS, encoding="utf-8"))
-    row = play(pinned["policy"], os.path.join(POLICIES, f"{pinned['policy']}.yaml"), data,
-               str(tmp_path / "replayed.db"), replay=os.path.join(RECORDED, recording))
-    assert (row["lost_to_confirms"], row["wrong_thing_supersessions"],
-            row["example_answers_accepted"], row["merges_lost_expiry"]) == (0, 0, 0, 0)
-    assert {k: row[k] for k in ("stored", "superseded", "reinforced")} == \
-        {k: pinned[k] for k in ("stored", "superseded", "reinforced")}
+    row = play(
+        pinned["policy"],
+        os.path.join(POLICIES, f"{pinned['policy']}.yaml"),
+        data,
+        str(tmp_path / "replayed.db"),
+        replay=os.path.join(RECORDED, recording),
+    )
+    assert (
+        row["lost_to_confirms"],
+        row["wrong_thing_supersessions"],
+        row["example_answers_accepted"],
+        row["merges_lost_expiry"],
+    ) == (0, 0, 0, 0)
+    assert {k: row[k] for k in ("stored", "superseded", "reinforced")} == {
+        k: pinned[k] for k in ("stored", "superseded", "reinforced")
+    }

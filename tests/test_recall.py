@@ -1,4 +1,5 @@
 """Recall: order and filtering per shipped policy (snapshots), relevance, access, --explain."""
+
 import datetime as dt
 import glob
 import json
@@ -8,19 +9,23 @@ import pytest
 from click.testing import CliRunner
 from syrupy.extensions.json import JSONSnapshotExtension
 
-from engine.cli import main
 from engine.base.clock import iso
+from engine.cli import main
 from tests.conftest import POLICIES, run_sql
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
 # a policy with a local embedding model is pinned in test_local_scenarios.py (it needs the
 # `local` extra)
-SHIPPED = sorted(os.path.basename(p)[:-5] for p in glob.glob(f"{POLICIES}/*.yaml")
-                 if not p.endswith("-local.yaml"))
+SHIPPED = sorted(
+    os.path.basename(p)[:-5] for p in glob.glob(f"{POLICIES}/*.yaml") if not p.endswith("-local.yaml")
+)
 DAY = dt.timedelta(days=1)
-QUERIES = ["which dependency manager and database does the project use?",
-           "what editor do I like?", "good morning"]
+QUERIES = [
+    "which dependency manager and database does the project use?",
+    "what editor do I like?",
+    "good morning",
+]
 
 
 @pytest.fixture
@@ -35,18 +40,22 @@ def add(mem, text, **kw):
 def seed_store(mem, clock) -> dict[str, int]:
     """110 days of one agent's memories: one ages out, one fades below the recall floor,
     one is superseded, one expires, four stay fresh."""
-    ids = {"weather": add(mem, "User asked about the weather in Lisbon", importance=2),
-           "poetry": add(mem, "Dependencies of the project are managed with poetry", importance=7)}
+    ids = {
+        "weather": add(mem, "User asked about the weather in Lisbon", importance=2),
+        "poetry": add(mem, "Dependencies of the project are managed with poetry", importance=7),
+    }
     mem.run_due()
     clock.advance(20 * DAY)
     ids["editor"] = add(mem, "The favourite editor of the user is Neovim", importance=6)
     mem.run_due()
     clock.advance(80 * DAY)
-    ids["database"] = add(mem, "The project uses PostgreSQL 16 for its main database",
-                          importance=8, confidence=0.9)
+    ids["database"] = add(
+        mem, "The project uses PostgreSQL 16 for its main database", importance=8, confidence=0.9
+    )
     ids["tabs"] = add(mem, "User prefers tabs over spaces", importance=6, confidence=0.7)
-    ids["blocked"] = add(mem, "Release is blocked until the security review",
-                         importance=5, expires_at=clock() + 5 * DAY)
+    ids["blocked"] = add(
+        mem, "Release is blocked until the security review", importance=5, expires_at=clock() + 5 * DAY
+    )
     ids["uv"] = add(mem, "Dependencies of the project are managed with uv now", importance=7)
     with mem.store.transaction() as db:
         mem.writer.supersede(ids["poetry"], ids["uv"], "Dependencies ... uv now")
@@ -60,11 +69,27 @@ def stable(ex: dict) -> dict:
     """An explanation without database ids, floats rounded: what a reviewer reads."""
     names = {c["id"]: c["summary"] for c in ex["candidates"]}
     r = lambda v: round(v, 4) if isinstance(v, float) else v  # noqa: E731
-    return {**{k: ex[k] for k in ("where", "order", "limit", "select", "top_n", "filtered",
-                                  "eligible", "beyond_limit", "not_chosen")},
-            "chosen": [names[i] for i in ex["chosen"]],
-            "candidates": [{k: ([r(x) for x in v] if isinstance(v, list) else r(v))
-                            for k, v in c.items() if k != "id"} for c in ex["candidates"]]}
+    return {
+        **{
+            k: ex[k]
+            for k in (
+                "where",
+                "order",
+                "limit",
+                "select",
+                "top_n",
+                "filtered",
+                "eligible",
+                "beyond_limit",
+                "not_chosen",
+            )
+        },
+        "chosen": [names[i] for i in ex["chosen"]],
+        "candidates": [
+            {k: ([r(x) for x in v] if isinstance(v, list) else r(v)) for k, v in c.items() if k != "id"}
+            for c in ex["candidates"]
+        ],
+    }
 
 
 @pytest.mark.sqlite_only
@@ -86,15 +111,30 @@ def test_recall_never_returns_what_is_gone(memory, clock):
     mem = memory("lifecycle")
     ids = seed_store(mem, clock)
     statuses = {k: mem.get(i).status for k, i in ids.items()}
-    assert statuses == {"weather": "archived", "poetry": "superseded", "editor": "active",
-                        "database": "active", "tabs": "active", "blocked": "expired",
-                        "uv": "active"}
-    got = {q: [m.id for m in mem.recall(q)] for q in (
-        "weather in Lisbon", "release blocked security review", "editor Neovim",
-        "poetry dependencies")}
-    assert got == {"weather in Lisbon": [], "release blocked security review": [],
-                   "editor Neovim": [],  # faded below the recall floor
-                   "poetry dependencies": [ids["uv"]]}  # what replaced it
+    assert statuses == {
+        "weather": "archived",
+        "poetry": "superseded",
+        "editor": "active",
+        "database": "active",
+        "tabs": "active",
+        "blocked": "expired",
+        "uv": "active",
+    }
+    got = {
+        q: [m.id for m in mem.recall(q)]
+        for q in (
+            "weather in Lisbon",
+            "release blocked security review",
+            "editor Neovim",
+            "poetry dependencies",
+        )
+    }
+    assert got == {
+        "weather in Lisbon": [],
+        "release blocked security review": [],
+        "editor Neovim": [],  # faded below the recall floor
+        "poetry dependencies": [ids["uv"]],
+    }  # what replaced it
 
 
 def test_recalled_memory_lives_120_days_unrecalled_one_is_archived(memory, clock):
@@ -137,12 +177,14 @@ def test_relevance_in_the_order_formula(memory, clock, tmp_path):
     for i in range(8):
         add(plain, f"Unrelated note number {i} about green tea", importance=8)
     assert plain.candidates("database", scored=True)[0].id != db_id  # rank alone: importance 8 first
-    relevant = memory(write_policy(tmp_path, "relevant", 'recall:\n  order: "rank * (0.5 + relevance)"\n'),
-                      offline=True)
+    relevant = memory(
+        write_policy(tmp_path, "relevant", 'recall:\n  order: "rank * (0.5 + relevance)"\n'), offline=True
+    )
     first = relevant.candidates("database", scored=True)[0]
     assert first.id == db_id
     assert relevant.explain("database").candidates[0].order_keys == [
-        pytest.approx(first.rank * (0.5 + first.relevance))]
+        pytest.approx(first.rank * (0.5 + first.relevance))
+    ]
 
 
 def test_recall_records_access_of_the_chosen_only(memory, clock):
@@ -177,8 +219,14 @@ def test_explain_counts_every_reason_with_one_group_by(memory, clock):
     run_sql(mem.store, "UPDATE memories SET decay_score = 0.12 WHERE id = ?", (ids[7],))
     run_sql(mem.store, "UPDATE memories SET status = 'parked' WHERE id = ?", (ids[8],))
     ex = mem.explain("databases")
-    assert ex.filtered == {"archived": 1, "superseded": 1, "expired": 3, "compressed": 2,
-                           "below_floor": 1, "parked": 1}
+    assert ex.filtered == {
+        "archived": 1,
+        "superseded": 1,
+        "expired": 3,
+        "compressed": 2,
+        "below_floor": 1,
+        "parked": 1,
+    }
     assert ex.eligible == len(ex.candidates) == 3
     st = mem.plan.explain_reasons[True]
     assert st.sql.count("SELECT") == 1 and "GROUP BY reason" in st.sql
@@ -196,13 +244,24 @@ def test_explain_counts_what_the_limit_cut(memory, clock, tmp_path):
 def test_recall_explain_on_the_command_line(db_path, memory, clock):
     mem = memory("lifecycle", db=db_path)
     seed_store(mem, clock)
-    base = ["recall", "which database does the project use?", "--db", db_path, "--policy",
-            f"{POLICIES}/lifecycle.yaml", "--offline", "--now", iso(clock()), "--explain"]
+    base = [
+        "recall",
+        "which database does the project use?",
+        "--db",
+        db_path,
+        "--policy",
+        f"{POLICIES}/lifecycle.yaml",
+        "--offline",
+        "--now",
+        iso(clock()),
+        "--explain",
+    ]
     text = CliRunner().invoke(main, base)
     assert text.exit_code == 0, text.output
     assert "PostgreSQL 16" in text.output
-    assert ("left out: 1 archived, 1 superseded, 1 expired, 0 compressed, 1 below the recall floor"
-            in text.output)
+    assert (
+        "left out: 1 archived, 1 superseded, 1 expired, 0 compressed, 1 below the recall floor" in text.output
+    )
     data = json.loads(CliRunner().invoke(main, base + ["--json"]).output)
     assert data["filtered"]["below_floor"] == 1
     chosen = {c["summary"]: c for c in data["candidates"] if c["chosen"]}

@@ -3,6 +3,7 @@
 line are written by the store's next transaction, or at close, resolved and timed then.
 The lock is held by a second store's `transaction(exclusive=True)`, which is what a pass
 takes; on PostgreSQL that is a table lock the access UPDATE would wait for."""
+
 import contextlib
 import datetime as dt
 import os
@@ -13,9 +14,9 @@ import warnings
 
 import pytest
 
+from engine.base.errors import StoreWarning
 from engine.memory import Memory
 from engine.store import open_store
-from engine.base.errors import StoreWarning
 from tests.conftest import run_sql
 
 pytestmark = pytest.mark.both_backends
@@ -48,8 +49,9 @@ def seeded(memory):
 
 def access(db_path, clock, memory_id):
     with open_store(db_path, clock) as store:
-        row = run_sql(store, "SELECT access_count, last_accessed FROM memories WHERE id = ?",
-                      (memory_id,)).fetchone()
+        row = run_sql(
+            store, "SELECT access_count, last_accessed FROM memories WHERE id = ?", (memory_id,)
+        ).fetchone()
         return row[0], row[1]
 
 
@@ -58,8 +60,7 @@ def select_calls(db_path, clock):
         return run_sql(store, "SELECT count(*) FROM model_calls WHERE step = 'select'").fetchone()[0]
 
 
-def test_recall_answers_while_the_lock_is_held_and_its_access_lands_after(memory, held, db_path,
-                                                                           clock):
+def test_recall_answers_while_the_lock_is_held_and_its_access_lands_after(memory, held, db_path, clock):
     mem, tea = seeded(memory)
     before = select_calls(db_path, clock)
     holder = held()
@@ -167,10 +168,14 @@ def test_a_memory_the_pass_merged_meanwhile_passes_its_access_on(memory, held, d
     assert [m.id for m in mem.recall("green tea")][:1]
     picked = [r[0] for r in run_sql(holder.store, "SELECT id FROM memories").fetchall()]
     # the pass absorbs every picked memory into a new one, as a merge does, and commits
-    merged = holder.store.insert_memory({"namespace": "default", "content": "User likes green "
-                                         "tea.", "created_at": clock().isoformat()})
-    run_sql(holder.store, "UPDATE memories SET status = 'compressed', merged_into = ? "
-            "WHERE id IN (?, ?)", (merged, tea, other))
+    merged = holder.store.insert_memory(
+        {"namespace": "default", "content": "User likes green tea.", "created_at": clock().isoformat()}
+    )
+    run_sql(
+        holder.store,
+        "UPDATE memories SET status = 'compressed', merged_into = ? WHERE id IN (?, ?)",
+        (merged, tea, other),
+    )
     holder.release()
     mem.close()
     assert access(db_path, clock, tea)[0] == 0 and access(db_path, clock, other)[0] == 0
@@ -189,10 +194,11 @@ def test_a_kept_write_the_database_refuses_is_dropped_not_retried(memory, held, 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         walk = mem.add("User walks to work.", judged=False)  # before: this failed, and every
-        mem.forget(walk, "test")                             # later write of the Memory
+        mem.forget(walk, "test")  # later write of the Memory
     assert [str(w.message) for w in caught if issubclass(w.category, StoreWarning)] == [
         f"{mem.store.path}: a write kept while the store was busy was dropped "
-        "(ValueError: a value the database cannot take)"]
+        "(ValueError: a value the database cannot take)"
+    ]
     assert tries == [1] and not mem.store.deferred
     assert mem.get(walk).status == "archived"
 
@@ -207,8 +213,7 @@ def test_a_log_line_after_the_lock_is_free_writes_what_was_kept(memory, held, db
     assert access(db_path, clock, tea)[0] == 1
 
 
-def test_lethe_recall_prints_before_it_waits_to_record_the_access(memory, held, db_path, clock,
-                                                                  backend):
+def test_lethe_recall_prints_before_it_waits_to_record_the_access(memory, held, db_path, clock, backend):
     if backend != "sqlite":
         pytest.skip("the CLI's store here is a file")
     mem, tea = seeded(memory)
@@ -216,10 +221,24 @@ def test_lethe_recall_prints_before_it_waits_to_record_the_access(memory, held, 
     holder = held()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LETHE_"))}
-    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "recall", "green tea",
-                             "--db", db_path, "--offline", "--now", clock().isoformat()],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**env, "PYTHONPATH": root})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "engine.cli",
+            "recall",
+            "green tea",
+            "--db",
+            db_path,
+            "--offline",
+            "--now",
+            clock().isoformat(),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**env, "PYTHONPATH": root},
+    )
     got = []
     reader = threading.Thread(target=lambda: got.append(proc.stdout.readline()), daemon=True)
     reader.start()
@@ -249,8 +268,7 @@ def test_postgres_an_inbox_write_does_not_wait_for_a_kept_access(memory, held, b
     mem.close()
 
 
-def test_a_recall_after_a_long_pass_makes_a_bounded_share_of_the_kept_writes(memory, held,
-                                                                            db_path, clock):
+def test_a_recall_after_a_long_pass_makes_a_bounded_share_of_the_kept_writes(memory, held, db_path, clock):
     """After a pass of seconds, recalls made during it left many writes kept (1,164 after
     a 1M decay: making them all took the next recall 290 ms). A recall's transaction makes
     the first KEPT_AT_ONCE and keeps its own behind the rest: in order, none lost."""

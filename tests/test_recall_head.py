@@ -2,6 +2,7 @@
 the index holds the active memories ranked at or above a floor the store chooses, passes
 leave it in place, and recall gives exactly what the statement without the head gives,
 whatever the floor, for every namespace."""
+
 import dataclasses
 import datetime as dt
 import shutil
@@ -11,11 +12,11 @@ import pytest
 
 from bench import seed_article
 from engine import Memory
+from engine.base.text import fts_query
 from engine.plan import compile_policy
 from engine.policy import load
 from engine.run.recall import candidates
 from engine.store import recall_head as head
-from engine.base.text import fts_query
 from tests.conftest import POLICIES, START
 
 T = START + dt.timedelta(days=1)
@@ -27,8 +28,7 @@ def adopted(tmp_path_factory):
     """The article's file at N memories, adopted by a store (its ranks computed)."""
     path = tmp_path_factory.mktemp("head") / "article.db"
     seed_article.generate(path, N, START, seed=11)
-    Memory(str(path), policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: START,
-           offline=True).close()
+    Memory(str(path), policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: START, offline=True).close()
     return path
 
 
@@ -55,7 +55,7 @@ def agree(mem, limits=(1, 6, 60, 500)):
     for limit in limits:
         got = [r.id for r in candidates(ctx, None, limit)]
         assert got == whole(ctx, ctx.plan.recall, limit), (ctx.namespace, limit)
-        assert len(got) == min(limit, len(whole(ctx, ctx.plan.recall, 10 ** 6)))
+        assert len(got) == min(limit, len(whole(ctx, ctx.plan.recall, 10**6)))
         st, q = ctx.plan.recall_scored, fts_query("project deadline")
         scored = [r["id"] for r in ctx.store.fetch(st, ctx.namespace, query=q, limit=limit)]
         assert st.head is not None and scored == whole(ctx, st, limit, query=q)
@@ -71,8 +71,12 @@ def test_a_large_store_keeps_only_the_head(tmp_path, adopted):
         value, rows = db.execute("SELECT floor, rows FROM recall_head").fetchone()
         assert value is not None and recall_sql(db).endswith(f"rank >= {value!r}")
         assert head.HEAD_ROWS <= rows < 2 * head.HEAD_ROWS
-        assert rows == db.execute("SELECT count(*) FROM memories WHERE status = 'active' "
-                                  "AND rank >= ?", (value,)).fetchone()[0]
+        assert (
+            rows
+            == db.execute(
+                "SELECT count(*) FROM memories WHERE status = 'active' AND rank >= ?", (value,)
+            ).fetchone()[0]
+        )
         st = ctx.plan.recall
         binds = st.head.bind(T.isoformat(), ctx.namespace, limit=60, floor=value)
         assert "memories_recall (namespace=? AND status=? AND rank>?)" in plan_of(db, st.head, binds)
@@ -109,22 +113,21 @@ def test_passes_keep_the_head_in_place_and_choose_again_when_it_drifts(tmp_path,
     path = tmp_path / "months.db"
     seed_article.generate(path, 3 * head.FULL_BELOW, START, seed=11)
     day, seen, floors = [T], [], []
-    with Memory(str(path), policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: day[0],
-                offline=True) as mem:
+    with Memory(str(path), policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: day[0], offline=True) as mem:
         db = mem.store.db
         db.set_trace_callback(seen.append)
         for n in range(60):
             day[0] = T + dt.timedelta(days=n)
             mem.run(["expiry", "decay"])
             floors.append(head.floor(db))
-            active = db.execute("SELECT count(*) FROM memories WHERE status = 'active'"
-                                ).fetchone()[0]
+            active = db.execute("SELECT count(*) FROM memories WHERE status = 'active'").fetchone()[0]
             if floors[-1] is None:  # the file has shrunk under what a head is for
                 assert active < head.FULL_BELOW and recall_sql(db).endswith("'active'")
             else:
                 rows = db.execute("SELECT rows FROM recall_head").fetchone()[0]
-                inside = db.execute("SELECT count(*) FROM memories WHERE status = 'active' "
-                                    "AND rank >= ?", (floors[-1],)).fetchone()[0]
+                inside = db.execute(
+                    "SELECT count(*) FROM memories WHERE status = 'active' AND rank >= ?", (floors[-1],)
+                ).fetchone()[0]
                 assert rows // 2 <= inside <= 4 * rows, n
             agree(mem, limits=(60,))
     chosen = [f for f in floors if f is not None]
@@ -145,24 +148,39 @@ def test_namespaces_that_the_floor_leaves_out(tmp_path, adopted):
         before = head.floor(db)
         for ns, count, under in (("quiet", 2 * head.PER_NAMESPACE + 300, before), ("tiny", 40, 0.01)):
             # ranked just under the floor: a namespace the head as chosen leaves out
-            db.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
-                       "WHERE i < ?) INSERT INTO memories (namespace, content, importance, "
-                       "confidence, decay_score, rank, status, created_at) SELECT ?, "
-                       "'a quiet fact about the project deadline ' || i, ? * (0.999 - i * 1e-6), "
-                       "1.0, 1.0, ? * (0.999 - i * 1e-6), 'active', ? FROM n",
-                       (count, ns, under, under, START.isoformat()))
+            db.execute(
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
+                "WHERE i < ?) INSERT INTO memories (namespace, content, importance, "
+                "confidence, decay_score, rank, status, created_at) SELECT ?, "
+                "'a quiet fact about the project deadline ' || i, ? * (0.999 - i * 1e-6), "
+                "1.0, 1.0, ? * (0.999 - i * 1e-6), 'active', ? FROM n",
+                (count, ns, under, under, START.isoformat()),
+            )
         assert head.check(db, "quiet", T.isoformat())  # too few of quiet's in the head
         value = head.floor(db)
         assert value < before
-        assert db.execute("SELECT count(*) FROM memories WHERE namespace = 'quiet' AND "
-                          "status = 'active' AND rank >= ?", (value,)).fetchone()[0] \
+        assert (
+            db.execute(
+                "SELECT count(*) FROM memories WHERE namespace = 'quiet' AND status = 'active' AND rank >= ?",
+                (value,),
+            ).fetchone()[0]
             >= head.PER_NAMESPACE
-        assert db.execute("SELECT count(*) FROM memories WHERE namespace = 'tiny' AND "
-                          "rank >= ?", (value,)).fetchone()[0] == 0
+        )
+        assert (
+            db.execute(
+                "SELECT count(*) FROM memories WHERE namespace = 'tiny' AND rank >= ?", (value,)
+            ).fetchone()[0]
+            == 0
+        )
         assert not head.check(db, "quiet", T.isoformat())  # settled: nothing to do now
     for ns in ("quiet", "tiny", "default"):
-        with Memory(str(tmp_path / "copy.db"), policy=f"{POLICIES}/lifecycle.yaml",
-                    namespace=ns, clock=lambda: T, offline=True) as mem:
+        with Memory(
+            str(tmp_path / "copy.db"),
+            policy=f"{POLICIES}/lifecycle.yaml",
+            namespace=ns,
+            clock=lambda: T,
+            offline=True,
+        ) as mem:
             assert head.floor(mem.store.db) == value  # its ranks, computed, are as written
             agree(mem, limits=(6, 60))
 
@@ -170,8 +188,7 @@ def test_namespaces_that_the_floor_leaves_out(tmp_path, adopted):
 def test_a_small_store_keeps_every_active_memory(tmp_path):
     path = tmp_path / "small.db"
     seed_article.generate(path, 3_000, START, seed=3)
-    with Memory(str(path), policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T,
-                offline=True) as mem:
+    with Memory(str(path), policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
         mem.run(["expiry", "decay"])
         db = mem.store.db
         assert head.floor(db) is None
@@ -194,9 +211,13 @@ def test_only_rank_ordered_recall_of_active_memories_has_a_head_form(tmp_path):
     assert compile_policy(lifecycle).recall.head is not None
     assert compile_policy(lifecycle, "postgres").recall.head is None
     text = open(f"{POLICIES}/lifecycle.yaml").read()
-    for old, new in (("order: rank", "order: importance"),
-                     ("where: \"status = 'active' and decay_score > recall_floor\"",
-                      "where: \"status != 'superseded' and decay_score > recall_floor\"")):
+    for old, new in (
+        ("order: rank", "order: importance"),
+        (
+            "where: \"status = 'active' and decay_score > recall_floor\"",
+            "where: \"status != 'superseded' and decay_score > recall_floor\"",
+        ),
+    ):
         assert old in text
         path = tmp_path / "other.yaml"
         path.write_text(text.replace(old, new))

@@ -1,5 +1,6 @@
 """MemoryRecord.from_rows: records built from result rows equal those __init__ builds, keep
 the defaults of the fields a statement leaves out, and share no tag list."""
+
 import sqlite3
 from dataclasses import MISSING, dataclass, field, fields
 
@@ -15,11 +16,17 @@ def rows(sql: str):
 
 
 def test_records_equal_what_init_builds():
-    got = MemoryRecord.from_rows(rows(
-        "SELECT 7 AS id, 'uses uv' AS content, '[\"deploy\", \"tooling\"]' AS tags, "
-        "8.0 AS importance, 'archived' AS status, 0.5 AS rank, 'extra' AS not_a_field"))
-    assert got == [MemoryRecord(id=7, content="uses uv", tags=["deploy", "tooling"],
-                                importance=8.0, status="archived", rank=0.5)]
+    got = MemoryRecord.from_rows(
+        rows(
+            "SELECT 7 AS id, 'uses uv' AS content, '[\"deploy\", \"tooling\"]' AS tags, "
+            "8.0 AS importance, 'archived' AS status, 0.5 AS rank, 'extra' AS not_a_field"
+        )
+    )
+    assert got == [
+        MemoryRecord(
+            id=7, content="uses uv", tags=["deploy", "tooling"], importance=8.0, status="archived", rank=0.5
+        )
+    ]
     assert got[0].confidence == 1.0 and got[0].namespace == "default"  # left out: defaults
     assert list(vars(got[0])) == list(MemoryRecord.__dataclass_fields__)
 
@@ -45,6 +52,7 @@ def test_tags_is_the_one_field_built_by_a_factory():
 @dataclass
 class Mine(MemoryRecord):
     """A caller's own record: its own fields, defaults and __post_init__."""
+
     seen: list = field(default_factory=list)
 
     def __post_init__(self):
@@ -58,9 +66,9 @@ def test_a_subclass_gets_its_own_init():
 
 
 def test_records_share_no_tag_list():
-    a, b = MemoryRecord.from_rows(rows(
-        "SELECT 1 AS id, 'x' AS content, '[\"deploy\"]' AS tags "
-        "UNION ALL SELECT 2, 'y', '[\"deploy\"]'"))
+    a, b = MemoryRecord.from_rows(
+        rows("SELECT 1 AS id, 'x' AS content, '[\"deploy\"]' AS tags UNION ALL SELECT 2, 'y', '[\"deploy\"]'")
+    )
     a.tags.append("changed")
     assert b.tags == ["deploy"]
     (again,) = MemoryRecord.from_rows(rows("SELECT 3 AS id, 'z' AS content, '[\"deploy\"]' AS tags"))
@@ -68,9 +76,9 @@ def test_records_share_no_tag_list():
 
 
 def test_tags_that_hold_objects_are_parsed_for_each_record():
-    a, b = MemoryRecord.from_rows(rows(
-        "SELECT 1 AS id, 'x' AS content, '[{\"k\": 1}]' AS tags "
-        "UNION ALL SELECT 2, 'y', '[{\"k\": 1}]'"))
+    a, b = MemoryRecord.from_rows(
+        rows("SELECT 1 AS id, 'x' AS content, '[{\"k\": 1}]' AS tags UNION ALL SELECT 2, 'y', '[{\"k\": 1}]'")
+    )
     a.tags[0]["k"] = 2
     assert b.tags == [{"k": 1}]
 
@@ -79,7 +87,12 @@ def test_stored_tag_forms():
     assert parse_tags('["a", "b"]') == ["a", "b"]
     assert parse_tags("a, b ,") == ["a", "b"]  # older rows: comma-separated text
     assert parse_tags(None) == [] and parse_tags("[]") == []
-    assert [r.tags for r in MemoryRecord.from_rows(rows(
-        "SELECT 1 AS id, 'x' AS content, 'a, b' AS tags UNION ALL SELECT 2, 'y', NULL "
-        "UNION ALL SELECT 3, 'z', '\"solo\"'"))
-            ] == [["a", "b"], [], ["solo"]]
+    assert [
+        r.tags
+        for r in MemoryRecord.from_rows(
+            rows(
+                "SELECT 1 AS id, 'x' AS content, 'a, b' AS tags UNION ALL SELECT 2, 'y', NULL "
+                "UNION ALL SELECT 3, 'z', '\"solo\"'"
+            )
+        )
+    ] == [["a", "b"], [], ["solo"]]

@@ -5,6 +5,7 @@ The processes are the scripts in tests/procs/. The short versions run in `make t
 long ones (60 s, four agents; 200k memories, more kill points) are `@pytest.mark.soak`
 and run with `make soak`. Each test prints its figures (run pytest with -s to see them).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -36,8 +37,14 @@ STATUS_EVENTS = ("archived", "expired", "superseded", "compressed")
 # ---- helpers --------------------------------------------------------------------------
 def spawn(script: str, *args, stdout=subprocess.PIPE) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": ROOT, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen([sys.executable, os.path.join(PROCS, script), *map(str, args)],
-                            cwd=ROOT, env=env, stdout=stdout, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, os.path.join(PROCS, script), *map(str, args)],
+        cwd=ROOT,
+        env=env,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def run_proc(script: str, *args, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -84,9 +91,11 @@ def copy_db(src, dst) -> str:
 def snapshot(path) -> dict:
     """Everything a pass may change: every memory row, every event, the pass runs."""
     with connect(path) as db:
-        return {"memories": db.execute("SELECT * FROM memories ORDER BY id").fetchall(),
-                "events": db.execute("SELECT * FROM memory_events ORDER BY id").fetchall(),
-                "pass_runs": db.execute("SELECT * FROM pass_runs ORDER BY namespace, pass").fetchall()}
+        return {
+            "memories": db.execute("SELECT * FROM memories ORDER BY id").fetchall(),
+            "events": db.execute("SELECT * FROM memory_events ORDER BY id").fetchall(),
+            "pass_runs": db.execute("SELECT * FROM pass_runs ORDER BY namespace, pass").fetchall(),
+        }
 
 
 def which_state(snap: dict, states: dict) -> str | None:
@@ -112,30 +121,44 @@ def status_event_problems(db) -> list:
     problems = db.execute(
         "SELECT id, status, 'no event for its status' FROM memories m WHERE status != 'active' "
         "AND NOT EXISTS (SELECT 1 FROM memory_events e WHERE e.memory_id = m.id "
-        "AND e.event_type = m.status)").fetchall()
+        "AND e.event_type = m.status)"
+    ).fetchall()
     marks = ",".join("?" * len(STATUS_EVENTS))
     problems += db.execute(
         f"SELECT e.memory_id, m.status, 'event ' || e.event_type FROM memory_events e "
         f"JOIN memories m ON m.id = e.memory_id WHERE e.event_type IN ({marks}) "
-        f"AND e.event_type != m.status", STATUS_EVENTS).fetchall()
+        f"AND e.event_type != m.status",
+        STATUS_EVENTS,
+    ).fetchall()
     problems += db.execute(
         f"SELECT memory_id, event_type, 'twice: ' || count(*) FROM memory_events "
         f"WHERE event_type IN ({marks}) GROUP BY memory_id, event_type HAVING count(*) > 1",
-        STATUS_EVENTS).fetchall()
+        STATUS_EVENTS,
+    ).fetchall()
     problems += db.execute(
         "SELECT id, status, 'no created/merged event' FROM memories m WHERE NOT EXISTS "
         "(SELECT 1 FROM memory_events e WHERE e.memory_id = m.id "
-        "AND e.event_type IN ('created', 'merged'))").fetchall()
+        "AND e.event_type IN ('created', 'merged'))"
+    ).fetchall()
     problems += db.execute(
         "SELECT id, contradicted_by, 'superseded by a missing memory' FROM memories "
         "WHERE status = 'superseded' AND (contradicted_by IS NULL OR contradicted_by NOT IN "
-        "(SELECT id FROM memories))").fetchall()
+        "(SELECT id FROM memories))"
+    ).fetchall()
     return problems
 
 
 # ---- concurrency ----------------------------------------------------------------------
-def run_concurrency(tmp_path, workers: int, seconds: float, cli: bool = False,
-                    step: str = "2d", daemons: int = 1, db=None, lease: bool = False) -> dict:
+def run_concurrency(
+    tmp_path,
+    workers: int,
+    seconds: float,
+    cli: bool = False,
+    step: str = "2d",
+    daemons: int = 1,
+    db=None,
+    lease: bool = False,
+) -> dict:
     """`workers` agent processes and `daemons` pass daemons start together on a fresh file
     (so they also race to create and migrate it) and run for `seconds`. With `cli`, the
     first daemon runs every other round through `lethe run`. `db` may name a PostgreSQL
@@ -143,13 +166,25 @@ def run_concurrency(tmp_path, workers: int, seconds: float, cli: bool = False,
     db = db or tmp_path / "shared.db"
     logs = [tmp_path / f"worker{i}.jsonl" for i in range(1, workers + 1)]
     daemon_logs = [tmp_path / f"daemon{i}.jsonl" for i in range(1, daemons + 1)]
-    procs = [spawn("worker.py", db, log, "--worker", i, "--seconds", seconds)
-             for i, log in enumerate(logs, 1)]
+    procs = [
+        spawn("worker.py", db, log, "--worker", i, "--seconds", seconds) for i, log in enumerate(logs, 1)
+    ]
     epoch = ["--epoch", time.time()] if lease and daemons > 1 else []
-    procs += [spawn("pass_loop.py", db, log, "--seconds", seconds, "--step", step,
-                    *(["--cli"] if cli and i == 0 else []), *(["--lease"] if lease else []),
-                    *epoch)
-              for i, log in enumerate(daemon_logs)]
+    procs += [
+        spawn(
+            "pass_loop.py",
+            db,
+            log,
+            "--seconds",
+            seconds,
+            "--step",
+            step,
+            *(["--cli"] if cli and i == 0 else []),
+            *(["--lease"] if lease else []),
+            *epoch,
+        )
+        for i, log in enumerate(daemon_logs)
+    ]
     for p in procs:
         _, err = p.communicate(timeout=seconds + 300)
         assert p.returncode == 0, err[-3000:]
@@ -170,41 +205,58 @@ def run_concurrency(tmp_path, workers: int, seconds: float, cli: bool = False,
             assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         ids = {r[0] for r in conn.execute("SELECT id FROM memories")}
         for e in added:
-            row = conn.execute("SELECT content, namespace FROM memories WHERE id = ?",
-                               (e["id"],)).fetchone()
+            row = conn.execute("SELECT content, namespace FROM memories WHERE id = ?", (e["id"],)).fetchone()
             if row is None or row["content"] != e["content"]:
                 lost.append(e)
         for e in remembered:
-            turn = conn.execute("SELECT status, memory_ids FROM inbox WHERE user_text = ?",
-                                (e["user"],)).fetchall()
+            turn = conn.execute(
+                "SELECT status, memory_ids FROM inbox WHERE user_text = ?", (e["user"],)
+            ).fetchall()
             ok = len(turn) == 1 and turn[0]["status"] == ("done" if e["ids"] else "dropped")
             ok = ok and json.loads(turn[0]["memory_ids"] or "[]") == e["ids"]
             if not ok or not set(e["ids"]) <= ids:
                 lost.append(e)
         pending = conn.execute("SELECT count(*) FROM inbox WHERE status = 'pending'").fetchone()[0]
         problems = status_event_problems(conn)
-        statuses = dict(tuple(r) for r in conn.execute(
-            "SELECT status, count(*) FROM memories GROUP BY status").fetchall())
-        events = dict(tuple(r) for r in conn.execute("SELECT event_type, count(*) FROM memory_events "
-                                                     "GROUP BY event_type").fetchall())
+        statuses = dict(
+            tuple(r) for r in conn.execute("SELECT status, count(*) FROM memories GROUP BY status").fetchall()
+        )
+        events = dict(
+            tuple(r)
+            for r in conn.execute(
+                "SELECT event_type, count(*) FROM memory_events GROUP BY event_type"
+            ).fetchall()
+        )
     rounds = [d for d in daemon if "round" in d]
     # a daemon whose clock reads more than a day before a pass's last run runs it again, and
     # says the clock went back (docs/time.md). Daemons on a shared clock (epoch) never see
     # that; daemons stepping clocks of their own drift apart by days, and a run that says so
     # is the rule working, not a pass run twice
-    ran = [(r["pass"], r["ran_at"]) for d in rounds for r in (d["results"] or [])
-           if r["pass"] != "pending"
-           and (epoch or not any("the clock went back" in n for n in r.get("notes") or ()))]
+    ran = [
+        (r["pass"], r["ran_at"])
+        for d in rounds
+        for r in (d["results"] or [])
+        if r["pass"] != "pending"
+        and (epoch or not any("the clock went back" in n for n in r.get("notes") or ()))
+    ]
     figures = {
-        "passes_run": len(ran), "passes_run_twice": len(ran) - len(set(ran)),
-        "processes": workers + daemons, "seconds": seconds,
+        "passes_run": len(ran),
+        "passes_run_twice": len(ran) - len(set(ran)),
+        "processes": workers + daemons,
+        "seconds": seconds,
         "writes_acknowledged": sum(1 for e in remembered if e["ids"]) + len(added),
-        "remember_calls": len(remembered), "dropped_by_gate": sum(1 for e in remembered if not e["ids"]),
-        "adds": len(added), "recalls": len(recalls), "lost": len(lost),
+        "remember_calls": len(remembered),
+        "dropped_by_gate": sum(1 for e in remembered if not e["ids"]),
+        "adds": len(added),
+        "recalls": len(recalls),
+        "lost": len(lost),
         "lock_errors": sum(1 for e in errors if e["error"] == "lock"),
         "other_errors": sum(1 for e in errors if e["error"] == "other"),
-        "pass_rounds": len(rounds), "cli_rounds": sum(1 for d in rounds if d.get("cli")),
-        "pending_left": pending, "statuses": statuses, "events": events,
+        "pass_rounds": len(rounds),
+        "cli_rounds": sum(1 for d in rounds if d.get("cli")),
+        "pending_left": pending,
+        "statuses": statuses,
+        "events": events,
     }
     print("\nconcurrency figures:", json.dumps(figures, sort_keys=True))
     assert errors == [], errors[:5]
@@ -235,13 +287,22 @@ def test_four_agents_for_a_minute_with_two_daemons(tmp_path):
 def test_processes_opening_a_new_file_at_once_all_get_the_whole_schema(tmp_path):
     """Four processes create and migrate the same new file at the same moment."""
     db = tmp_path / "new.db"
-    code = ("import sys; sys.path.insert(0, sys.argv[2]); from engine.store import Store; "
-            "s = Store(sys.argv[1]); print(len(s.db.execute('SELECT * FROM lethe_migrations')"
-            ".fetchall()))")
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[2]); from engine.store import Store; "
+        "s = Store(sys.argv[1]); print(len(s.db.execute('SELECT * FROM lethe_migrations')"
+        ".fetchall()))"
+    )
     env = {**os.environ, "PYTHONPATH": ROOT}
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(db), ROOT], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(db), ROOT],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
     from engine.store import MIGRATIONS
 
     for p in procs:
@@ -267,8 +328,10 @@ class PassCrashBench:
         Memory(self.base, policy=LIFECYCLE, offline=True, clock=FixedClock(START)).close()
         settle(self.base)
         self.states = {"S0 before": snapshot(self.base)}
-        for label, passes in (("S1 expiry applied", ["expiry"]),
-                              ("S2 expiry+decay applied", ["expiry", "decay"])):
+        for label, passes in (
+            ("S1 expiry applied", ["expiry"]),
+            ("S2 expiry+decay applied", ["expiry", "decay"]),
+        ):
             path = copy_db(self.base, base_dir / "partial.db")
             with Memory(path, policy=LIFECYCLE, offline=True, clock=FixedClock(NOW)) as mem:
                 mem.run(passes)
@@ -294,8 +357,7 @@ class PassCrashBench:
             args = ["--label", label, "--at", max(1, int(self.counts[label] * fraction))]
         proc = run_proc("pass_kill.py", path, "--now", NOW.isoformat(), *args)
         assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr[-2000:])
-        return self._check(path, f"{label} @ {fraction if fraction is not None else 'commit'}",
-                           expect)
+        return self._check(path, f"{label} @ {fraction if fraction is not None else 'commit'}", expect)
 
     def kill_after_delay(self, label: str, delay: float, expect: set[str]) -> str:
         """SIGKILL from outside, `delay` seconds after the process reports `label` began."""
@@ -308,8 +370,9 @@ class PassCrashBench:
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=120)
         killed = proc.returncode == -signal.SIGKILL
-        return self._check(path, f"{label} + {delay * 1000:.0f} ms"
-                           + ("" if killed else " (finished first)"), expect)
+        return self._check(
+            path, f"{label} + {delay * 1000:.0f} ms" + ("" if killed else " (finished first)"), expect
+        )
 
     def _check(self, path: str, where: str, expect: set[str]) -> str:
         assert integrity(path) == "ok"
@@ -362,8 +425,7 @@ def test_sigkill_mid_batched_pass_resumes_with_the_same_now(tmp_path):
     another clock) finishes the pass with the `now` it started with, so the rows equal an
     uninterrupted run's, each touched once, and equal the one-transaction pass's."""
     policy = tmp_path / "batched.yaml"
-    policy.write_text(f"name: lifecycle-batched\nextends: {LIFECYCLE}\n"
-                      "passes:\n  decay:\n    batch: 1000\n")
+    policy.write_text(f"name: lifecycle-batched\nextends: {LIFECYCLE}\npasses:\n  decay:\n    batch: 1000\n")
     base = str(tmp_path / "base.db")
     seed_article.generate(base, 8_000, START, seed=4)
     Memory(base, policy=str(policy), offline=True, clock=FixedClock(START)).close()
@@ -385,8 +447,10 @@ def test_sigkill_mid_batched_pass_resumes_with_the_same_now(tmp_path):
     counts, final = json.loads(done.stdout)["counts"], snapshot(ref)
     later = FixedClock(NOW + dt.timedelta(minutes=30))  # expiry (every 1h) is not due again
     outcomes = []
-    for args in (["--label", "decay.rules[0] update", "--at", int(counts["decay.rules[0] update"] * 0.55)],
-                 ["--label", "decay.rules[1] update", "--at-commit", "--at", 3]):
+    for args in (
+        ["--label", "decay.rules[0] update", "--at", int(counts["decay.rules[0] update"] * 0.55)],
+        ["--label", "decay.rules[1] update", "--at-commit", "--at", 3],
+    ):
         victim = copy_db(base, tmp_path / "victim.db")
         proc = run_proc("pass_kill.py", victim, "--policy", policy, "--now", NOW.isoformat(), *args)
         assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
@@ -396,8 +460,10 @@ def test_sigkill_mid_batched_pass_resumes_with_the_same_now(tmp_path):
         assert run_now == NOW.isoformat()
         got, s1, s2 = snapshot(victim), states["S1"]["memories"], states["S2"]["memories"]
         assert got["memories"] == [a if a[0] < cursor else b for a, b in zip(s2, s1)]
-        assert _events(got) == sorted(_events(states["S1"]) + [
-            e for e in _events(states["S2"]) if e not in _events(states["S1"]) and e[0] < cursor])
+        assert _events(got) == sorted(
+            _events(states["S1"])
+            + [e for e in _events(states["S2"]) if e not in _events(states["S1"]) and e[0] < cursor]
+        )
         with Memory(victim, policy=str(policy), offline=True, clock=later) as mem:
             notes = [n for r in mem.run_due() if r.name == "decay" for n in r.notes]
         assert notes == ["resumed an interrupted run"]
@@ -413,15 +479,25 @@ def test_sigkill_mid_batched_pass_resumes_with_the_same_now(tmp_path):
 
 def test_a_resumed_batched_pass_reports_all_the_rows_it_changed(tmp_path):
     policy = tmp_path / "batched.yaml"
-    policy.write_text(f"name: lifecycle-batched\nextends: {LIFECYCLE}\n"
-                      "passes:\n  decay:\n    batch: 500\n")
+    policy.write_text(f"name: lifecycle-batched\nextends: {LIFECYCLE}\npasses:\n  decay:\n    batch: 500\n")
     base = str(tmp_path / "base.db")
     seed_article.generate(base, 3_000, START, seed=4)
     Memory(base, policy=str(policy), offline=True, clock=FixedClock(START)).close()
     ref, victim = copy_db(base, tmp_path / "ref.db"), copy_db(base, tmp_path / "victim.db")
     assert run_proc("pass_kill.py", ref, "--policy", policy, "--now", NOW.isoformat()).returncode == 0
-    proc = run_proc("pass_kill.py", victim, "--policy", policy, "--now", NOW.isoformat(),
-                    "--label", "decay.rules[1] update", "--at-commit", "--at", 3)
+    proc = run_proc(
+        "pass_kill.py",
+        victim,
+        "--policy",
+        policy,
+        "--now",
+        NOW.isoformat(),
+        "--label",
+        "decay.rules[1] update",
+        "--at-commit",
+        "--at",
+        3,
+    )
     assert proc.returncode == -signal.SIGKILL
     with Memory(victim, policy=str(policy), offline=True, clock=FixedClock(NOW)) as mem:
         mem.run_due()
@@ -433,20 +509,32 @@ def test_a_resumed_batched_pass_reports_all_the_rows_it_changed(tmp_path):
 def _compression_db(path: str) -> str:
     """Four groups of three memories the rules cluster judge merges, and three loners."""
     groups = [
-        ["The billing service stores invoices in PostgreSQL",
-         "Billing service invoices are stored in PostgreSQL",
-         "Invoices of the billing service live in PostgreSQL"],
-        ["User prefers dark mode in the editor", "User likes dark mode in the editor",
-         "The user prefers the editor in dark mode"],
-        ["Deploys of the docs site go through GitHub Actions",
-         "The docs site deploys with GitHub Actions", "GitHub Actions deploys the docs site"],
-        ["Alice reviews changes to the auth module",
-         "Changes to the auth module are reviewed by Alice",
-         "Alice is the reviewer for the auth module"],
+        [
+            "The billing service stores invoices in PostgreSQL",
+            "Billing service invoices are stored in PostgreSQL",
+            "Invoices of the billing service live in PostgreSQL",
+        ],
+        [
+            "User prefers dark mode in the editor",
+            "User likes dark mode in the editor",
+            "The user prefers the editor in dark mode",
+        ],
+        [
+            "Deploys of the docs site go through GitHub Actions",
+            "The docs site deploys with GitHub Actions",
+            "GitHub Actions deploys the docs site",
+        ],
+        [
+            "Alice reviews changes to the auth module",
+            "Changes to the auth module are reviewed by Alice",
+            "Alice is the reviewer for the auth module",
+        ],
     ]
     with Memory(path, policy=LIFECYCLE, offline=True, clock=FixedClock(START)) as mem:
-        for text in [t for g in groups for t in g] + ["User runs nightly reports at 2am",
-                                                      "The CLI is written in Go"]:
+        for text in [t for g in groups for t in g] + [
+            "User runs nightly reports at 2am",
+            "The CLI is written in Go",
+        ]:
             mem.add(text, judged=False)
     settle(path)
     return path
@@ -483,8 +571,7 @@ def test_run_due_after_a_kill_inside_compression_finishes_the_merges(tmp_path):
     with Memory(victim, policy=LIFECYCLE, offline=True, clock=FixedClock(START)) as mem:
         mem.run_due()
     originals = {k: v for k, v in _by_content(base).items()}
-    assert {k: _by_content(victim)[k] for k in originals} == \
-        {k: _by_content(ref)[k] for k in originals}
+    assert {k: _by_content(victim)[k] for k in originals} == {k: _by_content(ref)[k] for k in originals}
 
 
 # ---- crash in the middle of remember ----------------------------------------------------
@@ -507,8 +594,10 @@ def turn_problems(db: sqlite3.Connection) -> list:
     db.row_factory = sqlite3.Row
     problems = []
     created = {}
-    for e in db.execute("SELECT memory_id, event_type, detail FROM memory_events "
-                        "WHERE event_type IN ('created', 'reinforced')"):
+    for e in db.execute(
+        "SELECT memory_id, event_type, detail FROM memory_events "
+        "WHERE event_type IN ('created', 'reinforced')"
+    ):
         turn = json.loads(e["detail"] or "{}").get("turn")
         if turn is not None:
             created.setdefault(turn, set()).add(e["memory_id"])
@@ -522,8 +611,9 @@ def turn_problems(db: sqlite3.Connection) -> list:
                 problems.append((t["id"], t["status"], ids, created.get(t["id"])))
         else:
             problems.append((t["id"], "unknown status", t["status"]))
-    superseded_by = db.execute("SELECT m.id, m.contradicted_by FROM memories m WHERE "
-                               "status = 'superseded'").fetchall()
+    superseded_by = db.execute(
+        "SELECT m.id, m.contradicted_by FROM memories m WHERE status = 'superseded'"
+    ).fetchall()
     for mid, new in superseded_by:
         if db.execute("SELECT count(*) FROM memories WHERE id = ?", (new,)).fetchone()[0] != 1:
             problems.append((mid, "superseded by a memory that is not there", new))
@@ -537,9 +627,11 @@ def judged_turns(path) -> dict:
     with connect(path) as db:
         out = {}
         for uid, user, status, ids in db.execute("SELECT id, user_text, status, memory_ids FROM inbox"):
-            rows = db.execute("SELECT content, importance, confidence, expires_at FROM "
-                              "memories WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id",
-                              (ids or "[]",)).fetchall()
+            rows = db.execute(
+                "SELECT content, importance, confidence, expires_at FROM "
+                "memories WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id",
+                (ids or "[]",),
+            ).fetchall()
             out[(uid, user)] = (status, rows)
         return out
 
@@ -558,21 +650,22 @@ def remember_reference(tmp_path_factory):
     return d, turns, judged_turns(ref)
 
 
-@pytest.mark.parametrize("point, turn, expect", [
-    ("inbox", 1, "pending"),
-    ("judging", 3, "pending"),
-    ("insert", 1, "pending"),
-    ("supersede", MIGRATION_TURN, "pending"),
-    ("inbox_done", MIGRATION_TURN, "pending"),
-    ("commit", MIGRATION_TURN, "pending"),
-    ("after_commit", MIGRATION_TURN, "done"),
-])
-def test_sigkill_mid_remember_leaves_the_turn_pending_or_whole(remember_reference, point, turn,
-                                                               expect):
+@pytest.mark.parametrize(
+    "point, turn, expect",
+    [
+        ("inbox", 1, "pending"),
+        ("judging", 3, "pending"),
+        ("insert", 1, "pending"),
+        ("supersede", MIGRATION_TURN, "pending"),
+        ("inbox_done", MIGRATION_TURN, "pending"),
+        ("commit", MIGRATION_TURN, "pending"),
+        ("after_commit", MIGRATION_TURN, "done"),
+    ],
+)
+def test_sigkill_mid_remember_leaves_the_turn_pending_or_whole(remember_reference, point, turn, expect):
     d, turns, reference = remember_reference
     db = str(d / f"victim-{point}.db")
-    proc = run_proc("remember_kill.py", db, turns, "--now", NOW.isoformat(), "--turn", turn,
-                    "--point", point)
+    proc = run_proc("remember_kill.py", db, turns, "--now", NOW.isoformat(), "--turn", turn, "--point", point)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     assert integrity(db) == "ok"
     with connect(db) as conn:
@@ -580,8 +673,12 @@ def test_sigkill_mid_remember_leaves_the_turn_pending_or_whole(remember_referenc
         rows = conn.execute("SELECT user_text, status FROM inbox ORDER BY id").fetchall()
         assert len(rows) == turn + 1 and rows[-1] == (TURNS[turn][0], expect)
         if point == "supersede":  # the older memory is still active: nothing half-applied
-            assert conn.execute("SELECT status FROM memories WHERE content LIKE '%PostgreSQL%' "
-                                "ORDER BY id LIMIT 1").fetchone()[0] == "active"
+            assert (
+                conn.execute(
+                    "SELECT status FROM memories WHERE content LIKE '%PostgreSQL%' ORDER BY id LIMIT 1"
+                ).fetchone()[0]
+                == "active"
+            )
     with Memory(db, policy=LIFECYCLE, offline=True, clock=FixedClock(NOW)) as mem:
         mem.run_due()
         assert mem.pending() == []
@@ -597,8 +694,14 @@ def test_sigkill_at_random_moments_of_a_remember_loop(remember_reference):
     many = d / "many.json"
     rng = random.Random(5)
     tools = ["PostgreSQL", "MySQL", "Redis", "uv", "poetry", "Docker", "pytest", "Vim"]
-    many.write_text(json.dumps([[f"I use {rng.choice(tools)} for project {i} and prefer "
-                                 f"{rng.choice(tools)}.", "Noted."] for i in range(400)]))
+    many.write_text(
+        json.dumps(
+            [
+                [f"I use {rng.choice(tools)} for project {i} and prefer {rng.choice(tools)}.", "Noted."]
+                for i in range(400)
+            ]
+        )
+    )
     outcomes = []
     for k in range(3):
         db = str(d / f"random-{k}.db")

@@ -1,6 +1,7 @@
 """Where a policy reference and a template name lead: paths as given, bare names in
 ./policies (the working directory when loading, not when importing) then the shipped ones,
 `extends:` beside the extending file first, and the shipped prompts last."""
+
 from __future__ import annotations
 
 import os
@@ -38,20 +39,30 @@ def empty(tmp_path, monkeypatch):
 # ---- the shipped package data -------------------------------------------------------
 def test_every_top_level_policy_and_prompt_ships():
     assert resources.shipped_policy_names() == sorted(
-        f[:-5] for f in os.listdir(ROOT / "policies") if f.endswith(".yaml"))
+        f[:-5] for f in os.listdir(ROOT / "policies") if f.endswith(".yaml")
+    )
     assert set(os.listdir(resources.shipped_prompts_dir())) >= set(os.listdir(ROOT / "prompts"))
 
 
 def test_a_shipped_policy_by_name_or_none():
     assert resources.shipped_policy("lifecycle") == os.path.join(
-        resources.shipped_policies_dir(), "lifecycle.yaml")
+        resources.shipped_policies_dir(), "lifecycle.yaml"
+    )
     assert resources.shipped_policy("no-such-policy") is None
 
 
 # ---- bare names and paths -----------------------------------------------------------
-@pytest.mark.parametrize("ref, path", [("lifecycle", False), ("coding-agent", False),
-                                       ("lifecycle.yaml", True), ("mine.yml", True),
-                                       ("policies/lifecycle", True), ("./lifecycle", True)])
+@pytest.mark.parametrize(
+    "ref, path",
+    [
+        ("lifecycle", False),
+        ("coding-agent", False),
+        ("lifecycle.yaml", True),
+        ("mine.yml", True),
+        ("policies/lifecycle", True),
+        ("./lifecycle", True),
+    ],
+)
 def test_what_counts_as_a_path(ref, path):
     assert is_path(ref) is path
 
@@ -79,8 +90,10 @@ def test_the_working_directory_is_read_when_loading_not_when_importing(tmp_path,
 def test_a_path_is_used_as_given_and_never_looked_up_among_the_shipped(empty):
     with pytest.raises(PolicyError) as err:
         load("lifecycle.yaml")
-    assert "policy not found: 'lifecycle.yaml' (looked in lifecycle.yaml; the shipped policy " \
-        "of that name is 'lifecycle', without a path)" in str(err.value)  # a hint, not a lookup
+    assert (
+        "policy not found: 'lifecycle.yaml' (looked in lifecycle.yaml; the shipped policy "
+        "of that name is 'lifecycle', without a path)" in str(err.value)
+    )  # a hint, not a lookup
     policy_file(empty, "lifecycle", named("here"))
     assert load("lifecycle.yaml").name == "here"
 
@@ -106,8 +119,9 @@ def test_extends_a_name_looks_beside_the_extending_file_first(empty):
 
 
 def test_extends_a_shipped_name_from_anywhere(empty):
-    child = policy_file(empty / "mine", "child", "name: child\nextends: lifecycle\n"
-                        "params: {half_life_days: 7}\n")
+    child = policy_file(
+        empty / "mine", "child", "name: child\nextends: lifecycle\nparams: {half_life_days: 7}\n"
+    )
     pol = load(str(child))
     assert pol.params["half_life_days"] == 7 and set(pol.passes) == set(load("lifecycle").passes)
 
@@ -120,7 +134,8 @@ def test_a_policy_outside_the_checkout_uses_the_shipped_templates(empty):
     pol = load(str(policy_file(empty / "policies", "gated", GATED)))
     assert pol.prompt_dirs[-1] == resources.shipped_prompts_dir()
     assert prompts.find("gate.j2", pol.prompt_dirs) == os.path.join(
-        resources.shipped_prompts_dir(), "gate.j2")
+        resources.shipped_prompts_dir(), "gate.j2"
+    )
 
 
 def test_templates_beside_the_policies_folder_win_over_the_shipped(empty):

@@ -1,5 +1,6 @@
 """The rules judges' lexicons: shipped as YAML in the package, read strictly, and the slot
 families the online write path searches with."""
+
 from __future__ import annotations
 
 import ast
@@ -7,12 +8,11 @@ from importlib.resources import files
 
 import pytest
 
-from engine.judges import rules
 from engine.judges import lexicon as data
+from engine.judges import rules
 from engine.judges.lexicon import slots
 
-LEXICONS = sorted(p.name for p in files("engine.judges.lexicon").iterdir()
-                  if p.name.endswith(".yaml"))
+LEXICONS = sorted(p.name for p in files("engine.judges.lexicon").iterdir() if p.name.endswith(".yaml"))
 
 
 def test_the_lexicons_ship_inside_the_package():
@@ -77,10 +77,16 @@ def test_an_exclusive_slot_holds_one_member_at_a_time():
 def test_slots_needs_nothing_of_the_rules_judges_but_the_loader():
     # the online write path imports slots for related_words; it must not drag in the judges
     tree = ast.parse((files("engine.judges.lexicon") / "slots.py").read_text(encoding="utf-8"))
-    ours = {(node.level, node.module) for node in ast.walk(tree)
-            if isinstance(node, ast.ImportFrom)
-            and (node.level or (node.module or "").startswith("engine"))}
-    ours |= {(0, alias.name) for node in ast.walk(tree) if isinstance(node, ast.Import)
-             for alias in node.names if alias.name.startswith("engine")}
+    ours = {
+        (node.level, node.module)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("engine"))
+    }
+    ours |= {
+        (0, alias.name)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+        if alias.name.startswith("engine")
+    }
     assert ours == {(1, None)}  # `from . import lexicon, words`: the loader, nothing else
-

@@ -1,14 +1,34 @@
 """The rules judges on long texts and many mentions: of overlapping date mentions the first
 found wins (absolute dates before relative words), whatever their number; two long turns
 are near verbatim by their word pairs."""
+
 import random
 
 from engine.judges.rules import dates, superseding
 
-PHRASES = ["tomorrow", "next Friday", "on March 3", "Friday March 3", "since March 3",
-           "for two weeks", "in 3 days", "2026-03-01", "this year", "on October 8 this year",
-           "by end of month", "today", "next week", "the deploy", "we met", "until June 5 2027",
-           "3pm", "for another 2 months", "last year", "Monday", "March"]
+PHRASES = [
+    "tomorrow",
+    "next Friday",
+    "on March 3",
+    "Friday March 3",
+    "since March 3",
+    "for two weeks",
+    "in 3 days",
+    "2026-03-01",
+    "this year",
+    "on October 8 this year",
+    "by end of month",
+    "today",
+    "next week",
+    "the deploy",
+    "we met",
+    "until June 5 2027",
+    "3pm",
+    "for another 2 months",
+    "last year",
+    "Monday",
+    "March",
+]
 
 
 def reference(text: str) -> list[tuple]:
@@ -19,7 +39,7 @@ def reference(text: str) -> list[tuple]:
     for m in dates._absolute_mentions(norm, text) + dates._relative_mentions(norm):
         if any(m.start < c.end and c.start < m.end for c in chosen):
             continue
-        if dates._START_BEFORE.search(norm[max(0, m.start - 25):m.start]):
+        if dates._START_BEFORE.search(norm[max(0, m.start - 25) : m.start]):
             m = m._replace(is_start=True)
         chosen.append(m)
     return sorted(shown(m) for m in dates._qualified(chosen))
@@ -50,8 +70,10 @@ def test_a_text_of_thousands_of_dates_reads_each_once():
 
 
 def long_turn(rng, words: int, fixed: str = "") -> str:
-    vocab = ("the deploy runs on friday after alice reviews the staging build and bob signs "
-             "off the release notes for the mobile team").split()
+    vocab = (
+        "the deploy runs on friday after alice reviews the staging build and bob signs "
+        "off the release notes for the mobile team"
+    ).split()
     return fixed + " ".join(rng.choice(vocab) for _ in range(words)) + "."
 
 
@@ -77,11 +99,21 @@ def test_word_pairs_shared_count_as_ratio_counts_matched_words():
 
 
 BIG = "9" * 5000  # past int()'s 4,300 digits
-FAR = ["We ship in 10000 years.", "Launch is in 8000 years.", "The lease ends in 99999999 days.",
-       "The lease ends in 999999999999999999999 days.", f"The lease ends in {BIG} days.",
-       f"We meet every {BIG} weeks.", f"I run {BIG} times a week.", f"for {BIG} more days we wait",
-       "in 99999 months", f"in {BIG} hours", "for another 99999999999 weeks",
-       f"The budget is {BIG}k.", "every 99999999999999999999 days I water the plants"]
+FAR = [
+    "We ship in 10000 years.",
+    "Launch is in 8000 years.",
+    "The lease ends in 99999999 days.",
+    "The lease ends in 999999999999999999999 days.",
+    f"The lease ends in {BIG} days.",
+    f"We meet every {BIG} weeks.",
+    f"I run {BIG} times a week.",
+    f"for {BIG} more days we wait",
+    "in 99999 months",
+    f"in {BIG} hours",
+    "for another 99999999999 weeks",
+    f"The budget is {BIG}k.",
+    "every 99999999999999999999 days I water the plants",
+]
 
 
 def test_a_date_past_the_year_9999_or_a_number_past_reading_is_no_date(tmp_path):
@@ -98,5 +130,6 @@ def test_a_date_past_the_year_9999_or_a_number_past_reading_is_no_date(tmp_path)
         expiries = [r.expires_at for r in mem.memories("all", None)]
     assert len(expiries) >= len(FAR)
     assert all(e is None or str(e)[:4] <= "9999" for e in expiries)
-    assert dates.read_dates("in 10000 years or on 2026-03-01", dates.date(2026, 1, 1)) == \
-        [dates.date(2026, 3, 1)]  # the one date a date can hold is still read
+    assert dates.read_dates("in 10000 years or on 2026-03-01", dates.date(2026, 1, 1)) == [
+        dates.date(2026, 3, 1)
+    ]  # the one date a date can hold is still read

@@ -2,6 +2,7 @@
 (issue 40): turns that differ in one key word (a tool, a name, an order number, a room)
 are distinct facts, never repeats of each other, and never supersede an item with
 another identifier."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,10 +13,38 @@ from tests.test_judges import lethe, memories  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
-TOOLS = ["Terraform", "Pulumi", "Ansible", "Chef", "Puppet", "SaltStack", "Docker", "Podman",
-         "Kubernetes", "Nomad", "Helm", "Kustomize", "Jenkins", "CircleCI", "Buildkite",
-         "Bazel", "Gradle", "Maven", "Poetry", "Pipenv", "Conda", "Vim", "Emacs", "Neovim",
-         "Postgres", "MySQL", "Redis", "Kafka", "RabbitMQ", "Grafana"]
+TOOLS = [
+    "Terraform",
+    "Pulumi",
+    "Ansible",
+    "Chef",
+    "Puppet",
+    "SaltStack",
+    "Docker",
+    "Podman",
+    "Kubernetes",
+    "Nomad",
+    "Helm",
+    "Kustomize",
+    "Jenkins",
+    "CircleCI",
+    "Buildkite",
+    "Bazel",
+    "Gradle",
+    "Maven",
+    "Poetry",
+    "Pipenv",
+    "Conda",
+    "Vim",
+    "Emacs",
+    "Neovim",
+    "Postgres",
+    "MySQL",
+    "Redis",
+    "Kafka",
+    "RabbitMQ",
+    "Grafana",
+]
 
 
 def test_thirty_distinct_facts_said_during_an_outage_are_thirty_memories(lethe, db_path, clock):
@@ -54,8 +83,10 @@ def test_another_item_is_stored_and_leaves_the_first_active(db_path, clock, old,
 
 
 UPDATES = [  # a running count or a moved value of the same thing: still an update
-    ("User has completed 4 painting projects since starting classes.",
-     "I just finished my 5th painting project since starting classes."),
+    (
+        "User has completed 4 painting projects since starting classes.",
+        "I just finished my 5th painting project since starting classes.",
+    ),
     ("User has read 12 books this year.", "I've now read 13 books this year."),
     ("The report deadline is March 15.", "The report deadline moved to April 1."),
     ("Order 1001 ships on May 3.", "Order 1001 was delayed to May 9."),
@@ -71,8 +102,10 @@ def test_a_count_or_value_of_the_same_thing_still_supersedes(db_path, clock, old
 
 
 def test_a_fact_told_in_passing_inside_a_request_is_kept(db_path, clock):
-    turn = ("Can you give me some tips on varnishing acrylic paintings? By the way, I'm now at "
-            "600 followers on Instagram, which is a nice milestone! Also, how many coats?")
+    turn = (
+        "Can you give me some tips on varnishing acrylic paintings? By the way, I'm now at "
+        "600 followers on Instagram, which is a nice milestone! Also, how many coats?"
+    )
     with Memory(db_path, policy="lifecycle", offline=True, clock=clock) as mem:
         [mid] = mem.remember(turn, "Sure.")
         assert "600 followers" in mem.get(mid).content
@@ -80,8 +113,10 @@ def test_a_fact_told_in_passing_inside_a_request_is_kept(db_path, clock):
 
 
 def test_a_lasting_fact_beside_a_plan_does_not_expire_with_the_plan(db_path, clock):
-    turn = ("I'm going to the mall this weekend, any sales at H&M? By the way, I've already "
-            "got five tops from H&M so far.")
+    turn = (
+        "I'm going to the mall this weekend, any sales at H&M? By the way, I've already "
+        "got five tops from H&M so far."
+    )
     with Memory(db_path, policy="lifecycle", offline=True, clock=clock) as mem:
         [mid] = mem.remember(turn, "Sure.")
         assert "five tops" in mem.get(mid).content
@@ -90,11 +125,15 @@ def test_a_lasting_fact_beside_a_plan_does_not_expire_with_the_plan(db_path, clo
         assert mem.get(plan).expires_at is not None  # a plan alone still ends
 
 
-@pytest.mark.parametrize("text,today,end", [
-    ("The permit form is due the 3rd.", "2026-04-10", "2026-05-03"),
-    ("The free trial ends the 30th.", "2026-04-10", "2026-04-30"),
-    ("We have 12 servers in the rack.", "2026-04-10", None),
-])
+@pytest.mark.parametrize(
+    "text,today,end",
+    [
+        ("The permit form is due the 3rd.", "2026-04-10", "2026-05-03"),
+        ("The free trial ends the 30th.", "2026-04-10", "2026-04-30"),
+        ("We have 12 servers in the rack.", "2026-04-10", None),
+    ],
+)
 def test_a_bare_day_after_due_or_ends_is_the_next_such_day(text, today, end):
     from engine.judges.rules import expiry
+
     assert expiry(text, today) == end

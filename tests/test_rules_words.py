@@ -1,5 +1,6 @@
 """The rules judges read words of every script, not only a-z: a memory in Chinese or German
 is found offline by its own words, as full-text search finds it."""
+
 import pytest
 
 from engine import Memory
@@ -10,13 +11,22 @@ def test_words_of_other_scripts_are_words():
     assert WORD_RE.findall("项目使用 postgresql 数据库") == ["项目使用", "postgresql", "数据库"]
     assert WORD_RE.findall("café müller, straße") == ["café", "müller", "straße"]
     assert WORD_RE.findall("snake_case v1.2.3 on 2026-03-01") == [
-        "snake", "case", "v1", "2.3", "on", "2026-03-01"]
+        "snake",
+        "case",
+        "v1",
+        "2.3",
+        "on",
+        "2026-03-01",
+    ]
 
 
 @pytest.mark.parametrize("query, wanted", [("数据库", 0), ("Café Müller", 1), ("Straße", 2)])
 def test_offline_recall_finds_a_memory_by_a_word_of_its_own_script(tmp_path, query, wanted):
-    texts = ["项目使用 PostgreSQL 数据库", "Wir treffen uns im Café Müller",
-             "Das Büro ist in der Hauptstraße, nicht in der Straße am Markt"]
+    texts = [
+        "项目使用 PostgreSQL 数据库",
+        "Wir treffen uns im Café Müller",
+        "Das Büro ist in der Hauptstraße, nicht in der Straße am Markt",
+    ]
     with Memory(str(tmp_path / "u.db"), offline=True) as mem:
         ids = [mem.add(t, judged=False) for t in texts]
         got = [m.id for m in mem.recall(query)]

@@ -4,6 +4,7 @@ N runners of any kind (schedulers, `lethe run`, `Memory.run_due()`) apply each p
 Issue 12, findings 1 and 2. The slow model is the fake OpenAI server on 127.0.0.1; the
 clocks here are real where a lease must run out in real time, injected elsewhere.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -17,14 +18,14 @@ import pytest
 from click.testing import CliRunner
 
 from engine import FixedClock, Memory, Scheduler
-from engine.cli import main
 from engine.base.errors import LeaseBusy, LeaseLost
-from tests.fake_openai import FakeOpenAI
+from engine.cli import main
 from engine.run.leasing import LeaseTerms, hold
 from engine.store import is_dsn, open_store
 from engine.store.lease import SqliteLease
 from tests import pg_server
 from tests.conftest import ROOT, START, run_sql
+from tests.fake_openai import FakeOpenAI
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
@@ -60,8 +61,7 @@ passes:
 
 def decay_scores(db_path) -> list[float]:
     with Memory(db_path, policy="archive", offline=True) as mem:
-        return [round(r[0], 6) for r in run_sql(mem.store, "SELECT decay_score FROM memories "
-                                                          "ORDER BY id")]
+        return [round(r[0], 6) for r in run_sql(mem.store, "SELECT decay_score FROM memories ORDER BY id")]
 
 
 def other_lease(db_path, clock, holder: str):
@@ -76,8 +76,9 @@ def seed(db_path, policy, n: int, clock=None) -> None:
     with Memory(db_path, policy=policy, offline=True, clock=clock or FixedClock(START)) as mem:
         with mem.store.transaction():
             for i in range(n):
-                mem.store.insert_memory({"content": f"fact {i}", "namespace": "default",
-                                         "decay_score": 1.0, "status": "active"})
+                mem.store.insert_memory(
+                    {"content": f"fact {i}", "namespace": "default", "decay_score": 1.0, "status": "active"}
+                )
 
 
 # ---- finding 1: the lease holds while its holder waits on a model ----------------------
@@ -89,7 +90,7 @@ def test_a_lease_outlives_a_model_call_longer_than_its_ttl(tmp_path, db_path):
         policy = tmp_path / "slow.yaml"
         policy.write_text(SLOW_THEN_DECAY.format(url=fake.base_url))
         seed(db_path, str(policy), 5)
-        first_mem = Memory(db_path, policy=str(policy))   # the real clock: leases run out
+        first_mem = Memory(db_path, policy=str(policy))  # the real clock: leases run out
         second_mem = Memory(db_path, policy=str(policy))
         first = Scheduler(first_mem, lease_ttl="2s")
         second = Scheduler(second_mem, lease_ttl="2s")
@@ -146,8 +147,9 @@ def test_a_holder_whose_lease_was_taken_over_commits_nothing(tmp_path, db_path):
     policy = tmp_path / "compress.yaml"
     policy.write_text(COMPRESS_THEN_DECAY)
     seed(db_path, str(policy), 3)
-    mem = Memory(db_path, policy=str(policy), offline=True, clock=FixedClock(START),
-                 scripted=StealDuringMerge(db_path))
+    mem = Memory(
+        db_path, policy=str(policy), offline=True, clock=FixedClock(START), scripted=StealDuringMerge(db_path)
+    )
     with pytest.raises(LeaseLost, match="another runner took over"):
         mem.run_due()
     assert mem.counts() == {"active": 3}
@@ -165,8 +167,11 @@ def test_run_due_takes_the_lease_and_says_who_holds_it(tmp_path, db_path):
     other = other_lease(db_path, clock, "daemon:42")
     assert other.acquire()
     with Memory(db_path, policy=str(policy), offline=True, clock=clock) as mem:
-        with pytest.raises(LeaseBusy, match=r"another runner holds the passes of namespace "
-                                            r"'default' until 2026-01-05T09:15:00 \(daemon:42\)"):
+        with pytest.raises(
+            LeaseBusy,
+            match=r"another runner holds the passes of namespace "
+            r"'default' until 2026-01-05T09:15:00 \(daemon:42\)",
+        ):
             mem.run_due()
         with pytest.raises(LeaseBusy):
             mem.run(["decay"])
@@ -205,6 +210,7 @@ def test_pending_counts_the_turns_this_run_judged_while_others_queue_more(db_pat
     reported `pending: -16 changed (20 still pending)`, the queue's shrinkage, which the
     new turns pushed below zero. It reports the turns it judged, never a negative."""
     from engine.run.write import Writer
+
     with Memory(db_path, offline=True, clock=FixedClock(START)) as mem:
         for i in range(3):
             mem.store.add_turn(mem.namespace, f"I use tool{i} for builds.", "")
@@ -214,6 +220,7 @@ def test_pending_counts_the_turns_this_run_judged_while_others_queue_more(db_pat
             for _ in range(2):
                 self.ctx.store.add_turn(self.ctx.namespace, "I use make for builds.", "")
             return process(self, turn_id, **kw)
+
         monkeypatch.setattr(Writer, "process", busy_neighbours)
         [pending, *_] = mem.run_due()
         assert (pending.name, pending.changed, pending.notes) == ("pending", 3, ["6 still pending"])
@@ -225,11 +232,11 @@ def test_lethe_run_behind_another_runner_says_so_and_exits_0(tmp_path, db_path):
     seed(db_path, str(policy), 10)
     other = other_lease(db_path, FixedClock(START), "daemon:42")
     assert other.acquire()
-    out = CliRunner().invoke(main, ["run", "--db", db_path, "--policy", str(policy), "--offline",
-                                    "--now", "2026-01-05T09:00:00"])
+    out = CliRunner().invoke(
+        main, ["run", "--db", db_path, "--policy", str(policy), "--offline", "--now", "2026-01-05T09:00:00"]
+    )
     assert out.exit_code == 0, out.output
-    assert "another runner holds the passes of namespace 'default' until 2026-01-05T09:15:00" \
-        in out.output
+    assert "another runner holds the passes of namespace 'default' until 2026-01-05T09:15:00" in out.output
     assert "error" not in out.output and decay_scores(db_path) == [1.0] * 10
     other.close()
 
@@ -250,6 +257,7 @@ def test_a_batched_run_is_resumed_only_once_its_runner_is_gone(tmp_path, db_path
         if len(seen) == 2:
             with pytest.raises(LeaseBusy):
                 second.run_due()
+
     first.run_due(progress=meanwhile)
     assert decay_scores(db_path) == [0.9] * 2000
     assert second.run_due() == []  # done, and recorded: nothing due
@@ -266,15 +274,32 @@ def test_a_batched_run_is_resumed_only_once_its_runner_is_gone(tmp_path, db_path
 
 def _runs(db_path, policy, how: str, n: int) -> list[subprocess.Popen]:
     if how == "cli":
-        argv = [sys.executable, "-m", "engine.cli", "run", "--db", db_path, "--policy", policy,
-                "--offline", "--now", "2026-01-05T10:00:00", "--wait", "60"]
+        argv = [
+            sys.executable,
+            "-m",
+            "engine.cli",
+            "run",
+            "--db",
+            db_path,
+            "--policy",
+            policy,
+            "--offline",
+            "--now",
+            "2026-01-05T10:00:00",
+            "--wait",
+            "60",
+        ]
     else:
-        code = ("import sys; from engine import Memory, FixedClock; "
-                "m = Memory(sys.argv[1], policy=sys.argv[2], offline=True, "
-                "clock=FixedClock('2026-01-05T10:00:00')); m.run_due(wait=60); m.close()")
+        code = (
+            "import sys; from engine import Memory, FixedClock; "
+            "m = Memory(sys.argv[1], policy=sys.argv[2], offline=True, "
+            "clock=FixedClock('2026-01-05T10:00:00')); m.run_due(wait=60); m.close()"
+        )
         argv = [sys.executable, "-c", code, db_path, policy]
-    return [subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True) for _ in range(n)]
+    return [
+        subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(n)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -295,8 +320,9 @@ def seeded_20k(batched_20k, backend, tmp_path, request):
     policy, sqlite, templates = batched_20k
     if backend == "postgres":
         if "pg" not in templates:
-            templates["pg"] = pg_server.Template(request.getfixturevalue("pg_dsn"),
-                                                 lambda dsn: seed(dsn, policy, 20_000))
+            templates["pg"] = pg_server.Template(
+                request.getfixturevalue("pg_dsn"), lambda dsn: seed(dsn, policy, 20_000)
+            )
         return templates["pg"].copy(), policy
     path = str(tmp_path / "memory.db")
     shutil.copyfile(sqlite, path)

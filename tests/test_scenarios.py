@@ -1,5 +1,6 @@
 """Scenarios and experiments: loading with file:line errors, every step kind, passes at
 their schedule on `advance`, judged replay, `lethe experiment` exit codes, JSON, report."""
+
 import datetime as dt
 import json
 import os
@@ -11,9 +12,9 @@ from click.testing import CliRunner
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
 from engine.apps import scenario as S
-from engine.cli import main
-from engine.base.errors import PolicyError
 from engine.apps.experiment import run_experiment
+from engine.base.errors import PolicyError
+from engine.cli import main
 from engine.memory import Memory
 from engine.store import SqliteStore
 from tests.conftest import POLICIES, ROOT, shipped_scenarios
@@ -33,6 +34,7 @@ def write(tmp_path):
         path = tmp_path / name
         path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
         return str(path)
+
     return make
 
 
@@ -42,27 +44,42 @@ def play(path, policy=LIFECYCLE):
 
 
 # ---- loading ------------------------------------------------------------------------
-@pytest.mark.parametrize("body,line,message", [
-    ("name: x\nsteps:\n  - remember: {user: hi}\n  - forget: 3d\n", 4,
-     "steps[1]: a step needs exactly one of add, remember, advance, run, recall, expect_status"),
-    ("name: x\nsteps:\n  - advance: 3 days\n", 3, "steps[0].advance: not a duration"),
-    ("name: x\nsteps:\n  - advance: 0d\n", 3, "must move the clock forward"),
-    ("name: x\nsteps:\n  - add: hi\n  - expect_status: {hi: gone}\n", 4,
-     "steps[1].expect_status.hi: unknown status 'gone'"),
-    ("name: x\nsteps:\n  - add: hi\n    expect: {includes: [hi]}\n", 4,
-     "steps[0].expect: unknown key 'expect'"),
-    ("name: x\nsteps:\n  - add: hi\n    judged: {oracle: yes}\n", 4,
-     "steps[0].judged.oracle: unknown judge step 'oracle'"),
-    ("name: x\nstart: next tuesday\nsteps:\n  - add: hi\n", 2, "start: not an ISO-8601"),
-    ("name: x\nsteps:\n  - recall: q\n    expect: {includes: [1]}\n", 4, "includes[0] must be"),
-    ("name: x\nsteps:\n  - run: [decay, 7]\n", 3, "run takes 'due' or a list of pass names"),
-    ("name: x\nsteps:\n  - add: {content: hi, importance: 11}\n", 3, "importance must be"),
-    ("name: x\nsteps:\n  - remember: {user: hi, bot: yo}\n", 3, "unknown key 'bot'"),
-    ("name: x\nname: y\nsteps: []\n", 2, "duplicate key 'name'"),
-    ("name: x\nsteps: []\n", 2, "steps must be a non-empty list"),
-    ("name: x\nsteps:\n  - add: [unclosed\n", 4, "YAML syntax error"),
-    ("title: x\nsteps:\n  - add: hi\n", 1, "unknown key 'title'"),
-])
+@pytest.mark.parametrize(
+    "body,line,message",
+    [
+        (
+            "name: x\nsteps:\n  - remember: {user: hi}\n  - forget: 3d\n",
+            4,
+            "steps[1]: a step needs exactly one of add, remember, advance, run, recall, expect_status",
+        ),
+        ("name: x\nsteps:\n  - advance: 3 days\n", 3, "steps[0].advance: not a duration"),
+        ("name: x\nsteps:\n  - advance: 0d\n", 3, "must move the clock forward"),
+        (
+            "name: x\nsteps:\n  - add: hi\n  - expect_status: {hi: gone}\n",
+            4,
+            "steps[1].expect_status.hi: unknown status 'gone'",
+        ),
+        (
+            "name: x\nsteps:\n  - add: hi\n    expect: {includes: [hi]}\n",
+            4,
+            "steps[0].expect: unknown key 'expect'",
+        ),
+        (
+            "name: x\nsteps:\n  - add: hi\n    judged: {oracle: yes}\n",
+            4,
+            "steps[0].judged.oracle: unknown judge step 'oracle'",
+        ),
+        ("name: x\nstart: next tuesday\nsteps:\n  - add: hi\n", 2, "start: not an ISO-8601"),
+        ("name: x\nsteps:\n  - recall: q\n    expect: {includes: [1]}\n", 4, "includes[0] must be"),
+        ("name: x\nsteps:\n  - run: [decay, 7]\n", 3, "run takes 'due' or a list of pass names"),
+        ("name: x\nsteps:\n  - add: {content: hi, importance: 11}\n", 3, "importance must be"),
+        ("name: x\nsteps:\n  - remember: {user: hi, bot: yo}\n", 3, "unknown key 'bot'"),
+        ("name: x\nname: y\nsteps: []\n", 2, "duplicate key 'name'"),
+        ("name: x\nsteps: []\n", 2, "steps must be a non-empty list"),
+        ("name: x\nsteps:\n  - add: [unclosed\n", 4, "YAML syntax error"),
+        ("title: x\nsteps:\n  - add: hi\n", 1, "unknown key 'title'"),
+    ],
+)
 def test_load_errors_say_file_and_line(write, body, line, message):
     path = write(body)
     with pytest.raises(PolicyError) as err:
@@ -85,7 +102,8 @@ def test_every_shipped_scenario_loads():
 
 
 def test_load_the_issue_format(write):
-    s = S.load(write("""
+    s = S.load(
+        write("""
         name: every step kind
         start: 2026-01-05T09:00:00
         steps:
@@ -101,9 +119,20 @@ def test_load_the_issue_format(write):
             expect: {includes: ["uv"], excludes: ["poetry"]}
           - expect_status: {"Deadline": expired}
             judged: {expiry: null}
-        """))
-    assert [st.action for st in s.steps] == ["add", "add", "remember", "advance", "advance", "advance",
-                                            "run", "run", "recall", "expect_status"]
+        """)
+    )
+    assert [st.action for st in s.steps] == [
+        "add",
+        "add",
+        "remember",
+        "advance",
+        "advance",
+        "advance",
+        "run",
+        "run",
+        "recall",
+        "expect_status",
+    ]
     assert s.start == dt.datetime(2026, 1, 5, 9)
     assert s.steps[1].arg["expires_at"] == "2026-03-15"  # add() keeps it through that day
     assert s.steps[4].arg["delta"] == dt.timedelta(hours=12)
@@ -115,7 +144,8 @@ def test_load_the_issue_format(write):
 
 # ---- each step kind -----------------------------------------------------------------
 def test_add_and_expect_status(write):
-    run = play(write("""
+    run = play(
+        write("""
         name: add
         steps:
           - add: "User prefers tabs over spaces."
@@ -123,27 +153,37 @@ def test_add_and_expect_status(write):
           - expect_status: {"tabs": active, "release freeze": active}
           - advance: 6d
           - expect_status: {"release freeze": expired, "tabs": archived}
-        """))
+        """)
+    )
     assert [c.ok for c in run.playback.checks] == [True, True, True, False]
     assert "found: [active] User prefers tabs over spaces." in run.playback.checks[3].detail
-    assert run.changes == [{"status": "expired", "content": "Release freeze until the audit ends",
-                            "at": "2026-01-11T00:00:00", "by": None}]  # true all of Jan 10
+    assert run.changes == [
+        {
+            "status": "expired",
+            "content": "Release freeze until the audit ends",
+            "at": "2026-01-11T00:00:00",
+            "by": None,
+        }
+    ]  # true all of Jan 10
 
 
 def test_remember_goes_through_the_gate(write):
-    run = play(write("""
+    run = play(
+        write("""
         name: remember
         steps:
           - remember: {user: "Hi there!", assistant: "Hello!"}
           - remember: {user: "I manage dependencies with poetry.", assistant: "Noted."}
           - expect_status: {"dependencies with poetry": active}
-        """))
+        """)
+    )
     assert run.ok and run.counts["active"] == 1
     assert run.model["by_step"]["gate"] == 2
 
 
 def test_recall_expectations_and_stale_recalls(write):
-    run = play(write("""
+    run = play(
+        write("""
         name: recall
         steps:
           - add: "User manages dependencies with poetry."
@@ -155,13 +195,17 @@ def test_recall_expectations_and_stale_recalls(write):
             expect: {includes: ["uv", "pip"], excludes: ["with poetry"]}
           - expect_status: {"with poetry": superseded}
           - recall: "dependencies"
-        """), ARCHIVE)
+        """),
+        ARCHIVE,
+    )
     checks = {c.what: c.ok for c in run.playback.checks}
-    assert checks == {'recall "which dependency manager?" includes "poetry"': True,
-                      'recall "which dependency manager?" includes "uv"': True,
-                      'recall "which dependency manager?" includes "pip"': False,
-                      'recall "which dependency manager?" excludes "with poetry"': False,
-                      '"with poetry" is superseded': False}
+    assert checks == {
+        'recall "which dependency manager?" includes "poetry"': True,
+        'recall "which dependency manager?" includes "uv"': True,
+        'recall "which dependency manager?" includes "pip"': False,
+        'recall "which dependency manager?" excludes "with poetry"': False,
+        '"with poetry" is superseded': False,
+    }
     # the first recall came before anything replaced poetry: not stale; the other two are
     assert [bool(r["stale"]) for r in run.playback.recalls] == [False, True, True]
     assert run.playback.recalls[2]["stale"] == ["User manages dependencies with poetry."]
@@ -190,7 +234,8 @@ def test_excludes_spare_the_new_fact_naming_the_old_one(write):
 
 
 def test_run_named_passes_due_and_missing(write):
-    run = play(write("""
+    run = play(
+        write("""
         name: run
         steps:
           - add: {content: "Call Bob tomorrow morning", expires_at: "2026-01-06T08:00:00"}
@@ -201,21 +246,24 @@ def test_run_named_passes_due_and_missing(write):
           - run: [expiry, telepathy]
           - expect_status: {"Bob": expired}
           - run: due
-        """))
+        """)
+    )
     assert run.ok
     assert any("has no pass 'telepathy'; skipped" in n for n in run.playback.notes)
     assert run.playback.pass_runs["expiry"] >= 26
 
 
 def test_scenario_clock_stays_simulated(write):
-    run = play(write("""
+    run = play(
+        write("""
         name: clock
         start: 2030-06-01T12:00:00
         steps:
           - add: "User lives in Oslo."
           - advance: 1d12h
           - add: "User likes skiing."
-        """))
+        """)
+    )
     assert run.playback.timeline[0]["at"] == "2030-06-01T12:00:00"
     assert run.playback.timeline[-1]["at"] == "2030-06-03T00:00:00"
     assert run.playback.timeline[-1]["day"] == 1.5
@@ -230,26 +278,32 @@ def test_advance_runs_each_pass_at_its_schedule(write, tmp_path):
           - add: "User prefers dark mode."
           - advance: 30d
         """)
-    exp = run_experiment([path], [f"{POLICIES}/scheduled-sql.yaml", LIFECYCLE], offline=True,
-                         keep=str(tmp_path / "dbs"))
+    exp = run_experiment(
+        [path], [f"{POLICIES}/scheduled-sql.yaml", LIFECYCLE], offline=True, keep=str(tmp_path / "dbs")
+    )
     sql, life = exp.runs
-    assert sql.playback.pass_runs == {"decay": 30, "expiry": 30}        # daily: 30 times in 30d
+    assert sql.playback.pass_runs == {"decay": 30, "expiry": 30}  # daily: 30 times in 30d
     assert life.playback.pass_runs == {"expiry": 720, "decay": 31, "compression": 5}
     import sqlite3
+
     db = sqlite3.connect(str(tmp_path / "dbs" / "schedule--scheduled-sql.db"))
     assert dict(db.execute("SELECT pass, last_run_at FROM pass_runs")) == {
-        "decay": "2026-02-04T09:00:00", "expiry": "2026-02-04T09:00:00"}
+        "decay": "2026-02-04T09:00:00",
+        "expiry": "2026-02-04T09:00:00",
+    }
 
 
 def test_decay_archives_on_the_day_it_falls_below(write):
-    run = play(write("""
+    run = play(
+        write("""
         name: fade
         start: 2026-01-05T09:00:00
         steps:
           - add: "User is curious about Elm."
           - advance: 150d
           - expect_status: {"Elm": archived}
-        """))
+        """)
+    )
     assert run.ok
     (change,) = run.changes
     archived_on = dt.datetime.fromisoformat(change["at"]) - dt.datetime(2026, 1, 5, 9)
@@ -318,8 +372,21 @@ def test_judged_answer_is_used_once_per_step(write):
 @pytest.fixture(scope="module")
 def both(tmp_path_factory):
     report = str(tmp_path_factory.mktemp("report") / "exp.html")
-    result = CliRunner().invoke(main, ["experiment", *SHIPPED, "--policy", ARCHIVE, "--policy",
-                                       LIFECYCLE, "--offline", "--json", "--report", report])
+    result = CliRunner().invoke(
+        main,
+        [
+            "experiment",
+            *SHIPPED,
+            "--policy",
+            ARCHIVE,
+            "--policy",
+            LIFECYCLE,
+            "--offline",
+            "--json",
+            "--report",
+            report,
+        ],
+    )
     return result, report
 
 
@@ -337,11 +404,14 @@ def test_experiment_exits_0_for_the_lifecycle_and_lists_misses_otherwise():
     ok = CliRunner().invoke(main, ["experiment", *two, "-p", LIFECYCLE, "--offline"])
     assert ok.exit_code == 0, ok.output
     assert "ok: every expectation holds" in ok.output
-    bad = CliRunner().invoke(main, ["experiment", os.path.join(ROOT, "scenarios", "poetry-to-uv.yaml"),
-                                    "-p", ARCHIVE, "--offline"])
+    bad = CliRunner().invoke(
+        main, ["experiment", os.path.join(ROOT, "scenarios", "poetry-to-uv.yaml"), "-p", ARCHIVE, "--offline"]
+    )
     assert bad.exit_code == 1
-    assert 'poetry-to-uv.yaml:11: [archive] recall "which dependency manager should I use in the ' \
-           'commands?" excludes "poetry"' in bad.output
+    assert (
+        'poetry-to-uv.yaml:11: [archive] recall "which dependency manager should I use in the '
+        'commands?" excludes "poetry"' in bad.output
+    )
     assert bad.output.rstrip().endswith("FAILED: 2 expectation(s) missed")
     assert "error:" not in bad.output  # said once, not again by the CLI's error handler
 
@@ -359,8 +429,23 @@ def test_experiment_json_shape(both):
     assert all(life["counts"][s] > 0 for s in ("archived", "superseded", "expired", "compressed"))
     assert data["summary"]["archive"]["stale_recalls"] > 0
     run = data["runs"][0]
-    for key in ("scenario", "policy", "ok", "met", "total", "counts", "stale_recalls", "recalls",
-                "checks", "changes", "pass_runs", "model", "timeline", "notes", "error"):
+    for key in (
+        "scenario",
+        "policy",
+        "ok",
+        "met",
+        "total",
+        "counts",
+        "stale_recalls",
+        "recalls",
+        "checks",
+        "changes",
+        "pass_runs",
+        "model",
+        "timeline",
+        "notes",
+        "error",
+    ):
         assert key in run
     assert {"calls", "tokens", "prompt_tokens", "completion_tokens"} <= set(run["model"])
 
@@ -373,8 +458,10 @@ def test_report_is_self_contained_with_charts(both):
     assert not re.search(r"""(src|href|action)\s*=\s*["']?\s*(https?:)?//""", page, re.I)
     assert not re.search(r"url\(\s*['\"]?(https?:)?//|@import", page, re.I)
     # the only URLs left are SVG namespace names, which nothing fetches
-    assert set(re.findall(r"https?://[^\s\"'<>]+", page)) <= {"http://www.w3.org/2000/svg",
-                                                              "http://www.w3.org/1999/xlink"}
+    assert set(re.findall(r"https?://[^\s\"'<>]+", page)) <= {
+        "http://www.w3.org/2000/svg",
+        "http://www.w3.org/1999/xlink",
+    }
 
 
 def test_experiment_without_offline_needs_a_key():
@@ -384,8 +471,9 @@ def test_experiment_without_offline_needs_a_key():
 
 
 def test_experiment_rejects_a_broken_scenario(write):
-    result = CliRunner().invoke(main, ["experiment", write("name: x\nsteps:\n  - advance: soon\n"),
-                                       "-p", LIFECYCLE, "--offline"])
+    result = CliRunner().invoke(
+        main, ["experiment", write("name: x\nsteps:\n  - advance: soon\n"), "-p", LIFECYCLE, "--offline"]
+    )
     assert result.exit_code == 1
     assert "s.yaml:3:" in result.output and "not a duration" in result.output
 
@@ -397,12 +485,16 @@ def test_shipped_matrix_snapshot(both, snapshot):
     runs = {}
     for r in data["runs"]:
         runs.setdefault(r["scenario"], {})[r["policy"]] = {
-            "met": f"{r['met']}/{r['total']}", "stale_recalls": r["stale_recalls"],
+            "met": f"{r['met']}/{r['total']}",
+            "stale_recalls": r["stale_recalls"],
             "counts": {k: v for k, v in r["counts"].items() if v},
-            "pass_runs": r["pass_runs"], "model_calls": r["model"]["calls"],
-            "changes": [f"{c['status']}: {c['content']}" + (f" -> {c['by']}" if c["by"] else "")
-                        for c in r["changes"]],
-            "missed": [c["what"] for c in r["checks"] if not c["ok"]]}
+            "pass_runs": r["pass_runs"],
+            "model_calls": r["model"]["calls"],
+            "changes": [
+                f"{c['status']}: {c['content']}" + (f" -> {c['by']}" if c["by"] else "") for c in r["changes"]
+            ],
+            "missed": [c["what"] for c in r["checks"] if not c["ok"]],
+        }
     pinned = {"summary": data["summary"], "runs": runs}
     text = json.dumps(pinned, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
     assert text == snapshot(extension_class=JSONSnapshot)

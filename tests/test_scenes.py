@@ -1,29 +1,30 @@
 """Seed C, scene memory, as a policy of the same engine: cells, scene summaries, recall."""
+
 import datetime as dt
 import json
 
 import pytest
 
-from tests.fake_openai import Reply
 from tests.conftest import POLICIES, run_sql
+from tests.fake_openai import Reply
 from tests.fake_server import fake_openai  # noqa: F401
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
 EXCHANGES = [
-    ("I'm building an agent whose goal is to remember what users tell it across sessions.",
-     "A worthy goal."),
+    ("I'm building an agent whose goal is to remember what users tell it across sessions.", "A worthy goal."),
     ("Memories should be grouped by topic, so related things stay together.", "Makes sense."),
-    ("We decided to use SQLite with full-text search for storage, no vector database.",
-     "Simple and fast."),
+    ("We decided to use SQLite with full-text search for storage, no vector database.", "Simple and fast."),
     ("One risk: the scene summaries might drift over time and lose details.", "Worth watching."),
     ("The plan is to ship the first version by June 30.", "Noted."),
 ]
 
 
 def cells(mem):
-    return run_sql(mem.store, "SELECT id, kind, scene, importance, content FROM memories "
-                                "WHERE status = 'active' ORDER BY id").fetchall()
+    return run_sql(
+        mem.store,
+        "SELECT id, kind, scene, importance, content FROM memories WHERE status = 'active' ORDER BY id",
+    ).fetchall()
 
 
 def test_five_exchanges_become_typed_cells_in_scenes_offline(memory):
@@ -70,8 +71,10 @@ def test_a_decay_rule_applies_to_cells(memory, clock):
 
 def scenes_policy(tmp_path, base_url):
     path = tmp_path / "scenes-remote.yaml"
-    path.write_text(f"name: scenes-remote\nextends: {POLICIES}/scenes.yaml\nmodels:\n"
-                    f"  cheap: {{provider: openai, model: m, base_url: '{base_url}', max_retries: 0, timeout: 2}}\n")
+    path.write_text(
+        f"name: scenes-remote\nextends: {POLICIES}/scenes.yaml\nmodels:\n"
+        f"  cheap: {{provider: openai, model: m, base_url: '{base_url}', max_retries: 0, timeout: 2}}\n"
+    )
     return str(path)
 
 
@@ -79,30 +82,49 @@ def route(cells_answer, summary_answer):
     def responder(request):
         prompt = request["messages"][-1]["content"]
         return cells_answer if "Turn this exchange" in prompt else summary_answer
+
     return responder
 
 
 def test_extraction_and_summaries_through_a_model(tmp_path, fake_openai, memory):  # noqa: F811
     fake_openai.responder = route(
-        json.dumps({"cells": [
-            {"scene": "storage", "kind": "decision", "salience": 0.9,
-             "content": "Use SQLite with FTS5 for memory storage."},
-            {"scene": "storage", "kind": "risk", "salience": 0.4,
-             "content": "FTS5 ranking may miss synonyms."}]}),
-        json.dumps({"summary": "Storage: SQLite with FTS5; synonyms are a known gap."}))
+        json.dumps(
+            {
+                "cells": [
+                    {
+                        "scene": "storage",
+                        "kind": "decision",
+                        "salience": 0.9,
+                        "content": "Use SQLite with FTS5 for memory storage.",
+                    },
+                    {
+                        "scene": "storage",
+                        "kind": "risk",
+                        "salience": 0.4,
+                        "content": "FTS5 ranking may miss synonyms.",
+                    },
+                ]
+            }
+        ),
+        json.dumps({"summary": "Storage: SQLite with FTS5; synonyms are a known gap."}),
+    )
     mem = memory(scenes_policy(tmp_path, fake_openai.base_url))
     ids = mem.remember("Let's use SQLite with FTS5.", "Agreed; synonyms may be missed.")
     assert len(ids) == 2
     rows = cells(mem)
     assert [(r["kind"], r["scene"], r["importance"]) for r in rows] == [
-        ("decision", "storage", 9.0), ("risk", "storage", 4.0)]
-    assert run_sql(mem.store, "SELECT summary FROM scenes WHERE scene = 'storage'").fetchone()[0] \
+        ("decision", "storage", 9.0),
+        ("risk", "storage", 4.0),
+    ]
+    assert (
+        run_sql(mem.store, "SELECT summary FROM scenes WHERE scene = 'storage'").fetchone()[0]
         == "Storage: SQLite with FTS5; synonyms are a known gap."
+    )
     summarise_prompt = fake_openai.requests[-1]["messages"][-1]["content"]
     assert summarise_prompt.index("Use SQLite") < summarise_prompt.index("FTS5 ranking")  # by salience
 
 
-@pytest.mark.parametrize("bad", ["not json at all", '{"cells": "nope"}', "[{\"kind\": 3}]"])
+@pytest.mark.parametrize("bad", ["not json at all", '{"cells": "nope"}', '[{"kind": 3}]'])
 def test_malformed_cells_give_no_cells_and_an_event(tmp_path, fake_openai, memory, bad):  # noqa: F811
     fake_openai.responder = route(bad, json.dumps({"summary": "x"}))
     mem = memory(scenes_policy(tmp_path, fake_openai.base_url))
@@ -117,11 +139,11 @@ def test_malformed_cells_give_no_cells_and_an_event(tmp_path, fake_openai, memor
 
 
 def test_summary_model_down_keeps_the_cells(tmp_path, fake_openai, memory):  # noqa: F811
-    cell = json.dumps({"cells": [{"scene": "plans", "kind": "plan", "salience": 0.7,
-                                  "content": "Ship by June 30."}]})
+    cell = json.dumps(
+        {"cells": [{"scene": "plans", "kind": "plan", "salience": 0.7, "content": "Ship by June 30."}]}
+    )
     fake_openai.script(Reply(cell), Reply("", status=500))
     mem = memory(scenes_policy(tmp_path, fake_openai.base_url))
     assert len(mem.remember("We ship by June 30.", "OK")) == 1
     assert run_sql(mem.store, "SELECT count(*) FROM scenes").fetchone()[0] == 0
-    assert "summarise_failed" in [e[0] for e in run_sql(mem.store, 
-        "SELECT event_type FROM memory_events")]
+    assert "summarise_failed" in [e[0] for e in run_sql(mem.store, "SELECT event_type FROM memory_events")]

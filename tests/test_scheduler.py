@@ -1,4 +1,5 @@
 """The scheduler: start/stop/force_run, the lease across processes, and `lethe daemon`."""
+
 import datetime as dt
 import multiprocessing
 import os
@@ -44,8 +45,9 @@ def ticking(tmp_path, db_path):
 
 def ticked(db_path) -> int:
     with Memory(db_path, policy=f"{POLICIES}/archive.yaml") as mem:
-        return run_sql(mem.store, 
-            "SELECT count(*) FROM memory_events WHERE event_type = 'ticked'").fetchone()[0]
+        return run_sql(
+            mem.store, "SELECT count(*) FROM memory_events WHERE event_type = 'ticked'"
+        ).fetchone()[0]
 
 
 def wait_for(condition, timeout=5.0):
@@ -145,9 +147,12 @@ def test_a_long_pass_renews_its_lease(ticking, db_path):
     def an_hour_a_statement(label):  # looked at inside the pass, on the scheduler's connection
         clock.advance(dt.timedelta(hours=1))
         seen.append(run_sql(sched._own.store, "SELECT expires_at FROM leases").fetchone()[0])
+
     sched.tick(progress=an_hour_a_statement)
-    assert seen == [iso(START + dt.timedelta(minutes=15)),  # taken at 09:00 for 15 minutes
-                    iso(START + dt.timedelta(hours=1, minutes=15))]  # renewed at 10:00
+    assert seen == [
+        iso(START + dt.timedelta(minutes=15)),  # taken at 09:00 for 15 minutes
+        iso(START + dt.timedelta(hours=1, minutes=15)),
+    ]  # renewed at 10:00
     sched.stop()
     mem.close()
 
@@ -189,9 +194,26 @@ def test_memory_without_a_file_is_refused(clock):
 def _daemon(db_path, *extra):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(
-        [sys.executable, "-c", "from engine.cli import main; main()", "daemon", "--db", db_path,
-         "--policy", f"{POLICIES}/lifecycle.yaml", "--offline", "--interval", "0.1", *extra],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "from engine.cli import main; main()",
+            "daemon",
+            "--db",
+            db_path,
+            "--policy",
+            f"{POLICIES}/lifecycle.yaml",
+            "--offline",
+            "--interval",
+            "0.1",
+            *extra,
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])

@@ -75,25 +75,42 @@ def gen_db(tmp_path):
     conn.close()
 
 
-def _insert(conn, content, *, created, last_accessed=None, access_count=0,
-            status="active", expires_at=None, decay_score=1.0,
-            importance=5.0, confidence=1.0):
+def _insert(
+    conn,
+    content,
+    *,
+    created,
+    last_accessed=None,
+    access_count=0,
+    status="active",
+    expires_at=None,
+    decay_score=1.0,
+    importance=5.0,
+    confidence=1.0,
+):
     cur = conn.execute(
         "INSERT INTO memories (content, summary, tags, importance, confidence,"
         " access_count, decay_score, status, created_at, last_accessed, expires_at)"
         " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-        (content, content[:120], "[]", importance, confidence, access_count,
-         decay_score, status, _iso(created),
-         _iso(last_accessed) if last_accessed else None,
-         _iso(expires_at) if expires_at else None),
+        (
+            content,
+            content[:120],
+            "[]",
+            importance,
+            confidence,
+            access_count,
+            decay_score,
+            status,
+            _iso(created),
+            _iso(last_accessed) if last_accessed else None,
+            _iso(expires_at) if expires_at else None,
+        ),
     )
     return cur.lastrowid
 
 
 def _row(conn, mid):
-    return conn.execute(
-        "SELECT status, decay_score FROM memories WHERE id = ?", (mid,)
-    ).fetchone()
+    return conn.execute("SELECT status, decay_score FROM memories WHERE id = ?", (mid,)).fetchone()
 
 
 def _events(conn, mid):
@@ -111,9 +128,7 @@ def test_schema_is_exactly_the_article(tmp_path):
     create_article_db(path)
     conn = sqlite3.connect(path)
     try:
-        objects = conn.execute(
-            "SELECT type, name FROM sqlite_master ORDER BY type, name"
-        ).fetchall()
+        objects = conn.execute("SELECT type, name FROM sqlite_master ORDER BY type, name").fetchall()
         # sqlite_sequence is SQLite's own bookkeeping for AUTOINCREMENT.
         assert objects == [
             ("table", "memories"),
@@ -139,9 +154,7 @@ def test_generated_db_has_same_schema(gen_db):
     _path, conn = gen_db
     assert _columns(conn, "memories") == MEMORY_COLUMNS
     assert _columns(conn, "memory_events") == EVENT_COLUMNS
-    assert conn.execute(
-        "SELECT COUNT(*) FROM sqlite_master WHERE type != 'table'"
-    ).fetchone()[0] == 0
+    assert conn.execute("SELECT COUNT(*) FROM sqlite_master WHERE type != 'table'").fetchone()[0] == 0
 
 
 # ---------------------------------------------------------------- generator
@@ -160,8 +173,7 @@ def test_generate_spreads(gen_db):
 
     oldest = NOW - timedelta(days=400)
     n_null_access = n_active = n_expires = n_past = n_soon = 0
-    for (mid, content, summary, tags, imp, conf, ac, decay, status, contra,
-         created, last, expires) in rows:
+    for mid, content, summary, tags, imp, conf, ac, decay, status, contra, created, last, expires in rows:
         assert content.endswith(f"(#{mid})")
         assert summary == content[:120]
         parsed = json.loads(tags)
@@ -200,13 +212,9 @@ def test_generate_spreads(gen_db):
     low = conn.execute("SELECT COUNT(*) FROM memories WHERE access_count <= 3").fetchone()[0]
     assert low > 0.75 * 2000
     assert conn.execute("SELECT MAX(access_count) FROM memories").fetchone()[0] > 20
-    mid_imp = conn.execute(
-        "SELECT COUNT(*) FROM memories WHERE importance BETWEEN 4 AND 7"
-    ).fetchone()[0]
+    mid_imp = conn.execute("SELECT COUNT(*) FROM memories WHERE importance BETWEEN 4 AND 7").fetchone()[0]
     assert mid_imp > 0.6 * 2000
-    hi_conf = conn.execute(
-        "SELECT COUNT(*) FROM memories WHERE confidence IN (1.0, 0.7)"
-    ).fetchone()[0]
+    hi_conf = conn.execute("SELECT COUNT(*) FROM memories WHERE confidence IN (1.0, 0.7)").fetchone()[0]
     assert hi_conf > 0.7 * 2000
 
 
@@ -259,36 +267,60 @@ def test_expiry_and_decay_hand_checks(gen_db):
     ids = {
         # decay cases (never accessed unless stated)
         "d30": _insert(conn, "thirty days", created=NOW - timedelta(days=30)),
-        "d29_9": _insert(conn, "29.9 days idle", created=NOW - timedelta(days=200),
-                         last_accessed=NOW - timedelta(days=29.9), access_count=2),
-        "bonus_cap": _insert(conn, "bonus capped", created=NOW - timedelta(days=60),
-                             access_count=20),
-        "total_cap": _insert(conn, "total capped", created=NOW - timedelta(days=90),
-                             last_accessed=NOW - timedelta(days=1), access_count=10),
+        "d29_9": _insert(
+            conn,
+            "29.9 days idle",
+            created=NOW - timedelta(days=200),
+            last_accessed=NOW - timedelta(days=29.9),
+            access_count=2,
+        ),
+        "bonus_cap": _insert(conn, "bonus capped", created=NOW - timedelta(days=60), access_count=20),
+        "total_cap": _insert(
+            conn,
+            "total capped",
+            created=NOW - timedelta(days=90),
+            last_accessed=NOW - timedelta(days=1),
+            access_count=10,
+        ),
         "d99": _insert(conn, "just above 0.1", created=NOW - timedelta(days=99)),
         "d100": _insert(conn, "just below 0.1", created=NOW - timedelta(days=100)),
         "d120": _insert(conn, "long forgotten", created=NOW - timedelta(days=120)),
         # expiry cases
-        "exp_past": _insert(conn, "deadline passed", created=NOW - timedelta(days=5),
-                            expires_at=NOW - timedelta(days=2), decay_score=0.8),
-        "exp_now": _insert(conn, "expires right now", created=NOW - timedelta(days=5),
-                           expires_at=NOW),
-        "exp_future": _insert(conn, "deadline ahead", created=NOW - timedelta(days=5),
-                              expires_at=NOW + timedelta(days=3)),
+        "exp_past": _insert(
+            conn,
+            "deadline passed",
+            created=NOW - timedelta(days=5),
+            expires_at=NOW - timedelta(days=2),
+            decay_score=0.8,
+        ),
+        "exp_now": _insert(conn, "expires right now", created=NOW - timedelta(days=5), expires_at=NOW),
+        "exp_future": _insert(
+            conn, "deadline ahead", created=NOW - timedelta(days=5), expires_at=NOW + timedelta(days=3)
+        ),
         # non-active rows: must not be touched by either job
-        "arch_past": _insert(conn, "archived, expiry passed", status="archived",
-                             created=NOW - timedelta(days=300), decay_score=0.0,
-                             expires_at=NOW - timedelta(days=10)),
-        "sup_old": _insert(conn, "superseded and old", status="superseded",
-                           created=NOW - timedelta(days=300), decay_score=0.42),
+        "arch_past": _insert(
+            conn,
+            "archived, expiry passed",
+            status="archived",
+            created=NOW - timedelta(days=300),
+            decay_score=0.0,
+            expires_at=NOW - timedelta(days=10),
+        ),
+        "sup_old": _insert(
+            conn,
+            "superseded and old",
+            status="superseded",
+            created=NOW - timedelta(days=300),
+            decay_score=0.42,
+        ),
     }
     conn.commit()
 
     snapshot_sql = "SELECT * FROM memories WHERE status != 'active' ORDER BY id"
     non_active_before = conn.execute(snapshot_sql).fetchall()
     active_expiring = conn.execute(
-        "SELECT COUNT(*) FROM memories WHERE status = 'active'"
-        " AND expires_at IS NOT NULL AND expires_at < ?", (NOW_ISO,)
+        "SELECT COUNT(*) FROM memories WHERE status = 'active' AND expires_at IS NOT NULL AND expires_at < ?",
+        (NOW_ISO,),
     ).fetchone()[0]
 
     # ---- expiry ----
@@ -300,13 +332,14 @@ def test_expiry_and_decay_hand_checks(gen_db):
     assert ev[0][0] == "expired"
     assert _iso(NOW - timedelta(days=2)) in ev[0][1]
     assert ev[0][2] == NOW_ISO
-    assert _row(conn, ids["exp_now"])[0] == "active"      # not strictly before now
+    assert _row(conn, ids["exp_now"])[0] == "active"  # not strictly before now
     assert _row(conn, ids["exp_future"])[0] == "active"
     assert _events(conn, ids["exp_now"]) == [] and _events(conn, ids["exp_future"]) == []
-    assert conn.execute(
-        "SELECT COUNT(*) FROM memory_events WHERE event_type = 'expired'"
-    ).fetchone()[0] == expired
-    assert article_expiry(conn, NOW) == 0                  # idempotent
+    assert (
+        conn.execute("SELECT COUNT(*) FROM memory_events WHERE event_type = 'expired'").fetchone()[0]
+        == expired
+    )
+    assert article_expiry(conn, NOW) == 0  # idempotent
 
     n_active = conn.execute("SELECT COUNT(*) FROM memories WHERE status = 'active'").fetchone()[0]
     non_active_mid = conn.execute(snapshot_sql).fetchall()
@@ -338,18 +371,23 @@ def test_expiry_and_decay_hand_checks(gen_db):
         assert [e[0] for e in _events(conn, ids[key])] == []
 
     # archived count matches the events and the rows, all at decay 0.0
-    assert conn.execute(
-        "SELECT COUNT(*) FROM memory_events WHERE event_type = 'archived'"
-    ).fetchone()[0] == archived
-    archived_ids = {r[0] for r in conn.execute(
-        "SELECT memory_id FROM memory_events WHERE event_type = 'archived'")}
+    assert (
+        conn.execute("SELECT COUNT(*) FROM memory_events WHERE event_type = 'archived'").fetchone()[0]
+        == archived
+    )
+    archived_ids = {
+        r[0] for r in conn.execute("SELECT memory_id FROM memory_events WHERE event_type = 'archived'")
+    }
     assert len(archived_ids) == archived
     for mid in archived_ids:
         assert _row(conn, mid) == ("archived", 0.0)
     # nothing active is left below the threshold
-    assert conn.execute(
-        "SELECT COUNT(*) FROM memories WHERE status = 'active' AND decay_score < 0.1"
-    ).fetchone()[0] == 0
+    assert (
+        conn.execute(
+            "SELECT COUNT(*) FROM memories WHERE status = 'active' AND decay_score < 0.1"
+        ).fetchone()[0]
+        == 0
+    )
 
     # rows that were already non-active before each job are untouched
     after = {r[0]: r for r in conn.execute(snapshot_sql)}
@@ -368,8 +406,8 @@ def test_decay_matches_independent_recomputation(gen_db):
     before = {
         mid: (last, created, ac)
         for mid, last, created, ac in conn.execute(
-            "SELECT id, last_accessed, created_at, access_count FROM memories"
-            " WHERE status = 'active'")
+            "SELECT id, last_accessed, created_at, access_count FROM memories WHERE status = 'active'"
+        )
     }
     updated, archived = article_decay(conn, NOW, half_life_days=90)
     assert updated == len(before)
@@ -395,9 +433,7 @@ def test_decay_matches_independent_recomputation(gen_db):
 def test_recall_candidates(gen_db):
     _path, conn = gen_db
     article_decay(conn, NOW)
-    rows = conn.execute(
-        "SELECT id, importance, confidence, decay_score, status FROM memories"
-    ).fetchall()
+    rows = conn.execute("SELECT id, importance, confidence, decay_score, status FROM memories").fetchall()
     eligible = [r for r in rows if r[4] == "active" and r[3] > 0.15]
     eligible.sort(key=lambda r: (r[1] * r[2] * r[3], r[0]), reverse=True)
     got = article_recall_candidates(conn)

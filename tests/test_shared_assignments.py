@@ -3,6 +3,7 @@
 value comes out unusable keeps all its values and is counted by the store's `lethe_kept`.
 It writes exactly what the guarded form (a guard in the WHERE and a count first, as on
 PostgreSQL) writes: the same scores, ranks, skipped rows and events."""
+
 import datetime as dt
 import shutil
 import sqlite3
@@ -35,8 +36,11 @@ def update(statements):
 def unscorable(path, ids=(7, 8)):
     """Two active rows the decay formula cannot score: no time to decay from."""
     conn = sqlite3.connect(path)
-    conn.execute("UPDATE memories SET created_at = NULL, last_accessed = NULL "
-                 f"WHERE id IN ({', '.join('?' * len(ids))}) AND status = 'active'", ids)
+    conn.execute(
+        "UPDATE memories SET created_at = NULL, last_accessed = NULL "
+        f"WHERE id IN ({', '.join('?' * len(ids))}) AND status = 'active'",
+        ids,
+    )
     conn.commit()
     conn.close()
 
@@ -60,8 +64,7 @@ def test_both_forms_write_the_same_rows_and_count_the_same_skipped(tmp_path):
     unscorable(a)
     shutil.copy(a, b)
     with Memory(a, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
-        changed, kept = mem.store.run_rule(update(decay_statements(mem, Dialect())), "default",
-                                           T.isoformat())
+        changed, kept = mem.store.run_rule(update(decay_statements(mem, Dialect())), "default", T.isoformat())
     with Memory(b, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
         count, st = decay_statements(mem, Guarded())
         meant = mem.store.fetch_one(count, "default", T.isoformat())[0]
@@ -70,16 +73,22 @@ def test_both_forms_write_the_same_rows_and_count_the_same_skipped(tmp_path):
     assert (changed, kept) == (guarded, meant - guarded)
     assert kept == 2 and changed > 0
     row = sqlite3.connect(a).execute("SELECT decay_score, rank FROM memories WHERE id = 7")
-    assert row.fetchone() == sqlite3.connect(b).execute(
-        "SELECT decay_score, rank FROM memories WHERE id = 7").fetchone()  # as they were
+    assert (
+        row.fetchone()
+        == sqlite3.connect(b).execute("SELECT decay_score, rank FROM memories WHERE id = 7").fetchone()
+    )  # as they were
 
 
 def test_a_pass_reports_the_rows_it_kept_as_skipped(tmp_path):
     path = str(tmp_path / "pass.db")
     seed_article.generate(path, 3000, START, seed=11)
     conn = sqlite3.connect(path)
-    ids = tuple(r[0] for r in conn.execute(  # rows the archive rule leaves alone
-        "SELECT id FROM memories WHERE status = 'active' AND decay_score > 0.5 LIMIT 3"))
+    ids = tuple(
+        r[0]
+        for r in conn.execute(  # rows the archive rule leaves alone
+            "SELECT id FROM memories WHERE status = 'active' AND decay_score > 0.5 LIMIT 3"
+        )
+    )
     active = conn.execute("SELECT count(*) FROM memories WHERE status = 'active'").fetchone()[0]
     conn.close()
     unscorable(path, ids)
@@ -100,9 +109,14 @@ scores:
 """
 
 
-@pytest.mark.parametrize("rank", ["0.5 * importance * confidence * decay_score",
-                                  "importance * confidence * decay_score + 0.25",
-                                  "min(3, importance) * pow(decay_score, 2)"])
+@pytest.mark.parametrize(
+    "rank",
+    [
+        "0.5 * importance * confidence * decay_score",
+        "importance * confidence * decay_score + 0.25",
+        "min(3, importance) * pow(decay_score, 2)",
+    ],
+)
 def test_a_rank_with_numbers_of_its_own_is_stored_as_it_reads(tmp_path, rank):
     """The rank's own constants are parameters too: each must meet its own placeholder
     (they once took the decay formula's, so the stored rank was another formula's)."""
@@ -118,10 +132,14 @@ def test_a_rank_with_numbers_of_its_own_is_stored_as_it_reads(tmp_path, rank):
     with Memory(fresh, policy=str(policy), clock=lambda: T, offline=True) as mem:
         mem.store.run(st, "default", T.isoformat())  # the rank formula alone, over every row
         mem.store.db.commit()
-    stored = sqlite3.connect(path).execute(
-        "SELECT id, rank FROM memories WHERE status = 'active' ORDER BY id").fetchall()
-    refreshed = dict(sqlite3.connect(fresh).execute(
-        "SELECT id, rank FROM memories WHERE status = 'active'").fetchall())
+    stored = (
+        sqlite3.connect(path)
+        .execute("SELECT id, rank FROM memories WHERE status = 'active' ORDER BY id")
+        .fetchall()
+    )
+    refreshed = dict(
+        sqlite3.connect(fresh).execute("SELECT id, rank FROM memories WHERE status = 'active'").fetchall()
+    )
     assert stored and all(r == pytest.approx(refreshed[i], abs=1e-9) for i, r in stored)
 
 

@@ -2,6 +2,7 @@
 at every entry point (API, CLI, MCP, LangGraph through `put`, import); a prompt shows a
 long text cut, and says so, so data never makes a template fail; one render builds at
 most so many characters in all, whatever it keeps."""
+
 from __future__ import annotations
 
 import os
@@ -13,9 +14,8 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from engine import FixedClock, InputError, Memory, StoreError
+from engine import FixedClock, InputError, Memory, StoreError, prompts
 from engine.base import inputs
-from engine import prompts
 from engine.cli import main
 from engine.prompts import budget
 from engine.store.transfer import copy_store
@@ -29,19 +29,33 @@ def mem(tmp_path):
         yield m
 
 
-@pytest.mark.parametrize("call", [
-    lambda m: m.add("x" * OVER, judged=False),
-    lambda m: m.add("x" * OVER),
-    lambda m: m.add("short", summary="s" * OVER, judged=False),
-    lambda m: m.add("short", tags=["t" * (inputs.MAX_TAG + 1)], judged=False),
-    lambda m: m.add("short", tags=[f"t{i}" for i in range(inputs.MAX_TAGS + 1)], judged=False),
-    lambda m: m.remember("x" * OVER),
-    lambda m: m.remember("hi", "x" * OVER),
-    lambda m: m.put("k", "x" * OVER, None),
-    lambda m: m.put("k", "short", {"v": "x" * OVER}),
-    lambda m: m.correct(m.add("short one", judged=False), "x" * OVER, "why"),
-], ids=["add raw", "add judged", "summary", "a long tag", "many tags", "remember user",
-        "remember assistant", "put content", "put value", "correct"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: m.add("x" * OVER, judged=False),
+        lambda m: m.add("x" * OVER),
+        lambda m: m.add("short", summary="s" * OVER, judged=False),
+        lambda m: m.add("short", tags=["t" * (inputs.MAX_TAG + 1)], judged=False),
+        lambda m: m.add("short", tags=[f"t{i}" for i in range(inputs.MAX_TAGS + 1)], judged=False),
+        lambda m: m.remember("x" * OVER),
+        lambda m: m.remember("hi", "x" * OVER),
+        lambda m: m.put("k", "x" * OVER, None),
+        lambda m: m.put("k", "short", {"v": "x" * OVER}),
+        lambda m: m.correct(m.add("short one", judged=False), "x" * OVER, "why"),
+    ],
+    ids=[
+        "add raw",
+        "add judged",
+        "summary",
+        "a long tag",
+        "many tags",
+        "remember user",
+        "remember assistant",
+        "put content",
+        "put value",
+        "correct",
+    ],
+)
 def test_an_oversized_memory_is_refused_at_the_api_and_nothing_is_stored(mem, call):
     """Before: two 6 MB memories stored without judging wedged every later judged write."""
     before = mem.counts()
@@ -54,8 +68,9 @@ def test_an_oversized_memory_is_refused_at_the_api_and_nothing_is_stored(mem, ca
 def test_the_cli_refuses_an_oversized_memory(tmp_path):
     big = tmp_path / "big.txt"
     big.write_text("x" * OVER)
-    result = CliRunner().invoke(main, ["add", "--db", str(tmp_path / "m.db"), "--raw",
-                                       "--offline", "x" * OVER])
+    result = CliRunner().invoke(
+        main, ["add", "--db", str(tmp_path / "m.db"), "--raw", "--offline", "x" * OVER]
+    )
     assert result.exit_code == 2 and "at most" in result.output, result.output
 
 
@@ -68,8 +83,10 @@ def test_an_import_refuses_a_source_holding_an_oversized_memory(tmp_path):
         m.store.db.commit()
     with pytest.raises(StoreError, match=f"#{big}.*at most"):
         copy_store(str(src), str(tmp_path / "dst.db"))
-    assert not os.path.exists(tmp_path / "dst.db") or \
-        Memory(str(tmp_path / "dst.db"), offline=True).counts() == {}
+    assert (
+        not os.path.exists(tmp_path / "dst.db")
+        or Memory(str(tmp_path / "dst.db"), offline=True).counts() == {}
+    )
 
 
 def test_long_memories_never_make_a_judged_write_or_a_pass_fail(mem, monkeypatch):
@@ -88,19 +105,37 @@ def test_long_memories_never_make_a_judged_write_or_a_pass_fail(mem, monkeypatch
     assert [r.name for r in mem.run(["compression"])] == ["compression"]
     assert mem.recall("project notes")
     assert time.monotonic() - start < 120
-    shown = prompts.render("contradiction.j2", mem.policy.prompt_dirs, {
-        "memory": {"content": "y" * OVER, "summary": "s", "kind": None, "tags": []},
-        "candidates": [{"n": 1, "content": "z" * OVER, "summary": None,
-                        "created_at": "2026-01-01", "importance": 5, "similarity": None}],
-        "now": "2026-03-02T09:00:00", "today": "2026-03-02"})
+    shown = prompts.render(
+        "contradiction.j2",
+        mem.policy.prompt_dirs,
+        {
+            "memory": {"content": "y" * OVER, "summary": "s", "kind": None, "tags": []},
+            "candidates": [
+                {
+                    "n": 1,
+                    "content": "z" * OVER,
+                    "summary": None,
+                    "created_at": "2026-01-01",
+                    "importance": 5,
+                    "similarity": None,
+                }
+            ],
+            "now": "2026-03-02T09:00:00",
+            "today": "2026-03-02",
+        },
+    )
     assert len(shown) < 3 * prompts.PROMPT_TEXT + 20_000
     assert f"{OVER - prompts.PROMPT_TEXT:,} more characters not shown" in shown
     del written
 
 
 def test_a_render_of_short_texts_is_unchanged():
-    short = {"memory": {"content": "User likes tea.", "summary": None, "kind": None, "tags": []},
-             "candidates": [], "now": "2026-03-02T09:00:00", "today": "2026-03-02"}
+    short = {
+        "memory": {"content": "User likes tea.", "summary": None, "kind": None, "tags": []},
+        "candidates": [],
+        "now": "2026-03-02T09:00:00",
+        "today": "2026-03-02",
+    }
     assert prompts.shortened(short) == short
 
 
@@ -128,8 +163,9 @@ def test_one_render_builds_a_bounded_total_whatever_it_keeps(tmp_path):
         print(next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")))
     """)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=root, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=root, timeout=300
+    )
     lines = done.stdout.strip().splitlines()
     assert done.returncode == 0 and len(lines) == 3, done.stdout + done.stderr
     message, seconds, rss_kb = lines[0], float(lines[1]), int(lines[2])

@@ -8,6 +8,7 @@ Everything runs on the wall clock, as in production; leases last 3 s, so a kille
 holder's lease runs out quickly (a holder killed on this host is even taken over at once).
 `make soak` runs it for 120 s; `make test` runs a 15 s version. Figures: pytest -s.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -67,8 +68,11 @@ class Soak:
     def __init__(self, tmp_path, seconds: float, seed: int = 12):
         self.tmp, self.seconds, self.rng = tmp_path, seconds, random.Random(seed)
         self.db = str(tmp_path / "soak.db")
-        self.model = subprocess.Popen([sys.executable, os.path.join(PROCS, "slow_model.py"),
-                                       "--delay", "0.15"], stdout=subprocess.PIPE, text=True)
+        self.model = subprocess.Popen(
+            [sys.executable, os.path.join(PROCS, "slow_model.py"), "--delay", "0.15"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         url = self.model.stdout.readline().strip()
         self.policy = str(tmp_path / "soak.yaml")
         with open(self.policy, "w") as fh:
@@ -79,15 +83,32 @@ class Soak:
         self.runs: list[subprocess.Popen] = []
         self.n_agents = 0
         self.deadline = time.monotonic() + seconds  # play() sets it again as it starts
-        self.figures = {"kills": {"agent": 0, "daemon": 0, "run": 0}, "runs_started": 0,
-                        "runs_ok": 0, "runs_busy": 0, "runs_failed": [], "daemon_starts": 0}
+        self.figures = {
+            "kills": {"agent": 0, "daemon": 0, "run": 0},
+            "runs_started": 0,
+            "runs_ok": 0,
+            "runs_busy": 0,
+            "runs_failed": [],
+            "daemon_starts": 0,
+        }
 
     def start_agent(self) -> None:
         self.n_agents += 1
         log = self.tmp / f"agent{self.n_agents}.jsonl"
         self.agents[self.n_agents] = spawn(
-            "worker.py", self.db, log, "--worker", self.n_agents, "--seconds", self._left(),
-            "--policy", self.policy, "--online", "--real-clock", stdout=subprocess.DEVNULL)
+            "worker.py",
+            self.db,
+            log,
+            "--worker",
+            self.n_agents,
+            "--seconds",
+            self._left(),
+            "--policy",
+            self.policy,
+            "--online",
+            "--real-clock",
+            stdout=subprocess.DEVNULL,
+        )
 
     def _left(self) -> float:
         """Seconds until the run's end: an agent started (or restarted) now writes up
@@ -96,15 +117,25 @@ class Soak:
 
     def start_daemon(self) -> None:
         self.figures["daemon_starts"] += 1
-        self.daemon = subprocess.Popen(lethe("daemon", *self.store, "--interval", "0.5",
-                                             "--lease-ttl", "3s", "--json"), cwd=ROOT,
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.daemon = subprocess.Popen(
+            lethe("daemon", *self.store, "--interval", "0.5", "--lease-ttl", "3s", "--json"),
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     def start_run(self) -> None:
         self.figures["runs_started"] += 1
-        self.runs.append(subprocess.Popen(lethe("run", *self.store, "--lease-ttl", "3s", "--json"),
-                                          cwd=ROOT, stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.PIPE, text=True))
+        self.runs.append(
+            subprocess.Popen(
+                lethe("run", *self.store, "--lease-ttl", "3s", "--json"),
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
 
     def reap_runs(self) -> None:
         for p in [p for p in self.runs if p.poll() is not None]:
@@ -159,8 +190,13 @@ class Soak:
             p.wait(timeout=120)
         self.reap_runs()
         # the model is healthy: one last run judges whatever is still pending
-        done = subprocess.run(lethe("run", *self.store, "--wait", "30", "--json"), cwd=ROOT,
-                              capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            lethe("run", *self.store, "--wait", "30", "--json"),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stderr
         self.model.send_signal(signal.SIGTERM)
         self.model.wait(timeout=10)
@@ -185,11 +221,14 @@ def lost_writes(db: sqlite3.Connection, entries: list[dict]) -> list[dict]:
             if row is None or row[0] != e["content"]:
                 lost.append(e)
         elif e.get("op") == "remember" and e["ids"]:
-            turn = db.execute("SELECT status, memory_ids FROM inbox WHERE user_text = ?",
-                              (e["user"],)).fetchall()
+            turn = db.execute(
+                "SELECT status, memory_ids FROM inbox WHERE user_text = ?", (e["user"],)
+            ).fetchall()
             ok = len(turn) == 1 and turn[0][0] == "done" and json.loads(turn[0][1]) == e["ids"]
-            present = db.execute("SELECT count(*) FROM memories WHERE id IN (SELECT value FROM "
-                                 "json_each(?))", (json.dumps(e["ids"]),)).fetchone()[0]
+            present = db.execute(
+                "SELECT count(*) FROM memories WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(e["ids"]),),
+            ).fetchone()[0]
             if not ok or present != len(e["ids"]):
                 lost.append(e)
     return lost
@@ -199,8 +238,10 @@ def double_ticks(db: sqlite3.Connection) -> tuple[list, list[str]]:
     """Memories whose `ticked` events are not at least EVERY seconds apart (a due time
     applied twice), and the distinct times the tick pass ran at."""
     by_memory: dict[int, list[str]] = {}
-    for mid, at in db.execute("SELECT memory_id, occurred_at FROM memory_events WHERE "
-                              "event_type = 'ticked' ORDER BY memory_id, occurred_at"):
+    for mid, at in db.execute(
+        "SELECT memory_id, occurred_at FROM memory_events WHERE "
+        "event_type = 'ticked' ORDER BY memory_id, occurred_at"
+    ):
         by_memory.setdefault(mid, []).append(at)
     bad = []
     for mid, times in by_memory.items():
@@ -222,26 +263,37 @@ def run_soak(tmp_path, seconds: float) -> dict:
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         lost = lost_writes(db, entries)
         bad_ticks, tick_runs = double_ticks(db)
-        left = db.execute("SELECT status, count(*) FROM inbox WHERE status IN ('pending', "
-                          "'failed') GROUP BY status").fetchall()
+        left = db.execute(
+            "SELECT status, count(*) FROM inbox WHERE status IN ('pending', 'failed') GROUP BY status"
+        ).fetchall()
         problems = status_event_problems(db)
         statuses = dict(db.execute("SELECT status, count(*) FROM memories GROUP BY status"))
         turns = dict(db.execute("SELECT status, count(*) FROM inbox GROUP BY status"))
         calls = db.execute("SELECT count(*) FROM model_calls").fetchone()[0]
-    gaps = [(dt.datetime.fromisoformat(b) - dt.datetime.fromisoformat(a)).total_seconds()
-            for a, b in zip(tick_runs, tick_runs[1:])]
+    gaps = [
+        (dt.datetime.fromisoformat(b) - dt.datetime.fromisoformat(a)).total_seconds()
+        for a, b in zip(tick_runs, tick_runs[1:])
+    ]
     f = soak.figures
     figures = {
-        "seconds": seconds, "agents_started": soak.n_agents, **f,
-        "writes_acknowledged": sum(1 for e in entries if e.get("op") == "add" or
-                                   (e.get("op") == "remember" and e["ids"])),
+        "seconds": seconds,
+        "agents_started": soak.n_agents,
+        **f,
+        "writes_acknowledged": sum(
+            1 for e in entries if e.get("op") == "add" or (e.get("op") == "remember" and e["ids"])
+        ),
         "remembers": sum(1 for e in entries if e.get("op") == "remember"),
         "adds": sum(1 for e in entries if e.get("op") == "add"),
         "recalls": sum(1 for e in entries if e.get("op") == "recall"),
         "agent_errors": sum(1 for e in entries if "error" in e),
-        "lost": len(lost), "tick_due_times_run": len(tick_runs),
-        "tick_gap_min_s": min(gaps) if gaps else None, "double_applied": len(bad_ticks),
-        "pending_left": dict(left), "model_calls": calls, "turns": turns, "statuses": statuses,
+        "lost": len(lost),
+        "tick_due_times_run": len(tick_runs),
+        "tick_gap_min_s": min(gaps) if gaps else None,
+        "double_applied": len(bad_ticks),
+        "pending_left": dict(left),
+        "model_calls": calls,
+        "turns": turns,
+        "statuses": statuses,
     }
     print("\nsoak figures:", json.dumps(figures, sort_keys=True))
     assert lost == [], lost[:5]

@@ -3,6 +3,7 @@ library (engine.store.sqlite_library). On a Python whose sqlite3 cannot load ext
 a store with embeddings runs on pysqlite3; a lease connection from the standard library
 beside it did not see the store's locks (CI: "database disk image is malformed", and a
 runner told its lease was taken over by nobody)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -71,6 +72,7 @@ def test_errors_of_each_library_are_caught_as_the_connection_raises_them(tmp_pat
     """`library` names the module of a connection (also of the store's subclass of it),
     so `except library(db).OperationalError` catches what that connection raises."""
     from engine.store.sqlite_wait import connection_class
+
     plain = sqlite3.connect(":memory:", factory=connection_class(sqlite3))
     assert library(plain) is sqlite3
     with pytest.raises(library(plain).OperationalError):
@@ -119,6 +121,7 @@ def test_a_second_name_for_the_file_is_the_same_file(tmp_path, clock):
     embeddings through it beside a plain store are refused, as through the first name."""
     _needs_pysqlite3_for_embeddings()
     from engine.base.errors import StoreError
+
     path, link = tmp_path / "m.db", tmp_path / "also.db"
     open_store(str(path), clock).close()
     link.hardlink_to(path)
@@ -143,6 +146,7 @@ def test_a_second_name_for_the_file_is_the_same_file(tmp_path, clock):
 def test_embeddings_on_a_file_open_without_them_are_refused_with_the_reason(tmp_path, clock):
     _needs_pysqlite3_for_embeddings()
     from engine.base.errors import StoreError
+
     path = str(tmp_path / "m.db")
     plain = open_store(path, clock)
     try:
@@ -164,7 +168,9 @@ def test_two_threads_opening_one_file_get_one_library(tmp_path, clock):
     """The library is claimed before connecting: a store with embeddings and one without,
     opened at once from two threads, never end up on two libraries (or one is refused)."""
     import threading
+
     from engine.base.errors import StoreError
+
     _needs_pysqlite3_for_embeddings()
     for attempt in range(8):
         path = str(tmp_path / f"m{attempt}.db")
@@ -191,8 +197,7 @@ def test_two_threads_opening_one_file_get_one_library(tmp_path, clock):
     alone.close()
 
 
-def test_a_store_opened_by_a_relative_path_survives_a_change_of_directory(tmp_path, clock,
-                                                                           monkeypatch):
+def test_a_store_opened_by_a_relative_path_survives_a_change_of_directory(tmp_path, clock, monkeypatch):
     """Its lease, checkpoints and release all find the file it opened, not one of the
     same name in the new current directory."""
     (tmp_path / "a").mkdir()
@@ -215,8 +220,7 @@ def test_a_store_opened_by_a_relative_path_survives_a_change_of_directory(tmp_pa
 
 
 # -- one SQLite library per process (issue 42, finding 12)
-def test_a_store_with_embeddings_runs_on_the_standard_library_like_the_application(
-        tmp_path, clock):
+def test_a_store_with_embeddings_runs_on_the_standard_library_like_the_application(tmp_path, clock):
     """Before: on a Python whose sqlite3 cannot load extensions the store ran on pysqlite3;
     an application that opened and closed the same file with `sqlite3` made the process
     drop the store's POSIX locks and delete its WAL. Now every connection Lethe opens is
@@ -225,6 +229,7 @@ def test_a_store_with_embeddings_runs_on_the_standard_library_like_the_applicati
     pytest.importorskip("numpy")
     from engine import Memory
     from tests.test_embeddings import FakeOpenAI, policy_file, topic_vector
+
     with FakeOpenAI(embedder=topic_vector) as fake:
         path = str(tmp_path / "m.db")
         with Memory(path, policy=policy_file(tmp_path, fake), clock=clock) as mem:
@@ -248,18 +253,22 @@ def test_the_python_vector_functions_answer_as_sqlite_vec_does():
     vec_distance_hamming are Python functions; they give sqlite-vec's answers."""
     np = pytest.importorskip("numpy")
     from engine.store.vectors import python_functions
+
     ours = sqlite3.connect(":memory:")
     python_functions(ours)
     rng = np.random.default_rng(7)
     vectors = [rng.standard_normal(16).astype("float32").tobytes() for _ in range(6)]
     vectors.append(np.zeros(16, dtype="float32").tobytes())
-    queries = [("SELECT vec_distance_cosine(?, ?)", 2), ("SELECT hex(vec_quantize_binary(?))", 1),
-               ("SELECT vec_distance_hamming(vec_bit(vec_quantize_binary(?)), "
-                "vec_bit(vec_quantize_binary(?)))", 2)]
+    queries = [
+        ("SELECT vec_distance_cosine(?, ?)", 2),
+        ("SELECT hex(vec_quantize_binary(?))", 1),
+        ("SELECT vec_distance_hamming(vec_bit(vec_quantize_binary(?)), vec_bit(vec_quantize_binary(?)))", 2),
+    ]
     theirs = None
     try:
-        from pysqlite3 import dbapi2
         import sqlite_vec
+        from pysqlite3 import dbapi2
+
         theirs = dbapi2.connect(":memory:")
         theirs.enable_load_extension(True)
         sqlite_vec.load(theirs)

@@ -2,6 +2,7 @@
 the whole pass (SQLite's own busy handler sleeps up to 100 ms between tries and misses
 every gap of a pass that begins its next range at once), and still wait only as long as
 the store's timeout."""
+
 import datetime as dt
 import json
 import sqlite3
@@ -25,8 +26,9 @@ BATCH = 100
 
 def batched(tmp_path):
     path = tmp_path / "batched.yaml"
-    path.write_text(f"name: batched\nextends: {POLICIES}/lifecycle.yaml\n"
-                    f"passes:\n  decay:\n    batch: {BATCH}\n")
+    path.write_text(
+        f"name: batched\nextends: {POLICIES}/lifecycle.yaml\npasses:\n  decay:\n    batch: {BATCH}\n"
+    )
     return str(path)
 
 
@@ -44,8 +46,21 @@ def write_during_the_pass(path, policy, write):
     """Run decay in `lethe run`, another process, as a scheduler would; once its first
     range has committed, `write(memory)` here. Returns the pass's cursor when the write
     began and when it ended (None: the pass had ended)."""
-    cmd = [sys.executable, "-m", "engine.cli", "run", "--db", path, "--policy", policy,
-           "--pass", "decay", "--now", T.isoformat(), "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "engine.cli",
+        "run",
+        "--db",
+        path,
+        "--policy",
+        policy,
+        "--pass",
+        "decay",
+        "--now",
+        T.isoformat(),
+        "--json",
+    ]
     with Memory(path, policy=policy, clock=lambda: T, offline=True) as mem:
         passing = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
@@ -64,9 +79,12 @@ def write_during_the_pass(path, policy, write):
 def write_call(store, step: str) -> None:
     """One autocommit write on the store's connection (a model_calls row; the store's own
     log_call keeps its line for later when the lock is busy, so it is not used here)."""
-    store.db.execute("INSERT INTO model_calls (namespace, step, model, prompt_tokens, "
-                     "completion_tokens, latency_ms, outcome, occurred_at) "
-                     "VALUES ('default', ?, 'm', 1, 1, 1.0, 'ok', 'x')", (step,))
+    store.db.execute(
+        "INSERT INTO model_calls (namespace, step, model, prompt_tokens, "
+        "completion_tokens, latency_ms, outcome, occurred_at) "
+        "VALUES ('default', ?, 'm', 1, 1, 1.0, 'ok', 'x')",
+        (step,),
+    )
 
 
 @pytest.fixture
@@ -89,8 +107,9 @@ def test_a_writer_gets_in_between_two_ranges_of_a_batched_pass(tmp_path, article
     assert after is not None, "the write waited for the whole pass"
     # measured across processes: 0 ranges here; 4-6 (or the whole pass) with SQLite's
     # own busy handler
-    assert (after - before) // BATCH <= 2, f"the pass committed {(after - before) // BATCH} " \
-        "ranges while the writer waited"
+    assert (after - before) // BATCH <= 2, (
+        f"the pass committed {(after - before) // BATCH} ranges while the writer waited"
+    )
 
 
 def test_a_write_still_waits_only_the_store_timeout(db_path, clock):
@@ -99,8 +118,7 @@ def test_a_write_still_waits_only_the_store_timeout(db_path, clock):
     holder.execute("BEGIN IMMEDIATE")
     store = Store(db_path, clock, timeout=0.2)
     try:
-        for write in (lambda: write_call(store, "test"),
-                      lambda: store.transaction().__enter__()):
+        for write in (lambda: write_call(store, "test"), lambda: store.transaction().__enter__()):
             t0 = time.monotonic()
             with pytest.raises(sqlite3.OperationalError, match="database is locked"):
                 write()
@@ -117,9 +135,11 @@ def test_a_write_waits_for_a_lock_held_a_while(db_path, clock):
     Store(db_path, clock).close()
     holder = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
     holder.execute("BEGIN IMMEDIATE")
-    holder.execute("INSERT INTO model_calls (namespace, step, model, prompt_tokens, "
-                   "completion_tokens, latency_ms, outcome, occurred_at) "
-                   "VALUES ('default', 'first', 'm', 1, 1, 1.0, 'ok', 'x')")
+    holder.execute(
+        "INSERT INTO model_calls (namespace, step, model, prompt_tokens, "
+        "completion_tokens, latency_ms, outcome, occurred_at) "
+        "VALUES ('default', 'first', 'm', 1, 1, 1.0, 'ok', 'x')"
+    )
     release = threading.Timer(0.3, lambda: holder.execute("COMMIT"))
     store = Store(db_path, clock)
     release.start()
@@ -238,6 +258,7 @@ def test_a_store_nobody_waited_for_leaves_no_waiters_file(tmp_path):
     """Issue 43: every store left a permanent zero-byte `*.db-lethe-waiters` beside it (39
     after an experiment with --keep); only a writer that waits makes it now."""
     from engine import FixedClock, Memory
+
     db = tmp_path / "agent.db"
     with Memory(str(db), offline=True, clock=FixedClock("2026-01-05T09:00:00")) as mem:
         mem.remember("I moved to Lisbon.")

@@ -4,15 +4,16 @@ outage: the request is sent again without it, the call's log says so with the se
 words, and a 5xx that is an outage keeps the server's message on the pending turn.
 
 Over HTTP with the real `openai` client (FakeOpenAI)."""
+
 from __future__ import annotations
 
 import pytest
 
 from engine.judges.openai import forget_refusals
 from tests.fake_openai import Reply
+from tests.fake_server import fake_openai  # noqa: F401  (fixture)
 from tests.test_judges import Judge, calls, lethe, memories, policy_file  # noqa: F401
 from tests.test_model_matrix import EXPECTED, lifecycle_round, server
-from tests.fake_server import fake_openai  # noqa: F401  (fixture)
 
 
 @pytest.fixture(autouse=True)
@@ -36,6 +37,7 @@ def test_a_500_that_names_json_schema_steps_down_and_says_so(tmp_path, clock):
 
 def test_a_500_that_is_an_outage_keeps_the_servers_words_on_the_pending_turn(tmp_path, clock, db_path):
     from engine import Memory
+
     judge = Judge(gate=Reply(status=500, content="CUDA out of memory"))
     fake = server(judge).start()
     mem = Memory(db_path, policy=policy_file(tmp_path, fake.base_url), clock=clock)
@@ -50,6 +52,7 @@ def test_a_500_that_is_an_outage_keeps_the_servers_words_on_the_pending_turn(tmp
 @pytest.mark.both_backends
 def test_what_a_server_refused_is_remembered_by_the_store_for_the_next_process(tmp_path, clock, db_path):
     from engine import Memory
+
     fake = server(Judge(), refuse=("json_schema_500",)).start()
     path = policy_file(tmp_path, fake.base_url)
     mem = Memory(db_path, policy=path, clock=clock)
@@ -67,15 +70,18 @@ def test_what_a_server_refused_is_remembered_by_the_store_for_the_next_process(t
 
 def test_a_recall_the_rules_answer_is_logged_with_its_reason_and_warned_once(tmp_path, clock, db_path):
     import warnings
+
     from engine import Memory
     from engine.base.errors import RulesFallbackWarning
     from tests.fake_server import closed_port_url
+
     mem = Memory(db_path, policy=policy_file(tmp_path, closed_port_url()), clock=clock)
     mem.add("User uses PostgreSQL for the main database", judged=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert [m.content for m in mem.recall("which database?")] == \
-            ["User uses PostgreSQL for the main database"]
+        assert [m.content for m in mem.recall("which database?")] == [
+            "User uses PostgreSQL for the main database"
+        ]
         mem.recall("which database again?")
     said = [w for w in caught if issubclass(w.category, RulesFallbackWarning)]
     assert len(said) == 1 and "cannot reach" in str(said[0].message)
@@ -85,14 +91,18 @@ def test_a_recall_the_rules_answer_is_logged_with_its_reason_and_warned_once(tmp
     mem.close()
 
 
-def test_a_model_with_concurrency_1_gets_one_call_at_a_time_and_queueing_is_not_timed(tmp_path, clock, db_path):
+def test_a_model_with_concurrency_1_gets_one_call_at_a_time_and_queueing_is_not_timed(
+    tmp_path, clock, db_path
+):
     """On a server that runs one request at a time, the three calls Lethe sends together
     queued there and the timeout counted the queue. With `concurrency: 1` they queue here,
     and each call's clock starts when it is sent."""
     import threading
     import time
+
     from engine import Memory
     from tests.test_judges import LIFECYCLE
+
     active, most = [0], [0]
     lock = threading.Lock()
 
@@ -105,14 +115,20 @@ def test_a_model_with_concurrency_1_gets_one_call_at_a_time_and_queueing_is_not_
             with lock:
                 active[0] -= 1
             return answer
+
         return respond
 
-    judge = Judge(confidence=slow({"confidence": 0.7}), expiry=slow({"expires_at": None}),
-                  contradiction=slow({"supersedes": [], "confirms": []}))
+    judge = Judge(
+        confidence=slow({"confidence": 0.7}),
+        expiry=slow({"expires_at": None}),
+        contradiction=slow({"supersedes": [], "confirms": []}),
+    )
     fake = server(judge).start()
     model = f'{{provider: openai, model: m, base_url: "{fake.base_url}", max_retries: 0, timeout: 1.0, concurrency: 1}}'
     path = tmp_path / "one-at-a-time.yaml"
-    path.write_text(f"name: one-at-a-time\nextends: {LIFECYCLE}\nmodels:\n  cheap: {model}\n  strong: {model}\n")
+    path.write_text(
+        f"name: one-at-a-time\nextends: {LIFECYCLE}\nmodels:\n  cheap: {model}\n  strong: {model}\n"
+    )
     mem = Memory(db_path, policy=str(path), clock=clock)
     mem.add("User deploys on Fridays", judged=False)
     [mid] = mem.remember("I deploy the billing service on Fridays.", "ok")

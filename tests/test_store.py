@@ -1,4 +1,5 @@
 """The store: migrations, adopting the article's database in place, append-only events."""
+
 import sqlite3
 
 import pytest
@@ -19,9 +20,25 @@ def test_new_database_has_every_migration_and_wal(db_path, clock):
     # the connection waits for the write lock itself, 30 s by default (test_sqlite_wait)
     assert store.db.execute("PRAGMA busy_timeout").fetchone()[0] == 0 and store.db.wait == 30.0
     cols = {r[1] for r in store.db.execute("PRAGMA table_info(memories)")}
-    assert {"id", "content", "summary", "tags", "importance", "confidence", "access_count",
-            "decay_score", "status", "contradicted_by", "created_at", "last_accessed",
-            "expires_at", "namespace", "kind", "scene", "rank"} <= cols
+    assert {
+        "id",
+        "content",
+        "summary",
+        "tags",
+        "importance",
+        "confidence",
+        "access_count",
+        "decay_score",
+        "status",
+        "contradicted_by",
+        "created_at",
+        "last_accessed",
+        "expires_at",
+        "namespace",
+        "kind",
+        "scene",
+        "rank",
+    } <= cols
 
 
 @pytest.mark.sqlite_only
@@ -40,15 +57,17 @@ def test_article_database_is_adopted_in_place_losing_nothing(tmp_path, clock, me
     raw.close()
 
     mem = memory("lifecycle", db=path)
-    after = run_sql(mem.store, 
+    after = run_sql(
+        mem.store,
         "SELECT id, content, summary, tags, importance, confidence, access_count, decay_score, "
-        "status, contradicted_by, created_at, last_accessed, expires_at FROM memories ORDER BY id"
+        "status, contradicted_by, created_at, last_accessed, expires_at FROM memories ORDER BY id",
     ).fetchall()
     assert [tuple(r) for r in after] == before
     assert run_sql(mem.store, "SELECT count(*) FROM memory_events").fetchone()[0] == events_before
     # adopted rows belong to the default namespace and get their stored rank
-    row = run_sql(mem.store, "SELECT namespace, rank, importance * confidence * decay_score "
-                               "FROM memories WHERE id = 1").fetchone()
+    row = run_sql(
+        mem.store, "SELECT namespace, rank, importance * confidence * decay_score FROM memories WHERE id = 1"
+    ).fetchone()
     assert row[0] == "default" and row[1] == pytest.approx(row[2])
     # and the full-text index covers the old rows
     hits = run_sql(mem.store, "SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'prefers'")
@@ -69,9 +88,16 @@ def test_events_are_append_only(memory):
 def test_full_text_index_follows_content_changes(memory):
     mem = memory()
     mid = mem.add("User prefers tabs")
-    run_sql(mem.store, "UPDATE memories SET content = 'User prefers spaces', summary = 'spaces' WHERE id = ?", (mid,))
-    _match = lambda w: run_sql(mem.store,   # noqa: E731
-        "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?", (w,)).fetchall()
+    run_sql(
+        mem.store,
+        "UPDATE memories SET content = 'User prefers spaces', summary = 'spaces' WHERE id = ?",
+        (mid,),
+    )
+    _match = lambda w: run_sql(
+        mem.store,  # noqa: E731
+        "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?",
+        (w,),
+    ).fetchall()
     match = lambda w: [tuple(r) for r in _match(w)]  # noqa: E731
     assert match("spaces") == [(mid,)]
     assert match("tabs") == []

@@ -1,6 +1,7 @@
 """A memory's text in a table of its own (SQLite's m020): a pass writes no page of it,
 `memories` still reads and writes as the seed article's table, and a rule may read the
 text on either backend."""
+
 import datetime as dt
 import hashlib
 import os
@@ -27,16 +28,18 @@ def wal_pages(path: str) -> set[int]:
     page_size = struct.unpack(">I", data[8:12])[0]
     salts, pages, at = data[16:24], set(), 32
     while at + 24 + page_size <= len(data):
-        if data[at + 8:at + 16] != salts:
+        if data[at + 8 : at + 16] != salts:
             break
-        pages.add(struct.unpack(">I", data[at:at + 4])[0])
+        pages.add(struct.unpack(">I", data[at : at + 4])[0])
         at += 24 + page_size
     return pages
 
 
 def pages_of(db, prefix: str) -> set[int]:
-    return {r[0] for r in db.execute("SELECT pageno FROM dbstat WHERE name = ? OR name LIKE ?",
-                                     (prefix, prefix + "%"))}
+    return {
+        r[0]
+        for r in db.execute("SELECT pageno FROM dbstat WHERE name = ? OR name LIKE ?", (prefix, prefix + "%"))
+    }
 
 
 @pytest.mark.sqlite_only
@@ -67,25 +70,43 @@ def test_memories_reads_and_writes_as_the_articles_table(tmp_path):
     with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
         first = mem.add("User prefers tabs", importance=8)
         db = mem.store.db
-        assert db.execute("SELECT type FROM sqlite_master WHERE name = 'memories'"
-                          ).fetchone()[0] == "view"
+        assert db.execute("SELECT type FROM sqlite_master WHERE name = 'memories'").fetchone()[0] == "view"
         assert [r[1] for r in db.execute("PRAGMA table_info(memories)")][:13] == [
-            "id", "content", "summary", "tags", "importance", "confidence", "access_count",
-            "decay_score", "status", "contradicted_by", "created_at", "last_accessed",
-            "expires_at"]
+            "id",
+            "content",
+            "summary",
+            "tags",
+            "importance",
+            "confidence",
+            "access_count",
+            "decay_score",
+            "status",
+            "contradicted_by",
+            "created_at",
+            "last_accessed",
+            "expires_at",
+        ]
         with mem.store.transaction():
-            db.execute("INSERT INTO memories (content, tags) VALUES ('Deploys go out on "
-                       "Fridays', '[\"ops\"]')")
+            db.execute(
+                "INSERT INTO memories (content, tags) VALUES ('Deploys go out on Fridays', '[\"ops\"]')"
+            )
         new = db.execute("SELECT max(id) FROM memories").fetchone()[0]
         row = dict(db.execute("SELECT * FROM memories WHERE id = ?", (new,)).fetchone())
         assert new == first + 1
-        assert (row["importance"], row["confidence"], row["status"], row["namespace"],
-                row["decay_score"], row["access_count"]) == (5.0, 1.0, "active", "default",
-                                                             1.0, 0)
+        assert (
+            row["importance"],
+            row["confidence"],
+            row["status"],
+            row["namespace"],
+            row["decay_score"],
+            row["access_count"],
+        ) == (5.0, 1.0, "active", "default", 1.0, 0)
         assert [m.id for m in mem.candidates("fridays")] == [new]
         with mem.store.transaction():
-            db.execute("UPDATE memories SET content = 'Deploys go out on Mondays', "
-                       "importance = 9 WHERE id = ?", (new,))
+            db.execute(
+                "UPDATE memories SET content = 'Deploys go out on Mondays', importance = 9 WHERE id = ?",
+                (new,),
+            )
         assert mem.candidates("fridays") == [] and [m.id for m in mem.candidates("mondays")] == [new]
         assert mem.get(new).importance == 9 and mem.get(new).content == "Deploys go out on Mondays"
         with mem.store.transaction():
@@ -113,11 +134,13 @@ def test_adopting_keeps_the_articles_ids_going(tmp_path):
 
 def test_a_rule_may_read_a_memorys_text(memory, tmp_path, clock):
     policy = tmp_path / "tidy.yaml"
-    policy.write_text(f"name: tidy\nextends: {os.path.join(POLICIES, 'lifecycle.yaml')}\n"
-                      "passes:\n  tidy:\n    rules:\n"
-                      "      - {when: \"status = 'active' and content = 'scratch' and "
-                      "summary is not null\", set: {status: archived, importance: 1}, "
-                      "event: archived}\n")
+    policy.write_text(
+        f"name: tidy\nextends: {os.path.join(POLICIES, 'lifecycle.yaml')}\n"
+        "passes:\n  tidy:\n    rules:\n"
+        "      - {when: \"status = 'active' and content = 'scratch' and "
+        'summary is not null", set: {status: archived, importance: 1}, '
+        "event: archived}\n"
+    )
     mem = memory(str(policy), offline=True)
     keep = mem.add("User prefers tabs", importance=8)
     drop = mem.add("scratch", importance=6)
@@ -126,8 +149,12 @@ def test_a_rule_may_read_a_memorys_text(memory, tmp_path, clock):
     assert mem.get(drop).status == "archived" and mem.get(drop).importance == 1
     assert mem.get(drop).rank == pytest.approx(1 * mem.get(drop).confidence * mem.get(drop).decay_score)
     assert mem.get(keep).status == "active" and mem.get(keep).importance == 8
-    assert [r[0] for r in run_sql(mem.store, "SELECT event_type FROM memory_events WHERE "
-                                  "memory_id = ? ORDER BY id", (drop,)).fetchall()][-1] == "archived"
+    assert [
+        r[0]
+        for r in run_sql(
+            mem.store, "SELECT event_type FROM memory_events WHERE memory_id = ? ORDER BY id", (drop,)
+        ).fetchall()
+    ][-1] == "archived"
 
 
 def article_with(tmp_path, *statements) -> str:
@@ -145,20 +172,28 @@ def article_with(tmp_path, *statements) -> str:
 def test_an_article_files_own_indexes_and_columns_come_along(tmp_path):
     """An index over the text goes to memory_texts, one over the rest to memory_rows; a
     column of the user's own keeps its type and default, through the view too."""
-    path = article_with(tmp_path, "CREATE INDEX by_content ON Memories (content)",
-                        'CREATE INDEX "by_when" on "memories"(created_at, importance)',
-                        "ALTER TABLE memories ADD COLUMN priority INTEGER NOT NULL DEFAULT 3")
+    path = article_with(
+        tmp_path,
+        "CREATE INDEX by_content ON Memories (content)",
+        'CREATE INDEX "by_when" on "memories"(created_at, importance)',
+        "ALTER TABLE memories ADD COLUMN priority INTEGER NOT NULL DEFAULT 3",
+    )
     with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
         db = mem.store.db
-        on = dict(db.execute("SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' "
-                             "AND name IN ('by_content', 'by_when')").fetchall())
+        on = dict(
+            db.execute(
+                "SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' "
+                "AND name IN ('by_content', 'by_when')"
+            ).fetchall()
+        )
         assert on == {"by_content": "memory_texts", "by_when": "memory_rows"}
         with mem.store.transaction():
             db.execute("INSERT INTO memories (content) VALUES ('x')")
             db.execute("INSERT INTO memories (content, priority) VALUES ('y', '7')")
-        assert [tuple(r) for r in db.execute("SELECT priority, typeof(priority) FROM memories "
-                                             "WHERE id > 30 ORDER BY id")] == [
-            (3, "integer"), (7, "integer")]
+        assert [
+            tuple(r)
+            for r in db.execute("SELECT priority, typeof(priority) FROM memories WHERE id > 30 ORDER BY id")
+        ] == [(3, "integer"), (7, "integer")]
         assert len(db.execute("SELECT id FROM memories").fetchall()) == 32
 
 
@@ -168,20 +203,27 @@ def digest(path: str) -> str:
 
 
 @pytest.mark.sqlite_only
-@pytest.mark.parametrize("statement, named", [
-    ("CREATE INDEX mixed ON memories(content, importance)", "index 'mixed' over text"),
-    ("CREATE INDEX mixed ON memories(lower(content), importance)", "index 'mixed' over text"),
-    ("CREATE INDEX mixed ON memories(content) WHERE status = 'active'", "index 'mixed' over text"),
-    ("CREATE TRIGGER audit AFTER UPDATE ON memories BEGIN SELECT 1; END", "trigger 'audit'"),
-    ("ALTER TABLE memories ADD COLUMN clen INTEGER GENERATED ALWAYS AS (length(content))",
-     "generated column 'clen'"),
-    ("CREATE UNIQUE INDEX once ON memories(content)", "UNIQUE index 'once'"),
-    ("ALTER TABLE memories ADD COLUMN owner TEXT CHECK (owner <> '')", "a CHECK clause"),
-    ("ALTER TABLE memories ADD COLUMN owner TEXT COLLATE NOCASE", "a COLLATE clause"),
-    ("ALTER TABLE memories ADD COLUMN owner INTEGER REFERENCES memory_events(id)",
-     "a foreign key on 'owner'")])
-def test_what_a_view_cannot_keep_is_refused_by_name_and_nothing_is_lost(tmp_path, statement,
-                                                                         named):
+@pytest.mark.parametrize(
+    "statement, named",
+    [
+        ("CREATE INDEX mixed ON memories(content, importance)", "index 'mixed' over text"),
+        ("CREATE INDEX mixed ON memories(lower(content), importance)", "index 'mixed' over text"),
+        ("CREATE INDEX mixed ON memories(content) WHERE status = 'active'", "index 'mixed' over text"),
+        ("CREATE TRIGGER audit AFTER UPDATE ON memories BEGIN SELECT 1; END", "trigger 'audit'"),
+        (
+            "ALTER TABLE memories ADD COLUMN clen INTEGER GENERATED ALWAYS AS (length(content))",
+            "generated column 'clen'",
+        ),
+        ("CREATE UNIQUE INDEX once ON memories(content)", "UNIQUE index 'once'"),
+        ("ALTER TABLE memories ADD COLUMN owner TEXT CHECK (owner <> '')", "a CHECK clause"),
+        ("ALTER TABLE memories ADD COLUMN owner TEXT COLLATE NOCASE", "a COLLATE clause"),
+        (
+            "ALTER TABLE memories ADD COLUMN owner INTEGER REFERENCES memory_events(id)",
+            "a foreign key on 'owner'",
+        ),
+    ],
+)
+def test_what_a_view_cannot_keep_is_refused_by_name_and_nothing_is_lost(tmp_path, statement, named):
     """Refused before any migration runs: the file's bytes are what they were (before, the
     upgrades before m020 were already in it, and a UNIQUE index, a CHECK or a COLLATE was
     dropped without a word: a write through the view could leave half a memory)."""
@@ -190,8 +232,7 @@ def test_what_a_view_cannot_keep_is_refused_by_name_and_nothing_is_lost(tmp_path
     with pytest.raises(StoreError, match=f"cannot upgrade .*{named}.*Nothing in it was changed"):
         Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True)
     with pytest.raises(StoreError, match=f"cannot upgrade .*{named}"):  # read-only: the same
-        Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True,
-               read_only=True)
+        Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True, read_only=True)
     assert digest(path) == before
     assert sorted(os.listdir(tmp_path)) == ["article.db"]
 
@@ -201,8 +242,11 @@ def test_memories_with_no_namespace_are_refused_with_what_to_do(tmp_path):
     """Before: a raw 'NOT NULL constraint failed: memory_rows.namespace' after m001..m019."""
     path = article_with(tmp_path, "ALTER TABLE memories ADD COLUMN namespace TEXT")
     before = digest(path)
-    with pytest.raises(StoreError, match="30 memories have no namespace.*UPDATE memories SET "
-                                         "namespace = 'default' WHERE namespace IS NULL"):
+    with pytest.raises(
+        StoreError,
+        match="30 memories have no namespace.*UPDATE memories SET "
+        "namespace = 'default' WHERE namespace IS NULL",
+    ):
         Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True)
     assert digest(path) == before
     db = sqlite3.connect(path)
@@ -224,10 +268,8 @@ def test_a_memories_table_that_is_not_the_articles_is_not_adopted(tmp_path, read
     db.commit()
     db.close()
     before = digest(path)
-    with pytest.raises(StoreError, match="cannot adopt .*not the seed article's .*no column id, "
-                                         "content"):
-        Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True,
-               read_only=read_only)
+    with pytest.raises(StoreError, match="cannot adopt .*not the seed article's .*no column id, content"):
+        Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True, read_only=read_only)
     assert digest(path) == before
 
 
@@ -244,10 +286,15 @@ def test_a_write_through_the_view_is_whole_or_refused(tmp_path):
             with pytest.raises(sqlite3.IntegrityError, match="memories.content"):
                 db.execute("INSERT OR IGNORE INTO memories (summary) VALUES ('no content')")
             db.execute("UPDATE memories SET decay_score = 0.5 WHERE id = ?", (mid,))
-            after = dict(zip([d[1] for d in db.execute("PRAGMA table_info(memories)")],
-                             db.execute("SELECT * FROM memories WHERE id = ?", (mid,)).fetchone()))
-            counts = [db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                      for t in ("memory_rows", "memory_texts")]
+            after = dict(
+                zip(
+                    [d[1] for d in db.execute("PRAGMA table_info(memories)")],
+                    db.execute("SELECT * FROM memories WHERE id = ?", (mid,)).fetchone(),
+                )
+            )
+            counts = [
+                db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("memory_rows", "memory_texts")
+            ]
             fts = db.execute("INSERT INTO memories_fts(memories_fts) VALUES ('integrity-check')")
         finally:
             db.close()

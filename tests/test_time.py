@@ -1,6 +1,7 @@
 """Time (docs/time.md): a memory is created at the time its turn was said, its events are
 recorded at the clock's time, and a turn judged late never supersedes what was said after
 it: it is stored superseded by the later memory, as if the turns had been judged in order."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -11,11 +12,12 @@ import uuid
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from engine import FixedClock, Memory
-from engine.cli import main
 from engine.base.errors import LetheError
+from engine.cli import main
 from tests.conftest import START, run_sql
 from tests.fake_openai import FakeOpenAI
 from tests.test_judges import Judge, policy_file, shown
@@ -32,11 +34,22 @@ def test_the_late_turn_is_superseded_by_what_was_said_after_it(tmp_path):
     judged on 03-02, the first judged on 03-03: VS Code ends superseded by Neovim, with
     the link and the event, and recall returns Neovim alone."""
     db = str(tmp_path / "a.db")
-    first = cli("remember", "I use VS Code for everything.", "--db", db,
-                "--now", "2026-03-01T09:00:00", env={"OPENAI_API_KEY": ""})
+    first = cli(
+        "remember",
+        "I use VS Code for everything.",
+        "--db",
+        db,
+        "--now",
+        "2026-03-01T09:00:00",
+        env={"OPENAI_API_KEY": ""},
+    )
     assert "pending" in first.output
-    assert cli("remember", "I switched to Neovim.", "--db", db, "--offline",
-               "--now", "2026-03-02T09:00:00").exit_code == 0
+    assert (
+        cli(
+            "remember", "I switched to Neovim.", "--db", db, "--offline", "--now", "2026-03-02T09:00:00"
+        ).exit_code
+        == 0
+    )
     ran = cli("run", "--db", db, "--offline", "--now", "2026-03-03T09:00:00")
     assert ran.exit_code == 0 and "pending: 1 changed" in ran.output, ran.output
     with Memory(db, offline=True, clock=FixedClock("2026-03-03T09:00:00")) as mem:
@@ -83,8 +96,9 @@ def test_pending_turns_are_judged_in_the_order_said(memory, clock):
     mem = memory()
     store = mem.store
     store.add_turn(mem.namespace, "I switched to Neovim.", "", (START - dt.timedelta(days=1)).isoformat())
-    store.add_turn(mem.namespace, "I use VS Code for everything.", "",
-                   (START - dt.timedelta(days=2)).isoformat())
+    store.add_turn(
+        mem.namespace, "I use VS Code for everything.", "", (START - dt.timedelta(days=2)).isoformat()
+    )
     mem.run_due()
     active = [m.content for m in mem.memories("active", None)]
     assert active == ["User switched to Neovim."], active
@@ -104,8 +118,10 @@ def supersede_same_slot(prompt: str) -> dict:
     about the same slot (the thing a reasonable model says of 'my editor is now X')."""
     new = json.loads(re.search(r"^New memory: (.*)$", prompt, re.M).group(1))
     slot = next(s for s in SLOTS if s in new)
-    return {"supersedes": [{"n": n, "reason": "replaced"} for n, text in shown(prompt).items()
-                           if slot in text], "confirms": []}
+    return {
+        "supersedes": [{"n": n, "reason": "replaced"} for n, text in shown(prompt).items() if slot in text],
+        "confirms": [],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -119,16 +135,20 @@ def judge_in(order: list[int], db_path, policy: str) -> set[str]:
     clock = FixedClock(START)
     with Memory(db_path, policy=policy, namespace=f"n{uuid.uuid4().hex[:8]}", clock=clock) as mem:
         texts = turns()
-        ids = [mem.store.add_turn(mem.namespace, t, "",
-                                  (START - dt.timedelta(hours=len(texts) - i)).isoformat())
-               for i, t in enumerate(texts)]
+        ids = [
+            mem.store.add_turn(mem.namespace, t, "", (START - dt.timedelta(hours=len(texts) - i)).isoformat())
+            for i, t in enumerate(texts)
+        ]
         for i in order:
             written = mem.writer.process(ids[i])
             assert written.pending is None, written.pending
         active = {m.content for m in mem.memories("active", None)}
-        superseded = run_sql(mem.store, "SELECT count(*) FROM memories WHERE namespace = ? "
-                             "AND status = 'superseded' AND contradicted_by IS NOT NULL",
-                             (mem.namespace,)).fetchone()[0]
+        superseded = run_sql(
+            mem.store,
+            "SELECT count(*) FROM memories WHERE namespace = ? "
+            "AND status = 'superseded' AND contradicted_by IS NOT NULL",
+            (mem.namespace,),
+        ).fetchone()[0]
         assert len(active) + superseded == len(texts)  # none lost, each replaced one linked
         return active
 
@@ -143,8 +163,9 @@ def in_order(tmp_path_factory, scripted_server):
 @pytest.mark.sqlite_only  # the property needs many stores; the mechanism is the store's own
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(order=st.permutations(list(range(20))))
-def test_any_judging_order_ends_in_the_beliefs_of_the_order_said(order, in_order, scripted_server,
-                                                                 tmp_path_factory):
+def test_any_judging_order_ends_in_the_beliefs_of_the_order_said(
+    order, in_order, scripted_server, tmp_path_factory
+):
     assert len(in_order) == len({t.split()[1] for t in turns()})  # the last of each slot
     path = str(tmp_path_factory.mktemp("shuffled") / "m.db")
     pol = policy_file(tmp_path_factory.mktemp("pol"), scripted_server.base_url)
@@ -160,8 +181,11 @@ def test_a_pass_that_last_ran_in_the_future_is_due_and_says_the_clock_went_back(
     clock.set(dt.datetime(2099, 1, 1))
     mem.run_due()
     clock.set(START + dt.timedelta(days=1))
-    mid = mem.add("The deploy freeze lasts until Friday", judged=False,
-                  expires_at=(START + dt.timedelta(days=5)).isoformat())
+    mid = mem.add(
+        "The deploy freeze lasts until Friday",
+        judged=False,
+        expires_at=(START + dt.timedelta(days=5)).isoformat(),
+    )
     clock.set(START + dt.timedelta(days=6))
     assert set(mem.due()) >= {"expiry", "decay"}
     results = {r.name: r for r in mem.run_due()}

@@ -2,6 +2,7 @@
 the expected spans, judge calls under them with the GenAI conventions' attributes and
 their token counts, read with the SDK's in-memory exporter. Without a program that set up
 tracing, nothing is imported (tests/test_startup.py checks start-up)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -34,9 +35,13 @@ def spans():
     EXPORTER.clear()
 
 
-ANSWERS = {"ids": '{"ids": [1]}', "supersedes": '{"supersedes": [], "confirms": []}',
-           "save": '{"save": true, "content": "User lives in Lisbon.", "importance": 5}',
-           "confidence": '{"confidence": 0.8}', "expires_at": '{"expires_at": null}'}
+ANSWERS = {
+    "ids": '{"ids": [1]}',
+    "supersedes": '{"supersedes": [], "confirms": []}',
+    "save": '{"save": true, "content": "User lives in Lisbon.", "importance": 5}',
+    "confidence": '{"confidence": 0.8}',
+    "expires_at": '{"expires_at": null}',
+}
 
 
 def responder(request):
@@ -54,10 +59,11 @@ def responder(request):
 def served(tmp_path):
     with FakeOpenAI(responder=responder) as fake:
         policy = tmp_path / "p.yaml"
-        model = f'{{provider: openai, model: tiny-model, base_url: "{fake.base_url}", ' \
-                'max_retries: 0, timeout: 5}'
-        policy.write_text(f"name: p\nextends: lifecycle\nmodels: {{cheap: {model}, "
-                          f"strong: {model}}}\n")
+        model = (
+            f'{{provider: openai, model: tiny-model, base_url: "{fake.base_url}", '
+            "max_retries: 0, timeout: 5}"
+        )
+        policy.write_text(f"name: p\nextends: lifecycle\nmodels: {{cheap: {model}, strong: {model}}}\n")
         yield str(policy)
 
 
@@ -71,8 +77,11 @@ def test_remember_recall_and_a_pass_make_spans_with_token_counts(served, db_path
     by_name = {}
     for s in spans():
         by_name.setdefault(s.name, []).append(s)
-    [remember], [recall], [decay] = by_name["lethe.remember"], by_name["lethe.recall"], \
-        by_name["lethe.pass decay"]
+    [remember], [recall], [decay] = (
+        by_name["lethe.remember"],
+        by_name["lethe.recall"],
+        by_name["lethe.pass decay"],
+    )
     assert remember.attributes["lethe.namespace"] == "alice"
     assert list(remember.attributes["lethe.memory_ids"]) == list(written) == [1]
     assert list(remember.attributes["lethe.stored"]) == [1]
@@ -103,8 +112,7 @@ def test_passes_run_together_each_get_a_span(db_path, spans):
 
 def test_a_failed_judge_call_is_an_error_span(tmp_path, db_path, spans):
     policy = tmp_path / "p.yaml"
-    model = '{provider: openai, model: gone, base_url: "http://127.0.0.1:9/v1", max_retries: 0, ' \
-            'timeout: 2}'
+    model = '{provider: openai, model: gone, base_url: "http://127.0.0.1:9/v1", max_retries: 0, timeout: 2}'
     policy.write_text(f"name: p\nextends: lifecycle\nmodels: {{cheap: {model}, strong: {model}}}\n")
     with Memory(db_path, policy=str(policy), clock=FixedClock("2026-01-05T09:00:00")) as mem:
         assert mem.remember("I moved to Lisbon.").pending
@@ -114,11 +122,19 @@ def test_a_failed_judge_call_is_an_error_span(tmp_path, db_path, spans):
 
 
 def test_without_tracing_set_up_lethe_imports_no_opentelemetry(tmp_path):
-    code = ("import sys\nfrom engine import Memory\n"
-            "m = Memory('m.db', offline=True)\nm.remember('I live in Porto.')\n"
-            "m.recall('where?')\nm.run(['decay'])\n"
-            "print(sorted(n for n in sys.modules if n.startswith('opentelemetry')))")
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": ROOT})
+    code = (
+        "import sys\nfrom engine import Memory\n"
+        "m = Memory('m.db', offline=True)\nm.remember('I live in Porto.')\n"
+        "m.recall('where?')\nm.run(['decay'])\n"
+        "print(sorted(n for n in sys.modules if n.startswith('opentelemetry')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": ROOT},
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"

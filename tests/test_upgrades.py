@@ -5,6 +5,7 @@ The fixtures live in tests/fixtures/schemas/ (`make.py` there builds them): the 
 article's database, then one per prefix of engine.store.MIGRATIONS. Adding a migration
 means adding the fixture of the version before it: run `python tests/fixtures/schemas/make.py`.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -31,8 +32,9 @@ def _make_module():
 
 
 make = _make_module()
-FIXTURES = sorted((f for f in os.listdir(HERE) if f.endswith(".sqlite")),
-                  key=lambda f: int(f[1:].split("-")[0]))
+FIXTURES = sorted(
+    (f for f in os.listdir(HERE) if f.endswith(".sqlite")), key=lambda f: int(f[1:].split("-")[0])
+)
 
 
 def dump(path: str) -> dict:
@@ -42,10 +44,12 @@ def dump(path: str) -> dict:
     db = sqlite3.connect(path)
     try:
         out = {}
-        for (table,) in db.execute("SELECT name FROM sqlite_master WHERE (type = 'table' OR "
-                                   "name = 'memories') AND name NOT LIKE 'sqlite_%' AND name "
-                                   "NOT LIKE 'memories_fts%' AND name NOT IN ('memory_rows', "
-                                   "'memory_texts')").fetchall():
+        for (table,) in db.execute(
+            "SELECT name FROM sqlite_master WHERE (type = 'table' OR "
+            "name = 'memories') AND name NOT LIKE 'sqlite_%' AND name "
+            "NOT LIKE 'memories_fts%' AND name NOT IN ('memory_rows', "
+            "'memory_texts')"
+        ).fetchall():
             cols = [r[1] for r in db.execute(f'PRAGMA table_info("{table}")')]
             key = "id" if table == "memories" else "rowid"
             rows = db.execute(f'SELECT {key}, * FROM "{table}" ORDER BY {key}').fetchall()
@@ -104,8 +108,11 @@ def test_an_old_database_upgrades_in_place_with_every_row_intact(old_db):
             for col, value in old.items():
                 if table == "memories" and col == "rank" and new["namespace"] == "default":
                     continue
-                if table == "policy_state" and new["namespace"] == "default" and \
-                        col in ("policy", "rank_formula", "updated_at"):
+                if (
+                    table == "policy_state"
+                    and new["namespace"] == "default"
+                    and col in ("policy", "rank_formula", "updated_at")
+                ):
                     continue
                 assert new[col] == value, f"{name}: {table} #{rowid}.{col} changed"
     assert had_migrations <= {fn.__name__ for fn in MIGRATIONS}
@@ -124,8 +131,10 @@ def test_an_upgraded_database_works(old_db):
     name, path = old_db
     with Memory(path, policy=LIFECYCLE, offline=True, clock=lambda: START) as mem:
         db = mem.store.db
-        row = db.execute("SELECT id, content FROM memories WHERE namespace = 'default' AND "
-                         "status = 'active' AND content LIKE 'User prefers%' ORDER BY id LIMIT 1").fetchone()
+        row = db.execute(
+            "SELECT id, content FROM memories WHERE namespace = 'default' AND "
+            "status = 'active' AND content LIKE 'User prefers%' ORDER BY id LIMIT 1"
+        ).fetchone()
         word = row["content"].split()[2]
         assert row["id"] in [m.id for m in mem.candidates(word, limit=100)]
         with pytest.raises(sqlite3.DatabaseError, match="append-only"):
@@ -134,8 +143,10 @@ def test_an_upgraded_database_works(old_db):
         mem.run_due()
         assert mem.pending() == []
         if pending:  # a turn left pending by the old version is judged now
-            assert db.execute("SELECT status FROM inbox WHERE id = ?",
-                              (pending[0]["id"],)).fetchone()[0] in ("done", "dropped")
+            assert db.execute("SELECT status FROM inbox WHERE id = ?", (pending[0]["id"],)).fetchone()[0] in (
+                "done",
+                "dropped",
+            )
         assert mem.remember("I use Podman for deployment now.", "Noted.")
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
@@ -157,13 +168,29 @@ def test_two_processes_may_open_an_old_database_at_once(tmp_path):
 def test_the_article_fixture_is_the_articles_schema():
     db = sqlite3.connect(os.path.join(HERE, "v0-article.sqlite"))
     try:
-        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
-                                           "AND name NOT LIKE 'sqlite_%'")}
+        tables = {
+            r[0]
+            for r in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            )
+        }
         assert tables == {"memories", "memory_events"}
         cols = [r[1] for r in db.execute("PRAGMA table_info(memories)")]
-        assert cols == ["id", "content", "summary", "tags", "importance", "confidence",
-                        "access_count", "decay_score", "status", "contradicted_by",
-                        "created_at", "last_accessed", "expires_at"]
+        assert cols == [
+            "id",
+            "content",
+            "summary",
+            "tags",
+            "importance",
+            "confidence",
+            "access_count",
+            "decay_score",
+            "status",
+            "contradicted_by",
+            "created_at",
+            "last_accessed",
+            "expires_at",
+        ]
         statuses = {r[0] for r in db.execute("SELECT DISTINCT status FROM memories")}
         assert statuses == {"active", "archived", "superseded", "expired", "compressed"}
         assert json.loads(db.execute("SELECT tags FROM memories WHERE id = 2").fetchone()[0])

@@ -10,6 +10,7 @@ dependencies and theirs, no extra), so `mcp`, `langgraph` and this checkout stay
 One module-scoped install serves every test here. The source is copied first so the build
 leaves nothing in the checkout and no stale build/ leaks into the wheel.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,8 +31,19 @@ from engine.base import distribution
 
 ROOT = Path(__file__).resolve().parents[1]
 # what a fresh clone would not hold, or the build must not see
-SKIP = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__",
-                              ".pytest_cache", "demo-out", "data", "*.db", "*.db-*")
+SKIP = shutil.ignore_patterns(
+    ".git",
+    ".venv",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    ".pytest_cache",
+    "demo-out",
+    "data",
+    "*.db",
+    "*.db-*",
+)
 REMEMBERED = "I moved from Berlin to Lisbon."
 QUERY = "where do I live?"
 
@@ -46,9 +58,24 @@ def run(args, cwd, env, check=True) -> subprocess.CompletedProcess:
 def build_wheel(base: Path) -> Path:
     source, dist = base / "source", base / "dist"
     shutil.copytree(ROOT, source, symlinks=True, ignore=SKIP)
-    run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-index",
-         "--no-build-isolation", "--wheel-dir", str(dist), "--disable-pip-version-check", "-q"],
-        base, os.environ.copy())
+    run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(source),
+            "--no-deps",
+            "--no-index",
+            "--no-build-isolation",
+            "--wheel-dir",
+            str(dist),
+            "--disable-pip-version-check",
+            "-q",
+        ],
+        base,
+        os.environ.copy(),
+    )
     [wheel] = dist.glob("lethe_lifecycle-*.whl")
     return wheel
 
@@ -84,8 +111,19 @@ def link_dependencies(folder: Path, needs: list[str]) -> None:
 def pip_into(venv: Path, *args: str) -> list[str]:
     # no pip inside the venv: this test's pip installs into it (--python), which saves
     # bootstrapping one; no byte-compiling either, the commands run once
-    return [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
-            "--no-compile", "--disable-pip-version-check", "--no-index", "-q", *args]
+    return [
+        sys.executable,
+        "-m",
+        "pip",
+        "--python",
+        str(venv / "bin" / "python"),
+        "install",
+        "--no-compile",
+        "--disable-pip-version-check",
+        "--no-index",
+        "-q",
+        *args,
+    ]
 
 
 def install(base: Path, venv: Path) -> Path:
@@ -99,16 +137,18 @@ def install(base: Path, venv: Path) -> Path:
     [site] = venv.glob("lib/python*/site-packages")
     (site / "dependencies.pth").write_text(f"{base / 'deps'}\n")
     wheel = build_wheel(base)
-    run(pip_into(venv, "--find-links", str(wheel.parent), distribution.NAME), base,
-        os.environ.copy())
+    run(pip_into(venv, "--find-links", str(wheel.parent), distribution.NAME), base, os.environ.copy())
     return wheel
 
 
 def clean_env(venv: Path) -> dict:
     """The environment of a project that merely installed lethe: no PYTHONPATH, no LETHE_*
     settings, no model keys, the venv's scripts first on PATH."""
-    env = {k: v for k, v in os.environ.items()
-           if k != "PYTHONPATH" and not k.startswith(("LETHE_", "OPENAI_", "VIRTUAL_ENV"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k != "PYTHONPATH" and not k.startswith(("LETHE_", "OPENAI_", "VIRTUAL_ENV"))
+    }
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     return env
 
@@ -125,16 +165,25 @@ def installed(tmp_path_factory):
     results = {
         "where": run([python, "-c", "import engine; print(engine.__file__)"], empty, env),
         "validate": run([lethe, "validate", "lifecycle"], empty, env, check=False),
-        "remember": run([lethe, "remember", REMEMBERED, "Noted.", "--db", "m.db", "--offline"],
-                        empty, env, check=False),
+        "remember": run(
+            [lethe, "remember", REMEMBERED, "Noted.", "--db", "m.db", "--offline"], empty, env, check=False
+        ),
         "recall": run([lethe, "recall", QUERY, "--db", "m.db", "--offline"], empty, env, check=False),
-        "quickstart": run([python, "-c", readme_block("Use it from Python", "python")], empty,
-                          env, check=False),
+        "quickstart": run(
+            [python, "-c", readme_block("Use it from Python", "python")], empty, env, check=False
+        ),
         "mcp": run([lethe, "mcp", "--db", "m.db"], empty, env, check=False),
         "version": run([lethe, "--version"], empty, env, check=False),
-        "python": run([python, "-c", "from engine import Memory; "
-                       f"print(Memory('m.db', offline=True).recall({QUERY!r}))"],
-                      empty, env, check=False),
+        "python": run(
+            [
+                python,
+                "-c",
+                f"from engine import Memory; print(Memory('m.db', offline=True).recall({QUERY!r}))",
+            ],
+            empty,
+            env,
+            check=False,
+        ),
     }
     return {"wheel": wheel, "venv": venv, "env": env, "empty": empty, "base": base, **results}
 
@@ -155,8 +204,9 @@ def test_the_readme_quick_start_prints_what_the_readme_says(installed):
 def test_a_missing_extra_names_the_distribution(installed):
     done = installed["mcp"]
     assert done.returncode == 2
-    assert done.stderr == ("error: the MCP server needs the 'mcp' extra: "
-                           "pip install 'lethe-lifecycle[mcp]'\n")
+    assert done.stderr == (
+        "error: the MCP server needs the 'mcp' extra: pip install 'lethe-lifecycle[mcp]'\n"
+    )
 
 
 def test_the_version_is_the_distributions(installed):
@@ -208,7 +258,8 @@ def test_a_bare_name_prefers_the_working_directorys_policies(installed):
     code = "from engine.policy import load; p = load('lifecycle'); print(p.name, p.path)"
     done = run([str(installed["venv"] / "bin" / "python"), "-c", code], here, installed["env"])
     assert done.stdout.split() == ["archive", str(mine)]
-    elsewhere = run([str(installed["venv"] / "bin" / "python"), "-c", code], installed["empty"],
-                    installed["env"])
+    elsewhere = run(
+        [str(installed["venv"] / "bin" / "python"), "-c", code], installed["empty"], installed["env"]
+    )
     name, path = elsewhere.stdout.split()
     assert name == "lifecycle" and Path(path).is_relative_to(installed["venv"])

@@ -4,12 +4,13 @@
 
 Models are reached over HTTP with the real `openai` client (FakeOpenAI, see test_judges).
 """
+
 from __future__ import annotations
 
 import datetime as dt
 import json
-import threading
 import sqlite3
+import threading
 from urllib.parse import urlparse
 
 import pytest
@@ -17,13 +18,26 @@ from click.testing import CliRunner
 
 from engine import Memory
 from engine.cli import main
-from tests.fake_openai import FakeOpenAI, Reply
 from engine.run.write import Judged
 from engine.store import open_store
 from tests.conftest import POLICIES, START, run_sql
+from tests.fake_openai import FakeOpenAI, Reply
 from tests.fake_server import closed_port_url, fake_openai  # noqa: F401  (fixture)
-from tests.test_judges import (DEFAULTS, Judge, calls, event_types, events, inbox, lethe,  # noqa: F401
-                               memories, outcomes, pick, policy_file, seed, served)
+from tests.test_judges import (  # noqa: F401
+    DEFAULTS,
+    Judge,
+    calls,
+    event_types,
+    events,
+    inbox,
+    lethe,
+    memories,
+    outcomes,
+    pick,
+    policy_file,
+    seed,
+    served,
+)
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
@@ -50,6 +64,7 @@ def assert_pending_turn(mem, attempts: int, error: str):
 # =======================================================================================
 # outages: the turn is kept, judged later, and nothing half-applied
 
+
 def test_connection_refused_keeps_the_turn_pending_until_the_server_is_back(lethe):
     url = closed_port_url()
     mem = lethe(url)
@@ -62,7 +77,7 @@ def test_connection_refused_keeps_the_turn_pending_until_the_server_is_back(leth
     turn = assert_pending_turn(mem, 1, "cannot reach m-cheap")
     assert outcomes(mem) == [("gate", "unavailable")]
     assert "ConnectError" in calls(mem)[0]["detail"]
-    assert mem.remember(*TEA) == []               # a second turn queues behind it
+    assert mem.remember(*TEA) == []  # a second turn queues behind it
     assert len(mem.pending()) == 2
 
     # still down: run_due retries the oldest (and stops there: the model is down); both
@@ -113,7 +128,7 @@ def test_http_500_at_any_step_stores_nothing_then_run_due_finishes(fake_openai, 
 
     assert mem.remember(*TURN) == []
 
-    assert memories(mem) == before                 # no half-applied turn
+    assert memories(mem) == before  # no half-applied turn
     assert event_types(mem, old) == ["created"]
     assert_pending_turn(mem, 1, "failed with HTTP 500")
     assert outcomes(mem, step) == ["unavailable"]
@@ -166,14 +181,19 @@ def test_timeout_leaves_the_turn_pending(fake_openai, lethe):
 
     assert memories(mem) == before
     assert_pending_turn(mem, 1, "timed out after 0.3s (wall clock")
-    assert sorted(outcomes(mem)) == [("confidence", "ok"), ("contradiction", "unavailable"),
-                                     ("expiry", "ok"), ("gate", "ok")]
+    assert sorted(outcomes(mem)) == [
+        ("confidence", "ok"),
+        ("contradiction", "unavailable"),
+        ("expiry", "ok"),
+        ("gate", "ok"),
+    ]
     asked = len(fake_openai.requests)
     mem.run_due()
     assert mem.pending() == []
     # what the first attempt paid for is kept: the retry asks only the contradiction again
-    assert [r["response_format"]["json_schema"]["name"] for r in fake_openai.requests[asked:]] \
-        == ["contradiction"]
+    assert [r["response_format"]["json_schema"]["name"] for r in fake_openai.requests[asked:]] == [
+        "contradiction"
+    ]
     assert len(memories(mem)) == 2 and memories(mem)[old]["status"] == "active"
 
 
@@ -194,7 +214,9 @@ def test_pending_turns_survive_a_restart_and_show_in_the_cli(lethe, tmp_path, db
     assert out.exit_code == 0, out.output
     assert "turn 1 (1 attempts, last error: cannot reach m-cheap" in out.output
     assert TURN[0] in out.output
-    data = json.loads(CliRunner().invoke(main, ["pending", "--db", db_path, "--policy", policy, "--json"]).output)
+    data = json.loads(
+        CliRunner().invoke(main, ["pending", "--db", db_path, "--policy", policy, "--json"]).output
+    )
     assert [(t["user_text"], t["assistant_text"], t["attempts"]) for t in data] == [(*TURN, 1)]
 
     again = Memory(db_path, policy=policy)
@@ -243,21 +265,35 @@ def test_add_with_the_model_down_stores_the_memory_by_rules(lethe):
     assert rows[new]["expires_at"] == "2026-04-01T23:59:59"
     assert rows[old]["status"] == "superseded" and rows[old]["contradicted_by"] == new
     notes = [e[2] for e in events(mem, new) if e[1] == "judge_fallback"]
-    assert notes == [f"{s}: model unreachable, rules answered" for s in ("confidence", "contradiction", "expiry")]
-    assert outcomes(mem) == [(s, o) for s in ("confidence", "contradiction", "expiry")
-                             for o in ("unavailable", "fallback")]
+    assert notes == [
+        f"{s}: model unreachable, rules answered" for s in ("confidence", "contradiction", "expiry")
+    ]
+    assert outcomes(mem) == [
+        (s, o) for s in ("confidence", "contradiction", "expiry") for o in ("unavailable", "fallback")
+    ]
     assert mem.pending() == []
 
 
 def test_add_skips_the_gate_and_keeps_the_callers_values(fake_openai, lethe):
     judge = Judge(confidence={"confidence": 0.3}, expiry={"expires_at": "2026-03-01"})
     mem = lethe(served(fake_openai, judge).base_url)
-    mid = mem.add("User prefers tabs until March", summary="tabs", tags=["style"], importance=7, confidence=0.9,
-                  kind="preference")
-    assert judge.asked == ["expiry"]       # no gate, no confidence, nothing to contradict
+    mid = mem.add(
+        "User prefers tabs until March",
+        summary="tabs",
+        tags=["style"],
+        importance=7,
+        confidence=0.9,
+        kind="preference",
+    )
+    assert judge.asked == ["expiry"]  # no gate, no confidence, nothing to contradict
     row = memories(mem)[mid]
-    assert (row["summary"], json.loads(row["tags"]), row["importance"], row["confidence"], row["kind"]) == \
-        ("tabs", ["style"], 7.0, 0.9, "preference")
+    assert (row["summary"], json.loads(row["tags"]), row["importance"], row["confidence"], row["kind"]) == (
+        "tabs",
+        ["style"],
+        7.0,
+        0.9,
+        "preference",
+    )
     assert row["expires_at"] == "2026-03-01T23:59:59"
     mid2 = mem.add("User prefers dark mode", expires_at="2026-05-01")
     # expiry given: not asked; "prefers" is shared with the first memory: compared
@@ -275,6 +311,7 @@ def test_add_keeps_an_importance_of_zero(fake_openai, lethe):
 def test_a_memory_changed_meanwhile_is_not_superseded_again(fake_openai, lethe, db_path):
     """Another writer archives the memory while the model judges: the late supersession
     leaves it as the other writer left it (no overwritten status, no second event)."""
+
     def archive_meanwhile(prompt):
         with open_store(db_path) as other:
             run_sql(other, "UPDATE memories SET status = 'archived' WHERE id = 1")
@@ -293,6 +330,7 @@ def test_a_confirmation_of_a_memory_superseded_meanwhile_keeps_the_turn(fake_ope
     """Judging happens outside the write transaction. If another writer supersedes the
     memory the model confirms while the model is thinking, the turn must not vanish into a
     superseded memory."""
+
     def confirm_while_another_writer_supersedes(prompt):
         with open_store(db_path) as other:
             run_sql(other, "UPDATE memories SET status = 'superseded' WHERE id = 1")
@@ -309,6 +347,7 @@ def test_a_confirmation_of_a_memory_superseded_meanwhile_keeps_the_turn(fake_ope
 
 # =======================================================================================
 # offline: the rules judges on the seed article's examples, through remember / add
+
 
 @pytest.fixture
 def offline(memory):
@@ -332,7 +371,10 @@ def test_offline_postgresql_to_mysql_supersedes(offline):
     [new] = offline.remember("We migrated the app's database to MySQL last week.", "Noted.")
     rows = memories(offline)
     assert rows[old]["status"] == "superseded" and rows[old]["contradicted_by"] == new
-    assert events(offline, old)[-1][1:] == ("superseded", f"superseded by #{new}: {rows[new]['content'][:100]}")
+    assert events(offline, old)[-1][1:] == (
+        "superseded",
+        f"superseded by #{new}: {rows[new]['content'][:100]}",
+    )
     assert [r["id"] for r in active(offline)] == [new]
 
 
@@ -344,11 +386,14 @@ def test_offline_moved_deadline_supersedes(offline):
     assert rows[new]["expires_at"] == "2026-04-01T23:59:59"
 
 
-@pytest.mark.parametrize("first,second", [
-    ("I like Python.", "I also use JavaScript."),
-    ("I'm working on the study tracker.", "I added auth to the study tracker."),
-    ("I'm working on the study tracker.", "I added auth to it."),
-])
+@pytest.mark.parametrize(
+    "first,second",
+    [
+        ("I like Python.", "I also use JavaScript."),
+        ("I'm working on the study tracker.", "I added auth to the study tracker."),
+        ("I'm working on the study tracker.", "I added auth to it."),
+    ],
+)
 def test_offline_additions_and_progress_supersede_nothing(offline, first, second):
     [a] = offline.remember(first, "ok")
     b = offline.add(second)
@@ -375,16 +420,18 @@ def test_offline_waiting_on_someone_gets_an_end_date(offline):
 def test_offline_three_readable_code_preferences_become_one(offline):
     for text in ("User uses vim as their editor.", "User's laptop runs Linux.", "The team meets on Mondays."):
         offline.add(text)
-    wordings = ["User prefers to keep code readable.",
-                "Readable code matters more than clever code.",
-                "Always write code that is easy to read."]
+    wordings = [
+        "User prefers to keep code readable.",
+        "Readable code matters more than clever code.",
+        "Always write code that is easy to read.",
+    ]
     for text in wordings:
         offline.add(text, importance=6)
     offline.run(["compression"])
 
     readable = [r for r in active(offline) if "read" in r["content"].lower()]
     assert len(readable) == 1
-    assert len(active(offline)) == 4                      # the three others untouched
+    assert len(active(offline)) == 4  # the three others untouched
     # nothing lost: every wording is either the survivor, compressed into it, or reinforced it
     rows = memories(offline)
     survivor = readable[0]
@@ -419,6 +466,7 @@ def test_offline_flag_overrides_an_openai_policy(tmp_path, db_path, clock):
 # =======================================================================================
 # --record, then --replay with the server stopped: the same memories
 
+
 def _cli(*args):
     out = CliRunner().invoke(main, [str(a) for a in args])
     assert out.exit_code == 0, out.output
@@ -433,20 +481,31 @@ TURNS = [
 
 
 def _lifecycle_judge():
-    return Judge(gate=lambda p: {**DEFAULTS["gate"](p), "importance": 7, "tags": ["db"]},
-                 confidence={"confidence": 0.9},
-                 contradiction=lambda p: {"supersedes": pick(p, "PostgreSQL") if "MySQL" in p.split("Existing")[0] else [],
-                                          "confirms": []},
-                 expiry=lambda p: {"expires_at": "2026-01-20" if "Alice" in p else None})
+    return Judge(
+        gate=lambda p: {**DEFAULTS["gate"](p), "importance": 7, "tags": ["db"]},
+        confidence={"confidence": 0.9},
+        contradiction=lambda p: {
+            "supersedes": pick(p, "PostgreSQL") if "MySQL" in p.split("Existing")[0] else [],
+            "confirms": [],
+        },
+        expiry=lambda p: {"expires_at": "2026-01-20" if "Alice" in p else None},
+    )
 
 
 def _state(db):
     with sqlite3.connect(db) as conn:
         conn.row_factory = sqlite3.Row
-        mems = [dict(r) for r in conn.execute(
-            "SELECT id, content, summary, tags, importance, confidence, status, contradicted_by, "
-            "expires_at, created_at FROM memories ORDER BY id")]
-        evs = [tuple(r) for r in conn.execute("SELECT memory_id, event_type, detail FROM memory_events ORDER BY id")]
+        mems = [
+            dict(r)
+            for r in conn.execute(
+                "SELECT id, content, summary, tags, importance, confidence, status, contradicted_by, "
+                "expires_at, created_at FROM memories ORDER BY id"
+            )
+        ]
+        evs = [
+            tuple(r)
+            for r in conn.execute("SELECT memory_id, event_type, detail FROM memory_events ORDER BY id")
+        ]
     return mems, evs
 
 
@@ -465,14 +524,19 @@ def test_record_then_replay_reproduces_the_memories_without_a_server(tmp_path):
     assert n_requests == 3 + 4 + 3 + 1
     lines = [json.loads(line) for line in rec.read_text().splitlines()]
     assert sorted(r["step"] for r in lines) == sorted(
-        ["gate", "confidence", "expiry"] * 3 + ["contradiction", "select"])
+        ["gate", "confidence", "expiry"] * 3 + ["contradiction", "select"]
+    )
     assert all(set(r) == {"step", "prompt_sha", "answer"} for r in lines)
 
     # the server is stopped: the policy's base_url refuses connections now
     for user, assistant in TURNS:
-        out = _cli("remember", user, assistant, "--db", db2, "--policy", policy, "--replay", rec, *now, "--json")
+        out = _cli(
+            "remember", user, assistant, "--db", db2, "--policy", policy, "--replay", rec, *now, "--json"
+        )
         assert json.loads(out.output)["pending"] == 0
-    recalled = _cli("recall", "which database?", "--db", db2, "--policy", policy, "--replay", rec, *now, "--json")
+    recalled = _cli(
+        "recall", "which database?", "--db", db2, "--policy", policy, "--replay", rec, *now, "--json"
+    )
 
     mems1, events1 = _state(db1)
     mems2, events2 = _state(db2)
@@ -487,8 +551,18 @@ def test_record_then_replay_reproduces_the_memories_without_a_server(tmp_path):
         assert {r[0] for r in conn.execute("SELECT outcome FROM model_calls")} == {"ok"}
 
     # a turn that was never recorded cannot be answered: it waits, it is not lost
-    out = _cli("remember", "I switched editors to helix.", "ok", "--db", db2, "--policy", policy,
-               "--replay", rec, *now)
+    out = _cli(
+        "remember",
+        "I switched editors to helix.",
+        "ok",
+        "--db",
+        db2,
+        "--policy",
+        policy,
+        "--replay",
+        rec,
+        *now,
+    )
     assert "1 turn(s) pending" in out.output
     out = _cli("pending", "--db", db2, "--policy", policy)
     assert "no recorded answer for step 'gate'" in out.output and "helix" in out.output
@@ -517,7 +591,7 @@ def test_a_fallback_that_reinforces_still_leaves_an_event(fake_openai, lethe):
     judge = Judge(contradiction="sure!")
     mem = lethe(served(fake_openai, judge).base_url)
     old = seed(mem, "User prefers to keep code readable.")
-    assert mem.remember("Please keep my code readable, always.", "OK") == [old]   # rules: a restatement
+    assert mem.remember("Please keep my code readable, always.", "OK") == [old]  # rules: a restatement
     assert outcomes(mem, "contradiction") == ["bad_answer", "bad_answer", "fallback"]
     assert "reinforced" in event_types(mem, old)
     assert "judge_fallback" in event_types(mem, old)
@@ -562,23 +636,23 @@ def test_the_candidate_query_keeps_the_rarest_words_within_its_budget(tmp_path, 
         for i in range(7):  # 7 + 7 by their counts, but 7 memories match them together
             store_memory(mem.context, f"A grebe and a coot on pond {i}.")
     query = matching.distinctive_query(mem.context, "A heron, an osprey and a kestrel.")
-    assert query == '"osprey" OR "kestrel"'   # 2 + 5 kept; with heron's 9 it would be 16
-    assert matching.distinctive_query(mem.context, "The grebe and the coot.") == \
-        '"grebe" OR "coot"'   # under the budget together: nothing left out
+    assert query == '"osprey" OR "kestrel"'  # 2 + 5 kept; with heron's 9 it would be 16
+    assert (
+        matching.distinctive_query(mem.context, "The grebe and the coot.") == '"grebe" OR "coot"'
+    )  # under the budget together: nothing left out
     monkeypatch.setattr(matching, "MATCHED", 1)
     assert matching.distinctive_query(mem.context, "A heron and an osprey.") == '"osprey"'
     mem.close()
 
 
 @pytest.mark.parametrize("archived", [0, 3, 12, 40])
-def test_candidates_read_from_the_best_matches_give_what_reading_every_match_gives(
-        tmp_path, archived):
+def test_candidates_read_from_the_best_matches_give_what_reading_every_match_gives(tmp_path, archived):
     """The candidate statement reads the rows of the 4 x K best-scored matches only, and
     every match when fewer than K of those pass the policy's where (here: best matches
     archived). Its answer must be the plain statement's, ties at the cut included."""
     from engine import Memory
-    from engine.plan.dialect import DIALECTS
     from engine.plan import DEFAULT_CANDIDATES, candidates_statement, write_candidates_statement
+    from engine.plan.dialect import DIALECTS
     from engine.policy import Candidates
     from engine.policy import expr as X
     from engine.run.write import store_memory
@@ -587,18 +661,26 @@ def test_candidates_read_from_the_best_matches_give_what_reading_every_match_giv
     with mem.store.transaction():
         ids = [store_memory(mem.context, "Kestrel nest.", importance=9) for _ in range(archived)]
         for i in range(12):  # equal scores: the cut falls among ties
-            store_memory(mem.context, f"A kestrel over the field, seen on walk {i % 3}.",
-                         importance=i % 4)
-        store_memory(mem.context, "The kestrel we saw at the old quarry, long before the "
-                     "new road was built there by the council.", importance=5)
-    mem.store.db.execute("UPDATE memories SET status = 'archived' WHERE id IN "
-                         "(SELECT value FROM json_each(?))", (json.dumps(ids),))
+            store_memory(mem.context, f"A kestrel over the field, seen on walk {i % 3}.", importance=i % 4)
+        store_memory(
+            mem.context,
+            "The kestrel we saw at the old quarry, long before the new road was built there by the council.",
+            importance=5,
+        )
+    mem.store.db.execute(
+        "UPDATE memories SET status = 'archived' WHERE id IN (SELECT value FROM json_each(?))",
+        (json.dumps(ids),),
+    )
     c = DEFAULT_CANDIDATES()
     d = DIALECTS["sqlite"]
     best = write_candidates_statement("contradiction", c, d)
     assert "best AS MATERIALIZED" in best.sql
-    plain = candidates_statement("plain", Candidates(
-        c.where, [(X.Relevance(X.NUM), True), *c.order], c.limit, c.min, c.k), d, query=True)
+    plain = candidates_statement(
+        "plain",
+        Candidates(c.where, [(X.Relevance(X.NUM), True), *c.order], c.limit, c.min, c.k),
+        d,
+        query=True,
+    )
     for k in (1, 2, 3, 5, 20):
         got = mem.store.fetch(best, "default", query='"kestrel"', limit=k)
         want = mem.store.fetch(plain, "default", query='"kestrel"', limit=k)
@@ -633,11 +715,14 @@ def test_confidence_contradiction_and_expiry_are_asked_at_once(fake_openai, leth
         def wait(prompt):
             barrier.wait()
             return answer
+
         return wait
 
-    judge = Judge(confidence=together({"confidence": 0.8}),
-                  contradiction=together({"supersedes": [], "confirms": []}),
-                  expiry=together({"expires_at": None}))
+    judge = Judge(
+        confidence=together({"confidence": 0.8}),
+        contradiction=together({"supersedes": [], "confirms": []}),
+        expiry=together({"expires_at": None}),
+    )
     mem = lethe(served(fake_openai, judge).base_url, timeout=10)
     seed(mem, "User uses PostgreSQL for the main database")  # something to compare with
     ids = mem.remember(*TURN)

@@ -1,6 +1,7 @@
 """A remember waits for at most two model round trips, one after the other (one with the
 fused policy), whatever else it asks: counted from when each request to a real HTTP fake
 server started and ended, not from the wall clock (issue 44)."""
+
 from __future__ import annotations
 
 import json
@@ -48,13 +49,21 @@ def fake():
 
 def memory(tmp_path, fake, parent: str, embed: bool = True) -> Memory:
     path = tmp_path / f"waves-{parent}.yaml"
-    model = (f"{{provider: openai, model: gpt-4o-mini, temperature: 0, base_url: "
-             f"'{fake.base_url}', timeout: 10, max_retries: 0}}")
-    path.write_text(f"extends: {parent}\nmodels:\n  cheap: {model}\n  strong: {model}\n" + (
-        f"embed: {{provider: openai, model: text-embedding-3-small, base_url: "
-        f"'{fake.base_url}', max_retries: 0, timeout: 10}}\n" if embed else ""), encoding="utf-8")
-    return Memory(str(tmp_path / f"{parent}.db"), policy=str(path),
-                  clock=FixedClock("2026-03-02T09:00:00"))
+    model = (
+        f"{{provider: openai, model: gpt-4o-mini, temperature: 0, base_url: "
+        f"'{fake.base_url}', timeout: 10, max_retries: 0}}"
+    )
+    path.write_text(
+        f"extends: {parent}\nmodels:\n  cheap: {model}\n  strong: {model}\n"
+        + (
+            f"embed: {{provider: openai, model: text-embedding-3-small, base_url: "
+            f"'{fake.base_url}', max_retries: 0, timeout: 10}}\n"
+            if embed
+            else ""
+        ),
+        encoding="utf-8",
+    )
+    return Memory(str(tmp_path / f"{parent}.db"), policy=str(path), clock=FixedClock("2026-03-02T09:00:00"))
 
 
 def remember(mem, fake, user: str) -> tuple[int, list]:

@@ -5,6 +5,7 @@ assistant turn that follows it, the unit `Memory.remember` takes), each at its o
 A `Gold` holds the answer and which pairs are evidence (`has_answer`): `play` is handed
 only the case, so nothing played can read the answer before recall.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,6 +29,7 @@ class Pair:
 @dataclasses.dataclass(frozen=True)
 class Case:
     """What the agent sees: the history in time order, then the question at its date."""
+
     qid: str
     qtype: str
     question: str
@@ -40,6 +42,7 @@ class Gold:
     """What only grading reads. `newest`: the evidence pairs of the newest session holding
     evidence; `older`: the evidence pairs of earlier sessions (the superseded values, for
     knowledge-update)."""
+
     qid: str
     answer: str
     newest: frozenset
@@ -82,8 +85,10 @@ def pairs_of(turns: list[dict]) -> list[tuple[str, str, bool]]:
 
 def split(raw: dict) -> tuple[Case, Gold]:
     """One question of the official format as (Case, Gold)."""
-    sessions = sorted(zip(map(parse_date, raw["haystack_dates"]), raw["haystack_session_ids"],
-                          raw["haystack_sessions"]), key=lambda s: s[0])
+    sessions = sorted(
+        zip(map(parse_date, raw["haystack_dates"]), raw["haystack_session_ids"], raw["haystack_sessions"]),
+        key=lambda s: s[0],
+    )
     answer_sessions = set(raw.get("answer_session_ids") or [])
     pairs, evidence = [], []  # evidence: per session holding any, its evidence keys
     for s, (when, sid, turns) in enumerate(sessions):
@@ -96,14 +101,20 @@ def split(raw: dict) -> tuple[Case, Gold]:
             evidence.append(keys)
     newest = frozenset(evidence[-1]) if evidence else frozenset()
     older = frozenset(k for keys in evidence[:-1] for k in keys)
-    case = Case(raw["question_id"], raw["question_type"], raw["question"],
-                parse_date(raw["question_date"]), tuple(pairs))
+    case = Case(
+        raw["question_id"],
+        raw["question_type"],
+        raw["question"],
+        parse_date(raw["question_date"]),
+        tuple(pairs),
+    )
     texts = tuple((p.key, f"{p.user}\n{p.assistant}") for p in pairs if p.key in newest)
     return case, Gold(raw["question_id"], str(raw["answer"]), newest, older, texts)
 
 
-def load(paths: list[str], types: list[str] | None = None, limit: int | None = None,
-         ids: list[str] | None = None) -> list[tuple[Case, Gold]]:
+def load(
+    paths: list[str], types: list[str] | None = None, limit: int | None = None, ids: list[str] | None = None
+) -> list[tuple[Case, Gold]]:
     """The questions of `paths` (official JSON lists), of `types` if given, the first
     `limit` of each type if given, in file order; a question id seen twice is read once."""
     seen, per_type, out = set(), {}, []

@@ -3,6 +3,7 @@
 Evidence recall and staleness come from provenance (which pairs each recalled item came
 from); answer-in-context is the crude string-and-number cross-check.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -20,8 +21,8 @@ class Grade:
     system: str
     qid: str
     qtype: str
-    evidence: bool | None       # None: the question marks no evidence turn
-    stale: bool | None          # None: not a knowledge-update question with older evidence
+    evidence: bool | None  # None: the question marks no evidence turn
+    stale: bool | None  # None: not a knowledge-update question with older evidence
     in_context: bool
     recalled: int
     chars: int
@@ -29,9 +30,9 @@ class Grade:
     tokens: int
     seconds: float
     cpu: float = 0.0
-    miss: str | None = None     # where the newest evidence went, for a miss
+    miss: str | None = None  # where the newest evidence went, for a miss
     error: str | None = None
-    qa: bool | None = None      # the judge's verdict, when a reader and judge ran
+    qa: bool | None = None  # the judge's verdict, when a reader and judge ran
 
 
 def grade(out: Outcome, gold: Gold) -> Grade:
@@ -42,9 +43,21 @@ def grade(out: Outcome, gold: Gold) -> Grade:
         if out.qtype == KU and gold.older:
             old_at = _first(out, gold.older)
             stale = old_at is not None and (new_at is None or old_at < new_at)
-    g = Grade(out.system, out.qid, out.qtype, ev, stale, answer_in(gold.answer, out.context),
-              len(out.items), len(out.context), out.calls, out.tokens, out.seconds, out.cpu,
-              error=out.error)
+    g = Grade(
+        out.system,
+        out.qid,
+        out.qtype,
+        ev,
+        stale,
+        answer_in(gold.answer, out.context),
+        len(out.items),
+        len(out.context),
+        out.calls,
+        out.tokens,
+        out.seconds,
+        out.cpu,
+        error=out.error,
+    )
     if ev is False:
         g.miss = miss(out, gold)
     return g
@@ -78,12 +91,26 @@ def _answer_dropped(out: Outcome, gold: Gold) -> bool:
 
 
 # ---- the answer-in-context cross-check ------------------------------------------------
-_NUMBER_WORDS = {w: i for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-    "fifteen sixteen seventeen eighteen nineteen twenty".split())}
+_NUMBER_WORDS = {
+    w: i
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+        "fifteen sixteen seventeen eighteen nineteen twenty".split()
+    )
+}
 _NUMBER_WORDS.update({"thirty": 30, "forty": 40, "fifty": 50, "hundred": 100})
-_ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6,
-             "seventh": 7, "eighth": 8, "ninth": 9, "tenth": 10}
+_ORDINALS = {
+    "first": 1,
+    "second": 2,
+    "third": 3,
+    "fourth": 4,
+    "fifth": 5,
+    "sixth": 6,
+    "seventh": 7,
+    "eighth": 8,
+    "ninth": 9,
+    "tenth": 10,
+}
 _NUM = re.compile(r"\d+(?:\.\d+)?")
 
 
@@ -130,8 +157,8 @@ class Row:
     system: str
     qtype: str
     n: int
-    evidence: tuple[int, int]      # (hits, questions with evidence)
-    stale: tuple[int, int]         # (stale, knowledge-update questions with older evidence)
+    evidence: tuple[int, int]  # (hits, questions with evidence)
+    stale: tuple[int, int]  # (stale, knowledge-update questions with older evidence)
     in_context: int
     recalled: float
     chars: float
@@ -141,7 +168,7 @@ class Row:
     cpu: float
     misses: dict
     errors: int
-    qa: tuple[int, int] | None     # (correct, judged), None when no judge ran
+    qa: tuple[int, int] | None  # (correct, judged), None when no judge ran
 
     @property
     def approx_tokens(self) -> float:
@@ -158,10 +185,20 @@ def summarise(grades: list[Grade], system: str, qtype: str = "all") -> Row:
         if g.miss:
             misses[g.miss] = misses.get(g.miss, 0) + 1
     judged = [g for g in gs if g.qa is not None]
-    return Row(system, qtype, len(gs), (sum(g.evidence for g in with_ev), len(with_ev)),
-               (sum(g.stale for g in with_old), len(with_old)), sum(g.in_context for g in gs),
-               sum(g.recalled for g in gs) / n, sum(g.chars for g in gs) / n,
-               sum(g.calls for g in gs) / n, sum(g.tokens for g in gs) / n,
-               sum(g.seconds for g in gs) / n, sum(g.cpu for g in gs) / n, misses,
-               sum(bool(g.error) for g in gs),
-               (sum(g.qa for g in judged), len(judged)) if judged else None)
+    return Row(
+        system,
+        qtype,
+        len(gs),
+        (sum(g.evidence for g in with_ev), len(with_ev)),
+        (sum(g.stale for g in with_old), len(with_old)),
+        sum(g.in_context for g in gs),
+        sum(g.recalled for g in gs) / n,
+        sum(g.chars for g in gs) / n,
+        sum(g.calls for g in gs) / n,
+        sum(g.tokens for g in gs) / n,
+        sum(g.seconds for g in gs) / n,
+        sum(g.cpu for g in gs) / n,
+        misses,
+        sum(bool(g.error) for g in gs),
+        (sum(g.qa for g in judged), len(judged)) if judged else None,
+    )

@@ -4,6 +4,7 @@ Either way the outcome lists the recalled items in order, each with the pairs it
 from (its provenance), and for a policy where every pair's memories ended up (`fates`),
 which is what the miss table reads. Nothing here sees the gold answer.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,15 +14,23 @@ import tempfile
 import time
 import warnings
 
-from .data import Case, Key
 from . import retrieval
+from .data import Case, Key
 
 TICK = dt.timedelta(days=1)  # how often simulated time stops to run the passes that fell due
-K = 6                        # the raw-turn baselines' budget: the shipped recall's top_n
+K = 6  # the raw-turn baselines' budget: the shipped recall's top_n
 
 # a pair's fate, from most to least alive: the miss table names the first that applies
-FATES = ("active", "compressed", "superseded", "expired", "archived", "reinforced only",
-         "pending", "never stored")
+FATES = (
+    "active",
+    "compressed",
+    "superseded",
+    "expired",
+    "archived",
+    "reinforced only",
+    "pending",
+    "never stored",
+)
 
 
 @dataclasses.dataclass
@@ -36,13 +45,13 @@ class Outcome:
     qid: str
     qtype: str
     items: list
-    fates: dict | None = None   # pair key -> fate (policies only)
+    fates: dict | None = None  # pair key -> fate (policies only)
     calls: int = 0
     tokens: int = 0
     seconds: float = 0.0
-    cpu: float = 0.0            # CPU seconds of the process playing it (stable under load)
+    cpu: float = 0.0  # CPU seconds of the process playing it (stable under load)
     counts: dict | None = None  # memories by status at the question's date
-    kept: dict | None = None    # pair key -> the texts of the memories it stored (policies)
+    kept: dict | None = None  # pair key -> the texts of the memories it stored (policies)
     error: str | None = None
 
     @property
@@ -68,8 +77,9 @@ class Sim:
             self.clock.set(when)
 
 
-def play_policy(case: Case, policy: str, offline: bool = True, tick: dt.timedelta = TICK,
-                folder: str | None = None) -> Outcome:
+def play_policy(
+    case: Case, policy: str, offline: bool = True, tick: dt.timedelta = TICK, folder: str | None = None
+) -> Outcome:
     """A fresh store under `policy`; every pair remembered at its time, passes as they fall
     due; at the question's date, `recall(question)`."""
     from engine import FixedClock, Memory
@@ -78,8 +88,7 @@ def play_policy(case: Case, policy: str, offline: bool = True, tick: dt.timedelt
     with tempfile.TemporaryDirectory(dir=folder) as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         clock = FixedClock(case.pairs[0].at if case.pairs else case.asked_at)
-        with Memory(os.path.join(tmp, "lme.db"), policy=policy, offline=offline,
-                    clock=clock) as mem:
+        with Memory(os.path.join(tmp, "lme.db"), policy=policy, offline=offline, clock=clock) as mem:
             sim = Sim(mem, clock, tick)
             stored: dict[Key, list[int]] = {}
             reinforced: dict[Key, list[int]] = {}
@@ -98,13 +107,25 @@ def play_policy(case: Case, policy: str, offline: bool = True, tick: dt.timedelt
             every = {m.id: m for m in mem.memories("all", limit=None)}
             source = provenance(stored, every)
             items = [Item(m.content, frozenset(source.get(m.id, ()))) for m in recalled]
-            fates = {p.key: fate(stored[p.key], reinforced[p.key], p.key in pending, every)
-                     for p in case.pairs}
+            fates = {
+                p.key: fate(stored[p.key], reinforced[p.key], p.key in pending, every) for p in case.pairs
+            }
             kept = {k: [every[i].content for i in ids if i in every] for k, ids in stored.items()}
             use = mem.store.model_use(mem.namespace)
             counts = mem.counts()
-    return Outcome(policy, case.qid, case.qtype, items, fates, use["calls"],
-                   use["tokens"], time.perf_counter() - t0, time.process_time() - c0, counts, kept)
+    return Outcome(
+        policy,
+        case.qid,
+        case.qtype,
+        items,
+        fates,
+        use["calls"],
+        use["tokens"],
+        time.perf_counter() - t0,
+        time.process_time() - c0,
+        counts,
+        kept,
+    )
 
 
 def provenance(stored: dict, every: dict) -> dict[int, set]:
@@ -152,8 +173,9 @@ def play_raw(case: Case, name: str, k: int = K) -> Outcome:
     docs = [p.user for p in case.pairs]
     order = retrieval.RETRIEVERS[name](docs, case.question, k)
     items = [Item(docs[i], frozenset({case.pairs[i].key})) for i in order]
-    return Outcome(name, case.qid, case.qtype, items, None, 0, 0, time.perf_counter() - t0,
-                   time.process_time() - c0)
+    return Outcome(
+        name, case.qid, case.qtype, items, None, 0, 0, time.perf_counter() - t0, time.process_time() - c0
+    )
 
 
 def play(case: Case, system: str, offline: bool = True, k: int = K) -> Outcome:
@@ -163,8 +185,7 @@ def play(case: Case, system: str, offline: bool = True, k: int = K) -> Outcome:
             return play_raw(case, system, k)
         return play_policy(case, system, offline)
     except Exception as exc:  # one broken question must not lose the run: it is counted
-        return Outcome(system, case.qid, case.qtype, [], None,
-                       error=f"{type(exc).__name__}: {exc}")
+        return Outcome(system, case.qid, case.qtype, [], None, error=f"{type(exc).__name__}: {exc}")
 
 
 def label(policy: str) -> str:

@@ -3,6 +3,7 @@
 Each retriever takes the documents, the query and k, and returns the indexes of the top k
 documents, best first (ties keep the earlier document first, which is the older turn).
 """
+
 from __future__ import annotations
 
 import math
@@ -12,9 +13,11 @@ from collections import Counter
 _WORD = re.compile(r"[a-z0-9]+")
 # the most common English function words: BM25's idf already discounts them, but a
 # question's "I", "my" and "the" would otherwise pick turns by their length of chatter
-STOP = frozenset("""a an and are as at be but by did do does for from had has have how i i'm
+STOP = frozenset(
+    """a an and are as at be but by did do does for from had has have how i i'm
 if in is it its me my of on or so than that the their them then there these they this to
-us was we were what when where which who why will with you your""".split())
+us was we were what when where which who why will with you your""".split()
+)
 
 
 def tokens(text: str) -> list[str]:

@@ -5,14 +5,15 @@ It prints the matrix, then where the archive recalls stale facts and the lifecyc
 not, then what the lifecycle superseded, archived, expired and compressed, and writes the
 HTML report with charts to demo-out/experiment.html.
 """
+
 from __future__ import annotations
 
 import glob
 import os
 
 from engine.apps import report
-from engine.base.clock import parse_time
 from engine.apps.experiment import Experiment, Run, run_experiment, text_lines
+from engine.base.clock import parse_time
 
 OUT = "demo-out"
 # the checkout's scenarios: `make demo` runs from the repository root
@@ -26,17 +27,21 @@ def main() -> None:
     if not scenarios:
         raise SystemExit(f"no scenarios in {SCENARIOS}: run the demo from the repository root")
     policies = list(POLICIES)
-    print(f"Playing {len(scenarios)} scenarios from scenarios/ under policies/archive.yaml "
-          "(store and retrieve, forget nothing) and policies/lifecycle.yaml (seed A), offline.\n")
+    print(
+        f"Playing {len(scenarios)} scenarios from scenarios/ under policies/archive.yaml "
+        "(store and retrieve, forget nothing) and policies/lifecycle.yaml (seed A), offline.\n"
+    )
     exp = run_experiment(scenarios, policies, offline=True)
     for line in text_lines(exp, missed=False):
         print(line)
     archive, lifecycle = exp.policies
     summary = exp.summary()
-    print("\n" + "; ".join(f"{name} meets {s['met']}/{s['total']} expectations"
-                           for name, s in summary.items())
-          + ".\n(Every miss, with file:line: lethe experiment scenarios/*.yaml --policy "
-          "policies/archive.yaml --offline)")
+    print(
+        "\n"
+        + "; ".join(f"{name} meets {s['met']}/{s['total']} expectations" for name, s in summary.items())
+        + ".\n(Every miss, with file:line: lethe experiment scenarios/*.yaml --policy "
+        "policies/archive.yaml --offline)"
+    )
     print("\nWhere the archive recalls stale facts and the lifecycle does not:")
     for line in stale_comparison(exp, archive, lifecycle) or ["  (nowhere)"]:
         print(line)
@@ -46,8 +51,10 @@ def main() -> None:
     report = write_report(exp)
     if report:
         print(f"\nCharts of memories by status over time: {report}")
-    print("Try: .venv/bin/lethe experiment scenarios/*.yaml --policy policies/lifecycle.yaml "
-          "--offline --report demo-out/experiment.html")
+    print(
+        "Try: .venv/bin/lethe experiment scenarios/*.yaml --policy policies/lifecycle.yaml "
+        "--offline --report demo-out/experiment.html"
+    )
 
 
 def stale_comparison(exp: Experiment, archive, lifecycle) -> list[str]:
@@ -58,7 +65,7 @@ def stale_comparison(exp: Experiment, archive, lifecycle) -> list[str]:
         for ra, rb in zip(a.playback.recalls, b.playback.recalls):
             if not ra["stale"] or rb["stale"]:
                 continue
-            lines.append(f"  {s.name}, day {_day(s, ra['at'])}: \"{ra['query']}\"")
+            lines.append(f'  {s.name}, day {_day(s, ra["at"])}: "{ra["query"]}"')
             lines.append(f"    archive recalled:   {' | '.join(ra['stale'])}   <- stale")
             lines.append(f"    lifecycle recalled: {' | '.join(rb['recalled']) or '(nothing)'}")
     return lines
@@ -71,8 +78,8 @@ def lifecycle_changes(runs: list[Run]) -> list[str]:
         found = [(r, c) for r in runs for c in r.changes if c["status"] == status]
         lines.append(f"  {status} ({len(found)}):")
         for r, c in found:
-            by = f"  -> {verb} \"{c['by']}\"" if verb and c["by"] else ""
-            lines.append(f"    day {_day(r.scenario, c['at'])}: \"{c['content']}\"{by}")
+            by = f'  -> {verb} "{c["by"]}"' if verb and c["by"] else ""
+            lines.append(f'    day {_day(r.scenario, c["at"])}: "{c["content"]}"{by}')
     return lines
 
 

@@ -5,6 +5,7 @@ experiment` and `make demo`. Per run it keeps the scenario's checks and recalls,
 counts by status at the end and over simulated time, what the policy superseded, archived,
 expired and compressed, and the model calls and tokens logged in `model_calls`.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,12 +17,12 @@ from dataclasses import dataclass, field
 
 from engine import policy as policy_mod
 from engine.apps import scenario as scenario_mod
+from engine.apps.scenario import Playback, Scenario, Script
 from engine.base.clock import FixedClock
 from engine.base.errors import LetheError
 from engine.judges.keys import missing_key
 from engine.memory import Memory
 from engine.policy import STATUSES, Policy
-from engine.apps.scenario import Playback, Scenario, Script
 from engine.run.write import pending_reasons
 
 
@@ -51,23 +52,51 @@ class Run:
         return self.error is None and self.met == self.total
 
     def missed(self) -> list[dict]:
-        out = [{"file": self.scenario.file, "line": c.line, "scenario": self.scenario.name,
-                "policy": self.policy.name, "what": c.what, "detail": c.detail}
-               for c in self.playback.checks if not c.ok]
+        out = [
+            {
+                "file": self.scenario.file,
+                "line": c.line,
+                "scenario": self.scenario.name,
+                "policy": self.policy.name,
+                "what": c.what,
+                "detail": c.detail,
+            }
+            for c in self.playback.checks
+            if not c.ok
+        ]
         if self.error:
-            out.append({"file": self.scenario.file, "line": 0, "scenario": self.scenario.name,
-                        "policy": self.policy.name, "what": "the run stopped",
-                        "detail": self.error})
+            out.append(
+                {
+                    "file": self.scenario.file,
+                    "line": 0,
+                    "scenario": self.scenario.name,
+                    "policy": self.policy.name,
+                    "what": "the run stopped",
+                    "detail": self.error,
+                }
+            )
         return out
 
     def as_dict(self) -> dict:
         pb = self.playback
-        return {"scenario": self.scenario.name, "policy": self.policy.name, "ok": self.ok,
-                "met": self.met, "total": self.total, "counts": self.counts,
-                "stale_recalls": pb.stale_recalls, "recalls": pb.recalls,
-                "checks": [c.as_dict() for c in pb.checks], "changes": self.changes,
-                "pass_runs": pb.pass_runs, "model": self.model, "timeline": pb.timeline,
-                "notes": pb.notes, "error": self.error, "seconds": round(self.seconds, 3)}
+        return {
+            "scenario": self.scenario.name,
+            "policy": self.policy.name,
+            "ok": self.ok,
+            "met": self.met,
+            "total": self.total,
+            "counts": self.counts,
+            "stale_recalls": pb.stale_recalls,
+            "recalls": pb.recalls,
+            "checks": [c.as_dict() for c in pb.checks],
+            "changes": self.changes,
+            "pass_runs": pb.pass_runs,
+            "model": self.model,
+            "timeline": pb.timeline,
+            "notes": pb.notes,
+            "error": self.error,
+            "seconds": round(self.seconds, 3),
+        }
 
 
 @dataclass
@@ -86,8 +115,12 @@ class Experiment:
 
     def matrix(self) -> dict:
         """scenario name -> policy name -> {met, total}."""
-        return {s.name: {p.name: {"met": self.run(s, p).met, "total": self.run(s, p).total}
-                         for p in self.policies} for s in self.scenarios}
+        return {
+            s.name: {
+                p.name: {"met": self.run(s, p).met, "total": self.run(s, p).total} for p in self.policies
+            }
+            for s in self.scenarios
+        }
 
     def summary(self) -> dict:
         """Per policy, over all scenarios: expectations, end counts, stale recalls, model use."""
@@ -96,31 +129,42 @@ class Experiment:
             runs = [r for r in self.runs if r.policy is p]
             counts = {s: sum(r.counts.get(s, 0) for r in runs) for s in STATUSES}
             out[p.name] = {
-                "met": sum(r.met for r in runs), "total": sum(r.total for r in runs),
-                "counts": counts, "recalls": sum(len(r.playback.recalls) for r in runs),
+                "met": sum(r.met for r in runs),
+                "total": sum(r.total for r in runs),
+                "counts": counts,
+                "recalls": sum(len(r.playback.recalls) for r in runs),
                 "stale_recalls": sum(r.playback.stale_recalls for r in runs),
                 # the built-in rules answer offline: their calls are not a model's
                 "model_calls": sum(r.model.get("calls", 0) - _rules(r) for r in runs),
                 "rules_calls": sum(_rules(r) for r in runs),
                 "tokens": sum(r.model.get("tokens", 0) for r in runs),
-                "fallbacks": sum(r.model.get("fallbacks", 0) for r in runs)}
+                "fallbacks": sum(r.model.get("fallbacks", 0) for r in runs),
+            }
         return out
 
     def missed(self) -> list[dict]:
         return [m for r in self.runs for m in r.missed()]
 
     def as_dict(self) -> dict:
-        return {"ok": self.ok, "offline": self.offline,
-                "scenarios": [{"name": s.name, "file": s.file, "steps": len(s.steps),
-                               "expectations": s.expectations()} for s in self.scenarios],
-                "policies": [{"name": p.name, "file": _shown(p.path)} for p in self.policies],
-                "matrix": self.matrix(), "summary": self.summary(), "missed": self.missed(),
-                "runs": [r.as_dict() for r in self.runs]}
+        return {
+            "ok": self.ok,
+            "offline": self.offline,
+            "scenarios": [
+                {"name": s.name, "file": s.file, "steps": len(s.steps), "expectations": s.expectations()}
+                for s in self.scenarios
+            ],
+            "policies": [{"name": p.name, "file": _shown(p.path)} for p in self.policies],
+            "matrix": self.matrix(),
+            "summary": self.summary(),
+            "missed": self.missed(),
+            "runs": [r.as_dict() for r in self.runs],
+        }
 
 
 # ---- running ------------------------------------------------------------------------
-def run_experiment(scenarios: list[str], policies: list[str], offline: bool = False,
-                   keep: str | None = None, progress=None) -> Experiment:
+def run_experiment(
+    scenarios: list[str], policies: list[str], offline: bool = False, keep: str | None = None, progress=None
+) -> Experiment:
     """Play every scenario file under every policy, each on a fresh store. `keep` is a
     directory to leave the stores in (for `lethe why` afterwards); otherwise they go.
     `progress(done, total, run)` is called after each run."""
@@ -149,8 +193,10 @@ def progress_line(done: int, total: int, run: Run) -> str:
     """One finished run, as the experiment's progress on a terminal shows it."""
     width = len(str(total))
     verdict = "ok" if run.ok else ("stopped" if run.error else "missed some")
-    return (f"[{done:>{width}}/{total}] {run.scenario.name} under {run.policy.name}: "
-            f"{run.met}/{run.total} ({verdict}, {run.seconds:.1f}s)")
+    return (
+        f"[{done:>{width}}/{total}] {run.scenario.name} under {run.policy.name}: "
+        f"{run.met}/{run.total} ({verdict}, {run.seconds:.1f}s)"
+    )
 
 
 def _db_name(stem: str, taken: set[str]) -> str:
@@ -193,8 +239,10 @@ def counts(mem: Memory) -> dict[str, int]:
 
 def changes(mem: Memory) -> list[dict]:
     """Every memory no longer active: its status, when, and what replaced or absorbed it."""
-    return [{"status": r["status"], "content": r["content"], "at": r["at"], "by": r["replaced_by"]}
-            for r in mem.store.changes(mem.namespace)]
+    return [
+        {"status": r["status"], "content": r["content"], "at": r["at"], "by": r["replaced_by"]}
+        for r in mem.store.changes(mem.namespace)
+    ]
 
 
 def _rules(run: Run) -> int:
@@ -210,22 +258,27 @@ def _check_keys(p: Policy) -> None:
     """Without --offline, a policy's openai models need a key (or a local endpoint)."""
     m = missing_key(p)
     if m is not None:
-        raise LetheError(f"policy '{p.name}' asks model '{m.name}' ({m.model}) and "
-                         f"{m.api_key_env or 'OPENAI_API_KEY'} is not set: set it, or pass --offline to use "
-                         "the rules judges")
+        raise LetheError(
+            f"policy '{p.name}' asks model '{m.name}' ({m.model}) and "
+            f"{m.api_key_env or 'OPENAI_API_KEY'} is not set: set it, or pass --offline to use "
+            "the rules judges"
+        )
 
 
 def _unique_names(scenarios: list[Scenario], policies: list[Policy]) -> None:
-    for what, items in (("scenario", [(s.name, s.file) for s in scenarios]),
-                        ("policy", [(p.name, p.path) for p in policies])):
+    for what, items in (
+        ("scenario", [(s.name, s.file) for s in scenarios]),
+        ("policy", [(p.name, p.path) for p in policies]),
+    ):
         seen: dict[str, str] = {}
         for name, where in items:
             if name in seen and seen[name] != where:
-                raise LetheError(f"two {what} files are both named '{name}': {seen[name]} and "
-                                 f"{where}; give one another name")
+                raise LetheError(
+                    f"two {what} files are both named '{name}': {seen[name]} and "
+                    f"{where}; give one another name"
+                )
             seen[name] = where
-    if len({s.file for s in scenarios}) < len(scenarios) or \
-            len({p.path for p in policies}) < len(policies):
+    if len({s.file for s in scenarios}) < len(scenarios) or len({p.path for p in policies}) < len(policies):
         raise LetheError("the same scenario or policy is given twice")
 
 
@@ -262,22 +315,33 @@ def text_lines(exp: Experiment, missed: bool = True) -> list[str]:
             if m["detail"]:
                 lines.append(f"      {m['detail']}")
     if missed:
-        lines += ["", "ok: every expectation holds" if exp.ok else
-                  f"FAILED: {len(exp.missed())} expectation(s) missed"]
+        lines += [
+            "",
+            "ok: every expectation holds" if exp.ok else f"FAILED: {len(exp.missed())} expectation(s) missed",
+        ]
     return lines
 
 
 def _summary_table(summary: dict) -> str:
-    head = ("policy", *STATUSES, "stale recalls", "model calls", "rules calls", "fallbacks",
-            "tokens")
+    head = ("policy", *STATUSES, "stale recalls", "model calls", "rules calls", "fallbacks", "tokens")
     rows = [head]
     for name, s in summary.items():
-        rows.append((name, *[str(s["counts"][st]) for st in STATUSES],
-                     f"{s['stale_recalls']}/{s['recalls']}", str(s["model_calls"]),
-                     str(s["rules_calls"]), str(s["fallbacks"]), str(s["tokens"])))
+        rows.append(
+            (
+                name,
+                *[str(s["counts"][st]) for st in STATUSES],
+                f"{s['stale_recalls']}/{s['recalls']}",
+                str(s["model_calls"]),
+                str(s["rules_calls"]),
+                str(s["fallbacks"]),
+                str(s["tokens"]),
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    return "\n".join("  ".join(v.ljust(w) if i == 0 else v.rjust(w)
-                               for i, (v, w) in enumerate(zip(r, widths))) for r in rows)
+    return "\n".join(
+        "  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths)))
+        for r in rows
+    )
 
 
 def dumps(exp: Experiment) -> str:

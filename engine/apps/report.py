@@ -6,6 +6,7 @@ per-policy summary, every missed expectation, and per policy two charts of memor
 (all scenarios summed, then one panel per scenario), drawn by matplotlib as SVG and
 inlined, and per run what was recalled (stale recalls marked) and what changed.
 """
+
 from __future__ import annotations
 
 import html
@@ -13,13 +14,18 @@ import io
 import os
 import re
 
+from engine.apps.experiment import Experiment, Run
 from engine.base.distribution import extra_error
 from engine.base.errors import LetheError
-from engine.apps.experiment import Experiment, Run
 from engine.policy import STATUSES
 
-COLORS = {"active": "#2e7d32", "archived": "#757575", "superseded": "#ef6c00",
-          "expired": "#c62828", "compressed": "#6a1b9a"}
+COLORS = {
+    "active": "#2e7d32",
+    "archived": "#757575",
+    "superseded": "#ef6c00",
+    "expired": "#c62828",
+    "compressed": "#6a1b9a",
+}
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:1100px;
@@ -54,24 +60,38 @@ def write_report(exp: Experiment, path: str) -> None:
 
 def render(exp: Experiment) -> str:
     missed = len(exp.missed())
-    parts = [f"<h1>Lethe experiment: {len(exp.scenarios)} scenario(s) &times; "
-             f"{len(exp.policies)} polic{'y' if len(exp.policies) == 1 else 'ies'}</h1>",
-             f"<p>Judges: {'offline rules' if exp.offline else 'as each policy declares'}.</p>",
-             "<h2>What each policy did</h2>", _comparison(exp), _stale_recalls(exp),
-             "<h2>Expectations met</h2>",
-             f"<p>{'Every expectation holds.' if exp.ok else f'{missed} expectation(s) missed (listed below).'}</p>",
-             _matrix(exp), "<h2>Per policy</h2>", _summary(exp), _missed(exp)]
+    parts = [
+        f"<h1>Lethe experiment: {len(exp.scenarios)} scenario(s) &times; "
+        f"{len(exp.policies)} polic{'y' if len(exp.policies) == 1 else 'ies'}</h1>",
+        f"<p>Judges: {'offline rules' if exp.offline else 'as each policy declares'}.</p>",
+        "<h2>What each policy did</h2>",
+        _comparison(exp),
+        _stale_recalls(exp),
+        "<h2>Expectations met</h2>",
+        f"<p>{'Every expectation holds.' if exp.ok else f'{missed} expectation(s) missed (listed below).'}</p>",
+        _matrix(exp),
+        "<h2>Per policy</h2>",
+        _summary(exp),
+        _missed(exp),
+    ]
     for p in exp.policies:
         runs = [r for r in exp.runs if r.policy is p]
-        parts += [f"<h2>Policy <code>{_e(p.name)}</code></h2>",
-                  f"<p class=muted>{_e(p.description)}</p>" if p.description else "",
-                  "<h3>Memories by status, all scenarios summed</h3>", total_chart(p.name, runs),
-                  "<h3>Memories by status, per scenario</h3>", scenario_charts(p.name, runs),
-                  "<h3>Runs</h3>", *[_run_details(r) for r in runs]]
+        parts += [
+            f"<h2>Policy <code>{_e(p.name)}</code></h2>",
+            f"<p class=muted>{_e(p.description)}</p>" if p.description else "",
+            "<h3>Memories by status, all scenarios summed</h3>",
+            total_chart(p.name, runs),
+            "<h3>Memories by status, per scenario</h3>",
+            scenario_charts(p.name, runs),
+            "<h3>Runs</h3>",
+            *[_run_details(r) for r in runs],
+        ]
     body = "\n".join(parts)
-    return (f"<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
-            f"<title>Lethe experiment</title><style>{CSS}</style></head>\n<body>\n{body}\n"
-            "</body></html>\n")
+    return (
+        f"<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
+        f"<title>Lethe experiment</title><style>{CSS}</style></head>\n<body>\n{body}\n"
+        "</body></html>\n"
+    )
 
 
 def _e(text) -> str:
@@ -81,20 +101,43 @@ def _e(text) -> str:
 # ---- tables -------------------------------------------------------------------------
 def _comparison(exp: Experiment) -> str:
     """Per policy, over all scenarios: stale recalls, what it kept, superseded, forgot."""
-    head = ("policy", "stale recalls", "kept (active)", "superseded", "forgot (archived)",
-            "expired", "compressed", "judge fallbacks")
+    head = (
+        "policy",
+        "stale recalls",
+        "kept (active)",
+        "superseded",
+        "forgot (archived)",
+        "expired",
+        "compressed",
+        "judge fallbacks",
+    )
     rows = []
     for name, s in exp.summary().items():
         c = s["counts"]
         stale = f"{s['stale_recalls']} of {s['recalls']}"
-        cells = [stale, c["active"], c["superseded"], c["archived"], c["expired"],
-                 c["compressed"], s["fallbacks"]]
+        cells = [
+            stale,
+            c["active"],
+            c["superseded"],
+            c["archived"],
+            c["expired"],
+            c["compressed"],
+            s["fallbacks"],
+        ]
         mark = " class='num fail'" if s["stale_recalls"] else " class='num ok'"
-        rows.append(f"<tr><td><code>{_e(name)}</code></td><td{mark}>{_e(stale)}</td>"
-                    + "".join(f"<td class=num>{_e(v)}</td>" for v in cells[1:]) + "</tr>")
-    return ("<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows)
-            + "</table><p class=muted>A stale recall returned a memory the scenario marks as "
-            "replaced. Counts are memories at the end of each scenario, summed.</p>")
+        rows.append(
+            f"<tr><td><code>{_e(name)}</code></td><td{mark}>{_e(stale)}</td>"
+            + "".join(f"<td class=num>{_e(v)}</td>" for v in cells[1:])
+            + "</tr>"
+        )
+    return (
+        "<table><tr>"
+        + "".join(f"<th>{h}</th>" for h in head)
+        + "</tr>"
+        + "".join(rows)
+        + "</table><p class=muted>A stale recall returned a memory the scenario marks as "
+        "replaced. Counts are memories at the end of each scenario, summed.</p>"
+    )
 
 
 def _stale_recalls(exp: Experiment) -> str:
@@ -108,20 +151,28 @@ def _stale_recalls(exp: Experiment) -> str:
             if not any(g and g["stale"] for g in got):
                 continue
             cells = "".join(f"<td>{_recalled(g)}</td>" for g in got)
-            rows.append(f"<tr><td>{_e(s.name)}<br><span class=muted>{_e(first['at'][:10])}"
-                        f"</span></td><td>{_e(first['query'])}</td>{cells}</tr>")
+            rows.append(
+                f"<tr><td>{_e(s.name)}<br><span class=muted>{_e(first['at'][:10])}"
+                f"</span></td><td>{_e(first['query'])}</td>{cells}</tr>"
+            )
     if not rows:
         return "<p>No policy recalled a stale memory.</p>"
     head = "".join(f"<th>{_e(p.name)} recalled</th>" for p in exp.policies)
-    return ("<h3>Where a policy recalled something stale</h3><table><tr><th>scenario</th>"
-            f"<th>query</th>{head}</tr>{''.join(rows)}</table>")
+    return (
+        "<h3>Where a policy recalled something stale</h3><table><tr><th>scenario</th>"
+        f"<th>query</th>{head}</tr>{''.join(rows)}</table>"
+    )
 
 
 def _recalled(x) -> str:
     if not x:
         return "<span class=muted>-</span>"
-    return "; ".join(f"<span class=stale>{_e(c)} (stale)</span>" if c in x["stale"] else _e(c)
-                     for c in x["recalled"]) or "<span class=muted>nothing</span>"
+    return (
+        "; ".join(
+            f"<span class=stale>{_e(c)} (stale)</span>" if c in x["stale"] else _e(c) for c in x["recalled"]
+        )
+        or "<span class=muted>nothing</span>"
+    )
 
 
 def _matrix(exp: Experiment) -> str:
@@ -132,34 +183,56 @@ def _matrix(exp: Experiment) -> str:
         for p in exp.policies:
             r = exp.run(s, p)
             cells.append(f"<td class='num {'ok' if r.ok else 'fail'}'>{r.met}/{r.total}</td>")
-        rows.append(f"<tr><td>{_e(s.name)}<br><span class=muted>{_e(s.file)}</span></td>"
-                    f"{''.join(cells)}</tr>")
+        rows.append(
+            f"<tr><td>{_e(s.name)}<br><span class=muted>{_e(s.file)}</span></td>{''.join(cells)}</tr>"
+        )
     return f"<table><tr><th>scenario</th>{head}</tr>{''.join(rows)}</table>"
 
 
 def _summary(exp: Experiment) -> str:
-    head = ("policy", "expectations", *STATUSES, "stale recalls", "model calls", "rules calls",
-            "fallbacks", "tokens")
+    head = (
+        "policy",
+        "expectations",
+        *STATUSES,
+        "stale recalls",
+        "model calls",
+        "rules calls",
+        "fallbacks",
+        "tokens",
+    )
     rows = []
     for name, s in exp.summary().items():
-        cells = [f"{s['met']}/{s['total']}",
-                 *[s["counts"][st] for st in STATUSES],
-                 f"{s['stale_recalls']}/{s['recalls']}", s["model_calls"], s["rules_calls"],
-                 s["fallbacks"], s["tokens"]]
-        rows.append(f"<tr><td>{_e(name)}</td>" + "".join(f"<td class=num>{_e(c)}</td>" for c in cells)
-                    + "</tr>")
-    return ("<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows)
-            + "</table><p class=muted>Counts are at the end of each scenario, summed. A stale "
-            "recall returned a memory the scenario had marked as replaced.</p>")
+        cells = [
+            f"{s['met']}/{s['total']}",
+            *[s["counts"][st] for st in STATUSES],
+            f"{s['stale_recalls']}/{s['recalls']}",
+            s["model_calls"],
+            s["rules_calls"],
+            s["fallbacks"],
+            s["tokens"],
+        ]
+        rows.append(
+            f"<tr><td>{_e(name)}</td>" + "".join(f"<td class=num>{_e(c)}</td>" for c in cells) + "</tr>"
+        )
+    return (
+        "<table><tr>"
+        + "".join(f"<th>{h}</th>" for h in head)
+        + "</tr>"
+        + "".join(rows)
+        + "</table><p class=muted>Counts are at the end of each scenario, summed. A stale "
+        "recall returned a memory the scenario had marked as replaced.</p>"
+    )
 
 
 def _missed(exp: Experiment) -> str:
     missed = exp.missed()
     if not missed:
         return ""
-    items = "".join(f"<li><code>{_e(m['file'])}:{m['line']}</code> [{_e(m['policy'])}] "
-                    f"{_e(m['what'])}<br><span class=muted>{_e(m['detail'])}</span></li>"
-                    for m in missed)
+    items = "".join(
+        f"<li><code>{_e(m['file'])}:{m['line']}</code> [{_e(m['policy'])}] "
+        f"{_e(m['what'])}<br><span class=muted>{_e(m['detail'])}</span></li>"
+        for m in missed
+    )
     return f"<h2>Missed expectations ({len(missed)})</h2><ul>{items}</ul>"
 
 
@@ -167,19 +240,30 @@ def _run_details(r: Run) -> str:
     pb = r.playback
     recalls = "".join(
         f"<li>{_e(x['at'])} <b>{_e(x['query'])}</b>: "
-        + ("; ".join(f"<span class=stale>{_e(c)}</span>" if c in x["stale"] else _e(c)
-                     for c in x["recalled"]) or "<span class=muted>nothing</span>")
-        + "</li>" for x in pb.recalls)
-    changes = "".join(f"<li>{_e(c['at'])} <b>{_e(c['status'])}</b>: {_e(c['content'])}"
-                      + (f" <span class=muted>&rarr; {_e(c['by'])}</span>" if c["by"] else "")
-                      + "</li>" for c in r.changes)
+        + (
+            "; ".join(
+                f"<span class=stale>{_e(c)}</span>" if c in x["stale"] else _e(c) for c in x["recalled"]
+            )
+            or "<span class=muted>nothing</span>"
+        )
+        + "</li>"
+        for x in pb.recalls
+    )
+    changes = "".join(
+        f"<li>{_e(c['at'])} <b>{_e(c['status'])}</b>: {_e(c['content'])}"
+        + (f" <span class=muted>&rarr; {_e(c['by'])}</span>" if c["by"] else "")
+        + "</li>"
+        for c in r.changes
+    )
     runs = ", ".join(f"{n} &times;{k}" for n, k in sorted(pb.pass_runs.items())) or "none"
     status = "ok" if r.ok else "missed some"
-    return (f"<details><summary>{_e(r.scenario.name)}: {r.met}/{r.total} ({status})</summary>"
-            f"<p>Passes run: {runs}. Model calls: {r.model.get('calls', 0)}, tokens: "
-            f"{r.model.get('tokens', 0)}.{' Error: ' + _e(r.error) if r.error else ''}</p>"
-            f"<p>Recalls:</p><ul>{recalls or '<li class=muted>none</li>'}</ul>"
-            f"<p>Changes:</p><ul>{changes or '<li class=muted>none</li>'}</ul></details>")
+    return (
+        f"<details><summary>{_e(r.scenario.name)}: {r.met}/{r.total} ({status})</summary>"
+        f"<p>Passes run: {runs}. Model calls: {r.model.get('calls', 0)}, tokens: "
+        f"{r.model.get('tokens', 0)}.{' Error: ' + _e(r.error) if r.error else ''}</p>"
+        f"<p>Recalls:</p><ul>{recalls or '<li class=muted>none</li>'}</ul>"
+        f"<p>Changes:</p><ul>{changes or '<li class=muted>none</li>'}</ul></details>"
+    )
 
 
 # ---- charts -------------------------------------------------------------------------
@@ -207,7 +291,7 @@ def scenario_charts(key: str, runs: list[Run]) -> str:
         _plot(ax, days, series)
         ax.set_title(_short(r.scenario.name), fontsize=8)
         ax.tick_params(labelsize=7)
-    for ax in list(axes.flat)[len(runs):]:
+    for ax in list(axes.flat)[len(runs) :]:
         ax.set_visible(False)
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncols=len(STATUSES), fontsize=8, frameon=False)
@@ -233,8 +317,13 @@ def summed(runs: list[Run]) -> tuple[list[float], dict[str, list[int]]]:
 # Lines with equal values lie on top of each other: each status is drawn thinner than the
 # one before it and dashed its own way, so every line stays visible where they coincide.
 WIDTHS = {"active": 4.2, "archived": 3.4, "superseded": 2.6, "expired": 1.8, "compressed": 1.1}
-DASHES = {"active": "-", "archived": "-", "superseded": (0, (5, 2)), "expired": (0, (2, 2)),
-          "compressed": (0, (1, 1.5))}
+DASHES = {
+    "active": "-",
+    "archived": "-",
+    "superseded": (0, (5, 2)),
+    "expired": (0, (2, 2)),
+    "compressed": (0, (1, 1.5)),
+}
 
 
 def _plot(ax, days, series) -> None:
@@ -242,8 +331,15 @@ def _plot(ax, days, series) -> None:
     days = days + [days[-1] + max(0.5, 0.04 * (days[-1] - days[0]))] if days else days
     for status in STATUSES:
         values = series[status] + series[status][-1:]
-        ax.plot(days, values, drawstyle="steps-post", color=COLORS[status], label=status,
-                linewidth=WIDTHS[status], linestyle=DASHES[status])
+        ax.plot(
+            days,
+            values,
+            drawstyle="steps-post",
+            color=COLORS[status],
+            label=status,
+            linewidth=WIDTHS[status],
+            linestyle=DASHES[status],
+        )
     ax.set_ylim(bottom=0)
     ax.margins(x=0)
     ax.grid(alpha=0.25)
@@ -275,6 +371,6 @@ def _svg(fig, salt: str) -> str:
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
     plt.close(fig)
     text = buf.getvalue()
-    text = text[text.index("<svg"):]                       # drop the XML prolog and DOCTYPE
+    text = text[text.index("<svg") :]  # drop the XML prolog and DOCTYPE
     text = re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
     return f"<div class=chart>{text}</div>"

@@ -16,6 +16,7 @@ dump changes only when what the policy does changes. `checks` has one line per
 expectation of the scenario ("ok   ..." or "MISS ...: what happened instead"); a run that
 stopped says so there too.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,9 +26,9 @@ import re
 import pytest
 
 from engine.apps.experiment import run_one
+from engine.apps.scenario import loader as load_scenario
 from engine.memory import Memory
 from engine.policy import load as load_policy
-from engine.apps.scenario import loader as load_scenario
 
 
 def dump(mem: Memory, digits: int = 4) -> dict:
@@ -37,14 +38,27 @@ def dump(mem: Memory, digits: int = 4) -> dict:
     memories = []
     for r in rows:
         events = mem.store.events(r["id"])
-        memories.append([r["content"], {
-            "status": r["status"], "kind": r["kind"], "scene": r["scene"],
-            "importance": _round(r["importance"], digits), "confidence": _round(r["confidence"], digits),
-            "decay_score": _round(r["decay_score"], digits), "access_count": r["access_count"],
-            "created_at": r["created_at"], "expires_at": r["expires_at"],
-            "superseded_by": content.get(r["contradicted_by"]),
-            "events": [[e["occurred_at"], e["event_type"], _detail(e["detail"], content, digits)]
-                       for e in events]}])
+        memories.append(
+            [
+                r["content"],
+                {
+                    "status": r["status"],
+                    "kind": r["kind"],
+                    "scene": r["scene"],
+                    "importance": _round(r["importance"], digits),
+                    "confidence": _round(r["confidence"], digits),
+                    "decay_score": _round(r["decay_score"], digits),
+                    "access_count": r["access_count"],
+                    "created_at": r["created_at"],
+                    "expires_at": r["expires_at"],
+                    "superseded_by": content.get(r["contradicted_by"]),
+                    "events": [
+                        [e["occurred_at"], e["event_type"], _detail(e["detail"], content, digits)]
+                        for e in events
+                    ],
+                },
+            ]
+        )
     scenes = mem.store.scenes(mem.namespace)
     return {"memories": memories, "scenes": scenes} if scenes else {"memories": memories}
 
@@ -67,8 +81,9 @@ def _scrub(value, content: dict, digits: int):
     if isinstance(value, float):
         return round(value, digits)
     if isinstance(value, dict):
-        return {k: _scrub(v, content, digits) for k, v in value.items()
-                if k not in ("turn",)}  # inbox row ids are volatile
+        return {
+            k: _scrub(v, content, digits) for k, v in value.items() if k not in ("turn",)
+        }  # inbox row ids are volatile
     if isinstance(value, list):
         return [_scrub(v, content, digits) for v in value]
     return value
@@ -113,7 +128,11 @@ def lethe_scenario(tmp_path, request):
 
     def run(scenario_path: str, policy: str, offline: bool = True) -> dict:
         count["n"] += 1
-        return play(beside(scenario_path, folder), beside(policy, folder),
-                    os.path.join(tmp_path, f"scenario-{count['n']}.db"), offline)
+        return play(
+            beside(scenario_path, folder),
+            beside(policy, folder),
+            os.path.join(tmp_path, f"scenario-{count['n']}.db"),
+            offline,
+        )
 
     return run

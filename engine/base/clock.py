@@ -4,6 +4,7 @@ A clock is any zero-argument callable returning a datetime. The engine keeps tim
 naive ISO-8601 text (the seed article's format), so aware datetimes are converted to UTC
 and made naive at the boundary.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -105,6 +106,8 @@ def far_ahead(now: dt.datetime, wall_run: str | None) -> str | None:
     wall = system_clock()
     if wall_run is None or naive(now) <= wall + AHEAD:
         return None
-    return (f"--now {iso(now)} is {(naive(now) - wall).days} days ahead of the clock "
-            f"({iso(wall)}) on a store whose passes run on it (last at {wall_run}); "
-            "pass --force-time to run at that time anyway")
+    return (
+        f"--now {iso(now)} is {(naive(now) - wall).days} days ahead of the clock "
+        f"({iso(wall)}) on a store whose passes run on it (last at {wall_run}); "
+        "pass --force-time to run at that time anyway"
+    )

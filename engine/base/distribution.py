@@ -1,6 +1,7 @@
 """The name Lethe is published under on the package registry, and the one-line errors for an
 optional extra that is not installed. The registry's `lethe` is another project, so Lethe is
 `lethe-lifecycle`; the command stays `lethe`, the import `engine`."""
+
 from __future__ import annotations
 
 from engine.base.errors import LetheError
@@ -21,11 +22,16 @@ def is_missing(exc: ImportError, packages: tuple[str, ...]) -> bool:
     return isinstance(exc, ModuleNotFoundError) and name.split(".")[0] in packages
 
 
-def extra_error(exc: ImportError, extra: str, what: str, packages: tuple[str, ...],
-                error: type[LetheError] = LetheError, install_line: str | None = None) -> LetheError:
+def extra_error(
+    exc: ImportError,
+    extra: str,
+    what: str,
+    packages: tuple[str, ...],
+    error: type[LetheError] = LetheError,
+    install_line: str | None = None,
+) -> LetheError:
     """`what needs the 'extra' extra: pip install ...` when one of `packages` is missing;
     otherwise the import error itself, which no install of the extra would fix."""
     if is_missing(exc, packages):
         return error(f"{what} needs the '{extra}' extra: {install_line or install(extra)}")
-    return error(f"{what}: {packages[0]} is installed but does not import: "
-                 f"{type(exc).__name__}: {exc}")
+    return error(f"{what}: {packages[0]} is installed but does not import: {type(exc).__name__}: {exc}")

@@ -1,4 +1,5 @@
 """The engine's own errors. The CLI turns these, and only these, into messages and exit codes."""
+
 from __future__ import annotations
 
 
@@ -13,8 +14,15 @@ class PolicyError(LetheError):
 
     exit_code = 1
 
-    def __init__(self, message: str, file: str | None = None, line: int | None = None,
-                 col: int | None = None, path: str = "", excerpt: str = ""):
+    def __init__(
+        self,
+        message: str,
+        file: str | None = None,
+        line: int | None = None,
+        col: int | None = None,
+        path: str = "",
+        excerpt: str = "",
+    ):
         self.message, self.file, self.line, self.col = message, file, line, col
         self.path, self.excerpt = path, excerpt
         super().__init__(self.headline())
@@ -37,8 +45,7 @@ class PolicyErrors(PolicyError):
     def __init__(self, errors: list[PolicyError]):
         first = errors[0]
         self.errors = list(errors)
-        super().__init__(first.message, first.file, first.line, first.col, first.path,
-                         first.excerpt)
+        super().__init__(first.message, first.file, first.line, first.col, first.path, first.excerpt)
 
     def __str__(self) -> str:
         return "\n".join(str(e) for e in self.errors)
@@ -46,8 +53,7 @@ class PolicyErrors(PolicyError):
 
 def error_fields(err: PolicyError) -> dict:
     """A located error as JSON fields: file, line, col, path, message."""
-    return {"file": err.file, "line": err.line, "col": err.col, "path": err.path,
-            "message": err.message}
+    return {"file": err.file, "line": err.line, "col": err.col, "path": err.path, "message": err.message}
 
 
 class PolicyWarning(UserWarning):
@@ -62,8 +68,10 @@ class RulesFallbackWarning(UserWarning):
 
     def __init__(self, reason: str):
         self.reason = reason
-        super().__init__(f"a model did not answer ({reason}); the built-in rules judged "
-                         "instead (each time is a 'fallback' row of model_calls)")
+        super().__init__(
+            f"a model did not answer ({reason}); the built-in rules judged "
+            "instead (each time is a 'fallback' row of model_calls)"
+        )
 
 
 class StoreWarning(UserWarning):

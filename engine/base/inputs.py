@@ -4,6 +4,7 @@ with one line naming the argument. Nothing a caller passes reaches SQLite, the c
 arithmetic or a template unchecked, so no raw TypeError, OverflowError or driver error
 comes back from a wrong kind of value.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -15,11 +16,11 @@ import os
 from engine.base.clock import iso, parse_duration, parse_time, until_end_of_day
 from engine.base.errors import InputError
 
-INT64 = 2 ** 63 - 1     # the largest INTEGER both stores hold
-MAX_DEPTH = 64          # of a keyed value's lists and objects
-MAX_TEXT = 2_000_000    # characters of a memory's text, a summary, a turn, a keyed value's JSON
-MAX_TAGS = 100          # tags of one memory
-MAX_TAG = 1_000         # characters of one tag
+INT64 = 2**63 - 1  # the largest INTEGER both stores hold
+MAX_DEPTH = 64  # of a keyed value's lists and objects
+MAX_TEXT = 2_000_000  # characters of a memory's text, a summary, a turn, a keyed value's JSON
+MAX_TAGS = 100  # tags of one memory
+MAX_TAG = 1_000  # characters of one tag
 LEASE_MAX = dt.timedelta(days=366)
 
 
@@ -27,8 +28,15 @@ def _kind(value) -> str:
     return type(value).__name__
 
 
-def text(value, what: str, *, optional: bool = False, nonempty: bool = False,
-         name: bool = False, limit: int = MAX_TEXT) -> str | None:
+def text(
+    value,
+    what: str,
+    *,
+    optional: bool = False,
+    nonempty: bool = False,
+    name: bool = False,
+    limit: int = MAX_TEXT,
+) -> str | None:
     """`value` as text a store keeps as it is: a str, valid UTF-8 (no lone surrogate).
     A `name` (namespace, key, path) holds no NUL either: a file name stops at it, and
     PostgreSQL refuses it (a memory's text holding one is refused there by the store)."""
@@ -100,8 +108,12 @@ def keyset(value) -> tuple | None:
     """A page's keyset as browse() returned it: (the sort column's value, an id), or None."""
     if value is None:
         return None
-    if not isinstance(value, (tuple, list)) or len(value) != 2 \
-            or not isinstance(value[0], (str, int, float, type(None))) or isinstance(value[0], bool):
+    if (
+        not isinstance(value, (tuple, list))
+        or len(value) != 2
+        or not isinstance(value[0], (str, int, float, type(None)))
+        or isinstance(value[0], bool)
+    ):
         raise InputError(f"after must be the (value, id) pair browse() returned, got {value!r}")
     if isinstance(value[0], float) and not math.isfinite(value[0]):
         raise InputError(f"after must be the (value, id) pair browse() returned, got {value!r}")
@@ -126,8 +138,13 @@ def callback(value, what: str):
 
 def seconds(value, what: str) -> float:
     """A finite number of seconds from 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or value < 0 or value > 366 * 86400:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+        or value > 366 * 86400
+    ):
         raise InputError(f"{what} must be a number of seconds from 0 to a year, got {value!r}")
     return float(value)
 
@@ -187,8 +204,12 @@ def number(value, lo: float, hi: float, what: str) -> float | None:
     """None, or a finite number from lo to hi."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or not lo <= value <= hi:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not lo <= value <= hi
+    ):
         raise InputError(f"{what} must be a number from {lo:g} to {hi:g}, got {value!r}")
     return float(value)
 
@@ -204,8 +225,10 @@ def expiry(value, now: dt.datetime) -> str | None:
     except (ValueError, OverflowError, TypeError, AttributeError):
         raise InputError(f"expires_at: not an ISO-8601 date or time: {value!r}") from None
     if when < iso(now):  # in the same second as now is not refused: times are to the second
-        raise InputError(f"expires_at {when} is before now ({iso(now)}): the memory would be "
-                         "stored already expired; give a later date, or none")
+        raise InputError(
+            f"expires_at {when} is before now ({iso(now)}): the memory would be "
+            "stored already expired; give a later date, or none"
+        )
     return when
 
 
@@ -219,8 +242,7 @@ def said(value, now: dt.datetime, what: str = "said_at") -> str | None:
     except (ValueError, OverflowError, TypeError, AttributeError):
         raise InputError(f"{what}: not an ISO-8601 date or time: {value!r}") from None
     if when > iso(now):
-        raise InputError(f"{what} {when} is after now ({iso(now)}): a turn is said before "
-                         "it is remembered")
+        raise InputError(f"{what} {when} is after now ({iso(now)}): a turn is said before it is remembered")
     return when
 
 
@@ -239,20 +261,26 @@ def clock(value) -> None:
     on it (leases, expiries). Its first value is checked here: one returning text failed
     at the first time the engine read, one near the year 9999 at the first lease."""
     if not callable(value):
-        raise InputError(f"clock must be a zero-argument callable returning a datetime, got "
-                         f"{_kind(value)} {value!r} (for a fixed time: "
-                         "engine.FixedClock('2026-01-01T09:00:00'))")
+        raise InputError(
+            f"clock must be a zero-argument callable returning a datetime, got "
+            f"{_kind(value)} {value!r} (for a fixed time: "
+            "engine.FixedClock('2026-01-01T09:00:00'))"
+        )
     first = value()
     if not isinstance(first, dt.datetime):
-        raise InputError(f"clock must return a datetime, it returned {_kind(first)} "
-                         f"{first!r} (for a fixed time: engine.FixedClock({str(first)!r}), "
-                         "which also takes ISO text)")
+        raise InputError(
+            f"clock must return a datetime, it returned {_kind(first)} "
+            f"{first!r} (for a fixed time: engine.FixedClock({str(first)!r}), "
+            "which also takes ISO text)"
+        )
     try:
         first + LEASE_MAX
         first - LEASE_MAX
     except OverflowError:
-        raise InputError(f"clock reads {first}, too near the year 1 or 9999 for the "
-                         "arithmetic Lethe does on it (leases, expiries)") from None
+        raise InputError(
+            f"clock reads {first}, too near the year 1 or 9999 for the "
+            "arithmetic Lethe does on it (leases, expiries)"
+        ) from None
 
 
 def db_path(value) -> str:
@@ -273,8 +301,7 @@ def json_value(value, what: str = "value") -> str:
     except (TypeError, ValueError) as exc:
         raise InputError(f"{what} is not JSON: {exc}") from None
     if len(found) > MAX_TEXT:
-        raise InputError(f"{what} is {len(found):,} characters of JSON, at most {MAX_TEXT:,} "
-                         "are stored")
+        raise InputError(f"{what} is {len(found):,} characters of JSON, at most {MAX_TEXT:,} are stored")
     return found
 
 
@@ -300,8 +327,10 @@ def _check_json(value, what: str) -> None:
                 text(k, f"a key in {what}", name=True)
                 stack.append((v, depth + 1))
         else:
-            raise InputError(f"{what} holds a {_kind(item)}, which is not JSON (use text, "
-                             "numbers, true/false, null, lists and objects)")
+            raise InputError(
+                f"{what} holds a {_kind(item)}, which is not JSON (use text, "
+                "numbers, true/false, null, lists and objects)"
+            )
 
 
 def _iterable(value) -> bool:

@@ -7,6 +7,7 @@ that only some commands need is declared at the top of its importer as
 (tests/test_architecture.py reads these as imports), and is imported on the first attribute
 read.
 """
+
 from __future__ import annotations
 
 import importlib

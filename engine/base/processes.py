@@ -1,6 +1,7 @@
 """Processes of this host: whether one a name was written by has gone. A lease holder
 (`host:pid:random`) and an import's temp copy (`lethe-import-<pid>@<host>-...`) both name
 their process, so a successor on the same host knows at once when it died."""
+
 from __future__ import annotations
 
 import os

@@ -1,5 +1,6 @@
 """What the engine hands out: a memory (`MemoryRecord`), its story (`History`), and why
 turns wait in the inbox (`pending_reasons`)."""
+
 from __future__ import annotations
 
 import json
@@ -75,8 +76,9 @@ class MemoryRecord:
 
 
 FIELD_NAMES = frozenset(f.name for f in fields(MemoryRecord))
-REQUIRED = frozenset(f.name for f in fields(MemoryRecord)
-                     if f.default is MISSING and f.default_factory is MISSING)
+REQUIRED = frozenset(
+    f.name for f in fields(MemoryRecord) if f.default is MISSING and f.default_factory is MISSING
+)
 # every field's default, in the fields' order; from_rows gives tags, the one field with a
 # default_factory, a new list for each record (a test fails if another is added)
 DEFAULTS = {f.name: None if f.default is MISSING else f.default for f in fields(MemoryRecord)}
@@ -133,8 +135,7 @@ def pending_reasons(rows: list[dict]) -> dict[str, int]:
         if r["status"] == "failed":
             why = f"parked as failed: {r['last_error'] or '-'}"
         elif r["last_error"]:
-            why = r["last_error"] + (f", next try after {r['next_retry_at']}"
-                                     if r["next_retry_at"] else "")
+            why = r["last_error"] + (f", next try after {r['next_retry_at']}" if r["next_retry_at"] else "")
         else:
             why = "not judged yet: another process may be judging it now"
         reasons[why] = reasons.get(why, 0) + 1

@@ -6,6 +6,7 @@ checkout (or an editable install) the same package links to the top-level `polic
 `prompts/`. Nothing is computed at import time: the working directory and the installed
 package are read when a policy is looked up.
 """
+
 from __future__ import annotations
 
 import os
@@ -40,7 +41,7 @@ def shipped_policy_names() -> list[str]:
     folder = shipped_policies_dir()
     if not os.path.isdir(folder):
         return []
-    return sorted(f[:-len(POLICY_SUFFIX)] for f in os.listdir(folder) if f.endswith(POLICY_SUFFIX))
+    return sorted(f[: -len(POLICY_SUFFIX)] for f in os.listdir(folder) if f.endswith(POLICY_SUFFIX))
 
 
 def shipped_policy(name: str) -> str | None:

@@ -3,17 +3,20 @@
 Full-text queries are built here from words only: every token is quoted, so nothing a
 user or a memory says is ever read as FTS syntax.
 """
+
 from __future__ import annotations
 
 import re
 
 from engine.base.errors import LetheError
 
-STOPWORDS = frozenset("""a an and are as at be been but by can could did do does for from had
+STOPWORDS = frozenset(
+    """a an and are as at be been but by can could did do does for from had
 has have he her his how i if in into is it its just me my no not now of on or our she so
 than that the their them then there these they this to too us was we were what when where
 which who why will with would you your also about after again all am any because before
-being both each few more most other over same some such only own very should""".split())
+being both each few more most other over same some such only own very should""".split()
+)
 
 
 def words(text: str, content_words: bool = False) -> list[str]:

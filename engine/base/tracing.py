@@ -8,6 +8,7 @@ Nothing here imports OpenTelemetry. Spans are made only in a program that has im
 `opentelemetry-instrument`. Anywhere else every call here returns at once, so Lethe
 without the extra (or with it installed and unused) starts and runs as it did.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -81,8 +82,9 @@ def now() -> int:
     return time.time_ns()
 
 
-def record(name: str, start_ns: int, attributes: dict, error: str | None = None,
-           client: bool = False) -> None:
+def record(
+    name: str, start_ns: int, attributes: dict, error: str | None = None, client: bool = False
+) -> None:
     """A span for something already done, from `start_ns` to now, under the current span:
     a judge call is logged when it has ended, where its time and tokens are known."""
     trace = _trace()
@@ -90,24 +92,48 @@ def record(name: str, start_ns: int, attributes: dict, error: str | None = None,
         return
     kind = trace.SpanKind.CLIENT if client else trace.SpanKind.INTERNAL
     done = trace.get_tracer(TRACER, VERSION).start_span(
-        name, kind=kind, start_time=start_ns, attributes=_clean(attributes))
+        name, kind=kind, start_time=start_ns, attributes=_clean(attributes)
+    )
     if error:
         done.set_status(trace.Status(trace.StatusCode.ERROR, error))
     done.end()
 
 
-def model_call(step: str, model: str, served: str | None, provider: str | None,
-               input_tokens: int, output_tokens: int, latency_ms: float, outcome: str,
-               namespace: str, attempt: int = 0, estimated: bool = False) -> None:
+def model_call(
+    step: str,
+    model: str,
+    served: str | None,
+    provider: str | None,
+    input_tokens: int,
+    output_tokens: int,
+    latency_ms: float,
+    outcome: str,
+    namespace: str,
+    attempt: int = 0,
+    estimated: bool = False,
+) -> None:
     """A judge call's span, named as the GenAI conventions name a chat call."""
     if _trace() is None:
         return
     failed = outcome in ("unavailable", "bad_answer", "failed")
-    record(f"chat {model}", now() - int(latency_ms * 1e6), {
-        "gen_ai.operation.name": "chat", "gen_ai.provider.name": provider or "none",
-        "gen_ai.system": provider or "none", "gen_ai.request.model": model,
-        "gen_ai.response.model": served, "gen_ai.usage.input_tokens": input_tokens,
-        "gen_ai.usage.output_tokens": output_tokens, "error.type": outcome if failed else None,
-        "lethe.namespace": namespace, "lethe.step": step, "lethe.outcome": outcome,
-        "lethe.attempt": attempt, "lethe.tokens_estimated": estimated},
-        error=outcome if failed else None, client=provider == "openai")
+    record(
+        f"chat {model}",
+        now() - int(latency_ms * 1e6),
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": provider or "none",
+            "gen_ai.system": provider or "none",
+            "gen_ai.request.model": model,
+            "gen_ai.response.model": served,
+            "gen_ai.usage.input_tokens": input_tokens,
+            "gen_ai.usage.output_tokens": output_tokens,
+            "error.type": outcome if failed else None,
+            "lethe.namespace": namespace,
+            "lethe.step": step,
+            "lethe.outcome": outcome,
+            "lethe.attempt": attempt,
+            "lethe.tokens_estimated": estimated,
+        },
+        error=outcome if failed else None,
+        client=provider == "openai",
+    )

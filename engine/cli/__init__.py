@@ -18,6 +18,7 @@ not pay for the MCP server, the experiment runner or the chat loop.
     importing  import                          (one store into another)
     ui         ui (the inspector, a web app: engine.apps.inspector)
 """
+
 from __future__ import annotations
 
 import click
@@ -36,13 +37,23 @@ ui = lazy("engine.cli.ui")
 
 # name -> (module, attribute); `lethe --help` lists them sorted
 COMMANDS = {
-    "validate": (policy, "validate"), "compile": (policy, "compile_"),
+    "validate": (policy, "validate"),
+    "compile": (policy, "compile_"),
     "render": (policy, "render"),
-    "run": (data, "run"), "ls": (data, "ls"), "why": (data, "why"), "add": (data, "add"),
-    "remember": (data, "remember"), "pending": (data, "pending"), "costs": (data, "costs"),
-    "recall": (agent, "recall"), "daemon": (agent, "daemon"), "chat": (agent, "chat"),
-    "experiment": (scenarios, "experiment"), "mcp": (mcp, "mcp"),
-    "import": (importing, "import_"), "ui": (ui, "ui"),
+    "run": (data, "run"),
+    "ls": (data, "ls"),
+    "why": (data, "why"),
+    "add": (data, "add"),
+    "remember": (data, "remember"),
+    "pending": (data, "pending"),
+    "costs": (data, "costs"),
+    "recall": (agent, "recall"),
+    "daemon": (agent, "daemon"),
+    "chat": (agent, "chat"),
+    "experiment": (scenarios, "experiment"),
+    "mcp": (mcp, "mcp"),
+    "import": (importing, "import_"),
+    "ui": (ui, "ui"),
 }
 
 

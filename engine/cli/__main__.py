@@ -1,4 +1,5 @@
 """`python -m engine.cli`: the same commands as `lethe`."""
+
 from engine.cli import main
 
 main()

@@ -3,11 +3,12 @@ the shared options, opening a `Memory` from them, and printing text or JSON.
 
 Nothing here imports a command module: commands import this, never the other way round.
 """
+
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 import glob
-import datetime as dt
 import json
 import math
 import os
@@ -53,8 +54,9 @@ class LetheGroup(click.Group):
         except Exception as exc:  # a bug, not a user mistake: say so, keep the exit code apart
             if os.environ.get("LETHE_DEBUG"):
                 traceback.print_exc()
-            echo(f"internal error: {type(exc).__name__}: {exc} "
-                 "(set LETHE_DEBUG=1 for the traceback)", err=True)
+            echo(
+                f"internal error: {type(exc).__name__}: {exc} (set LETHE_DEBUG=1 for the traceback)", err=True
+            )
             ctx.exit(2)
 
 
@@ -93,13 +95,20 @@ class IsoTime(click.ParamType):
         try:
             when = until_end_of_day(value) if self.end_of_day else parse_time(str(value))
         except (ValueError, OverflowError):
-            self.fail(f"{value!r} is not a usable ISO-8601 date or time "
-                      "(e.g. 2026-03-01 or 2026-03-01T09:00:00)", param, ctx)
+            self.fail(
+                f"{value!r} is not a usable ISO-8601 date or time (e.g. 2026-03-01 or 2026-03-01T09:00:00)",
+                param,
+                ctx,
+            )
         try:
             when + dt.timedelta(days=400)  # room for the arithmetic on it (leases, expiries)
         except OverflowError:
-            self.fail(f"{value!r} is too near the year 9999 for the arithmetic Lethe does on "
-                      "it (leases, expiries): give a date before 9998-11-26", param, ctx)
+            self.fail(
+                f"{value!r} is too near the year 9999 for the arithmetic Lethe does on "
+                "it (leases, expiries): give a date before 9998-11-26",
+                param,
+                ctx,
+            )
         return value
 
 
@@ -128,8 +137,8 @@ class Finite(click.FloatRange):
         return number
 
 
-MEMORY_ID = click.IntRange(1, 2 ** 63 - 1)  # what SQLite's INTEGER holds
-LIMIT = click.IntRange(1, 2 ** 63 - 1)
+MEMORY_ID = click.IntRange(1, 2**63 - 1)  # what SQLite's INTEGER holds
+LIMIT = click.IntRange(1, 2**63 - 1)
 
 
 # ---- shared options -----------------------------------------------------------------
@@ -140,22 +149,41 @@ def json_option(f):
 
 def store_options(f):
     """--db, --policy, --namespace, --now, --offline: what every data command needs."""
-    f = click.option("--offline", is_flag=True,
-                     help="Use the built-in rules judges for every model (no network).")(f)
-    f = click.option("--force-time", is_flag=True, expose_value=False, callback=_force_time,
-                     help="Take a --now more than a day ahead of the wall clock on a store "
-                          "whose passes run on it (refused otherwise).")(f)
-    f = click.option("--now", type=IsoTime(),
-                     help="Pretend the clock reads this time (e.g. 2026-03-01T09:00:00).")(f)
-    f = click.option("--namespace", "-n", default="default", envvar="LETHE_NAMESPACE",
-                     show_default=True, help="The agent whose memories to use (env LETHE_NAMESPACE).")(f)
-    f = click.option("--policy", "-p", default=DEFAULT_POLICY, envvar="LETHE_POLICY",
-                     show_default=True,
-                     help="Policy file, or a name: ./policies/NAME.yaml, else the shipped one "
-                          "(env LETHE_POLICY).")(f)
-    f = click.option("--db", envvar="LETHE_DB",
-                     help="SQLite database file or postgresql:// DSN (env LETHE_DB; default: the "
-                          "policy's `db:`).")(f)
+    f = click.option(
+        "--offline", is_flag=True, help="Use the built-in rules judges for every model (no network)."
+    )(f)
+    f = click.option(
+        "--force-time",
+        is_flag=True,
+        expose_value=False,
+        callback=_force_time,
+        help="Take a --now more than a day ahead of the wall clock on a store "
+        "whose passes run on it (refused otherwise).",
+    )(f)
+    f = click.option(
+        "--now", type=IsoTime(), help="Pretend the clock reads this time (e.g. 2026-03-01T09:00:00)."
+    )(f)
+    f = click.option(
+        "--namespace",
+        "-n",
+        default="default",
+        envvar="LETHE_NAMESPACE",
+        show_default=True,
+        help="The agent whose memories to use (env LETHE_NAMESPACE).",
+    )(f)
+    f = click.option(
+        "--policy",
+        "-p",
+        default=DEFAULT_POLICY,
+        envvar="LETHE_POLICY",
+        show_default=True,
+        help="Policy file, or a name: ./policies/NAME.yaml, else the shipped one (env LETHE_POLICY).",
+    )(f)
+    f = click.option(
+        "--db",
+        envvar="LETHE_DB",
+        help="SQLite database file or postgresql:// DSN (env LETHE_DB; default: the policy's `db:`).",
+    )(f)
     return f
 
 
@@ -166,40 +194,72 @@ def _force_time(ctx, param, value):
 
 def as_of_option(f):
     """--as-of: read what the store held at a past time, rebuilt from its events."""
-    return click.option("--as-of", "as_of", type=IsoTime(), metavar="ISO",
-                        help="As the store stood at this time, rebuilt from its events "
-                             "(records nothing; docs/time.md).")(f)
+    return click.option(
+        "--as-of",
+        "as_of",
+        type=IsoTime(),
+        metavar="ISO",
+        help="As the store stood at this time, rebuilt from its events (records nothing; docs/time.md).",
+    )(f)
 
 
 def model_options(f):
     """--record / --replay on every command that may call a model."""
-    f = click.option("--replay", metavar="FILE", type=click.Path(dir_okay=False),
-                     help="Answer every judgment from answers recorded in FILE.")(f)
-    f = click.option("--record", metavar="FILE", type=click.Path(dir_okay=False),
-                     help="Append every model answer to FILE (JSON lines) for --replay.")(f)
+    f = click.option(
+        "--replay",
+        metavar="FILE",
+        type=click.Path(dir_okay=False),
+        help="Answer every judgment from answers recorded in FILE.",
+    )(f)
+    f = click.option(
+        "--record",
+        metavar="FILE",
+        type=click.Path(dir_okay=False),
+        help="Append every model answer to FILE (JSON lines) for --replay.",
+    )(f)
     return f
 
 
 def lease_ttl_option(f):
     """--lease-ttl: how long a runner's pass lease outlives it."""
-    return click.option("--lease-ttl", default="15m", show_default=True, type=Duration(),
-                        help="How long the pass lease outlives this process if it dies (e.g. "
-                             "30s, 15m); while it runs it keeps renewing it.")(f)
+    return click.option(
+        "--lease-ttl",
+        default="15m",
+        show_default=True,
+        type=Duration(),
+        help="How long the pass lease outlives this process if it dies (e.g. "
+        "30s, 15m); while it runs it keeps renewing it.",
+    )(f)
 
 
 def lease_options(f):
     """--wait / --lease-ttl on every command that runs passes under the namespace's lease."""
     f = lease_ttl_option(f)
-    f = click.option("--wait", type=Finite(min=0), default=0.0, show_default=True,
-                     metavar="SECONDS", help="Wait this long for another runner's pass lease; "
-                     "then say who holds it and exit 0 without running.")(f)
+    f = click.option(
+        "--wait",
+        type=Finite(min=0),
+        default=0.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="Wait this long for another runner's pass lease; "
+        "then say who holds it and exit 0 without running.",
+    )(f)
     return f
 
 
 # ---- opening and printing -----------------------------------------------------------
-def open_memory(db, policy, namespace, now, offline, record=None, replay=None,
-                must_exist=False, read_only: bool = False,
-                only_passes: tuple[str, ...] = ()) -> memory.Memory:
+def open_memory(
+    db,
+    policy,
+    namespace,
+    now,
+    offline,
+    record=None,
+    replay=None,
+    must_exist=False,
+    read_only: bool = False,
+    only_passes: tuple[str, ...] = (),
+) -> memory.Memory:
     """The `Memory` the store options describe: --db, else the policy's `db:`. Commands
     that only read pass `must_exist` (a mistyped path is refused, not created empty) and
     open it `read_only`: they never write, so never wait behind a writer, and work on a
@@ -215,16 +275,25 @@ def open_memory(db, policy, namespace, now, offline, record=None, replay=None,
     if not path:
         raise click.UsageError("no database: pass --db FILE (or a postgresql:// DSN) or set LETHE_DB")
     if not db and store.is_dsn(path):  # libpq would send it PGPASSWORD, ~/.pgpass, PGUSER
-        raise click.UsageError(f"the policy's db: names a server ({store.masked(path)}); a "
-                               "policy is not trusted with your PostgreSQL credentials: give "
-                               "the server with --db or LETHE_DB")
-    if must_exist and not store.is_dsn(path) and \
-            not os.path.exists(store.sqlite_file.file_path(path)):
+        raise click.UsageError(
+            f"the policy's db: names a server ({store.masked(path)}); a "
+            "policy is not trusted with your PostgreSQL credentials: give "
+            "the server with --db or LETHE_DB"
+        )
+    if must_exist and not store.is_dsn(path) and not os.path.exists(store.sqlite_file.file_path(path)):
         raise StoreError(no_database(path))
     clock = FixedClock(now) if now else None
-    mem = memory.Memory(path, policy=pol, namespace=namespace, offline=offline, clock=clock,
-                        record=record, replay=replay, read_only=read_only,
-                        progress=terminal_progress(sys.stderr))
+    mem = memory.Memory(
+        path,
+        policy=pol,
+        namespace=namespace,
+        offline=offline,
+        clock=clock,
+        record=record,
+        replay=replay,
+        read_only=read_only,
+        progress=terminal_progress(sys.stderr),
+    )
     forced = click.get_current_context(silent=True)
     if clock is not None and not read_only and not (forced and forced.meta.get("lethe.force_time")):
         refused = far_ahead(clock(), mem.store.wall_run())
@@ -250,14 +319,14 @@ def terminal_progress(stream):
     def report(line: str) -> None:
         stream.write(f"lethe: {shown(line)}\n")
         stream.flush()
+
     return report
 
 
 # ---- printing: the only way text reaches the terminal ---------------------------------
 # control characters (ESC, BEL, CR, C1, DEL), bidi overrides and line separators: a memory
 # that holds them must not retitle the terminal, write the clipboard or hide text
-_UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e"
-                     "\u2066-\u2069\u200e\u200f\u061c]")
+_UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
 # what json.dumps leaves raw of those (it escapes the rest itself)
 _JSON_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
 
@@ -270,8 +339,7 @@ def shown(text) -> str:
 
 def _escape(m: re.Match) -> str:
     c = m.group(0)
-    return {"\n": "\\n", "\r": "\\r"}.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100
-                                                     else f"\\u{ord(c):04x}")
+    return {"\n": "\\n", "\r": "\\r"}.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
 
 
 def echo(text, err: bool = False, nl: bool = True) -> None:
@@ -282,8 +350,7 @@ def echo(text, err: bool = False, nl: bool = True) -> None:
 def to_json(data, indent: int | None = 2) -> str:
     """JSON that any parser reads and no terminal acts on: NaN and infinities become null,
     and control characters JSON leaves raw (DEL, C1, bidi, U+2028) are \\u-escaped."""
-    text = json.dumps(_finite(data), indent=indent, ensure_ascii=False, default=str,
-                      allow_nan=False)
+    text = json.dumps(_finite(data), indent=indent, ensure_ascii=False, default=str, allow_nan=False)
     return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
 
 
@@ -302,13 +369,20 @@ def no_database(path: str) -> str:
     database that is not there: say which look alike, or that its directory is missing."""
     folder = os.path.dirname(path) or "."
     if not os.path.isdir(folder):
-        return (f"no database at {path}: the directory {folder} does not exist; commands "
-                "that write (remember, add, run) create the file, not its directory")
-    near = difflib.get_close_matches(os.path.basename(path), [
-        os.path.basename(p) for p in glob.glob(os.path.join(glob.escape(folder), "*.db"))], n=1)
+        return (
+            f"no database at {path}: the directory {folder} does not exist; commands "
+            "that write (remember, add, run) create the file, not its directory"
+        )
+    near = difflib.get_close_matches(
+        os.path.basename(path),
+        [os.path.basename(p) for p in glob.glob(os.path.join(glob.escape(folder), "*.db"))],
+        n=1,
+    )
     hint = f" (did you mean {os.path.join(os.path.dirname(path), near[0])}?)" if near else ""
-    return (f"no database at {path}{hint}: this command does not create one; commands that "
-            "write (remember, add, run) do")
+    return (
+        f"no database at {path}{hint}: this command does not create one; commands that "
+        "write (remember, add, run) do"
+    )
 
 
 def emit(data, json_: bool, text, note: str | None = None) -> None:
@@ -317,7 +391,7 @@ def emit(data, json_: bool, text, note: str | None = None) -> None:
     if json_:
         click.echo(to_json(data))
     else:
-        for line in ([text] if isinstance(text, str) else text):
+        for line in [text] if isinstance(text, str) else text:
             echo(line)
     if note:
         echo(note, err=True)

@@ -1,4 +1,5 @@
 """`lethe mcp`: serve one store, policy and namespace to MCP hosts (engine.integrations.mcp)."""
+
 from __future__ import annotations
 
 import os
@@ -7,25 +8,38 @@ import sys
 
 import click
 
+from engine.cli.base import model_options, open_memory, store_options
 from engine.integrations import httpguard
 from engine.integrations import mcp as integration
-from engine.cli.base import model_options, open_memory, store_options
 
 
 @click.command("mcp")
 @store_options
 @model_options
-@click.option("--transport", type=click.Choice(integration.TRANSPORTS), default="stdio",
-              show_default=True, help="stdio for a host that starts the server itself; http "
-              "for streamable HTTP at http://HOST:PORT/mcp.")
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to listen on with --transport http.")
-@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True,
-              help="Port to listen on with --transport http.")
-@click.option("--token", envvar="LETHE_MCP_TOKEN",
-              help="With --transport http: the bearer token every request must carry (env "
-                   "LETHE_MCP_TOKEN); made and printed at start when none is given on a "
-                   "loopback address, required on any other.")
+@click.option(
+    "--transport",
+    type=click.Choice(integration.TRANSPORTS),
+    default="stdio",
+    show_default=True,
+    help="stdio for a host that starts the server itself; http for streamable HTTP at http://HOST:PORT/mcp.",
+)
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to listen on with --transport http."
+)
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=8000,
+    show_default=True,
+    help="Port to listen on with --transport http.",
+)
+@click.option(
+    "--token",
+    envvar="LETHE_MCP_TOKEN",
+    help="With --transport http: the bearer token every request must carry (env "
+    "LETHE_MCP_TOKEN); made and printed at start when none is given on a "
+    "loopback address, required on any other.",
+)
 def mcp(db, policy, namespace, now, offline, record, replay, transport, host, port, token):
     """Serve memory to an MCP host (Claude Desktop, Claude Code, Cursor, ...): the tools
     remember, recall, add, why, forget, list_memories and run_passes, and the resources
@@ -35,14 +49,20 @@ def mcp(db, policy, namespace, now, offline, record, replay, transport, host, po
     made = False
     if transport == "http":
         token, made = httpguard.check_bind(host, token)
-    with open_memory(db, policy, namespace, now, offline, record, replay) as mem, \
-            open_memory(db, policy, namespace, now, offline, read_only=True) as reader:
+    with (
+        open_memory(db, policy, namespace, now, offline, record, replay) as mem,
+        open_memory(db, policy, namespace, now, offline, read_only=True) as reader,
+    ):
         if transport == "http":
-            click.echo(f"lethe mcp: namespace {namespace} of {mem.store.path} at "
-                       f"http://{host}:{port}/mcp", err=True)
+            click.echo(
+                f"lethe mcp: namespace {namespace} of {mem.store.path} at http://{host}:{port}/mcp", err=True
+            )
             if made:
-                click.echo(f"lethe mcp: token {token} (send Authorization: Bearer {token}; "
-                           "give your own with --token or LETHE_MCP_TOKEN)", err=True)
+                click.echo(
+                    f"lethe mcp: token {token} (send Authorization: Bearer {token}; "
+                    "give your own with --token or LETHE_MCP_TOKEN)",
+                    err=True,
+                )
         stopped = _serve_until_stopped(mem, transport, host, port, token, reader)
     click.echo("lethe mcp: stopped", err=True)
     if stopped and transport == "stdio":

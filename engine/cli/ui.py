@@ -1,13 +1,14 @@
 """`lethe ui`: the inspector, a local web app over one store (engine.apps.inspector)."""
+
 from __future__ import annotations
 
 import signal
 
 import click
 
-from engine.integrations import missing_extra
 from engine.base.lazy import lazy
 from engine.cli.base import echo, open_memory, store_options
+from engine.integrations import missing_extra
 
 guard = lazy("engine.apps.inspector.guard")
 server = lazy("engine.apps.inspector.server")  # Starlette and uvicorn: the `ui` extra
@@ -16,15 +17,25 @@ app = lazy("engine.apps.inspector.app")
 
 @click.command("ui")
 @store_options
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to listen on; anything but loopback needs --token.")
-@click.option("--port", type=click.IntRange(1, 65535), default=8765, show_default=True,
-              help="Port to listen on.")
-@click.option("--token", envvar="LETHE_UI_TOKEN",
-              help="The token every request carries (env LETHE_UI_TOKEN); on loopback one is "
-                   "made when none is given.")
-@click.option("--read-only", is_flag=True,
-              help="Browse only: no forget, restore, correct or retry (nothing is written).")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on; anything but loopback needs --token.",
+)
+@click.option(
+    "--port", type=click.IntRange(1, 65535), default=8765, show_default=True, help="Port to listen on."
+)
+@click.option(
+    "--token",
+    envvar="LETHE_UI_TOKEN",
+    help="The token every request carries (env LETHE_UI_TOKEN); on loopback one is made when none is given.",
+)
+@click.option(
+    "--read-only",
+    is_flag=True,
+    help="Browse only: no forget, restore, correct or retry (nothing is written).",
+)
 def ui(db, policy, namespace, now, offline, host, port, token, read_only):
     """Open the inspector in the browser: memories with filters, a memory's timeline and
     supersession chain, recall explained, pending turns, costs, the policy; forget, restore
@@ -38,10 +49,14 @@ def ui(db, policy, namespace, now, offline, host, port, token, read_only):
 
     def opener(ns: str):
         return open_memory(db, policy, ns, now, offline, must_exist=True, read_only=read_only)
+
     inspector = app.Inspector(opener, namespace, read_only)
     asgi, token = prepare(inspector, host, port, token)
-    echo(f"lethe ui: {inspector.memory(None).store.path}, namespace {namespace}"
-         f"{' (read-only)' if read_only else ''}", err=True)
+    echo(
+        f"lethe ui: {inspector.memory(None).store.path}, namespace {namespace}"
+        f"{' (read-only)' if read_only else ''}",
+        err=True,
+    )
     echo(f"open {url(host, port, token)}", err=True)
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -8,14 +8,18 @@ Each needs its own extra (`pip install 'lethe-lifecycle[mcp]'`,
 imported only when the integration is used, so the rest of Lethe runs without them.
 Importing this package imports neither.
 """
+
 from __future__ import annotations
 
 from engine.base.distribution import extra_error
 from engine.base.errors import LetheError
 
 # the packages an integration's SDK brings besides its own (a missing one is the extra missing)
-SDK_PACKAGES = {"langgraph": ("langchain_core",), "mcp": ("pydantic", "starlette", "anyio"),
-                "ui": ("starlette", "uvicorn", "python_multipart", "multipart", "anyio")}
+SDK_PACKAGES = {
+    "langgraph": ("langchain_core",),
+    "mcp": ("pydantic", "starlette", "anyio"),
+    "ui": ("starlette", "uvicorn", "python_multipart", "multipart", "anyio"),
+}
 
 
 class MissingExtra(LetheError, ImportError):

@@ -12,6 +12,7 @@ ASGI app): a bearer token, and the Host and Origin allow-list, both always on.
   Origin must come from that same host (403). The MCP SDK's own check is on only for
   127.0.0.1, localhost and ::1; this one is on for every bind.
 """
+
 from __future__ import annotations
 
 import hmac
@@ -38,8 +39,9 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_bind(host: str, token: str | None, what: str = "lethe mcp",
-               env: str = "LETHE_MCP_TOKEN") -> tuple[str, bool]:
+def check_bind(
+    host: str, token: str | None, what: str = "lethe mcp", env: str = "LETHE_MCP_TOKEN"
+) -> tuple[str, bool]:
     """(the token to require, whether it was made here). A token given must be 16 to 200
     URL-safe characters; none given: a new one on a loopback bind, a LetheError on any other."""
     if token:
@@ -47,9 +49,11 @@ def check_bind(host: str, token: str | None, what: str = "lethe mcp",
             raise LetheError(f"{what}: a token must be 16 to 200 letters, digits or . _ ~ + / = -")
         return token, False
     if not is_loopback(host):
-        raise LetheError(f"{what}: bound to {host or 'every address'}, which is not loopback, "
-                         f"it needs --token (or {env}): anyone who can reach the port could "
-                         "read, add and forget memories")
+        raise LetheError(
+            f"{what}: bound to {host or 'every address'}, which is not loopback, "
+            f"it needs --token (or {env}): anyone who can reach the port could "
+            "read, add and forget memories"
+        )
     return secrets.token_urlsafe(24), True
 
 
@@ -99,20 +103,22 @@ class BearerGuard:
         if not host_allowed(host, self.hosts, self.wildcard):
             return await refuse(send, 403, "this Host is not the server's (DNS rebinding?)")
         origin = headers.get("origin")
-        if origin is not None and origin.lower() not in (f"http://{host.lower()}",
-                                                         f"https://{host.lower()}"):
+        if origin is not None and origin.lower() not in (f"http://{host.lower()}", f"https://{host.lower()}"):
             return await refuse(send, 403, "requests from another origin are refused")
         scheme, _, given = headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token):
-            return await refuse(send, 401, "a bearer token is needed (Authorization: Bearer "
-                                           "TOKEN, the one the server printed or was given)")
+            return await refuse(
+                send,
+                401,
+                "a bearer token is needed (Authorization: Bearer "
+                "TOKEN, the one the server printed or was given)",
+            )
         return await self.app(scope, receive, send)
 
 
 async def refuse(send, status: int, text: str) -> None:
     body = f"{status}: {text}\n".encode()
-    headers = [(b"content-type", b"text/plain; charset=utf-8"),
-               (b"content-length", str(len(body)).encode())]
+    headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode())]
     if status == 401:
         headers.append((b"www-authenticate", b"Bearer"))
     await send({"type": "http.response.start", "status": status, "headers": headers})

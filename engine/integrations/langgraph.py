@@ -31,6 +31,7 @@ It keeps BaseStore's contract, as LangGraph's own stores do (docs/integrations.m
   `list_namespaces()` lists the namespaces that hold memories.
 A memory that came in another way (remember, add, a merge) answers to `get(ns, "memory-ID")`.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -43,20 +44,28 @@ from typing import Any, Iterable, Mapping
 
 from engine.base.clock import Clock, iso
 from engine.base.errors import LetheError
+from engine.integrations import missing_extra
 from engine.memory import DEFAULT_POLICY, Memory
 from engine.policy import Policy, load
-from engine.integrations import missing_extra
 
 try:
     from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-    from langgraph.store.base import (BaseStore, GetOp, InvalidNamespaceError, Item,
-                                      ListNamespacesOp, PutOp, SearchItem, SearchOp)
+    from langgraph.store.base import (
+        BaseStore,
+        GetOp,
+        InvalidNamespaceError,
+        Item,
+        ListNamespacesOp,
+        PutOp,
+        SearchItem,
+        SearchOp,
+    )
     from langgraph.store.base.embed import get_text_at_path, tokenize_path
 except ImportError as exc:
     raise missing_extra("langgraph", "LetheStore", exc) from None
 
-SEPARATOR = "."           # LangGraph refuses it inside a label
-MEMORY_KEY = "memory-"    # the key of a memory no put() named
+SEPARATOR = "."  # LangGraph refuses it inside a label
+MEMORY_KEY = "memory-"  # the key of a memory no put() named
 SERDE = JsonPlusSerializer()
 
 
@@ -66,11 +75,13 @@ class LetheValueError(LetheError, ValueError):
 
 class LetheItem(Item):
     """An `Item` with the lifecycle status of the memory behind it."""
+
     __slots__ = ("status",)
 
 
 class LetheSearchItem(SearchItem):
     """A `SearchItem` with the lifecycle status of the memory behind it."""
+
     __slots__ = ("status",)
 
 
@@ -80,9 +91,18 @@ class LetheStore(BaseStore):
 
     supports_ttl = True
 
-    def __init__(self, db: str, policy: str | Policy = DEFAULT_POLICY, *, offline: bool = False,
-                 clock: Clock | None = None, text_field: str = "text", judged: bool = False,
-                 index: Mapping | None = None, ttl: Mapping | None = None):
+    def __init__(
+        self,
+        db: str,
+        policy: str | Policy = DEFAULT_POLICY,
+        *,
+        offline: bool = False,
+        clock: Clock | None = None,
+        text_field: str = "text",
+        judged: bool = False,
+        index: Mapping | None = None,
+        ttl: Mapping | None = None,
+    ):
         self.db = str(db)
         self.policy = policy if isinstance(policy, Policy) else load(policy)
         self.offline, self.clock = offline, clock
@@ -150,8 +170,13 @@ class LetheStore(BaseStore):
         if op.value is None:
             state = self._items(op.namespace).get(op.key)
             if state is not None:
-                mem.mark_key(state["memory_id"], op.key, None, detail={"deleted": True},
-                             reason=f"deleted through the LangGraph store (key {op.key!r})")
+                mem.mark_key(
+                    state["memory_id"],
+                    op.key,
+                    None,
+                    detail={"deleted": True},
+                    reason=f"deleted through the LangGraph store (key {op.key!r})",
+                )
             return
         if not isinstance(op.value, Mapping):
             raise LetheValueError(f"a LangGraph value is a dict, not {type(op.value).__name__}")
@@ -160,24 +185,26 @@ class LetheStore(BaseStore):
         stored, packed = encode(value)
         now = mem.clock()
         expires = None if minutes is None else now + dt.timedelta(minutes=minutes)
-        detail = {"ttl": minutes, "expires": expires and iso(expires), "index": index,
-                  "packed": packed}
-        mem.put(op.key, self._content(value, index), stored, detail=detail,
-                expires_at=expires, judged=self.judged)
+        detail = {"ttl": minutes, "expires": expires and iso(expires), "index": index, "packed": packed}
+        mem.put(
+            op.key, self._content(value, index), stored, detail=detail, expires_at=expires, judged=self.judged
+        )
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         found = []
         for namespace in self._namespaces_under(op.namespace_prefix):
             items = list(self._items(namespace).values())
             items += self._unkeyed_active(self._memory(namespace), items)
-            found += [(namespace, s) for s in items
-                      if not op.filter or all(compare(_decoded(s).get(k), v)
-                                              for k, v in op.filter.items())]
+            found += [
+                (namespace, s)
+                for s in items
+                if not op.filter or all(compare(_decoded(s).get(k), v) for k, v in op.filter.items())
+            ]
         if op.query:
             found = self._ranked(op.query, found)
         else:
             found = [(ns, s, None) for ns, s in found]
-        found = found[op.offset:op.offset + op.limit]
+        found = found[op.offset : op.offset + op.limit]
         for ns, state, _ in found:
             if op.refresh_ttl:
                 self._refresh(self._memory(ns), state)
@@ -192,20 +219,25 @@ class LetheStore(BaseStore):
             held = sum(1 for n, _ in found if n == namespace)
             for record in mem.candidates(query, limit=max(held, 1), scored=True):
                 relevance[record.id] = record.relevance or 0.0
-        scored = [(ns, s, relevance.get(s["memory_id"], 0.0)) for ns, s in found
-                  if s["status"] == "active" and s.get("index") is not False]
+        scored = [
+            (ns, s, relevance.get(s["memory_id"], 0.0))
+            for ns, s in found
+            if s["status"] == "active" and s.get("index") is not False
+        ]
         scored.sort(key=lambda hit: -hit[2])  # stable: ties keep their put order
-        rest = [(ns, s, None) for ns, s in found if s["status"] != "active"
-                or s.get("index") is False]
+        rest = [(ns, s, None) for ns, s in found if s["status"] != "active" or s.get("index") is False]
         return scored + rest
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         spaces = [tuple(ns.split(SEPARATOR)) for ns in self._any().namespaces()]
-        spaces = [ns for ns in spaces if all(namespace_matches(c.match_type, c.path, ns)
-                                             for c in op.match_conditions or ())]
+        spaces = [
+            ns
+            for ns in spaces
+            if all(namespace_matches(c.match_type, c.path, ns) for c in op.match_conditions or ())
+        ]
         if op.max_depth is not None:
-            spaces = [ns[:op.max_depth] for ns in spaces]
-        return sorted(set(spaces))[op.offset:op.offset + op.limit]
+            spaces = [ns[: op.max_depth] for ns in spaces]
+        return sorted(set(spaces))[op.offset : op.offset + op.limit]
 
     # -- items: the newest put of each key, from the namespace's keyed events
     def _items(self, namespace: tuple[str, ...]) -> dict[str, dict]:
@@ -233,7 +265,7 @@ class LetheStore(BaseStore):
         return live
 
     def _unkeyed(self, mem: Memory, key: str) -> dict | None:
-        digits = key[len(MEMORY_KEY):]
+        digits = key[len(MEMORY_KEY) :]
         if not (digits.isascii() and digits.isdigit() and len(digits) <= 19):
             return None
         record = mem.get(int(digits))
@@ -244,13 +276,17 @@ class LetheStore(BaseStore):
     def _unkeyed_active(self, mem: Memory, items: list) -> list[dict]:
         """The namespace's active memories no put() stored, for a search with a query."""
         keyed = {s["memory_id"] for s in items}
-        return [self._state_of(r) for r in mem.candidates() if r.id not in keyed
-                and mem.key_of(r) is None]
+        return [self._state_of(r) for r in mem.candidates() if r.id not in keyed and mem.key_of(r) is None]
 
     def _state_of(self, record) -> dict:
-        return {"key": f"{MEMORY_KEY}{record.id}", "memory_id": record.id,
-                "status": record.status, "value": {self.text_field: record.content},
-                "created": record.created_at, "updated": record.created_at}
+        return {
+            "key": f"{MEMORY_KEY}{record.id}",
+            "memory_id": record.id,
+            "status": record.status,
+            "value": {self.text_field: record.content},
+            "created": record.created_at,
+            "updated": record.created_at,
+        }
 
     def _refresh(self, mem: Memory, state: dict) -> None:
         """Push a live item's expiry back by its ttl (a `keyed` event; the memory's
@@ -260,8 +296,13 @@ class LetheStore(BaseStore):
         expires = mem.clock() + dt.timedelta(minutes=state["ttl"])
         if state.get("expires") == iso(expires):
             return
-        mem.mark_key(state["memory_id"], state["key"], None, expires_at=expires,
-                     detail={"refreshed": True, "expires": iso(expires)})
+        mem.mark_key(
+            state["memory_id"],
+            state["key"],
+            None,
+            expires_at=expires,
+            detail={"refreshed": True, "expires": iso(expires)},
+        )
         state["expires"] = iso(expires)
 
     def _content(self, value: dict, index) -> str:
@@ -278,9 +319,14 @@ class LetheStore(BaseStore):
         return text or json.dumps(value, ensure_ascii=False, default=str)
 
     def _item(self, state: dict, kind, namespace, **score):
-        item = kind(namespace=tuple(namespace), key=state["key"], value=_decoded(state),
-                    created_at=_utc(state["created"]), updated_at=_utc(state["updated"]),
-                    **score)
+        item = kind(
+            namespace=tuple(namespace),
+            key=state["key"],
+            value=_decoded(state),
+            created_at=_utc(state["created"]),
+            updated_at=_utc(state["updated"]),
+            **score,
+        )
         item.status = state["status"]
         return item
 
@@ -290,8 +336,9 @@ class LetheStore(BaseStore):
             raise InvalidNamespaceError("a LetheStore namespace needs at least one label")
         name = SEPARATOR.join(namespace)
         if name not in self._memories:
-            self._memories[name] = Memory(self.db, policy=self.policy, namespace=name,
-                                          offline=self.offline, clock=self.clock)
+            self._memories[name] = Memory(
+                self.db, policy=self.policy, namespace=name, offline=self.offline, clock=self.clock
+            )
         return self._memories[name]
 
     def _any(self) -> Memory:
@@ -299,10 +346,9 @@ class LetheStore(BaseStore):
 
     def _namespaces_under(self, prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
         spaces = [tuple(ns.split(SEPARATOR)) for ns in self._any().namespaces()]
-        spaces = [ns for ns in spaces if ns[:len(prefix)] == tuple(prefix)]
+        spaces = [ns for ns in spaces if ns[: len(prefix)] == tuple(prefix)]
         # the order they were first written in, as InMemoryStore keeps them
-        first = {ns: min((s["memory_id"] for s in self._items(ns).values()), default=0)
-                 for ns in spaces}
+        first = {ns: min((s["memory_id"] for s in self._items(ns).values()), default=0) for ns in spaces}
         return sorted(spaces, key=lambda ns: first[ns])
 
 
@@ -334,8 +380,7 @@ def _minutes(ttl) -> float | None:
     """A ttl in minutes: None, or a finite number above 0 (LangGraph's ValueError)."""
     if ttl is None:
         return None
-    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not math.isfinite(ttl) \
-            or ttl <= 0:
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not math.isfinite(ttl) or ttl <= 0:
         raise LetheValueError(f"ttl is a number of minutes above 0, not {ttl!r}")
     return float(ttl)
 
@@ -363,8 +408,10 @@ def check_op(op) -> None:
     for path in paths:
         for label in path:
             if not isinstance(label, str) or not label or SEPARATOR in label or "\x00" in label:
-                raise InvalidNamespaceError(f"invalid namespace label {label!r} in {path}: "
-                                            f"labels are non-empty text without '.' or NUL")
+                raise InvalidNamespaceError(
+                    f"invalid namespace label {label!r} in {path}: "
+                    f"labels are non-empty text without '.' or NUL"
+                )
 
 
 def namespace_matches(match_type: str, path: tuple, namespace: tuple) -> bool:
@@ -373,14 +420,18 @@ def namespace_matches(match_type: str, path: tuple, namespace: tuple) -> bool:
         raise LetheValueError(f"Unsupported match type: {match_type}")
     if len(namespace) < len(path):
         return False
-    pairs = zip(namespace, path) if match_type == "prefix" else \
-        zip(reversed(namespace), reversed(path))
+    pairs = zip(namespace, path) if match_type == "prefix" else zip(reversed(namespace), reversed(path))
     return all(p == "*" or n == p for n, p in pairs)
 
 
-OPERATORS = {"$eq": lambda a, b: a == b, "$ne": lambda a, b: a != b,
-             "$gt": lambda a, b: float(a) > float(b), "$gte": lambda a, b: float(a) >= float(b),
-             "$lt": lambda a, b: float(a) < float(b), "$lte": lambda a, b: float(a) <= float(b)}
+OPERATORS = {
+    "$eq": lambda a, b: a == b,
+    "$ne": lambda a, b: a != b,
+    "$gt": lambda a, b: float(a) > float(b),
+    "$gte": lambda a, b: float(a) >= float(b),
+    "$lt": lambda a, b: float(a) < float(b),
+    "$lte": lambda a, b: float(a) <= float(b),
+}
 
 
 def compare(value, wanted) -> bool:
@@ -394,8 +445,11 @@ def compare(value, wanted) -> bool:
             return all(OPERATORS[k](value, v) for k, v in wanted.items())
         return isinstance(value, dict) and all(compare(value.get(k), v) for k, v in wanted.items())
     if isinstance(wanted, (list, tuple)):
-        return isinstance(value, (list, tuple)) and len(value) == len(wanted) and \
-            all(compare(a, b) for a, b in zip(value, wanted))
+        return (
+            isinstance(value, (list, tuple))
+            and len(value) == len(wanted)
+            and all(compare(a, b) for a, b in zip(value, wanted))
+        )
     return value == wanted
 
 

@@ -11,6 +11,7 @@ The SDK is imported on first use (`sdk()`), so `lethe --help` and the rest of th
 work without the `mcp` extra. A bad argument or a refused request comes back as an MCP
 error result whose text is one line; the server carries on.
 """
+
 from __future__ import annotations
 
 import functools
@@ -22,24 +23,26 @@ from typing import Annotated, Literal
 
 import yaml
 
-from engine.base.errors import LetheError
-from engine.judges.endpoint import redact
-from engine.memory import Memory
-from engine.policy import STATUSES
-from engine.run.scheduler import Scheduler
-from engine.store import masked
 from engine.base import distribution
+from engine.base.errors import LetheError
+from engine.integrations import mcp_models as out
 from engine.integrations import missing_extra
 from engine.integrations.httpguard import BearerGuard
-from engine.integrations import mcp_models as out
-from engine.integrations.mcp_models import (Added,
+from engine.integrations.mcp_models import (
+    Added,
     Forgotten,
     Listing,
     PassesRun,
     Recalled,
     Remembered,
     Story,
-    Superseded)
+    Superseded,
+)
+from engine.judges.endpoint import redact
+from engine.memory import Memory
+from engine.policy import STATUSES
+from engine.run.scheduler import Scheduler
+from engine.store import masked
 
 TRANSPORTS = ("stdio", "http")
 Status = Literal[tuple(STATUSES) + ("all",)]
@@ -55,10 +58,16 @@ def sdk() -> SimpleNamespace:
         from pydantic import Field, ValidationError
     except ImportError as exc:
         raise missing_extra("mcp", "the MCP server", exc) from None
-    return SimpleNamespace(MCPServer=MCPServer, ResourceNotFoundError=ResourceNotFoundError,
-                           ToolError=ToolError, CallToolResult=CallToolResult,
-                           TextContent=TextContent, ToolAnnotations=ToolAnnotations,
-                           Field=Field, ValidationError=ValidationError)
+    return SimpleNamespace(
+        MCPServer=MCPServer,
+        ResourceNotFoundError=ResourceNotFoundError,
+        ToolError=ToolError,
+        CallToolResult=CallToolResult,
+        TextContent=TextContent,
+        ToolAnnotations=ToolAnnotations,
+        Field=Field,
+        ValidationError=ValidationError,
+    )
 
 
 class Tools:
@@ -80,11 +89,15 @@ class Tools:
         superseded, not deleted). Returns what was stored, reinforced and superseded, or why
         the turn is pending (a judge model was unreachable; run_passes retries it)."""
         written = self.memory.remember(user, assistant)
-        gone = [Superseded(id=old, content=self._memory(old).content, by=new)
-                for old, new in written.superseded]
-        return Remembered(stored=[self._out(i) for i in written.stored],
-                          reinforced=[self._out(i) for i in written.reinforced],
-                          superseded=gone, pending=written.pending)
+        gone = [
+            Superseded(id=old, content=self._memory(old).content, by=new) for old, new in written.superseded
+        ]
+        return Remembered(
+            stored=[self._out(i) for i in written.stored],
+            reinforced=[self._out(i) for i in written.reinforced],
+            superseded=gone,
+            pending=written.pending,
+        )
 
     def recall(self, query: str, limit: int = 6, as_of: str | None = None) -> Recalled:
         """Recall what the agent should know for a query: the policy's candidates (active,
@@ -94,8 +107,13 @@ class Tools:
         found = self.memory.recall(query, top_n=limit, as_of=as_of)
         return Recalled(query=query, memories=[out.memory_out(m) for m in found])
 
-    def add(self, content: str, importance: float | None = None, expires_at: str | None = None,
-            tags: list[str] | None = None) -> Added:
+    def add(
+        self,
+        content: str,
+        importance: float | None = None,
+        expires_at: str | None = None,
+        tags: list[str] | None = None,
+    ) -> Added:
         """Store a memory as given. The policy's write steps still run except the gate
         (confidence, contradiction, expiry); the values given here win over their judgments,
         and an older memory the new one contradicts is superseded."""
@@ -120,8 +138,9 @@ class Tools:
     def list_memories(self, status: Status = "active", limit: int = 20) -> Listing:
         """List memories by status, newest first: active ones, or those that were archived,
         superseded, expired or compressed (or all)."""
-        return Listing(status=status, memories=[out.memory_out(m) for m in
-                                                self._reading.memories(status, limit)])
+        return Listing(
+            status=status, memories=[out.memory_out(m) for m in self._reading.memories(status, limit)]
+        )
 
     def run_passes(self) -> PassesRun:
         """Run what the policy has due now: pending turns first, then every pass whose
@@ -139,18 +158,18 @@ class Tools:
         """The policy as loaded, its `extends:` chain merged in, with what is secret in it
         shown as *** (a base URL's user, password and query, a header's value, a DSN's
         password), as every message shows it."""
-        return yaml.safe_dump(_shown(self.memory.policy.doc.data), sort_keys=False,
-                              allow_unicode=True)
+        return yaml.safe_dump(_shown(self.memory.policy.doc.data), sort_keys=False, allow_unicode=True)
 
     def memory_json(self, memory_id: str) -> str:
         """One memory of this namespace as JSON."""
         if not (memory_id.isascii() and memory_id.isdigit()):  # not '²', which isdigit()
             raise LetheError(f"no memory {memory_id[:40]!r}: an id is a number")
         if len(memory_id) > 30:  # past any id, and int() of 4,300 digits fails
-            raise LetheError(f"no memory #{memory_id[:20]}... ({len(memory_id)} digits) in "
-                             f"namespace {self.memory.namespace!r}")
-        return json.dumps(self._memory(int(memory_id), self._reading).as_dict(),
-                          ensure_ascii=False, indent=2)
+            raise LetheError(
+                f"no memory #{memory_id[:20]}... ({len(memory_id)} digits) in "
+                f"namespace {self.memory.namespace!r}"
+            )
+        return json.dumps(self._memory(int(memory_id), self._reading).as_dict(), ensure_ascii=False, indent=2)
 
     @property
     def _reading(self) -> Memory:
@@ -178,27 +197,50 @@ TEXT = {"max_length": MCP_TEXT, "pattern": r"^[^\x00]*$"}
 WORDS = {**TEXT, "min_length": 1, "pattern": r"^[^\x00]*[^\x00\s][^\x00]*$"}
 WHOLE = {"strict": True}  # a whole number: true and 1.0 are not one
 ARGUMENTS = {
-    "remember": {"user": {**WORDS, "description": "What the user said"},
-                 "assistant": {**TEXT, "description": "What the assistant answered"}},
-    "recall": {"query": {**WORDS, "description": "What the agent needs to know, in "
-                                                 "its own words"},
-               "limit": {**WHOLE, "ge": 1, "le": 50, "description": "At most this many"},
-               "as_of": {"max_length": 64, "pattern": r"^[^\x00]*$",
-                         "description": "An ISO-8601 time: recall as the store stood then"}},
-    "add": {"content": {**WORDS, "description": "The memory's text"},
-            "importance": {"strict": True, "ge": 0, "le": 10,
-                           "description": "How much it matters, 0-10 (default: 5)"},
-            "expires_at": {"max_length": 64, "pattern": r"^[^\x00]*$",
-                           "description": "When it stops being true: an ISO-8601 date "
-                                          "(through that day) or date and time"},
-            "tags": {"max_length": 100, "description": "Tags (each 1 to 1,000 characters)"}},
-    "why": {"memory_id": {**WHOLE, "description": "The memory's id"},
-            "as_of": {"max_length": 64, "pattern": r"^[^\x00]*$",
-                      "description": "An ISO-8601 time: the memory as it stood then"}},
-    "forget": {"memory_id": {**WHOLE, "description": "The memory's id"},
-               "reason": {**WORDS, "description": "Why, kept in its history"}},
-    "list_memories": {"status": {"description": "Which memories"},
-                      "limit": {**WHOLE, "ge": 1, "le": 500, "description": "At most this many"}},
+    "remember": {
+        "user": {**WORDS, "description": "What the user said"},
+        "assistant": {**TEXT, "description": "What the assistant answered"},
+    },
+    "recall": {
+        "query": {**WORDS, "description": "What the agent needs to know, in its own words"},
+        "limit": {**WHOLE, "ge": 1, "le": 50, "description": "At most this many"},
+        "as_of": {
+            "max_length": 64,
+            "pattern": r"^[^\x00]*$",
+            "description": "An ISO-8601 time: recall as the store stood then",
+        },
+    },
+    "add": {
+        "content": {**WORDS, "description": "The memory's text"},
+        "importance": {
+            "strict": True,
+            "ge": 0,
+            "le": 10,
+            "description": "How much it matters, 0-10 (default: 5)",
+        },
+        "expires_at": {
+            "max_length": 64,
+            "pattern": r"^[^\x00]*$",
+            "description": "When it stops being true: an ISO-8601 date (through that day) or date and time",
+        },
+        "tags": {"max_length": 100, "description": "Tags (each 1 to 1,000 characters)"},
+    },
+    "why": {
+        "memory_id": {**WHOLE, "description": "The memory's id"},
+        "as_of": {
+            "max_length": 64,
+            "pattern": r"^[^\x00]*$",
+            "description": "An ISO-8601 time: the memory as it stood then",
+        },
+    },
+    "forget": {
+        "memory_id": {**WHOLE, "description": "The memory's id"},
+        "reason": {**WORDS, "description": "Why, kept in its history"},
+    },
+    "list_memories": {
+        "status": {"description": "Which memories"},
+        "limit": {**WHOLE, "ge": 1, "le": 500, "description": "At most this many"},
+    },
     "run_passes": {},
 }
 
@@ -224,24 +266,41 @@ def build_server(memory: Memory, tools: Tools | None = None):
     lock = threading.Lock()  # the SDK runs each call on a worker thread; one connection
     # reads that need no model take the reader's own lock (its own connection), if any
     read_lock = threading.Lock() if tools.reader is not None else lock
-    server = _server_class()("lethe", instructions=_instructions(memory),
-                             version=distribution.VERSION, log_level="WARNING")
+    server = _server_class()(
+        "lethe", instructions=_instructions(memory), version=distribution.VERSION, log_level="WARNING"
+    )
     for name, hints in ANNOTATIONS.items():
         fn = _tool(kit, getattr(tools, name), read_lock if name in READS else lock)
-        server.add_tool(fn, name=name, description=_one_paragraph(fn.__doc__),
-                        annotations=kit.ToolAnnotations(open_world_hint=False, **hints))
+        server.add_tool(
+            fn,
+            name=name,
+            description=_one_paragraph(fn.__doc__),
+            annotations=kit.ToolAnnotations(open_world_hint=False, **hints),
+        )
     resource = functools.partial(_resource, kit, read_lock)
-    server.resource("lethe://policy", name="policy", mime_type="application/yaml",
-                    description="The policy as loaded, its extends: chain merged in")(
-        resource(tools.policy_yaml))
-    server.resource("lethe://memory/{memory_id}", name="memory", mime_type="application/json",
-                    description="One memory of this namespace as JSON")(
-        resource(tools.memory_json))
+    server.resource(
+        "lethe://policy",
+        name="policy",
+        mime_type="application/yaml",
+        description="The policy as loaded, its extends: chain merged in",
+    )(resource(tools.policy_yaml))
+    server.resource(
+        "lethe://memory/{memory_id}",
+        name="memory",
+        mime_type="application/json",
+        description="One memory of this namespace as JSON",
+    )(resource(tools.memory_json))
     return server
 
 
-def serve(memory: Memory, transport: str = "stdio", host: str = "127.0.0.1",
-          port: int = 8000, token: str | None = None, reader: Memory | None = None) -> None:
+def serve(
+    memory: Memory,
+    transport: str = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    token: str | None = None,
+    reader: Memory | None = None,
+) -> None:
     """Serve `memory` until the host hangs up (stdio) or the process is stopped (http:
     streamable HTTP at http://HOST:PORT/mcp, every request with `Authorization: Bearer
     TOKEN` and a Host naming the server: engine.integrations.httpguard). `reader`: a
@@ -278,8 +337,10 @@ def _tool(kit, method, lock: threading.Lock):
     schema) and its text form."""
     sig = inspect.signature(method, eval_str=True)
     kind, fields = sig.return_annotation, ARGUMENTS[method.__name__]
-    params = [p.replace(annotation=Annotated[p.annotation, kit.Field(**fields[p.name])])
-              if p.name in fields else p for p in sig.parameters.values()]
+    params = [
+        p.replace(annotation=Annotated[p.annotation, kit.Field(**fields[p.name])]) if p.name in fields else p
+        for p in sig.parameters.values()
+    ]
 
     def call(**arguments):
         try:
@@ -291,8 +352,7 @@ def _tool(kit, method, lock: threading.Lock):
         return kit.CallToolResult(content=[shown], structured_content=answer)
 
     call.__name__, call.__doc__ = method.__name__, inspect.getdoc(method)
-    call.__signature__ = sig.replace(parameters=params,
-                                     return_annotation=Annotated[kit.CallToolResult, kind])
+    call.__signature__ = sig.replace(parameters=params, return_annotation=Annotated[kit.CallToolResult, kind])
     return call
 
 
@@ -320,15 +380,18 @@ def _server_class():
         async def call_tool(self, name, arguments, context=None):
             unknown = sorted(set(arguments or {}) - set(ARGUMENTS.get(name, {})))
             if unknown:  # a misspelt argument was ignored, and its default used in silence
-                raise kit.ToolError(f"Error executing tool {name}: unknown argument"
-                                    f"{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
-                                    f"{name} takes {', '.join(ARGUMENTS.get(name)) or 'none'}")
+                raise kit.ToolError(
+                    f"Error executing tool {name}: unknown argument"
+                    f"{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
+                    f"{name} takes {', '.join(ARGUMENTS.get(name)) or 'none'}"
+                )
             try:
                 return await super().call_tool(name, arguments, context)
             except kit.ToolError as exc:
                 if isinstance(exc.__cause__, kit.ValidationError):
-                    raise kit.ToolError(f"Error executing tool {name}: "
-                                        f"{argument_errors(exc.__cause__)}") from None
+                    raise kit.ToolError(
+                        f"Error executing tool {name}: {argument_errors(exc.__cause__)}"
+                    ) from None
                 raise
 
     return LetheServer
@@ -359,11 +422,13 @@ def _one_paragraph(doc: str | None) -> str:
 
 
 def _instructions(memory: Memory) -> str:
-    return (f"Long-term memory for one agent (namespace '{memory.namespace}', policy "
-            f"'{memory.policy.name}'). Call recall before answering from what you know of the "
-            "user or project; call remember after a turn that says something worth keeping "
-            "(a fact, a preference, a change of plan); newer facts supersede older ones. "
-            "why explains a memory's history; forget archives one on request.")
+    return (
+        f"Long-term memory for one agent (namespace '{memory.namespace}', policy "
+        f"'{memory.policy.name}'). Call recall before answering from what you know of the "
+        "user or project; call remember after a turn that says something worth keeping "
+        "(a fact, a preference, a change of plan); newer facts supersede older ones. "
+        "why explains a memory's history; forget archives one on request."
+    )
 
 
 def _shown(data, key: str | None = None):

@@ -5,14 +5,15 @@ field descriptions) as the tool's output schema. Each has a short text form, `te
 Typed dicts rather than pydantic models: importing pydantic and building models would
 cost every `lethe` command half a second, since the CLI imports this module at start.
 """
+
 from __future__ import annotations
 
 import json
 
 from typing_extensions import TypedDict
 
-from engine.run.passes import PassResult
 from engine.base.records import History, MemoryRecord
+from engine.run.passes import PassResult
 
 DOCSTRINGS = {"use_attribute_docstrings": True}  # pydantic's ConfigDict, as a plain dict
 
@@ -127,8 +128,19 @@ class PassesRun(TypedDict):
     """Why nothing ran (another scheduler holds the lease), or null"""
 
 
-for _type in (MemoryOut, Superseded, Remembered, Recalled, Added, Event, Story, Forgotten,
-              Listing, PassRun, PassesRun):
+for _type in (
+    MemoryOut,
+    Superseded,
+    Remembered,
+    Recalled,
+    Added,
+    Event,
+    Story,
+    Forgotten,
+    Listing,
+    PassRun,
+    PassesRun,
+):
     _type.__pydantic_config__ = DOCSTRINGS
 
 
@@ -141,16 +153,26 @@ def utc(when: str | None) -> str | None:
 
 
 def memory_out(m: MemoryRecord) -> MemoryOut:
-    return MemoryOut(id=m.id, content=m.content, status=m.status, importance=m.importance,
-                     confidence=m.confidence, decay_score=m.decay_score,
-                     created_at=utc(m.created_at), expires_at=utc(m.expires_at),
-                     tags=[str(t) for t in m.tags])
+    return MemoryOut(
+        id=m.id,
+        content=m.content,
+        status=m.status,
+        importance=m.importance,
+        confidence=m.confidence,
+        decay_score=m.decay_score,
+        created_at=utc(m.created_at),
+        expires_at=utc(m.expires_at),
+        tags=[str(t) for t in m.tags],
+    )
 
 
 def story(h: History) -> Story:
-    return Story(memory=memory_out(h.memory), events=[event(e) for e in h.events],
-                 superseded_by=memory_out(h.superseded_by) if h.superseded_by else None,
-                 merged_into=memory_out(h.merged_into) if h.merged_into else None)
+    return Story(
+        memory=memory_out(h.memory),
+        events=[event(e) for e in h.events],
+        superseded_by=memory_out(h.superseded_by) if h.superseded_by else None,
+        merged_into=memory_out(h.merged_into) if h.merged_into else None,
+    )
 
 
 def event(row: dict) -> Event:
@@ -165,15 +187,18 @@ def event(row: dict) -> Event:
 
 
 def pass_run(r: PassResult) -> PassRun:
-    return PassRun(name=r.name, ran_at=utc(r.ran_at), changed=r.changed, events=dict(r.events),
-                   notes=list(r.notes))
+    return PassRun(
+        name=r.name, ran_at=utc(r.ran_at), changed=r.changed, events=dict(r.events), notes=list(r.notes)
+    )
 
 
 # ---- the short text forms ---------------------------------------------------------------
 def line(m: MemoryOut) -> str:
     expiry = f", expires {m['expires_at']}" if m["expires_at"] else ""
-    return (f"#{m['id']} [{m['status']}] {m['content']} (confidence {m['confidence']:.2f}, "
-            f"fresh {m['decay_score']:.2f}{expiry})")
+    return (
+        f"#{m['id']} [{m['status']}] {m['content']} (confidence {m['confidence']:.2f}, "
+        f"fresh {m['decay_score']:.2f}{expiry})"
+    )
 
 
 def _remembered(r: Remembered) -> str:
@@ -198,8 +223,14 @@ def _story(s: Story) -> str:
 def _passes(p: PassesRun) -> str:
     if p["skipped"]:
         return f"skipped: {p['skipped']}"
-    return "\n".join(f"{r['name']}: {r['changed']} changed" + "".join(
-        f", {n} {e}" for e, n in sorted(r["events"].items())) for r in p["ran"]) or "nothing was due"
+    return (
+        "\n".join(
+            f"{r['name']}: {r['changed']} changed"
+            + "".join(f", {n} {e}" for e, n in sorted(r["events"].items()))
+            for r in p["ran"]
+        )
+        or "nothing was due"
+    )
 
 
 TEXT = {
@@ -208,7 +239,10 @@ TEXT = {
     Added: lambda a: line(a["memory"]),
     Story: _story,
     Forgotten: lambda f: f"forgot {line(f['memory'])}: {f['reason']}",
-    Listing: lambda s: "\n".join(line(m) for m in s["memories"]) or ("(no memories)" if s["status"] == "all" else f"(no {s['status']} memories)"),
+    Listing: lambda s: (
+        "\n".join(line(m) for m in s["memories"])
+        or ("(no memories)" if s["status"] == "all" else f"(no {s['status']} memories)")
+    ),
     PassesRun: _passes,
 }
 

@@ -5,6 +5,7 @@ Ollama, vLLM, llama.cpp server) and `local` (sentence-transformers, the `local` 
 `--offline` skips `openai` (no network) but keeps `local`, which makes no network call.
 A local model is loaded once per process and shared by every store that names it.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -54,8 +55,11 @@ class OpenAIEmbedder:
         if self._client is None:
             try:
                 self._client = endpoint.openai_client(
-                    self.endpoint, self.spec.model, timeout=self.spec.timeout,
-                    max_retries=self.spec.max_retries)
+                    self.endpoint,
+                    self.spec.model,
+                    timeout=self.spec.timeout,
+                    max_retries=self.spec.max_retries,
+                )
             except endpoint.NoKey as exc:
                 raise EmbeddingUnavailable(str(exc)) from None
         try:
@@ -66,15 +70,20 @@ class OpenAIEmbedder:
             raise EmbeddingUnavailable(f"embeddings from {self.spec.model}: {said}") from err
         data = sorted(reply.data, key=lambda d: d.index)
         if len(data) != len(texts):
-            raise EmbeddingUnavailable(f"{self.spec.model} gave {len(data)} vectors for "
-                                       f"{len(texts)} texts")
+            raise EmbeddingUnavailable(f"{self.spec.model} gave {len(data)} vectors for {len(texts)} texts")
         for d in data:  # a hostile or broken server's answer: refused, never packed
             values = d.embedding
-            if not isinstance(values, list) or not values or not all(
+            if (
+                not isinstance(values, list)
+                or not values
+                or not all(
                     isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-                    for v in values):
-                raise EmbeddingUnavailable(f"{self.spec.model} gave an embedding that is not "
-                                           "a list of finite numbers")
+                    for v in values
+                )
+            ):
+                raise EmbeddingUnavailable(
+                    f"{self.spec.model} gave an embedding that is not a list of finite numbers"
+                )
         return [pack(d.embedding) for d in data]
 
 
@@ -99,10 +108,12 @@ def model_path(model: str) -> str:
         module = importlib.import_module(name)
     except ImportError as exc:
         if not is_missing(exc, (name.split(".")[0],)):
-            raise LetheError(f"embedding model {model}: package '{name}' does not import: "
-                             f"{type(exc).__name__}: {exc}") from None
-        raise LetheError(f"embedding model {model}: no Python package '{name}' "
-                         f"({install('local')})") from None
+            raise LetheError(
+                f"embedding model {model}: package '{name}' does not import: {type(exc).__name__}: {exc}"
+            ) from None
+        raise LetheError(
+            f"embedding model {model}: no Python package '{name}' ({install('local')})"
+        ) from None
     found = getattr(module, "get_model_path", None)
     return str(found() if found else Path(module.__file__).parent / "model")
 
@@ -137,16 +148,20 @@ class LocalEmbedder:
         try:
             import sentence_transformers  # noqa: F401
         except ImportError as exc:
-            raise extra_error(exc, "local", "a local embedding model (sentence-transformers)",
-                              ("sentence_transformers", "torch", "transformers"),
-                              install_line=install("local").replace(
-                                  "install ", "install torch==2.13.0 ")) from None
+            raise extra_error(
+                exc,
+                "local",
+                "a local embedding model (sentence-transformers)",
+                ("sentence_transformers", "torch", "transformers"),
+                install_line=install("local").replace("install ", "install torch==2.13.0 "),
+            ) from None
         self.where = model_path(spec.model)
 
     def embed(self, texts: list[str]) -> list[bytes]:
         with _LOCK:  # one model, shared by every thread of the process
-            vectors = _local_model(self.where).encode(list(texts), normalize_embeddings=True,
-                                                      show_progress_bar=False)
+            vectors = _local_model(self.where).encode(
+                list(texts), normalize_embeddings=True, show_progress_bar=False
+            )
         return [pack(v) for v in vectors]
 
 

@@ -11,6 +11,7 @@ origin carries nothing of ours.
 A base URL may carry a user, a password or a query string (`?key=...`); every message
 shows it as `https://***:***@host/v1?***`.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,7 +23,7 @@ from engine.base.errors import LetheError
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 OPENAI_HOST = "api.openai.com"
-PLACEHOLDER_KEY = "not-needed"      # local servers ignore the key; the client wants one
+PLACEHOLDER_KEY = "not-needed"  # local servers ignore the key; the client wants one
 AMBIENT_HEADERS = ("openai-organization", "openai-project")
 
 
@@ -51,15 +52,19 @@ class Endpoint:
             return PLACEHOLDER_KEY
         key = os.environ.get(self.key_env)
         if key and not self.ambient and not paired(self.key_env, self.base_url):
-            raise NoKey(f"the policy names {self.key_env} as the key of {self.shown} (model "
-                        f"{model!r}); a key a policy names goes only where you paired it: "
-                        f"set {PAIRS}='{self.key_env}={self.shown}' to send it there")
+            raise NoKey(
+                f"the policy names {self.key_env} as the key of {self.shown} (model "
+                f"{model!r}); a key a policy names goes only where you paired it: "
+                f"set {PAIRS}='{self.key_env}={self.shown}' to send it there"
+            )
         if key:
             return key
         if not official(self.base_url):
-            return PLACEHOLDER_KEY      # a local server, no key set: it says so if it needs one
-        raise NoKey(f"no API key: set {self.key_env}, or point base_url / OPENAI_BASE_URL "
-                    f"at an OpenAI-compatible server (model {model!r})")
+            return PLACEHOLDER_KEY  # a local server, no key set: it says so if it needs one
+        raise NoKey(
+            f"no API key: set {self.key_env}, or point base_url / OPENAI_BASE_URL "
+            f"at an OpenAI-compatible server (model {model!r})"
+        )
 
 
 PAIRS = "LETHE_MODEL_KEYS"
@@ -82,8 +87,9 @@ def resolve(base_url: str | None, api_key_env: str | None) -> Endpoint:
     """The endpoint for a model entry's `base_url` and `api_key_env`."""
     env_url = os.environ.get("OPENAI_BASE_URL") or None
     if base_url is None or official(base_url) or (env_url and _same(base_url, env_url)):
-        return Endpoint(base_url or env_url or DEFAULT_BASE_URL,
-                        api_key_env or "OPENAI_API_KEY", ambient=True)
+        return Endpoint(
+            base_url or env_url or DEFAULT_BASE_URL, api_key_env or "OPENAI_API_KEY", ambient=True
+        )
     return Endpoint(base_url, api_key_env, ambient=False)
 
 
@@ -173,14 +179,20 @@ def origin(url: str) -> tuple:
         return ("", url, None)
 
 
-def openai_client(endpoint: Endpoint, model: str, *, timeout: float, max_retries: int,
-                  headers: dict[str, str] | None = None):
+def openai_client(
+    endpoint: Endpoint, model: str, *, timeout: float, max_retries: int, headers: dict[str, str] | None = None
+):
     """The openai client for `endpoint`: its key (raises NoKey), and `request_hook` on every
     request it sends. Chat models and embedding models are built here alike."""
     import openai
 
     key = endpoint.api_key(model)
     hook = request_hook(endpoint, key, dict(headers or {}))
-    return openai.OpenAI(api_key=key, base_url=endpoint.base_url, timeout=timeout,
-                         max_retries=max_retries, default_headers=headers or None,
-                         http_client=openai.DefaultHttpxClient(event_hooks={"request": [hook]}))
+    return openai.OpenAI(
+        api_key=key,
+        base_url=endpoint.base_url,
+        timeout=timeout,
+        max_retries=max_retries,
+        default_headers=headers or None,
+        http_client=openai.DefaultHttpxClient(event_hooks={"request": [hook]}),
+    )

@@ -17,6 +17,7 @@ hold for every provider:
 
 Each returns why it refuses (a sentence for the memory's history), or None.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,32 +26,42 @@ import re
 # Words the pipeline itself writes into memories: the gate states the user's words in
 # the third person ("User prefers ...", "their laptop") and models report speech ("User
 # says ..."). They say nothing about the fact, so they neither match nor distinguish.
-SPEAKER_WORDS = frozenset("""user users user's their theirs them themselves says said
-thinks mentioned mentions states stated tells told""".split())
+SPEAKER_WORDS = frozenset(
+    """user users user's their theirs them themselves says said
+thinks mentioned mentions states stated tells told""".split()
+)
 
-_STOP = frozenset("""a an and are as at be been being but by can could did do does for from
+_STOP = frozenset(
+    """a an and are as at be been being but by can could did do does for from
 had has have he her his how i if in into is it its just me my of on or our she so than
 that the then there these they this those to too us was we were what when where which who
 why will with would you your also about again all am any because both each few more most
 other over same some such only own very should shall must now currently still
-really please kindly yes ok okay always""".split())
+really please kindly yes ok okay always""".split()
+)
 _NEGATIONS = frozenset("not no never none nothing nobody neither nor without".split())
-_MONTHS = ("january february march april may june july august september october november "
-           "december jan feb mar apr jun jul aug sep sept oct nov dec").split()
+_MONTHS = (
+    "january february march april may june july august september october november "
+    "december jan feb mar apr jun jul aug sep sept oct nov dec"
+).split()
 _DAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
-_NUMBER_WORDS = {w: str(i) for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve".split())}
+_NUMBER_WORDS = {
+    w: str(i)
+    for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve".split())
+}
 _TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9'+#._-]*[A-Za-z0-9+#]|[A-Za-z]|#?\d[\w.:/-]*\w|#?\d")
 _ORDINAL = re.compile(r"^(\d+)(?:st|nd|rd|th)$")
 # words that end a subject: auxiliaries, copulas and common verbs of memories
-_VERBS = frozenset("""is are was were be been being am has have had will would can could
+_VERBS = frozenset(
+    """is are was were be been being am has have had will would can could
 should must may might shall do does did isn't aren't wasn't weren't won't can't doesn't
 don't didn't hasn't haven't holds hold held uses use used runs run ran needs need lives
 live costs cost takes take took starts start started ends end ended moved moves move
 prefers prefer likes like wants want works work deploys deploy ships ship lands land
 belongs belong sits sit seats seat fits fit contains contain includes include owes owe
 falls fall happens happen goes go went got gets get meets meet opens open closes close
-begins begin began stays stay says said thinks think should've""".split())
+begins begin began stays stay says said thinks think should've""".split()
+)
 
 
 def _norm(token: str) -> str:
@@ -106,8 +117,11 @@ def repeat_refusal(new: str, old: str) -> str | None:
     """Why `new` may not be dropped as a repeat of `old` (None when `old` already says it)."""
     missing = sorted(content_words(new) - content_words(old))
     if missing:
-        return ("the new memory says " + ", ".join(f"'{w}'" for w in missing[:6]) +
-                " that the confirmed one does not")
+        return (
+            "the new memory says "
+            + ", ".join(f"'{w}'" for w in missing[:6])
+            + " that the confirmed one does not"
+        )
     if negated(new) != negated(old):
         return "one of them says 'not' and the other does not"
     return None
@@ -133,8 +147,7 @@ def _subject_parts(text: str) -> tuple[set[str], set[str]]:
     ("Bob's meeting") or not ("Order 1003"): it counts as both."""
     toks = subject(text)
     ids = identifiers(" ".join(s for s, _ in toks))
-    words = {n for s, n in toks if n and n not in _STOP and n not in ids and
-             n not in _NEGATIONS}
+    words = {n for s, n in toks if n and n not in _STOP and n not in ids and n not in _NEGATIONS}
     if toks and toks[0][0][:1].isupper() and toks[0][1] not in _STOP:
         ids.add(toks[0][1])
     return ids, words
@@ -152,23 +165,28 @@ def supersede_refusal(new: str, old: str) -> str | None:
     said = {n for _, n in tokens(new)}
     if only_old <= said:  # "order 1001 was replaced by order 1003": the old one is named
         return None
-    return (f"they are about different things: {_quoted(only_new)} in the new memory, "
-            f"{_quoted(only_old)} in the old one")
+    return (
+        f"they are about different things: {_quoted(only_new)} in the new memory, "
+        f"{_quoted(only_old)} in the old one"
+    )
 
 
 def _quoted(values: set[str]) -> str:
     return ", ".join(f"'{v}'" for v in sorted(values))
 
 
-def screen(content: str, confirms: list[int], supersedes: list[int], text_of
-           ) -> tuple[list[int], list[int], list[tuple[str, int, str]]]:
+def screen(
+    content: str, confirms: list[int], supersedes: list[int], text_of
+) -> tuple[list[int], list[int], list[tuple[str, int, str]]]:
     """The ids of a judgment's confirms and supersedes that hold for the new memory's
     `content` (`text_of(id)` reads an old memory's text), and the refused ones as
     (what, id, why)."""
     refused: list[tuple[str, int, str]] = []
     kept: dict[str, list[int]] = {"confirms": [], "supersedes": []}
-    for what, ids, test in (("confirms", confirms, repeat_refusal),
-                            ("supersedes", supersedes, supersede_refusal)):
+    for what, ids, test in (
+        ("confirms", confirms, repeat_refusal),
+        ("supersedes", supersedes, supersede_refusal),
+    ):
         for mid in ids:
             why = test(content, text_of(mid))
             if why:
@@ -179,13 +197,21 @@ def screen(content: str, confirms: list[int], supersedes: list[int], text_of
 
 
 # ---- an end date ---------------------------------------------------------------------------
-_TIME_WORDS = frozenset("""today tonight tomorrow yesterday day days week weeks weekend
+_TIME_WORDS = (
+    frozenset(
+        """today tonight tomorrow yesterday day days week weeks weekend
 fortnight month months year years quarter semester term sprint season summer winter spring
 autumn fall until till due deadline expires expire expiry eod eow eom temporarily temporary
-meantime christmas easter holiday holidays vacation""".split()) | frozenset(_MONTHS) | frozenset(_DAYS)
+meantime christmas easter holiday holidays vacation""".split()
+    )
+    | frozenset(_MONTHS)
+    | frozenset(_DAYS)
+)
 # a number that is a date or a time, not an id or an amount: 2026-03-15, 3/15, 10:30, 18th, 2026
-_DATE_NUMBER = re.compile(r"^(?:\d{4}-\d{1,2}(?:-\d{1,2})?|\d{1,2}/\d{1,2}(?:/\d{2,4})?|"
-                          r"\d{1,2}[:.]\d{2}(?:am|pm)?|\d{1,2}(?:am|pm)|(?:19|20)\d{2})$")
+_DATE_NUMBER = re.compile(
+    r"^(?:\d{4}-\d{1,2}(?:-\d{1,2})?|\d{1,2}/\d{1,2}(?:/\d{2,4})?|"
+    r"\d{1,2}[:.]\d{2}(?:am|pm)?|\d{1,2}(?:am|pm)|(?:19|20)\d{2})$"
+)
 _TODAY_WORDS = frozenset("today tonight now eod".split())
 
 
@@ -196,8 +222,12 @@ def time_said(*texts: str) -> bool:
     for text in texts:
         for surface, n in tokens(text or ""):
             low = surface.lower()
-            if n in _TIME_WORDS or low in _TIME_WORDS or _DATE_NUMBER.match(low) or \
-                    re.match(r"^\d{1,2}(?:st|nd|rd|th)$", low):
+            if (
+                n in _TIME_WORDS
+                or low in _TIME_WORDS
+                or _DATE_NUMBER.match(low)
+                or re.match(r"^\d{1,2}(?:st|nd|rd|th)$", low)
+            ):
                 return True
     return False
 
@@ -208,12 +238,16 @@ def expiry_refusal(expires_at, today: str | None, *texts: str) -> str | None:
     if not expires_at:
         return None
     if not time_said(*texts):
-        return (f"an end date ({expires_at}) for a memory whose turn names no date, time or "
-                "duration; answer null when the user gave no end")
+        return (
+            f"an end date ({expires_at}) for a memory whose turn names no date, time or "
+            "duration; answer null when the user gave no end"
+        )
     said = {n for text in texts for _, n in tokens(text or "")}
     if today and str(expires_at)[:10] == str(today)[:10] and not said & _TODAY_WORDS:
-        return (f"an end date of today ({str(today)[:10]}) for a memory whose turn does not "
-                "say it ends today: it would expire at once; answer null or the date the user gave")
+        return (
+            f"an end date of today ({str(today)[:10]}) for a memory whose turn does not "
+            "say it ends today: it would expire at once; answer null or the date the user gave"
+        )
     return None
 
 
@@ -222,8 +256,10 @@ def content_refusal(content: str, user: str) -> str | None:
     user said (a small model writes the assistant's "Noted." as the memory)."""
     said = content_words(user)
     if content and said and not content_words(content) & said:
-        return ("the content shares no word with what the user said; state the user's own "
-                "fact, or save false when there is none")
+        return (
+            "the content shares no word with what the user said; state the user's own "
+            "fact, or save false when there is none"
+        )
     return None
 
 

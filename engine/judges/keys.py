@@ -6,6 +6,7 @@ experiment refuses to start without one; a `Memory` asked to judge without one w
 once, saying what happened instead: the turn is pending (remember), the built-in rules
 judged (add, recall), or the passes left the model's part undone (run).
 """
+
 from __future__ import annotations
 
 import os
@@ -28,8 +29,9 @@ def needs_key(model: Model) -> bool:
 def missing_key(policy: Policy, names=None) -> Model | None:
     """The first of the policy's models (or of those `names`) that cannot be asked without
     a key, or None."""
-    return next((m for name, m in policy.models.items()
-                 if (names is None or name in names) and needs_key(m)), None)
+    return next(
+        (m for name, m in policy.models.items() if (names is None or name in names) and needs_key(m)), None
+    )
 
 
 class NoApiKeyWarning(UserWarning):
@@ -44,9 +46,11 @@ class NoApiKeyWarning(UserWarning):
 
     def _advice(self, offline: str) -> str:
         if os.environ.get(self.env):  # set, so not paired with a server of its own
-            return (f"{self.env} is set but not paired with its model's server: "
-                    f"{self.instead}; pass {offline}, or pair it in LETHE_MODEL_KEYS "
-                    "(VAR=URL: docs/models.md, Keys)")
+            return (
+                f"{self.env} is set but not paired with its model's server: "
+                f"{self.instead}; pass {offline}, or pair it in LETHE_MODEL_KEYS "
+                "(VAR=URL: docs/models.md, Keys)"
+            )
         return f"no API key: {self.instead}; pass {offline} or set {self.env}"
 
     def for_cli(self) -> str:

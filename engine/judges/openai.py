@@ -29,15 +29,14 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from engine.steps.answers import BadAnswer
 from engine.base.errors import LetheError
-
 from engine.judges import endpoint as E
+from engine.steps.answers import BadAnswer
 
 PLACEHOLDER_KEY = E.PLACEHOLDER_KEY
 OPENAI_HOST = E.OPENAI_HOST
 RESPONSE_FORMATS = ("json_schema", "json_object", "none")
-MAX_TOKENS = 10 ** 9        # a token count above this is not a count
+MAX_TOKENS = 10**9  # a token count above this is not a count
 
 
 class JudgeUnavailable(LetheError):
@@ -64,10 +63,10 @@ class Completion:
     latency_ms: float
     finish_reason: str | None = None
     refusal: str | None = None
-    reasoning: str | None = None      # a separate reasoning field (reasoning_content, reasoning)
-    estimated: bool = False           # the server sent no usable usage: tokens are estimates
-    notes: tuple = ()                 # step-downs made on the way, each with the server's words
-    learned: dict | None = None       # what this call found the server does not accept
+    reasoning: str | None = None  # a separate reasoning field (reasoning_content, reasoning)
+    estimated: bool = False  # the server sent no usable usage: tokens are estimates
+    notes: tuple = ()  # step-downs made on the way, each with the server's words
+    learned: dict | None = None  # what this call found the server does not accept
 
 
 # What servers refused, per (base URL, model), for the life of the process.
@@ -99,9 +98,11 @@ def _slots(key: tuple[str, str], n: int | None) -> threading.BoundedSemaphore | 
 def known_refusals(base_url: str, model: str, facts: dict) -> None:
     """What a store remembered a model at an endpoint refusing, for this process too (the
     process's own findings win)."""
-    allowed = {k: v for k, v in facts.items()
-               if (k == "response_format" and v in RESPONSE_FORMATS) or
-               (k == "drop_temperature" and v is True)}
+    allowed = {
+        k: v
+        for k, v in facts.items()
+        if (k == "response_format" and v in RESPONSE_FORMATS) or (k == "drop_temperature" and v is True)
+    }
     with _LEARNED_LOCK:
         _LEARNED[(base_url, model)] = {**allowed, **_LEARNED.get((base_url, model), {})}
 
@@ -126,23 +127,41 @@ class OpenAIProvider:
     ``$<api_key_env>`` when named, else no key.
     """
 
-    def __init__(self, model: str, *, base_url: str | None = None, api_key_env: str | None = None,
-                 timeout: float = 30.0, max_retries: int = 2, temperature: float | None = 0.0,
-                 response_format: str = "json_schema", json_mode: bool = True,
-                 max_completion_tokens: int | None = None, max_tokens: int | None = None,
-                 reasoning_effort: str | None = None, seed: int | None = None,
-                 headers: dict[str, str] | None = None, extra_body: dict | None = None,
-                 concurrency: int | None = None):
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key_env: str | None = None,
+        timeout: float = 30.0,
+        max_retries: int = 2,
+        temperature: float | None = 0.0,
+        response_format: str = "json_schema",
+        json_mode: bool = True,
+        max_completion_tokens: int | None = None,
+        max_tokens: int | None = None,
+        reasoning_effort: str | None = None,
+        seed: int | None = None,
+        headers: dict[str, str] | None = None,
+        extra_body: dict | None = None,
+        concurrency: int | None = None,
+    ):
         self.model = model
         self.endpoint = E.resolve(base_url, api_key_env)
         self.base_url = self.endpoint.base_url
         self.timeout, self.max_retries = timeout, max_retries
         self.temperature = temperature
         self.response_format = response_format if json_mode else "none"
-        self.options = {k: v for k, v in (("max_completion_tokens", max_completion_tokens),
-                                          ("max_tokens", max_tokens),
-                                          ("reasoning_effort", reasoning_effort),
-                                          ("seed", seed)) if v is not None}
+        self.options = {
+            k: v
+            for k, v in (
+                ("max_completion_tokens", max_completion_tokens),
+                ("max_tokens", max_tokens),
+                ("reasoning_effort", reasoning_effort),
+                ("seed", seed),
+            )
+            if v is not None
+        }
         self.headers = dict(headers or {})
         self.extra_body = dict(extra_body) if extra_body else None
         self.slots = _slots(self._key, concurrency)
@@ -159,19 +178,25 @@ class OpenAIProvider:
 
     key = _key
 
-    def complete(self, prompt: str, *, system: str | None = None, schema: dict | None = None,
-                 name: str = "answer", retry: list[dict] | tuple = ()) -> Completion:
+    def complete(
+        self,
+        prompt: str,
+        *,
+        system: str | None = None,
+        schema: dict | None = None,
+        name: str = "answer",
+        retry: list[dict] | tuple = (),
+    ) -> Completion:
         """Send one chat completion and return its text, token counts and latency.
 
         ``schema`` (with ``name``) is sent as a strict json_schema response format;
         ``retry`` messages follow the prompt. Raises :class:`JudgeUnavailable` when the
         model cannot answer, ``BadAnswer`` when the response holds no answer at all."""
-        messages = ([{"role": "system", "content": system}] if system is not None else [])
+        messages = [{"role": "system", "content": system}] if system is not None else []
         messages += [{"role": "user", "content": prompt}, *retry]
         started = time.perf_counter()
         notes: list[str] = []
-        response = self._within_deadline(lambda client: self._create(client, messages, schema,
-                                                                     name, notes))
+        response = self._within_deadline(lambda client: self._create(client, messages, schema, name, notes))
         latency_ms = (time.perf_counter() - started) * 1000.0
         try:
             done = self._to_completion(response, latency_ms, messages)
@@ -216,16 +241,19 @@ class OpenAIProvider:
         threading.Thread(target=work, name=f"lethe-judge-{self.model}", daemon=True).start()
         if not done.wait(self.timeout):
             self._abandon(client)
-            raise JudgeUnavailable(f"{self._where()} timed out after {self.timeout:g}s "
-                                   f"(wall clock, max_retries={self.max_retries})")
+            raise JudgeUnavailable(
+                f"{self._where()} timed out after {self.timeout:g}s "
+                f"(wall clock, max_retries={self.max_retries})"
+            )
         err = box.get("error")
         if err is None:
             return box["response"]
         if isinstance(err, openai.OpenAIError):
             raise JudgeUnavailable(E.scrub(self._describe(err), self.base_url)) from err
         if isinstance(err, Exception):
-            raise JudgeUnavailable(E.scrub(f"{self._where()}: {type(err).__name__}: {err}"[:500],
-                                           self.base_url)) from err
+            raise JudgeUnavailable(
+                E.scrub(f"{self._where()}: {type(err).__name__}: {err}"[:500], self.base_url)
+            ) from err
         raise err
 
     def _abandon(self, client: Any) -> None:
@@ -245,53 +273,69 @@ class OpenAIProvider:
 
     def _build_client(self) -> Any:
         try:  # the key, and the environment's OpenAI settings kept at home (endpoint.py)
-            return E.openai_client(self.endpoint, self.model, timeout=self.timeout,
-                                   max_retries=self.max_retries, headers=self.headers)
+            return E.openai_client(
+                self.endpoint,
+                self.model,
+                timeout=self.timeout,
+                max_retries=self.max_retries,
+                headers=self.headers,
+            )
         except E.NoKey as exc:
             raise KeyMissing(str(exc), self.endpoint.key_env) from None
 
     # -- one request, adapted to what the server accepts --------------------------------
-    def _create(self, client: Any, messages: list[dict], schema: dict | None, name: str,
-                notes: list[str]) -> Any:
+    def _create(
+        self, client: Any, messages: list[dict], schema: dict | None, name: str, notes: list[str]
+    ) -> Any:
         """One create call; a refused response_format steps down, a refused temperature is
         dropped, each retried at once, remembered, and noted in `notes`."""
         import openai
 
         learned = _learned(self._key)
-        mode = max(self.response_format, learned.get("response_format", "json_schema"),
-                   key=RESPONSE_FORMATS.index)
+        mode = max(
+            self.response_format, learned.get("response_format", "json_schema"), key=RESPONSE_FORMATS.index
+        )
         drop_temperature = learned.get("drop_temperature", False)
         while True:
             kwargs = self._request(messages, mode, schema, name, drop_temperature)
             try:
                 return client.chat.completions.create(**kwargs)
-            except (openai.BadRequestError, openai.UnprocessableEntityError,
-                    openai.InternalServerError) as err:
+            except (
+                openai.BadRequestError,
+                openai.UnprocessableEntityError,
+                openai.InternalServerError,
+            ) as err:
                 message = _error_message(err).lower()
                 said = f"HTTP {getattr(err, 'status_code', '?')}: {_error_message(err)[:160]}"
                 sent = "json_object" if mode == "json_schema" and not schema else mode
-                if mode != "none" and _names(err, message, "response_format", "json_schema",
-                                             "json_object", "response format"):
+                if mode != "none" and _names(
+                    err, message, "response_format", "json_schema", "json_object", "response format"
+                ):
                     mode = RESPONSE_FORMATS[RESPONSE_FORMATS.index(sent) + 1]
                     _learn(self._key, response_format=mode)
-                    notes.append(f"the server refused response_format {sent} ({said}): "
-                                 f"stepped down to {mode}")
-                elif "temperature" in kwargs and _names(err, message, "temperature") and \
-                        ("unsupported" in message or "not support" in message):
+                    notes.append(
+                        f"the server refused response_format {sent} ({said}): stepped down to {mode}"
+                    )
+                elif (
+                    "temperature" in kwargs
+                    and _names(err, message, "temperature")
+                    and ("unsupported" in message or "not support" in message)
+                ):
                     drop_temperature = True
                     _learn(self._key, drop_temperature=True)
                     notes.append(f"the server refused temperature ({said}): sent without it")
                 else:
                     raise
 
-    def _request(self, messages, mode: str, schema: dict | None, name: str,
-                 drop_temperature: bool) -> dict:
+    def _request(self, messages, mode: str, schema: dict | None, name: str, drop_temperature: bool) -> dict:
         kwargs: dict = {"model": self.model, "messages": messages, **self.options}
         if self.temperature is not None and not drop_temperature:
             kwargs["temperature"] = self.temperature
         if mode == "json_schema" and schema:
-            kwargs["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": name, "strict": True, "schema": schema}}
+            kwargs["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": name, "strict": True, "schema": schema},
+            }
         elif mode in ("json_schema", "json_object"):
             kwargs["response_format"] = {"type": "json_object"}
         if self.extra_body:
@@ -313,11 +357,17 @@ class OpenAIProvider:
         if completion_tokens is None:
             completion_tokens = estimate_tokens(text + (reasoning or ""))
         model = getattr(response, "model", None)
-        return Completion(text=text, model=model if isinstance(model, str) and model else self.model,
-                          prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                          latency_ms=latency_ms, finish_reason=finish if isinstance(finish, str) else None,
-                          refusal=refusal if isinstance(refusal, str) else None,
-                          reasoning=reasoning, estimated=estimated)
+        return Completion(
+            text=text,
+            model=model if isinstance(model, str) and model else self.model,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            latency_ms=latency_ms,
+            finish_reason=finish if isinstance(finish, str) else None,
+            refusal=refusal if isinstance(refusal, str) else None,
+            reasoning=reasoning,
+            estimated=estimated,
+        )
 
     def _where(self) -> str:
         return f"{self.model} at {self.endpoint.shown}"
@@ -334,8 +384,7 @@ class OpenAIProvider:
         if isinstance(err, openai.RateLimitError):
             return f"{self._where()} is rate limiting (HTTP 429, {tries})"
         if isinstance(err, openai.APIStatusError) and err.status_code >= 500:
-            return (f"{self._where()} failed with HTTP {err.status_code} ({tries}): "
-                    f"{_error_message(err)}")
+            return f"{self._where()} failed with HTTP {err.status_code} ({tries}): {_error_message(err)}"
         if isinstance(err, openai.APIStatusError):
             return f"{self._where()} refused the request: HTTP {err.status_code}: {_error_message(err)}"
         return f"{self._where()}: {type(err).__name__}: {str(err)[:300]}"
@@ -357,7 +406,7 @@ def _message(response: Any, where: str) -> tuple[Any, Any]:
 def _content(content: Any, where: str) -> str:
     if content is None or isinstance(content, str):
         return content or ""
-    if isinstance(content, list):   # content parts, as some servers send them
+    if isinstance(content, list):  # content parts, as some servers send them
         parts = [p.get("text") if isinstance(p, dict) else getattr(p, "text", None) for p in content]
         return "".join(p for p in parts if isinstance(p, str))
     raise BadAnswer(f"malformed response from {where}: content is {type(content).__name__}")

@@ -6,12 +6,13 @@ on SQLite, a tsvector with `websearch_to_tsquery` and `ts_rank` on PostgreSQL, e
 mapped onto 0..1 as x / (1 + x). Identifiers come only from the known schema and every
 value is a bound parameter.
 """
+
 from __future__ import annotations
 
 from typing import Mapping
 
-from engine.policy import expr as X
 from engine.base.errors import FormulaError
+from engine.policy import expr as X
 
 NOW = object()  # marker parameter, replaced by the clock's ISO text when executed
 PG_SEARCH_CONFIG = "lethe_english"  # the text search configuration the PostgreSQL schema creates
@@ -41,7 +42,7 @@ class Dialect:
     # bm25 is negative, better matches lower: x = -bm25, relevance x / (1 + x)
     relevance_sql = "coalesce(-fts.score / (1.0 - fts.score), 0.0)"
     matches_first = "CROSS JOIN"  # SQLite keeps a CROSS JOIN's order: the matches drive it
-    no_relevance = "0.0"          # relevance without a query
+    no_relevance = "0.0"  # relevance without a query
     # `SET (a, b) = (SELECT ...)`: one evaluation of a value both columns need
     row_value_set = True
     # a function the store defines that counts its calls and returns NULL: a pass's rule
@@ -56,9 +57,19 @@ class Dialect:
     rows = "memory_rows AS memories"
     # where the text lives when it is not in `rows`: a formula reads a text column there
     texts = "memory_texts"
-    _FUNCS = {"exp": "exp", "ln": "ln", "log": "log10", "floor": "floor", "ceil": "ceil",
-              "abs": "abs", "pow": "pow", "min": "min", "max": "max", "coalesce": "coalesce",
-              "sqrt": "sqrt"}
+    _FUNCS = {
+        "exp": "exp",
+        "ln": "ln",
+        "log": "log10",
+        "floor": "floor",
+        "ceil": "ceil",
+        "abs": "abs",
+        "pow": "pow",
+        "min": "min",
+        "max": "max",
+        "coalesce": "coalesce",
+        "sqrt": "sqrt",
+    }
     _AGGS = {"avg": "avg", "max": "max", "min": "min", "sum": "sum", "count": "count"}
 
     def unindexed(self, ident: str) -> str:
@@ -71,23 +82,31 @@ class Dialect:
 
     def fts_matches(self, sep: str = " ") -> str:
         """A SELECT of (fts_id, score) over the memories matching the query bound here."""
-        return (f"SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts{sep}"
-                f"WHERE memories_fts MATCH {self.placeholder}")
+        return (
+            f"SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts{sep}"
+            f"WHERE memories_fts MATCH {self.placeholder}"
+        )
 
     def fts_row_relevance(self) -> str:
         """The relevance of the row `memories.id` to the query bound here (0 if no match)."""
-        return ("coalesce((SELECT -s / (1.0 - s) FROM (SELECT bm25(memories_fts) AS s FROM "
-                f"memories_fts\n      WHERE memories_fts MATCH {self.placeholder} "
-                "AND rowid = memories.id)), 0.0)")
+        return (
+            "coalesce((SELECT -s / (1.0 - s) FROM (SELECT bm25(memories_fts) AS s FROM "
+            f"memories_fts\n      WHERE memories_fts MATCH {self.placeholder} "
+            "AND rowid = memories.id)), 0.0)"
+        )
 
     def quote(self, ident: str) -> str:
         if ident not in X.COLUMNS and not ident.replace("_", "").isalnum():
             raise FormulaError(f"not an identifier: {ident!r}")
         return '"' + ident + '"'
 
-    def render(self, node: X.Node, overrides: Mapping[str, X.Node] | None = None,
-               relevance_sql: str | None = None,
-               similarity: tuple[str, list] | None = None) -> tuple[str, list]:
+    def render(
+        self,
+        node: X.Node,
+        overrides: Mapping[str, X.Node] | None = None,
+        relevance_sql: str | None = None,
+        similarity: tuple[str, list] | None = None,
+    ) -> tuple[str, list]:
         """SQL text and params for a formula. `overrides` replaces columns by new values
         (to compute a stored rank from the values an UPDATE is about to write);
         `similarity` is the (sql, params) that `similarity` stands for in this statement."""
@@ -111,8 +130,7 @@ class Dialect:
                 self._emit(ov[n.name], out, {}, rel)
                 out.add(")")
             elif self.texts and n.name in X.TEXT_COLUMNS:  # beside the row, by its id
-                out.add(f"(SELECT t.{self.quote(n.name)} FROM {self.texts} AS t "
-                        "WHERE t.id = memories.id)")
+                out.add(f"(SELECT t.{self.quote(n.name)} FROM {self.texts} AS t WHERE t.id = memories.id)")
             else:
                 out.add(self.quote(n.name))
         elif isinstance(n, X.TimeWord):
@@ -208,8 +226,17 @@ class Dialect:
         if name == "now":
             now()
         elif name == "idle_days":
-            self._days_between(now, lambda: (out.add("coalesce("), col("last_accessed"),
-                                             out.add(", "), col("created_at"), out.add(")")), out)
+            self._days_between(
+                now,
+                lambda: (
+                    out.add("coalesce("),
+                    col("last_accessed"),
+                    out.add(", "),
+                    col("created_at"),
+                    out.add(")"),
+                ),
+                out,
+            )
         elif name == "age_days":
             self._days_between(now, lambda: col("created_at"), out)
         elif name == "days_to_expiry":
@@ -245,14 +272,18 @@ class PostgresDialect(Dialect):
 
     def fts_matches(self, sep: str = " ") -> str:
         # weight A (1.0) on every word: one matching word scores about 0.6, as bm25 does here
-        return (f"SELECT id AS fts_id, ts_rank(tsv, q)::float8 AS score FROM memories_fts, "
-                f"websearch_to_tsquery('{PG_SEARCH_CONFIG}', {self.placeholder}) AS q{sep}"
-                "WHERE tsv @@ q")
+        return (
+            f"SELECT id AS fts_id, ts_rank(tsv, q)::float8 AS score FROM memories_fts, "
+            f"websearch_to_tsquery('{PG_SEARCH_CONFIG}', {self.placeholder}) AS q{sep}"
+            "WHERE tsv @@ q"
+        )
 
     def fts_row_relevance(self) -> str:
-        return ("coalesce((SELECT s / (1.0 + s) FROM (SELECT ts_rank(tsv, q)::float8 AS s "
-                f"FROM memories_fts, websearch_to_tsquery('{PG_SEARCH_CONFIG}', {self.placeholder}) "
-                "AS q\n      WHERE tsv @@ q AND id = memories.id) AS one), 0.0)")
+        return (
+            "coalesce((SELECT s / (1.0 + s) FROM (SELECT ts_rank(tsv, q)::float8 AS s "
+            f"FROM memories_fts, websearch_to_tsquery('{PG_SEARCH_CONFIG}', {self.placeholder}) "
+            "AS q\n      WHERE tsv @@ q AND id = memories.id) AS one), 0.0)"
+        )
 
     def _param(self, value) -> str:
         # a bare parameter inside json_build_object or least() has no type to infer

@@ -1,11 +1,12 @@
 """What `recall --explain` runs: every memory counted by why recall would or would not
 consider it, and the order keys of the ones it shows.
 """
+
 from __future__ import annotations
 
-from engine.policy import expr as X
 from engine.plan.dialect import Dialect
 from engine.plan.statement import IDS, NAMESPACE, QUERY, Statement
+from engine.policy import expr as X
 
 
 def _fts_join(d: Dialect) -> str:
@@ -22,15 +23,21 @@ def reasons_statement(policy, d, query: bool) -> Statement:
     filtering = query and policy.recall.match == "filter"
     join = filtering or (query and "@relevance" in X.columns_of(where))
     where_sql, where_params = d.render(where, relevance_sql=d.relevance_sql if join else d.no_relevance)
-    passing = ("CASE WHEN fts.fts_id IS NULL THEN 'no_match' ELSE 'eligible' END"
-               if filtering else "'eligible'")
-    sql = (f"SELECT CASE WHEN {where_sql} THEN {passing} "
-           "WHEN coalesce(\"status\", '') <> 'active' THEN coalesce(\"status\", 'unknown') "
-           "ELSE 'below_floor' END AS reason, count(*) AS n\nFROM memories"
-           + (("\n" + _fts_join(d)) if join else "")
-           + f"\nWHERE \"namespace\" = {d.placeholder}\nGROUP BY reason")
-    return Statement("recall explain: reasons" + (" (with a query)" if query else ""), sql,
-                     [*where_params, *([QUERY] if join else []), NAMESPACE])
+    passing = (
+        "CASE WHEN fts.fts_id IS NULL THEN 'no_match' ELSE 'eligible' END" if filtering else "'eligible'"
+    )
+    sql = (
+        f"SELECT CASE WHEN {where_sql} THEN {passing} "
+        "WHEN coalesce(\"status\", '') <> 'active' THEN coalesce(\"status\", 'unknown') "
+        "ELSE 'below_floor' END AS reason, count(*) AS n\nFROM memories"
+        + (("\n" + _fts_join(d)) if join else "")
+        + f'\nWHERE "namespace" = {d.placeholder}\nGROUP BY reason'
+    )
+    return Statement(
+        "recall explain: reasons" + (" (with a query)" if query else ""),
+        sql,
+        [*where_params, *([QUERY] if join else []), NAMESPACE],
+    )
 
 
 def order_keys_statement(policy, d, query: bool) -> Statement:
@@ -43,11 +50,16 @@ def order_keys_statement(policy, d, query: bool) -> Statement:
         parts.append(f"{sql} AS key_{i}")
         params += p
     join = ("\n" + _fts_join(d)) if query else ""
-    sql = (f"SELECT memories.id, {', '.join(parts)}\nFROM memories{join}\n"
-           f"WHERE {d.unindexed('namespace')} = {d.placeholder} "
-           f"AND memories.id {d.ids_in()}")
-    return Statement("recall explain: order keys" + (" (with a query)" if query else ""), sql,
-                     [*params, *([QUERY] if query else []), NAMESPACE, IDS])
+    sql = (
+        f"SELECT memories.id, {', '.join(parts)}\nFROM memories{join}\n"
+        f"WHERE {d.unindexed('namespace')} = {d.placeholder} "
+        f"AND memories.id {d.ids_in()}"
+    )
+    return Statement(
+        "recall explain: order keys" + (" (with a query)" if query else ""),
+        sql,
+        [*params, *([QUERY] if query else []), NAMESPACE, IDS],
+    )
 
 
 def decay_rule(policy):
@@ -66,6 +78,10 @@ def decay_statement(policy, d) -> Statement | None:
     if found is None:
         return None
     sql, params = d.render(found[1])
-    return Statement(f"{found[0]}: decay_score at a time", f"SELECT {sql} AS value\nFROM "
-                     f"memories\nWHERE {d.unindexed('namespace')} = {d.placeholder} AND "
-                     f"memories.id {d.ids_in()}", [*params, NAMESPACE, IDS])
+    return Statement(
+        f"{found[0]}: decay_score at a time",
+        f"SELECT {sql} AS value\nFROM "
+        f"memories\nWHERE {d.unindexed('namespace')} = {d.placeholder} AND "
+        f"memories.id {d.ids_in()}",
+        [*params, NAMESPACE, IDS],
+    )

@@ -1,12 +1,13 @@
 """The head form of recall's statements: the same SELECT over `rank >= :floor` only, for a
 SQLite store whose recall index holds only the head of the ranking (engine.store.recall_head).
 """
+
 from __future__ import annotations
 
-from engine.policy import expr as X
 from engine.plan.dialect import Dialect
-from engine.policy import Candidates
 from engine.plan.statement import FLOOR, NAMESPACE, Statement
+from engine.policy import Candidates
+from engine.policy import expr as X
 
 
 def reads_the_head(c: Candidates) -> bool:
@@ -27,8 +28,7 @@ def _is_active(w: X.Node) -> bool:
         return False
     sides = {type(w.left): w.left, type(w.right): w.right}
     col, const = sides.get(X.Col), sides.get(X.Const)
-    return col is not None and const is not None and col.name == "status" and \
-        const.value == "active"
+    return col is not None and const is not None and col.name == "status" and const.value == "active"
 
 
 def with_head(st: Statement, c: Candidates, d: Dialect, where_params: list) -> Statement:
@@ -40,7 +40,9 @@ def with_head(st: Statement, c: Candidates, d: Dialect, where_params: list) -> S
         return st
     at = st.sql.index("\nORDER BY ")
     cut = st.params.index(NAMESPACE) + 1 + len(where_params)
-    st.head = Statement(f"{st.label}, over the head of the ranking",
-                        f'{st.sql[:at]} AND "rank" >= {d.placeholder}{st.sql[at:]}',
-                        [*st.params[:cut], FLOOR, *st.params[cut:]])
+    st.head = Statement(
+        f"{st.label}, over the head of the ranking",
+        f'{st.sql[:at]} AND "rank" >= {d.placeholder}{st.sql[at:]}',
+        [*st.params[:cut], FLOOR, *st.params[cut:]],
+    )
     return st

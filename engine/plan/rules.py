@@ -2,12 +2,13 @@
 both under the rule's WHERE, guarded so that no unusable value (NULL, NaN, infinite) is
 ever written; and the reach count that decides how a pass rewrites its rows.
 """
+
 from __future__ import annotations
 
-from engine.policy import expr as X
 from engine.plan.dialect import NOW, Dialect
-from engine.policy import Pass, Policy, Rule
 from engine.plan.statement import FROM_ID, NAMESPACE, TO_ID, Statement
+from engine.policy import Pass, Policy, Rule
+from engine.policy import expr as X
 
 
 def id_range(d: Dialect) -> tuple[str, list]:
@@ -50,8 +51,7 @@ def _union(whens: list[X.Node]) -> list[X.Node]:
     conjunct of every other (decay's `status = 'active'` and `status = 'active' and
     decay_score < x`), it alone is their union, and a count an index can answer."""
     for w in whens:
-        if all(v == w or (isinstance(v, X.BoolOp) and v.op == "and" and w in v.items)
-               for v in whens):
+        if all(v == w or (isinstance(v, X.BoolOp) and v.op == "and" and w in v.items) for v in whens):
             return [w]
     return whens
 
@@ -64,8 +64,9 @@ def pass_writes(policy: Policy, p: Pass) -> tuple[str, ...]:
     return tuple(sorted(cols))
 
 
-def rule_statements(policy: Policy, rule: Rule, d: Dialect, label: str,
-                    extra_where: tuple[str, list] | None = None) -> list[Statement]:
+def rule_statements(
+    policy: Policy, rule: Rule, d: Dialect, label: str, extra_where: tuple[str, list] | None = None
+) -> list[Statement]:
     """A rule is an optional INSERT ... SELECT of its events, then one UPDATE.
 
     Both read the same WHERE; the events go first so they see the rows before the change,
@@ -80,32 +81,52 @@ def rule_statements(policy: Policy, rule: Rule, d: Dialect, label: str,
     where_sql, where_params = _where(rule.when, d, extra_where)
     guard_sql, guard_params = _usable(rule.set, d)
     kept = bool(guard_sql) and d.kept is not None and d.row_value_set  # _kept_assignments
-    guarded = ((f"{where_sql} AND {guard_sql}", where_params + guard_params) if guard_sql
-               else (where_sql, where_params))
+    guarded = (
+        (f"{where_sql} AND {guard_sql}", where_params + guard_params)
+        if guard_sql
+        else (where_sql, where_params)
+    )
     out = []
     if guard_sql and not kept:  # rows the rule is for, before it runs
-        out.append(Statement(f"{label} rows (the skipped: those it does not change)",
-                             f"SELECT count(*) FROM {d.rows}\nWHERE {where_sql}",
-                             list(where_params), counts_skipped=True))
+        out.append(
+            Statement(
+                f"{label} rows (the skipped: those it does not change)",
+                f"SELECT count(*) FROM {d.rows}\nWHERE {where_sql}",
+                list(where_params),
+                counts_skipped=True,
+            )
+        )
     if rule.event:
         detail_sql, detail_params = _detail(rule, d, label)
-        out.append(Statement(
-            f"{label} event {rule.event}",
-            "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)\n"
-            f"SELECT \"id\", {d.placeholder}, {detail_sql}, {d.placeholder}\nFROM {d.rows}\n"
-            f"WHERE {guarded[0]}",
-            [rule.event, *detail_params, NOW, *guarded[1]]))
+        out.append(
+            Statement(
+                f"{label} event {rule.event}",
+                "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)\n"
+                f'SELECT "id", {d.placeholder}, {detail_sql}, {d.placeholder}\nFROM {d.rows}\n'
+                f"WHERE {guarded[0]}",
+                [rule.event, *detail_params, NOW, *guarded[1]],
+            )
+        )
     if rule.set:
         if kept:
             set_sql, set_params = _kept_assignments(policy, rule.set, d)
-            out.append(Statement(f"{label} update",
-                                 f"UPDATE {d.rows}\nSET {set_sql}\nWHERE {where_sql}",
-                                 set_params + where_params, counts_kept=True))
+            out.append(
+                Statement(
+                    f"{label} update",
+                    f"UPDATE {d.rows}\nSET {set_sql}\nWHERE {where_sql}",
+                    set_params + where_params,
+                    counts_kept=True,
+                )
+            )
         else:
             set_sql, set_params = assignments(policy, rule.set, d)
-            out.append(Statement(f"{label} update",
-                                 f"UPDATE {d.rows}\nSET {set_sql}\nWHERE {guarded[0]}",
-                                 set_params + guarded[1]))
+            out.append(
+                Statement(
+                    f"{label} update",
+                    f"UPDATE {d.rows}\nSET {set_sql}\nWHERE {guarded[0]}",
+                    set_params + guarded[1],
+                )
+            )
     return out
 
 
@@ -176,21 +197,26 @@ def _kept_assignments(policy: Policy, sets: dict[str, X.Node], d: Dialect) -> tu
         inner_params += p
     news = {c: X.Col(node.type, "new_" + c) for c, node in sets.items()}
     usable_sql, usable_params = _usable(
-        {c: news[c] for c, node in sets.items() if not isinstance(node, X.Const)}, d)
+        {c: news[c] for c, node in sets.items() if not isinstance(node, X.Const)}, d
+    )
     cols, outer, outer_params, usable = list(sets), [], [], d.quote(USABLE)
     for i, col in enumerate(cols):
         old = f"memories.{d.quote(col)}"
-        outer.append(f"CASE WHEN {usable} THEN {d.quote('new_' + col)} ELSE "
-                     f"{f'coalesce({d.kept}(), {old})' if i == 0 else old} END")
+        outer.append(
+            f"CASE WHEN {usable} THEN {d.quote('new_' + col)} ELSE "
+            f"{f'coalesce({d.kept}(), {old})' if i == 0 else old} END"
+        )
     if set(sets) & X.columns_of(policy.rank):
         rank_sql, rank_params = d.render(policy.rank, overrides=news)
         cols.append("rank")
         outer.append(f'CASE WHEN {usable} THEN {rank_sql} ELSE memories."rank" END')
         outer_params += rank_params
     picked = ", ".join(d.quote("new_" + c) for c in sets)
-    sql = (f"({', '.join(d.quote(c) for c in cols)}) = (SELECT {', '.join(outer)}\n"
-           f"    FROM (SELECT {picked}, {usable_sql} AS {usable}\n"
-           f"    FROM (SELECT {', '.join(inner)})))")
+    sql = (
+        f"({', '.join(d.quote(c) for c in cols)}) = (SELECT {', '.join(outer)}\n"
+        f"    FROM (SELECT {picked}, {usable_sql} AS {usable}\n"
+        f"    FROM (SELECT {', '.join(inner)})))"
+    )
     # in the order they appear: the outer list, then the usable test, then the formulas
     return sql, outer_params + usable_params + inner_params
 
@@ -205,6 +231,5 @@ def _detail(rule: Rule, d: Dialect, label: str) -> tuple[str, list]:
         after.append(f"{d.text_param}, {sql}")
         params_a += [col, *p]
     obj, key = d.json_object, d.text_param
-    sql = (f"{obj}({key}, {key}, {key}, {obj}({', '.join(before)}), "
-           f"{key}, {obj}({', '.join(after)}))")
+    sql = f"{obj}({key}, {key}, {key}, {obj}({', '.join(before)}), {key}, {obj}({', '.join(after)}))"
     return sql, ["rule", label, "from", *params_b, "to", *params_a]

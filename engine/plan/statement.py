@@ -3,6 +3,7 @@ for a value known only when the statement runs (now, the namespace, a query, ids
 `engine.plan` builds them; the store binds and runs them. Nothing pasted from a policy or
 a memory ever reaches the SQL text: values travel as parameters.
 """
+
 from __future__ import annotations
 
 import json
@@ -11,15 +12,15 @@ from dataclasses import dataclass, field
 from engine.plan.dialect import NOW
 
 NAMESPACE = object()  # marker parameter: the namespace the plan runs for
-QUERY = object()      # marker parameter: the full-text query of a recall
-LIMIT = object()      # marker parameter: a limit chosen at call time
-IDS = object()        # marker parameter: memory ids, as a JSON array
-FROM_ID = object()    # marker parameters: the id range one batch of a batched pass covers
+QUERY = object()  # marker parameter: the full-text query of a recall
+LIMIT = object()  # marker parameter: a limit chosen at call time
+IDS = object()  # marker parameter: memory ids, as a JSON array
+FROM_ID = object()  # marker parameters: the id range one batch of a batched pass covers
 TO_ID = object()
-NEW_ID = object()     # marker parameter: the memory that supersedes or absorbs others
-TEXT = object()       # marker parameter: event text written by the engine (never SQL)
-VECTOR = object()     # marker parameter: the embedding of the query or the new memory
-FLOOR = object()      # marker parameter: the floor of recall's index (engine.store.recall_head)
+NEW_ID = object()  # marker parameter: the memory that supersedes or absorbs others
+TEXT = object()  # marker parameter: event text written by the engine (never SQL)
+VECTOR = object()  # marker parameter: the embedding of the query or the new memory
+FLOOR = object()  # marker parameter: the floor of recall's index (engine.store.recall_head)
 
 
 @dataclass
@@ -33,20 +34,46 @@ class Statement:
     # whose recall index holds only the head runs first (engine.store.recall_head)
     head: "Statement | None" = None
 
-    def bind(self, now: str, namespace: str, query: str | None = None,
-             limit: int | None = None, ids: list[int] | None = None,
-             id_range: tuple[int, int] = (0, 0), new_id: int | None = None,
-             text: str | None = None, vector: bytes | None = None,
-             floor: float | None = None) -> list:
-        table = {id(NOW): now, id(NAMESPACE): namespace, id(QUERY): query, id(LIMIT): limit,
-                 id(IDS): json.dumps(ids or []), id(FROM_ID): id_range[0], id(TO_ID): id_range[1],
-                 id(NEW_ID): new_id, id(TEXT): text, id(VECTOR): vector, id(FLOOR): floor}
-        return [table.get(id(p), p) if id(p) in table else p
-                for p in self.params]
+    def bind(
+        self,
+        now: str,
+        namespace: str,
+        query: str | None = None,
+        limit: int | None = None,
+        ids: list[int] | None = None,
+        id_range: tuple[int, int] = (0, 0),
+        new_id: int | None = None,
+        text: str | None = None,
+        vector: bytes | None = None,
+        floor: float | None = None,
+    ) -> list:
+        table = {
+            id(NOW): now,
+            id(NAMESPACE): namespace,
+            id(QUERY): query,
+            id(LIMIT): limit,
+            id(IDS): json.dumps(ids or []),
+            id(FROM_ID): id_range[0],
+            id(TO_ID): id_range[1],
+            id(NEW_ID): new_id,
+            id(TEXT): text,
+            id(VECTOR): vector,
+            id(FLOOR): floor,
+        }
+        return [table.get(id(p), p) if id(p) in table else p for p in self.params]
 
     def shown_params(self) -> list:
-        names = {id(NOW): ":now", id(NAMESPACE): ":namespace", id(QUERY): ":query",
-                 id(LIMIT): ":limit", id(IDS): ":ids", id(FROM_ID): ":from_id",
-                 id(TO_ID): ":to_id", id(NEW_ID): ":new_id", id(TEXT): ":text",
-                 id(VECTOR): ":vector", id(FLOOR): ":floor"}
+        names = {
+            id(NOW): ":now",
+            id(NAMESPACE): ":namespace",
+            id(QUERY): ":query",
+            id(LIMIT): ":limit",
+            id(IDS): ":ids",
+            id(FROM_ID): ":from_id",
+            id(TO_ID): ":to_id",
+            id(NEW_ID): ":new_id",
+            id(TEXT): ":text",
+            id(VECTOR): ":vector",
+            id(FLOOR): ":floor",
+        }
         return [names.get(id(p), p) for p in self.params]

@@ -1,28 +1,36 @@
 """What a write and a merge run, compiled like the passes (`lethe compile` shows them):
 supersede, forget, reinforce, and compression's merged values and absorbed cluster.
 """
+
 from __future__ import annotations
 
-from engine.policy import expr as X
 from engine.plan.dialect import NOW, Dialect
-from engine.policy import Pass, Policy, schema
-from engine.plan.statement import IDS, NAMESPACE, NEW_ID, TEXT, Statement
 from engine.plan.rules import assignments
+from engine.plan.statement import IDS, NAMESPACE, NEW_ID, TEXT, Statement
+from engine.policy import Pass, Policy, schema
+from engine.policy import expr as X
 
 
 def supersede_statement(d: Dialect) -> Statement:
     """The memories a new one contradicts become superseded, linked to it."""
-    return Statement("write: supersede", f'UPDATE {d.rows} SET "status" = {d.placeholder}, '
-                     f'"contradicted_by" = {d.placeholder}\nWHERE {d.unindexed("namespace")} = '
-                     f'{d.placeholder} AND "id" {d.ids_in()} AND "status" = {d.placeholder}',
-                     ["superseded", NEW_ID, NAMESPACE, IDS, "active"])
+    return Statement(
+        "write: supersede",
+        f'UPDATE {d.rows} SET "status" = {d.placeholder}, '
+        f'"contradicted_by" = {d.placeholder}\nWHERE {d.unindexed("namespace")} = '
+        f'{d.placeholder} AND "id" {d.ids_in()} AND "status" = {d.placeholder}',
+        ["superseded", NEW_ID, NAMESPACE, IDS, "active"],
+    )
 
 
 def forget_statement(d: Dialect) -> Statement:
     """Forgetting archives (never deletes): the memory leaves recall, its history stays."""
-    return Statement("forget", f'UPDATE {d.rows} SET "status" = {d.placeholder}\nWHERE '
-                     f'{d.unindexed("namespace")} = {d.placeholder} AND "id" {d.ids_in()} '
-                     f'AND "status" = {d.placeholder}', ["archived", NAMESPACE, IDS, "active"])
+    return Statement(
+        "forget",
+        f'UPDATE {d.rows} SET "status" = {d.placeholder}\nWHERE '
+        f'{d.unindexed("namespace")} = {d.placeholder} AND "id" {d.ids_in()} '
+        f'AND "status" = {d.placeholder}',
+        ["archived", NAMESPACE, IDS, "active"],
+    )
 
 
 def reinforce_statement(policy: Policy, d: Dialect) -> Statement:
@@ -30,13 +38,19 @@ def reinforce_statement(policy: Policy, d: Dialect) -> Statement:
     most 1.0), one more access, accessed now; its rank follows."""
     bump = "reinforce_bump" if "reinforce_bump" in policy.params else "0.1"
     scope = policy.scope()
-    sets = {"confidence": X.compile_formula(f"min(1.0, confidence + {bump})", scope),
-            "access_count": X.compile_formula("access_count + 1", scope),
-            "last_accessed": X.compile_formula("now", scope)}
+    sets = {
+        "confidence": X.compile_formula(f"min(1.0, confidence + {bump})", scope),
+        "access_count": X.compile_formula("access_count + 1", scope),
+        "last_accessed": X.compile_formula("now", scope),
+    }
     set_sql, set_params = assignments(policy, sets, d)
-    return Statement("write: reinforce", f"UPDATE {d.rows}\nSET {set_sql}\n"
-                     f'WHERE {d.unindexed("namespace")} = {d.placeholder} AND "id" {d.ids_in()} '
-                     f'AND "status" = {d.placeholder}', set_params + [NAMESPACE, IDS, "active"])
+    return Statement(
+        "write: reinforce",
+        f"UPDATE {d.rows}\nSET {set_sql}\n"
+        f'WHERE {d.unindexed("namespace")} = {d.placeholder} AND "id" {d.ids_in()} '
+        f'AND "status" = {d.placeholder}',
+        set_params + [NAMESPACE, IDS, "active"],
+    )
 
 
 # what a merged memory gets for the fields its pass's `merge.result` leaves out
@@ -53,22 +67,31 @@ def merge_values_statement(p: Pass, d: Dialect) -> Statement:
         sql, ps = d.render(node)
         parts.append(f"{sql} AS {d.quote(col)}")
         params += ps
-    return Statement(f"{p.name}: merged values", f"SELECT {', '.join(parts)}\nFROM {d.rows}\n"
-                     f'WHERE {d.unindexed("namespace")} = {d.placeholder} AND "id" {d.ids_in()}',
-                     params + [NAMESPACE, IDS])
+    return Statement(
+        f"{p.name}: merged values",
+        f"SELECT {', '.join(parts)}\nFROM {d.rows}\n"
+        f'WHERE {d.unindexed("namespace")} = {d.placeholder} AND "id" {d.ids_in()}',
+        params + [NAMESPACE, IDS],
+    )
 
 
 def absorb_events_statement(d: Dialect) -> Statement:
-    return Statement("merge: events of the absorbed", "INSERT INTO memory_events (memory_id, "
-                     f"event_type, detail, occurred_at)\nSELECT \"id\", {d.placeholder}, "
-                     f"{d.placeholder}, {d.placeholder} FROM {d.rows}\nWHERE "
-                     f'{d.unindexed("namespace")} = {d.placeholder} AND "id" {d.ids_in()} '
-                     f'AND "status" = {d.placeholder}',
-                     ["compressed", TEXT, NOW, NAMESPACE, IDS, "active"])
+    return Statement(
+        "merge: events of the absorbed",
+        "INSERT INTO memory_events (memory_id, "
+        f'event_type, detail, occurred_at)\nSELECT "id", {d.placeholder}, '
+        f"{d.placeholder}, {d.placeholder} FROM {d.rows}\nWHERE "
+        f'{d.unindexed("namespace")} = {d.placeholder} AND "id" {d.ids_in()} '
+        f'AND "status" = {d.placeholder}',
+        ["compressed", TEXT, NOW, NAMESPACE, IDS, "active"],
+    )
 
 
 def absorb_statement(d: Dialect) -> Statement:
-    return Statement("merge: absorb the cluster", f'UPDATE {d.rows} SET "status" = {d.placeholder}, '
-                     f'"merged_into" = {d.placeholder}\nWHERE {d.unindexed("namespace")} = '
-                     f'{d.placeholder} AND "id" {d.ids_in()} AND "status" = {d.placeholder}',
-                     ["compressed", NEW_ID, NAMESPACE, IDS, "active"])
+    return Statement(
+        "merge: absorb the cluster",
+        f'UPDATE {d.rows} SET "status" = {d.placeholder}, '
+        f'"merged_into" = {d.placeholder}\nWHERE {d.unindexed("namespace")} = '
+        f'{d.placeholder} AND "id" {d.ids_in()} AND "status" = {d.placeholder}',
+        ["compressed", NEW_ID, NAMESPACE, IDS, "active"],
+    )

@@ -7,21 +7,22 @@ variables. Every mistake in the file is collected: `build()` raises one PolicyEr
 listing them all, each at file:line:col naming the key. A param that nothing reads is a
 warning (`Policy.warnings`), not an error.
 """
+
 from __future__ import annotations
 
 import difflib
 import os
 import re
 
-from engine.policy import expr as X
 from engine import prompts
 from engine.base import resources
-from engine.policy import variables, yamldoc
 from engine.base.errors import FormulaError, PolicyError, PolicyErrors
-from engine.steps.kinds import KINDS
+from engine.policy import expr as X
 from engine.policy import schema as S
+from engine.policy import variables, yamldoc
 from engine.policy.build_passes import PassBuilder
-from engine.policy.types import (DEFAULT_RANK,
+from engine.policy.types import (
+    DEFAULT_RANK,
     RESPONSE_FORMATS,
     Candidates,
     Embed,
@@ -29,11 +30,17 @@ from engine.policy.types import (DEFAULT_RANK,
     Model,
     Policy,
     Recall,
-    WriteStep)
+    WriteStep,
+)
+from engine.steps.kinds import KINDS
 
-_SIMPLE = {S.TEXT: ((str,), "text"), S.MODEL: ((str,), "a model name"),
-           S.TEMPLATE: ((str,), "a template file name"), S.NUMBER: ((int, float), "a number"),
-           S.VALUE: ((int, float, str), "a number or text")}
+_SIMPLE = {
+    S.TEXT: ((str,), "text"),
+    S.MODEL: ((str,), "a model name"),
+    S.TEMPLATE: ((str,), "a template file name"),
+    S.NUMBER: ((int, float), "a number"),
+    S.VALUE: ((int, float, str), "a number or text"),
+}
 
 
 class Builder(PassBuilder):
@@ -75,12 +82,14 @@ class Builder(PassBuilder):
             if k not in allowed:
                 close = _closest(k, allowed)
                 hint = f" (did you mean '{close}'?)" if close else ""
-                self.note(path + (k,), f"unknown key '{k}'{hint}; known: {', '.join(sorted(allowed))}",
-                          of_key=True)
+                self.note(
+                    path + (k,), f"unknown key '{k}'{hint}; known: {', '.join(sorted(allowed))}", of_key=True
+                )
         out = {k: v for k, v in value.items() if k in allowed}
         for key in sec.all_keys():
-            if key.name in out and not self.collect(self.simple, out[key.name], path + (key.name,), key,
-                                                    fallback=False):
+            if key.name in out and not self.collect(
+                self.simple, out[key.name], path + (key.name,), key, fallback=False
+            ):
                 out.pop(key.name)
         missing = [k.name for k in sec.all_keys() if k.required and k.name not in value]
         if missing:
@@ -147,10 +156,21 @@ class Builder(PassBuilder):
         params = self.params()
         scores = self.scores(params)
         self.policy = Policy(
-            name=name, path=self.doc.file, doc=self.doc, db=self.database(d.get("db")),
-            models=self.models(), params=params, scores=scores, rank=None, rank_text="",
-            write=[], passes={}, recall=None, prompt_dirs=self.prompt_dirs(),
-            description=str(d.get("description") or ""))
+            name=name,
+            path=self.doc.file,
+            doc=self.doc,
+            db=self.database(d.get("db")),
+            models=self.models(),
+            params=params,
+            scores=scores,
+            rank=None,
+            rank_text="",
+            write=[],
+            passes={},
+            recall=None,
+            prompt_dirs=self.prompt_dirs(),
+            description=str(d.get("description") or ""),
+        )
         self.policy.embed = self.collect(self.embed)
         self.policy.rank_text = str(scores.get("rank", DEFAULT_RANK))
         self.policy.rank = self.collect(self.rank)
@@ -175,8 +195,13 @@ class Builder(PassBuilder):
         out = {}
         for k, v in params.items():
             ok = self.collect(self.check_name, k, ("params", k), fallback=False) is not False
-            ok = ok and self.collect(self.typed, v, ("params", k), (int, float, str),
-                                     "a number or text", fallback=False) is not False
+            ok = (
+                ok
+                and self.collect(
+                    self.typed, v, ("params", k), (int, float, str), "a number or text", fallback=False
+                )
+                is not False
+            )
             out[k] = v if ok else 0  # a stand-in, so formulas reading it are not blamed too
         return out
 
@@ -206,13 +231,19 @@ class Builder(PassBuilder):
         written = self.doc.mark(("db",))
         here = os.path.dirname(os.path.abspath(written.file if written else self.doc.file))
         if os.path.isabs(db) or db.startswith(("~", "file:")):
-            self.fail(("db",), f"must be a file inside the policy's project, given relative "
-                      f"to the policy file; {db!r} is refused (give another file with --db)")
+            self.fail(
+                ("db",),
+                f"must be a file inside the policy's project, given relative "
+                f"to the policy file; {db!r} is refused (give another file with --db)",
+            )
             return None
         path = os.path.normpath(os.path.join(here, db))
         if not prompts.inside(os.path.dirname(path), os.path.dirname(here)):
-            self.fail(("db",), f"'{db}' leads out of the policy's project "
-                      f"({os.path.dirname(here)}): refused (give another file with --db)")
+            self.fail(
+                ("db",),
+                f"'{db}' leads out of the policy's project "
+                f"({os.path.dirname(here)}): refused (give another file with --db)",
+            )
             return None
         return path
 
@@ -232,27 +263,32 @@ class Builder(PassBuilder):
         (`half_life_dayz`) that silently leaves the intended value in force."""
         out = []
         for name in self.policy.params:
-            if name in self.used or name in S.ENGINE_PARAMS or \
-                    (self.errors and self.mentioned(name)):  # a formula that failed may read it
+            if (
+                name in self.used or name in S.ENGINE_PARAMS or (self.errors and self.mentioned(name))
+            ):  # a formula that failed may read it
                 continue
             if any(getattr(e, "path", None) == f"params.{name}" for e in self.errors):
                 continue  # its own mistake is said already
             close = _closest(name, self.used | set(S.ENGINE_PARAMS))
             hint = f" (did you mean '{close}'?)" if close else ""
-            out.append(self.doc.error(("params", name),
-                                      f"unknown param '{name}': no formula reads it{hint}",
-                                      of_key=True))
+            out.append(
+                self.doc.error(
+                    ("params", name), f"unknown param '{name}': no formula reads it{hint}", of_key=True
+                )
+            )
         return out
 
     def mentioned(self, name: str) -> bool:
         """Whether `name` is written as a word anywhere outside `params:` (a formula that
         failed to compile never said which params it reads)."""
+
         def words(value):
             if isinstance(value, dict):
                 return any(words(v) for v in value.values())
             if isinstance(value, list):
                 return any(words(v) for v in value)
             return isinstance(value, str) and re.search(rf"\b{re.escape(name)}\b", value)
+
         return any(words(v) for k, v in self.d.items() if k != "params")
 
     def rank(self) -> X.Node:
@@ -275,12 +311,18 @@ class Builder(PassBuilder):
         if "prompts" in self.d:
             p = self.typed(self.d["prompts"], ("prompts",), (str,), "a folder path")
             if os.path.isabs(p) or p.startswith("~"):
-                self.fail(("prompts",), f"must be a folder inside the policy's project, given "
-                          f"relative to the policy file; an absolute path ({p!r}) is refused")
+                self.fail(
+                    ("prompts",),
+                    f"must be a folder inside the policy's project, given "
+                    f"relative to the policy file; an absolute path ({p!r}) is refused",
+                )
             target = os.path.normpath(os.path.join(here, p))
             if not prompts.inside(target, project):
-                self.fail(("prompts",), f"'{p}' leads out of the policy's project ({project}, "
-                          f"to {os.path.realpath(target)}): refused")
+                self.fail(
+                    ("prompts",),
+                    f"'{p}' leads out of the policy's project ({project}, "
+                    f"to {os.path.realpath(target)}): refused",
+                )
             dirs.append(os.path.realpath(target))
         for default in (os.path.join(here, "..", "prompts"), os.path.join(here, "prompts")):
             if prompts.inside(default, project):
@@ -313,9 +355,14 @@ class Builder(PassBuilder):
             t = self.typed(spec["timeout"], p + ("timeout",), (int, float), "a number of seconds")
             if not 0 < t < 86400:
                 self.fail(p + ("timeout",), f"must be more than 0 and less than a day, got {t!r}")
-        for k, lo, hi in (("max_retries", 0, 10), ("retries", 0, 5), ("concurrency", 1, 64),
-                          ("max_completion_tokens", 0, 10 ** 7), ("max_tokens", 0, 10 ** 7),
-                          ("seed", 0, 2 ** 63 - 1)):
+        for k, lo, hi in (
+            ("max_retries", 0, 10),
+            ("retries", 0, 5),
+            ("concurrency", 1, 64),
+            ("max_completion_tokens", 0, 10**7),
+            ("max_tokens", 0, 10**7),
+            ("seed", 0, 2**63 - 1),
+        ):
             if spec.get(k) is not None:
                 v = self.typed(spec[k], p + (k,), (int,), "a whole number")
                 if not lo <= v <= hi:
@@ -326,8 +373,10 @@ class Builder(PassBuilder):
             if spec.get(k) is not None:
                 self.typed(spec[k], p + (k,), (str,), "text")
         if spec.get("response_format", "json_schema") not in RESPONSE_FORMATS:
-            self.fail(p + ("response_format",), f"must be one of {', '.join(RESPONSE_FORMATS)}, "
-                      f"got {spec['response_format']!r}")
+            self.fail(
+                p + ("response_format",),
+                f"must be one of {', '.join(RESPONSE_FORMATS)}, got {spec['response_format']!r}",
+            )
         if spec.get("headers") is not None:
             headers = self.mapping(spec["headers"], p + ("headers",))
             for k, v in headers.items():
@@ -348,18 +397,29 @@ class Builder(PassBuilder):
         spec = self.keys(spec, path, section)
         model = spec.get("model")
         if model is not None and model not in self.policy.models:
-            self.note(path + ("model",), f"unknown model '{model}'; this policy defines: "
-                      f"{', '.join(sorted(self.policy.models))}")
+            self.note(
+                path + ("model",),
+                f"unknown model '{model}'; this policy defines: {', '.join(sorted(self.policy.models))}",
+            )
         prompt = spec.get("prompt")
         if prompt is not None:
             self.collect(self.template, prompt, path + ("prompt",), section, path)
-        cand = self.collect(self.candidates, spec["candidates"], path + ("candidates",)) \
-            if spec.get("candidates") is not None else None
+        cand = (
+            self.collect(self.candidates, spec["candidates"], path + ("candidates",))
+            if spec.get("candidates") is not None
+            else None
+        )
         # the section's own keys (select.top_n, merge.result), kept as the judgment's options
-        options = {k.name: spec[k.name] for k in S.section(section).keys
-                   if k.name in spec and k.name != "step"}
-        return Judgment(model or "rules", prompt or "", cand,
-                        spec.get("fallback", S.default("judgment", "fallback")), options)
+        options = {
+            k.name: spec[k.name] for k in S.section(section).keys if k.name in spec and k.name != "step"
+        }
+        return Judgment(
+            model or "rules",
+            prompt or "",
+            cand,
+            spec.get("fallback", S.default("judgment", "fallback")),
+            options,
+        )
 
     def template(self, prompt, path, section, step_path) -> None:
         """The template exists, parses, and uses only the variables its step provides
@@ -384,11 +444,15 @@ class Builder(PassBuilder):
         step = self.step_kind(section, step_path)
         if step is not None:
             try:
-                prompts.check_variables(prompt, self.policy.prompt_dirs, variables.example(step),
-                                        step)
+                prompts.check_variables(prompt, self.policy.prompt_dirs, variables.example(step), step)
             except PolicyError as exc:
-                raise PolicyError(f"{exc.message} (used by {yamldoc.dotted(step_path)})",
-                                  exc.file, exc.line, exc.col, excerpt=exc.excerpt) from None
+                raise PolicyError(
+                    f"{exc.message} (used by {yamldoc.dotted(step_path)})",
+                    exc.file,
+                    exc.line,
+                    exc.col,
+                    excerpt=exc.excerpt,
+                ) from None
 
     def check_templates(self, policy: Policy) -> None:
         """The checks `template` left for later (templates=False), on `policy`, which this
@@ -418,12 +482,23 @@ class Builder(PassBuilder):
         # clustering has not (it compares memories with each other)
         similar = self.policy.embed is not None and "cluster" not in path
         scope = self.scope(allow_relevance=allow_relevance, allow_similarity=similar)
-        where = self.collect(self.formula, spec.get("where", d("where")), path + ("where",),
-                             scope, X.BOOL)
-        order = self.collect(self.order, spec.get("order", d("order")), path + ("order",),
-                             allow_relevance, similar, fallback=[])
-        return Candidates(where, order, spec.get("limit", d("limit")), spec.get("min", d("min")),
-                          spec.get("k", d("k")), dict(spec))
+        where = self.collect(self.formula, spec.get("where", d("where")), path + ("where",), scope, X.BOOL)
+        order = self.collect(
+            self.order,
+            spec.get("order", d("order")),
+            path + ("order",),
+            allow_relevance,
+            similar,
+            fallback=[],
+        )
+        return Candidates(
+            where,
+            order,
+            spec.get("limit", d("limit")),
+            spec.get("min", d("min")),
+            spec.get("k", d("k")),
+            dict(spec),
+        )
 
     def order(self, text, path, allow_relevance=False, allow_similarity=False) -> list:
         if not isinstance(text, str):
@@ -431,8 +506,11 @@ class Builder(PassBuilder):
         items = []
         for part in _split_top(text):
             m = re.fullmatch(r"(.*?)(?:\s+(asc|desc|ASC|DESC))?", part.strip(), re.S)
-            node = self.formula(m.group(1), path, self.scope(allow_relevance=allow_relevance,
-                                                             allow_similarity=allow_similarity))
+            node = self.formula(
+                m.group(1),
+                path,
+                self.scope(allow_relevance=allow_relevance, allow_similarity=allow_similarity),
+            )
             if node.type not in (X.NUM, X.TIME, X.TEXT):
                 self.fail(path, f"cannot order by {node.type}: '{m.group(1)}'")
             items.append((node, (m.group(2) or "desc").lower() == "desc"))
@@ -461,8 +539,9 @@ class Builder(PassBuilder):
     def recall(self) -> Recall:
         p = ("recall",)
         spec = self.keys(self.d.get("recall") or {}, p, "recall")
-        cand = self.candidates({k: v for k, v in spec.items() if k in ("where", "order", "limit")},
-                               p, allow_relevance=True)
+        cand = self.candidates(
+            {k: v for k, v in spec.items() if k in ("where", "order", "limit")}, p, allow_relevance=True
+        )
         rec = Recall(cand, match=spec.get("match", S.default("recall", "match")))
         if spec.get("select") is not None:
             rec.select = self.collect(self.judgment, spec["select"], p + ("select",), "select")
@@ -471,8 +550,7 @@ class Builder(PassBuilder):
         if "top_n" in spec:  # recall.top_n wins over select.top_n
             rec.top_n = spec["top_n"]
         if spec.get("on_access") is not None:
-            rec.on_access = self.collect(self.rule, spec["on_access"], p + ("on_access",),
-                                         need_when=False)
+            rec.on_access = self.collect(self.rule, spec["on_access"], p + ("on_access",), need_when=False)
         return rec
 
 

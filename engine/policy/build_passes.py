@@ -1,12 +1,13 @@
 """The `passes:` section of a policy and its rules (with recall's `on_access`, a rule
 too): the part of `build.Builder` that turns them into `Pass` and `Rule`, checking every
 name, column, status and event, and compiling every formula against the policy's scope."""
+
 from __future__ import annotations
 
 import re
 
-from engine.policy import expr as X
 from engine.base.clock import parse_duration
+from engine.policy import expr as X
 from engine.policy.types import SETTABLE, STATUSES, Pass, Rule
 
 
@@ -35,19 +36,22 @@ class PassBuilder:
                 self.note(p + ("every",), str(exc))
         ps = Pass(name, every, batch=spec.get("batch"), atomic=spec.get("atomic") is True)
         if ps.atomic and ps.batch:
-            self.fail(p + ("atomic",), "a pass with `batch:` commits every range: it cannot "
-                      "be atomic too")
+            self.fail(p + ("atomic",), "a pass with `batch:` commits every range: it cannot be atomic too")
         rules = spec.get("rules") or []
-        ps.rules = [r for r in (self.collect(self.rule, r, p + ("rules", i))
-                                for i, r in enumerate(rules)) if r is not None]
+        ps.rules = [
+            r
+            for r in (self.collect(self.rule, r, p + ("rules", i)) for i, r in enumerate(rules))
+            if r is not None
+        ]
         if ("cluster" in spec) != ("merge" in spec):
             self.fail(p, "a compression pass needs both 'cluster' and 'merge'")
         if "cluster" in spec:
             ps.cluster = self.collect(self.judgment, spec["cluster"], p + ("cluster",))
             ps.merge = self.collect(self.judgment, spec["merge"], p + ("merge",), "merge")
             result = spec["merge"].get("result") if isinstance(spec["merge"], dict) else None
-            ps.merge_result = self.collect(self.merge_result, result or {},
-                                           p + ("merge", "result"), fallback={})
+            ps.merge_result = self.collect(
+                self.merge_result, result or {}, p + ("merge", "result"), fallback={}
+            )
         if not rules and "cluster" not in spec:
             self.fail(p, "a pass needs rules, or cluster and merge")
         return ps
@@ -61,8 +65,11 @@ class PassBuilder:
         if isinstance(spec, dict) and not need_when:
             spec.setdefault("when", None)  # on_access: the recalled memories
         spec = self.keys(spec, path, "rule")
-        when = self.collect(self.formula, spec["when"], path + ("when",), self.scope(), X.BOOL) \
-            if spec.get("when") is not None else None
+        when = (
+            self.collect(self.formula, spec["when"], path + ("when",), self.scope(), X.BOOL)
+            if spec.get("when") is not None
+            else None
+        )
         sets = self.collect(self.mapping, spec.get("set"), path + ("set",), fallback={})
         compiled = {c: self.collect(self.set_value, c, v, path + ("set", c)) for c, v in sets.items()}
         event = spec.get("event")

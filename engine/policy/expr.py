@@ -6,6 +6,7 @@ params (bound values), named scores (inlined formulas) and, where allowed, `rele
 SQL-ish spellings are accepted for policy authors: `=` for `==`, `AND/OR/NOT`, `null`,
 `true`, `false`.
 """
+
 from __future__ import annotations
 
 import ast
@@ -21,23 +22,52 @@ NUM, TEXT, BOOL, TIME, JSON, NULL = "num", "text", "bool", "time", "json", "null
 
 # Memory columns a formula may read, with their types.
 COLUMNS: dict[str, str] = {
-    "id": NUM, "content": TEXT, "summary": TEXT, "tags": JSON, "importance": NUM,
-    "confidence": NUM, "access_count": NUM, "decay_score": NUM, "status": TEXT,
-    "contradicted_by": NUM, "created_at": TIME, "last_accessed": TIME, "expires_at": TIME,
-    "namespace": TEXT, "kind": TEXT, "scene": TEXT, "rank": NUM,
+    "id": NUM,
+    "content": TEXT,
+    "summary": TEXT,
+    "tags": JSON,
+    "importance": NUM,
+    "confidence": NUM,
+    "access_count": NUM,
+    "decay_score": NUM,
+    "status": TEXT,
+    "contradicted_by": NUM,
+    "created_at": TIME,
+    "last_accessed": TIME,
+    "expires_at": TIME,
+    "namespace": TEXT,
+    "kind": TEXT,
+    "scene": TEXT,
+    "rank": NUM,
 }
 # the columns that hold a memory's text (kept apart from the rest on SQLite: a formula
 # reads them there, engine.plan.dialect)
 TEXT_COLUMNS = ("content", "summary", "tags")
 TIME_WORDS = {"now": TIME, "idle_days": NUM, "age_days": NUM, "days_to_expiry": NUM}
 SCALAR_FUNCS = {  # name: (min args, max args)
-    "exp": (1, 1), "ln": (1, 1), "log": (1, 1), "floor": (1, 1), "ceil": (1, 1),
-    "abs": (1, 1), "pow": (2, 2), "min": (2, 8), "max": (2, 8), "coalesce": (2, 8),
-    "clamp": (3, 3), "sqrt": (1, 1),
+    "exp": (1, 1),
+    "ln": (1, 1),
+    "log": (1, 1),
+    "floor": (1, 1),
+    "ceil": (1, 1),
+    "abs": (1, 1),
+    "pow": (2, 2),
+    "min": (2, 8),
+    "max": (2, 8),
+    "coalesce": (2, 8),
+    "clamp": (3, 3),
+    "sqrt": (1, 1),
 }
 AGGREGATES = {"avg", "max", "min", "sum", "count"}
-CONSTANT_NAMES = {"null": None, "None": None, "NULL": None, "true": True, "True": True,
-                  "false": False, "False": False}
+CONSTANT_NAMES = {
+    "null": None,
+    "None": None,
+    "NULL": None,
+    "true": True,
+    "True": True,
+    "false": False,
+    "False": False,
+}
 
 
 # ---- IR ---------------------------------------------------------------------------
@@ -137,7 +167,7 @@ class Scope:
     allow_time: bool = True
     allow_relevance: bool = False
     allow_aggregates: bool = False
-    allow_similarity: bool = False   # the policy declares an embedding model
+    allow_similarity: bool = False  # the policy declares an embedding model
     used: set | None = None  # when given, the params a formula reads are added to it
 
     def names(self) -> set[str]:
@@ -198,8 +228,13 @@ def normalise(text: str) -> str:
             a, b, s = pos(tok.start), pos(tok.end), tok.string
             if tok.type == tokenize.OP and s == "=":
                 s = "=="
-            elif tok.type == tokenize.OP and s == ">" and prev is not None \
-                    and prev.string == "<" and prev.end == tok.start:
+            elif (
+                tok.type == tokenize.OP
+                and s == ">"
+                and prev is not None
+                and prev.string == "<"
+                and prev.end == tok.start
+            ):
                 out[-1], s = "!", "="
             elif tok.type == tokenize.NAME and s in ("AND", "OR", "NOT", "IN", "IS"):
                 s = s.lower()
@@ -234,15 +269,14 @@ def _unclosed(text: str) -> str | None:
     if not stack:
         return None
     ch, at = stack[-1]
-    return f"unclosed '{ch}' at character {at + 1} ('{text[at:at + 20]}'): add '{_CLOSING[ch]}'"
+    return f"unclosed '{ch}' at character {at + 1} ('{text[at : at + 20]}'): add '{_CLOSING[ch]}'"
 
 
 class FormulaTooLarge(FormulaError):
     """A formula past MAX_NODES parts once the scores it reads are written out in it."""
 
 
-def compile_formula(text: object, scope: Scope, _stack: tuple = (),
-                    _parts: list | None = None) -> Node:
+def compile_formula(text: object, scope: Scope, _stack: tuple = (), _parts: list | None = None) -> Node:
     """Parse and type-check a formula (text or a bare number/bool) into IR. Each score it
     reads is written out in it, and so on down: past MAX_NODES parts it is refused
     (FormulaTooLarge), as soon as the count passes it (scores that each read the one before
@@ -270,7 +304,7 @@ def compile_formula(text: object, scope: Scope, _stack: tuple = (),
 
 MAX_FORMULA = 4000
 MAX_NODES = 10_000  # parts of a formula with its scores written out; a shipped one has < 100
-INT64 = 2 ** 63 - 1
+INT64 = 2**63 - 1
 
 
 def _bindable_number(value, compiler, node):
@@ -296,8 +330,10 @@ class _Compiler:
         if self.parts[0] > MAX_NODES:
             chain = " -> ".join(self.stack[:3]) + (" -> ..." if len(self.stack) > 3 else "")
             via = f" (through score {chain})" if self.stack else ""
-            raise FormulaTooLarge(f"formula too large once the scores it reads are written out: "
-                                  f"more than {MAX_NODES:,} parts{via}")
+            raise FormulaTooLarge(
+                f"formula too large once the scores it reads are written out: "
+                f"more than {MAX_NODES:,} parts{via}"
+            )
         method = getattr(self, "visit_" + type(node).__name__, None)
         if method is None:
             self.fail(node, "not allowed in a formula: '{snippet}'")
@@ -332,8 +368,11 @@ class _Compiler:
             return Relevance(NUM)
         if name == "similarity":
             if not s.allow_similarity:
-                self.fail(node, "'similarity' needs an embedding model (declare `embed:` in the "
-                                "policy) and is only known in candidate and recall where/order")
+                self.fail(
+                    node,
+                    "'similarity' needs an embedding model (declare `embed:` in the "
+                    "policy) and is only known in candidate and recall where/order",
+                )
             return Similarity(NUM)
         if name in s.params:
             if s.used is not None:
@@ -456,8 +495,9 @@ class _Compiler:
     # -- type checks: few, but they catch the mistakes policy authors make
     def number(self, node: ast.AST, value: Node) -> Node:
         if value.type not in (NUM, NULL):
-            self.fail(node, f"'{{snippet}}' is {value.type}, a number is needed here",
-                      getattr(value, "param", None))
+            self.fail(
+                node, f"'{{snippet}}' is {value.type}, a number is needed here", getattr(value, "param", None)
+            )
         return value
 
     def boolean(self, node: ast.AST, value: Node) -> Node:

@@ -5,17 +5,17 @@ working directory. A bare name is ./policies/NAME.yaml in the working directory 
 time, then the policy of that name that ships with the package (`engine.base.resources`);
 `extends: NAME` first looks beside the extending file. Loading never touches a database.
 """
+
 from __future__ import annotations
 
 import os
 
 from engine.base import resources
-from engine.policy import yamldoc
 from engine.base.errors import PolicyError
-from engine.prompts import inside
-from engine.policy import schema
+from engine.policy import schema, yamldoc
 from engine.policy.build import Builder
 from engine.policy.types import Policy
+from engine.prompts import inside
 
 POLICY_FILES = (".yaml", ".yml")
 POLICY_KEYS = frozenset(schema.allowed("policy"))
@@ -73,11 +73,16 @@ def _confined(base: str, project: str) -> str | None:
     Lethe read (and quote) a .env, a key or /etc/shadow."""
     if not base.endswith(POLICY_FILES):
         return "names a file that is not a policy (a policy is a .yaml or .yml file)"
-    if inside(base, resources.shipped_policies_dir()) or inside(base, project) \
-            or inside(base, os.path.join(os.getcwd(), "policies")):
+    if (
+        inside(base, resources.shipped_policies_dir())
+        or inside(base, project)
+        or inside(base, os.path.join(os.getcwd(), "policies"))
+    ):
         return None
-    return (f"names a policy outside the policy's project ({project}): extends names a "
-            "shipped policy or a .yaml file in the project")
+    return (
+        f"names a policy outside the policy's project ({project}): extends names a "
+        "shipped policy or a .yaml file in the project"
+    )
 
 
 def _load_doc(path: str, chain: tuple, project: str) -> yamldoc.Doc:
@@ -85,8 +90,12 @@ def _load_doc(path: str, chain: tuple, project: str) -> yamldoc.Doc:
     if real in chain:
         raise PolicyError(f"'extends' goes round in a circle: {' -> '.join(chain + (real,))}", path, 1, 1)
     if not path.endswith(POLICY_FILES):
-        raise PolicyError("not a policy: a policy is a .yaml or .yml file; nothing of it is "
-                          "shown", os.path.relpath(path) if not os.path.isabs(path) else path, 1, 1)
+        raise PolicyError(
+            "not a policy: a policy is a .yaml or .yml file; nothing of it is shown",
+            os.path.relpath(path) if not os.path.isabs(path) else path,
+            1,
+            1,
+        )
     doc = yamldoc.load(path, POLICY_KEYS)
     if not isinstance(doc.data, dict):
         raise doc.error((), "a policy must be a mapping of keys (name, models, passes, ...)")
@@ -109,4 +118,3 @@ def _load_doc(path: str, chain: tuple, project: str) -> yamldoc.Doc:
     merged = yamldoc.merge(base, doc)
     merged.data.pop("extends", None)
     return merged
-

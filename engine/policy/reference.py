@@ -6,15 +6,16 @@ Sections, keys, types and defaults come from `schema`; formula words and functio
 `expr`; step kinds from `steps`; template variables from `variables`. A test fails when
 the page in docs/ is not what this prints, so the reference cannot drift from the code.
 """
+
 from __future__ import annotations
 
 import sys
 
 from engine.policy import expr as X
-from engine.policy import variables
-from engine.steps.kinds import KINDS
 from engine.policy import schema as S
+from engine.policy import variables
 from engine.policy.types import DEFAULT_RANK, SETTABLE, STATUSES
+from engine.steps.kinds import KINDS
 
 HEADER = """# Policy reference
 
@@ -69,29 +70,39 @@ def sections() -> list[str]:
     for sec in S.SECTIONS.values():
         out += [f"### `{sec.title}`", "", sec.doc, ""]
         if sec.of_names:
-            out += [f"Each key is a name of your own (lowercase letters, digits, `_`; not a "
-                    f"column, time word or function); each value is a {sec.of_names}"
-                    + (" (a number or text)." if sec.of_names == "param" else " formula."), ""]
+            out += [
+                f"Each key is a name of your own (lowercase letters, digits, `_`; not a "
+                f"column, time word or function); each value is a {sec.of_names}"
+                + (" (a number or text)." if sec.of_names == "param" else " formula."),
+                "",
+            ]
             continue
         if sec.extends:
-            out += ["Also takes every key of " + ", ".join(
-                f"`{S.SECTIONS[e].title}`" for e in sec.extends) + ":", ""]
+            out += [
+                "Also takes every key of " + ", ".join(f"`{S.SECTIONS[e].title}`" for e in sec.extends) + ":",
+                "",
+            ]
         out += _table(sec) + [""]
     return out
 
 
 def step_kinds() -> list[str]:
-    out = ["## Step kinds", "",
-           "Write steps (`write[N].step`) run in the remember pipeline in order; `cluster` "
-           "and `merge` run in a compression pass; `select` in recall. Each template is "
-           "given the variables listed (`lethe render POLICY STEP --example` renders it "
-           "with example values).", "",
-           "| step | runs in | shown candidates | fallback | template variables |",
-           "|---|---|---|---|---|"]
+    out = [
+        "## Step kinds",
+        "",
+        "Write steps (`write[N].step`) run in the remember pipeline in order; `cluster` "
+        "and `merge` run in a compression pass; `select` in recall. Each template is "
+        "given the variables listed (`lethe render POLICY STEP --example` renders it "
+        "with example values).",
+        "",
+        "| step | runs in | shown candidates | fallback | template variables |",
+        "|---|---|---|---|---|",
+    ]
     for name, k in KINDS.items():
         names = ", ".join(f"`{v}`" for v in variables.names(name))
-        out.append(f"| `{name}` | {k.phase} | {'yes' if k.shows_candidates else 'no'} | "
-                   f"`{k.fallback}` | {names} |")
+        out.append(
+            f"| `{name}` | {k.phase} | {'yes' if k.shows_candidates else 'no'} | `{k.fallback}` | {names} |"
+        )
     out += ["", "What each variable holds:", ""]
     lines, done = [], set()
     for step in [*KINDS, "chat"]:
@@ -104,42 +115,73 @@ def step_kinds() -> list[str]:
 
 
 def formulas() -> list[str]:
-    out = ["## Formulas", "",
-           "A formula is a Python-like expression compiled to SQL with bound parameters. "
-           "SQL spellings work too: `=` for `==`, `<>` for `!=`, `AND/OR/NOT/IN/IS`, "
-           "`null`, `true`, `false`. Numbers, 'quoted text', `and or not`, comparisons "
-           "(chains too), `in [..]`, `is null`, `+ - * /`. Anything else is refused with "
-           "the offending text quoted; an unknown name gets a did-you-mean.", "",
-           "### Names", "", "| name | type | what it is |", "|---|---|---|"]
+    out = [
+        "## Formulas",
+        "",
+        "A formula is a Python-like expression compiled to SQL with bound parameters. "
+        "SQL spellings work too: `=` for `==`, `<>` for `!=`, `AND/OR/NOT/IN/IS`, "
+        "`null`, `true`, `false`. Numbers, 'quoted text', `and or not`, comparisons "
+        "(chains too), `in [..]`, `is null`, `+ - * /`. Anything else is refused with "
+        "the offending text quoted; an unknown name gets a did-you-mean.",
+        "",
+        "### Names",
+        "",
+        "| name | type | what it is |",
+        "|---|---|---|",
+    ]
     for name, kind in X.COLUMNS.items():
         out.append(f"| `{name}` | {kind} | the memory's column |")
     for name, kind in X.TIME_WORDS.items():
         out.append(f"| `{name}` | {kind} | {S.TIME_WORD_DOCS[name]} |")
-    out += [f"| `relevance` | num | {S.RELEVANCE_DOC} |",
-            f"| `similarity` | num | {S.SIMILARITY_DOC} |",
-            "| a param | num or text | its value from `params`, bound as a parameter |",
-            "| a score | its formula's | the named formula from `scores`, inlined |", "",
-            "Time words are not allowed in `scores.rank` and merge results (those values "
-            "are stored, not recomputed as time passes).", "",
-            "### Functions", "", "| function | arguments |", "|---|---|"]
+    out += [
+        f"| `relevance` | num | {S.RELEVANCE_DOC} |",
+        f"| `similarity` | num | {S.SIMILARITY_DOC} |",
+        "| a param | num or text | its value from `params`, bound as a parameter |",
+        "| a score | its formula's | the named formula from `scores`, inlined |",
+        "",
+        "Time words are not allowed in `scores.rank` and merge results (those values "
+        "are stored, not recomputed as time passes).",
+        "",
+        "### Functions",
+        "",
+        "| function | arguments |",
+        "|---|---|",
+    ]
     for name, (lo, hi) in X.SCALAR_FUNCS.items():
         out.append(f"| `{name}` | {lo if lo == hi else f'{lo} to {hi}'} |")
-    out += ["", "Aggregates, only in `merge.result` (over the memories merged): "
-            + ", ".join(f"`{a}`" for a in sorted(X.AGGREGATES)) + ".", "",
-            f"The default rank is `{DEFAULT_RANK}`.", ""]
+    out += [
+        "",
+        "Aggregates, only in `merge.result` (over the memories merged): "
+        + ", ".join(f"`{a}`" for a in sorted(X.AGGREGATES))
+        + ".",
+        "",
+        f"The default rank is `{DEFAULT_RANK}`.",
+        "",
+    ]
     return out
 
 
 def columns() -> list[str]:
     out = ["## What rules may set", "", "| column | value |", "|---|---|"]
     for col, kind in SETTABLE.items():
-        value = "one of " + ", ".join(f"`{s}`" for s in STATUSES) if kind == "status" else \
-            f"a {kind} formula" if kind != X.TEXT else "text or null"
+        value = (
+            "one of " + ", ".join(f"`{s}`" for s in STATUSES)
+            if kind == "status"
+            else f"a {kind} formula"
+            if kind != X.TEXT
+            else "text or null"
+        )
         out.append(f"| `{col}` | {value} |")
-    out += ["", "## Params the engine reads", "",
-            "Besides formulas, the engine itself reads these params when a policy sets them "
-            "(so they are never reported as unread):", "",
-            "| param | default | what it does |", "|---|---|---|"]
+    out += [
+        "",
+        "## Params the engine reads",
+        "",
+        "Besides formulas, the engine itself reads these params when a policy sets them "
+        "(so they are never reported as unread):",
+        "",
+        "| param | default | what it does |",
+        "|---|---|---|",
+    ]
     for name, (default, doc) in S.ENGINE_PARAMS.items():
         out.append(f"| `{name}` | `{default}` | {doc} |")
     return out + [""]

@@ -4,16 +4,17 @@ may use (statuses, providers, step kinds, settable columns).
 Every formula in these dataclasses is already compiled IR (`expr.Node`): a `Policy` that
 exists has passed validation.
 """
+
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
 
-from engine.policy import expr as X
-from engine.policy import yamldoc
 from engine.base.errors import PolicyError
-from engine.steps.kinds import WRITE_KINDS
+from engine.policy import expr as X
 from engine.policy import schema as S
+from engine.policy import yamldoc
+from engine.steps.kinds import WRITE_KINDS
 
 STATUSES = ("active", "archived", "superseded", "expired", "compressed")
 PROVIDERS = S.PROVIDERS
@@ -21,9 +22,17 @@ EMBED_PROVIDERS = S.EMBED_PROVIDERS
 STEP_KINDS = WRITE_KINDS
 DEFAULT_RANK = "importance * confidence * decay_score"
 # columns a policy may write, and how their values are read
-SETTABLE = {"importance": X.NUM, "confidence": X.NUM, "access_count": X.NUM,
-            "decay_score": X.NUM, "status": "status", "last_accessed": X.TIME,
-            "expires_at": X.TIME, "kind": X.TEXT, "scene": X.TEXT}
+SETTABLE = {
+    "importance": X.NUM,
+    "confidence": X.NUM,
+    "access_count": X.NUM,
+    "decay_score": X.NUM,
+    "status": "status",
+    "last_accessed": X.TIME,
+    "expires_at": X.TIME,
+    "kind": X.TEXT,
+    "scene": X.TEXT,
+}
 
 
 @dataclass
@@ -33,6 +42,7 @@ class Model:
     `temperature` None: not sent. `retries`: how often a refused answer is asked again.
     `timeout`: seconds, a wall-clock bound on one call, the client's `max_retries` included,
     not counting the wait for one of the model's `concurrency` slots."""
+
     name: str
     provider: str
     model: str = ""
@@ -159,7 +169,6 @@ class Policy:
         return X.Scope(params=self.params, scores=self.scores, **kw)
 
 
-
 def find_judgment(policy: Policy, step: str) -> Judgment:
     """A step's judgment by name: a write step kind, `cluster`/`merge` (of the first
     compression pass, or `PASS.cluster`), or `select`."""
@@ -172,7 +181,8 @@ def find_judgment(policy: Policy, step: str) -> Judgment:
             return p.cluster if part == "cluster" else p.merge
     if step == "select" and policy.recall.select:
         return policy.recall.select
-    known = [w.step for w in policy.write] + [f"{n}.{k}" for n, p in policy.passes.items()
-                                              if p.cluster for k in ("cluster", "merge")]
+    known = [w.step for w in policy.write] + [
+        f"{n}.{k}" for n, p in policy.passes.items() if p.cluster for k in ("cluster", "merge")
+    ]
     known += ["select"] if policy.recall.select else []
     raise PolicyError(f"policy '{policy.name}' has no step '{step}'; it has: {', '.join(known) or '(none)'}")

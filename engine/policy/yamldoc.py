@@ -4,6 +4,7 @@
 key path, so a mistake found anywhere later can be reported as `file:line:col: path:
 message` with a numbered excerpt, the way dbt reports its YAML errors.
 """
+
 from __future__ import annotations
 
 import os
@@ -33,7 +34,7 @@ class Doc:
     data: object
     file: str
     values: dict = field(default_factory=dict)  # path -> Mark of the value
-    keys: dict = field(default_factory=dict)    # path -> Mark of the key
+    keys: dict = field(default_factory=dict)  # path -> Mark of the key
 
     def mark(self, path: Path, of_key: bool = False) -> Mark | None:
         """The closest known position of `path` (walking up to a parent if needed)."""
@@ -121,8 +122,14 @@ def load(path: str, keys: frozenset[str] | None = None) -> Doc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise PolicyError("a policy must be UTF-8 text", shown, line, 1) from None
     if keys is not None and not _has_key(text, keys):
-        raise PolicyError("not a policy: none of its lines starts with a policy's key ("
-                          + ", ".join(sorted(keys)) + "); nothing of it is shown", shown, 1, 1)
+        raise PolicyError(
+            "not a policy: none of its lines starts with a policy's key ("
+            + ", ".join(sorted(keys))
+            + "); nothing of it is shown",
+            shown,
+            1,
+            1,
+        )
     loader = None
     try:
         loader, node = _parsed(text)
@@ -167,14 +174,22 @@ def _check_expansion(root, shown: str) -> None:
         if key in open_:
             raise _refused(node, shown, "an alias refers to the node that contains it")
         open_.add(key)
-        children = node.value if isinstance(node, yaml.SequenceNode) else \
-            [x for pair in node.value for x in pair] if isinstance(node, yaml.MappingNode) else []
+        children = (
+            node.value
+            if isinstance(node, yaml.SequenceNode)
+            else [x for pair in node.value for x in pair]
+            if isinstance(node, yaml.MappingNode)
+            else []
+        )
         total = 1
         for child in children:
             total += size(child)
             if total > MAX_VALUES:
-                raise _refused(node, shown, f"the document expands to more than {MAX_VALUES} "
-                                            "values once its aliases are followed")
+                raise _refused(
+                    node,
+                    shown,
+                    f"the document expands to more than {MAX_VALUES} values once its aliases are followed",
+                )
         open_.discard(key)
         sizes[key] = total
         return total
@@ -204,8 +219,7 @@ def _convert(node, path: Path, doc: Doc, loader):
             if key in out:
                 first = doc.keys[kpath].line
                 doc.keys[kpath] = _mark(doc, knode)
-                raise doc.error(kpath, f"duplicate key '{key}' (first given at line {first})",
-                                of_key=True)
+                raise doc.error(kpath, f"duplicate key '{key}' (first given at line {first})", of_key=True)
             doc.keys[kpath] = _mark(doc, knode)
             out[key] = _convert(vnode, kpath, doc, loader)
         return out

@@ -15,6 +15,7 @@ file and line. A policy is hostile input, and so are the templates it names:
 - data never makes a render fail: each text a prompt shows is cut to PROMPT_TEXT
   characters, saying how many are left out (`shortened`).
 """
+
 from __future__ import annotations
 
 import json
@@ -34,7 +35,7 @@ nodes = lazy("jinja2.nodes")
 
 TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2")  # what the shipped prompts use, and Jinja's
 MAX_TEMPLATE_BYTES = 1_000_000
-PROMPT_TEXT = 20_000      # characters of one text a prompt shows (a memory, a turn); the rest cut
+PROMPT_TEXT = 20_000  # characters of one text a prompt shows (a memory, a turn); the rest cut
 PROMPT_TOTAL = 1_000_000  # characters of every text one prompt shows, together
 
 
@@ -73,8 +74,7 @@ def _refused_name(name) -> str | None:
     if any(p.startswith(".") and p != "." for p in parts):
         return "names a hidden file or folder (a part starting with '.'): refused"
     if not name.lower().endswith(TEMPLATE_SUFFIXES):
-        return ("is not a prompt template (a template's name ends in "
-                f"{', '.join(TEMPLATE_SUFFIXES)})")
+        return f"is not a prompt template (a template's name ends in {', '.join(TEMPLATE_SUFFIXES)})"
     return None
 
 
@@ -109,14 +109,14 @@ def _confined_loader() -> type:
                 raise jinja2.TemplateNotFound(f"{template} ({why})" if why else template)
             folder, path = found
             if not inside(path, folder):
-                raise jinja2.TemplateNotFound(
-                    f"{template} (a link leading out of its prompt folder)")
+                raise jinja2.TemplateNotFound(f"{template} (a link leading out of its prompt folder)")
             try:
                 source = _read(path)
             except (NotReadable, OSError, UnicodeDecodeError) as exc:
                 raise jinja2.TemplateNotFound(f"{template} ({exc})") from None
             mtime = _mtime(path)
             return source, os.path.normpath(path), lambda: _mtime(path) == mtime
+
     return ConfinedLoader
 
 
@@ -175,8 +175,10 @@ def locate(name: str, dirs: tuple[str, ...]) -> str:
     if why:
         raise PolicyError(f"template '{name}' {why}")
     if _escaping(name, dirs):
-        raise PolicyError(f"template '{name}' is a link that leads out of its prompt folder "
-                          f"(to {_escaping(name, dirs)}): refused")
+        raise PolicyError(
+            f"template '{name}' is a link that leads out of its prompt folder "
+            f"(to {_escaping(name, dirs)}): refused"
+        )
     path = find(name, dirs)
     if path is None:
         raise PolicyError(f"template '{name}' not found in {', '.join(dirs) or '(no prompt dirs)'}")
@@ -203,17 +205,23 @@ def parse(name: str, dirs: tuple[str, ...]) -> None:
     except jinja2.TemplateNotFound as exc:
         raise PolicyError(f"template '{exc.name}' not found in {', '.join(dirs)}") from None
     except jinja2.TemplateSyntaxError as exc:
-        raise PolicyError(f"template syntax error: {exc.message}",
-                          os.path.relpath(path), exc.lineno, 1) from None
+        raise PolicyError(
+            f"template syntax error: {exc.message}", os.path.relpath(path), exc.lineno, 1
+        ) from None
     try:
         cycle = _cycle(env, name)
     except RecursionError:  # a chain of hundreds of templates, each including the next
-        raise PolicyError("template includes templates nested too deeply",
-                          os.path.relpath(path), 1, 1) from None
+        raise PolicyError(
+            "template includes templates nested too deeply", os.path.relpath(path), 1, 1
+        ) from None
     if cycle:
         line, chain = cycle
-        raise PolicyError(f"template includes itself: {' -> '.join(chain)} (it would never "
-                          "finish rendering)", os.path.relpath(path), line, 1)
+        raise PolicyError(
+            f"template includes itself: {' -> '.join(chain)} (it would never finish rendering)",
+            os.path.relpath(path),
+            line,
+            1,
+        )
 
 
 def _references(env, name: str) -> list[tuple[str, int]]:
@@ -225,10 +233,12 @@ def _references(env, name: str) -> list[tuple[str, int]]:
         return []
     out = []
     for node in tree.find_all((nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)):
-        names = node.template.items if isinstance(node.template, (nodes.Tuple, nodes.List)) \
-            else [node.template]
-        out += [(n.value, node.lineno) for n in names
-                if isinstance(n, nodes.Const) and isinstance(n.value, str)]
+        names = (
+            node.template.items if isinstance(node.template, (nodes.Tuple, nodes.List)) else [node.template]
+        )
+        out += [
+            (n.value, node.lineno) for n in names if isinstance(n, nodes.Const) and isinstance(n.value, str)
+        ]
     return out
 
 
@@ -266,20 +276,25 @@ def check_variables(name: str, dirs: tuple[str, ...], given: dict, step: str) ->
     try:
         env.get_template(name).render(**given)
     except jinja2.UndefinedError as exc:
-        raise PolicyError(f"template uses an undefined name: {exc.message} (step '{step}' "
-                          "gives: " + ", ".join(given) + ")", os.path.relpath(path),
-                          _line_of(exc), 1) from None
+        raise PolicyError(
+            f"template uses an undefined name: {exc.message} (step '{step}' gives: " + ", ".join(given) + ")",
+            os.path.relpath(path),
+            _line_of(exc),
+            1,
+        ) from None
     except (TooMuchWork, RecursionError, MemoryError) as exc:
         raise _unbounded(exc, path) from None
     except Exception:  # noqa: BLE001 - sandbox refusals and the like depend on real values:
-        pass           # rendering for real reports them (and keeps the work pending)
+        pass  # rendering for real reports them (and keeps the work pending)
 
 
 def _unbounded(exc: BaseException, path: str) -> PolicyError:
     """A render that went past its bounds, said at the template's file and line."""
     if isinstance(exc, RecursionError):
-        why = ("template recursion too deep (a template that includes itself, or a macro "
-               "that calls itself without end)")
+        why = (
+            "template recursion too deep (a template that includes itself, or a macro "
+            "that calls itself without end)"
+        )
     elif isinstance(exc, MemoryError):
         why = "template ran out of memory"
     else:
@@ -305,8 +320,11 @@ def shortened(value, limit: int = PROMPT_TEXT):
         if total > PROMPT_TOTAL:
             limit = max(200, PROMPT_TOTAL // max(count, 1))
     if isinstance(value, str):
-        return value if len(value) <= limit else \
-            f"{value[:limit]}… [{len(value) - limit:,} more characters not shown]"
+        return (
+            value
+            if len(value) <= limit
+            else f"{value[:limit]}… [{len(value) - limit:,} more characters not shown]"
+        )
     if isinstance(value, dict):
         return {k: shortened(v, limit) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -318,8 +336,7 @@ def _texts(value) -> tuple[int, int]:
     """How many texts `value` holds, and their length once each is cut to PROMPT_TEXT."""
     if isinstance(value, str):
         return 1, min(len(value), PROMPT_TEXT)
-    items = value.values() if isinstance(value, dict) else \
-        value if isinstance(value, (list, tuple)) else ()
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
     count = total = 0
     for item in items:
         c, t = _texts(item)
@@ -334,19 +351,23 @@ def render(name: str, dirs: tuple[str, ...], variables: dict) -> str:
     try:
         return environment(dirs).get_template(name).render(**shortened(variables)).strip() + "\n"
     except jinja2.TemplateSyntaxError as exc:
-        raise PolicyError(f"template syntax error: {exc.message}", os.path.relpath(path),
-                          exc.lineno, 1) from None
+        raise PolicyError(
+            f"template syntax error: {exc.message}", os.path.relpath(path), exc.lineno, 1
+        ) from None
     except jinja2.UndefinedError as exc:
-        raise PolicyError(f"template uses an undefined name: {exc.message}",
-                          os.path.relpath(path), _line_of(exc), 1) from None
+        raise PolicyError(
+            f"template uses an undefined name: {exc.message}", os.path.relpath(path), _line_of(exc), 1
+        ) from None
     except jinja2.exceptions.SecurityError as exc:
-        raise PolicyError(f"template tried something the sandbox forbids: {exc}",
-                          os.path.relpath(path), _line_of(exc), 1) from None
+        raise PolicyError(
+            f"template tried something the sandbox forbids: {exc}", os.path.relpath(path), _line_of(exc), 1
+        ) from None
     except (TooMuchWork, RecursionError, MemoryError) as exc:
         raise _unbounded(exc, path) from None
     except (OverflowError, ArithmeticError, TypeError, ValueError, LookupError) as exc:
-        raise PolicyError(f"template failed: {type(exc).__name__}: {exc}",
-                          os.path.relpath(path), _line_of(exc), 1) from None
+        raise PolicyError(
+            f"template failed: {type(exc).__name__}: {exc}", os.path.relpath(path), _line_of(exc), 1
+        ) from None
 
 
 def _line_of(exc: BaseException) -> int:

@@ -10,6 +10,7 @@ it builds (filters, methods and slices counted too) is at most MAX_TOTAL. A numb
 A prompt needs a few thousand steps and well under a megabyte. Every refusal is a
 `TooMuchWork`, which engine.prompts turns into a PolicyError at the template's line.
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -27,12 +28,12 @@ jinja2 = lazy("jinja2")
 sandbox = lazy("jinja2.sandbox")
 nodes = lazy("jinja2.nodes")
 
-MAX_STEPS = 200_000        # loop turns, calls and range() items
-MAX_SIZE = 10_000_000      # characters (or items) of one value a template builds, or of its output
-MAX_BITS = 100_000         # of a number `**` builds
-MAX_SECONDS = 10.0         # the backstop for work no step counts (a filter over a long text)
-MAX_TOTAL = 50_000_000     # characters (or items) of every value one render builds, together:
-                           # what bounds its memory, whatever values it keeps
+MAX_STEPS = 200_000  # loop turns, calls and range() items
+MAX_SIZE = 10_000_000  # characters (or items) of one value a template builds, or of its output
+MAX_BITS = 100_000  # of a number `**` builds
+MAX_SECONDS = 10.0  # the backstop for work no step counts (a filter over a long text)
+MAX_TOTAL = 50_000_000  # characters (or items) of every value one render builds, together:
+# what bounds its memory, whatever values it keeps
 
 
 class TooMuchWork(Exception):
@@ -74,8 +75,9 @@ def _built(n: int) -> None:
         return
     work.built += n
     if work.built > MAX_TOTAL:
-        raise TooMuchWork(f"values of {work.built:,} characters or items in all (at most "
-                          f"{MAX_TOTAL:,} in one render)")
+        raise TooMuchWork(
+            f"values of {work.built:,} characters or items in all (at most {MAX_TOTAL:,} in one render)"
+        )
 
 
 def _counted(value):
@@ -90,6 +92,7 @@ def _counting_filter(f):
     @functools.wraps(f)
     def counted(*args, **kwargs):
         return _counted(f(*args, **kwargs))
+
     return counted
 
 
@@ -148,12 +151,15 @@ def _binop(operator: str, left, right) -> None:
 
 _SEQUENCES = (str, bytes, list, tuple)
 _STR_METHODS = {  # the size of what a str (or bytes) method builds, from its arguments
-    "center": lambda s, width, *a: _width(width), "ljust": lambda s, width, *a: _width(width),
-    "rjust": lambda s, width, *a: _width(width), "zfill": lambda s, width: _width(width),
+    "center": lambda s, width, *a: _width(width),
+    "ljust": lambda s, width, *a: _width(width),
+    "rjust": lambda s, width, *a: _width(width),
+    "zfill": lambda s, width: _width(width),
     "expandtabs": lambda s, tabsize=8: len(s) + len(s) * _width(tabsize),
     "replace": lambda s, old, new, count=-1: _replaced(s, old, new, count),
-    "translate": lambda s, table, *a: len(s) * max([len(v) for v in getattr(table, "values", list)()
-                                                    if isinstance(v, (str, bytes))] + [1]),
+    "translate": lambda s, table, *a: (
+        len(s) * max([len(v) for v in getattr(table, "values", list)() if isinstance(v, (str, bytes))] + [1])
+    ),
 }
 
 
@@ -184,6 +190,7 @@ def _sized_filter(f, size):
     def bounded(*args, **kwargs):
         _size(size(*(args[1:] if passes else args), **kwargs))
         return f(*args, **kwargs)
+
     return bounded
 
 
@@ -195,10 +202,12 @@ def _sum_numbers(iterable, attribute=None, start=0) -> int:
 
 _SIZED_FILTERS = {
     "center": lambda s, width=80: len(str(s)) + _width(width),
-    "indent": lambda s, width=4, *a, **k: len(str(s)) + (str(s).count("\n") + 1) * (
-        _width(width) if not isinstance(width, str) else len(width)),
-    "wordwrap": lambda s, width=79, brk=True, wrapstring=None, *a, **k: len(str(s)) * (
-        1 + len(wrapstring or "\n")),
+    "indent": lambda s, width=4, *a, **k: (
+        len(str(s)) + (str(s).count("\n") + 1) * (_width(width) if not isinstance(width, str) else len(width))
+    ),
+    "wordwrap": lambda s, width=79, brk=True, wrapstring=None, *a, **k: (
+        len(str(s)) * (1 + len(wrapstring or "\n"))
+    ),
     "slice": lambda value, slices, *a: _width(slices),
     "batch": lambda value, linecount, *a: _width(linecount),
     "format": lambda value, *args, **kwargs: _percent(str(value), kwargs or args) or 0,
@@ -213,6 +222,7 @@ def _join_filter(f):
         items = list(value)
         _size(_joined(str(d), items))
         return f(eval_ctx, items, d, attribute)
+
     return join
 
 
@@ -259,8 +269,7 @@ def _bounded_tree(tree, environment):
         loop.iter = nodes.Filter(loop.iter, "lethe_turns", [], [], None, None, lineno=loop.lineno)
     for concat in list(tree.find_all(nodes.Concat)):
         joined = nodes.List(concat.nodes, lineno=concat.lineno)
-        concat.nodes = [nodes.Filter(joined, "lethe_concat", [], [], None, None,
-                                     lineno=concat.lineno)]
+        concat.nodes = [nodes.Filter(joined, "lethe_concat", [], [], None, None, lineno=concat.lineno)]
     tree.set_environment(environment)
     return tree
 
@@ -317,4 +326,5 @@ def bounded_environment() -> type:
             if wrapped is not None:
                 _format(value.__self__)
             return wrapped
+
     return BoundedEnvironment

@@ -10,6 +10,7 @@ recall's `where` and order, so a store that recorded nothing after T gives the s
 answer. Only the candidates are rebuilt: the memories recorded by T that match the query
 (engine.store.asof_reads), never a replay of the store. No access is recorded.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -17,15 +18,22 @@ import json
 import math
 import re
 
+from engine.base.clock import iso, parse_time
+from engine.base.records import FIELD_NAMES, MemoryRecord, parse_tags
 from engine.policy import expr as X
 from engine.run import recall as R
-from engine.base.clock import iso, parse_time
 from engine.run.context import Context
-from engine.base.records import FIELD_NAMES, MemoryRecord, parse_tags
 
-STATUS_OF = {"created": "active", "merged": "active", "restored": "active",
-             "superseded": "superseded", "expired": "expired", "archived": "archived",
-             "forgotten": "archived", "compressed": "compressed"}
+STATUS_OF = {
+    "created": "active",
+    "merged": "active",
+    "restored": "active",
+    "superseded": "superseded",
+    "expired": "expired",
+    "archived": "archived",
+    "forgotten": "archived",
+    "compressed": "compressed",
+}
 REPLACED = re.compile(r"(?:superseded by|merged into) #(\d+)")
 SCAN = 1  # memories rebuilt per candidate recall keeps (the recall limit times this, capped)
 
@@ -39,13 +47,13 @@ def state_at(ctx: Context, rows, at: dt.datetime) -> list[MemoryRecord]:
     out, rank, decay = [], _rank(ctx), _decay_rules(ctx)
     for row in rows:
         m = {k: row[k] for k in row.keys()}
-        m.update(status="active", contradicted_by=None, merged_into=None, access_count=0,
-                 last_accessed=None)
+        m.update(status="active", contradicted_by=None, merged_into=None, access_count=0, last_accessed=None)
         for e in events.get(row["id"], []):
             _fold(m, e)
         m["decay_score"] = _decay(ctx, decay, m, at)
-        record = MemoryRecord(**{k: v for k, v in m.items() if k in FIELD_NAMES and k != "tags"},
-                              tags=parse_tags(m.get("tags")))
+        record = MemoryRecord(
+            **{k: v for k, v in m.items() if k in FIELD_NAMES and k != "tags"}, tags=parse_tags(m.get("tags"))
+        )
         record.rank = _value(rank, m, at, ctx)
         out.append(record)
     return out
@@ -72,8 +80,9 @@ def _fold(m: dict, e) -> None:
     elif kind in ("updated", "corrected", "normalised") and isinstance(detail, dict):
         changed = detail.get("fields", detail)
         for key, change in changed.items():
-            if key in ("importance", "confidence", "expires_at", "summary", "tags") \
-                    and isinstance(change, dict):
+            if key in ("importance", "confidence", "expires_at", "summary", "tags") and isinstance(
+                change, dict
+            ):
                 m[key] = change.get("to", change.get("now", m.get(key)))
 
 
@@ -105,9 +114,12 @@ def _rank(ctx: Context) -> X.Node:
     """The policy's rank formula as IR, compiled once per policy."""
     key = id(ctx.policy)
     if key not in _RANKS or _RANKS[key][0] is not ctx.policy:
-        _RANKS[key] = (ctx.policy, X.compile_formula(
-            ctx.policy.scores.get("rank", "importance * confidence * decay_score"),
-            ctx.policy.scope()))
+        _RANKS[key] = (
+            ctx.policy,
+            X.compile_formula(
+                ctx.policy.scores.get("rank", "importance * confidence * decay_score"), ctx.policy.scope()
+            ),
+        )
     return _RANKS[key][1]
 
 
@@ -129,10 +141,12 @@ def _value(node: X.Node, m: dict, at: dt.datetime, ctx: Context = None):
 
 
 _COMPILED: dict = {}
-_TIMES = {"now": lambda m, at: iso(at),
-          "idle_days": lambda m, at: _days(at, m.get("last_accessed") or m.get("created_at")),
-          "age_days": lambda m, at: _days(at, m.get("created_at")),
-          "days_to_expiry": lambda m, at: _days(m.get("expires_at"), at)}
+_TIMES = {
+    "now": lambda m, at: iso(at),
+    "idle_days": lambda m, at: _days(at, m.get("last_accessed") or m.get("created_at")),
+    "age_days": lambda m, at: _days(at, m.get("created_at")),
+    "days_to_expiry": lambda m, at: _days(m.get("expires_at"), at),
+}
 
 
 def _compile(node: X.Node):
@@ -155,8 +169,9 @@ def _compile(node: X.Node):
         return lambda m, at: (a(m, at) is None) != node.negated
     if isinstance(node, X.In):
         a, values = _compile(node.arg), [_compile(x) for x in node.values]
-        return lambda m, at: None if (x := a(m, at)) is None else \
-            (x in [v(m, at) for v in values]) != node.negated
+        return lambda m, at: (
+            None if (x := a(m, at)) is None else (x in [v(m, at) for v in values]) != node.negated
+        )
     if isinstance(node, X.BoolOp):
         items, every = [_compile(x) for x in node.items], node.op == "and"
         return lambda m, at: (all if every else any)(f(m, at) for f in items)
@@ -166,6 +181,7 @@ def _compile(node: X.Node):
         def binary(m, at):
             a, b = left(m, at), right(m, at)
             return None if a is None or b is None else op(a, b)
+
         return binary
     if isinstance(node, X.Func):
         args, name = [_compile(x) for x in node.args], node.name
@@ -173,10 +189,19 @@ def _compile(node: X.Node):
     raise X.FormulaError(f"cannot evaluate {type(node).__name__} as of a time")
 
 
-_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-        "/": lambda a, b: None if b == 0 else a / b, "<": lambda a, b: a < b,
-        "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
-        "=": lambda a, b: a == b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
+_OPS = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "/": lambda a, b: None if b == 0 else a / b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "=": lambda a, b: a == b,
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+}
 
 
 def _func(name: str, args: list):
@@ -188,9 +213,14 @@ def _func(name: str, args: list):
         return (min if name == "min" else max)(args)
     if name == "clamp":
         return max(args[1], min(args[2], args[0]))
-    one = {"exp": lambda x: math.exp(min(x, 709)), "floor": math.floor, "ceil": math.ceil,
-           "abs": abs, "ln": lambda x: math.log(x) if x > 0 else None,
-           "log": lambda x: math.log10(x) if x > 0 else None}
+    one = {
+        "exp": lambda x: math.exp(min(x, 709)),
+        "floor": math.floor,
+        "ceil": math.ceil,
+        "abs": abs,
+        "ln": lambda x: math.log(x) if x > 0 else None,
+        "log": lambda x: math.log10(x) if x > 0 else None,
+    }
     if name in one:
         return one[name](args[0])
     if name == "pow":
@@ -202,8 +232,9 @@ def _func(name: str, args: list):
 
 
 # ---- the reads ------------------------------------------------------------------------
-def candidates(ctx: Context, query: str | None, at: dt.datetime,
-               limit: int | None = None) -> list[MemoryRecord]:
+def candidates(
+    ctx: Context, query: str | None, at: dt.datetime, limit: int | None = None
+) -> list[MemoryRecord]:
     """Recall's candidates at T: the memories recorded by T (matching `query` in full text
     when given) that its `where` keeps at T, in its order at T."""
     rec = ctx.policy.recall.candidates

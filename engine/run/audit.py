@@ -3,33 +3,45 @@ page of memories under filters, a memory's neighbours (what it replaced, the tur
 from, the model calls around its events), model use and pass runs over time, and the
 edits that keep the record: restore and correct, each with its event.
 """
+
 from __future__ import annotations
 
 import datetime as dt
 import json
 
 from engine.base.clock import iso, parse_time
-from engine.run.context import Context
-from engine.run import neighbours as vectors
-from engine.judges.embeddings import cosine
 from engine.base.errors import LetheError
-from engine.plan.explain import decay_rule, decay_statement
-from engine.run.recall import get as get_record
 from engine.base.records import MemoryRecord
-from engine.store.inspecting import SORTS  # noqa: F401 - the orders a page may take
+from engine.judges.embeddings import cosine
+from engine.plan.explain import decay_rule, decay_statement
+from engine.run import neighbours as vectors
+from engine.run.context import Context
+from engine.run.recall import get as get_record
 from engine.run.write import refresh_rank, store_memory
+from engine.store.inspecting import SORTS  # noqa: F401 - the orders a page may take
 
 # events a judge or a merge decided: the model calls logged just before them judged them
 JUDGED_EVENTS = ("created", "superseded", "reinforced", "merged", "updated", "compressed")
 CALL_WINDOW = dt.timedelta(seconds=60)
 RESTORABLE = ("archived", "expired")
 # what a pass or an edit records, for the activity chart
-ACTIVITY_EVENTS = ("created", "superseded", "reinforced", "archived", "expired", "merged",
-                   "compressed", "forgotten", "restored", "corrected")
+ACTIVITY_EVENTS = (
+    "created",
+    "superseded",
+    "reinforced",
+    "archived",
+    "expired",
+    "merged",
+    "compressed",
+    "forgotten",
+    "restored",
+    "corrected",
+)
 
 
-def browse(ctx: Context, filters: dict, sort: str, descending: bool, after: tuple | None,
-           limit: int) -> tuple[list[MemoryRecord], tuple | None]:
+def browse(
+    ctx: Context, filters: dict, sort: str, descending: bool, after: tuple | None, limit: int
+) -> tuple[list[MemoryRecord], tuple | None]:
     """One page of memories and the keyset of the next page (None on the last one)."""
     rows = ctx.store.browse(ctx.namespace, filters, sort, descending, after, limit + 1)
     more = len(rows) > limit
@@ -66,17 +78,18 @@ def neighbours(ctx: Context, memory: MemoryRecord, events: list[dict]) -> dict:
             if call["id"] not in seen:
                 seen.add(call["id"])
                 calls.append({**call, "event": e["event_type"]})
-    return {"replaced": ctx.store.replaced(ctx.namespace, memory.id), "turn": turn,
-            "calls": calls}
+    return {"replaced": ctx.store.replaced(ctx.namespace, memory.id), "turn": turn, "calls": calls}
 
 
 def activity(ctx: Context) -> dict:
     """Model use (per step and model; per day, step, model and outcome), each pass's last
     run, and the lifecycle events per day."""
-    return {"costs": ctx.store.costs(ctx.namespace),
-            "calls_by_day": ctx.store.calls_by_day(ctx.namespace),
-            "pass_runs": ctx.store.pass_runs(ctx.namespace),
-            "events_by_day": ctx.store.events_by_day(ctx.namespace, ACTIVITY_EVENTS)}
+    return {
+        "costs": ctx.store.costs(ctx.namespace),
+        "calls_by_day": ctx.store.calls_by_day(ctx.namespace),
+        "pass_runs": ctx.store.pass_runs(ctx.namespace),
+        "events_by_day": ctx.store.events_by_day(ctx.namespace, ACTIVITY_EVENTS),
+    }
 
 
 def restore(ctx: Context, memory: MemoryRecord, reason: str) -> bool:
@@ -89,8 +102,9 @@ def restore(ctx: Context, memory: MemoryRecord, reason: str) -> bool:
         if not ctx.store.restore_memory(ctx.namespace, memory.id, memory.status):
             return False
         refresh_rank(ctx, [memory.id])
-        ctx.store.event(memory.id, "restored", {"reason": reason, "was": memory.status,
-                                                "expires_at": memory.expires_at})
+        ctx.store.event(
+            memory.id, "restored", {"reason": reason, "was": memory.status, "expires_at": memory.expires_at}
+        )
     return True
 
 
@@ -99,16 +113,24 @@ def correct(ctx: Context, memory: MemoryRecord, content: str, reason: str) -> in
     supersedes `memory`, with `reason` in both events; the new id. The old one must be
     active."""
     if memory.status != "active":
-        raise LetheError(f"memory #{memory.id} is {memory.status}: only an active memory "
-                         "is corrected (restore it first)")
+        raise LetheError(
+            f"memory #{memory.id} is {memory.status}: only an active memory is corrected (restore it first)"
+        )
     with ctx.store.transaction():
-        new_id = store_memory(ctx, content, tags=memory.tags, importance=memory.importance,
-                              kind=memory.kind, scene=memory.scene,
-                              detail={"corrects": memory.id, "reason": reason})
+        new_id = store_memory(
+            ctx,
+            content,
+            tags=memory.tags,
+            importance=memory.importance,
+            kind=memory.kind,
+            scene=memory.scene,
+            detail={"corrects": memory.id, "reason": reason},
+        )
         if not ctx.store.run(ctx.plan.supersede, ctx.namespace, ids=[memory.id], new_id=new_id):
             raise LetheError(f"memory #{memory.id} changed meanwhile: nothing corrected")
-        ctx.store.event(memory.id, "superseded",
-                        f"superseded by #{new_id}: {content[:100]} (why: corrected: {reason})")
+        ctx.store.event(
+            memory.id, "superseded", f"superseded by #{new_id}: {content[:100]} (why: corrected: {reason})"
+        )
     return new_id
 
 
@@ -136,8 +158,12 @@ def decay_curve(ctx: Context, memory: MemoryRecord, days_ahead: int) -> dict | N
         row = ctx.store.fetch_one(st, ctx.namespace, iso(when), ids=[memory.id])
         if row is not None and isinstance(row[0], (int, float)):
             points.append((iso(when), float(row[0])))
-    return {"pass": decay_rule(ctx.policy)[0], "points": points, "now": iso(ctx.clock()),
-            "threshold": ctx.policy.params.get("archive_below")}
+    return {
+        "pass": decay_rule(ctx.policy)[0],
+        "points": points,
+        "now": iso(ctx.clock()),
+        "threshold": ctx.policy.params.get("archive_below"),
+    }
 
 
 def similar(ctx: Context, text: str, limit: int) -> list[tuple[MemoryRecord, float]]:
@@ -145,8 +171,10 @@ def similar(ctx: Context, text: str, limit: int) -> list[tuple[MemoryRecord, flo
     first, with the cosine: the vector index's shortlist, rescored exactly. [] when the
     embedding model gives no usable vector (unreachable, offline)."""
     if ctx.policy.embed is None:
-        raise LetheError(f"policy {ctx.policy.name} has no embedding model (`embed:`): "
-                         "similarity needs one; the text filter searches full text")
+        raise LetheError(
+            f"policy {ctx.policy.name} has no embedding model (`embed:`): "
+            "similarity needs one; the text filter searches full text"
+        )
     vector = vectors.fits(ctx, vectors.vector_of(ctx, text))
     if vector is None:
         return []

@@ -3,16 +3,17 @@ writes each group as one memory. Each merge commits on its own with its events; 
 that fails (model down, bad answer, an original no longer active) leaves the originals.
 Under a runner's lease each merge's commit is fenced: a runner whose lease was taken over
 while it waited on a model writes nothing."""
+
 from __future__ import annotations
 
-from engine.steps.answers import today
-from engine.run.context import Context
+from engine.base.records import parse_tags
 from engine.judges import JudgeUnavailable
-from engine.run.passes import PassResult
 from engine.plan import DEFAULT_CANDIDATES
 from engine.policy import Pass
-from engine.base.records import parse_tags
+from engine.run.context import Context
+from engine.run.passes import PassResult
 from engine.run.write import store_memory
+from engine.steps.answers import today
 
 
 class _Conflict(Exception):
@@ -25,10 +26,18 @@ def compress(ctx: Context, p: Pass, result: PassResult) -> None:
     if len(rows) < max(spec.min, 2):
         result.notes.append(f"{len(rows)} candidates, fewer than {max(spec.min, 2)}: nothing to compress")
         return
-    shown = [{"n": i, "id": r["id"], "content": r["content"], "summary": r["summary"],
-              "tags": parse_tags(r["tags"]) if (r["tags"] or "").startswith("[") else [],
-              "importance": r["importance"], "access_count": r["access_count"]}
-             for i, r in enumerate(rows, 1)]
+    shown = [
+        {
+            "n": i,
+            "id": r["id"],
+            "content": r["content"],
+            "summary": r["summary"],
+            "tags": parse_tags(r["tags"]) if (r["tags"] or "").startswith("[") else [],
+            "importance": r["importance"],
+            "access_count": r["access_count"],
+        }
+        for i, r in enumerate(rows, 1)
+    ]
     by_n = {c["n"]: c for c in shown}
     if ctx.policy.embed is not None:  # clusters group by similarity where vectors exist
         pairs = ctx.store.pair_similarities(ctx.policy.embed.name, [c["id"] for c in shown])
@@ -39,8 +48,9 @@ def compress(ctx: Context, p: Pass, result: PassResult) -> None:
             by_n[n_of[a]]["similar"][n_of[b]] = by_n[n_of[b]]["similar"][n_of[a]] = round(sim, 4)
     now = ctx.clock()
     try:
-        groups, note = ctx.judges.ask("cluster", p.cluster, {"candidates": shown, "now": now,
-                                                            "today": today(now)})
+        groups, note = ctx.judges.ask(
+            "cluster", p.cluster, {"candidates": shown, "now": now, "today": today(now)}
+        )
     except JudgeUnavailable as exc:
         result.notes.append(f"cluster model unreachable, nothing merged: {exc}")
         return
@@ -54,13 +64,15 @@ def compress(ctx: Context, p: Pass, result: PassResult) -> None:
             used |= {m["n"] for m in members}
 
 
-def _merge_group(ctx: Context, p: Pass, members: list[dict], result: PassResult,
-                 notes: list[str]) -> int | None:
+def _merge_group(
+    ctx: Context, p: Pass, members: list[dict], result: PassResult, notes: list[str]
+) -> int | None:
     ctx.check_lease()  # a lease lost while the last model answered: stop before the next
     now = ctx.clock()
     try:
-        merged, note = ctx.judges.ask("merge", p.merge, {"memories": members, "now": now,
-                                                        "today": today(now)})
+        merged, note = ctx.judges.ask(
+            "merge", p.merge, {"memories": members, "now": now, "today": today(now)}
+        )
     except JudgeUnavailable as exc:
         result.notes.append(f"merge model unreachable, originals kept: {exc}")
         return None
@@ -97,21 +109,29 @@ def _expiry(ctx: Context, ids: list[int]) -> str | None | _Conflict:
     dated = [(r["id"], r["expires_at"]) for r in rows if r is not None and r["expires_at"]]
     if dated and len(dated) < len(ids):
         undated = [mid for mid in ids if mid not in dict(dated)]
-        return _Conflict(f"{', '.join(f'#{i} expires {at}' for i, at in dated)}; "
-                         f"{', '.join(f'#{i}' for i in undated)} never expires")
+        return _Conflict(
+            f"{', '.join(f'#{i} expires {at}' for i, at in dated)}; "
+            f"{', '.join(f'#{i}' for i in undated)} never expires"
+        )
     return min(at for _, at in dated) if dated else None
 
 
-def _write_merge(ctx: Context, p: Pass, ids: list[int], merged: dict,
-                 expires_at: str | None = None) -> int:
+def _write_merge(ctx: Context, p: Pass, ids: list[int], merged: dict, expires_at: str | None = None) -> int:
     values = ctx.store.fetch_one(ctx.plan.merge_values[p.name], ctx.namespace, ids=ids)
-    new_id = store_memory(ctx, merged["content"], summary=merged["summary"], tags=merged["tags"],
-                          importance=values["importance"], confidence=values["confidence"],
-                          access_count=int(values["access_count"] or 0),
-                          decay_score=values["decay_score"], expires_at=expires_at,
-                          event="merged", detail={"merged_from": ids, "pass": p.name})
+    new_id = store_memory(
+        ctx,
+        merged["content"],
+        summary=merged["summary"],
+        tags=merged["tags"],
+        importance=values["importance"],
+        confidence=values["confidence"],
+        access_count=int(values["access_count"] or 0),
+        decay_score=values["decay_score"],
+        expires_at=expires_at,
+        event="merged",
+        detail={"merged_from": ids, "pass": p.name},
+    )
     ctx.store.run(ctx.plan.merge_absorb_events, ctx.namespace, ids=ids, text=f"merged into #{new_id}")
     if ctx.store.run(ctx.plan.merge_absorb, ctx.namespace, ids=ids, new_id=new_id) != len(ids):
         raise _Conflict(f"memories {ids} changed while merging; originals kept")
     return new_id
-

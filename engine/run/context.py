@@ -2,15 +2,16 @@
 namespace, the clock and the judges. Write, recall, compress, passes and the scheduler
 receive one of these, never the whole `Memory`.
 """
+
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
 
 from engine.base.clock import Clock
-from engine.judges.embeddings import make_embedder
 from engine.base.errors import LetheError
 from engine.judges import Judges
+from engine.judges.embeddings import make_embedder
 from engine.plan import Plan, compile_policy
 from engine.policy import Policy
 from engine.store import open_store
@@ -29,14 +30,14 @@ class JudgeSettings:
 
 @dataclass
 class Context:
-    store: object            # a backend of engine.store
+    store: object  # a backend of engine.store
     plan: Plan
     policy: Policy
     namespace: str
     clock: Clock
     judges: Judges
     settings: JudgeSettings = field(default_factory=JudgeSettings)
-    lease: object = None     # the pass lease, when a runner holds it (engine.run.leasing)
+    lease: object = None  # the pass lease, when a runner holds it (engine.run.leasing)
     embedder: object = None  # the policy's embedding model (engine.judges.embeddings), or None
 
     def now(self) -> str:
@@ -57,8 +58,12 @@ class Context:
     def reopen(self) -> "Context":
         """The same context on a connection of its own (a scheduler's thread)."""
         store = self.store.reopen()
-        return replace(self, store=store, lease=None,
-                       judges=make_judges(self.policy, store, self.namespace, self.settings))
+        return replace(
+            self,
+            store=store,
+            lease=None,
+            judges=make_judges(self.policy, store, self.namespace, self.settings),
+        )
 
 
 def make_judges(policy: Policy, store, namespace: str, s: JudgeSettings) -> Judges:
@@ -82,23 +87,39 @@ def check_replay(path: str) -> None:
                 except ValueError as exc:
                     ok, why = False, f"not JSON ({exc})"
                 if not ok:
-                    raise LetheError(f"replay file {path}:{n} is not an answer recorded by "
-                                     f"--record (JSON lines of step, prompt_sha, answer): {why}")
+                    raise LetheError(
+                        f"replay file {path}:{n} is not an answer recorded by "
+                        f"--record (JSON lines of step, prompt_sha, answer): {why}"
+                    )
     except FileNotFoundError:
         raise LetheError(f"replay file not found: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise LetheError(f"cannot read replay file {path}: {exc}") from None
 
 
-def open_context(target: str, policy: Policy, namespace: str, clock: Clock,
-                 settings: JudgeSettings, read_only: bool = False, progress=None) -> Context:
+def open_context(
+    target: str,
+    policy: Policy,
+    namespace: str,
+    clock: Clock,
+    settings: JudgeSettings,
+    read_only: bool = False,
+    progress=None,
+) -> Context:
     if settings.replay:
         check_replay(settings.replay)
     store = open_store(target, clock, read_only, progress, vectors=policy.embed is not None)
     plan = compile_policy(policy, store.dialect)
-    ctx = Context(store, plan, policy, namespace, clock,
-                  make_judges(policy, store, namespace, settings), settings,
-                  embedder=make_embedder(policy.embed, settings.offline))
+    ctx = Context(
+        store,
+        plan,
+        policy,
+        namespace,
+        clock,
+        make_judges(policy, store, namespace, settings),
+        settings,
+        embedder=make_embedder(policy.embed, settings.offline),
+    )
     if not read_only:  # a reader keeps the stored ranks as they are: it never writes
         sync_rank(ctx)
     return ctx
@@ -111,5 +132,6 @@ def sync_rank(ctx: Context) -> None:
     st = ctx.plan.rank_refresh
     signature = json.dumps([st.sql, [repr(p) for p in st.shown_params()]])
     if ctx.store.rank_signature(ctx.namespace) != signature:
-        ctx.store.rebuild_rank(st, ctx.namespace, ctx.policy.name, signature,
-                               ranged=ctx.plan.rank_refresh_ranged)
+        ctx.store.rebuild_rank(
+            st, ctx.namespace, ctx.policy.name, signature, ranged=ctx.plan.rank_refresh_ranged
+        )

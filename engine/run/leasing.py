@@ -20,12 +20,13 @@
 The lease's times come from the memory's clock, like every other time; only the
 heartbeat's sleep is real time.
 """
+
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import os
 import logging
+import os
 import threading
 import time
 import uuid
@@ -33,8 +34,8 @@ from dataclasses import dataclass, replace
 from typing import Iterator
 
 from engine.base import processes
-from engine.run.context import Context
 from engine.base.errors import LeaseBusy, LeaseLost
+from engine.run.context import Context
 
 DEFAULT_TTL = dt.timedelta(minutes=15)
 POLL = 0.2  # seconds between the heartbeat's looks at the clock, and between tries to take
@@ -57,6 +58,7 @@ def _host() -> str:
     if hasattr(os, "uname"):
         return os.uname().nodename
     import socket
+
     return socket.gethostname()
 
 
@@ -83,9 +85,11 @@ class Held:
 
     def lost(self) -> LeaseLost:
         self.lost_to_another = True
-        return LeaseLost(f"another runner took over the passes of namespace "
-                         f"'{self.lease.namespace}' while this one worked (its lease had run "
-                         "out); what it had not committed was rolled back")
+        return LeaseLost(
+            f"another runner took over the passes of namespace "
+            f"'{self.lease.namespace}' while this one worked (its lease had run "
+            "out); what it had not committed was rolled back"
+        )
 
     def check(self) -> None:
         """Raise LeaseLost at once when the heartbeat found the lease taken over."""
@@ -95,8 +99,10 @@ class Held:
     def due(self) -> bool:
         """A third of the ttl has gone by since the last renewal, by the clock or in real time."""
         third = self.lease.ttl / 3
-        return (self.clock() - self._renewed >= third
-                or time.monotonic() - self._renewed_real >= third.total_seconds())
+        return (
+            self.clock() - self._renewed >= third
+            or time.monotonic() - self._renewed_real >= third.total_seconds()
+        )
 
     def beat(self) -> None:
         """Renew on the lease's own connection if due (the heartbeat thread calls this)."""
@@ -123,8 +129,7 @@ class _Heartbeat:
         with self._lock:
             self._held.add(held)
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, daemon=True,
-                                                name="lethe-lease-heartbeat")
+                self._thread = threading.Thread(target=self._run, daemon=True, name="lethe-lease-heartbeat")
                 self._thread.start()
 
     def remove(self, held: Held) -> None:
@@ -154,8 +159,10 @@ def busy_message(lease) -> str:
     held = lease.current()
     if held is None:  # given back between our try and this look: next time
         return f"another runner was taking the passes of namespace '{lease.namespace}'"
-    return (f"another runner holds the passes of namespace '{lease.namespace}' until "
-            f"{held['expires_at']} ({held['holder']})")
+    return (
+        f"another runner holds the passes of namespace '{lease.namespace}' until "
+        f"{held['expires_at']} ({held['holder']})"
+    )
 
 
 @contextlib.contextmanager

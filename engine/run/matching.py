@@ -1,11 +1,12 @@
 """The full-text side of a write's candidates: which of the new memory's words may pick
 them, so that the query's cost stays bounded at any store size."""
+
 from __future__ import annotations
 
-from engine.run.context import Context
+from engine.base.text import words
 from engine.judges.invariants import SPEAKER_WORDS
 from engine.judges.lexicon.slots import related_words
-from engine.base.text import words
+from engine.run.context import Context
 
 RARE = 2000  # a word in more memories than this does not pick contradiction candidates
 MATCHED = 2000  # rows the candidate query ranks at most: bm25 costs ~4 us a matching row
@@ -26,8 +27,11 @@ def distinctive_query(ctx: Context, text: str) -> str | None:
     related = [r for t in tokens for r in related_words(t) if r not in tokens]
     counts = {t: ctx.store.match_count(f'"{t}"', RARE) for t in dict.fromkeys(tokens + related)}
     rare = [t for t, n in counts.items() if n <= RARE][:64]
-    if not rare or sum(counts[t] for t in rare) <= MATCHED or \
-            ctx.store.match_count(" OR ".join(f'"{t}"' for t in rare), MATCHED) <= MATCHED:
+    if (
+        not rare
+        or sum(counts[t] for t in rare) <= MATCHED
+        or ctx.store.match_count(" OR ".join(f'"{t}"' for t in rare), MATCHED) <= MATCHED
+    ):
         return _query(rare, tokens)
     kept, total = set(), 0
     for t in sorted(rare, key=counts.get):  # the rarest first: they weigh most in bm25

@@ -5,6 +5,7 @@ Nothing here blocks a write: a vector is computed outside the write transaction,
 the embedding model is unreachable the memory is stored without one; `backfill` (run by
 `run_due`) fills it in later.
 """
+
 from __future__ import annotations
 
 import math
@@ -12,9 +13,9 @@ import threading
 import time
 from array import array
 
-from engine.steps import kinds as steps
-from engine.run.context import Context
 from engine.judges.embeddings import EmbeddingUnavailable
+from engine.run.context import Context
+from engine.steps import kinds as steps
 
 BACKFILL = 256  # memories given a vector per run_due, at most
 
@@ -48,8 +49,11 @@ def prefetch(ctx: Context, user: str, write: list) -> None:
     if ctx.embedder is None or not user.strip() or any(s.step == "extract" for s in write):
         return
     content, recent, inflight = user.strip(), ctx.embedder.recent, _inflight(ctx.embedder)
-    texts = [content] + [f"{user} {content}" for s in write if s.step != "contradiction"
-                         and steps.kind(s.step).shows_candidates]
+    texts = [content] + [
+        f"{user} {content}"
+        for s in write
+        if s.step != "contradiction" and steps.kind(s.step).shows_candidates
+    ]
     wanted = [t for t in dict.fromkeys(texts) if t not in recent and t not in inflight]
     if not wanted:
         return
@@ -93,15 +97,24 @@ def embed(ctx: Context, texts: list[str]) -> list[bytes] | None:
     try:
         found = ctx.embedder.embed(texts)
         if not isinstance(found, list) or len(found) != len(texts):
-            raise EmbeddingUnavailable(f"{len(texts)} texts sent, "
-                                       f"{len(found) if isinstance(found, list) else 'no'} vectors back")
+            raise EmbeddingUnavailable(
+                f"{len(texts)} texts sent, {len(found) if isinstance(found, list) else 'no'} vectors back"
+            )
         return found
     except Exception as exc:  # noqa: BLE001 - an embedding never fails a write or a recall
         said = str(exc) if isinstance(exc, EmbeddingUnavailable) else f"{type(exc).__name__}: {exc}"
         spec = ctx.policy.embed
-        ctx.store.log_call(ctx.namespace, "embed", spec.name, spec.provider, 0, 0,
-                           round((time.perf_counter() - start) * 1000, 3), "unavailable",
-                           said[:500])
+        ctx.store.log_call(
+            ctx.namespace,
+            "embed",
+            spec.name,
+            spec.provider,
+            0,
+            0,
+            round((time.perf_counter() - start) * 1000, 3),
+            "unavailable",
+            said[:500],
+        )
         return None
 
 
@@ -145,8 +158,9 @@ class Search:
         return self.found.result() if hasattr(self.found, "result") else self.found
 
 
-def neighbours(ctx: Context, step: str, vector: bytes | None, k: int,
-               also: list[int] = (), started: Search | None = None) -> list:
+def neighbours(
+    ctx: Context, step: str, vector: bytes | None, k: int, also: list[int] = (), started: Search | None = None
+) -> list:
     """Up to `k` nearest neighbours of `vector` that pass the step's candidate query,
     most similar first, plus the memories `also` names (to learn their similarity):
     rows with a `similarity` column. [] without a vector. `started`: the `search` begun
@@ -156,8 +170,9 @@ def neighbours(ctx: Context, step: str, vector: bytes | None, k: int,
         vector = fits(ctx, vector)
     if vector is None or st is None or k <= 0:
         return []
-    shortlist = started.ids() if started else ctx.store.nearest(
-        ctx.namespace, ctx.policy.embed.name, vector, k)
+    shortlist = (
+        started.ids() if started else ctx.store.nearest(ctx.namespace, ctx.policy.embed.name, vector, k)
+    )
     ids = list(dict.fromkeys([*shortlist, *also]))
     return ctx.store.fetch(st, ctx.namespace, ids=ids, vector=vector, limit=k + len(also))
 
@@ -178,7 +193,7 @@ def backfill(ctx: Context, limit: int = BACKFILL) -> int:
     done = 0
     missing = ctx.store.missing_vectors(ctx.namespace, model, limit)
     for start in range(0, len(missing), 32):
-        batch = missing[start:start + 32]
+        batch = missing[start : start + 32]
         vectors = embed(ctx, [text for _, text in batch])
         if vectors is None:
             break

@@ -4,6 +4,7 @@ A pass's cost is the SQL's: no Python loop over rows. The time it ran is recorde
 same transaction, so a pass is either applied and recorded, or neither. Every commit goes
 through `ctx.transaction()`: under a runner's lease it is fenced (engine.run.leasing).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -13,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from engine.base.clock import AHEAD, parse_time
-from engine.run.context import Context
 from engine.base.errors import GaveWay
+from engine.run.context import Context
 
 
 @dataclass
@@ -27,13 +28,19 @@ class PassResult:
     skipped: int = 0  # rows a rule left alone: its new value was NULL or not finite
 
     def as_dict(self) -> dict:
-        return {"pass": self.name, "ran_at": self.ran_at, "changed": self.changed,
-                "events": self.events, "skipped": self.skipped, "notes": self.notes}
+        return {
+            "pass": self.name,
+            "ran_at": self.ran_at,
+            "changed": self.changed,
+            "events": self.events,
+            "skipped": self.skipped,
+            "notes": self.notes,
+        }
 
 
 # the cursor of a pass whose rules are all applied while the rest of it (compression's
 # merges) is still to do: a resumed run goes straight to that rest
-RULES_DONE = 2 ** 62
+RULES_DONE = 2**62
 # a pass that gave way to a writer runs in ranges of ids sized to hold the write lock this
 # long each, starting from FIRST_RANGE ids
 RANGE_SECONDS = 0.005
@@ -45,8 +52,9 @@ QUIET_SECONDS = 0.5
 AT_ONCE = "no writer waited: ran the rest in one transaction"
 
 
-def run_rules(ctx: Context, name: str, progress: Callable[[str], None] | None = None,
-              record: bool = True) -> PassResult:
+def run_rules(
+    ctx: Context, name: str, progress: Callable[[str], None] | None = None, record: bool = True
+) -> PassResult:
     """Execute one pass's rule statements and record the run, all in one transaction;
     a pass with `batch: N` commits every N ids instead (see `run_batched`), and so does
     one that gives way to a writer waiting for the lock (it rolls back and runs again in
@@ -57,8 +65,9 @@ def run_rules(ctx: Context, name: str, progress: Callable[[str], None] | None = 
         return run_batched(ctx, name, progress, record)
     state = ctx.store.progress(ctx.namespace, name)
     if state and state["cursor"] >= RULES_DONE:
-        return PassResult(name, state["run_now"], state["changed"],
-                          notes=["resumed an interrupted run after its rules"])
+        return PassResult(
+            name, state["run_now"], state["changed"], notes=["resumed an interrupted run after its rules"]
+        )
     if state:  # it gave way, and that run in ranges was cut short: finish it
         return run_batched(ctx, name, progress, record)
     try:
@@ -78,15 +87,13 @@ def run_together(ctx: Context, names: list[str], progress=None) -> list[PassResu
         return [run_rules(ctx, name, progress) for name in names]  # one left half done
     try:
         with ctx.transaction(exclusive=True), _giving_way(ctx, names):
-            results = [_rules_and_record(ctx, name, progress, True, clear=False)
-                       for name in names]
+            results = [_rules_and_record(ctx, name, progress, True, clear=False) for name in names]
         return results
     except GaveWay as gave:  # a writer waits: each runs in ranges, none of them has landed
         results: list[PassResult] = []
         for name in names:  # once one ended at once, the next tries that first
             quiet = 0.0 if results and AT_ONCE in results[-1].notes else None
-            results.append(run_batched(ctx, name, progress, note=GAVE_WAY, top=gave.top,
-                                       quiet=quiet))
+            results.append(run_batched(ctx, name, progress, note=GAVE_WAY, top=gave.top, quiet=quiet))
         return results
 
 
@@ -105,8 +112,7 @@ def alone_in_a_transaction(ctx: Context, name: str) -> bool:
     return not p.batch and p.cluster is None
 
 
-def _rules_and_record(ctx: Context, name: str, progress, record: bool,
-                      clear: bool = True) -> PassResult:
+def _rules_and_record(ctx: Context, name: str, progress, record: bool, clear: bool = True) -> PassResult:
     now = ctx.now()
     result = PassResult(name, now)
     statements, meant, id_range = ctx.plan.passes[name], None, None
@@ -137,12 +143,12 @@ def _rewriting(ctx: Context, name: str, now: str, id_range: tuple[int, int] | No
     reach = (ctx.plan.pass_reach_ranged if id_range else ctx.plan.pass_reach).get(name)
     if reach is None or not ctx.plan.pass_writes[name]:
         return contextlib.nullcontext(None)
-    return ctx.store.rewriting(reach, ctx.plan.pass_writes[name], ctx.namespace, now,
-                               id_range=id_range or (0, 0))
+    return ctx.store.rewriting(
+        reach, ctx.plan.pass_writes[name], ctx.namespace, now, id_range=id_range or (0, 0)
+    )
 
 
-def _finish(ctx: Context, name: str, now: str, result: PassResult, record: bool,
-            clear: bool = True) -> None:
+def _finish(ctx: Context, name: str, now: str, result: PassResult, record: bool, clear: bool = True) -> None:
     """In the transaction of a pass's last rule statements: record the run, or (for the
     caller to record it later) mark the rules done. `clear=False`: the pass was read to
     have no progress under this lease, and only the lease's holder writes progress, so
@@ -155,8 +161,15 @@ def _finish(ctx: Context, name: str, now: str, result: PassResult, record: bool,
         ctx.store.save_progress(ctx.namespace, name, RULES_DONE, now, result.changed)
 
 
-def _apply(ctx: Context, statements, result: PassResult, now: str, progress,
-           id_range: tuple[int, int] | None = None, meant: int | None = None) -> None:
+def _apply(
+    ctx: Context,
+    statements,
+    result: PassResult,
+    now: str,
+    progress,
+    id_range: tuple[int, int] | None = None,
+    meant: int | None = None,
+) -> None:
     # meant: rows the current rule is for (when its values can come out unusable)
     for st in statements:
         if st.counts_skipped:
@@ -189,9 +202,15 @@ def _note_skipped(result: PassResult, rule: str) -> None:
         result.notes.append(note)
 
 
-def run_batched(ctx: Context, name: str, progress=None, record: bool = True,
-                note: str | None = None, top: int | None = None,
-                quiet: float | None = None) -> PassResult:
+def run_batched(
+    ctx: Context,
+    name: str,
+    progress=None,
+    record: bool = True,
+    note: str | None = None,
+    top: int | None = None,
+    quiet: float | None = None,
+) -> PassResult:
     """A pass over a huge store, committed in id ranges so readers and writers are never
     held up for long. Every rule reads and writes only its own row, so running all rules
     range by range gives the same rows as one transaction. Each range commits together
@@ -247,8 +266,16 @@ def run_batched(ctx: Context, name: str, progress=None, record: bool = True,
     return result
 
 
-def _rest_at_once(ctx: Context, name: str, statements, result: PassResult, now: str,
-                  progress, rest: tuple[int, int], record: bool) -> bool:
+def _rest_at_once(
+    ctx: Context,
+    name: str,
+    statements,
+    result: PassResult,
+    now: str,
+    progress,
+    rest: tuple[int, int],
+    record: bool,
+) -> bool:
     """What is left of a pass in ranges (ids in `rest`), run in one transaction with its
     run recorded, as the pass would have been, giving way again if a writer comes: False
     then, with nothing of it landed and `result` as it was."""
@@ -292,5 +319,4 @@ def went_back(schedule, now: dt.datetime) -> dict[str, str]:
     pass is due, else it would wait for a time that may be years away (docs/time.md). Within
     a day it is two hosts' clocks disagreeing, and the pass waits as scheduled: running it
     again at once would apply it twice for every second of skew."""
-    return {n: at for n, at in schedule.last_runs.items()
-            if at and parse_time(at) > now + AHEAD}
+    return {n: at for n, at in schedule.last_runs.items() if at and parse_time(at) > now + AHEAD}

@@ -4,24 +4,30 @@ for the chosen memories' access (the article: access_count + 1, last_accessed = 
 `explain` answers "why did it return that?": the same candidates and picks, each with its
 score parts, and how many memories were left out and why, counted by one GROUP BY.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.run import neighbours as vectors
-from engine.steps.answers import today
-from engine.run.context import Context
-from engine.judges import JudgeUnavailable
 from engine.base.records import MemoryRecord
-from engine.store.common import KEEP_AFTER
 from engine.base.text import fts_query
+from engine.judges import JudgeUnavailable
+from engine.run import neighbours as vectors
+from engine.run.context import Context
+from engine.steps.answers import today
+from engine.store.common import KEEP_AFTER
 
 # statuses recall explains by name, in this order; others found are listed after them
 STATUSES = ("archived", "superseded", "expired", "compressed")
 
 
-def candidates(ctx: Context, query: str | None = None, limit: int | None = None,
-               scored: bool = False, relevance: bool = True) -> list[MemoryRecord]:
+def candidates(
+    ctx: Context,
+    query: str | None = None,
+    limit: int | None = None,
+    scored: bool = False,
+    relevance: bool = True,
+) -> list[MemoryRecord]:
     """Recall candidates in the policy's recall order, before any model picks among them.
     With a query: only memories matching it in full text, or with `scored=True` all
     candidates, each with its `relevance` to the query (0 when it shares no word)."""
@@ -88,8 +94,7 @@ def record_access(ctx: Context, chosen: list[int]) -> dict[int, int]:
         return live
 
     try:  # one try when a write is kept already: the lock was busy a moment ago
-        with store.transaction(wait=0.0 if store.deferred else KEEP_AFTER,
-                               kept_at_most=store.KEPT_AT_ONCE):
+        with store.transaction(wait=0.0 if store.deferred else KEEP_AFTER, kept_at_most=store.KEPT_AT_ONCE):
             if not store.keeps_more():
                 return access()
             # more kept than one recall makes (after a long pass): this one behind them
@@ -122,8 +127,9 @@ def still_active(ctx: Context, ids: list[int], depth: int = 8) -> dict[int, int]
     return out
 
 
-def choose(ctx: Context, query: str, top_n: int | None = None,
-           relevance: bool = True) -> tuple[list, list[int]]:
+def choose(
+    ctx: Context, query: str, top_n: int | None = None, relevance: bool = True
+) -> tuple[list, list[int]]:
     """The candidates in the policy's recall order (each with its relevance to `query`),
     and the ids the select judge picks among them (the first `top_n` without a judge)."""
     rec = ctx.policy.recall
@@ -148,8 +154,11 @@ def _hybrid(ctx: Context, query: str, shown: list) -> tuple[list, dict[int, floa
     fts = fts_query(query)
     seen = {c.id for c in shown}
     started = vectors.search(ctx, "recall", vector, k)  # beside the full-text query
-    matches = MemoryRecord.from_rows(ctx.store.fetch(
-        ctx.plan.recall_query, ctx.namespace, query=fts, limit=k)) if fts else []
+    matches = (
+        MemoryRecord.from_rows(ctx.store.fetch(ctx.plan.recall_query, ctx.namespace, query=fts, limit=k))
+        if fts
+        else []
+    )
     shown = shown + [m for m in matches if m.id not in seen]
     near = vectors.neighbours(ctx, "recall", vector, k, [c.id for c in shown], started)
     similar = {r["id"]: r["similarity"] for r in near}
@@ -158,12 +167,22 @@ def _hybrid(ctx: Context, query: str, shown: list) -> tuple[list, dict[int, floa
     return shown, similar
 
 
-def _select(ctx: Context, rec, query: str, candidates: list, top_n: int,
-            similar: dict[int, float]) -> list[int]:
-    shown = [{"n": i, "id": c.id, "summary": c.summary or c.content[:120], "content": c.content,
-              "confidence": c.confidence, "decay_score": c.decay_score,
-              "created_at": c.created_at, "similarity": similar.get(c.id)}
-             for i, c in enumerate(candidates, 1)]
+def _select(
+    ctx: Context, rec, query: str, candidates: list, top_n: int, similar: dict[int, float]
+) -> list[int]:
+    shown = [
+        {
+            "n": i,
+            "id": c.id,
+            "summary": c.summary or c.content[:120],
+            "content": c.content,
+            "confidence": c.confidence,
+            "decay_score": c.decay_score,
+            "created_at": c.created_at,
+            "similarity": similar.get(c.id),
+        }
+        for i, c in enumerate(candidates, 1)
+    ]
     now = ctx.clock()
     variables = {"query": query, "candidates": shown, "top_n": top_n, "now": now, "today": today(now)}
     try:
@@ -180,18 +199,26 @@ class Explained:
     """One recall candidate: its place in the recall order, its score parts, and whether
     the select step picked it."""
 
-    memory: object               # MemoryRecord
-    position: int                # 1-based, in the policy's recall order
+    memory: object  # MemoryRecord
+    position: int  # 1-based, in the policy's recall order
     chosen: bool
     order_keys: list = field(default_factory=list)  # the value of each `order` term
 
     def as_dict(self) -> dict:
         m = self.memory
-        return {"id": m.id, "position": self.position, "chosen": self.chosen,
-                "importance": m.importance, "confidence": m.confidence,
-                "decay": m.decay_score, "relevance": m.relevance, "rank": m.rank,
-                "order_keys": self.order_keys, "access_count": m.access_count,
-                "summary": m.summary or m.content[:120]}
+        return {
+            "id": m.id,
+            "position": self.position,
+            "chosen": self.chosen,
+            "importance": m.importance,
+            "confidence": m.confidence,
+            "decay": m.decay_score,
+            "relevance": m.relevance,
+            "rank": m.rank,
+            "order_keys": self.order_keys,
+            "access_count": m.access_count,
+            "summary": m.summary or m.content[:120],
+        }
 
 
 @dataclass
@@ -200,14 +227,14 @@ class Explanation:
 
     query: str
     policy: str
-    where: str                   # the policy's recall.where, as written
-    order: str                   # the policy's recall.order, as written
+    where: str  # the policy's recall.where, as written
+    order: str  # the policy's recall.order, as written
     limit: int
-    select: str | None           # "model via template", or None without a select step
+    select: str | None  # "model via template", or None without a select step
     top_n: int
     candidates: list[Explained]
-    filtered: dict[str, int]     # memories never considered, by reason
-    eligible: int                # memories passing recall.where (before the limit)
+    filtered: dict[str, int]  # memories never considered, by reason
+    eligible: int  # memories passing recall.where (before the limit)
     picks: list[int] = field(default_factory=list)  # chosen ids, in the order recall returns them
 
     @property
@@ -224,12 +251,21 @@ class Explanation:
         return sum(1 for c in self.candidates if not c.chosen)
 
     def as_dict(self) -> dict:
-        return {"query": self.query, "policy": self.policy, "where": self.where,
-                "order": self.order, "limit": self.limit, "select": self.select,
-                "top_n": self.top_n, "chosen": self.picks,
-                "candidates": [c.as_dict() for c in self.candidates],
-                "filtered": self.filtered, "eligible": self.eligible,
-                "beyond_limit": self.beyond_limit, "not_chosen": self.not_chosen}
+        return {
+            "query": self.query,
+            "policy": self.policy,
+            "where": self.where,
+            "order": self.order,
+            "limit": self.limit,
+            "select": self.select,
+            "top_n": self.top_n,
+            "chosen": self.picks,
+            "candidates": [c.as_dict() for c in self.candidates],
+            "filtered": self.filtered,
+            "eligible": self.eligible,
+            "beyond_limit": self.beyond_limit,
+            "not_chosen": self.not_chosen,
+        }
 
 
 def explain(ctx: Context, query: str, top_n: int | None = None) -> Explanation:
@@ -242,15 +278,23 @@ def explain(ctx: Context, query: str, top_n: int | None = None) -> Explanation:
     shown, picks = choose(ctx, query, top_n)
     fts = fts_query(query) if query else None
     keys = _order_keys(ctx, fts, [c.id for c in shown])
-    explained = [Explained(c, i, c.id in picks, keys.get(c.id, []))
-                 for i, c in enumerate(shown, 1)]
+    explained = [Explained(c, i, c.id in picks, keys.get(c.id, [])) for i, c in enumerate(shown, 1)]
     counts = _reasons(ctx, fts)
     eligible = counts.pop("eligible", 0)
     src = rec.candidates.source
-    return Explanation(query, ctx.policy.name, str(src.get("where", "status = 'active'")),
-                       str(src.get("order", "rank")), rec.candidates.limit,
-                       f"{rec.select.model} via {rec.select.prompt}" if rec.select else None,
-                       top_n or rec.top_n, explained, counts, eligible, picks)
+    return Explanation(
+        query,
+        ctx.policy.name,
+        str(src.get("where", "status = 'active'")),
+        str(src.get("order", "rank")),
+        rec.candidates.limit,
+        f"{rec.select.model} via {rec.select.prompt}" if rec.select else None,
+        top_n or rec.top_n,
+        explained,
+        counts,
+        eligible,
+        picks,
+    )
 
 
 def _reasons(ctx: Context, fts: str | None) -> dict[str, int]:

@@ -6,16 +6,17 @@ daemon`), `lethe run`, `Memory.run()` / `run_due()` and experiments. Each takes 
 namespace's pass lease first (engine.run.leasing) and works under it: what is due is decided
 by the holder, every commit is fenced, and the lease stays alive while models answer.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from engine.run import passes as P
 from engine.base import tracing
-from engine.run import neighbours as vectors
-from engine.run.context import Context
 from engine.base.errors import LetheError
 from engine.base.lazy import lazy
+from engine.run import neighbours as vectors
+from engine.run import passes as P
+from engine.run.context import Context
 from engine.run.leasing import LeaseTerms, hold
 
 # imported when a turn is pending or a compression pass runs, not for decay alone
@@ -25,8 +26,9 @@ write = lazy("engine.run.write")
 Progress = Callable[[str], None] | None
 
 
-def run(ctx: Context, names: Iterable[str], progress: Progress = None,
-        terms: LeaseTerms | None = None) -> list[P.PassResult]:
+def run(
+    ctx: Context, names: Iterable[str], progress: Progress = None, terms: LeaseTerms | None = None
+) -> list[P.PassResult]:
     """Run the named passes now, in the order given, under the lease. Raises LeaseBusy
     when another runner keeps it longer than `terms.wait`."""
     names = list(names)
@@ -38,8 +40,9 @@ def run(ctx: Context, names: Iterable[str], progress: Progress = None,
         return _run_all(held, names, _hook(held, progress))
 
 
-def run_due(ctx: Context, progress: Progress = None, terms: LeaseTerms | None = None,
-            retry_failed: bool = False) -> list[P.PassResult]:
+def run_due(
+    ctx: Context, progress: Progress = None, terms: LeaseTerms | None = None, retry_failed: bool = False
+) -> list[P.PassResult]:
     """Under the lease: retry pending turns (with `retry_failed`, the parked ones too),
     then run every pass whose schedule has come round. Raises LeaseBusy when another
     runner keeps the lease longer than `terms.wait` (not when there is nothing to do)."""
@@ -65,8 +68,10 @@ def run_due(ctx: Context, progress: Progress = None, terms: LeaseTerms | None = 
             # the turns this run judged: `before - left` would count turns other processes
             # queued (or judged) meanwhile, down to a negative number
             left = held.store.pending_count(held.namespace)
-            results.insert(0, P.PassResult("pending", held.now(), judged,
-                                           notes=[f"{left} still pending"] if left else []))
+            results.insert(
+                0,
+                P.PassResult("pending", held.now(), judged, notes=[f"{left} still pending"] if left else []),
+            )
         return results
 
 
@@ -92,7 +97,7 @@ def _run_all(ctx: Context, names: list[str], progress: Progress) -> list[P.PassR
         if group:
             start = tracing.now()
             results += P.run_together(ctx, group, progress)
-            for done in results[-len(group):]:  # one transaction: each pass its span over it
+            for done in results[-len(group) :]:  # one transaction: each pass its span over it
                 tracing.record(f"lethe.pass {done.name}", start, _traced(ctx, done))
             group = []
         if name is not None:
@@ -109,9 +114,13 @@ def run_one(ctx: Context, name: str, progress: Progress = None) -> P.PassResult:
 
 def _traced(ctx: Context, result: P.PassResult) -> dict:
     """A pass's span attributes: what it changed, by event (`lethe.events.expired`: 3)."""
-    return {"lethe.namespace": ctx.namespace, "lethe.policy": ctx.policy.name,
-            "lethe.pass": result.name, "lethe.changed": result.changed,
-            **{f"lethe.events.{kind}": n for kind, n in result.events.items()}}
+    return {
+        "lethe.namespace": ctx.namespace,
+        "lethe.policy": ctx.policy.name,
+        "lethe.pass": result.name,
+        "lethe.changed": result.changed,
+        **{f"lethe.events.{kind}": n for kind, n in result.events.items()},
+    }
 
 
 def _run_one(ctx: Context, name: str, progress: Progress = None) -> P.PassResult:
@@ -142,4 +151,5 @@ def _hook(ctx: Context, progress: Progress):
                 held.renewed()
         if progress:
             progress(label)
+
     return hook

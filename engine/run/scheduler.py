@@ -10,6 +10,7 @@ The scheduler works over its own connection to the file, so the agent's recall a
 remember, on theirs, keep reading during a pass (WAL) and wait for nothing but SQLite's
 write lock. Times come from the memory's clock; only the sleep between ticks is real time.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -19,10 +20,10 @@ import time
 import warnings
 from typing import Callable
 
-from engine.run import runner
 from engine.base.clock import parse_duration
 from engine.base.errors import LeaseBusy, LeaseLost, LetheError
 from engine.judges.keys import PassesUndoneWarning
+from engine.run import runner
 from engine.run.leasing import DEFAULT_TTL, LeaseTerms, default_holder
 from engine.run.passes import PassResult
 
@@ -47,9 +48,15 @@ class Scheduler:
     the scheduler carries on.
     """
 
-    def __init__(self, memory, interval: float = 60.0, *, lease_ttl=DEFAULT_TTL,
-                 on_tick: Callable[[list[PassResult] | None], None] | None = None,
-                 holder: str | None = None):
+    def __init__(
+        self,
+        memory,
+        interval: float = 60.0,
+        *,
+        lease_ttl=DEFAULT_TTL,
+        on_tick: Callable[[list[PassResult] | None], None] | None = None,
+        holder: str | None = None,
+    ):
         if memory.store.path in ("", ":memory:"):
             raise LetheError("the scheduler needs a database file: it opens its own connection to it")
         self.memory = memory
@@ -62,10 +69,10 @@ class Scheduler:
         self.last_error: BaseException | None = None
         self.failing_since: float | None = None  # monotonic time of the first failed tick in a row
         self._stopping = threading.Event()
-        self._run_lock = threading.Lock()      # the thread and force_run take turns
+        self._run_lock = threading.Lock()  # the thread and force_run take turns
         self._thread: threading.Thread | None = None
-        self._own = None                       # the scheduler's context, on its own connection
-        self._warned_keyless = False           # PassesUndoneWarning is given once
+        self._own = None  # the scheduler's context, on its own connection
+        self._warned_keyless = False  # PassesUndoneWarning is given once
         self._open()
 
     # -- lifecycle
@@ -74,8 +81,9 @@ class Scheduler:
         if self.running:
             return self
         self._stopping.clear()
-        self._thread = threading.Thread(target=self._loop, daemon=True,
-                                        name=f"lethe-scheduler-{self.memory.namespace}")
+        self._thread = threading.Thread(
+            target=self._loop, daemon=True, name=f"lethe-scheduler-{self.memory.namespace}"
+        )
         self._thread.start()
         return self
 
@@ -162,6 +170,7 @@ class Scheduler:
                 progress(label)
             if in_thread and self._stopping.is_set():  # the last moment before the statement
                 raise _Stopped()
+
         return hook
 
     def _open(self):
@@ -179,7 +188,7 @@ class Scheduler:
                 self.last_error = exc
                 log.warning("scheduler tick: %s", exc)
             except Exception as exc:  # a failing tick is logged; the next one may succeed
-                if self._stopping.is_set():   # interrupted by stop(): not a failure
+                if self._stopping.is_set():  # interrupted by stop(): not a failure
                     break
                 self.last_error = exc
                 self.failing_since = self.failing_since or time.monotonic()

@@ -8,12 +8,12 @@ not either: when the judges say it replaces a memory said after it, or (asked th
 way round) that such a memory replaces it, it is stored already superseded by the earliest
 of them, with the link and the event, as if the turns had been judged in the order said.
 """
+
 from __future__ import annotations
 
+from engine.base.errors import LetheError
 from engine.base.inputs import INT64
 from engine.judges import JudgeUnavailable
-from engine.base.errors import LetheError
-
 
 AFTER = 20  # memories said after a late turn asked about besides those its search found
 
@@ -29,23 +29,39 @@ def in_said_order(writer, said: str | None, items: list) -> list:
         rows = [ctx.store.get(i, ctx.namespace) for i in dict.fromkeys(judged.shown)]
         # and the first memories said after it, whether or not its own search found them
         # (what a later memory's search finds is not what an earlier one's finds)
-        rows += ctx.store.browse(ctx.namespace, {"status": "active"}, sort="created_at",
-                                 descending=False, after=(said, INT64), limit=AFTER)
-        later = sorted({r["id"]: r for r in rows if r is not None and r["status"] == "active"
-                        and (r["created_at"] or "") > said}.values(),
-                       key=lambda r: (r["created_at"], r["id"]))
+        rows += ctx.store.browse(
+            ctx.namespace,
+            {"status": "active"},
+            sort="created_at",
+            descending=False,
+            after=(said, INT64),
+            limit=AFTER,
+        )
+        later = sorted(
+            {
+                r["id"]: r
+                for r in rows
+                if r is not None and r["status"] == "active" and (r["created_at"] or "") > said
+            }.values(),
+            key=lambda r: (r["created_at"], r["id"]),
+        )
         if not later:
             continue
         after = {r["id"] for r in later}
         named = [r for r in later if r["id"] in judged.supersedes]
         judged.supersedes = [i for i in judged.supersedes if i not in after]
         if not named:  # the judges read it as the newer: ask whether the later one replaces it
-            named = [r for r in later if r["id"] not in judged.confirms
-                     and _replaces(writer, r, judged, said)][:1]
+            named = [
+                r for r in later if r["id"] not in judged.confirms and _replaces(writer, r, judged, said)
+            ][:1]
         if named:
             first = named[0]
-            judged.superseded_by = [first["id"], first["content"], first["created_at"],
-                                    judged.reasons.pop(first["id"], None)]
+            judged.superseded_by = [
+                first["id"],
+                first["content"],
+                first["created_at"],
+                judged.reasons.pop(first["id"], None),
+            ]
     return items
 
 
@@ -57,9 +73,17 @@ def _replaces(writer, later, judged, said: str) -> bool:
     if step is None:
         return False
     probe = type(judged)(content=later["content"], summary=later["summary"])
-    shown = [{"n": 1, "id": None, "content": judged.content,
-              "summary": judged.summary or judged.content[:120], "created_at": said,
-              "importance": judged.importance, "similarity": None}]
+    shown = [
+        {
+            "n": 1,
+            "id": None,
+            "content": judged.content,
+            "summary": judged.summary or judged.content[:120],
+            "created_at": said,
+            "importance": judged.importance,
+            "similarity": None,
+        }
+    ]
     variables = writer.variables(probe, {"user": later["content"], "assistant": ""}, shown)
     variables["max_supersedes"] = int(writer.ctx.policy.params.get("max_supersedes", 3))
     try:
@@ -80,4 +104,3 @@ def apply_later(writer, judged, new_id: int, out) -> None:
     with writer.ctx.store.saying(said):
         if writer.supersede(new_id, later, content, reason):
             out.superseded.append((new_id, later))
-

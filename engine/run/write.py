@@ -5,26 +5,28 @@ a write transaction; the result (the new memory, what it supersedes or reinforce
 every event) is applied in one transaction. A model that cannot be reached leaves the
 turn pending for `run_due()` to retry; nothing is lost.
 """
+
 from __future__ import annotations
 
 import contextvars
 import datetime as dt
 import json
-from concurrent.futures import ThreadPoolExecutor
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from engine.judges import invariants as guards
-from engine.steps import kinds as steps
-from engine.run import timeline, neighbours as vectors
-from engine.steps.answers import today
 from engine.base.clock import iso
-from engine.run.context import Context
 from engine.base.errors import LeaseLost, LetheError
-from engine.judges import JudgeUnavailable
-from engine.run.matching import distinctive_query
-from engine.policy import WriteStep
 from engine.base.records import parse_tags, pending_reasons  # noqa: F401 - where callers look
+from engine.judges import JudgeUnavailable
+from engine.judges import invariants as guards
+from engine.policy import WriteStep
+from engine.run import neighbours as vectors
+from engine.run import timeline
+from engine.run.context import Context
+from engine.run.matching import distinctive_query
+from engine.steps import kinds as steps
+from engine.steps.answers import today
 
 
 @dataclass
@@ -41,7 +43,7 @@ class Judged:
     supersedes: list[int] = field(default_factory=list)
     confirms: list[int] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    reasons: dict[int, str] = field(default_factory=dict)   # superseded id -> the model's reason
+    reasons: dict[int, str] = field(default_factory=dict)  # superseded id -> the model's reason
     kind: str | None = None
     scene: str | None = None
     vector: bytes | None = None  # the content's embedding, when the policy has a model
@@ -66,36 +68,70 @@ class Written(list):
         self.outage = outage  # pending because a model was unreachable
 
     def as_dict(self) -> dict:
-        return {"ids": list(self), "stored": self.stored, "reinforced": self.reinforced,
-                "superseded": [{"id": old, "by": new} for old, new in self.superseded],
-                "expiring": [{"id": i, "expires_at": at} for i, at in self.expiring],
-                "pending": self.pending}
+        return {
+            "ids": list(self),
+            "stored": self.stored,
+            "reinforced": self.reinforced,
+            "superseded": [{"id": old, "by": new} for old, new in self.superseded],
+            "expiring": [{"id": i, "expires_at": at} for i, at in self.expiring],
+            "pending": self.pending,
+        }
 
 
-MAX_FAILURES = 3                   # failures (not outages) before a turn is parked as failed
+MAX_FAILURES = 3  # failures (not outages) before a turn is parked as failed
 BACKOFF = dt.timedelta(minutes=1)  # before the second try; four times that before the third
 
 
 # ---- storing one memory -----------------------------------------------------------------
-def store_memory(ctx: Context, content: str, *, summary=None, tags=None, importance=None,
-                 confidence=None, expires_at=None, kind=None, scene=None, access_count=0,
-                 decay_score=1.0, event: str = "created", detail=None) -> int:
+def store_memory(
+    ctx: Context,
+    content: str,
+    *,
+    summary=None,
+    tags=None,
+    importance=None,
+    confidence=None,
+    expires_at=None,
+    kind=None,
+    scene=None,
+    access_count=0,
+    decay_score=1.0,
+    event: str = "created",
+    detail=None,
+) -> int:
     """Insert one memory with its rank and its creation event, in the caller's transaction.
     A number that is not finite (from any source) is refused before anything is written."""
-    row = {"content": content, "summary": summary if summary else content[:120],
-           "tags": json.dumps(list(tags or []), ensure_ascii=False),
-           "importance": float(5.0 if importance is None else importance),
-           "confidence": float(1.0 if confidence is None else confidence),
-           "access_count": int(access_count), "decay_score": float(decay_score),
-           "status": "active", "created_at": ctx.store.said_at or ctx.now(), "last_accessed": None,
-           "expires_at": expires_at, "namespace": ctx.namespace, "kind": kind, "scene": scene}
+    row = {
+        "content": content,
+        "summary": summary if summary else content[:120],
+        "tags": json.dumps(list(tags or []), ensure_ascii=False),
+        "importance": float(5.0 if importance is None else importance),
+        "confidence": float(1.0 if confidence is None else confidence),
+        "access_count": int(access_count),
+        "decay_score": float(decay_score),
+        "status": "active",
+        "created_at": ctx.store.said_at or ctx.now(),
+        "last_accessed": None,
+        "expires_at": expires_at,
+        "namespace": ctx.namespace,
+        "kind": kind,
+        "scene": scene,
+    }
     for name in ("importance", "confidence", "decay_score"):
         if not math.isfinite(row[name]):
             raise LetheError(f"{name} must be a finite number, got {row[name]!r}")
     new_id = ctx.store.insert_memory(row)
     refresh_rank(ctx, [new_id])
-    ctx.store.event(new_id, event, {"importance": row["importance"], "confidence": row["confidence"],
-                                    "expires_at": expires_at, **(detail or {})})
+    ctx.store.event(
+        new_id,
+        event,
+        {
+            "importance": row["importance"],
+            "confidence": row["confidence"],
+            "expires_at": expires_at,
+            **(detail or {}),
+        },
+    )
     return new_id
 
 
@@ -141,8 +177,7 @@ class Writer:
         except (LeaseLost, *self.ctx.store.busy_errors):
             raise  # the store's or the runner's trouble, not the turn's
         except Exception as exc:
-            why = self.turn_failed(row, f"{type(exc).__name__}: {exc}", outage=False,
-                                   paid=paid)
+            why = self.turn_failed(row, f"{type(exc).__name__}: {exc}", outage=False, paid=paid)
             if raise_errors and isinstance(exc, LetheError):
                 raise
             return Written(pending=why)
@@ -198,18 +233,21 @@ class Writer:
         """Store given content: every write step but the gate (a fused step keeps the given
         content); fields given by the caller win over judgments; an outage falls back to rules."""
         given = {k for k, v in fields.items() if v is not None}
-        judged = Judged(content=content, summary=fields.get("summary"),
-                        tags=list(fields.get("tags") or []),
-                        importance=5.0 if fields.get("importance") is None else fields["importance"],
-                        confidence=fields.get("confidence"), expires_at=fields.get("expires_at"))
+        judged = Judged(
+            content=content,
+            summary=fields.get("summary"),
+            tags=list(fields.get("tags") or []),
+            importance=5.0 if fields.get("importance") is None else fields["importance"],
+            confidence=fields.get("confidence"),
+            expires_at=fields.get("expires_at"),
+        )
         given |= {"content", "summary"}
         for step in self.ctx.policy.write:
             if step.step == "gate" or step.step in given or steps.kind(step.step).after_store:
                 continue  # an after-store step (summarise) runs once the memory is stored
             if step.step == "expiry" and "expires_at" in given:
                 continue
-            self.run_step(step, judged, {"user": content, "assistant": ""},
-                          outage_fallback=True, given=given)
+            self.run_step(step, judged, {"user": content, "assistant": ""}, outage_fallback=True, given=given)
         if judged.confidence is None:
             judged.confidence = 1.0
         judged.vector = judged.vector or vectors.vector_of(self.ctx, judged.content)
@@ -249,8 +287,10 @@ class Writer:
             return
         asked = [(key, step, self.prepare(step, judged, turn)) for key, step in keyed]
         with ThreadPoolExecutor(max_workers=len(asked)) as pool:
-            answers = [pool.submit(contextvars.copy_context().run, self.answer, step, prepared,
-                                   paid, key) for key, step, prepared in asked]  # its spans' parent
+            answers = [
+                pool.submit(contextvars.copy_context().run, self.answer, step, prepared, paid, key)
+                for key, step, prepared in asked
+            ]  # its spans' parent
             errors = [f.exception() for f in answers]
         for (key, step, prepared), f, error in zip(asked, answers, errors):
             if error is None:
@@ -259,8 +299,9 @@ class Writer:
         if unreachable is not None:
             raise unreachable
 
-    def extract(self, step: WriteStep, turn: dict, paid: dict | None = None,
-                key: str = "extract") -> list[Judged]:
+    def extract(
+        self, step: WriteStep, turn: dict, paid: dict | None = None, key: str = "extract"
+    ) -> list[Judged]:
         """Seed C: the exchange as cells {scene, kind, salience, content}; salience 0-1 is
         stored as importance 0-10 (times the policy's `salience_scale`, default 10)."""
         paid = {} if paid is None else paid
@@ -272,9 +313,16 @@ class Writer:
             self.log_event(None, "extract_failed", note or "no usable cells")
             return []
         scale = float(self.ctx.policy.params.get("salience_scale", 10))
-        return [Judged(content=c["content"], importance=round(c["salience"] * scale, 3),
-                       kind=c["kind"], scene=c["scene"], notes=[note] if note else [])
-                for c in cells]
+        return [
+            Judged(
+                content=c["content"],
+                importance=round(c["salience"] * scale, 3),
+                kind=c["kind"],
+                scene=c["scene"],
+                notes=[note] if note else [],
+            )
+            for c in cells
+        ]
 
     def log_event(self, memory_id, event_type: str, detail) -> None:
         with self.ctx.transaction():
@@ -287,8 +335,9 @@ class Writer:
             return
         for scene in sorted(scenes):
             rows = self.ctx.store.scene_cells(self.ctx.namespace, scene)
-            cells = [{"content": r["content"], "kind": r["kind"], "salience": r["importance"] / 10}
-                     for r in rows]
+            cells = [
+                {"content": r["content"], "kind": r["kind"], "salience": r["importance"] / 10} for r in rows
+            ]
             variables = {**self.variables(Judged(), {}), "scene": scene, "cells": cells}
             try:
                 summary, _ = self.ctx.judges.ask("summarise", step.judgment, variables)
@@ -302,17 +351,32 @@ class Writer:
 
     def variables(self, judged: Judged, turn: dict, candidates=None) -> dict:
         now = self.ctx.clock()
-        return {**turn, "now": now, "today": today(now),
-                "memory": {"content": judged.content, "summary": judged.summary or judged.content[:120],
-                           "tags": judged.tags}, "candidates": candidates or []}
+        return {
+            **turn,
+            "now": now,
+            "today": today(now),
+            "memory": {
+                "content": judged.content,
+                "summary": judged.summary or judged.content[:120],
+                "tags": judged.tags,
+            },
+            "candidates": candidates or [],
+        }
 
-    def run_step(self, step: WriteStep, judged: Judged, turn: dict, outage_fallback=False,
-                 given=frozenset(), paid: dict | None = None, key: str | None = None) -> None:
+    def run_step(
+        self,
+        step: WriteStep,
+        judged: Judged,
+        turn: dict,
+        outage_fallback=False,
+        given=frozenset(),
+        paid: dict | None = None,
+        key: str | None = None,
+    ) -> None:
         prepared = self.prepare(step, judged, turn)
         if paid is None or key is None:
             paid, key = {}, step.step
-        self.fold(step, judged, self.answer(step, prepared, paid, key, outage_fallback),
-                  prepared[1], given)
+        self.fold(step, judged, self.answer(step, prepared, paid, key, outage_fallback), prepared[1], given)
 
     def prepare(self, step: WriteStep, judged: Judged, turn: dict) -> tuple[dict, dict]:
         """A step's template variables, and its local candidate numbers -> memory ids."""
@@ -322,8 +386,14 @@ class Writer:
             variables["max_supersedes"] = int(self.ctx.policy.params.get("max_supersedes", 3))
         return variables, {c["n"]: c["id"] for c in shown}
 
-    def answer(self, step: WriteStep, prepared: tuple[dict, dict], paid: dict, key: str,
-               outage_fallback: bool = False) -> list:
+    def answer(
+        self,
+        step: WriteStep,
+        prepared: tuple[dict, dict],
+        paid: dict,
+        key: str,
+        outage_fallback: bool = False,
+    ) -> list:
         """[value, note, local numbers] for a step, from `paid` or asked now (and kept)."""
         if key in paid:
             return paid[key]
@@ -336,14 +406,14 @@ class Writer:
             except JudgeUnavailable as exc:
                 if not outage_fallback:
                     raise
-                value, note = self.ctx.judges.fallback(kind, step.judgment, variables,
-                                                       f"model unreachable: {exc}"), \
-                    f"{kind}: model unreachable, rules answered"
+                value, note = (
+                    self.ctx.judges.fallback(kind, step.judgment, variables, f"model unreachable: {exc}"),
+                    f"{kind}: model unreachable, rules answered",
+                )
         paid[key] = [value, note, {str(n): mid for n, mid in local.items()}]
         return paid[key]
 
-    def fold(self, step: WriteStep, judged: Judged, answered: list, local: dict,
-             given=frozenset()) -> None:
+    def fold(self, step: WriteStep, judged: Judged, answered: list, local: dict, given=frozenset()) -> None:
         value, note, kept = answered
         if note:
             judged.notes.append(note)
@@ -354,29 +424,42 @@ class Writer:
     def candidates(self, step: WriteStep, judged: Judged, turn: dict) -> list[dict]:
         """The policy's candidate query narrowed to the K most relevant to the new memory,
         shown to the model under local numbers 1..K, never database ids."""
-        text = judged.content if step.step == "contradiction" else \
-            f"{turn.get('user', '')} {judged.content}"
+        text = judged.content if step.step == "contradiction" else f"{turn.get('user', '')} {judged.content}"
         query = distinctive_query(self.ctx, text)
         k = step.judgment.candidates.k if step.judgment.candidates else 20
         vector = vectors.vector_of(self.ctx, text)
         if step.step == "contradiction":
             judged.vector = vector  # the new memory's own vector: stored with it
         started = vectors.search(self.ctx, step.step, vector, k)  # beside the full-text query
-        rows = self.ctx.store.fetch(self.ctx.plan.write_candidates[step.step], self.ctx.namespace,
-                                    query=query, limit=k) if query else []
+        rows = (
+            self.ctx.store.fetch(
+                self.ctx.plan.write_candidates[step.step], self.ctx.namespace, query=query, limit=k
+            )
+            if query
+            else []
+        )
         # hybrid: the full-text ones, then up to k nearest neighbours not among them
         near = vectors.neighbours(self.ctx, step.step, vector, k, [r["id"] for r in rows], started)
         similar = {r["id"]: round(r["similarity"], 4) for r in near}
         shown = {r["id"] for r in rows}
         rows = list(rows) + [r for r in near if r["id"] not in shown][:k]
-        return [{"n": i, "id": r["id"], "content": r["content"], "summary": r["summary"],
-                 "created_at": r["created_at"], "importance": r["importance"],
-                 "similarity": similar.get(r["id"])}
-                for i, r in enumerate(rows, 1)]
+        return [
+            {
+                "n": i,
+                "id": r["id"],
+                "content": r["content"],
+                "summary": r["summary"],
+                "created_at": r["created_at"],
+                "importance": r["importance"],
+                "similarity": similar.get(r["id"]),
+            }
+            for i, r in enumerate(rows, 1)
+        ]
 
     # -- applying
-    def apply(self, judged: Judged, source: dict, extra: dict | None = None,
-              out: Written | None = None) -> list[int]:
+    def apply(
+        self, judged: Judged, source: dict, extra: dict | None = None, out: Written | None = None
+    ) -> list[int]:
         """Store, supersede and reinforce, with their events, in the caller's transaction;
         what was done is noted in `out`."""
         store, out = self.ctx.store, Written() if out is None else out
@@ -392,10 +475,18 @@ class Writer:
                 out.reinforced += kept
                 return kept
             # every confirmed memory changed meanwhile: the turn is a memory of its own
-        new_id = store_memory(self.ctx, judged.content, summary=judged.summary, tags=judged.tags,
-                              importance=judged.importance, confidence=judged.confidence,
-                              expires_at=judged.expires_at, kind=extra.get("kind") or judged.kind,
-                              scene=extra.get("scene") or judged.scene, detail=source)
+        new_id = store_memory(
+            self.ctx,
+            judged.content,
+            summary=judged.summary,
+            tags=judged.tags,
+            importance=judged.importance,
+            confidence=judged.confidence,
+            expires_at=judged.expires_at,
+            kind=extra.get("kind") or judged.kind,
+            scene=extra.get("scene") or judged.scene,
+            detail=source,
+        )
         for note in judged.notes:
             store.event(new_id, "judge_fallback", note)
         for what, old, why in refused:  # said on the new memory: what was refused and why
@@ -415,7 +506,8 @@ class Writer:
         """Keep the confirms and supersedes the guards let through (engine/judges/invariants.py); the
         refused ones, as (what, id, why). A refused confirm stores the new memory."""
         judged.confirms, judged.supersedes, refused = guards.screen(
-            judged.content, judged.confirms, judged.supersedes, self.text_of)
+            judged.content, judged.confirms, judged.supersedes, self.text_of
+        )
         return refused
 
     def text_of(self, mid: int) -> str:
@@ -433,20 +525,23 @@ class Writer:
             if value is None:
                 continue
             if col == "tags":
-                value = json.dumps(list(dict.fromkeys(parse_tags(row["tags"]) + list(value))),
-                                   ensure_ascii=False)
+                value = json.dumps(
+                    list(dict.fromkeys(parse_tags(row["tags"]) + list(value))), ensure_ascii=False
+                )
             if value != row[col]:
                 changes[col] = value
         if not changes:
             return
         self.ctx.store.update_memory(self.ctx.namespace, mid, changes)
         refresh_rank(self.ctx, [mid])
-        self.ctx.store.event(mid, "updated", {"by": "add", "fields": {
-            c: {"from": row[c], "to": v} for c, v in changes.items()}})
+        self.ctx.store.event(
+            mid,
+            "updated",
+            {"by": "add", "fields": {c: {"from": row[c], "to": v} for c, v in changes.items()}},
+        )
 
     def supersede(self, old: int, new_id: int, content: str, reason: str | None = None) -> bool:
-        if not self.ctx.store.run(self.ctx.plan.supersede, self.ctx.namespace, ids=[old],
-                                  new_id=new_id):
+        if not self.ctx.store.run(self.ctx.plan.supersede, self.ctx.namespace, ids=[old], new_id=new_id):
             return False  # no longer active: nothing to supersede
         why = f" (why: {reason})" if reason else ""
         self.ctx.store.event(old, "superseded", f"superseded by #{new_id}: {content[:100]}{why}")
@@ -491,11 +586,23 @@ def take(kind: str, value, judged: Judged, local: dict[int, int], given=frozense
     if kind in ("contradiction", "fused"):
         judged.shown += local.values()
         found["supersedes"] = [local[n] for n in dict.fromkeys(found["supersedes"]) if n in local]
-        found["confirms"] = [local[n] for n in dict.fromkeys(found["confirms"])
-                             if n in local and local[n] not in found["supersedes"]]
-        judged.reasons.update({local[int(n)]: r for n, r in (found.get("reasons") or {}).items()
-                               if int(n) in local})
-    for name in ("content", "summary", "tags", "importance", "confidence", "expires_at",
-                 "supersedes", "confirms"):
+        found["confirms"] = [
+            local[n]
+            for n in dict.fromkeys(found["confirms"])
+            if n in local and local[n] not in found["supersedes"]
+        ]
+        judged.reasons.update(
+            {local[int(n)]: r for n, r in (found.get("reasons") or {}).items() if int(n) in local}
+        )
+    for name in (
+        "content",
+        "summary",
+        "tags",
+        "importance",
+        "confidence",
+        "expires_at",
+        "supersedes",
+        "confirms",
+    ):
         if name in found and name not in given:
             setattr(judged, name, found[name])

@@ -12,6 +12,7 @@ plain prose before or after it, numbers or ids sent as strings ("7", "#3"), "tru
 "false" as strings, a bare list or number where an object was asked for. Nothing ever
 scans prose for the first `[...]`: "memory [2] is merely related" supersedes nothing.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -20,6 +21,7 @@ import math
 import re
 
 from engine.base.clock import is_bare_date, iso, naive, until_end_of_day
+
 # re-exported: the checkers' shared vocabulary lives in engine.steps.decoding
 from engine.steps.decoding import BadAnswer, Check, decode, finished  # noqa: F401
 
@@ -34,12 +36,10 @@ _ID_TEXT = re.compile(r"\s*#?\s*(\d{1,9})\s*", re.A)
 
 def _object(obj, what: str, allowed: set[str], required=()) -> dict:
     if not isinstance(obj, dict):
-        raise BadAnswer(f"{what} answer must be a JSON object with {_names(allowed)}, "
-                        f"got {_short(obj)}")
+        raise BadAnswer(f"{what} answer must be a JSON object with {_names(allowed)}, got {_short(obj)}")
     unknown = [k for k in obj if k not in allowed]
     if unknown:
-        raise BadAnswer(f"unknown key {_names(unknown)} in the {what} answer; "
-                        f"its keys are {_names(allowed)}")
+        raise BadAnswer(f"unknown key {_names(unknown)} in the {what} answer; its keys are {_names(allowed)}")
     for k in required:
         if k not in obj:
             raise BadAnswer(f"the {what} answer is missing '{k}'")
@@ -113,8 +113,10 @@ def _ids(v, what: str, check: Check) -> list[int]:
     if check.shown is not None:
         unknown = [n for n in out if n not in check.shown]
         if unknown:
-            raise BadAnswer(f"{what}: {_short(unknown)} {'was' if len(unknown) == 1 else 'were'} "
-                            f"not shown; use only the numbers shown ({_span(check.shown)})")
+            raise BadAnswer(
+                f"{what}: {_short(unknown)} {'was' if len(unknown) == 1 else 'were'} "
+                f"not shown; use only the numbers shown ({_span(check.shown)})"
+            )
     kept = list(dict.fromkeys(out))
     if len(kept) != len(out):
         check.repaired(f"{what}: dropped repeated numbers")
@@ -125,8 +127,9 @@ def _span(shown: frozenset[int]) -> str:
     if not shown:
         return "none were shown"
     nums = sorted(shown)
-    return f"{nums[0]}-{nums[-1]}" if nums == list(range(nums[0], nums[-1] + 1)) else \
-        ", ".join(map(str, nums))
+    return (
+        f"{nums[0]}-{nums[-1]}" if nums == list(range(nums[0], nums[-1] + 1)) else ", ".join(map(str, nums))
+    )
 
 
 def _text(v, what: str, check: Check, limit: int | None = None, required=True) -> str:
@@ -170,9 +173,13 @@ def gate(obj, check: Check) -> dict:
     content = _text(obj.get("content"), "content", check)
     if "importance" not in obj:
         check.repaired("importance missing, 5 assumed")
-    return {"save": True, "content": content, "summary": _summary(obj, content, check),
-            "tags": _tags(obj.get("tags"), check),
-            "importance": _importance(obj.get("importance", 5), check)}
+    return {
+        "save": True,
+        "content": content,
+        "summary": _summary(obj, content, check),
+        "tags": _tags(obj.get("tags"), check),
+        "importance": _importance(obj.get("importance", 5), check),
+    }
 
 
 def confidence(obj, check: Check) -> float:
@@ -198,8 +205,10 @@ def contradiction(obj, check: Check) -> dict:
     if both:
         raise BadAnswer(f"{_short(sorted(both))} both superseded and confirmed: choose one")
     if check.max_supersedes is not None and len(supersedes) > check.max_supersedes:
-        raise BadAnswer(f"{len(supersedes)} memories superseded; at most {check.max_supersedes} "
-                        "may be superseded by one new memory")
+        raise BadAnswer(
+            f"{len(supersedes)} memories superseded; at most {check.max_supersedes} "
+            "may be superseded by one new memory"
+        )
     return {"supersedes": supersedes, "confirms": confirms, "reasons": reasons}
 
 
@@ -218,8 +227,11 @@ def _supersessions(v, check: Check) -> tuple[list[int], dict[int, str]]:
     return _ids(numbers, "supersedes", check), reasons
 
 
-_DATE_TEXT = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?"
-                        r"(?:Z|[+-]\d{2}:?\d{2})?)?", re.A)
+_DATE_TEXT = re.compile(
+    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?"
+    r"(?:Z|[+-]\d{2}:?\d{2})?)?",
+    re.A,
+)
 
 
 def expiry(obj, check: Check) -> str | None:
@@ -284,8 +296,11 @@ def cluster(obj, check: Check) -> list[list[int]]:
 def merge(obj, check: Check) -> dict:
     obj = _object(obj, "merge", {"content", "summary", "tags"}, required=("content",))
     content = _text(obj["content"], "content", check)
-    return {"content": content, "summary": _summary(obj, content, check),
-            "tags": _tags(obj.get("tags"), check)}
+    return {
+        "content": content,
+        "summary": _summary(obj, content, check),
+        "tags": _tags(obj.get("tags"), check),
+    }
 
 
 def select(obj, check: Check) -> list[int]:
@@ -296,7 +311,7 @@ def select(obj, check: Check) -> list[int]:
     ids = _ids(obj["ids"], "ids", check)
     if check.top_n is not None and len(ids) > check.top_n:
         check.repaired(f"kept the first {check.top_n} of {len(ids)} ids")
-        ids = ids[:check.top_n]
+        ids = ids[: check.top_n]
     return ids
 
 
@@ -312,8 +327,9 @@ def fused(obj, check: Check) -> dict:
     if "confidence" not in obj:
         raise BadAnswer("the fused answer is missing 'confidence'")
     out["confidence"] = _number(obj["confidence"], 0, 1, "confidence", check)
-    out.update(contradiction({"supersedes": obj.get("supersedes", []),
-                              "confirms": obj.get("confirms", [])}, check))
+    out.update(
+        contradiction({"supersedes": obj.get("supersedes", []), "confirms": obj.get("confirms", [])}, check)
+    )
     if "expires_at" not in obj:
         check.repaired("expires_at missing: no end date")
     out["expires_at"] = _expires_at(obj.get("expires_at"), check)
@@ -351,9 +367,12 @@ def _cell(c, check: Check) -> dict:
     if c["kind"] not in CELL_KINDS:
         raise BadAnswer(f"cell kind must be one of {', '.join(CELL_KINDS)}, got {_short(c['kind'])}")
     scene = c.get("scene")
-    return {"scene": (scene.strip()[:60] if isinstance(scene, str) and scene.strip() else "general"),
-            "kind": c["kind"], "salience": _number(c.get("salience", 0.5), 0, 1, "salience", check),
-            "content": _text(c["content"], "content", check)}
+    return {
+        "scene": (scene.strip()[:60] if isinstance(scene, str) and scene.strip() else "general"),
+        "kind": c["kind"],
+        "salience": _number(c.get("salience", 0.5), 0, 1, "salience", check),
+        "content": _text(c["content"], "content", check),
+    }
 
 
 def summarise(obj, check: Check) -> str:

@@ -1,14 +1,14 @@
 """Reading a judge's answer: the classes every checker shares (`BadAnswer`, `Check`), and
 turning a model's text into one JSON value, with every repair written down."""
+
 from __future__ import annotations
 
 import datetime as dt
 import json
-
 import re
 from dataclasses import dataclass, field
 
-MAX_ANSWER_CHARS = 100_000          # a judge answer is a few hundred characters
+MAX_ANSWER_CHARS = 100_000  # a judge answer is a few hundred characters
 
 
 class BadAnswer(ValueError):
@@ -19,12 +19,12 @@ class BadAnswer(ValueError):
 class Check:
     """What checking one answer needs besides the answer, and what it had to repair."""
 
-    shown: frozenset[int] | None = None     # numbers the prompt showed (None: not checked)
-    now: dt.datetime | None = None          # dates before today are refused
-    top_n: int | None = None                # select keeps at most this many
-    max_supersedes: int | None = None       # contradiction refuses more than this many
+    shown: frozenset[int] | None = None  # numbers the prompt showed (None: not checked)
+    now: dt.datetime | None = None  # dates before today are refused
+    top_n: int | None = None  # select keeps at most this many
+    max_supersedes: int | None = None  # contradiction refuses more than this many
     repairs: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)   # set aside, not repaired (reasoning)
+    notes: list[str] = field(default_factory=list)  # set aside, not repaired (reasoning)
 
     def repaired(self, what: str) -> None:
         self.repairs.append(what)
@@ -34,12 +34,18 @@ class Check:
         """The check for an answer to a prompt rendered from these template variables."""
         shown = None
         if shows_candidates:
-            shown = frozenset(c["n"] for c in variables.get("candidates") or ()
-                              if isinstance(c, dict) and isinstance(c.get("n"), int))
+            shown = frozenset(
+                c["n"]
+                for c in variables.get("candidates") or ()
+                if isinstance(c, dict) and isinstance(c.get("n"), int)
+            )
         now = variables.get("now")
-        return cls(shown=shown, now=now if isinstance(now, dt.datetime) else None,
-                   top_n=_whole_or_none(variables.get("top_n")),
-                   max_supersedes=_whole_or_none(variables.get("max_supersedes")))
+        return cls(
+            shown=shown,
+            now=now if isinstance(now, dt.datetime) else None,
+            top_n=_whole_or_none(variables.get("top_n")),
+            max_supersedes=_whole_or_none(variables.get("max_supersedes")),
+        )
 
 
 def _whole_or_none(v) -> int | None:
@@ -49,7 +55,7 @@ def _whole_or_none(v) -> int | None:
 # ---- the text of an answer to a JSON value ----------------------------------------------
 _REASONING = re.compile(r"\A\s*<(think|thinking|reasoning)>.*?</\1>", re.S | re.I)
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n?(.*?)\n?[ \t]*```", re.S)
-_PLAIN_PROSE = re.compile(r"[^{}\[\]`]*")   # prose that cannot hide another JSON value
+_PLAIN_PROSE = re.compile(r"[^{}\[\]`]*")  # prose that cannot hide another JSON value
 
 
 def finished(finish_reason, refusal) -> None:
@@ -85,14 +91,14 @@ def set_aside_reasoning(text: str, check: Check) -> str:
     """Drop `<think>...</think>` before the answer (and a reasoning preamble that only
     closes the tag); an unclosed `<think>` means the model never got to answer."""
     kept = text
-    while (m := _REASONING.match(kept)):
-        kept = kept[m.end():]
+    while m := _REASONING.match(kept):
+        kept = kept[m.end() :]
     head = kept.lstrip()[:8].lower()
     if head.startswith(("<think>", "<thinkin", "<reasoni")):
         raise BadAnswer("the answer is all reasoning: <think> was never closed")
     close = kept.find("</think>")
     if close >= 0 and not re.search(r"[{\[]", kept[:close]):
-        kept = kept[close + len("</think>"):]
+        kept = kept[close + len("</think>") :]
     if len(kept) != len(text):
         check.notes.append(f"reasoning set aside ({len(text) - len(kept)} characters)")
     return kept
@@ -105,7 +111,7 @@ def _unfence(text: str, check: Check) -> str:
     if len(fences) > 1:
         raise BadAnswer("the answer holds several code blocks: give one JSON object")
     m = _FENCE.search(text)
-    if text[:m.start()].strip() or text[m.end():].strip():
+    if text[: m.start()].strip() or text[m.end() :].strip():
         check.repaired("took the JSON out of the one code block in prose")
     else:
         check.repaired("removed a code fence")

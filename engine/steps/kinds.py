@@ -7,6 +7,7 @@ as `response_format`), how its answer is checked, and what happens when the answ
 unusable. Policy validation, answer checking, the providers, the rules judges and the
 write pipeline all read this table: a new step kind costs one entry here (and its judges).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,12 +19,12 @@ from engine.steps import answers
 @dataclass(frozen=True)
 class StepKind:
     name: str
-    phase: str                  # "write" (remember pipeline), "pass" (compression), "recall"
+    phase: str  # "write" (remember pipeline), "pass" (compression), "recall"
     parse: Callable[[object, answers.Check], object]  # decoded answer -> checked value (BadAnswer)
-    schema: dict                # the answer's JSON schema, strict-mode shaped (see _object)
-    shows_candidates: bool = False      # the prompt lists other memories under local numbers
-    fallback: str = "rules"             # default when the answer is unusable: rules, skip, keep
-    after_store: bool = False           # runs once the turn's memories are stored (summarise)
+    schema: dict  # the answer's JSON schema, strict-mode shaped (see _object)
+    shows_candidates: bool = False  # the prompt lists other memories under local numbers
+    fallback: str = "rules"  # default when the answer is unusable: rules, skip, keep
+    after_store: bool = False  # runs once the turn's memories are stored (summarise)
     # reads only what the gate (or extract) decided, not another such step's answer: the
     # write pipeline asks all of a run of these at once (two round trips, not four)
     alongside: bool = False
@@ -33,8 +34,12 @@ class StepKind:
 # Strict structured outputs want every property required and no others allowed; the
 # checkers in answers.py are the real gate (a server may ignore the schema).
 def _object(**properties) -> dict:
-    return {"type": "object", "properties": properties, "required": list(properties),
-            "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
 
 
 def _number(lo: float, hi: float) -> dict:
@@ -46,38 +51,55 @@ _TAGS = {"type": "array", "items": _TEXT}
 _NUMBERS = {"type": "array", "items": {"type": "integer"}}
 _SUPERSEDES = {"type": "array", "items": _object(n={"type": "integer"}, reason=_TEXT)}
 _DATE_OR_NULL = {"anyOf": [{"type": "string", "description": "YYYY-MM-DD"}, {"type": "null"}]}
-_GATE = dict(save={"type": "boolean"}, content=_TEXT, summary=_TEXT, tags=_TAGS,
-             importance=_number(1, 10))
+_GATE = dict(save={"type": "boolean"}, content=_TEXT, summary=_TEXT, tags=_TAGS, importance=_number(1, 10))
 
 SCHEMAS = {
     "gate": _object(**_GATE),
     "confidence": _object(confidence=_number(0, 1)),
     "contradiction": _object(supersedes=_SUPERSEDES, confirms=_NUMBERS),
     "expiry": _object(expires_at=_DATE_OR_NULL),
-    "fused": _object(**_GATE, confidence=_number(0, 1), supersedes=_SUPERSEDES,
-                     confirms=_NUMBERS, expires_at=_DATE_OR_NULL),
-    "extract": _object(cells={"type": "array", "items": _object(
-        scene=_TEXT, kind={"type": "string", "enum": list(answers.CELL_KINDS)},
-        salience=_number(0, 1), content=_TEXT)}),
+    "fused": _object(
+        **_GATE, confidence=_number(0, 1), supersedes=_SUPERSEDES, confirms=_NUMBERS, expires_at=_DATE_OR_NULL
+    ),
+    "extract": _object(
+        cells={
+            "type": "array",
+            "items": _object(
+                scene=_TEXT,
+                kind={"type": "string", "enum": list(answers.CELL_KINDS)},
+                salience=_number(0, 1),
+                content=_TEXT,
+            ),
+        }
+    ),
     "summarise": _object(summary=_TEXT),
     "cluster": _object(clusters={"type": "array", "items": _NUMBERS}),
     "merge": _object(content=_TEXT, summary=_TEXT, tags=_TAGS),
     "select": _object(ids=_NUMBERS),
 }
 
-KINDS: dict[str, StepKind] = {k.name: k for k in (
-    StepKind("gate", "write", answers.gate, SCHEMAS["gate"]),
-    StepKind("confidence", "write", answers.confidence, SCHEMAS["confidence"], alongside=True),
-    StepKind("contradiction", "write", answers.contradiction, SCHEMAS["contradiction"],
-             shows_candidates=True, alongside=True),
-    StepKind("expiry", "write", answers.expiry, SCHEMAS["expiry"], alongside=True),
-    StepKind("fused", "write", answers.fused, SCHEMAS["fused"], shows_candidates=True),
-    StepKind("extract", "write", answers.extract, SCHEMAS["extract"]),
-    StepKind("summarise", "write", answers.summarise, SCHEMAS["summarise"], after_store=True),
-    StepKind("cluster", "pass", answers.cluster, SCHEMAS["cluster"], shows_candidates=True),
-    StepKind("merge", "pass", answers.merge, SCHEMAS["merge"]),
-    StepKind("select", "recall", answers.select, SCHEMAS["select"], shows_candidates=True),
-)}
+KINDS: dict[str, StepKind] = {
+    k.name: k
+    for k in (
+        StepKind("gate", "write", answers.gate, SCHEMAS["gate"]),
+        StepKind("confidence", "write", answers.confidence, SCHEMAS["confidence"], alongside=True),
+        StepKind(
+            "contradiction",
+            "write",
+            answers.contradiction,
+            SCHEMAS["contradiction"],
+            shows_candidates=True,
+            alongside=True,
+        ),
+        StepKind("expiry", "write", answers.expiry, SCHEMAS["expiry"], alongside=True),
+        StepKind("fused", "write", answers.fused, SCHEMAS["fused"], shows_candidates=True),
+        StepKind("extract", "write", answers.extract, SCHEMAS["extract"]),
+        StepKind("summarise", "write", answers.summarise, SCHEMAS["summarise"], after_store=True),
+        StepKind("cluster", "pass", answers.cluster, SCHEMAS["cluster"], shows_candidates=True),
+        StepKind("merge", "pass", answers.merge, SCHEMAS["merge"]),
+        StepKind("select", "recall", answers.select, SCHEMAS["select"], shows_candidates=True),
+    )
+}
 
 WRITE_KINDS = tuple(k for k, v in KINDS.items() if v.phase == "write")
 

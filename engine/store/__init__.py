@@ -6,6 +6,7 @@ the target: a file path is SQLite (the embedded default, `sqlite.py`), a
 `postgres` extra, imported only when a DSN is opened). The rest of the engine only calls
 those methods and hands compiled statements (`engine.plan`) to `run`/`fetch`.
 """
+
 from __future__ import annotations
 
 import sqlite3
@@ -25,21 +26,33 @@ def database_errors() -> tuple:
     return (*loaded("DatabaseError"), *pg_database_errors())  # sqlite3 and pysqlite3 if used
 
 
-def open_store(target: str, clock: Clock | None = None, read_only: bool = False,
-               progress=None, vectors: bool = False):
+def open_store(
+    target: str, clock: Clock | None = None, read_only: bool = False, progress=None, vectors: bool = False
+):
     """The store for a database target: a SQLite file path, or a postgresql:// DSN;
     `read_only` never writes to it (nor upgrades it); `progress` is told each step of
     upgrading a SQLite file that already holds memories (adopting an article database
     takes seconds at 1M); `vectors` loads what embeddings need (SQLite only, for now)."""
     if is_dsn(str(target)):
         if vectors:
-            raise StoreError(f"{masked(str(target))}: a policy with `embed:` needs a SQLite "
-                             "store for now (vectors live in sqlite-vec); on PostgreSQL use "
-                             "a policy without it, such as lifecycle")
+            raise StoreError(
+                f"{masked(str(target))}: a policy with `embed:` needs a SQLite "
+                "store for now (vectors live in sqlite-vec); on PostgreSQL use "
+                "a policy without it, such as lifecycle"
+            )
         return PostgresStore(str(target), clock, read_only=read_only)
-    return SqliteStore(str(target), clock, read_only=read_only, progress=progress,
-                       vectors=vectors)
+    return SqliteStore(str(target), clock, read_only=read_only, progress=progress, vectors=vectors)
 
 
-__all__ = ["open_store", "Store", "SqliteStore", "PostgresStore", "is_dsn", "masked",
-           "MIGRATIONS", "RECALL_INDEX", "migration", "database_errors"]
+__all__ = [
+    "open_store",
+    "Store",
+    "SqliteStore",
+    "PostgresStore",
+    "is_dsn",
+    "masked",
+    "MIGRATIONS",
+    "RECALL_INDEX",
+    "migration",
+    "database_errors",
+]

@@ -4,6 +4,7 @@ newest first, and their events up to then, found through `memory_events_time` (m
 memory, recording time). The same SQL on both backends (`?` placeholders; PostgreSQL's
 `_x` turns them into `%s`), as methods both stores inherit. Nothing here reads more than
 the memories it returns and their events: never a replay of the store."""
+
 from __future__ import annotations
 
 import json
@@ -17,9 +18,12 @@ class AsOf:
     def recorded_by(self, namespace: str, at: str, text: str | None, limit: int) -> list:
         """Up to `limit` memories of `namespace` recorded by `at` (any status now), newest
         first; with `text`, only those matching any of its words in full text."""
-        where = ["m.namespace = ?", "m.created_at <= ?",  # said by then, a fortiori
-                 "coalesce((SELECT min(e.occurred_at) FROM memory_events e "
-                 "WHERE e.memory_id = m.id), m.created_at) <= ?"]
+        where = [
+            "m.namespace = ?",
+            "m.created_at <= ?",  # said by then, a fortiori
+            "coalesce((SELECT min(e.occurred_at) FROM memory_events e "
+            "WHERE e.memory_id = m.id), m.created_at) <= ?",
+        ]
         args: list = [namespace, at, at]
         if text:
             if self.dialect == "sqlite":
@@ -29,11 +33,14 @@ class AsOf:
                 found = words(text)
                 if not found:
                     return []
-                where.append("m.id IN (SELECT id FROM memories_fts WHERE tsv @@ "
-                             "to_tsquery('lethe_english', ?))")
+                where.append(
+                    "m.id IN (SELECT id FROM memories_fts WHERE tsv @@ to_tsquery('lethe_english', ?))"
+                )
                 args.append(" | ".join(found))
-        return self._x(f"SELECT m.* FROM memories m WHERE {' AND '.join(where)} "
-                       "ORDER BY m.id DESC LIMIT ?", (*args, limit)).fetchall()
+        return self._x(
+            f"SELECT m.* FROM memories m WHERE {' AND '.join(where)} ORDER BY m.id DESC LIMIT ?",
+            (*args, limit),
+        ).fetchall()
 
     def _newest_matches(self, where: list, args: list, match: str, limit: int) -> list:
         """SQLite: the full-text matches read newest first in batches (FTS5 walks its
@@ -42,16 +49,23 @@ class AsOf:
         the rows `where` admits, until `limit` are found."""
         out, below, batch = [], None, max(4 * limit, 200)
         while len(out) < limit:
-            ids = [r[0] for r in self._x(
-                "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?"
-                + ("" if below is None else " AND rowid < ?") + " ORDER BY rowid DESC LIMIT ?",
-                (match, *(() if below is None else (below,)), batch))]
+            ids = [
+                r[0]
+                for r in self._x(
+                    "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?"
+                    + ("" if below is None else " AND rowid < ?")
+                    + " ORDER BY rowid DESC LIMIT ?",
+                    (match, *(() if below is None else (below,)), batch),
+                )
+            ]
             if not ids:
                 break
             below = ids[-1]
-            out += self._x(f"SELECT m.* FROM memories m WHERE {' AND '.join(where)} AND m.id IN "
-                           "(SELECT value FROM json_each(?)) ORDER BY m.id DESC LIMIT ?",
-                           (*args, json.dumps(ids), limit - len(out))).fetchall()
+            out += self._x(
+                f"SELECT m.* FROM memories m WHERE {' AND '.join(where)} AND m.id IN "
+                "(SELECT value FROM json_each(?)) ORDER BY m.id DESC LIMIT ?",
+                (*args, json.dumps(ids), limit - len(out)),
+            ).fetchall()
         return out
 
     def events_by(self, ids: list[int], at: str) -> list:
@@ -62,6 +76,9 @@ class AsOf:
             inside, arg = "IN (SELECT value FROM json_each(?))", json.dumps(list(ids))
         else:
             inside, arg = "= ANY(?)", list(ids)
-        return self._x("SELECT memory_id, event_type, detail, occurred_at, said_at FROM "
-                       f"memory_events WHERE memory_id {inside} AND occurred_at <= ? "
-                       "ORDER BY memory_id, id", (arg, at)).fetchall()
+        return self._x(
+            "SELECT memory_id, event_type, detail, occurred_at, said_at FROM "
+            f"memory_events WHERE memory_id {inside} AND occurred_at <= ? "
+            "ORDER BY memory_id, id",
+            (arg, at),
+        ).fetchall()

@@ -7,6 +7,7 @@ the transaction and creating them again at its end sorts the entries once instea
 the same rows, in the same transaction: readers keep seeing the old snapshot, indexes
 included, until the commit, and a rollback restores both.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -49,20 +50,22 @@ def worth_rebuilding(db: sqlite3.Connection, rows: int) -> bool:
     return most_of_the_table(db, rows) is not None
 
 
-def indexes_over(db: sqlite3.Connection, columns: Iterable[str],
-                 head_in_place: bool = True) -> list[tuple[str, str]]:
+def indexes_over(
+    db: sqlite3.Connection, columns: Iterable[str], head_in_place: bool = True
+) -> list[tuple[str, str]]:
     """(name, CREATE statement) of each index on memories that holds one of `columns`.
     Indexes SQLite made for a constraint (no SQL of their own) and the small partial
     indexes in KEPT_IN_PLACE are never included, nor recall's while it holds only the
     head of the ranking, unless `head_in_place` is False (a rank refresh, which may move
     every rank into the head: it is chosen again from the new ranks instead)."""
     wanted = set(columns)
-    kept = KEPT_IN_PLACE | ({head.INDEX} if head_in_place and head.floor(db) is not None
-                            else set())
+    kept = KEPT_IN_PLACE | ({head.INDEX} if head_in_place and head.floor(db) is not None else set())
     out = []
-    for name, sql in db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' "
-                                "AND tbl_name = ? AND sql IS NOT NULL ORDER BY name",
-                                (rows_table(db),)).fetchall():
+    for name, sql in db.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'index' "
+        "AND tbl_name = ? AND sql IS NOT NULL ORDER BY name",
+        (rows_table(db),),
+    ).fetchall():
         held = {r[2] for r in db.execute("SELECT * FROM pragma_index_info(?)", (name,))}
         if held & wanted and name not in kept:
             out.append((name, sql))
@@ -70,8 +73,9 @@ def indexes_over(db: sqlite3.Connection, columns: Iterable[str],
 
 
 @contextlib.contextmanager
-def rebuilding(db: sqlite3.Connection, columns: Iterable[str], rows: int,
-               now: str, head_in_place: bool = True) -> Iterator[list[str]]:
+def rebuilding(
+    db: sqlite3.Connection, columns: Iterable[str], rows: int, now: str, head_in_place: bool = True
+) -> Iterator[list[str]]:
     """Inside the caller's transaction: when rewriting `rows` memories is worth it, drop
     the indexes over `columns` for the block and create them again after it (recall's
     with the floor chosen again from the new ranks: engine.store.recall_head; `now` is when).

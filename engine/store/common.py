@@ -3,6 +3,7 @@ context manager, the check that a read-only open found a current schema, the wri
 for the next transaction (`defer`), and the queries whose SQL is the same on both. Each backend names its own migrations list (`migrations`),
 says which it has (`_applied`), and runs a statement written with `?` marks (`_x`).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -14,7 +15,6 @@ from typing import Any
 from engine.base.clock import iso, system_clock
 from engine.base.errors import StoreError, StoreWarning
 from engine.store.asof_reads import AsOf
-
 
 Row = Any  # sqlite3.Row, or the PostgreSQL backend's Row: read by position or name
 
@@ -50,6 +50,7 @@ class StoreCommon(AsOf):
         finally:
             if ids:
                 self.release_turns(ids)
+
     # the table of memories' rows, for a read of no text (SQLite's is memory_rows, m020:
     # its view `memories` would look each row's text up for nothing)
     rows = "memories"
@@ -80,16 +81,22 @@ class StoreCommon(AsOf):
         """A store opened read-only is never upgraded: an older schema is refused."""
         applied = self._applied()
         if not applied and not self._has_table("memories"):
-            raise StoreError(f"no Lethe store at {self.path}: this command does not create one; "
-                             "commands that write (remember, add, run) do")
+            raise StoreError(
+                f"no Lethe store at {self.path}: this command does not create one; "
+                "commands that write (remember, add, run) do"
+            )
         if not applied:  # the seed article's own file: its tables, none of Lethe's migrations
-            raise StoreError(f"{self.path} holds memories Lethe has not adopted yet; run a "
-                             "command that writes, such as `lethe run`, once to adopt it")
+            raise StoreError(
+                f"{self.path} holds memories Lethe has not adopted yet; run a "
+                "command that writes, such as `lethe run`, once to adopt it"
+            )
         missing = [fn.__name__ for fn in self.migrations if fn.__name__ not in applied]
         if missing:
-            raise StoreError(f"{self.path} is from an older version of Lethe (it lacks "
-                             f"{', '.join(missing)}); run a command that writes, such as "
-                             "`lethe run`, once to upgrade it")
+            raise StoreError(
+                f"{self.path} is from an older version of Lethe (it lacks "
+                f"{', '.join(missing)}); run a command that writes, such as "
+                "`lethe run`, once to upgrade it"
+            )
 
     # -- writes that can wait for the store's next transaction -------------------------
     @property
@@ -122,8 +129,7 @@ class StoreCommon(AsOf):
         if not self.deferred:
             return 0
         done = 0
-        todo = self.deferred if at_most is None or self.__dict__.get("_flushing") \
-            else self.deferred[:at_most]
+        todo = self.deferred if at_most is None or self.__dict__.get("_flushing") else self.deferred[:at_most]
         with self._briefly() if not self.__dict__.get("_flushing") else _nothing():
             for write in list(todo):
                 self._x("SAVEPOINT lethe_kept")
@@ -134,9 +140,13 @@ class StoreCommon(AsOf):
                     self._x("RELEASE SAVEPOINT lethe_kept")
                     if self.is_busy(exc):
                         break
-                    warnings.warn(StoreWarning(f"{self.path}: a write kept while the store was "
-                                               f"busy was dropped ({type(exc).__name__}: {exc})"),
-                                  stacklevel=2)
+                    warnings.warn(
+                        StoreWarning(
+                            f"{self.path}: a write kept while the store was "
+                            f"busy was dropped ({type(exc).__name__}: {exc})"
+                        ),
+                        stacklevel=2,
+                    )
                 else:
                     self._x("RELEASE SAVEPOINT lethe_kept")
                 done += 1
@@ -174,9 +184,13 @@ class StoreCommon(AsOf):
         if problem:
             count = len(self.deferred)
             self.deferred.clear()
-            warnings.warn(StoreWarning(
-                f"{self.path}: {count} write(s) kept while the store was busy (a recall's "
-                f"access, a model call's log line) could not be made ({problem})"), stacklevel=3)
+            warnings.warn(
+                StoreWarning(
+                    f"{self.path}: {count} write(s) kept while the store was busy (a recall's "
+                    f"access, a model call's log line) could not be made ({problem})"
+                ),
+                stacklevel=3,
+            )
 
     # -- queries both backends spell the same (`_x` runs them on either) ---------------
     def changes(self, namespace: str) -> list[Row]:
@@ -188,7 +202,9 @@ class StoreCommon(AsOf):
             " ORDER BY e.id DESC LIMIT 1) AS at "
             "FROM memories m LEFT JOIN memories r ON r.id = m.contradicted_by "
             "LEFT JOIN memories g ON g.id = m.merged_into "
-            "WHERE m.namespace = ? AND m.status != 'active' ORDER BY m.id", (namespace,)).fetchall()
+            "WHERE m.namespace = ? AND m.status != 'active' ORDER BY m.id",
+            (namespace,),
+        ).fetchall()
 
     def keyed_events(self, namespace: str) -> list[Row]:
         """Every `keyed` event of a namespace's memories, oldest first, with the memory's
@@ -196,23 +212,28 @@ class StoreCommon(AsOf):
         return self._x(
             "SELECT e.memory_id, e.detail, e.occurred_at, m.status FROM memory_events e "
             "JOIN memories m ON m.id = e.memory_id WHERE m.namespace = ? AND "
-            "e.event_type = 'keyed' ORDER BY e.id", (namespace,)).fetchall()
+            "e.event_type = 'keyed' ORDER BY e.id",
+            (namespace,),
+        ).fetchall()
 
     def record_run(self, namespace: str, name: str, now: str, changed: int) -> None:
         """A pass ran at `now`; on the wall clock (no clock injected) that is kept apart as
         `wall_run_at`, which a run at a given time never clears (docs/time.md)."""
         wall = now if self.clock is system_clock else None
-        self._x("INSERT INTO pass_runs (namespace, pass, last_run_at, rows_changed, wall_run_at) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (namespace, pass) DO UPDATE SET "
-                "last_run_at = excluded.last_run_at, rows_changed = excluded.rows_changed, "
-                "wall_run_at = coalesce(excluded.wall_run_at, pass_runs.wall_run_at)",
-                (namespace, name, now, changed, wall))
+        self._x(
+            "INSERT INTO pass_runs (namespace, pass, last_run_at, rows_changed, wall_run_at) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (namespace, pass) DO UPDATE SET "
+            "last_run_at = excluded.last_run_at, rows_changed = excluded.rows_changed, "
+            "wall_run_at = coalesce(excluded.wall_run_at, pass_runs.wall_run_at)",
+            (namespace, name, now, changed, wall),
+        )
 
     def model_support(self, base_url: str, model: str) -> dict:
         """What this model at this endpoint was found not to accept ({} when nothing, or
         when the stored value is unreadable)."""
-        row = self._x("SELECT facts FROM model_support WHERE base_url = ? AND model = ?",
-                      (base_url, model)).fetchone()
+        row = self._x(
+            "SELECT facts FROM model_support WHERE base_url = ? AND model = ?", (base_url, model)
+        ).fetchone()
         try:
             facts = json.loads(row[0]) if row and row[0] else {}
         except ValueError:
@@ -229,27 +250,33 @@ class StoreCommon(AsOf):
 
     def get(self, memory_id: int, namespace: str | None = None) -> Row | None:
         """One memory, with its scene's summary; None when absent (or in another namespace)."""
-        sql = ("SELECT memories.*, scenes.summary AS scene_summary FROM memories LEFT JOIN scenes "
-               "ON scenes.namespace = memories.namespace AND scenes.scene = memories.scene "
-               "WHERE memories.id = ?")
+        sql = (
+            "SELECT memories.*, scenes.summary AS scene_summary FROM memories LEFT JOIN scenes "
+            "ON scenes.namespace = memories.namespace AND scenes.scene = memories.scene "
+            "WHERE memories.id = ?"
+        )
         if namespace is None:
             return self._x(sql, (memory_id,)).fetchone()
         return self._x(sql + " AND memories.namespace = ?", (memory_id, namespace)).fetchone()
 
     def last_runs(self, namespace: str) -> dict[str, str]:
-        return {r[0]: r[1] for r in self._x(
-            "SELECT pass, last_run_at FROM pass_runs WHERE namespace = ?", (namespace,))}
+        return {
+            r[0]: r[1]
+            for r in self._x("SELECT pass, last_run_at FROM pass_runs WHERE namespace = ?", (namespace,))
+        }
 
     def schedule(self, namespace: str) -> Schedule:
         """Pending turns, last runs and unfinished passes in one statement: a scheduler
         asks at every tick, and on a server each statement is a round trip."""
         pending, last, unfinished = 0, {}, set()
         for kind, name, at, n in self._x(
-                "SELECT 'pending', NULL, NULL, count(*) FROM inbox "
-                "WHERE namespace = ? AND status = 'pending' "
-                "UNION ALL SELECT 'ran', pass, last_run_at, 0 FROM pass_runs WHERE namespace = ? "
-                "UNION ALL SELECT 'unfinished', pass, NULL, 0 FROM pass_progress "
-                "WHERE namespace = ?", (namespace,) * 3):
+            "SELECT 'pending', NULL, NULL, count(*) FROM inbox "
+            "WHERE namespace = ? AND status = 'pending' "
+            "UNION ALL SELECT 'ran', pass, last_run_at, 0 FROM pass_runs WHERE namespace = ? "
+            "UNION ALL SELECT 'unfinished', pass, NULL, 0 FROM pass_progress "
+            "WHERE namespace = ?",
+            (namespace,) * 3,
+        ):
             if kind == "pending":
                 pending = n
             elif kind == "ran":
@@ -261,14 +288,19 @@ class StoreCommon(AsOf):
     def pending_ids(self, namespace: str, limit: int) -> list[int]:
         """Pending turns that may be tried now (no backoff, or it has run out), in the order
         they were said (docs/time.md)."""
-        return [r[0] for r in self._x(
-            "SELECT id FROM inbox WHERE namespace = ? AND status = 'pending' AND "
-            "(next_retry_at IS NULL OR next_retry_at <= ?) ORDER BY created_at, id LIMIT ?",
-            (namespace, self.now(), limit))]
+        return [
+            r[0]
+            for r in self._x(
+                "SELECT id FROM inbox WHERE namespace = ? AND status = 'pending' AND "
+                "(next_retry_at IS NULL OR next_retry_at <= ?) ORDER BY created_at, id LIMIT ?",
+                (namespace, self.now(), limit),
+            )
+        ]
 
     def pending_count(self, namespace: str) -> int:
-        return self._x("SELECT count(*) FROM inbox WHERE namespace = ? AND status = 'pending'",
-                       (namespace,)).fetchone()[0]
+        return self._x(
+            "SELECT count(*) FROM inbox WHERE namespace = ? AND status = 'pending'", (namespace,)
+        ).fetchone()[0]
 
     def renew_lease(self, held) -> None:
         """Extend a held lease from this connection, inside the transaction running now;
@@ -278,14 +310,24 @@ class StoreCommon(AsOf):
 
     def holds(self, namespace: str) -> bool:
         """Whether the namespace holds any memory, of any status (one index probe)."""
-        return self._x(f"SELECT 1 FROM {self.rows} WHERE namespace = ? LIMIT 1",
-                       (namespace,)).fetchone() is not None
+        return (
+            self._x(f"SELECT 1 FROM {self.rows} WHERE namespace = ? LIMIT 1", (namespace,)).fetchone()
+            is not None
+        )
 
     def namespace_counts(self) -> dict[str, int]:
         """How many memories (of any status) each namespace holds, by name."""
-        return {r[0]: r[1] for r in self._x(
-            f"SELECT namespace, count(*) FROM {self.rows} GROUP BY namespace ORDER BY namespace")}
+        return {
+            r[0]: r[1]
+            for r in self._x(
+                f"SELECT namespace, count(*) FROM {self.rows} GROUP BY namespace ORDER BY namespace"
+            )
+        }
 
     def scenes(self, namespace: str) -> dict[str, str]:
-        return {r[0]: r[1] for r in self._x(
-            "SELECT scene, summary FROM scenes WHERE namespace = ? ORDER BY scene", (namespace,))}
+        return {
+            r[0]: r[1]
+            for r in self._x(
+                "SELECT scene, summary FROM scenes WHERE namespace = ? ORDER BY scene", (namespace,)
+            )
+        }

@@ -8,19 +8,31 @@ A page is read by keyset (`after`: the last row's sort value and id), never by O
 the thousandth page costs what the first does when the order has an index (id; rank over
 active memories).
 """
+
 from __future__ import annotations
 
 from engine.base.text import fts_query, words
 from engine.store import recall_head as head
 
 # the columns a page may be ordered by: a column name is never taken from the caller
-SORTS = ("id", "created_at", "importance", "confidence", "decay_score", "access_count",
-         "rank", "last_accessed", "expires_at")
+SORTS = (
+    "id",
+    "created_at",
+    "importance",
+    "confidence",
+    "decay_score",
+    "access_count",
+    "rank",
+    "last_accessed",
+    "expires_at",
+)
 # nullable text columns are ordered with NULL as '' (a keyset needs a value to compare)
 _NULL_AS_TEXT = ("created_at", "last_accessed", "expires_at")
-LISTED = ("id, status, kind, scene, importance, confidence, decay_score, access_count, rank, "
-          "created_at, last_accessed, expires_at, contradicted_by, merged_into, summary, "
-          "substr(content, 1, 400) AS content, tags")
+LISTED = (
+    "id, status, kind, scene, importance, confidence, decay_score, access_count, rank, "
+    "created_at, last_accessed, expires_at, contradicted_by, merged_into, summary, "
+    "substr(content, 1, 400) AS content, tags"
+)
 PG_SEARCH = "websearch_to_tsquery('lethe_english', ?)"
 
 
@@ -36,8 +48,15 @@ def _like(text: str) -> str:
 class Inspecting:
     """Needs `_x(sql, params)` and `dialect` ("sqlite" or "postgres")."""
 
-    def browse(self, namespace: str, filters: dict, sort: str = "id", descending: bool = True,
-               after: tuple | None = None, limit: int = 50) -> list:
+    def browse(
+        self,
+        namespace: str,
+        filters: dict,
+        sort: str = "id",
+        descending: bool = True,
+        after: tuple | None = None,
+        limit: int = 50,
+    ) -> list:
         """Up to `limit` memories of a namespace matching `filters` (status, kind, scene,
         tag: equal; text: every word in full text), ordered by `sort` (one of SORTS) then
         id, starting after the keyset `after` = (sort value, id)."""
@@ -59,18 +78,20 @@ class Inspecting:
             where[0] = "+namespace = ?"  # walk the ids, not an index that leads with namespace
         order = f"ORDER BY {key + ' ' + way + ', ' if sort != 'id' else ''}id {way} LIMIT ?"
         if self._in_the_head(sort, descending, filters):  # best-ranked first: recall's index
-            rows = self._x(f"SELECT {LISTED} FROM memories WHERE {' AND '.join(where)} AND "
-                           f"rank >= ? {order}", (*args, self._floor, limit)).fetchall()
+            rows = self._x(
+                f"SELECT {LISTED} FROM memories WHERE {' AND '.join(where)} AND rank >= ? {order}",
+                (*args, self._floor, limit),
+            ).fetchall()
             if len(rows) == limit:
                 return rows  # else the rest ranks under the floor: the whole statement
-        return self._x(f"SELECT {LISTED} FROM memories WHERE {' AND '.join(where)} {order}",
-                       (*args, limit)).fetchall()
+        return self._x(
+            f"SELECT {LISTED} FROM memories WHERE {' AND '.join(where)} {order}", (*args, limit)
+        ).fetchall()
 
     def _in_the_head(self, sort: str, descending: bool, filters: dict) -> bool:
         """Whether a page of active memories by rank, best first, can be read from recall's
         index while it holds only the head of the ranking (SQLite: engine.store.recall_head)."""
-        if self.dialect != "sqlite" or sort != "rank" or not descending \
-                or filters.get("status") != "active":
+        if self.dialect != "sqlite" or sort != "rank" or not descending or filters.get("status") != "active":
             return False
         self._floor = head.floor(self.db)
         return self._floor is not None
@@ -109,63 +130,93 @@ class Inspecting:
         """The distinct values of `kind` or `scene` in a namespace (for the filter lists)."""
         if column not in ("kind", "scene"):
             raise ValueError(f"no facet {column!r}")
-        return [r[0] for r in self._x(
-            f"SELECT DISTINCT {column} FROM {self.rows} WHERE namespace = ? AND {column} IS "
-            f"NOT NULL ORDER BY {column} LIMIT ?", (namespace, limit))]
+        return [
+            r[0]
+            for r in self._x(
+                f"SELECT DISTINCT {column} FROM {self.rows} WHERE namespace = ? AND {column} IS "
+                f"NOT NULL ORDER BY {column} LIMIT ?",
+                (namespace, limit),
+            )
+        ]
 
     def replaced(self, namespace: str, memory_id: int) -> list[dict]:
         """The memories `memory_id` superseded (their contradicted_by names it) and those
         merged into it, oldest first, each with `how` ('superseded' or 'merged')."""
         # two SELECTs, not an OR: each reads its own partial index (m022)
         cols = "id, status, summary, substr(content, 1, 200) AS content, created_at"
-        return _dicts(self._x(
-            f"SELECT * FROM (SELECT {cols}, 'superseded' AS how FROM memories WHERE "
-            "contradicted_by = ? AND namespace = ? UNION ALL SELECT "
-            f"{cols}, 'merged' AS how FROM memories WHERE merged_into = ? AND namespace = ?) "
-            "AS r ORDER BY id LIMIT 200", (memory_id, namespace, memory_id, namespace)).fetchall())
+        return _dicts(
+            self._x(
+                f"SELECT * FROM (SELECT {cols}, 'superseded' AS how FROM memories WHERE "
+                "contradicted_by = ? AND namespace = ? UNION ALL SELECT "
+                f"{cols}, 'merged' AS how FROM memories WHERE merged_into = ? AND namespace = ?) "
+                "AS r ORDER BY id LIMIT 200",
+                (memory_id, namespace, memory_id, namespace),
+            ).fetchall()
+        )
 
     def inbox_turn(self, namespace: str, turn_id: int) -> dict | None:
         """One inbox turn of a namespace, read without a lock (`turn` locks it on a server)."""
-        row = self._x("SELECT id, status, user_text, assistant_text, attempts, last_error, "
-                      "created_at, updated_at, memory_ids FROM inbox WHERE id = ? AND "
-                      "namespace = ?", (turn_id, namespace)).fetchone()
+        row = self._x(
+            "SELECT id, status, user_text, assistant_text, attempts, last_error, "
+            "created_at, updated_at, memory_ids FROM inbox WHERE id = ? AND "
+            "namespace = ?",
+            (turn_id, namespace),
+        ).fetchone()
         return None if row is None else _dicts([row])[0]
 
     def calls_between(self, namespace: str, start: str, end: str, limit: int = 50) -> list[dict]:
         """The model calls logged from `start` to `end` (ISO text, both included)."""
-        return _dicts(self._x(
-            "SELECT id, step, model, provider, prompt_tokens, completion_tokens, latency_ms, "
-            "outcome, detail, occurred_at, attempt FROM model_calls WHERE namespace = ? AND "
-            "occurred_at >= ? AND occurred_at <= ? ORDER BY id LIMIT ?",
-            (namespace, start, end, limit)).fetchall())
+        return _dicts(
+            self._x(
+                "SELECT id, step, model, provider, prompt_tokens, completion_tokens, latency_ms, "
+                "outcome, detail, occurred_at, attempt FROM model_calls WHERE namespace = ? AND "
+                "occurred_at >= ? AND occurred_at <= ? ORDER BY id LIMIT ?",
+                (namespace, start, end, limit),
+            ).fetchall()
+        )
 
     def calls_by_day(self, namespace: str) -> list[dict]:
         """Model calls per day, step, model and outcome: calls and tokens."""
-        return _dicts(self._x(
-            "SELECT substr(occurred_at, 1, 10) AS day, step, model, outcome, count(*) AS calls, "
-            "coalesce(sum(prompt_tokens), 0) + coalesce(sum(completion_tokens), 0) AS tokens "
-            "FROM model_calls WHERE namespace = ? GROUP BY substr(occurred_at, 1, 10), step, "
-            "model, outcome ORDER BY day, step, model, outcome", (namespace,)).fetchall())
+        return _dicts(
+            self._x(
+                "SELECT substr(occurred_at, 1, 10) AS day, step, model, outcome, count(*) AS calls, "
+                "coalesce(sum(prompt_tokens), 0) + coalesce(sum(completion_tokens), 0) AS tokens "
+                "FROM model_calls WHERE namespace = ? GROUP BY substr(occurred_at, 1, 10), step, "
+                "model, outcome ORDER BY day, step, model, outcome",
+                (namespace,),
+            ).fetchall()
+        )
 
     def pass_runs(self, namespace: str) -> list[dict]:
         """Each pass's last run and how many rows it changed."""
-        return _dicts(self._x("SELECT pass, last_run_at, rows_changed FROM pass_runs WHERE "
-                              "namespace = ? ORDER BY pass", (namespace,)).fetchall())
+        return _dicts(
+            self._x(
+                "SELECT pass, last_run_at, rows_changed FROM pass_runs WHERE namespace = ? ORDER BY pass",
+                (namespace,),
+            ).fetchall()
+        )
 
     def events_by_day(self, namespace: str, types: tuple[str, ...]) -> list[dict]:
         """How many events of each of `types` a namespace's memories had, per day."""
         marks = ", ".join("?" * len(types))
-        return _dicts(self._x(
-            "SELECT substr(e.occurred_at, 1, 10) AS day, e.event_type, count(*) AS n FROM "
-            f"memory_events e JOIN {self.rows} m ON m.id = e.memory_id WHERE m.namespace = ? "
-            f"AND e.event_type IN ({marks}) GROUP BY substr(e.occurred_at, 1, 10), e.event_type "
-            "ORDER BY day", (namespace, *types)).fetchall())
+        return _dicts(
+            self._x(
+                "SELECT substr(e.occurred_at, 1, 10) AS day, e.event_type, count(*) AS n FROM "
+                f"memory_events e JOIN {self.rows} m ON m.id = e.memory_id WHERE m.namespace = ? "
+                f"AND e.event_type IN ({marks}) GROUP BY substr(e.occurred_at, 1, 10), e.event_type "
+                "ORDER BY day",
+                (namespace, *types),
+            ).fetchall()
+        )
 
     def restore_memory(self, namespace: str, memory_id: int, status: str) -> int:
         """In the caller's transaction: an archived or expired memory (`status`, as read)
         becomes active, decay 1, accessed now, with no expiry; rows changed (0 or 1)."""
         if status not in ("archived", "expired"):
             return 0
-        return self._x(f"UPDATE {self.rows} SET status = 'active', decay_score = 1.0, "
-                       "last_accessed = ?, expires_at = NULL WHERE namespace = ? AND id = ? "
-                       "AND status = ?", (self.now(), namespace, memory_id, status)).rowcount
+        return self._x(
+            f"UPDATE {self.rows} SET status = 'active', decay_score = 1.0, "
+            "last_accessed = ?, expires_at = NULL WHERE namespace = ? AND id = ? "
+            "AND status = ?",
+            (self.now(), namespace, memory_id, status),
+        ).rowcount

@@ -8,6 +8,7 @@ is busy writing, and the next try may succeed). The holder's own commits are fen
 `renew_sql`: run inside the commit's transaction, it renews the row only while it still
 names this holder, so a commit made after a takeover is rolled back instead.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -32,8 +33,9 @@ class SqliteLease:
     """One holder's lease on one namespace; over a connection of its own (given a path)
     or lent by its store (given a connection, which `close` leaves open)."""
 
-    def __init__(self, path_or_db, namespace: str, clock: Clock, ttl: dt.timedelta,
-                 holder: str, wait: float = 1.0):
+    def __init__(
+        self, path_or_db, namespace: str, clock: Clock, ttl: dt.timedelta, holder: str, wait: float = 1.0
+    ):
         self.namespace, self.clock, self.ttl, self.wait = namespace, clock, ttl, wait
         self.holder = holder
         self._own = isinstance(path_or_db, str)
@@ -42,20 +44,30 @@ class SqliteLease:
     def acquire(self) -> bool:
         """Take the lease if nobody holds it, it has expired, or it is already ours."""
         now = self.clock()
-        return self._write(
-            "INSERT INTO leases (namespace, holder, acquired_at, expires_at) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (namespace) DO UPDATE SET holder = excluded.holder, "
-            "acquired_at = excluded.acquired_at, expires_at = excluded.expires_at "
-            "WHERE leases.holder = excluded.holder OR leases.expires_at <= excluded.acquired_at",
-            (self.namespace, self.holder, iso(now), self._until(now)), self.wait) is True
+        return (
+            self._write(
+                "INSERT INTO leases (namespace, holder, acquired_at, expires_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (namespace) DO UPDATE SET holder = excluded.holder, "
+                "acquired_at = excluded.acquired_at, expires_at = excluded.expires_at "
+                "WHERE leases.holder = excluded.holder OR leases.expires_at <= excluded.acquired_at",
+                (self.namespace, self.holder, iso(now), self._until(now)),
+                self.wait,
+            )
+            is True
+        )
 
     def take_over(self, gone: str) -> bool:
         """Take the lease from `gone`, a holder known to be dead, if it still holds it."""
         now = self.clock()
-        return self._write("UPDATE leases SET holder = ?, acquired_at = ?, expires_at = ? "
-                           "WHERE namespace = ? AND holder = ?",
-                           (self.holder, iso(now), self._until(now), self.namespace, gone),
-                           self.wait) is True
+        return (
+            self._write(
+                "UPDATE leases SET holder = ?, acquired_at = ?, expires_at = ? "
+                "WHERE namespace = ? AND holder = ?",
+                (self.holder, iso(now), self._until(now), self.namespace, gone),
+                self.wait,
+            )
+            is True
+        )
 
     def renew(self) -> bool | None:
         """Extend our lease by `ttl` from now, on the lease's own connection: True when
@@ -65,14 +77,17 @@ class SqliteLease:
 
     def release(self) -> None:
         """Give the lease back (only ours: a lease taken over after expiry is left alone)."""
-        self._write("DELETE FROM leases WHERE namespace = ? AND holder = ?",
-                    (self.namespace, self.holder), 30.0)
+        self._write(
+            "DELETE FROM leases WHERE namespace = ? AND holder = ?", (self.namespace, self.holder), 30.0
+        )
 
     def renew_sql(self) -> tuple[str, tuple]:
         """The statement that extends our lease by `ttl` from now, for the caller's
         transaction; it changes no row once the lease is someone else's."""
-        return ("UPDATE leases SET expires_at = ? WHERE namespace = ? AND holder = ?",
-                (self._until(self.clock()), self.namespace, self.holder))
+        return (
+            "UPDATE leases SET expires_at = ? WHERE namespace = ? AND holder = ?",
+            (self._until(self.clock()), self.namespace, self.holder),
+        )
 
     def _until(self, now: dt.datetime) -> str:
         """`ttl` from now, rounded up to the second the stored times keep: a lease is

@@ -6,6 +6,7 @@ place: opening it runs only the migrations it lacks. Never edit a migration that
 shipped; append a new one. A migration that takes `now` gets the clock's time (for the
 events it writes).
 """
+
 from __future__ import annotations
 
 import json
@@ -58,8 +59,12 @@ def m001_article_schema(db):
 def m002_engine_columns(db):
     """namespace (the agent), kind and scene (typed cells), a stored rank for fast recall."""
     have = _columns(db, "memories")
-    for col, decl in (("namespace", "TEXT NOT NULL DEFAULT 'default'"), ("kind", "TEXT"),
-                      ("scene", "TEXT"), ("rank", "REAL")):
+    for col, decl in (
+        ("namespace", "TEXT NOT NULL DEFAULT 'default'"),
+        ("kind", "TEXT"),
+        ("scene", "TEXT"),
+        ("rank", "REAL"),
+    ):
         if col not in have:
             db.execute(f"ALTER TABLE memories ADD COLUMN {col} {decl}")
     db.execute(RECALL_INDEX)
@@ -201,8 +206,12 @@ def m014_inbox_retries(db):
 
 
 # what each numeric column may hold: (lowest, highest, value for NULL, text, blob or NaN)
-_NUMBERS = {"importance": (0.0, 10.0, 5.0), "confidence": (0.0, 1.0, 1.0),
-            "decay_score": (0.0, 1.0, 1.0), "access_count": (0, 2 ** 62, 0)}
+_NUMBERS = {
+    "importance": (0.0, 10.0, 5.0),
+    "confidence": (0.0, 1.0, 1.0),
+    "decay_score": (0.0, 1.0, 1.0),
+    "access_count": (0, 2**62, 0),
+}
 _TEXTS = ("content", "summary", "tags", "kind", "scene")
 
 
@@ -214,21 +223,28 @@ def m015_normalise_odd_rows(db, now=None):
     nearest bound, the text decoded), with a `normalised` event saying what it was.
     Only the odd rows are read; a clean table costs one scan."""
     odd = " OR ".join(
-        [f"typeof({c}) NOT IN ('integer', 'real') OR NOT ({c} BETWEEN {lo} AND {hi})"
-         for c, (lo, hi, _) in _NUMBERS.items()] +
-        [f"typeof({c}) NOT IN ('text', 'null')" for c in _TEXTS] + ["typeof(content) = 'null'"])
-    rows = db.execute(f"SELECT id, {', '.join([*_NUMBERS, *_TEXTS])} FROM memories "
-                      f"WHERE {odd}").fetchall()
+        [
+            f"typeof({c}) NOT IN ('integer', 'real') OR NOT ({c} BETWEEN {lo} AND {hi})"
+            for c, (lo, hi, _) in _NUMBERS.items()
+        ]
+        + [f"typeof({c}) NOT IN ('text', 'null')" for c in _TEXTS]
+        + ["typeof(content) = 'null'"]
+    )
+    rows = db.execute(f"SELECT id, {', '.join([*_NUMBERS, *_TEXTS])} FROM memories WHERE {odd}").fetchall()
     for row in rows:
         fixed = _normalised(dict(zip([*_NUMBERS, *_TEXTS], row[1:])))
         if not fixed:
             continue
-        db.execute(f"UPDATE memories SET {', '.join(f'{c} = ?' for c in fixed)} WHERE id = ?",
-                   [now_value for _, now_value in fixed.values()] + [row[0]])
+        db.execute(
+            f"UPDATE memories SET {', '.join(f'{c} = ?' for c in fixed)} WHERE id = ?",
+            [now_value for _, now_value in fixed.values()] + [row[0]],
+        )
         detail = {c: {"was": was, "now": value} for c, (was, value) in fixed.items()}
-        db.execute("INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
-                   "VALUES (?, 'normalised', ?, ?)",
-                   (row[0], json.dumps(detail, ensure_ascii=False, sort_keys=True), now))
+        db.execute(
+            "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
+            "VALUES (?, 'normalised', ?, ?)",
+            (row[0], json.dumps(detail, ensure_ascii=False, sort_keys=True), now),
+        )
 
 
 def _normalised(values: dict) -> dict:
@@ -237,7 +253,7 @@ def _normalised(values: dict) -> dict:
     for col, (lo, hi, default) in _NUMBERS.items():
         v = values[col]
         ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-        new = (min(hi, max(lo, v)) if ok else default)
+        new = min(hi, max(lo, v)) if ok else default
         if col == "access_count":
             new = int(new)
         if not ok or new != v:
@@ -246,8 +262,7 @@ def _normalised(values: dict) -> dict:
         v = values[col]
         if v is None and col != "content" or isinstance(v, str):
             continue
-        new = v.decode("utf-8", errors="replace") if isinstance(v, bytes) else \
-            ("" if v is None else str(v))
+        new = v.decode("utf-8", errors="replace") if isinstance(v, bytes) else ("" if v is None else str(v))
         out[col] = (_shown(v), new)
     return out
 
@@ -270,8 +285,9 @@ def m016_vectors(db):
         model TEXT NOT NULL, cell INTEGER NOT NULL DEFAULT 0, bits BLOB NOT NULL,
         vector BLOB NOT NULL)""")
     # covering: a cell is scanned from the index alone (sign bits, no float vectors)
-    db.execute("CREATE INDEX IF NOT EXISTS memory_vectors_cell ON "
-               "memory_vectors(namespace, model, cell, bits)")
+    db.execute(
+        "CREATE INDEX IF NOT EXISTS memory_vectors_cell ON memory_vectors(namespace, model, cell, bits)"
+    )
     db.execute("""CREATE TABLE IF NOT EXISTS vector_cells (
         namespace TEXT NOT NULL, model TEXT NOT NULL, cell INTEGER NOT NULL,
         centroid BLOB NOT NULL, PRIMARY KEY (namespace, model, cell))""")
@@ -291,11 +307,13 @@ def m017_partial_indexes(db):
     # status stays a column: a query's `status = ?` is then checked in the index, not
     # against each row (SQLite proves the partial WHERE from the bound value but still
     # evaluates the term), so a pass's count of active rows reads the index alone
-    db.execute("CREATE INDEX memories_recall ON memories(namespace, status, rank, id) "
-               "WHERE status = 'active'")
+    db.execute(
+        "CREATE INDEX memories_recall ON memories(namespace, status, rank, id) WHERE status = 'active'"
+    )
     db.execute("DROP INDEX IF EXISTS memories_expiry")
-    db.execute("CREATE INDEX memories_expiry ON memories(namespace, status, expires_at) "
-               "WHERE expires_at IS NOT NULL")
+    db.execute(
+        "CREATE INDEX memories_expiry ON memories(namespace, status, expires_at) WHERE expires_at IS NOT NULL"
+    )
 
 
 @migration
@@ -313,8 +331,9 @@ def m019_recall_head(db):
     `recall_head` keeps its floor (NULL: every active memory, as m017 made it), and
     `memories_active` counts a namespace's active memories and finds them when recall reads
     past the head. It holds no column a decay writes, so a pass moves none of its entries."""
-    db.execute("CREATE INDEX IF NOT EXISTS memories_active ON memories(namespace, status) "
-               "WHERE status = 'active'")
+    db.execute(
+        "CREATE INDEX IF NOT EXISTS memories_active ON memories(namespace, status) WHERE status = 'active'"
+    )
     db.execute("""CREATE TABLE IF NOT EXISTS recall_head (
         floor REAL, rows INTEGER NOT NULL DEFAULT 0, chosen_at TEXT)""")
     if db.execute("SELECT count(*) FROM recall_head").fetchone()[0] == 0:
@@ -337,8 +356,7 @@ def m021_said_at(db):
     their events alone (engine.run.asof)."""
     if "said_at" not in _columns(db, "memory_events"):
         db.execute("ALTER TABLE memory_events ADD COLUMN said_at TEXT")
-    db.execute("CREATE INDEX IF NOT EXISTS memory_events_time ON "
-               "memory_events(memory_id, occurred_at)")
+    db.execute("CREATE INDEX IF NOT EXISTS memory_events_time ON memory_events(memory_id, occurred_at)")
 
 
 @migration
@@ -349,10 +367,14 @@ def m022_replacement_indexes(db):
     the model calls around a time through an index on their time (the inspector: a
     memory's page at 1M read the whole table for both)."""
     rows = text_apart.rows_table(db)
-    db.execute(f"CREATE INDEX IF NOT EXISTS memories_replaced_by ON {rows}(contradicted_by) "
-               "WHERE contradicted_by IS NOT NULL")
-    db.execute(f"CREATE INDEX IF NOT EXISTS memories_merged_from ON {rows}(merged_into) "
-               "WHERE merged_into IS NOT NULL")
+    db.execute(
+        f"CREATE INDEX IF NOT EXISTS memories_replaced_by ON {rows}(contradicted_by) "
+        "WHERE contradicted_by IS NOT NULL"
+    )
+    db.execute(
+        f"CREATE INDEX IF NOT EXISTS memories_merged_from ON {rows}(merged_into) "
+        "WHERE merged_into IS NOT NULL"
+    )
     db.execute("CREATE INDEX IF NOT EXISTS model_calls_time ON model_calls(namespace, occurred_at)")
 
 

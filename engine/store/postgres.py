@@ -17,6 +17,7 @@ psycopg's `%s` by `q` (so most methods are the SQLite text verbatim); compiled s
 - a read-only store runs every transaction READ ONLY and never migrates.
 Needs the `postgres` extra (psycopg 3).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -36,7 +37,7 @@ from engine.store.postgres_bookkeeping import Bookkeeping, q, refuse_nul
 from engine.store.postgres_lease import PostgresLease
 from engine.store.postgres_schema import PG_MIGRATIONS, SEARCH_CONFIG
 
-_LOCK_MIGRATE = 4_211_001        # advisory transaction lock keys (proxy-safe: one transaction)
+_LOCK_MIGRATE = 4_211_001  # advisory transaction lock keys (proxy-safe: one transaction)
 
 
 def is_dsn(target: str) -> bool:
@@ -53,8 +54,7 @@ def _psycopg():
     try:
         import psycopg
     except ImportError as exc:
-        raise extra_error(exc, "postgres", "PostgreSQL", ("psycopg", "psycopg_binary"),
-                          StoreError) from None
+        raise extra_error(exc, "postgres", "PostgreSQL", ("psycopg", "psycopg_binary"), StoreError) from None
     return psycopg
 
 
@@ -121,8 +121,7 @@ def _connection_class():
         if isinstance(exc, ServerGone) or not (conn.broken or conn.closed):
             return None
         said = " ".join(str(exc).split())[:200] or type(exc).__name__
-        return ServerGone(f"PostgreSQL dropped the connection ({masked(said)}); the next "
-                          "call reconnects")
+        return ServerGone(f"PostgreSQL dropped the connection ({masked(said)}); the next call reconnects")
 
     class Connection(psycopg.Connection):
         def execute(self, *args, **kwargs):
@@ -156,8 +155,7 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
     dialect = "postgres"
     migrations = PG_MIGRATIONS
 
-    def __init__(self, dsn: str, clock: Clock | None = None, timeout: float = 30.0,
-                 read_only: bool = False):
+    def __init__(self, dsn: str, clock: Clock | None = None, timeout: float = 30.0, read_only: bool = False):
         self._dsn = str(dsn)
         self._closed = False  # closed by its owner: never reopened
         self.path = masked(self._dsn)  # what messages show; never the password
@@ -201,9 +199,11 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
         """A new autocommit connection with rows like sqlite3.Row and NUMERIC read as float."""
         psycopg = _psycopg()
         from psycopg.types.numeric import FloatLoader
+
         try:
-            conn = _connection_class().connect(self._dsn, autocommit=True, row_factory=_rows,
-                                               connect_timeout=10, application_name="lethe")
+            conn = _connection_class().connect(
+                self._dsn, autocommit=True, row_factory=_rows, connect_timeout=10, application_name="lethe"
+            )
         except psycopg.OperationalError as exc:
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise StoreError(f"cannot reach PostgreSQL at {self.path}: {masked(reason)}") from None
@@ -252,8 +252,9 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
             getattr(self.db, "cancel_safe", self.db.cancel)()
 
     @contextlib.contextmanager
-    def transaction(self, fence=None, exclusive: bool = False, wait: float | None = None,
-                    kept_at_most: int | None = None):
+    def transaction(
+        self, fence=None, exclusive: bool = False, wait: float | None = None, kept_at_most: int | None = None
+    ):
         """BEGIN ... COMMIT; anything raised inside rolls the whole thing back. `exclusive`:
         no other writer changes memories until the commit (readers are not held up).
         `wait`: seconds a statement in it waits for a lock, when not the store's timeout
@@ -265,8 +266,9 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
         that raises and everything rolls back, so work done after a takeover never lands."""
         with self.db.transaction():
             if wait is not None:
-                self.db.execute("SELECT set_config('lock_timeout', %s, true)",
-                                (f"{max(1, int(wait * 1000))}ms",))
+                self.db.execute(
+                    "SELECT set_config('lock_timeout', %s, true)", (f"{max(1, int(wait * 1000))}ms",)
+                )
             if exclusive and not self.read_only:
                 self.db.execute("LOCK TABLE memories IN SHARE ROW EXCLUSIVE MODE")
             kept = self._run_deferred(kept_at_most)
@@ -300,17 +302,22 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
             return []
         if self.db.execute("SELECT current_schema()").fetchone()[0] is None:
             path = self.db.execute("SHOW search_path").fetchone()[0]
-            raise StoreError(f"{self.path}: no schema of its search_path ({path}) exists, so "
-                             "there is nowhere to create the store's tables; create it first "
-                             "(CREATE SCHEMA ...), or connect without the search_path option")
+            raise StoreError(
+                f"{self.path}: no schema of its search_path ({path}) exists, so "
+                "there is nowhere to create the store's tables; create it first "
+                "(CREATE SCHEMA ...), or connect without the search_path option"
+            )
         applied = []
         for fn in PG_MIGRATIONS:
             with self.db.transaction():
                 self.db.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_MIGRATE,))
-                self.db.execute('CREATE TABLE IF NOT EXISTS lethe_migrations (name TEXT COLLATE "C" '
-                                'PRIMARY KEY, applied_at TEXT COLLATE "C")')
-                if self.db.execute("SELECT 1 FROM lethe_migrations WHERE name = %s",
-                                   (fn.__name__,)).fetchone():
+                self.db.execute(
+                    'CREATE TABLE IF NOT EXISTS lethe_migrations (name TEXT COLLATE "C" '
+                    'PRIMARY KEY, applied_at TEXT COLLATE "C")'
+                )
+                if self.db.execute(
+                    "SELECT 1 FROM lethe_migrations WHERE name = %s", (fn.__name__,)
+                ).fetchone():
                     continue
                 if "now" in inspect.signature(fn).parameters:
                     fn(self.db, now=self.now())
@@ -351,8 +358,9 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
         fields = args[-1]
         refuse_nul(fields.values())
         cols = list(fields)
-        sql = (f"INSERT INTO memories ({', '.join(cols)}) "
-               f"VALUES ({', '.join('%s' for _ in cols)}) RETURNING id")
+        sql = (
+            f"INSERT INTO memories ({', '.join(cols)}) VALUES ({', '.join('%s' for _ in cols)}) RETURNING id"
+        )
         return self.db.execute(sql, [fields[c] for c in cols]).fetchone()[0]
 
     UPDATABLE = ("summary", "tags", "importance", "confidence", "expires_at", "kind", "scene")
@@ -364,22 +372,27 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
         if not cols:
             return 0
         refuse_nul([fields[c] for c in cols])
-        sql = (f"UPDATE memories SET {', '.join(f'{c} = %s' for c in cols)} "
-               "WHERE namespace = %s AND id = %s AND status = 'active'")
+        sql = (
+            f"UPDATE memories SET {', '.join(f'{c} = %s' for c in cols)} "
+            "WHERE namespace = %s AND id = %s AND status = 'active'"
+        )
         return self.db.execute(sql, [fields[c] for c in cols] + [namespace, memory_id]).rowcount
 
-    def event(self, memory_id: int | None, event_type: str, detail=None,
-              said_at: str | None = None) -> None:
+    def event(self, memory_id: int | None, event_type: str, detail=None, said_at: str | None = None) -> None:
         if detail is not None and not isinstance(detail, str):
             detail = json.dumps(detail, ensure_ascii=False, sort_keys=True)
-        self._x("INSERT INTO memory_events (memory_id, event_type, detail, occurred_at, "
-                "said_at) VALUES (?, ?, ?, ?, ?)", (memory_id, event_type, detail, self.now(),
-                                                      said_at or self.said_at))
+        self._x(
+            "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at, "
+            "said_at) VALUES (?, ?, ?, ?, ?)",
+            (memory_id, event_type, detail, self.now(), said_at or self.said_at),
+        )
 
     def statuses(self, namespace: str, ids: list[int]) -> dict[int, tuple[str, int | None]]:
         """id -> (status, merged_into) of some memories of a namespace."""
-        rows = self._x("SELECT id, status, merged_into FROM memories WHERE namespace = ? "
-                       "AND id = ANY(?)", (namespace, list(ids)))
+        rows = self._x(
+            "SELECT id, status, merged_into FROM memories WHERE namespace = ? AND id = ANY(?)",
+            (namespace, list(ids)),
+        )
         return {r[0]: (r[1], r[2]) for r in rows}
 
     def lock_memories(self, ids: list[int]) -> None:
@@ -389,30 +402,33 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
             # the table lock a write takes, first: FOR UPDATE alone takes a weaker one, and
             # a pass's lock granted in between would wait on our rows while we wait on it
             self.db.execute("LOCK TABLE memories IN ROW EXCLUSIVE MODE")
-            self._x("SELECT id FROM memories WHERE id = ANY(?) ORDER BY id FOR UPDATE",
-                    (sorted(set(ids)),)).fetchall()
+            self._x(
+                "SELECT id FROM memories WHERE id = ANY(?) ORDER BY id FOR UPDATE", (sorted(set(ids)),)
+            ).fetchall()
 
     def events(self, memory_id: int) -> list[Row]:
-        return self._x("SELECT * FROM memory_events WHERE memory_id = ? ORDER BY id",
-                       (memory_id,)).fetchall()
+        return self._x("SELECT * FROM memory_events WHERE memory_id = ? ORDER BY id", (memory_id,)).fetchall()
 
     def counts(self, namespace: str) -> dict[str, int]:
-        rows = self._x("SELECT status, count(*) FROM memories WHERE namespace = ? "
-                       "GROUP BY status", (namespace,))
+        rows = self._x(
+            "SELECT status, count(*) FROM memories WHERE namespace = ? GROUP BY status", (namespace,)
+        )
         return {r[0]: r[1] for r in rows}
 
     def memories(self, namespace: str) -> list[Row]:
         """Every memory of a namespace, oldest first (scenario checks, dumps)."""
         return self._x("SELECT * FROM memories WHERE namespace = ? ORDER BY id", (namespace,)).fetchall()
 
-    def list_memories(self, namespace: str, statuses: tuple[str, ...] | None,
-                      limit: int) -> list[Row]:
+    def list_memories(self, namespace: str, statuses: tuple[str, ...] | None, limit: int) -> list[Row]:
         """Memories of a namespace with one of `statuses` (None: any), newest first."""
         if statuses is None:
-            return self._x("SELECT * FROM memories WHERE namespace = ? ORDER BY id DESC LIMIT ?",
-                           (namespace, limit)).fetchall()
-        return self._x("SELECT * FROM memories WHERE namespace = ? AND status = ANY(?) "
-                       "ORDER BY id DESC LIMIT ?", (namespace, list(statuses), limit)).fetchall()
+            return self._x(
+                "SELECT * FROM memories WHERE namespace = ? ORDER BY id DESC LIMIT ?", (namespace, limit)
+            ).fetchall()
+        return self._x(
+            "SELECT * FROM memories WHERE namespace = ? AND status = ANY(?) ORDER BY id DESC LIMIT ?",
+            (namespace, list(statuses), limit),
+        ).fetchall()
 
     def namespaces(self) -> list[str]:
         """Every namespace that holds a memory, in order (the memories_recall index)."""
@@ -426,7 +442,9 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
             "JOIN memory_events e ON e.memory_id = m.id WHERE m.namespace = ? AND "
             # CASE: other events' detail is free text, which a cast to json would refuse
             "m.status = 'active' AND CASE WHEN e.event_type = 'keyed' THEN "
-            "e.detail::json ->> 'key' END = ? ORDER BY e.id DESC LIMIT 1", (namespace, key)).fetchone()
+            "e.detail::json ->> 'key' END = ? ORDER BY e.id DESC LIMIT 1",
+            (namespace, key),
+        ).fetchone()
 
     def match_count(self, fts_query: str, cap: int) -> int:
         """How many memories match a full-text query, counting at most `cap + 1`. A GIN
@@ -434,9 +452,11 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
         pass the cap is remembered: memories are never deleted, it stays past it."""
         if (fts_query, cap) in self._common:
             return cap + 1
-        n = self._x(f"SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE tsv @@ "
-                       f"websearch_to_tsquery('{SEARCH_CONFIG}', ?) LIMIT ?) AS hits",
-                       (websearch(fts_query), cap + 1)).fetchone()[0]
+        n = self._x(
+            f"SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE tsv @@ "
+            f"websearch_to_tsquery('{SEARCH_CONFIG}', ?) LIMIT ?) AS hits",
+            (websearch(fts_query), cap + 1),
+        ).fetchone()[0]
         if n > cap:
             if len(self._common) > 100_000:  # bounded: forget and learn again
                 self._common.clear()
@@ -448,8 +468,7 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
         row = self._x("SELECT rank_formula FROM policy_state WHERE namespace = ?", (namespace,)).fetchone()
         return row[0] if row else None
 
-    def rebuild_rank(self, st, namespace: str, policy: str, signature: str,
-                     ranged=None) -> None:
+    def rebuild_rank(self, st, namespace: str, policy: str, signature: str, ranged=None) -> None:
         """Recompute a namespace's stored ranks and remember the formula they came from;
         processes opening the database at once take turns, and only the first rebuilds."""
         with self.transaction():
@@ -457,10 +476,13 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
             if self.rank_signature(namespace) == signature:
                 return
             self.run(st, namespace)
-            self._x("INSERT INTO policy_state (namespace, policy, rank_formula, updated_at) "
-                    "VALUES (?, ?, ?, ?) ON CONFLICT (namespace) DO UPDATE SET "
-                    "policy = excluded.policy, rank_formula = excluded.rank_formula, "
-                    "updated_at = excluded.updated_at", (namespace, policy, signature, self.now()))
+            self._x(
+                "INSERT INTO policy_state (namespace, policy, rank_formula, updated_at) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (namespace) DO UPDATE SET "
+                "policy = excluded.policy, rank_formula = excluded.rank_formula, "
+                "updated_at = excluded.updated_at",
+                (namespace, policy, signature, self.now()),
+            )
 
     @contextlib.contextmanager
     def rewriting(self, reach, columns, namespace: str, now: str, id_range=(0, 0)):

@@ -9,6 +9,7 @@ psycopg's `%s` by `q` (so most methods are the SQLite text verbatim). What diffe
   `turn()` locks its row, so several workers share one inbox and apply each turn once;
 - ids are bound as arrays (`= ANY(?)`) where SQLite reads a JSON array with json_each.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -24,10 +25,18 @@ _PLACEHOLDERS: dict[str, str] = {}
 
 
 # costs(): how many calls of a step and model ended each way (the names SqliteStore gives)
-_OUTCOMES = ", ".join(f"count(*) FILTER (WHERE {cond}) AS {name}" for name, cond in (
-    ("ok", "outcome = 'ok'"), ("repaired", "outcome = 'repaired'"), ("retried", "attempt > 0"),
-    ("refused", "outcome = 'bad_answer'"), ("fell_back", "outcome = 'fallback'"),
-    ("failed", "outcome = 'failed'"), ("unavailable", "outcome = 'unavailable'")))
+_OUTCOMES = ", ".join(
+    f"count(*) FILTER (WHERE {cond}) AS {name}"
+    for name, cond in (
+        ("ok", "outcome = 'ok'"),
+        ("repaired", "outcome = 'repaired'"),
+        ("retried", "attempt > 0"),
+        ("refused", "outcome = 'bad_answer'"),
+        ("fell_back", "outcome = 'fallback'"),
+        ("failed", "outcome = 'failed'"),
+        ("unavailable", "outcome = 'unavailable'"),
+    )
+)
 
 
 def q(sql: str) -> str:
@@ -54,34 +63,54 @@ class Bookkeeping:
         """Save a turn, claimed by us: the writer judging it now is not raced by a retry.
         `said_at`: when it was said, if not now (its memories' created_at)."""
         refuse_nul((user, assistant))
-        return self._x("INSERT INTO inbox (namespace, user_text, assistant_text, created_at, "
-                       "updated_at, claimed_by, claimed_until) VALUES (?, ?, ?, ?, ?, ?, ?) "
-                       "RETURNING id", (namespace, user, assistant, said_at or self.now(), self.now(),
-                                        self.holder, iso(self.clock() + CLAIM))).fetchone()[0]
+        return self._x(
+            "INSERT INTO inbox (namespace, user_text, assistant_text, created_at, "
+            "updated_at, claimed_by, claimed_until) VALUES (?, ?, ?, ?, ?, ?, ?) "
+            "RETURNING id",
+            (
+                namespace,
+                user,
+                assistant,
+                said_at or self.now(),
+                self.now(),
+                self.holder,
+                iso(self.clock() + CLAIM),
+            ),
+        ).fetchone()[0]
 
     def turn(self, turn_id: int):
         """The inbox row; inside a transaction it stays locked until the commit, so a turn
         two workers finish at once is applied by the first and only read by the second."""
         return self._x("SELECT * FROM inbox WHERE id = ? FOR UPDATE", (turn_id,)).fetchone()
 
-    def turn_failed(self, turn_id: int, error: str, failures: int, retry_at: str | None,
-                    status: str = "pending", judged: str | None = None) -> None:
+    def turn_failed(
+        self,
+        turn_id: int,
+        error: str,
+        failures: int,
+        retry_at: str | None,
+        status: str = "pending",
+        judged: str | None = None,
+    ) -> None:
         """Record a failed attempt on a turn still pending: its error, how many failures
         count towards parking it, when to try again, `failed` once it is parked, and the
         judgments already paid for (JSON), which the next attempt reuses. The claim is
         given back: any worker may try it again once `retry_at` has passed."""
         with self.transaction():
-            self._x("UPDATE inbox SET attempts = attempts + 1, last_error = ?, failures = ?, "
-                    "next_retry_at = ?, status = ?, updated_at = ?, judged = coalesce(?, judged), "
-                    "claimed_by = NULL, claimed_until = NULL WHERE id = ? AND status = 'pending'",
-                    (error[:500].replace("\x00", ""), failures, retry_at, status, self.now(),
-                     judged, turn_id))
+            self._x(
+                "UPDATE inbox SET attempts = attempts + 1, last_error = ?, failures = ?, "
+                "next_retry_at = ?, status = ?, updated_at = ?, judged = coalesce(?, judged), "
+                "claimed_by = NULL, claimed_until = NULL WHERE id = ? AND status = 'pending'",
+                (error[:500].replace("\x00", ""), failures, retry_at, status, self.now(), judged, turn_id),
+            )
 
     def requeue_turns(self, namespace: str, ids: list[int] | None) -> int:
         """Turns parked as failed or waiting out a backoff (all, or those of `ids`) go back
         to the queue, to be tried at the next run; how many did."""
-        sql = ("UPDATE inbox SET status = 'pending', failures = 0, next_retry_at = NULL, "
-               "updated_at = ? WHERE namespace = ? AND status IN ('pending', 'failed')")
+        sql = (
+            "UPDATE inbox SET status = 'pending', failures = 0, next_retry_at = NULL, "
+            "updated_at = ? WHERE namespace = ? AND status IN ('pending', 'failed')"
+        )
         args = [self.now(), namespace]
         if ids is not None:
             sql += " AND id = ANY(?)"
@@ -91,16 +120,21 @@ class Bookkeeping:
 
     def close_turn(self, turn_id: int, status: str, memory_ids: list[int]) -> None:
         """Mark a judged turn done (or dropped), in the caller's transaction."""
-        self._x("UPDATE inbox SET status = ?, memory_ids = ?, attempts = attempts + 1, "
-                "updated_at = ?, claimed_by = NULL, claimed_until = NULL WHERE id = ?",
-                (status, json.dumps(memory_ids), self.now(), turn_id))
+        self._x(
+            "UPDATE inbox SET status = ?, memory_ids = ?, attempts = attempts + 1, "
+            "updated_at = ?, claimed_by = NULL, claimed_until = NULL WHERE id = ?",
+            (status, json.dumps(memory_ids), self.now(), turn_id),
+        )
 
     def pending(self, namespace: str) -> list[dict]:
         """Turns not judged yet: pending (maybe waiting until `next_retry_at`) or parked
         as `failed`, oldest first."""
-        rows = self._x("SELECT id, status, user_text, assistant_text, attempts, failures, "
-                       "last_error, next_retry_at, created_at FROM inbox WHERE namespace = ? "
-                       "AND status IN ('pending', 'failed') ORDER BY id", (namespace,))
+        rows = self._x(
+            "SELECT id, status, user_text, assistant_text, attempts, failures, "
+            "last_error, next_retry_at, created_at FROM inbox WHERE namespace = ? "
+            "AND status IN ('pending', 'failed') ORDER BY id",
+            (namespace,),
+        )
         return [dict(r) for r in rows]
 
     def claim_turns(self, namespace: str, limit: int) -> list[int]:
@@ -114,41 +148,58 @@ class Bookkeeping:
             "next_retry_at <= ?) AND (claimed_until IS NULL OR claimed_until <= ? OR "
             "claimed_by = ?) ORDER BY created_at, id LIMIT ? FOR UPDATE SKIP LOCKED) "
             "RETURNING id, created_at",
-            (self.holder, iso(self.clock() + CLAIM), namespace, now, now, self.holder,
-             limit)).fetchall()
+            (self.holder, iso(self.clock() + CLAIM), namespace, now, now, self.holder, limit),
+        ).fetchall()
         return [r[0] for r in sorted(rows, key=lambda r: (r[1] or "", r[0]))]  # as said
 
     def release_turns(self, ids: list[int]) -> None:
         """Give back this store's claims on these turns (those it did not judge)."""
         with contextlib.suppress(*self.busy_errors, StoreError):  # a lost server drops them
-            self._x("UPDATE inbox SET claimed_by = NULL, claimed_until = NULL WHERE "
-                    "claimed_by = ? AND id = ANY(?)", (self.holder, list(ids)))
+            self._x(
+                "UPDATE inbox SET claimed_by = NULL, claimed_until = NULL WHERE "
+                "claimed_by = ? AND id = ANY(?)",
+                (self.holder, list(ids)),
+            )
 
     # -- pass runs and batched progress -------------------------------------------------
     def unfinished(self, namespace: str) -> set[str]:
-        return {r[0] for r in self._x("SELECT pass FROM pass_progress WHERE namespace = ?",
-                                      (namespace,))}
+        return {r[0] for r in self._x("SELECT pass FROM pass_progress WHERE namespace = ?", (namespace,))}
 
     def progress(self, namespace: str, name: str):
-        return self._x("SELECT cursor, run_now, changed, top_id FROM pass_progress WHERE "
-                       "namespace = ? AND pass = ?", (namespace, name)).fetchone()
+        return self._x(
+            "SELECT cursor, run_now, changed, top_id FROM pass_progress WHERE namespace = ? AND pass = ?",
+            (namespace, name),
+        ).fetchone()
 
-    def save_progress(self, namespace: str, name: str, cursor: int, now: str, changed: int,
-                      top: int | None = None) -> None:
-        self._x("INSERT INTO pass_progress (namespace, pass, cursor, run_now, changed, top_id) "
-                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (namespace, pass) DO UPDATE SET "
-                "cursor = excluded.cursor, changed = excluded.changed, top_id = excluded.top_id",
-                (namespace, name, cursor, now, changed, top))
+    def save_progress(
+        self, namespace: str, name: str, cursor: int, now: str, changed: int, top: int | None = None
+    ) -> None:
+        self._x(
+            "INSERT INTO pass_progress (namespace, pass, cursor, run_now, changed, top_id) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (namespace, pass) DO UPDATE SET "
+            "cursor = excluded.cursor, changed = excluded.changed, top_id = excluded.top_id",
+            (namespace, name, cursor, now, changed, top),
+        )
 
     def id_bounds(self, namespace: str) -> tuple[int, int]:
-        lo, hi = self._x("SELECT min(id), max(id) FROM memories WHERE namespace = ?",
-                         (namespace,)).fetchone()
+        lo, hi = self._x("SELECT min(id), max(id) FROM memories WHERE namespace = ?", (namespace,)).fetchone()
         return lo or 0, hi or 0
 
     # -- model calls ----------------------------------------------------------------------
-    def log_call(self, namespace: str, step: str, model: str, provider: str | None,
-                 prompt_tokens: int, completion_tokens: int, latency_ms: float, outcome: str,
-                 detail: str | None, attempt: int = 0, estimated: bool = False) -> None:
+    def log_call(
+        self,
+        namespace: str,
+        step: str,
+        model: str,
+        provider: str | None,
+        prompt_tokens: int,
+        completion_tokens: int,
+        latency_ms: float,
+        outcome: str,
+        detail: str | None,
+        attempt: int = 0,
+        estimated: bool = False,
+    ) -> None:
         """One model call: which step, model and attempt, its tokens (`estimated` when the
         server sent no usage), latency and outcome. When writes are kept (a recall's
         access, while a pass held memories), it is written in a transaction that tries them
@@ -156,12 +207,25 @@ class Bookkeeping:
         if self.read_only:  # explaining a recall in `lethe ui --read-only` asks the judges
             return
         insert = functools.partial(
-            self._x, "INSERT INTO model_calls (namespace, step, model, provider, prompt_tokens, "
+            self._x,
+            "INSERT INTO model_calls (namespace, step, model, provider, prompt_tokens, "
             "completion_tokens, latency_ms, outcome, detail, occurred_at, attempt, "
             "tokens_estimated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            (namespace, step, model, provider, prompt_tokens, completion_tokens, latency_ms,
-             outcome, detail.replace("\x00", "") if detail else detail, self.now(), attempt,
-             int(estimated)))
+            (
+                namespace,
+                step,
+                model,
+                provider,
+                prompt_tokens,
+                completion_tokens,
+                latency_ms,
+                outcome,
+                detail.replace("\x00", "") if detail else detail,
+                self.now(),
+                attempt,
+                int(estimated),
+            ),
+        )
         if not self.deferred or self.db.info.transaction_status:
             insert()
             return
@@ -172,10 +236,12 @@ class Bookkeeping:
         """Remember what a model refused, merged into what was known."""
         known = {**self.model_support(base_url, model), **facts}
         upsert = functools.partial(
-            self._x, "INSERT INTO model_support (base_url, model, facts, learned_at) "
+            self._x,
+            "INSERT INTO model_support (base_url, model, facts, learned_at) "
             "VALUES (?,?,?,?) ON CONFLICT (base_url, model) DO UPDATE SET "
             "facts = excluded.facts, learned_at = excluded.learned_at",
-            (base_url, model, json.dumps(known, sort_keys=True), self.now()))
+            (base_url, model, json.dumps(known, sort_keys=True), self.now()),
+        )
         if not self.deferred or self.db.info.transaction_status:
             upsert()
             return
@@ -186,39 +252,67 @@ class Bookkeeping:
         """Every logged model call summed per step and model: calls, tokens, latency, and
         outcomes: ok, repaired, retried, refused, fell_back, failed, unavailable, estimated
         (as SqliteStore.costs)."""
-        return [dict(r) for r in self._x(
-            "SELECT step, model, count(*) AS calls, sum(prompt_tokens)::bigint AS prompt_tokens, "
-            "sum(completion_tokens)::bigint AS completion_tokens, "
-            "round(avg(latency_ms)::numeric, 1) AS avg_latency_ms, " + _OUTCOMES +
-            ", sum(tokens_estimated)::bigint AS estimated FROM model_calls "
-            "WHERE namespace = ? GROUP BY step, model ORDER BY step, model", (namespace,))]
+        return [
+            dict(r)
+            for r in self._x(
+                "SELECT step, model, count(*) AS calls, sum(prompt_tokens)::bigint AS prompt_tokens, "
+                "sum(completion_tokens)::bigint AS completion_tokens, "
+                "round(avg(latency_ms)::numeric, 1) AS avg_latency_ms, "
+                + _OUTCOMES
+                + ", sum(tokens_estimated)::bigint AS estimated FROM model_calls "
+                "WHERE namespace = ? GROUP BY step, model ORDER BY step, model",
+                (namespace,),
+            )
+        ]
 
     def model_use(self, namespace: str) -> dict:
         """Model calls and tokens: totals, calls by step and by provider, and how many
         judgments the fallback answered because the model's answer was unusable."""
-        total = self._x("SELECT count(*), coalesce(sum(prompt_tokens), 0)::bigint, "
-                        "coalesce(sum(completion_tokens), 0)::bigint, "
-                        "count(*) FILTER (WHERE outcome = 'fallback') FROM model_calls "
-                        "WHERE namespace = ?", (namespace,)).fetchone()
-        by_step = {r[0]: r[1] for r in self._x(
-            "SELECT step, count(*) FROM model_calls WHERE namespace = ? GROUP BY step ORDER BY step",
-            (namespace,))}
-        by_provider = {r[0] or "none": r[1] for r in self._x(
-            "SELECT provider, count(*) FROM model_calls WHERE namespace = ? GROUP BY provider "
-            "ORDER BY provider", (namespace,))}
-        return {"calls": total[0], "prompt_tokens": total[1], "completion_tokens": total[2],
-                "tokens": total[1] + total[2], "by_step": by_step, "by_provider": by_provider,
-                "fallbacks": total[3]}
+        total = self._x(
+            "SELECT count(*), coalesce(sum(prompt_tokens), 0)::bigint, "
+            "coalesce(sum(completion_tokens), 0)::bigint, "
+            "count(*) FILTER (WHERE outcome = 'fallback') FROM model_calls "
+            "WHERE namespace = ?",
+            (namespace,),
+        ).fetchone()
+        by_step = {
+            r[0]: r[1]
+            for r in self._x(
+                "SELECT step, count(*) FROM model_calls WHERE namespace = ? GROUP BY step ORDER BY step",
+                (namespace,),
+            )
+        }
+        by_provider = {
+            r[0] or "none": r[1]
+            for r in self._x(
+                "SELECT provider, count(*) FROM model_calls WHERE namespace = ? GROUP BY provider "
+                "ORDER BY provider",
+                (namespace,),
+            )
+        }
+        return {
+            "calls": total[0],
+            "prompt_tokens": total[1],
+            "completion_tokens": total[2],
+            "tokens": total[1] + total[2],
+            "by_step": by_step,
+            "by_provider": by_provider,
+            "fallbacks": total[3],
+        }
 
     # -- scenes (seed C) ------------------------------------------------------------------
     def scene_cells(self, namespace: str, scene: str, limit: int = 20):
         return self._x(
             "SELECT content, kind, importance FROM memories WHERE namespace = ? AND scene = ? "
             "AND status = 'active' ORDER BY importance DESC, id DESC LIMIT ?",
-            (namespace, scene, limit)).fetchall()
+            (namespace, scene, limit),
+        ).fetchall()
 
     def save_scene(self, namespace: str, scene: str, summary: str) -> None:
         refuse_nul((summary,))
-        self._x("INSERT INTO scenes (namespace, scene, summary, updated_at) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (namespace, scene) DO UPDATE SET summary = excluded.summary, "
-                "updated_at = excluded.updated_at", (namespace, scene, summary, self.now()))
+        self._x(
+            "INSERT INTO scenes (namespace, scene, summary, updated_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (namespace, scene) DO UPDATE SET summary = excluded.summary, "
+            "updated_at = excluded.updated_at",
+            (namespace, scene, summary, self.now()),
+        )

@@ -16,6 +16,7 @@ or renewing it never waits on the store's. A lease
 statement waits at most `wait` seconds for the row (the holder's long pass transaction
 may hold it, having renewed it there): then it gives up, as SQLite's does on its busy lock.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -26,8 +27,9 @@ from engine.base.clock import Clock, iso
 class PostgresLease:
     """One holder's lease on one namespace, over the store's lease connection."""
 
-    def __init__(self, store, namespace: str, clock: Clock, ttl: dt.timedelta, holder: str,
-                 wait: float = 1.0):
+    def __init__(
+        self, store, namespace: str, clock: Clock, ttl: dt.timedelta, holder: str, wait: float = 1.0
+    ):
         self.namespace, self.clock, self.ttl, self.wait = namespace, clock, ttl, wait
         self.holder = holder
         self.token: int | None = None
@@ -42,16 +44,20 @@ class PostgresLease:
             "holder = excluded.holder, acquired_at = excluded.acquired_at, "
             "expires_at = excluded.expires_at, token = leases.token + 1 "
             "WHERE leases.holder = excluded.holder OR leases.expires_at <= excluded.acquired_at "
-            "RETURNING token", (self.namespace, self.holder, iso(now), self._until(now)))
+            "RETURNING token",
+            (self.namespace, self.holder, iso(now), self._until(now)),
+        )
         return self._took(row)
 
     def take_over(self, gone: str) -> bool:
         """Take the lease from `gone`, a holder known to be dead, if it still holds it."""
         now = self.clock()
-        row = self._write("UPDATE leases SET holder = %s, acquired_at = %s, expires_at = %s, "
-                          "token = token + 1 FROM waiting WHERE namespace = %s AND holder = %s "
-                          "RETURNING token",
-                          (self.holder, iso(now), self._until(now), self.namespace, gone))
+        row = self._write(
+            "UPDATE leases SET holder = %s, acquired_at = %s, expires_at = %s, "
+            "token = token + 1 FROM waiting WHERE namespace = %s AND holder = %s "
+            "RETURNING token",
+            (self.holder, iso(now), self._until(now), self.namespace, gone),
+        )
         return self._took(row)
 
     def _took(self, row) -> bool:
@@ -70,18 +76,24 @@ class PostgresLease:
     def release(self) -> None:
         """Give the lease back (only while it is still ours)."""
         if self.token is not None:
-            self._write("DELETE FROM leases USING waiting WHERE namespace = %s AND holder = %s "
-                        "AND token = %s RETURNING token", (self.namespace, self.holder, self.token),
-                        30.0)
+            self._write(
+                "DELETE FROM leases USING waiting WHERE namespace = %s AND holder = %s "
+                "AND token = %s RETURNING token",
+                (self.namespace, self.holder, self.token),
+                30.0,
+            )
         self.token = None
 
     def renew_sql(self, returning: bool = False, source: str = "") -> tuple[str, tuple]:
         """The statement that extends our lease by `ttl` from now, for the caller's
         transaction; it changes no row once the lease is someone else's."""
-        return ("UPDATE leases SET expires_at = greatest(expires_at, %s)" + source +
-                " WHERE namespace = %s AND holder = %s AND token = %s" +
-                (" RETURNING token" if returning else ""),
-                (self._until(self.clock()), self.namespace, self.holder, self.token))
+        return (
+            "UPDATE leases SET expires_at = greatest(expires_at, %s)"
+            + source
+            + " WHERE namespace = %s AND holder = %s AND token = %s"
+            + (" RETURNING token" if returning else ""),
+            (self._until(self.clock()), self.namespace, self.holder, self.token),
+        )
 
     def _until(self, now: dt.datetime) -> str:
         """`ttl` from now, rounded up to the second the stored times keep (as on SQLite)."""
@@ -116,7 +128,8 @@ class PostgresLease:
 
         ms = str(int((wait or self.wait) * 1000))
         try:
-            return self.db.execute("WITH waiting AS (SELECT set_config('lock_timeout', %s, true)) "
-                                   + sql, (ms, *params)).fetchone()
+            return self.db.execute(
+                "WITH waiting AS (SELECT set_config('lock_timeout', %s, true)) " + sql, (ms, *params)
+            ).fetchone()
         except psycopg.errors.LockNotAvailable:
             return False

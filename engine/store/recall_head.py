@@ -25,18 +25,19 @@ every active memory, as before (`floor` is NULL), and a pass over most of the fi
 rebuilds it (engine.store.bulk). PostgreSQL keeps its full index: its planner has
 statistics and never needs this.
 """
+
 from __future__ import annotations
 
 import math
 import sqlite3
 
-from engine.store.text_apart import ROWS
 from engine.store.sqlite_library import library
+from engine.store.text_apart import ROWS
 
 INDEX = "memories_recall"
-HEAD_ROWS = 10_000     # entries in the head when its floor is chosen
-PER_NAMESPACE = 500    # entries kept for each namespace of at least twice this many
-FULL_BELOW = 40_000    # active memories under which the index holds every one of them
+HEAD_ROWS = 10_000  # entries in the head when its floor is chosen
+PER_NAMESPACE = 500  # entries kept for each namespace of at least twice this many
+FULL_BELOW = 40_000  # active memories under which the index holds every one of them
 
 _COLUMNS = f"{ROWS}(namespace, status, rank, id)"  # the rows' table (migrations m020)
 
@@ -78,19 +79,23 @@ def choose(db: sqlite3.Connection) -> float | None:
     if row is None:
         return None
     value = row[0]
-    large = db.execute(f"SELECT namespace FROM {ROWS} WHERE status = 'active' "
-                       "GROUP BY namespace HAVING count(*) >= ?", (2 * PER_NAMESPACE,))
+    large = db.execute(
+        f"SELECT namespace FROM {ROWS} WHERE status = 'active' GROUP BY namespace HAVING count(*) >= ?",
+        (2 * PER_NAMESPACE,),
+    )
     for (namespace,) in large.fetchall():
-        row = db.execute(f"SELECT rank FROM {ROWS} WHERE namespace = ? AND {ranked}",
-                         (namespace, PER_NAMESPACE - 1)).fetchone()
+        row = db.execute(
+            f"SELECT rank FROM {ROWS} WHERE namespace = ? AND {ranked}", (namespace, PER_NAMESPACE - 1)
+        ).fetchone()
         if row is not None and row[0] < value:
             value = row[0]
     if not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
     value = float(value)
     # ties at the floor, or a namespace that pulled it down, can make the head most of it
-    head = db.execute(f"SELECT count(*) FROM {ROWS} WHERE status = 'active' AND rank >= ?",
-                      (value,)).fetchone()[0]
+    head = db.execute(
+        f"SELECT count(*) FROM {ROWS} WHERE status = 'active' AND rank >= ?", (value,)
+    ).fetchone()[0]
     return None if head * 2 > active else value
 
 
@@ -102,11 +107,11 @@ def install(db: sqlite3.Connection, value: float | None, now: str) -> float | No
     db.execute(index_sql(value))
     if value is not None:
         value = db.execute(f"SELECT {value!r}").fetchone()[0]
-    head = db.execute(f"SELECT count(*) FROM {ROWS} "
-                      "WHERE status = 'active'" + ("" if value is None else " AND rank >= ?"),
-                      () if value is None else (value,)).fetchone()[0]
-    db.execute("UPDATE recall_head SET floor = ?, rows = ?, chosen_at = ?",
-               (value, head, now))
+    head = db.execute(
+        f"SELECT count(*) FROM {ROWS} WHERE status = 'active'" + ("" if value is None else " AND rank >= ?"),
+        () if value is None else (value,),
+    ).fetchone()[0]
+    db.execute("UPDATE recall_head SET floor = ?, rows = ?, chosen_at = ?", (value, head, now))
     return value
 
 
@@ -150,13 +155,17 @@ def check(db: sqlite3.Connection, namespace: str, now: str) -> bool:
 def _active(db: sqlite3.Connection, namespace: str | None = None) -> int:
     if namespace is None:
         return db.execute(f"SELECT count(*) FROM {ROWS} WHERE status = 'active'").fetchone()[0]
-    return db.execute(f"SELECT count(*) FROM {ROWS} WHERE namespace = ? AND status = 'active'",
-                      (namespace,)).fetchone()[0]
+    return db.execute(
+        f"SELECT count(*) FROM {ROWS} WHERE namespace = ? AND status = 'active'", (namespace,)
+    ).fetchone()[0]
 
 
 def _head(db: sqlite3.Connection, value: float, namespace: str | None = None) -> int:
     if namespace is None:
-        return db.execute(f"SELECT count(*) FROM {ROWS} "
-                          "WHERE status = 'active' AND rank >= ?", (value,)).fetchone()[0]
-    return db.execute(f"SELECT count(*) FROM {ROWS} WHERE namespace = ? "
-                      "AND status = 'active' AND rank >= ?", (namespace, value)).fetchone()[0]
+        return db.execute(
+            f"SELECT count(*) FROM {ROWS} WHERE status = 'active' AND rank >= ?", (value,)
+        ).fetchone()[0]
+    return db.execute(
+        f"SELECT count(*) FROM {ROWS} WHERE namespace = ? AND status = 'active' AND rank >= ?",
+        (namespace, value),
+    ).fetchone()[0]

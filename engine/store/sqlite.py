@@ -6,6 +6,7 @@ Policy-driven statements (passes, recall, supersede, reinforce, merge, ...) are 
 package nothing in the engine writes SQL text or calls `execute`. A status change and its
 event are written in one transaction (`with store.transaction(): ...`).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -17,23 +18,20 @@ import urllib.parse
 
 from engine.base.clock import Clock, system_clock
 from engine.base.errors import StoreError
-from engine.store import bulk, recall_head as head
+from engine.store import bulk
+from engine.store import recall_head as head
 from engine.store.common import StoreCommon
 from engine.store.inspecting import Inspecting
 from engine.store.lease import SqliteLease, lease_connection
 from engine.store.migrations import MIGRATIONS
-from engine.store.text_apart import (MIGRATION as TEXT_APART,
-    ROWS,
-    TEXT_COLUMNS,
-    TEXTS,
-    adoptable,
-    rows_table)
 from engine.store.sqlite_bookkeeping import Bookkeeping
 from engine.store.sqlite_checkpoint import Checkpointer
-from engine.store.sqlite_functions import sql_functions
-from engine.store.sqlite_wait import Waiters, Waiting, connection_class
-from engine.store.sqlite_library import claim, release
 from engine.store.sqlite_file import READ_ONLY_COMMANDS, absolute, file_path, on_disk, unusable  # noqa: F401
+from engine.store.sqlite_functions import sql_functions
+from engine.store.sqlite_library import claim, release
+from engine.store.sqlite_wait import Waiters, Waiting, connection_class
+from engine.store.text_apart import MIGRATION as TEXT_APART
+from engine.store.text_apart import ROWS, TEXT_COLUMNS, TEXTS, adoptable, rows_table
 from engine.store.vectors import VectorIndex, load_extension
 
 
@@ -45,8 +43,15 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
     migrations = MIGRATIONS
     rows = ROWS
 
-    def __init__(self, path: str, clock: Clock | None = None, timeout: float = 30.0,
-                 read_only: bool = False, progress=None, vectors: bool = False):
+    def __init__(
+        self,
+        path: str,
+        clock: Clock | None = None,
+        timeout: float = 30.0,
+        read_only: bool = False,
+        progress=None,
+        vectors: bool = False,
+    ):
         self.path = str(path)  # as given, for messages
         self._file = absolute(self.path)  # what every connection opens
         self.report = progress  # told each step of upgrading a file in use (a line)
@@ -105,9 +110,16 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
         (on a file or folder this process may not write, read as it is, unchanging).
         `sql` is the DB-API module (the store's own, `self.sql`, unless given)."""
         sql = sql or self.sql
+
         def connect(target, **kw):
-            db = sql.connect(target, timeout=0, isolation_level=None, check_same_thread=False,
-                             factory=connection_class(sql), **kw)
+            db = sql.connect(
+                target,
+                timeout=0,
+                isolation_level=None,
+                check_same_thread=False,
+                factory=connection_class(sql),
+                **kw,
+            )
             db.wait = self.timeout  # it waits for the lock itself, this long (sqlite_wait)
             return db
 
@@ -115,8 +127,7 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
             return connect(self._file)
         if not os.path.exists(file_path(self._file)):
             raise StoreError(f"cannot open {self.path}: no such database file")
-        uri = self._file if self._file.startswith("file:") else \
-            "file:" + urllib.parse.quote(self._file)
+        uri = self._file if self._file.startswith("file:") else "file:" + urllib.parse.quote(self._file)
         uri += "&" if "?" in uri else "?"  # a URI given: its own parameters, and ours
         try:
             db = connect(uri + "mode=ro", uri=True)
@@ -150,8 +161,7 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
 
     def reopen(self) -> "SqliteStore":
         """Another connection to the same file (a scheduler works on its own)."""
-        return SqliteStore(self._file, self.clock, self.timeout, self.read_only,
-                           vectors=self.vectors)
+        return SqliteStore(self._file, self.clock, self.timeout, self.read_only, vectors=self.vectors)
 
     def interrupt(self) -> None:
         """Abort the statement running on this connection (its transaction rolls back)."""
@@ -162,8 +172,9 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
             pass
 
     @contextlib.contextmanager
-    def transaction(self, fence=None, exclusive: bool = False, wait: float | None = None,
-                    kept_at_most: int | None = None):
+    def transaction(
+        self, fence=None, exclusive: bool = False, wait: float | None = None, kept_at_most: int | None = None
+    ):
         """BEGIN IMMEDIATE ... COMMIT; anything raised inside rolls the whole thing back.
         `exclusive` (no other writer until the commit) is what SQLite's write lock always is.
         `wait`: seconds to wait for the write lock, when not the store's timeout (after it,
@@ -220,12 +231,12 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
         applied, held, done = [], self._held_rows(), self._applied()
         for i, fn in enumerate(MIGRATIONS, 1):
             if held and self.report and fn.__name__ not in done:  # a file in use
-                self.report(f"upgrading {self.path} ({held} memories): {fn.__name__} "
-                              f"({i} of {len(MIGRATIONS)})")
+                self.report(
+                    f"upgrading {self.path} ({held} memories): {fn.__name__} ({i} of {len(MIGRATIONS)})"
+                )
             with self.transaction() as db:
                 # re-checked inside the write lock: two processes may open a new file at once
-                if db.execute("SELECT 1 FROM lethe_migrations WHERE name = ?",
-                              (fn.__name__,)).fetchone():
+                if db.execute("SELECT 1 FROM lethe_migrations WHERE name = ?", (fn.__name__,)).fetchone():
                     continue
                 if "now" in inspect.signature(fn).parameters:
                     fn(db, now=self.now())
@@ -239,12 +250,15 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
         """The largest memory id of a file that has a memories table (0: none yet)."""
         if not self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'memories'").fetchone():
             return 0
-        return self.db.execute("SELECT coalesce(max(rowid), 0) FROM "
-                               f"{rows_table(self.db)}").fetchone()[0]
+        return self.db.execute(f"SELECT coalesce(max(rowid), 0) FROM {rows_table(self.db)}").fetchone()[0]
 
     def _has_table(self, name: str) -> bool:
-        return self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                               (name,)).fetchone() is not None
+        return (
+            self.db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+            ).fetchone()
+            is not None
+        )
 
     def _applied(self) -> set[str]:
         if not self._has_table("lethe_migrations"):
@@ -277,8 +291,9 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
         if st.head is not None and limit is not None:
             value = head.floor(self.db)
             if value is not None:
-                rows = self.db.execute(st.head.sql, st.head.bind(now, namespace, floor=value,
-                                                                 **binds)).fetchall()
+                rows = self.db.execute(
+                    st.head.sql, st.head.bind(now, namespace, floor=value, **binds)
+                ).fetchall()
                 if len(rows) >= limit:
                     return rows
         return self.db.execute(st.sql, st.bind(now, namespace, **binds)).fetchall()
@@ -292,11 +307,12 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
         the engine's own field list, never from input)."""
         fields = args[-1]  # (fields) or, as tests call it, (connection, fields)
         cols = [c for c in fields if c not in TEXT_COLUMNS]  # the text beside it (m020)
-        sql = (f"INSERT INTO {ROWS} ({', '.join(cols)}) "
-               f"VALUES ({', '.join('?' for _ in cols)})")
+        sql = f"INSERT INTO {ROWS} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
         new_id = self.db.execute(sql, [fields[c] for c in cols]).lastrowid
-        self.db.execute(f"INSERT INTO {TEXTS} (id, content, summary, tags) VALUES (?, ?, ?, ?)",
-                        (new_id, *(fields.get(c) for c in TEXT_COLUMNS)))
+        self.db.execute(
+            f"INSERT INTO {TEXTS} (id, content, summary, tags) VALUES (?, ?, ?, ?)",
+            (new_id, *(fields.get(c) for c in TEXT_COLUMNS)),
+        )
         return new_id
 
     UPDATABLE = ("summary", "tags", "importance", "confidence", "expires_at", "kind", "scene")
@@ -311,31 +327,39 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
         rows = [c for c in cols if c not in TEXT_COLUMNS]
         which = "WHERE namespace = ? AND id = ? AND status = 'active'"
         if rows:
-            changed = self.db.execute(f"UPDATE {ROWS} SET {', '.join(f'{c} = ?' for c in rows)} "
-                                      f"{which}", [fields[c] for c in rows] + [namespace, memory_id]
-                                      ).rowcount
+            changed = self.db.execute(
+                f"UPDATE {ROWS} SET {', '.join(f'{c} = ?' for c in rows)} {which}",
+                [fields[c] for c in rows] + [namespace, memory_id],
+            ).rowcount
         else:
-            changed = self.db.execute(f"SELECT count(*) FROM {ROWS} {which}",
-                                      (namespace, memory_id)).fetchone()[0]
+            changed = self.db.execute(
+                f"SELECT count(*) FROM {ROWS} {which}", (namespace, memory_id)
+            ).fetchone()[0]
         texts = [c for c in cols if c in TEXT_COLUMNS]
         if changed and texts:
-            self.db.execute(f"UPDATE {TEXTS} SET {', '.join(f'{c} = ?' for c in texts)} "
-                            "WHERE id = ?", [fields[c] for c in texts] + [memory_id])
+            self.db.execute(
+                f"UPDATE {TEXTS} SET {', '.join(f'{c} = ?' for c in texts)} WHERE id = ?",
+                [fields[c] for c in texts] + [memory_id],
+            )
         return changed
 
     def event(self, memory_id: int | None, event_type: str, detail=None, said_at=None) -> None:
         if detail is not None and not isinstance(detail, str):
             detail = json.dumps(detail, ensure_ascii=False, sort_keys=True)
-        self.db.execute("INSERT INTO memory_events (memory_id, event_type, detail, occurred_at, "
-                        "said_at) VALUES (?, ?, ?, ?, ?)",
-                        (memory_id, event_type, detail, self.now(), said_at or self.said_at))
+        self.db.execute(
+            "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at, "
+            "said_at) VALUES (?, ?, ?, ?, ?)",
+            (memory_id, event_type, detail, self.now(), said_at or self.said_at),
+        )
 
     def statuses(self, namespace: str, ids: list[int]) -> dict[int, tuple[str, int | None]]:
         """id -> (status, merged_into) of some memories of a namespace."""
         # +namespace: look the ids up by primary key, not by walking the namespace's index
-        rows = self.db.execute(f"SELECT id, status, merged_into FROM {ROWS} WHERE +namespace = ? "
-                               "AND id IN (SELECT value FROM json_each(?))",
-                               (namespace, json.dumps(list(ids))))
+        rows = self.db.execute(
+            f"SELECT id, status, merged_into FROM {ROWS} WHERE +namespace = ? "
+            "AND id IN (SELECT value FROM json_each(?))",
+            (namespace, json.dumps(list(ids))),
+        )
         return {r[0]: (r[1], r[2]) for r in rows}
 
     def lock_memories(self, ids: list[int]) -> None:
@@ -343,33 +367,39 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
         them): SQLite's write lock already holds the whole file."""
 
     def events(self, memory_id: int) -> list[sqlite3.Row]:
-        return self.db.execute("SELECT * FROM memory_events WHERE memory_id = ? ORDER BY id",
-                               (memory_id,)).fetchall()
+        return self.db.execute(
+            "SELECT * FROM memory_events WHERE memory_id = ? ORDER BY id", (memory_id,)
+        ).fetchall()
 
     def counts(self, namespace: str) -> dict[str, int]:
-        rows = self.db.execute(f"SELECT status, count(*) FROM {ROWS} WHERE namespace = ? "
-                               "GROUP BY status", (namespace,))
+        rows = self.db.execute(
+            f"SELECT status, count(*) FROM {ROWS} WHERE namespace = ? GROUP BY status", (namespace,)
+        )
         return {r[0]: r[1] for r in rows}
 
     def memories(self, namespace: str) -> list[sqlite3.Row]:
         """Every memory of a namespace, oldest first (scenario checks, dumps)."""
-        return self.db.execute("SELECT * FROM memories WHERE namespace = ? ORDER BY id",
-                               (namespace,)).fetchall()
+        return self.db.execute(
+            "SELECT * FROM memories WHERE namespace = ? ORDER BY id", (namespace,)
+        ).fetchall()
 
-    def list_memories(self, namespace: str, statuses: tuple[str, ...] | None,
-                      limit: int) -> list[sqlite3.Row]:
+    def list_memories(
+        self, namespace: str, statuses: tuple[str, ...] | None, limit: int
+    ) -> list[sqlite3.Row]:
         """Memories of a namespace with one of `statuses` (None: any), newest first."""
         if statuses is None:
-            return self.db.execute("SELECT * FROM memories WHERE namespace = ? ORDER BY id DESC "
-                                   "LIMIT ?", (namespace, limit)).fetchall()
-        return self.db.execute("SELECT * FROM memories WHERE namespace = ? AND status IN "
-                               "(SELECT value FROM json_each(?)) ORDER BY id DESC LIMIT ?",
-                               (namespace, json.dumps(list(statuses)), limit)).fetchall()
+            return self.db.execute(
+                "SELECT * FROM memories WHERE namespace = ? ORDER BY id DESC LIMIT ?", (namespace, limit)
+            ).fetchall()
+        return self.db.execute(
+            "SELECT * FROM memories WHERE namespace = ? AND status IN "
+            "(SELECT value FROM json_each(?)) ORDER BY id DESC LIMIT ?",
+            (namespace, json.dumps(list(statuses)), limit),
+        ).fetchall()
 
     def namespaces(self) -> list[str]:
         """Every namespace that holds a memory, in order (the memories_recall index)."""
-        return [r[0] for r in self.db.execute(f"SELECT DISTINCT namespace FROM {ROWS} "
-                                              "ORDER BY namespace")]
+        return [r[0] for r in self.db.execute(f"SELECT DISTINCT namespace FROM {ROWS} ORDER BY namespace")]
 
     def keyed(self, namespace: str, key: str) -> sqlite3.Row | None:
         """The active memory a caller stored under `key` (its newest `keyed` event), with
@@ -381,28 +411,31 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
             # CASE: other events' detail is free text (and an old keyed one may not be JSON)
             "AND CASE WHEN e.event_type = 'keyed' AND json_valid(e.detail) THEN "
             "json_extract(e.detail, '$.key') END = ? "
-            "ORDER BY e.id DESC LIMIT 1", (namespace, key)).fetchone()
+            "ORDER BY e.id DESC LIMIT 1",
+            (namespace, key),
+        ).fetchone()
 
     def match_count(self, fts_query: str, cap: int) -> int:
         """How many memories match a full-text query, counting at most `cap + 1`."""
-        return self.db.execute("SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE "
-                               "memories_fts MATCH ? LIMIT ?)", (fts_query, cap + 1)).fetchone()[0]
+        return self.db.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?)",
+            (fts_query, cap + 1),
+        ).fetchone()[0]
 
     # -- the stored rank ----------------------------------------------------------------
     def rank_signature(self, namespace: str) -> str | None:
-        row = self.db.execute("SELECT rank_formula FROM policy_state WHERE namespace = ?",
-                              (namespace,)).fetchone()
+        row = self.db.execute(
+            "SELECT rank_formula FROM policy_state WHERE namespace = ?", (namespace,)
+        ).fetchone()
         return row[0] if row else None
 
-    def rebuild_rank(self, st, namespace: str, policy: str, signature: str,
-                     ranged=None) -> None:
+    def rebuild_rank(self, st, namespace: str, policy: str, signature: str, ranged=None) -> None:
         """Recompute a namespace's stored ranks and remember the formula they came from.
         `ranged`: the same statement over an id range, run over every id when the
         namespace is most of the file (engine.store.bulk)."""
         with self.transaction() as db:
             # a small namespace in a big file just updates its rows (engine.store.bulk)
-            mine = db.execute(f"SELECT count(*) FROM {ROWS} WHERE namespace = ?",
-                              (namespace,)).fetchone()[0]
+            mine = db.execute(f"SELECT count(*) FROM {ROWS} WHERE namespace = ?", (namespace,)).fetchone()[0]
             if mine and self.report:
                 self.report(f"computing the stored rank of {mine} memories ({policy})")
             top = bulk.most_of_the_table(db, mine)
@@ -413,10 +446,13 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
                 else:
                     self.run(ranged, namespace, id_range=(0, top + 1))
             head.check(db, namespace, self.now())
-            db.execute("INSERT INTO policy_state (namespace, policy, rank_formula, updated_at) "
-                       "VALUES (?, ?, ?, ?) ON CONFLICT (namespace) DO UPDATE SET "
-                       "policy = excluded.policy, rank_formula = excluded.rank_formula, "
-                       "updated_at = excluded.updated_at", (namespace, policy, signature, self.now()))
+            db.execute(
+                "INSERT INTO policy_state (namespace, policy, rank_formula, updated_at) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (namespace) DO UPDATE SET "
+                "policy = excluded.policy, rank_formula = excluded.rank_formula, "
+                "updated_at = excluded.updated_at",
+                (namespace, policy, signature, self.now()),
+            )
 
     @contextlib.contextmanager
     def rewriting(self, reach, columns, namespace: str, now: str, id_range=(0, 0)):
@@ -435,29 +471,42 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
     def add_turn(self, namespace: str, user: str, assistant: str, said_at=None) -> int:
         """Save a turn; `said_at`: when it was said, if not now (its memories' created_at)."""
         with self.transaction() as db:
-            return db.execute("INSERT INTO inbox (namespace, user_text, assistant_text, created_at, "
-                              "updated_at) VALUES (?, ?, ?, ?, ?)", (namespace, user, assistant,
-                                                                     said_at or self.now(), self.now())).lastrowid
+            return db.execute(
+                "INSERT INTO inbox (namespace, user_text, assistant_text, created_at, "
+                "updated_at) VALUES (?, ?, ?, ?, ?)",
+                (namespace, user, assistant, said_at or self.now(), self.now()),
+            ).lastrowid
 
     def turn(self, turn_id: int) -> sqlite3.Row | None:
         return self.db.execute("SELECT * FROM inbox WHERE id = ?", (turn_id,)).fetchone()
 
-    def turn_failed(self, turn_id: int, error: str, failures: int, retry_at: str | None,
-                    status: str = "pending", judged: str | None = None) -> None:
+    def turn_failed(
+        self,
+        turn_id: int,
+        error: str,
+        failures: int,
+        retry_at: str | None,
+        status: str = "pending",
+        judged: str | None = None,
+    ) -> None:
         """Record a failed attempt on a turn still pending: its error, how many failures
         count towards parking it, when to try again, `failed` once it is parked, and the
         judgments already paid for (JSON), which the next attempt reuses."""
         with self.transaction():
-            self.db.execute("UPDATE inbox SET attempts = attempts + 1, last_error = ?, failures = ?, "
-                            "next_retry_at = ?, status = ?, updated_at = ?, "
-                            "judged = coalesce(?, judged) WHERE id = ? AND status = 'pending'",
-                            (error[:500], failures, retry_at, status, self.now(), judged, turn_id))
+            self.db.execute(
+                "UPDATE inbox SET attempts = attempts + 1, last_error = ?, failures = ?, "
+                "next_retry_at = ?, status = ?, updated_at = ?, "
+                "judged = coalesce(?, judged) WHERE id = ? AND status = 'pending'",
+                (error[:500], failures, retry_at, status, self.now(), judged, turn_id),
+            )
 
     def requeue_turns(self, namespace: str, ids: list[int] | None) -> int:
         """Turns parked as failed or waiting out a backoff (all, or those of `ids`) go back
         to the queue, to be tried at the next run; how many did."""
-        sql = ("UPDATE inbox SET status = 'pending', failures = 0, next_retry_at = NULL, "
-               "updated_at = ? WHERE namespace = ? AND status IN ('pending', 'failed')")
+        sql = (
+            "UPDATE inbox SET status = 'pending', failures = 0, next_retry_at = NULL, "
+            "updated_at = ? WHERE namespace = ? AND status IN ('pending', 'failed')"
+        )
         args = [self.now(), namespace]
         if ids is not None:
             sql += " AND id IN (SELECT value FROM json_each(?))"
@@ -467,17 +516,21 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
 
     def close_turn(self, turn_id: int, status: str, memory_ids: list[int]) -> None:
         """Mark a judged turn done (or dropped), in the caller's transaction."""
-        self.db.execute("UPDATE inbox SET status = ?, memory_ids = ?, attempts = attempts + 1, "
-                        "updated_at = ? WHERE id = ?",
-                        (status, json.dumps(memory_ids), self.now(), turn_id))
+        self.db.execute(
+            "UPDATE inbox SET status = ?, memory_ids = ?, attempts = attempts + 1, "
+            "updated_at = ? WHERE id = ?",
+            (status, json.dumps(memory_ids), self.now(), turn_id),
+        )
 
     def pending(self, namespace: str) -> list[dict]:
         """Turns not judged yet: pending (maybe waiting until `next_retry_at`) or parked
         as `failed`, oldest first."""
-        rows = self.db.execute("SELECT id, status, user_text, assistant_text, attempts, failures, "
-                               "last_error, next_retry_at, created_at FROM inbox WHERE "
-                               "namespace = ? AND status IN ('pending', 'failed') ORDER BY id",
-                               (namespace,))
+        rows = self.db.execute(
+            "SELECT id, status, user_text, assistant_text, attempts, failures, "
+            "last_error, next_retry_at, created_at FROM inbox WHERE "
+            "namespace = ? AND status IN ('pending', 'failed') ORDER BY id",
+            (namespace,),
+        )
         return [dict(r) for r in rows]
 
     def claim_turns(self, namespace: str, limit: int) -> list[int]:

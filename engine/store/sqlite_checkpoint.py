@@ -27,6 +27,7 @@ such as a pass in another process that spilled 200 MB and then gave way to this 
 is the thread's to copy. Checkpointing it inside the writer's commit cost that writer
 170-300 ms, the fsync of the pass's frames (bench/RESULTS.md, sixteenth round).
 """
+
 from __future__ import annotations
 
 import os
@@ -68,8 +69,9 @@ class Checkpointer:
         one process corrupt it)."""
         db.execute("PRAGMA wal_autocheckpoint = 0")
         db.execute(f"PRAGMA journal_size_limit = {CHECKPOINT_BYTES}")  # a number of ours
-        return cls(path, lambda: sql.connect(path, timeout=0, isolation_level=None,
-                                             check_same_thread=False), sql)
+        return cls(
+            path, lambda: sql.connect(path, timeout=0, isolation_level=None, check_same_thread=False), sql
+        )
 
     def _size(self) -> int:
         try:
@@ -116,8 +118,7 @@ class Checkpointer:
             if self._stop:
                 return
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="lethe-checkpoint",
-                                                daemon=True)
+                self._thread = threading.Thread(target=self._run, name="lethe-checkpoint", daemon=True)
                 self._thread.start()
             self._pending = True
             self._wake.set()

@@ -2,6 +2,7 @@
 words), and the absolute path every connection of the store opens (`absolute`), so its
 lease, checkpoint thread and waiters find the same file after the process changes its
 current directory."""
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,7 @@ def unusable(path: str, read_only: bool) -> str | None:
     path = os.path.realpath(path)  # a link: SQLite writes -wal and -shm beside its target
     folder = os.path.dirname(path)
     if os.path.isdir(path):
-        return (f"it is a directory, not a database file (give a file, e.g. "
-                f"{os.path.join(path, 'agent.db')})")
+        return f"it is a directory, not a database file (give a file, e.g. {os.path.join(path, 'agent.db')})"
     if not os.path.isdir(folder):
         return f"the directory {folder} does not exist"
     if read_only:
@@ -32,13 +32,18 @@ def unusable(path: str, read_only: bool) -> str | None:
     if os.path.exists(path) and not os.access(path, os.W_OK):
         what = "the file is read-only (its mode, or a read-only mount)"
     elif not os.access(folder, os.W_OK) and not all(
-            os.path.exists(p) and os.access(p, os.W_OK) for p in beside):
-        what = (f"its directory {folder} is read-only, and SQLite "
-                "needs to write its -wal and -shm files (the write-ahead log) beside it")
+        os.path.exists(p) and os.access(p, os.W_OK) for p in beside
+    ):
+        what = (
+            f"its directory {folder} is read-only, and SQLite "
+            "needs to write its -wal and -shm files (the write-ahead log) beside it"
+        )
     else:
         return None
-    return (f"{what}, so this command, which writes, cannot use it; on a read-only file or "
-            f"mount only the commands that read work: {READ_ONLY_COMMANDS}")
+    return (
+        f"{what}, so this command, which writes, cannot use it; on a read-only file or "
+        f"mount only the commands that read work: {READ_ONLY_COMMANDS}"
+    )
 
 
 def file_path(target: str) -> str:

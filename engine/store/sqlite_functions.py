@@ -1,6 +1,7 @@
 """The SQL functions a compiled statement may call on a SQLite connection, defined by
 the store on each connection it opens: the math functions where SQLite's build lacks them,
 and `Dialect.kept()`, which counts the rows a pass's rule keeps (engine.plan.rules)."""
+
 from __future__ import annotations
 
 import math
@@ -35,9 +36,15 @@ def _ensure_math(db: sqlite3.Connection) -> None:
         return
     except library(db).OperationalError:
         pass
-    for name, fn, n in (("exp", math.exp, 1), ("ln", math.log, 1), ("log10", math.log10, 1),
-                        ("floor", math.floor, 1), ("ceil", math.ceil, 1), ("pow", math.pow, 2),
-                        ("sqrt", math.sqrt, 1)):
+    for name, fn, n in (
+        ("exp", math.exp, 1),
+        ("ln", math.log, 1),
+        ("log10", math.log10, 1),
+        ("floor", math.floor, 1),
+        ("ceil", math.ceil, 1),
+        ("pow", math.pow, 2),
+        ("sqrt", math.sqrt, 1),
+    ):
         db.create_function(name, n, _null_safe(fn), deterministic=True)
 
 
@@ -49,4 +56,5 @@ def _null_safe(fn):
             return fn(*args)
         except (ValueError, OverflowError):
             return None
+
     return wrapped

@@ -18,6 +18,7 @@ needs pysqlite3 for them: that is refused, with the reason, instead of corruptin
 Errors are caught as the connection's own library raises them (`library(db)`): a
 pysqlite3 OperationalError is not a `sqlite3.OperationalError`.
 """
+
 from __future__ import annotations
 
 import os
@@ -40,15 +41,22 @@ def driver(vectors: bool):
     (where it cannot load sqlite-vec, the vector functions are Python's:
     engine.store.vectors.python_functions), so a process that also opens the file with
     `sqlite3` has one SQLite. pysqlite3 only when LETHE_SQLITE=pysqlite3 asks for it."""
-    if not vectors or os.environ.get("LETHE_SQLITE") != "pysqlite3" \
-            or hasattr(sqlite3.Connection, "enable_load_extension"):
+    if (
+        not vectors
+        or os.environ.get("LETHE_SQLITE") != "pysqlite3"
+        or hasattr(sqlite3.Connection, "enable_load_extension")
+    ):
         return sqlite3
     try:
         from pysqlite3 import dbapi2
     except ImportError as exc:
-        raise extra_error(exc, "embed", "embeddings (a SQLite that can load extensions, and "
-                          "this Python's cannot: pysqlite3-binary)", ("pysqlite3",),
-                          StoreError) from None
+        raise extra_error(
+            exc,
+            "embed",
+            "embeddings (a SQLite that can load extensions, and this Python's cannot: pysqlite3-binary)",
+            ("pysqlite3",),
+            StoreError,
+        ) from None
     return dbapi2
 
 
@@ -114,7 +122,8 @@ def claim(path: str, vectors: bool):
                     f"cannot open {path} with embeddings while this process has it open "
                     "without them: embeddings need pysqlite3's SQLite here, the open store "
                     "uses Python's own, and two SQLite libraries on one file corrupt it; "
-                    "close the other store first")
+                    "close the other store first"
+                )
             wanted = entry[0]  # pysqlite3's SQLite reads and writes a plain store as well
         entry[1] += 1
         return wanted, key

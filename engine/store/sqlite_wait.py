@@ -20,6 +20,7 @@ on a file beside the database (`WAITERS`) while it waits. The pass looks for one
 statement is interrupted, its transaction rolls back, and it runs again in ranges
 (engine/run/passes.py): the writer waits milliseconds, not the whole pass.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -40,10 +41,10 @@ except ImportError:  # no flock (Windows): writers do not say they wait, passes 
     fcntl = None
 
 TRY_EVERY = 0.001  # seconds between tries of a statement that found the database locked
-MAKE_WAY = 0.003   # seconds a batched pass leaves the lock free after each range
+MAKE_WAY = 0.003  # seconds a batched pass leaves the lock free after each range
 WAITERS = "-lethe-waiters"  # the file beside the database a waiting writer holds a lock on
 LOOK_EVERY = 50_000  # SQLite machine steps between a giving-way pass's looks for a writer
-LAST_LOOK = True     # and one look after its last statement (its COMMIT cannot be cut short)
+LAST_LOOK = True  # and one look after its last statement (its COMMIT cannot be cut short)
 
 
 SQLITE_BUSY = 5
@@ -88,8 +89,12 @@ def connection_class(module):
                         deadline = deadline or now + self.wait
                         if now >= deadline:
                             raise
-                        if not said and self.says_it_waits and self.waiters is not None \
-                                and self.wait > KEEP_AFTER:
+                        if (
+                            not said
+                            and self.says_it_waits
+                            and self.waiters is not None
+                            and self.wait > KEEP_AFTER
+                        ):
                             said = self.waiters.waiting()  # a pass may give way to us
                         time.sleep(TRY_EVERY)
             finally:
@@ -110,8 +115,11 @@ def _open_plain(path: str, create: bool = True) -> int | None:
     now. Never follows a link put in its place, never blocks on a FIFO, never keeps
     anything but a regular file open."""
     try:
-        fd = os.open(path, os.O_RDONLY | (os.O_CREAT if create else 0) | os.O_NOFOLLOW
-                     | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+        fd = os.open(
+            path,
+            os.O_RDONLY | (os.O_CREAT if create else 0) | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+            0o644,
+        )
     except OSError as exc:
         if exc.errno == errno.ENOENT and not create:
             return None  # nobody has waited yet: looked for again next time

@@ -8,6 +8,7 @@ triggers for writes that come through it. A pass rewrites every active row's sco
 SQLite writes whole pages: without the text (136 of ~240 bytes a row at 1M) it rewrites
 about half as many (bench/RESULTS.md, eighteenth round).
 """
+
 from __future__ import annotations
 
 import re
@@ -22,19 +23,31 @@ TEXT_COLUMNS = ("content", "summary", "tags")
 # default is also what an INSERT through the view gets for a column it leaves out (a view
 # has no defaults of its own)
 _ROW_COLUMNS = {
-    "importance": ("REAL", "5.0"), "confidence": ("REAL", "1.0"),
-    "access_count": ("INTEGER", "0"), "decay_score": ("REAL", "1.0"),
-    "status": ("TEXT", "'active'"), "contradicted_by": ("INTEGER REFERENCES memory_rows(id)", None),
-    "created_at": ("TEXT", None), "last_accessed": ("TEXT", None), "expires_at": ("TEXT", None),
-    "namespace": ("TEXT NOT NULL", "'default'"), "kind": ("TEXT", None), "scene": ("TEXT", None),
-    "rank": ("REAL", None), "merged_into": ("INTEGER REFERENCES memory_rows(id)", None)}
+    "importance": ("REAL", "5.0"),
+    "confidence": ("REAL", "1.0"),
+    "access_count": ("INTEGER", "0"),
+    "decay_score": ("REAL", "1.0"),
+    "status": ("TEXT", "'active'"),
+    "contradicted_by": ("INTEGER REFERENCES memory_rows(id)", None),
+    "created_at": ("TEXT", None),
+    "last_accessed": ("TEXT", None),
+    "expires_at": ("TEXT", None),
+    "namespace": ("TEXT NOT NULL", "'default'"),
+    "kind": ("TEXT", None),
+    "scene": ("TEXT", None),
+    "rank": ("REAL", None),
+    "merged_into": ("INTEGER REFERENCES memory_rows(id)", None),
+}
 
 
 def rows_table(db) -> str:
     """The table that holds memories' rows: memory_rows once m020 has run, memories on a
     file it has not (the seed article's own, one being upgraded)."""
-    return ROWS if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
-                              "name = ?", (ROWS,)).fetchone() else "memories"
+    return (
+        ROWS
+        if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (ROWS,)).fetchone()
+        else "memories"
+    )
 
 
 def go_on_after(db, table: str, seq) -> None:
@@ -43,8 +56,11 @@ def go_on_after(db, table: str, seq) -> None:
     never come back, even when their row is gone and its events remain."""
     if isinstance(seq, int) and not isinstance(seq, bool) and seq > 0:
         db.execute("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = ?", (seq, table))
-        db.execute("INSERT INTO sqlite_sequence (name, seq) SELECT ?, ? WHERE NOT EXISTS "
-                   "(SELECT 1 FROM sqlite_sequence WHERE name = ?)", (table, seq, table))
+        db.execute(
+            "INSERT INTO sqlite_sequence (name, seq) SELECT ?, ? WHERE NOT EXISTS "
+            "(SELECT 1 FROM sqlite_sequence WHERE name = ?)",
+            (table, seq, table),
+        )
 
 
 def _q(name: str) -> str:
@@ -68,41 +84,60 @@ def split(db) -> None:
     cols = _movable_columns(db)
     names = [c[0] for c in cols]
     row_cols = [c for c in cols if c[0] not in TEXT_COLUMNS and c[0] != "id"]
-    indexes = db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND "
-                         "tbl_name = 'memories' AND sql IS NOT NULL ORDER BY name").fetchall()
-    seq = db.execute("SELECT CAST(seq AS INTEGER) FROM sqlite_sequence WHERE name = "
-                     "'memories'").fetchone()  # as SQLite reads it
+    indexes = db.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND "
+        "tbl_name = 'memories' AND sql IS NOT NULL ORDER BY name"
+    ).fetchall()
+    seq = db.execute(
+        "SELECT CAST(seq AS INTEGER) FROM sqlite_sequence WHERE name = 'memories'"
+    ).fetchone()  # as SQLite reads it
     decl = ", ".join(_declared(c) for c in row_cols)
     db.execute(f"CREATE TABLE {ROWS} (id INTEGER PRIMARY KEY AUTOINCREMENT, {decl})")
     listed = ", ".join(_q(c[0]) for c in row_cols)
     db.execute(f"INSERT INTO {ROWS} (id, {listed}) SELECT id, {listed} FROM memories ORDER BY id")
-    db.execute(f"CREATE TABLE {TEXTS} (id INTEGER PRIMARY KEY, content TEXT NOT NULL, "
-               "summary TEXT, tags TEXT)")
-    db.execute(f"INSERT INTO {TEXTS} (id, content, summary, tags) "
-               "SELECT id, content, summary, tags FROM memories ORDER BY id")
+    db.execute(
+        f"CREATE TABLE {TEXTS} (id INTEGER PRIMARY KEY, content TEXT NOT NULL, summary TEXT, tags TEXT)"
+    )
+    db.execute(
+        f"INSERT INTO {TEXTS} (id, content, summary, tags) "
+        "SELECT id, content, summary, tags FROM memories ORDER BY id"
+    )
     if seq is not None:  # ids never come back: the old table's sequence goes on
         go_on_after(db, ROWS, seq[0])
     db.execute("DROP TABLE memories")  # its indexes and full-text triggers with it
     for name, sql in indexes:  # Lethe's own (recall's, expiry's, active's, scene's), any other
         _move_index(db, name, sql)
-    picked = ", ".join(f"t.{c} AS {c}" if c in TEXT_COLUMNS else f"r.{_q(c)} AS {_q(c)}"
-                       for c in names)
-    db.execute(f"CREATE VIEW memories AS SELECT {picked} FROM {ROWS} AS r "
-               f"LEFT JOIN {TEXTS} AS t ON t.id = r.id")
+    picked = ", ".join(f"t.{c} AS {c}" if c in TEXT_COLUMNS else f"r.{_q(c)} AS {_q(c)}" for c in names)
+    db.execute(
+        f"CREATE VIEW memories AS SELECT {picked} FROM {ROWS} AS r LEFT JOIN {TEXTS} AS t ON t.id = r.id"
+    )
     _view_triggers(db, row_cols)
     _text_search_triggers(db)
 
 
-
 _FTS_TRIGGERS = {"memories_fts_insert", "memories_fts_delete", "memories_fts_update"}
-_ON_MEMORIES = re.compile(r"""\bON\s+(?:"memories"|'memories'|`memories`|\[memories\]|memories)"""
-                          r"""\s*\(""", re.IGNORECASE)
+_ON_MEMORIES = re.compile(
+    r"""\bON\s+(?:"memories"|'memories'|`memories`|\[memories\]|memories)"""
+    r"""\s*\(""",
+    re.IGNORECASE,
+)
 # the seed article's columns (m001): a memories table without them is not one Lethe adopts
-ARTICLE_COLUMNS = ("id", "content", "summary", "tags", "importance", "confidence",
-                   "access_count", "decay_score", "status", "contradicted_by", "created_at",
-                   "last_accessed", "expires_at")
-_QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|`[^`]*`|\[[^\]]*\]|--[^\n]*|/\*.*?\*/",
-                     re.DOTALL)
+ARTICLE_COLUMNS = (
+    "id",
+    "content",
+    "summary",
+    "tags",
+    "importance",
+    "confidence",
+    "access_count",
+    "decay_score",
+    "status",
+    "contradicted_by",
+    "created_at",
+    "last_accessed",
+    "expires_at",
+)
+_QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|`[^`]*`|\[[^\]]*\]|--[^\n]*|/\*.*?\*/", re.DOTALL)
 _KEPT_NOT = re.compile(r"\b(CHECK|COLLATE)\b", re.IGNORECASE)
 
 
@@ -110,15 +145,21 @@ def _not_another_applications(db, where: str) -> None:
     """Refuse a file with tables of its own but neither Lethe's (`lethe_migrations`) nor
     the article's `memories` table: another application's database, which adopting would
     give twenty tables and switch to WAL. An empty or new file is Lethe's to make."""
-    found = [r[0] for r in db.execute(
-        "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE "
-        "'sqlite_%' ORDER BY name")]
+    found = [
+        r[0]
+        for r in db.execute(
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE "
+            "'sqlite_%' ORDER BY name"
+        )
+    ]
     if found and "lethe_migrations" not in found:
         shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
-        raise StoreError(f"cannot open {where}: it is another application's database (tables "
-                         f"{shown}), with neither Lethe's tables nor the article's memories "
-                         "table; Lethe opens a new file, one of its own or an agent_memory.db. "
-                         "Nothing in it was changed")
+        raise StoreError(
+            f"cannot open {where}: it is another application's database (tables "
+            f"{shown}), with neither Lethe's tables nor the article's memories "
+            "table; Lethe opens a new file, one of its own or an agent_memory.db. "
+            "Nothing in it was changed"
+        )
 
 
 def adoptable(db, where: str = "this file", writing: bool = False) -> None:
@@ -140,23 +181,33 @@ def adoptable(db, where: str = "this file", writing: bool = False) -> None:
     names = [r[1] for r in cols]
     missing = [c for c in ARTICLE_COLUMNS if c not in names]
     if missing:
-        raise StoreError(f"cannot adopt {where}: its memories table is not the seed "
-                         f"article's (it has no column {', '.join(missing)}); Lethe adopts an "
-                         "agent_memory.db or opens a file of its own. Nothing in it was changed")
+        raise StoreError(
+            f"cannot adopt {where}: its memories table is not the seed "
+            f"article's (it has no column {', '.join(missing)}); Lethe adopts an "
+            "agent_memory.db or opens a file of its own. Nothing in it was changed"
+        )
     found = [f"generated column {r[1]!r}" for r in cols if r[6]]
-    found += [f"trigger {r[0]!r}" for r in db.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'memories'")
-        if r[0] not in _FTS_TRIGGERS]
+    found += [
+        f"trigger {r[0]!r}"
+        for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'memories'")
+        if r[0] not in _FTS_TRIGGERS
+    ]
     bare = _QUOTED.sub(" ", kind[1] or "")
     found += [f"a {w.upper()} clause" for w in sorted({m.lower() for m in _KEPT_NOT.findall(bare)})]
     own = set(ARTICLE_COLUMNS) | set(_ROW_COLUMNS)
-    found += [f"a foreign key on {r[3]!r}" for r in db.execute(
-        'PRAGMA foreign_key_list("memories")') if r[3] not in own]
+    found += [
+        f"a foreign key on {r[3]!r}"
+        for r in db.execute('PRAGMA foreign_key_list("memories")')
+        if r[3] not in own
+    ]
     for _, name, unique, origin, partial in db.execute('PRAGMA index_list("memories")'):
         parts = [r[2] for r in db.execute("SELECT * FROM pragma_index_xinfo(?)", (name,)) if r[5]]
         if unique:
-            found.append(f"UNIQUE index {name!r}" if origin == "c" else
-                         f"a UNIQUE or PRIMARY KEY constraint on {', '.join(map(str, parts))}")
+            found.append(
+                f"UNIQUE index {name!r}"
+                if origin == "c"
+                else f"a UNIQUE or PRIMARY KEY constraint on {', '.join(map(str, parts))}"
+            )
             continue
         sql = db.execute("SELECT sql FROM sqlite_master WHERE name = ?", (name,)).fetchone()
         if (None in parts or partial) and sql and sql[0]:  # every column it names
@@ -166,18 +217,22 @@ def adoptable(db, where: str = "this file", writing: bool = False) -> None:
         if text and len(text) < len(parts):
             found.append(f"index {name!r} over text and other columns")
     if found:
-        raise StoreError(f"cannot upgrade {where}: memories has {', '.join(found)}, which "
-                         "Lethe's store cannot keep (its text lives apart from its rows, "
-                         "joined by a view); drop them and try again (once it is upgraded, "
-                         "an index can be made on memory_rows or memory_texts). "
-                         "Nothing in it was changed")
+        raise StoreError(
+            f"cannot upgrade {where}: memories has {', '.join(found)}, which "
+            "Lethe's store cannot keep (its text lives apart from its rows, "
+            "joined by a view); drop them and try again (once it is upgraded, "
+            "an index can be made on memory_rows or memory_texts). "
+            "Nothing in it was changed"
+        )
     if "namespace" in names:
         none = db.execute("SELECT count(*) FROM memories WHERE namespace IS NULL").fetchone()[0]
         if none:
-            raise StoreError(f"cannot upgrade {where}: {none} memories have no namespace "
-                             "(NULL), which Lethe's store refuses; give them one (UPDATE "
-                             "memories SET namespace = 'default' WHERE namespace IS NULL) and "
-                             "try again. Nothing in it was changed")
+            raise StoreError(
+                f"cannot upgrade {where}: {none} memories have no namespace "
+                "(NULL), which Lethe's store refuses; give them one (UPDATE "
+                "memories SET namespace = 'default' WHERE namespace IS NULL) and "
+                "try again. Nothing in it was changed"
+            )
 
 
 def _movable_columns(db) -> list[tuple]:
@@ -229,10 +284,12 @@ def _move_index(db, name: str, sql: str) -> None:
             db.execute("ROLLBACK TO move_index")
             db.execute("RELEASE move_index")
             errors.append(str(exc))
-    raise StoreError(f"cannot upgrade this file (m020_text_apart): index {name!r} on memories "
-                     f"fits neither {ROWS} nor {TEXTS} ({'; '.join(errors)}); drop it, open the "
-                     "file again, and make it again on one of them (this step changed nothing; "
-                     "the upgrades before it stay)")
+    raise StoreError(
+        f"cannot upgrade this file (m020_text_apart): index {name!r} on memories "
+        f"fits neither {ROWS} nor {TEXTS} ({'; '.join(errors)}); drop it, open the "
+        "file again, and make it again on one of them (this step changed nothing; "
+        "the upgrades before it stay)"
+    )
 
 
 def _view_triggers(db, row_cols: list[tuple]) -> None:
@@ -241,8 +298,10 @@ def _view_triggers(db, row_cols: list[tuple]) -> None:
     counts no rows (cursor.rowcount) and gives no lastrowid. An UPDATE writes only the
     columns it names (one trigger a column: writing the rest would move every index entry
     of the row). A column left out of an INSERT gets the table's default (a view has none)."""
-    values = ", ".join(f"coalesce(NEW.{_q(c[0])}, {_default(c)})" if _default(c) is not None
-                       else f"NEW.{_q(c[0])}" for c in row_cols)
+    values = ", ".join(
+        f"coalesce(NEW.{_q(c[0])}, {_default(c)})" if _default(c) is not None else f"NEW.{_q(c[0])}"
+        for c in row_cols
+    )
     listed = ", ".join(_q(c) for c, *_ in row_cols)
     # content is NOT NULL: refused here, or an INSERT OR IGNORE would keep the row and
     # skip its text

@@ -20,6 +20,7 @@ then it is read through an open handle and its folder removed. A copy left by an
 killed while adopting it is removed by the next import on this host. A PostgreSQL source
 must be as new as this Lethe (it is upgraded by opening it, not in a copy).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -39,21 +40,23 @@ from engine.base.errors import StoreError
 from engine.base.inputs import MAX_TAG, MAX_TAGS, MAX_TEXT
 from engine.store import open_store
 from engine.store.migrations import MIGRATIONS
-from engine.store.text_apart import (MIGRATION as TEXT_APART,
-    ROWS,
-    TEXT_COLUMNS,
-    TEXTS,
-    adoptable,
-    go_on_after,
-    rows_table)
 from engine.store.postgres import _psycopg, is_dsn, masked
 from engine.store.postgres_schema import PG_MIGRATIONS
 from engine.store.sqlite_file import file_path
 from engine.store.sqlite_library import library, loaded, open_through
+from engine.store.text_apart import MIGRATION as TEXT_APART
+from engine.store.text_apart import ROWS, TEXT_COLUMNS, TEXTS, adoptable, go_on_after, rows_table
 
 # (table, key): tables with an `id` are copied in id order and resume after the last one
-TABLES = [("memories", "id"), ("memory_events", "id"), ("inbox", "id"), ("model_calls", "id"),
-          ("pass_runs", None), ("pass_progress", None), ("scenes", None)]
+TABLES = [
+    ("memories", "id"),
+    ("memory_events", "id"),
+    ("inbox", "id"),
+    ("model_calls", "id"),
+    ("pass_runs", None),
+    ("pass_progress", None),
+    ("scenes", None),
+]
 Progress = Callable[[str, int, int], None] | None  # (table, copied so far, total)
 Report = Callable[[str], None] | None  # a line saying what happens (adopting a copy, ...)
 SCRATCH = "lethe-import-"  # an adopted copy's temp folder: lethe-import-<pid>@<host>-<random>
@@ -70,9 +73,13 @@ class Transfer:
     adopted: list[str] = field(default_factory=list)  # migrations the source's copy got
 
     def as_dict(self) -> dict:
-        return {"source": self.source, "destination": self.destination,
-                "copied": self.copied, "already_there": self.resumed,
-                "adopted": self.adopted}
+        return {
+            "source": self.source,
+            "destination": self.destination,
+            "copied": self.copied,
+            "already_there": self.resumed,
+            "adopted": self.adopted,
+        }
 
 
 class _Source:
@@ -81,8 +88,10 @@ class _Source:
     def __init__(self, target: str, query: str | None = None):
         self.pg = is_dsn(target)
         if not self.pg and query is None and not os.path.isfile(file_path(target)):
-            raise StoreError(f"no database at {target}: nothing to import (give the "
-                             "agent_memory.db, Lethe file or postgresql:// DSN to copy)")
+            raise StoreError(
+                f"no database at {target}: nothing to import (give the "
+                "agent_memory.db, Lethe file or postgresql:// DSN to copy)"
+            )
         try:
             if self.pg:
                 self.db = _psycopg().connect(target, autocommit=True)
@@ -101,24 +110,35 @@ class _Source:
 
     def behind(self) -> list[str]:
         """The migrations the source lacks (all of them for an article database)."""
-        done = {r[0] for r in self.q("SELECT name FROM lethe_migrations")} \
-            if self.has("lethe_migrations") else set()
-        return [fn.__name__ for fn in (PG_MIGRATIONS if self.pg else MIGRATIONS)
-                if fn.__name__ not in done]
+        done = (
+            {r[0] for r in self.q("SELECT name FROM lethe_migrations")}
+            if self.has("lethe_migrations")
+            else set()
+        )
+        return [fn.__name__ for fn in (PG_MIGRATIONS if self.pg else MIGRATIONS) if fn.__name__ not in done]
 
     def q(self, sql: str, params=()):
         return self.db.execute(sql.replace("?", "%s") if self.pg else sql, params)
 
     def columns(self, table: str) -> list[str]:
         if self.pg:
-            rows = self.q("SELECT column_name FROM information_schema.columns WHERE table_name = ? "
-                          "AND table_schema = current_schema() ORDER BY ordinal_position", (table,))
+            rows = self.q(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+                "AND table_schema = current_schema() ORDER BY ordinal_position",
+                (table,),
+            )
             return [r[0] for r in rows]
         return [r[1] for r in self.q(f'PRAGMA table_info("{table}")')]
 
 
-def copy_store(source: str, destination: str, clock: Clock | None = None, batch: int = 5000,
-               progress: Progress = None, report: Report = None) -> Transfer:
+def copy_store(
+    source: str,
+    destination: str,
+    clock: Clock | None = None,
+    batch: int = 5000,
+    progress: Progress = None,
+    report: Report = None,
+) -> Transfer:
     """Copy every table of `source` into `destination` (created or upgraded to the current
     schema), keeping ids; resumable. A SQLite source with an older schema is read from an
     adopted copy (see the module's docstring; `clock` dates its `normalised` events, and
@@ -148,18 +168,26 @@ def _check_sizes(src: _Source) -> None:
     """Refuse, before anything is copied, a source holding a memory, tag list or turn larger
     than `add()` and `remember()` accept: an import is an entry point like them, and such a
     memory wedged every judged write of its namespace."""
-    checks = [("memories", "memory", "content", MAX_TEXT), ("memories", "memory", "summary", MAX_TEXT),
-              ("memories", "memory", "tags", MAX_TAGS * (MAX_TAG + 4) + 2),
-              ("inbox", "turn", "user_text", MAX_TEXT), ("inbox", "turn", "assistant_text", MAX_TEXT)]
+    checks = [
+        ("memories", "memory", "content", MAX_TEXT),
+        ("memories", "memory", "summary", MAX_TEXT),
+        ("memories", "memory", "tags", MAX_TAGS * (MAX_TAG + 4) + 2),
+        ("inbox", "turn", "user_text", MAX_TEXT),
+        ("inbox", "turn", "assistant_text", MAX_TEXT),
+    ]
     for table, what, column, limit in checks:
         if column not in src.columns(table):
             continue
-        row = src.q(f"SELECT id, length({column}) FROM {table} WHERE length({column}) > ? "
-                    "ORDER BY id LIMIT 1", (limit,)).fetchone()
+        row = src.q(
+            f"SELECT id, length({column}) FROM {table} WHERE length({column}) > ? ORDER BY id LIMIT 1",
+            (limit,),
+        ).fetchone()
         if row is not None:
-            raise StoreError(f"{what} #{row[0]} of the source has a {column} of {row[1]:,} "
-                             f"characters, at most {limit:,} are stored: shorten or remove "
-                             "it in the source, then import again")
+            raise StoreError(
+                f"{what} #{row[0]} of the source has a {column} of {row[1]:,} "
+                f"characters, at most {limit:,} are stored: shorten or remove "
+                "it in the source, then import again"
+            )
 
 
 def _copy_tables(src: _Source, dst, batch: int, result: Transfer, progress: Progress) -> None:
@@ -202,14 +230,19 @@ def _given_out(src: _Source) -> dict[str, int]:
 def _pg_given_out(src: _Source, table: str) -> int:
     """The last value `table`'s id sequence gave out, from the sequence itself: one set but
     not called since (an older import left them so) gives one less than it holds."""
-    row = src.q("SELECT n.nspname, c.relname, has_sequence_privilege(c.oid, 'SELECT') "
-                "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-                "WHERE c.oid = pg_get_serial_sequence(?, 'id')::regclass", (table,)).fetchone()
+    row = src.q(
+        "SELECT n.nspname, c.relname, has_sequence_privilege(c.oid, 'SELECT') "
+        "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE c.oid = pg_get_serial_sequence(?, 'id')::regclass",
+        (table,),
+    ).fetchone()
     if row is None or not row[2]:
         return 0
     from psycopg import sql  # a server's source or destination: psycopg is loaded
-    last, called = src.db.execute(sql.SQL("SELECT last_value, is_called FROM {}").format(
-        sql.Identifier(row[0], row[1]))).fetchone()
+
+    last, called = src.db.execute(
+        sql.SQL("SELECT last_value, is_called FROM {}").format(sql.Identifier(row[0], row[1]))
+    ).fetchone()
     return int(last) if called else int(last) - 1
 
 
@@ -230,8 +263,10 @@ def _readable(raw: _Source, dst, clock: Clock | None, report: Report, result: Tr
     try:
         path = os.path.join(folder, "source.db")
         if report:
-            report(f"{result.source} is behind the current schema (it lacks {len(missing)} "
-                   f"migrations): adopting a copy of it in {folder}")
+            report(
+                f"{result.source} is behind the current schema (it lacks {len(missing)} "
+                f"migrations): adopting a copy of it in {folder}"
+            )
         try:
             _adopt_copy(raw, path, FixedClock(_adoption_time(raw, dst, clock)), report)
             copy = _Source(path, query="immutable=1")
@@ -259,8 +294,10 @@ def _check_not_itself(source: str, destination: str) -> None:
             same = False
     if same:
         also = "" if source == destination else f" ({masked(destination)} is the same file)"
-        raise StoreError(f"cannot import {masked(source)} into itself{also}: give --db another "
-                         "database, the one to copy it into")
+        raise StoreError(
+            f"cannot import {masked(source)} into itself{also}: give --db another "
+            "database, the one to copy it into"
+        )
 
 
 def _place(dsn: str):
@@ -268,25 +305,28 @@ def _place(dsn: str):
     server, database, user and options (a schema is chosen there); the text without psycopg."""
     try:
         from psycopg.conninfo import conninfo_to_dict
+
         parts = conninfo_to_dict(dsn.strip())
     except Exception:  # no postgres extra, or a DSN psycopg cannot read: as written
         return dsn.strip()
-    return tuple(str(parts.get(k) or "") for k in ("host", "hostaddr", "port", "dbname",
-                                                     "user", "options"))
+    return tuple(str(parts.get(k) or "") for k in ("host", "hostaddr", "port", "dbname", "user", "options"))
 
 
 def _check_source(raw: _Source, shown: str) -> None:
     """Refuse what cannot be imported as it is: a database with no memories (an empty or
     unrelated file), a server whose schema is older than this Lethe's."""
     if not raw.has("memories"):
-        raise StoreError(f"the source {shown} holds no memories table: it is neither an "
-                         "agent_memory.db nor a Lethe store")
+        raise StoreError(
+            f"the source {shown} holds no memories table: it is neither an agent_memory.db nor a Lethe store"
+        )
     if not raw.pg and TEXT_APART in raw.behind():  # what adopting it would refuse
         adoptable(raw.db, shown)  # said of the source, before a destination is made
     if raw.pg and raw.behind():
-        raise StoreError(f"the source {shown} is from an older version of Lethe (it lacks "
-                         f"{', '.join(raw.behind())}); run a command that writes, such as "
-                         "`lethe run`, on it once with this version to upgrade it, then import")
+        raise StoreError(
+            f"the source {shown} is from an older version of Lethe (it lacks "
+            f"{', '.join(raw.behind())}); run a command that writes, such as "
+            "`lethe run`, on it once with this version to upgrade it, then import"
+        )
 
 
 def _read_mode(path: str) -> str:
@@ -318,7 +358,7 @@ def _sweep_stale() -> None:
     except OSError:
         return
     for name in names:
-        pid, _, rest = name[len(SCRATCH):].partition("@")
+        pid, _, rest = name[len(SCRATCH) :].partition("@")
         if not name.startswith(SCRATCH) or not pid.isdigit() or rest.rpartition("-")[0] != _HOST:
             continue
         path = os.path.join(root, name)
@@ -329,9 +369,11 @@ def _sweep_stale() -> None:
 
 
 def _refused(shown: str, exc: Exception) -> StoreError:
-    return StoreError(f"{shown} has an older schema and is upgraded in a copy, but the temp "
-                      f"folder {tempfile.gettempdir()} refused it (set TMPDIR elsewhere): "
-                      f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+    return StoreError(
+        f"{shown} has an older schema and is upgraded in a copy, but the temp "
+        f"folder {tempfile.gettempdir()} refused it (set TMPDIR elsewhere): "
+        f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+    )
 
 
 def _adopt_copy(raw: _Source, path: str, clock: Clock, report: Report) -> None:
@@ -356,10 +398,20 @@ def _adoption_time(raw: _Source, dst, clock: Clock | None):
     this source adopted its copy, if that import already copied some of them (a rerun
     must end with the same rows); else now. Those events are the destination's events
     after the source's last one."""
-    last = raw.q("SELECT coalesce(max(id), 0) FROM memory_events").fetchone()[0] \
-        if raw.has("memory_events") else 0
-    row = _as_source(dst).q("SELECT occurred_at FROM memory_events WHERE id > ? AND "
-                            "event_type = 'normalised' ORDER BY id LIMIT 1", (last,)).fetchone()
+    last = (
+        raw.q("SELECT coalesce(max(id), 0) FROM memory_events").fetchone()[0]
+        if raw.has("memory_events")
+        else 0
+    )
+    row = (
+        _as_source(dst)
+        .q(
+            "SELECT occurred_at FROM memory_events WHERE id > ? AND "
+            "event_type = 'normalised' ORDER BY id LIMIT 1",
+            (last,),
+        )
+        .fetchone()
+    )
     if row and row[0]:
         return parse_time(row[0])
     return (clock or system_clock)()
@@ -384,12 +436,15 @@ def _check_same_history(src: _Source, dst) -> None:
     theirs = src.q("SELECT content FROM memories WHERE id = ?", (top,)).fetchone()
     ours = view.q("SELECT content FROM memories WHERE id = ?", (top,)).fetchone()
     if theirs is None or theirs[0] != ours[0]:
-        raise StoreError(f"the destination already holds other memories (#{top} differs from "
-                         "the source's): import into an empty database")
+        raise StoreError(
+            f"the destination already holds other memories (#{top} differs from "
+            "the source's): import into an empty database"
+        )
 
 
-def _copy_by_id(src: _Source, dst, table: str, cols: list[str], batch: int, result: Transfer,
-                progress: Progress) -> None:
+def _copy_by_id(
+    src: _Source, dst, table: str, cols: list[str], batch: int, result: Transfer, progress: Progress
+) -> None:
     view = _as_source(dst)
     done = view.q(f"SELECT count(*), max(id) FROM {table}").fetchone()
     last = done[1] or 0
@@ -412,8 +467,10 @@ def _copy_small(src: _Source, dst, table: str, cols: list[str], result: Transfer
     """Keyed by name (pass runs, progress, scenes): inserted unless already there."""
     rows = src.q(f"SELECT {', '.join(cols)} FROM {table}").fetchall()
     mark = "%s" if dst.dialect == "postgres" else "?"
-    sql = (f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join(mark for _ in cols)}) "
-           "ON CONFLICT DO NOTHING")
+    sql = (
+        f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join(mark for _ in cols)}) "
+        "ON CONFLICT DO NOTHING"
+    )
     with dst.transaction():
         changed = sum(max(dst.db.execute(sql, tuple(r)).rowcount, 0) for r in rows)
     result.copied[table], result.resumed[table] = changed, len(rows) - changed
@@ -428,19 +485,24 @@ def _write(dst, table: str, cols: list[str], rows) -> None:
     if table == "memories":  # a view over two tables on SQLite (m020): each gets its part
         _write_memories(dst, cols, rows)
         return
-    dst.db.executemany(f"INSERT INTO {table} ({', '.join(cols)}) "
-                       f"VALUES ({', '.join('?' for _ in cols)})", [tuple(r) for r in rows])
+    dst.db.executemany(
+        f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})",
+        [tuple(r) for r in rows],
+    )
 
 
 def _write_memories(dst, cols: list[str], rows) -> None:
     """Memories into SQLite's two tables, ids as copied (a write through the view's
     triggers would do the same a row at a time)."""
-    for table, part in ((ROWS, [c for c in cols if c not in TEXT_COLUMNS]),
-                        (TEXTS, ["id", *(c for c in TEXT_COLUMNS if c in cols)])):
+    for table, part in (
+        (ROWS, [c for c in cols if c not in TEXT_COLUMNS]),
+        (TEXTS, ["id", *(c for c in TEXT_COLUMNS if c in cols)]),
+    ):
         at = [cols.index(c) for c in part]
-        dst.db.executemany(f"INSERT INTO {table} ({', '.join(part)}) "
-                           f"VALUES ({', '.join('?' for _ in part)})",
-                           [tuple(r[i] for i in at) for r in rows])
+        dst.db.executemany(
+            f"INSERT INTO {table} ({', '.join(part)}) VALUES ({', '.join('?' for _ in part)})",
+            [tuple(r[i] for i in at) for r in rows],
+        )
 
 
 def _reset_sequences(dst, given: dict[str, int]) -> None:
@@ -448,7 +510,10 @@ def _reset_sequences(dst, given: dict[str, int]) -> None:
     out (`given`), so the next insert gets one nobody had."""
     for table, key in TABLES:
         if key:  # called at the last id (so it reads back as given out), or unused at 1
-            dst.db.execute(f"SELECT CASE WHEN v > 0 THEN setval(s, v, true) ELSE setval(s, 1, "
-                           f"false) END FROM (SELECT pg_get_serial_sequence('{table}', 'id') "
-                           f"AS s, greatest((SELECT coalesce(max(id), 0) FROM {table}), "
-                           "%s::bigint) AS v) AS last", (int(given.get(table, 0)),))
+            dst.db.execute(
+                f"SELECT CASE WHEN v > 0 THEN setval(s, v, true) ELSE setval(s, 1, "
+                f"false) END FROM (SELECT pg_get_serial_sequence('{table}', 'id') "
+                f"AS s, greatest((SELECT coalesce(max(id), 0) FROM {table}), "
+                "%s::bigint) AS v) AS last",
+                (int(given.get(table, 0)),),
+            )

@@ -9,6 +9,7 @@ of its nearest centroid) by their sign bits, from a covering index, and the comp
 neighbour statement rescores that shortlist with the full vectors. Until a namespace holds
 REINDEX_AT vectors everything stays in cell 0 and the scan is exact.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,10 +19,10 @@ import threading
 from engine.base.distribution import extra_error
 from engine.base.errors import StoreError
 
-CELL_SIZE = 1024      # vectors per cell the index aims for
-PROBES = 12           # cells searched per query
-SHORTLIST = 4         # sign-bit candidates kept per neighbour wanted, before rescoring (8 found
-                      # no more sources than 4 in bench/neighbours.py, at 1.3x the time)
+CELL_SIZE = 1024  # vectors per cell the index aims for
+PROBES = 12  # cells searched per query
+SHORTLIST = 4  # sign-bit candidates kept per neighbour wanted, before rescoring (8 found
+# no more sources than 4 in bench/neighbours.py, at 1.3x the time)
 REINDEX_AT = 4 * CELL_SIZE
 _OPENING = threading.Lock()  # guards each store's second connection (nearest_beside)
 
@@ -37,8 +38,9 @@ def load_extension(db) -> None:
     try:
         import sqlite_vec
     except ImportError as exc:
-        raise extra_error(exc, "embed", "embeddings (the sqlite-vec extension)", ("sqlite_vec",),
-                          StoreError) from None
+        raise extra_error(
+            exc, "embed", "embeddings (the sqlite-vec extension)", ("sqlite_vec",), StoreError
+        ) from None
     db.enable_load_extension(True)
     try:
         sqlite_vec.load(db)
@@ -74,8 +76,12 @@ def python_functions(db) -> None:
         xor = np.frombuffer(a, dtype=np.uint8) ^ np.frombuffer(b, dtype=np.uint8)
         return float(np.unpackbits(xor).sum())
 
-    for name, n, fn in (("vec_distance_cosine", 2, cosine), ("vec_quantize_binary", 1, quantize),
-                        ("vec_bit", 1, lambda b: b), ("vec_distance_hamming", 2, hamming)):
+    for name, n, fn in (
+        ("vec_distance_cosine", 2, cosine),
+        ("vec_quantize_binary", 1, quantize),
+        ("vec_bit", 1, lambda b: b),
+        ("vec_distance_hamming", 2, hamming),
+    ):
         db.create_function(name, n, fn, deterministic=True)
 
 
@@ -91,30 +97,43 @@ class VectorIndex:
         """Store (or replace) a memory's vector, in its nearest cell, in the caller's
         transaction."""
         cell = self._nearest_cells(namespace, model, vector, 1)[0]
-        self.db.execute("INSERT OR REPLACE INTO memory_vectors (memory_id, namespace, model, "
-                        "cell, bits, vector) VALUES (?, ?, ?, ?, vec_quantize_binary(?), ?)",
-                        (memory_id, namespace, model, cell, vector, vector))
+        self.db.execute(
+            "INSERT OR REPLACE INTO memory_vectors (memory_id, namespace, model, "
+            "cell, bits, vector) VALUES (?, ?, ?, ?, vec_quantize_binary(?), ?)",
+            (memory_id, namespace, model, cell, vector, vector),
+        )
 
     def vector_size(self, namespace: str, model: str) -> int | None:
         """The size in bytes of this namespace's vectors of `model` (they all have one), or
         None before the first is stored."""
-        row = self.db.execute("SELECT length(vector) FROM memory_vectors WHERE namespace = ? "
-                              "AND model = ? LIMIT 1", (namespace, model)).fetchone()
+        row = self.db.execute(
+            "SELECT length(vector) FROM memory_vectors WHERE namespace = ? AND model = ? LIMIT 1",
+            (namespace, model),
+        ).fetchone()
         return None if row is None else row[0]
 
     def missing_vectors(self, namespace: str, model: str, limit: int) -> list[tuple[int, str]]:
         """Active memories without a vector of `model`, newest first (for a backfill)."""
-        return [(r[0], r[1]) for r in self.db.execute(
-            "SELECT m.id, m.content FROM memories m WHERE m.namespace = ? AND m.status = "
-            "'active' AND NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.memory_id = m.id "
-            "AND v.model = ?) ORDER BY m.id DESC LIMIT ?", (namespace, model, limit))]
+        return [
+            (r[0], r[1])
+            for r in self.db.execute(
+                "SELECT m.id, m.content FROM memories m WHERE m.namespace = ? AND m.status = "
+                "'active' AND NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.memory_id = m.id "
+                "AND v.model = ?) ORDER BY m.id DESC LIMIT ?",
+                (namespace, model, limit),
+            )
+        ]
 
     def vectors_of(self, namespace: str, model: str, ids: list[int]) -> dict[int, bytes]:
         """The stored vectors of `model` of some memories of a namespace, by id."""
-        return {r[0]: r[1] for r in self.db.execute(
-            "SELECT memory_id, vector FROM memory_vectors WHERE namespace = ? AND model = ? "
-            "AND memory_id IN (SELECT value FROM json_each(?))",
-            (namespace, model, json.dumps(list(ids))))}
+        return {
+            r[0]: r[1]
+            for r in self.db.execute(
+                "SELECT memory_id, vector FROM memory_vectors WHERE namespace = ? AND model = ? "
+                "AND memory_id IN (SELECT value FROM json_each(?))",
+                (namespace, model, json.dumps(list(ids))),
+            )
+        }
 
     def nearest(self, namespace: str, model: str, vector: bytes, k: int) -> list[int]:
         """Ids of about `k * SHORTLIST` memories nearest `vector` by their sign bits, from
@@ -129,6 +148,7 @@ class VectorIndex:
         that transaction wrote. Returns a concurrent.futures.Future."""
         # imported here: 3 ms of every start-up, and only a store with vectors gets here
         from concurrent.futures import Future, ThreadPoolExecutor
+
         if self.db.in_transaction:
             done = Future()
             done.set_result(self.nearest(namespace, model, vector, k))
@@ -153,8 +173,7 @@ class VectorIndex:
             beside[1].shutdown(wait=True)
             beside[0].close()
 
-    def _shortlist(self, db, version: int, namespace: str, model: str, vector: bytes,
-                   k: int) -> list[int]:
+    def _shortlist(self, db, version: int, namespace: str, model: str, vector: bytes, k: int) -> list[int]:
         cells = self._nearest_cells(namespace, model, vector, PROBES, db, version)
         # the query's sign bits computed here and bound: a subquery in ORDER BY is
         # evaluated again for every row sorted (twice the time of the scan itself)
@@ -164,7 +183,8 @@ class VectorIndex:
             "WHERE namespace = ? AND model = ? AND cell IN (SELECT value FROM json_each(?)) "
             # a row whose bits are not the query's size (corrupt) is left out, not an error
             "AND length(bits) = ? ORDER BY vec_distance_hamming(vec_bit(bits), vec_bit(?)) LIMIT ?",
-            (namespace, model, json.dumps(cells), len(bits), bits, k * SHORTLIST))
+            (namespace, model, json.dumps(cells), len(bits), bits, k * SHORTLIST),
+        )
         return [r[0] for r in rows]
 
     def pair_similarities(self, model: str, ids: list[int]) -> dict[tuple[int, int], float]:
@@ -176,15 +196,18 @@ class VectorIndex:
             "WHERE a.model = ? AND b.model = ? AND length(a.vector) = length(b.vector) "
             "AND a.memory_id IN (SELECT value FROM "
             "json_each(?)) AND b.memory_id IN (SELECT value FROM json_each(?))",
-            (model, model, json.dumps(ids), json.dumps(ids)))
+            (model, model, json.dumps(ids), json.dumps(ids)),
+        )
         return {(a, b): s for a, b, s in rows}
 
-    def _nearest_cells(self, namespace: str, model: str, vector: bytes, n: int,
-                       db=None, version: int | None = None) -> list[int]:
+    def _nearest_cells(
+        self, namespace: str, model: str, vector: bytes, n: int, db=None, version: int | None = None
+    ) -> list[int]:
         import numpy as np
 
-        cells, centroids = self._centroids(namespace, model, self.db if db is None else db,
-                                           self._version() if version is None else version)
+        cells, centroids = self._centroids(
+            namespace, model, self.db if db is None else db, self._version() if version is None else version
+        )
         if not cells:
             return [0]
         # centroids are unit vectors: the largest dot products are the smallest cosine distances
@@ -206,19 +229,26 @@ class VectorIndex:
         cache = self.__dict__.setdefault("_centroid_cache", {})
         held = cache.get((namespace, model))
         if held is None or held[0] != version:
-            rows = db.execute("SELECT cell, centroid FROM vector_cells WHERE namespace = ? "
-                              "AND model = ? ORDER BY cell", (namespace, model)).fetchall()
-            matrix = np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows]) \
-                if rows else np.zeros((0, 0), dtype=np.float32)
+            rows = db.execute(
+                "SELECT cell, centroid FROM vector_cells WHERE namespace = ? AND model = ? ORDER BY cell",
+                (namespace, model),
+            ).fetchall()
+            matrix = (
+                np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
+                if rows
+                else np.zeros((0, 0), dtype=np.float32)
+            )
             held = cache[(namespace, model)] = (version, [r[0] for r in rows], matrix)
         return held[1], held[2]
 
     def vector_count(self, namespace: str, model: str) -> tuple[int, int]:
         """(vectors, cells) of a namespace's index."""
-        vectors = self.db.execute("SELECT count(*) FROM memory_vectors WHERE namespace = ? "
-                                  "AND model = ?", (namespace, model)).fetchone()[0]
-        cells = self.db.execute("SELECT count(*) FROM vector_cells WHERE namespace = ? AND "
-                                "model = ?", (namespace, model)).fetchone()[0]
+        vectors = self.db.execute(
+            "SELECT count(*) FROM memory_vectors WHERE namespace = ? AND model = ?", (namespace, model)
+        ).fetchone()[0]
+        cells = self.db.execute(
+            "SELECT count(*) FROM vector_cells WHERE namespace = ? AND model = ?", (namespace, model)
+        ).fetchone()[0]
         return vectors, cells
 
     def reindex_due(self, namespace: str, model: str) -> bool:
@@ -232,11 +262,15 @@ class VectorIndex:
         Returns the number of cells."""
         import numpy as np
 
-        ids = [r[0] for r in self.db.execute("SELECT memory_id FROM memory_vectors WHERE "
-                                             "namespace = ? AND model = ? ORDER BY memory_id",
-                                             (namespace, model))]
+        ids = [
+            r[0]
+            for r in self.db.execute(
+                "SELECT memory_id FROM memory_vectors WHERE namespace = ? AND model = ? ORDER BY memory_id",
+                (namespace, model),
+            )
+        ]
         n_cells = max(1, len(ids) // CELL_SIZE)
-        sample_ids = ids[::max(1, len(ids) // (n_cells * 16))]
+        sample_ids = ids[:: max(1, len(ids) // (n_cells * 16))]
         sample = self._matrix(np, sample_ids)
         centroids = sample[np.linspace(0, len(sample) - 1, n_cells).astype(int)]
         for _ in range(iterations):
@@ -247,21 +281,24 @@ class VectorIndex:
                     mean = members.mean(axis=0)
                     centroids[c] = mean / (np.linalg.norm(mean) or 1.0)
         with self.transaction():
-            self.db.execute("DELETE FROM vector_cells WHERE namespace = ? AND model = ?",
-                            (namespace, model))
-            self.db.executemany("INSERT INTO vector_cells VALUES (?, ?, ?, ?)",
-                                [(namespace, model, c + 1, centroids[c].tobytes())
-                                 for c in range(n_cells)])
+            self.db.execute("DELETE FROM vector_cells WHERE namespace = ? AND model = ?", (namespace, model))
+            self.db.executemany(
+                "INSERT INTO vector_cells VALUES (?, ?, ?, ?)",
+                [(namespace, model, c + 1, centroids[c].tobytes()) for c in range(n_cells)],
+            )
             for start in range(0, len(ids), 20_000):
-                chunk = ids[start:start + 20_000]
+                chunk = ids[start : start + 20_000]
                 cells = np.argmax(self._matrix(np, chunk) @ centroids.T, axis=1) + 1
-                self.db.executemany("UPDATE memory_vectors SET cell = ? WHERE memory_id = ?",
-                                    zip(cells.tolist(), chunk))
+                self.db.executemany(
+                    "UPDATE memory_vectors SET cell = ? WHERE memory_id = ?", zip(cells.tolist(), chunk)
+                )
         self.__dict__.pop("_centroid_cache", None)  # this connection's data_version stays put
         return n_cells
 
     def _matrix(self, np, ids: list[int]):
-        rows = self.db.execute("SELECT vector FROM memory_vectors WHERE memory_id IN "
-                               "(SELECT value FROM json_each(?)) ORDER BY memory_id",
-                               (json.dumps(ids),))
+        rows = self.db.execute(
+            "SELECT vector FROM memory_vectors WHERE memory_id IN "
+            "(SELECT value FROM json_each(?)) ORDER BY memory_id",
+            (json.dumps(ids),),
+        )
         return np.vstack([np.frombuffer(r[0], dtype=np.float32) for r in rows])

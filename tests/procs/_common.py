@@ -2,6 +2,7 @@
 
 Each helper is a plain script run as `python tests/procs/NAME.py ...`, so it is a real,
 separate process that can be run concurrently with others or killed with SIGKILL."""
+
 from __future__ import annotations
 
 import datetime as dt

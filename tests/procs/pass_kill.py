@@ -14,6 +14,7 @@
 
 Labels are the pass statement labels the engine reports through `progress`
 ("expiry.rules[0] update", "decay.rules[1] event archived", ...)."""
+
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,9 @@ def main() -> None:
     ap.add_argument("--announce", action="store_true")
     a = ap.parse_args()
 
-    mem = Memory(a.db, policy=policy_path(a.policy), namespace=a.namespace, offline=True,
-                 clock=FixedClock(a.now))
+    mem = Memory(
+        a.db, policy=policy_path(a.policy), namespace=a.namespace, offline=True, clock=FixedClock(a.now)
+    )
     db = mem.store.db
     state = {"label": "open"}
     calls: collections.Counter = collections.Counter()

@@ -10,6 +10,7 @@ lease, so two daemons' simulated clocks drifting apart never expire each other's
 time at the same real moment, `step` for every 40 ms since T, as daemons on one server share
 the wall clock: clocks that drift apart by days are the clock going back, which runs a pass
 again by design (docs/time.md)."""
+
 from __future__ import annotations
 
 import argparse
@@ -43,11 +44,14 @@ def main() -> None:
     clock = FixedClock(START)
     step = parse_duration(a.step)
     if a.epoch is not None:
+
         def clock():  # read at each call, so a round under the lease reads after the last one
             return START + step * ((time.time() - a.epoch) / 0.04)
+
         clock.advance = lambda _step: None
     counts = {"rounds": 0, "cli_rounds": 0, "lock": 0, "other": 0}
     with open(a.log, "a", buffering=1, encoding="utf-8") as log:
+
         def write(obj):
             log.write(json.dumps(obj, ensure_ascii=False) + "\n")
 
@@ -61,30 +65,71 @@ def main() -> None:
                     counts["cli_rounds"] += 1
                     env = {**os.environ, "PYTHONPATH": ROOT}
                     proc = subprocess.run(
-                        [sys.executable, "-m", "engine.cli", "run", "--db", a.db, "--policy",
-                         policy_path(a.policy), "--namespace", a.namespace, "--now",
-                         iso(clock()), "--offline", "--json"],
-                        capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+                        [
+                            sys.executable,
+                            "-m",
+                            "engine.cli",
+                            "run",
+                            "--db",
+                            a.db,
+                            "--policy",
+                            policy_path(a.policy),
+                            "--namespace",
+                            a.namespace,
+                            "--now",
+                            iso(clock()),
+                            "--offline",
+                            "--json",
+                        ],
+                        capture_output=True,
+                        text=True,
+                        env=env,
+                        cwd=ROOT,
+                        timeout=300,
+                    )
                     if proc.returncode != 0:
                         kind = "lock" if "locked" in proc.stderr.lower() else "other"
                         counts[kind] += 1
                         write({"error": kind, "op": "lethe run", "msg": proc.stderr[-2000:]})
                     else:
-                        write({"round": counts["rounds"], "now": iso(clock()), "cli": True,
-                               "results": json.loads(proc.stdout)})
+                        write(
+                            {
+                                "round": counts["rounds"],
+                                "now": iso(clock()),
+                                "cli": True,
+                                "results": json.loads(proc.stdout),
+                            }
+                        )
                 else:
                     if mem is None:
-                        mem = Memory(a.db, policy=policy_path(a.policy), namespace=a.namespace,
-                                     offline=True, clock=clock)
+                        mem = Memory(
+                            a.db,
+                            policy=policy_path(a.policy),
+                            namespace=a.namespace,
+                            offline=True,
+                            clock=clock,
+                        )
                         sched = Scheduler(mem, lease_ttl="100000d") if a.lease else None
                     results = sched.tick() if sched else mem.run_due()
-                    write({"round": counts["rounds"], "now": iso(clock()),
-                           "results": [r.as_dict() for r in results or []]})
+                    write(
+                        {
+                            "round": counts["rounds"],
+                            "now": iso(clock()),
+                            "results": [r.as_dict() for r in results or []],
+                        }
+                    )
             except Exception as exc:
                 kind = "lock" if is_lock_error(exc) else "other"
                 counts[kind] += 1
-                write({"error": kind, "op": "run_due", "type": type(exc).__name__,
-                       "msg": str(exc)[:500], "trace": traceback.format_exc()[-2000:]})
+                write(
+                    {
+                        "error": kind,
+                        "op": "run_due",
+                        "type": type(exc).__name__,
+                        "msg": str(exc)[:500],
+                        "trace": traceback.format_exc()[-2000:],
+                    }
+                )
             time.sleep(a.pause)
         if mem is not None:
             if sched:

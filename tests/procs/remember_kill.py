@@ -12,6 +12,7 @@ TURNS.json is a list of [user, assistant]. Points, all on the turn with index --
   after_commit just after remember() returned for that turn (it was acknowledged)
   none         no kill: remember every turn and print the ids (a reference run)
 With --announce, "TURN i" is printed before each turn (for a killer outside)."""
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,9 @@ def main() -> None:
     with open(a.turns, encoding="utf-8") as fh:
         turns = json.load(fh)
 
-    mem = Memory(a.db, policy=policy_path(a.policy), namespace=a.namespace, offline=True,
-                 clock=FixedClock(a.now))
+    mem = Memory(
+        a.db, policy=policy_path(a.policy), namespace=a.namespace, offline=True, clock=FixedClock(a.now)
+    )
     armed = {"on": False, "stage": None}
 
     def wrap(owner, name, after=None, before=None):
@@ -66,6 +68,7 @@ def main() -> None:
     elif a.point == "supersede":
         wrap(Writer, "supersede", after=lambda *_a, **_k: True)
     elif a.point in ("inbox_done", "commit"):
+
         def on_trace(sql: str) -> None:
             if not armed["on"]:
                 return

@@ -6,6 +6,7 @@ that answers every judge step of the lifecycle policy sensibly, after a delay.
 Gate: save the user's text as it is; confidence 0.8; contradiction: nothing superseded
 or confirmed; expiry: none; select: the first three; cluster: the first two together
 (so compression merges, with model calls, while runners race and get killed)."""
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,7 @@ def answer(request: dict) -> str:
     if '"save": true or false' in prompt:
         said = re.search(r"^User said: (.*)$", prompt, re.M)
         user = json.loads(said.group(1)) if said else "something"
-        return json.dumps({"save": True, "content": user, "summary": user[:100], "tags": [],
-                           "importance": 5})
+        return json.dumps({"save": True, "content": user, "summary": user[:100], "tags": [], "importance": 5})
     if '{"confidence":' in prompt:
         return '{"confidence": 0.8}'
     if '"supersedes"' in prompt:

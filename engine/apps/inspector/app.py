@@ -5,6 +5,7 @@ Handlers are `async` and call `Memory` directly: the server is one event loop on
 that opened the store, and one person's clicks need no pool of threads (a SQLite
 connection stays on the thread that made it).
 """
+
 from __future__ import annotations
 
 import os
@@ -19,21 +20,23 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from engine.base.clock import iso
 from engine import store
-from engine.base.errors import LetheError
-from engine.memory import Memory
 from engine.apps.inspector import charts, pages
 from engine.apps.inspector.guard import Guard
+from engine.base.clock import iso
+from engine.base.errors import LetheError
+from engine.memory import Memory
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SECURITY_HEADERS = {
     # nothing from elsewhere: no CDN, no inline script, no framing by another site;
     # same-origin referrers (with no-referrer a browser posts forms with `Origin: null`)
     "content-security-policy": "default-src 'self'; script-src 'self'; style-src 'self'; "
-                               "img-src 'self' data:; frame-ancestors 'none'; form-action 'self'",
-    "x-content-type-options": "nosniff", "referrer-policy": "same-origin",
-    "cache-control": "no-store"}
+    "img-src 'self' data:; frame-ancestors 'none'; form-action 'self'",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "same-origin",
+    "cache-control": "no-store",
+}
 
 
 class Inspector:
@@ -43,8 +46,7 @@ class Inspector:
     # several hundred ms): kept this long, and dropped at each edit made here
     OVERVIEW_SECONDS = 60.0
 
-    def __init__(self, open_memory: Callable[[str], Memory], namespace: str,
-                 read_only: bool = False):
+    def __init__(self, open_memory: Callable[[str], Memory], namespace: str, read_only: bool = False):
         self.open_memory, self.namespace, self.read_only = open_memory, namespace, read_only
         self.memories: dict[str, Memory] = {}
         self.namespaces = sorted({namespace, *self.memory(namespace).namespaces()})
@@ -54,9 +56,13 @@ class Inspector:
         """The namespace's counts per status, kinds and scenes, and when they were read."""
         got = self._overviews.get(mem.namespace)
         if got is None or time.monotonic() - got["taken"] > self.OVERVIEW_SECONDS:
-            got = {"counts": mem.counts(), "kinds": mem.facets("kind"),
-                   "scenes": mem.facets("scene"), "taken": time.monotonic(),
-                   "at": iso(mem.clock())}
+            got = {
+                "counts": mem.counts(),
+                "kinds": mem.facets("kind"),
+                "scenes": mem.facets("scene"),
+                "taken": time.monotonic(),
+                "at": iso(mem.clock()),
+            }
             self._overviews[mem.namespace] = got
         return got
 
@@ -78,14 +84,17 @@ class Inspector:
 
 
 def environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(HERE, "templates")),
-                             autoescape=True,
-                             trim_blocks=True, lstrip_blocks=True)
-    env.filters["num"] = lambda v, d=2: "-" if v is None else (
-        f"{v:.{d}f}" if isinstance(v, (int, float)) else str(v))
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(os.path.join(HERE, "templates")),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["num"] = lambda v, d=2: (
+        "-" if v is None else (f"{v:.{d}f}" if isinstance(v, (int, float)) else str(v))
+    )
     env.filters["when"] = lambda v: "-" if not v else str(v).replace("T", " ")
-    env.globals["chain_svg"] = lambda nodes, link: charts.chain(
-        nodes, lambda i: link(f"/memory/{int(i)}"))
+    env.globals["chain_svg"] = lambda nodes, link: charts.chain(nodes, lambda i: link(f"/memory/{int(i)}"))
     return env
 
 
@@ -101,9 +110,15 @@ def build(inspector: Inspector, token: str, host: str, port: int):
             if ns != inspector.namespace:
                 params.setdefault("ns", ns)
             return path + ("?" + urllib.parse.urlencode(params) if params else "")
+
         html = env.get_template(template).render(
-            request=request, ns=ns, namespaces=inspector.namespaces, link=link,
-            read_only=inspector.read_only, **data)
+            request=request,
+            ns=ns,
+            namespaces=inspector.namespaces,
+            link=link,
+            read_only=inspector.read_only,
+            **data,
+        )
         return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
 
     def handler(template: str, read):
@@ -112,17 +127,16 @@ def build(inspector: Inspector, token: str, host: str, port: int):
                 mem = inspector.memory(request.query_params.get("ns"))
                 return page(request, template, **read(mem, request))
             except LetheError as exc:
-                return page(request, "error.html", 404 if "no memory" in str(exc) else 400,
-                            message=str(exc))
+                return page(request, "error.html", 404 if "no memory" in str(exc) else 400, message=str(exc))
             except store.database_errors() as exc:  # locked too long, corrupt, full
                 return page(request, "error.html", 503, message=f"the database failed: {exc}")
+
         return handle
 
     def edit(action):
         async def handle(request: Request) -> Response:
             if inspector.read_only:
-                return PlainTextResponse("403: the inspector was started with --read-only\n",
-                                         status_code=403)
+                return PlainTextResponse("403: the inspector was started with --read-only\n", status_code=403)
             form = await request.form()
             try:
                 mem = inspector.memory(request.query_params.get("ns"))
@@ -131,15 +145,25 @@ def build(inspector: Inspector, token: str, host: str, port: int):
             except LetheError as exc:
                 return page(request, "error.html", 400, message=str(exc))
             return RedirectResponse(target, status_code=303)
+
         return handle
 
     routes = [
         Route("/", lambda request: RedirectResponse(_keep_ns(request, "/memories"))),
-        Route("/memories", handler("memories.html", lambda m, r: pages.memories(
-            m, r.query_params, inspector.overview(m)))),
-        Route("/memory/{id:int}", handler("memory.html", lambda m, r: {
-            **pages.memory(m, r.path_params["id"]),
-            **pages.memory_then(m, r.path_params["id"], r.query_params.get("as_of", "").strip())})),
+        Route(
+            "/memories",
+            handler("memories.html", lambda m, r: pages.memories(m, r.query_params, inspector.overview(m))),
+        ),
+        Route(
+            "/memory/{id:int}",
+            handler(
+                "memory.html",
+                lambda m, r: {
+                    **pages.memory(m, r.path_params["id"]),
+                    **pages.memory_then(m, r.path_params["id"], r.query_params.get("as_of", "").strip()),
+                },
+            ),
+        ),
         Route("/recall", handler("recall.html", lambda m, r: pages.recall(m, r.query_params))),
         Route("/turns", handler("turns.html", lambda m, r: pages.turns(m))),
         Route("/costs", handler("costs.html", lambda m, r: pages.costs(m))),

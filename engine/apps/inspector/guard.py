@@ -9,11 +9,12 @@
 - A request that carries an Origin (a browser's form post, a script's fetch) must come
   from the server's own origin; any other: 403.
 """
+
 from __future__ import annotations
 
 import hmac
-import re
 import ipaddress
+import re
 import secrets
 import urllib.parse
 
@@ -37,14 +38,17 @@ def check_bind(host: str, token: str | None) -> str:
     """The token to require: the one given, or a new one on a loopback bind. Any other bind
     without a token is refused (LetheError): the inspector shows and edits every memory."""
     if token is not None and not re.fullmatch(r"[A-Za-z0-9._~-]{8,200}", token):
-        raise LetheError("--token must be 8 to 200 letters, digits or . _ ~ - (it travels "
-                         "in a URL and a cookie)")
+        raise LetheError(
+            "--token must be 8 to 200 letters, digits or . _ ~ - (it travels in a URL and a cookie)"
+        )
     if token:
         return token
     if not is_loopback(host):
-        raise LetheError(f"lethe ui: bound to {host or 'every address'}, which is not loopback, "
-                         "it needs --token (or LETHE_UI_TOKEN): anyone who can reach the port "
-                         "could read and edit every memory")
+        raise LetheError(
+            f"lethe ui: bound to {host or 'every address'}, which is not loopback, "
+            "it needs --token (or LETHE_UI_TOKEN): anyone who can reach the port "
+            "could read and edit every memory"
+        )
     return secrets.token_urlsafe(18)
 
 
@@ -104,15 +108,25 @@ def _with_cookie(send, token: str):
     async def sending(message):
         if message["type"] == "http.response.start":
             cookie = f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"
-            message = {**message, "headers": [*message.get("headers", []),
-                                              (b"set-cookie", cookie.encode("latin-1"))]}
+            message = {
+                **message,
+                "headers": [*message.get("headers", []), (b"set-cookie", cookie.encode("latin-1"))],
+            }
         await send(message)
+
     return sending
 
 
 async def _refuse(send, status: int, text: str) -> None:
     body = f"{status}: {text}\n".encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"text/plain; charset=utf-8"),
-                            (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -1,5 +1,6 @@
 """What each page shows, read through `Memory` (no SQL, no HTTP): plain dicts the
 templates render."""
+
 from __future__ import annotations
 
 import inspect
@@ -7,14 +8,13 @@ import json
 import os
 
 from engine import policy as policy_mod
-from engine.run.audit import SORTS
-from engine.policy import variables
+from engine.apps.inspector import charts
 from engine.base.errors import LetheError
 from engine.memory import Memory
 from engine.plan import render_plan
-from engine.policy import STATUSES
+from engine.policy import STATUSES, variables
 from engine.prompts import render as render_template
-from engine.apps.inspector import charts
+from engine.run.audit import SORTS
 
 PAGE = 50
 FILTERS = ("status", "kind", "scene", "tag", "text")
@@ -47,15 +47,28 @@ def memories(mem: Memory, query: dict, overview: dict) -> dict:
     descending = query.get("dir") != "asc"
     similar_to = (query.get("similar") or "").strip() if mem.policy.embed else ""
     similar = mem.similar(similar_to, PAGE) if similar_to else None
-    records, nxt = ([], None) if similar is not None else \
-        mem.browse(filters, sort, descending, keyset(query.get("after")), PAGE)
-    return {"records": records, "filters": {k: filters.get(k, "") for k in FILTERS},
-            "sort": sort, "descending": descending,
-            "next": json.dumps(list(nxt)) if nxt else None, "counts": overview["counts"],
-            "counted_at": overview["at"], "statuses": STATUSES, "sorts": SORTS,
-            "paged": bool(query.get("after")), "kinds": overview["kinds"],
-            "scenes": overview["scenes"], "embeds": mem.policy.embed is not None,
-            "similar_to": similar_to, "similar": similar}
+    records, nxt = (
+        ([], None)
+        if similar is not None
+        else mem.browse(filters, sort, descending, keyset(query.get("after")), PAGE)
+    )
+    return {
+        "records": records,
+        "filters": {k: filters.get(k, "") for k in FILTERS},
+        "sort": sort,
+        "descending": descending,
+        "next": json.dumps(list(nxt)) if nxt else None,
+        "counts": overview["counts"],
+        "counted_at": overview["at"],
+        "statuses": STATUSES,
+        "sorts": SORTS,
+        "paged": bool(query.get("after")),
+        "kinds": overview["kinds"],
+        "scenes": overview["scenes"],
+        "embeds": mem.policy.embed is not None,
+        "similar_to": similar_to,
+        "similar": similar,
+    }
 
 
 def memory(mem: Memory, memory_id: int) -> dict:
@@ -63,10 +76,19 @@ def memory(mem: Memory, memory_id: int) -> dict:
     around = mem.neighbours(h)
     m = h.memory
     events = h.events
-    times = ("occurred_at", *sorted({k for e in events for k in e if k not in EVENT_BASE
-                                     and k.endswith(("_at", "_time"))}))
-    before = [{"id": r["id"], "status": r["status"], "text": r["summary"] or r["content"],
-               "how": f"{r['how']} by #{m.id}"} for r in around["replaced"]]
+    times = (
+        "occurred_at",
+        *sorted({k for e in events for k in e if k not in EVENT_BASE and k.endswith(("_at", "_time"))}),
+    )
+    before = [
+        {
+            "id": r["id"],
+            "status": r["status"],
+            "text": r["summary"] or r["content"],
+            "how": f"{r['how']} by #{m.id}",
+        }
+        for r in around["replaced"]
+    ]
     after, seen, cur = [], {m.id}, m
     while len(after) < CHAIN_DEPTH:
         nxt_id = cur.contradicted_by or cur.merged_into
@@ -76,22 +98,64 @@ def memory(mem: Memory, memory_id: int) -> dict:
         if nxt is None:
             break
         how = "superseded it" if cur.contradicted_by else "absorbed it"
-        after.append({"id": nxt.id, "status": nxt.status, "text": nxt.summary or nxt.content,
-                      "how": f"#{nxt.id} {how}"})
+        after.append(
+            {
+                "id": nxt.id,
+                "status": nxt.status,
+                "text": nxt.summary or nxt.content,
+                "how": f"#{nxt.id} {how}",
+            }
+        )
         seen.add(nxt.id)
         cur = nxt
-    nodes = before + [{"id": m.id, "status": m.status, "text": m.summary or m.content,
-                       "how": "this memory", "current": True}] + after
-    merged_from = [i for e in events if e["event_type"] == "merged"
-                   for i in _detail(e).get("merged_from", []) if isinstance(i, int)]
+    nodes = (
+        before
+        + [
+            {
+                "id": m.id,
+                "status": m.status,
+                "text": m.summary or m.content,
+                "how": "this memory",
+                "current": True,
+            }
+        ]
+        + after
+    )
+    merged_from = [
+        i
+        for e in events
+        if e["event_type"] == "merged"
+        for i in _detail(e).get("merged_from", [])
+        if isinstance(i, int)
+    ]
     decay = mem.decay_curve(m.id)
-    curve = charts.curve(decay["points"], decay["now"], decay["threshold"],
-                         f"decay_score as the {decay['pass']} pass would set it") if decay else ""
-    return {"m": m, "fields": m.as_dict(), "events": events, "times": times, "decay": curve,
-            "extra_times": times[1:], "timeline": charts.timeline(events, times),
-            "nodes": nodes, "before": before, "after": after, "turn": around["turn"],
-            "calls": around["calls"], "merged_from": merged_from,
-            "superseded_by": h.superseded_by, "merged_into": h.merged_into}
+    curve = (
+        charts.curve(
+            decay["points"],
+            decay["now"],
+            decay["threshold"],
+            f"decay_score as the {decay['pass']} pass would set it",
+        )
+        if decay
+        else ""
+    )
+    return {
+        "m": m,
+        "fields": m.as_dict(),
+        "events": events,
+        "times": times,
+        "decay": curve,
+        "extra_times": times[1:],
+        "timeline": charts.timeline(events, times),
+        "nodes": nodes,
+        "before": before,
+        "after": after,
+        "turn": around["turn"],
+        "calls": around["calls"],
+        "merged_from": merged_from,
+        "superseded_by": h.superseded_by,
+        "merged_into": h.merged_into,
+    }
 
 
 def _detail(event: dict) -> dict:
@@ -111,8 +175,14 @@ def recall(mem: Memory, query: dict) -> dict:
     text = (query.get("q") or "").strip()
     as_of = (query.get("as_of") or "").strip()
     explains_then, recalls_then = takes_as_of(mem.explain), takes_as_of(mem.recall)
-    out = {"q": text, "as_of": as_of, "as_of_supported": explains_then or recalls_then,
-           "top_n": query.get("top_n") or "", "explanation": None, "recalled_then": None}
+    out = {
+        "q": text,
+        "as_of": as_of,
+        "as_of_supported": explains_then or recalls_then,
+        "top_n": query.get("top_n") or "",
+        "explanation": None,
+        "recalled_then": None,
+    }
     if not text:
         return out
     top_n = int(out["top_n"]) if out["top_n"].isdigit() and int(out["top_n"]) > 0 else None
@@ -130,8 +200,12 @@ def memory_then(mem: Memory, memory_id: int, as_of: str) -> dict:
     if not as_of or not takes_as_of(mem.get):
         return {"as_of": as_of, "as_of_supported": takes_as_of(mem.get), "then": None}
     then = mem.get(memory_id, as_of=as_of)
-    return {"as_of": as_of, "as_of_supported": True, "then": then,
-            "then_fields": then.as_dict() if then is not None else None}
+    return {
+        "as_of": as_of,
+        "as_of_supported": True,
+        "then": then,
+        "then_fields": then.as_dict() if then is not None else None,
+    }
 
 
 def turns(mem: Memory) -> dict:
@@ -141,21 +215,28 @@ def turns(mem: Memory) -> dict:
 
 def costs(mem: Memory) -> dict:
     act = mem.activity()
-    by_step = [{"day": r["day"], "step": f"{r['step']} ({r['model']})", "calls": r["calls"]}
-               for r in act["calls_by_day"]]
-    by_outcome = [{"day": r["day"], "outcome": r["outcome"], "calls": r["calls"]}
-                  for r in act["calls_by_day"]]
-    tokens = [{"day": r["day"], "step": r["step"], "tokens": r["tokens"]}
-              for r in act["calls_by_day"]]
-    return {**act, "passes": _passes(mem.policy, act),
-            "calls_chart": charts.stacked_bars(by_step, "day", "step", "calls",
-                                               "model calls per day, by step and model"),
-            "outcome_chart": charts.stacked_bars(by_outcome, "day", "outcome", "calls",
-                                                 "model calls per day, by outcome"),
-            "tokens_chart": charts.stacked_bars(tokens, "day", "step", "tokens",
-                                                "tokens per day, by step"),
-            "events_chart": charts.stacked_bars(act["events_by_day"], "day", "event_type", "n",
-                                                "lifecycle events per day")}
+    by_step = [
+        {"day": r["day"], "step": f"{r['step']} ({r['model']})", "calls": r["calls"]}
+        for r in act["calls_by_day"]
+    ]
+    by_outcome = [
+        {"day": r["day"], "outcome": r["outcome"], "calls": r["calls"]} for r in act["calls_by_day"]
+    ]
+    tokens = [{"day": r["day"], "step": r["step"], "tokens": r["tokens"]} for r in act["calls_by_day"]]
+    return {
+        **act,
+        "passes": _passes(mem.policy, act),
+        "calls_chart": charts.stacked_bars(
+            by_step, "day", "step", "calls", "model calls per day, by step and model"
+        ),
+        "outcome_chart": charts.stacked_bars(
+            by_outcome, "day", "outcome", "calls", "model calls per day, by outcome"
+        ),
+        "tokens_chart": charts.stacked_bars(tokens, "day", "step", "tokens", "tokens per day, by step"),
+        "events_chart": charts.stacked_bars(
+            act["events_by_day"], "day", "event_type", "n", "lifecycle events per day"
+        ),
+    }
 
 
 def policy(mem: Memory) -> dict:
@@ -173,10 +254,14 @@ def policy(mem: Memory) -> dict:
             text = render_template(judgment.prompt, pol.prompt_dirs, values)
         except LetheError as exc:
             text = f"(cannot render: {exc})"
-        prompts.append({"step": step, "model": judgment.model, "template": judgment.prompt,
-                        "text": text})
-    return {"name": pol.name, "path": os.path.abspath(pol.path), "source": source,
-            "sql": render_plan(mem.plan), "prompts": prompts}
+        prompts.append({"step": step, "model": judgment.model, "template": judgment.prompt, "text": text})
+    return {
+        "name": pol.name,
+        "path": os.path.abspath(pol.path),
+        "source": source,
+        "sql": render_plan(mem.plan),
+        "prompts": prompts,
+    }
 
 
 def _judged_steps(pol) -> list[str]:
@@ -196,9 +281,15 @@ def _passes(pol, act: dict) -> list[dict]:
     for name, p in pol.passes.items():
         events = [r.event for r in p.rules if r.event] + (["merged", "compressed"] if p.cluster else [])
         run = runs.get(name, {})
-        out.append({"pass": name, "every": _every(p.every),
-                    "last_run_at": run.get("last_run_at"), "rows_changed": run.get("rows_changed"),
-                    "events": {e: totals.get(e, 0) for e in dict.fromkeys(events)}})
+        out.append(
+            {
+                "pass": name,
+                "every": _every(p.every),
+                "last_run_at": run.get("last_run_at"),
+                "rows_changed": run.get("rows_changed"),
+                "events": {e: totals.get(e, 0) for e in dict.fromkeys(events)},
+            }
+        )
     return out
 
 

@@ -1,4 +1,5 @@
 """Starting the inspector: check the bind, make or take the token, print the URL, serve."""
+
 from __future__ import annotations
 
 import urllib.parse

@@ -15,16 +15,16 @@ A scenario file (YAML, in `scenarios/`) names a start time and a list of steps:
 `load` validates a file and reports mistakes as `file:line:col: steps[2].advance: ...`.
 Loading never touches a database; playing (`engine.apps.scenario.play`) does.
 """
+
 from __future__ import annotations
 
 import datetime as dt
 import os
 from dataclasses import dataclass, field
 
-from engine.policy import yamldoc
 from engine.base.clock import is_bare_date, iso, parse_duration, parse_time
 from engine.base.errors import PolicyError
-from engine.policy import STATUSES
+from engine.policy import STATUSES, yamldoc
 from engine.steps.kinds import KINDS
 
 ACTIONS = ("add", "remember", "advance", "run", "recall", "expect_status")
@@ -41,7 +41,7 @@ class Step:
     action: str
     arg: object
     line: int
-    expect: dict | None = None          # recall only: {"includes": [...], "excludes": [...]}
+    expect: dict | None = None  # recall only: {"includes": [...], "excludes": [...]}
     judged: dict = field(default_factory=dict)
 
     def label(self) -> str:
@@ -100,8 +100,9 @@ def load(path: str) -> Scenario:
 def _keys(doc, data: dict, path: tuple, allowed: set) -> None:
     for key in data:
         if key not in allowed:
-            raise doc.error(path + (key,), f"unknown key '{key}' (allowed: "
-                            f"{', '.join(sorted(allowed))})", of_key=True)
+            raise doc.error(
+                path + (key,), f"unknown key '{key}' (allowed: {', '.join(sorted(allowed))})", of_key=True
+            )
 
 
 def _step(doc, raw, path: tuple) -> Step:
@@ -145,8 +146,7 @@ def _add(doc, value, path: tuple) -> dict:
     out = {"content": _text(doc, value.get("content"), path + ("content",), "content")}
     for key, lo, hi in (("importance", 0, 10), ("confidence", 0, 1)):
         v = value.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
-                              or not lo <= v <= hi):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi):
             raise doc.error(path + (key,), f"{key} must be a number from {lo} to {hi}, got {v!r}")
         out[key] = v
     tags = value.get("tags")
@@ -158,8 +158,12 @@ def _add(doc, value, path: tuple) -> dict:
     if value.get("expires_at") is not None:
         when = value["expires_at"]
         out["expires_at"] = iso(_time(doc, path + ("expires_at",), when))
-        if isinstance(when, dt.date) and not isinstance(when, dt.datetime) or \
-                isinstance(when, str) and is_bare_date(when):
+        if (
+            isinstance(when, dt.date)
+            and not isinstance(when, dt.datetime)
+            or isinstance(when, str)
+            and is_bare_date(when)
+        ):
             out["expires_at"] = out["expires_at"][:10]  # a bare date: add() makes it the day's end
     for key in ("summary", "kind", "scene"):
         if value.get(key) is not None:
@@ -193,8 +197,11 @@ def _run(doc, value, path: tuple):
     if value == "due":
         return "due"
     names = [value] if isinstance(value, str) else value
-    if not isinstance(names, list) or not names or \
-            not all(isinstance(n, str) and n.isidentifier() for n in names):
+    if (
+        not isinstance(names, list)
+        or not names
+        or not all(isinstance(n, str) and n.isidentifier() for n in names)
+    ):
         raise doc.error(path, f"run takes 'due' or a list of pass names, got {value!r}")
     return list(names)
 
@@ -221,12 +228,11 @@ def _expect(doc, value, path: tuple) -> dict | None:
 
 def _expect_status(doc, value, path: tuple) -> dict:
     if not isinstance(value, dict) or not value:
-        raise doc.error(path, "expect_status takes {\"substring of a memory\": status, ...}")
+        raise doc.error(path, 'expect_status takes {"substring of a memory": status, ...}')
     for text, status in value.items():
         _text(doc, text, path + (text,), "the substring")
         if status not in STATUSES:
-            raise doc.error(path + (text,), f"unknown status {status!r} (use one of: "
-                            f"{', '.join(STATUSES)})")
+            raise doc.error(path + (text,), f"unknown status {status!r} (use one of: {', '.join(STATUSES)})")
     return dict(value)
 
 
@@ -237,11 +243,18 @@ def _judged(doc, value, path: tuple) -> dict:
         raise doc.error(path, "judged takes {step_name: answer, ...}")
     for step in value:
         if step not in KINDS:
-            raise doc.error(path + (step,), f"unknown judge step '{step}' (known: "
-                            f"{', '.join(KINDS)})", of_key=True)
+            raise doc.error(
+                path + (step,), f"unknown judge step '{step}' (known: {', '.join(KINDS)})", of_key=True
+            )
     # a YAML null is the answer "no date" / "nothing": keep it distinct from "no answer"
     return {k: ("null" if v is None else v) for k, v in value.items()}
 
 
-_ARGS = {"add": _add, "remember": _remember, "advance": _advance, "run": _run,
-         "recall": _recall, "expect_status": _expect_status}
+_ARGS = {
+    "add": _add,
+    "remember": _remember,
+    "advance": _advance,
+    "run": _run,
+    "recall": _recall,
+    "expect_status": _expect_status,
+}

@@ -1,15 +1,16 @@
 """Playing a loaded scenario on an open Memory whose clock is a FixedClock and whose judges
 ask `Script` first, so a step's `judged:` answers replay what a model once said."""
+
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
 
-from engine.run import passes as P
+from engine.apps.scenario.loader import REPLACED, Scenario, Step
 from engine.base.clock import FixedClock, iso
 from engine.base.errors import LetheError
 from engine.policy import STATUSES
-from engine.apps.scenario.loader import REPLACED, Scenario, Step
+from engine.run import passes as P
 
 
 class Script:
@@ -36,8 +37,7 @@ class Check:
     detail: str = ""
 
     def as_dict(self) -> dict:
-        return {"line": self.line, "step": self.step, "what": self.what, "ok": self.ok,
-                "detail": self.detail}
+        return {"line": self.line, "step": self.step, "what": self.what, "ok": self.ok, "detail": self.detail}
 
 
 @dataclass
@@ -101,8 +101,9 @@ class Player:
         changed = False
         for r in results:
             self.out.pass_runs[r.name] = self.out.pass_runs.get(r.name, 0) + 1
-            self.out.notes += [f"{iso(self.clock())} {r.name}: {n}" for n in r.notes
-                               if "nothing to compress" not in n]
+            self.out.notes += [
+                f"{iso(self.clock())} {r.name}: {n}" for n in r.notes if "nothing to compress" not in n
+            ]
             changed = changed or r.changed or any(r.events.values())
         if changed:
             self._sample()
@@ -131,8 +132,11 @@ class Player:
 
     def _next_due(self) -> dt.datetime | None:
         last = self.mem.store.last_runs(self.mem.namespace)
-        times = [P.next_due(last.get(n), p.every, self.clock())
-                 for n, p in self.mem.policy.passes.items() if p.every]
+        times = [
+            P.next_due(last.get(n), p.every, self.clock())
+            for n, p in self.mem.policy.passes.items()
+            if p.every
+        ]
         return min(times) if times else None
 
     def _run(self, index: int, step: Step) -> None:
@@ -141,8 +145,9 @@ class Player:
             return
         have = [n for n in step.arg if n in self.mem.policy.passes]
         for missing in (n for n in step.arg if n not in self.mem.policy.passes):
-            self.out.notes.append(f"line {step.line}: policy '{self.mem.policy.name}' has no "
-                                  f"pass '{missing}'; skipped")
+            self.out.notes.append(
+                f"line {step.line}: policy '{self.mem.policy.name}' has no pass '{missing}'; skipped"
+            )
         self._record(self.mem.run(have))
 
     def _recall(self, index: int, step: Step) -> None:
@@ -156,20 +161,26 @@ class Player:
         includes = [t.lower() for t in expect["includes"]]
         markers = list(dict.fromkeys(self.markers + [e.lower() for e in expect["excludes"]]))
         stored = self._memories()
-        stale = [m.content for m in recalled
-                 if any(self._holds_old(m, t, includes, stored) for t in markers)]
+        stale = [m.content for m in recalled if any(self._holds_old(m, t, includes, stored) for t in markers)]
         contents = [m.content for m in recalled]
-        self.out.recalls.append({"line": step.line, "at": iso(self.clock()), "query": step.arg,
-                                 "recalled": contents, "stale": stale})
+        self.out.recalls.append(
+            {
+                "line": step.line,
+                "at": iso(self.clock()),
+                "query": step.arg,
+                "recalled": contents,
+                "stale": stale,
+            }
+        )
         got = "; ".join(contents) or "nothing"
         for text in expect["includes"]:
             ok = any(text.lower() in c.lower() for c in contents)
             self._check(index, step, f'recall "{step.arg}" includes "{text}"', ok, f"got: {got}")
         for text in expect["excludes"]:
-            hits = [m.content for m in recalled
-                    if self._holds_old(m, text.lower(), includes, stored)]
-            self._check(index, step, f'recall "{step.arg}" excludes "{text}"', not hits,
-                        f"got: {'; '.join(hits)}")
+            hits = [m.content for m in recalled if self._holds_old(m, text.lower(), includes, stored)]
+            self._check(
+                index, step, f'recall "{step.arg}" excludes "{text}"', not hits, f"got: {'; '.join(hits)}"
+            )
 
     @staticmethod
     def _holds_old(memory, text: str, includes: list[str], stored: list[tuple]) -> bool:

@@ -6,6 +6,7 @@ Each file is parsed once, on first use, and shared. Word lists are written as pl
 whitespace-separated text rather than YAML lists, so words like `no`, `on` and `off`
 stay words instead of turning into booleans.
 """
+
 from __future__ import annotations
 
 from functools import cache
@@ -32,8 +33,7 @@ class _StrictLoader(_BaseLoader):
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 mark = key_node.start_mark
-                raise LexiconError(f"{self.source}:{mark.line + 1}:{mark.column + 1}: "
-                                   f"duplicate key {key!r}")
+                raise LexiconError(f"{self.source}:{mark.line + 1}:{mark.column + 1}: duplicate key {key!r}")
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 

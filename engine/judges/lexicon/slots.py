@@ -6,6 +6,7 @@ PostgreSQL"), so both the contradiction judge and the online write path's candid
 search ask this module. It depends on nothing but the lexicon loader, so the write path
 can use it without the rest of the rules judges.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -16,15 +17,16 @@ __all__ = ["Slot", "CATEGORIES", "ALIASES", "MEMBER_OF", "related_words"]
 
 
 class Slot(NamedTuple):
-    exclusive: bool            # normally holds one member at a time (one editor)
-    members: tuple[str, ...]   # the interchangeable names, as tokens
-    names: tuple[str, ...]     # words naming the slot itself ('database', 'editor')
+    exclusive: bool  # normally holds one member at a time (one editor)
+    members: tuple[str, ...]  # the interchangeable names, as tokens
+    names: tuple[str, ...]  # words naming the slot itself ('database', 'editor')
 
 
 def _categories() -> dict[str, Slot]:
-    return {name: Slot(bool(entry["exclusive"]), tuple(words(entry["members"])),
-                       tuple(words(entry["names"])))
-            for name, entry in lexicon("slots")["categories"].items()}
+    return {
+        name: Slot(bool(entry["exclusive"]), tuple(words(entry["members"])), tuple(words(entry["names"])))
+        for name, entry in lexicon("slots")["categories"].items()
+    }
 
 
 CATEGORIES: dict[str, Slot] = _categories()

@@ -30,22 +30,34 @@ Public judges: gate, confidence, contradiction, expiry, cluster, merge, select,
 extract_cells, summarise_scene. Public helpers: tokens, stem, similarity, read_dates,
 related_words.
 """
+
 from __future__ import annotations
 
+from engine.judges.lexicon.slots import related_words
 from engine.judges.rules.compression import cluster, merge
 from engine.judges.rules.dates import read_dates
 from engine.judges.rules.expiring import expiry
 from engine.judges.rules.gating import gate
 from engine.judges.rules.hedging import confidence
 from engine.judges.rules.reading import similarity
-from engine.judges.rules.selecting import select
 from engine.judges.rules.scenes import extract_cells, summarise_scene
-from engine.judges.lexicon.slots import related_words
+from engine.judges.rules.selecting import select
 from engine.judges.rules.superseding import contradiction
 from engine.judges.rules.words import stem, tokens
 
 __all__ = [
-    "gate", "confidence", "contradiction", "expiry", "cluster", "merge", "select",
-    "extract_cells", "summarise_scene", "tokens", "stem", "similarity", "read_dates",
+    "gate",
+    "confidence",
+    "contradiction",
+    "expiry",
+    "cluster",
+    "merge",
+    "select",
+    "extract_cells",
+    "summarise_scene",
+    "tokens",
+    "stem",
+    "similarity",
+    "read_dates",
     "related_words",
 ]

@@ -1,13 +1,14 @@
 """The `rules` provider's answers: the same template variables a model sees, judged by
 the deterministic functions of this package, returned in each step's answer shape."""
+
 from __future__ import annotations
 
 from engine.judges.rules.compression import cluster, merge
 from engine.judges.rules.expiring import expiry
 from engine.judges.rules.gating import gate
 from engine.judges.rules.hedging import confidence
-from engine.judges.rules.selecting import select
 from engine.judges.rules.scenes import extract_cells, summarise_scene
+from engine.judges.rules.selecting import select
 from engine.judges.rules.superseding import contradiction
 
 
@@ -17,13 +18,15 @@ def _pairs(candidates) -> list[tuple[int, str]]:
 
 def _similar(candidates) -> dict[int, float]:
     """Each candidate's similarity to the new memory or query, where embeddings gave one."""
-    return {c["n"]: c["similarity"] for c in candidates or []
-            if c.get("similarity") is not None}
+    return {c["n"]: c["similarity"] for c in candidates or [] if c.get("similarity") is not None}
 
 
 def _pair_similar(candidates) -> dict[tuple[int, int], float]:
-    return {(min(c["n"], n), max(c["n"], n)): s for c in candidates or []
-            for n, s in (c.get("similar") or {}).items()}
+    return {
+        (min(c["n"], n), max(c["n"], n)): s
+        for c in candidates or []
+        for n, s in (c.get("similar") or {}).items()
+    }
 
 
 def _content(v: dict) -> str:
@@ -37,20 +40,21 @@ def answer(step: str, v: dict) -> object:
     if step == "confidence":
         return {"confidence": confidence(_content(v), v.get("user"))}
     if step == "contradiction":
-        return contradiction(_content(v), _pairs(v.get("candidates")),
-                             _similar(v.get("candidates")))
+        return contradiction(_content(v), _pairs(v.get("candidates")), _similar(v.get("candidates")))
     if step == "expiry":
         return {"expires_at": expiry(_content(v), v["now"])}
     if step == "fused":
         return _fused(v)
     if step == "cluster":
-        return {"clusters": cluster(_pairs(v.get("candidates")),
-                                    similar=_pair_similar(v.get("candidates")))}
+        return {"clusters": cluster(_pairs(v.get("candidates")), similar=_pair_similar(v.get("candidates")))}
     if step == "merge":
         return merge([m["content"] for m in v["memories"]])
     if step == "select":
-        return {"ids": select(v["query"], _pairs(v.get("candidates")), v.get("top_n", 6),
-                              _similar(v.get("candidates")))}
+        return {
+            "ids": select(
+                v["query"], _pairs(v.get("candidates")), v.get("top_n", 6), _similar(v.get("candidates"))
+            )
+        }
     if step == "extract":
         return {"cells": extract_cells(v["user"], v["assistant"])}
     if step == "summarise":
@@ -63,5 +67,9 @@ def _fused(v: dict) -> dict:
     if not g.get("save"):
         return {"save": False}
     c = contradiction(g["content"], _pairs(v.get("candidates")), _similar(v.get("candidates")))
-    return {**g, "confidence": confidence(g["content"], v.get("user")), **c,
-            "expires_at": expiry(g["content"], v["now"])}
+    return {
+        **g,
+        "confidence": confidence(g["content"], v.get("user")),
+        **c,
+        "expires_at": expiry(g["content"], v["now"]),
+    }

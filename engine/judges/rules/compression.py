@@ -1,5 +1,6 @@
 """The compression judges: `cluster` finds memories that say the same thing in other
 words, `merge` writes one memory for such a group."""
+
 from __future__ import annotations
 
 from itertools import combinations
@@ -10,8 +11,11 @@ from engine.judges.rules.reading import as_sentence, conflict, gist, read, simil
 from engine.judges.rules.words import GENERIC
 
 
-def cluster(candidates: list[tuple[int, str]], threshold: float = 0.5,
-            similar: dict[tuple[int, int], float] | None = None) -> list[list[int]]:
+def cluster(
+    candidates: list[tuple[int, str]],
+    threshold: float = 0.5,
+    similar: dict[tuple[int, int], float] | None = None,
+) -> list[list[int]]:
     """Groups (2+ local numbers) of candidates that say the same thing in other words.
 
     Similarity is the (weighted) Jaccard overlap of normalised content words (stemmed,
@@ -23,8 +27,10 @@ def cluster(candidates: list[tuple[int, str]], threshold: float = 0.5,
     the closest pair of groups merges while its mean similarity reaches `threshold`."""
     texts = {number: text or "" for number, text in candidates}
     groups = [[number] for number in sorted(texts)]
-    sim = {(a, b): _pair(texts[a], texts[b], (similar or {}).get((a, b)))
-           for a, b in combinations(sorted(texts), 2)}
+    sim = {
+        (a, b): _pair(texts[a], texts[b], (similar or {}).get((a, b)))
+        for a, b in combinations(sorted(texts), 2)
+    }
 
     def link(g: list[int], h: list[int]) -> float:
         pairs = [sim[(min(a, b), max(a, b))] for a in g for b in h]

@@ -10,6 +10,7 @@ one notation ("fortnightly" is "every two weeks", "each evening" is "every night
 The word lists are data: periods and cadence words in `lexicon/dates.yaml`, how-often
 words in `lexicon/words.yaml`, settings and scales in `lexicon/superseding.yaml`.
 """
+
 from __future__ import annotations
 
 import re
@@ -28,14 +29,19 @@ def _period(text: str) -> tuple[int, str]:
 _ADVERBS = {word: _period(p) for word, p in _DATES["cadence_words"].items()}
 _PERIODS = {word: _period(p) for word, p in _DATES["periods"].items()}
 _PERIODS.update(dict.fromkeys(words(_DATES["weekdays"]), (1, "week")))
-_COUNTS = {**{w: n for w, n in _DATES["number_words"].items() if w not in ("a", "an")},
-           **_DATES["times_words"]}
+_COUNTS = {
+    **{w: n for w, n in _DATES["number_words"].items() if w not in ("a", "an")},
+    **_DATES["times_words"],
+}
 _PARTS = dict(_DATES["parts_of_day"])
 _HOW_OFTEN = {word: row for row, raw in _WORDS["how_often"].items() for word in words(raw)}
 # the contradiction judge's flips and opposites; a pair of cadence words ([daily, weekly])
 # is left to the cadence reader, which knows hourly and fortnightly too
-_PAIRS = tuple((canon(a), canon(b)) for a, b in _SUPERSEDING["flips"] + _SUPERSEDING["opposites"]
-               if a not in _ADVERBS and b not in _ADVERBS)
+_PAIRS = tuple(
+    (canon(a), canon(b))
+    for a, b in _SUPERSEDING["flips"] + _SUPERSEDING["opposites"]
+    if a not in _ADVERBS and b not in _ADVERBS
+)
 
 
 def _alternatives(names) -> str:
@@ -53,14 +59,17 @@ _TIMES_OF = _alternatives(p for p, (_, unit) in _PERIODS.items() if unit not in 
 # again ("twice weekly" is twice a week, not also weekly).
 _COUNTED = re.compile(  # "twice a week", "3 times a day", "2 days a week", "twice weekly"
     rf"\b(?:(?P<once>{_ONCE})|(?P<n>{_NUM})\s*(?:times|x|(?:{_TIMES_OF})s?))\s+"
-    rf"(?:(?:a|an|per|every|each)\s+(?P<unit>{_UNIT})|(?P<adverb>{_ADVERB}))\b")
+    rf"(?:(?:a|an|per|every|each)\s+(?P<unit>{_UNIT})|(?P<adverb>{_ADVERB}))\b"
+)
 _EVERY = re.compile(  # "every day", "each evening", "every other week", "every 2 weeks"
-    rf"\b(?:every|each)\s+(?P<other>other\s+)?(?:(?P<n>{_NUM})\s+)?(?P<unit>{_UNIT})s?\b")
+    rf"\b(?:every|each)\s+(?P<other>other\s+)?(?:(?P<n>{_NUM})\s+)?(?P<unit>{_UNIT})s?\b"
+)
 _RATE = re.compile(  # "10 percent per day", "10,000 steps a day", "1,400 euros a month"
     rf"(?:\bper|(?:\b(?:\d[\d.,]*%?|{_NUM})(?:\s+[^\s\d]+){{0,2}}?\s+)(?:a|an))\s+"
-    rf"(?P<unit>{_UNIT})\b")
+    rf"(?P<unit>{_UNIT})\b"
+)
 _ON_DAYS = re.compile(rf"\b(?:on|at)\s+(?P<unit>{_DAYS})s\b")  # "on Mondays", "at weekends"
-_ADVERB_ALONE = re.compile(rf"\b(?P<adverb>{_ADVERB})\b")       # "daily", "fortnightly"
+_ADVERB_ALONE = re.compile(rf"\b(?P<adverb>{_ADVERB})\b")  # "daily", "fortnightly"
 _READINGS = (_COUNTED, _EVERY, _RATE, _ON_DAYS, _ADVERB_ALONE)
 _ANY_PERIOD = re.compile(rf"\b(?:{_UNIT}|{_ADVERB})")
 _PART = re.compile(rf"\b({_alternatives(_PARTS)})\b")
@@ -70,7 +79,8 @@ _STATE = re.compile(
     r"\b(?:turn|switch)(?:s|es|ed|ing)?\s+(?:(?!(?:at|in|on|by|for)\b)[\w-]+\s+){0,3}?(on|off)\b|"
     r"\b(?:is|are|was|were|be|been|stays?|stayed)\s+(on|off|yes)\b"
     r"(?=\s*(?:[.,;:!?]|$|(?:in|on|for|at|by|during|now|again|and|but)\b))|"
-    r"\b(on|off|yes)\b(?=\s*(?:[.,;:!?]|$))")
+    r"\b(on|off|yes)\b(?=\s*(?:[.,;:!?]|$))"
+)
 
 
 def contrasts(norm: str, concepts: frozenset[str]) -> frozenset[tuple[str, str]]:
@@ -82,8 +92,7 @@ def contrasts(norm: str, concepts: frozenset[str]) -> frozenset[tuple[str, str]]
     said = WORD_RE.findall(norm)
     found |= {("often", _HOW_OFTEN[w]) for w in said if w in _HOW_OFTEN}
     held = concepts | {next(filter(None, m.groups())) for m in _STATE.finditer(norm)}
-    found |= {(f"{a}|{b}", a if a in held else b) for a, b in _PAIRS
-              if (a in held) != (b in held)}
+    found |= {(f"{a}|{b}", a if a in held else b) for a, b in _PAIRS if (a in held) != (b in held)}
     return frozenset(found)
 
 
@@ -97,7 +106,7 @@ def _cadences(norm: str) -> set[str]:
         matches = list(pattern.finditer(norm))
         found.update(c for c in map(_cadence, matches) if c is not None)
         for m in matches:
-            norm = norm[:m.start()] + " " * (m.end() - m.start()) + norm[m.end():]
+            norm = norm[: m.start()] + " " * (m.end() - m.start()) + norm[m.end() :]
     return found
 
 
@@ -128,8 +137,7 @@ def contrast(a: frozenset[tuple[str, str]], b: frozenset[tuple[str, str]]) -> bo
     if not a or not b:
         return False  # most pairs: one of them names no contrast at all
     kinds_a, kinds_b = _by_kind(a), _by_kind(b)
-    return any(kinds_a[k] - kinds_b[k] and kinds_b[k] - kinds_a[k]
-               for k in kinds_a.keys() & kinds_b.keys())
+    return any(kinds_a[k] - kinds_b[k] and kinds_b[k] - kinds_a[k] for k in kinds_a.keys() & kinds_b.keys())
 
 
 def _by_kind(found: frozenset[tuple[str, str]]) -> dict[str, set[str]]:

@@ -3,6 +3,7 @@
 Month, weekday and number words come from `lexicon/dates.yaml`; the patterns around them
 are code. Nothing here reads the clock: "today" is always passed in.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -26,18 +27,21 @@ WEEKDAY_RE = "|".join(WEEKDAYS)
 DAY_RE = WEEKDAY_RE + "|tomorrow|tonight|today|next week|end of"
 _AMOUNT_RE = r"(\d+|" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + ")"
 # A date right after these words is a start, not an end ("since March", "from May 2").
-_START_BEFORE = re.compile(r"(since|as of|starting|started|start|began|beginning|from|joined|"
-                           r"born|founded|effective|last|every|each)\s+(on\s+|in\s+|the\s+)?$")
+_START_BEFORE = re.compile(
+    r"(since|as of|starting|started|start|began|beginning|from|joined|"
+    r"born|founded|effective|last|every|each)\s+(on\s+|in\s+|the\s+)?$"
+)
 
 
 class DateMention(NamedTuple):
     """A date found in text: where it is, a comparable label, and how to resolve it."""
+
     start: int
     end: int
-    label: str                                  # e.g. '03-15', 'friday', 'next week'
-    resolve: Callable[[date], date | None]      # today -> the date meant
-    absolute: bool = True                       # a calendar date, not 'tomorrow'
-    is_start: bool = False                      # 'since March 3': begins, does not end
+    label: str  # e.g. '03-15', 'friday', 'next week'
+    resolve: Callable[[date], date | None]  # today -> the date meant
+    absolute: bool = True  # a calendar date, not 'tomorrow'
+    is_start: bool = False  # 'since March 3': begins, does not end
 
 
 def _month_end(year: int, month: int) -> date:
@@ -58,11 +62,13 @@ def _next_on_or_after(today: date, month: int, day: int) -> date | None:
 
 def _absolute(year: str | None, month: int, day: int) -> Callable[[date], date | None]:
     if year:
+
         def fixed(today: date) -> date | None:
             try:
                 return date(int(year), month, day)
             except ValueError:
                 return None
+
         return fixed
     return lambda today: _next_on_or_after(today, month, day)
 
@@ -79,11 +85,13 @@ def _next_day_of_month(today: date, day: int) -> date | None:
 
 def _month_of(year: str | None, month: int) -> Callable[[date], date]:
     """A month without a day ends with the month: 'by June' -> June 30."""
+
     def end(today: date) -> date:
         if year:
             return _month_end(int(year), month)
         y = today.year if month >= today.month else today.year + 1
         return _month_end(y, month)
+
     return end
 
 
@@ -94,81 +102,91 @@ def _full_year(text: str | None) -> str | None:
 
 
 # '3/15' only after a date word or with a year, so '3/4 spent' stays a fraction
-_SLASH_DATE = re.compile(r"(?:\b(?:on|by|due|until|till|before|after|from|to|for|dated|"
-                         r"deadline|is|at)\s+|[,:]\s*|^)(\d{1,2})/(\d{1,2})(?![\d/])|"
-                         r"(?<![\d/.])(\d{1,2})/(\d{1,2})/(\d{2}|\d{4})(?![\d/])")
+_SLASH_DATE = re.compile(
+    r"(?:\b(?:on|by|due|until|till|before|after|from|to|for|dated|"
+    r"deadline|is|at)\s+|[,:]\s*|^)(\d{1,2})/(\d{1,2})(?![\d/])|"
+    r"(?<![\d/.])(\d{1,2})/(\d{1,2})/(\d{2}|\d{4})(?![\d/])"
+)
 
 
 def _slash_mentions(text: str) -> list[DateMention]:
     found = []
     for m in _SLASH_DATE.finditer(text):
-        start, first, second, year = ((m.start(), m[3], m[4], _full_year(m[5])) if m[3]
-                                      else (m.start(1), m[1], m[2], None))
-        if year is None and re.match(r"\s*(spent|done|complete|full|of)\b", text[m.end():]):
+        start, first, second, year = (
+            (m.start(), m[3], m[4], _full_year(m[5])) if m[3] else (m.start(1), m[1], m[2], None)
+        )
+        if year is None and re.match(r"\s*(spent|done|complete|full|of)\b", text[m.end() :]):
             continue
         a, b = int(first), int(second)
         month, day = (a, b) if a <= 12 else (b, a)  # US order unless the first is a day
         if 1 <= month <= 12 and 1 <= day <= 31:
-            found.append(DateMention(start, m.end(), f"{month:02d}-{day:02d}",
-                                     _absolute(year, month, day)))
+            found.append(DateMention(start, m.end(), f"{month:02d}-{day:02d}", _absolute(year, month, day)))
     return found
 
 
 def _absolute_mentions(text: str, original: str) -> list[DateMention]:
     found: list[DateMention] = []
     for m in re.finditer(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b", text):
-        found.append(DateMention(m.start(), m.end(), f"{int(m[2]):02d}-{int(m[3]):02d}",
-                                 _absolute(m[1], int(m[2]), int(m[3]))))
-    for m in re.finditer(rf"\b({_MONTH_RE})\.?\s+(\d{{1,2}})\b(?!:)"
-                         rf"(?:\s*[-\u2013]\s*(\d{{1,2}})\b)?(?:,?\s+(\d{{4}}))?", text):
+        found.append(
+            DateMention(
+                m.start(), m.end(), f"{int(m[2]):02d}-{int(m[3]):02d}", _absolute(m[1], int(m[2]), int(m[3]))
+            )
+        )
+    for m in re.finditer(
+        rf"\b({_MONTH_RE})\.?\s+(\d{{1,2}})\b(?!:)"
+        rf"(?:\s*[-\u2013]\s*(\d{{1,2}})\b)?(?:,?\s+(\d{{4}}))?",
+        text,
+    ):
         # a range 'Mar 3-5' ends on its last day
         month, day = MONTHS[m[1]], int(m[3] or m[2])
-        found.append(DateMention(m.start(), m.end(), f"{month:02d}-{day:02d}",
-                                 _absolute(m[4], month, day)))
-    for m in re.finditer(rf"\b(\d{{1,2}})\s+(?:of\s+)?({_MONTH_RE})\b\.?(?:,?\s+(\d{{4}}))?",
-                         text):
+        found.append(DateMention(m.start(), m.end(), f"{month:02d}-{day:02d}", _absolute(m[4], month, day)))
+    for m in re.finditer(rf"\b(\d{{1,2}})\s+(?:of\s+)?({_MONTH_RE})\b\.?(?:,?\s+(\d{{4}}))?", text):
         month, day = MONTHS[m[2]], int(m[1])
-        found.append(DateMention(m.start(), m.end(), f"{month:02d}-{day:02d}",
-                                 _absolute(m[3], month, day)))
+        found.append(DateMention(m.start(), m.end(), f"{month:02d}-{day:02d}", _absolute(m[3], month, day)))
     found += _slash_mentions(text)
     found += _month_mentions(text, original)
     for m in re.finditer(r"\b(?:by|in|until|till|before|during|end of)\s+(20\d\d)\b", text):
-        found.append(DateMention(m.start(1), m.end(), m[1],
-                                 lambda today, y=int(m[1]): date(y, 12, 31)))
+        found.append(DateMention(m.start(1), m.end(), m[1], lambda today, y=int(m[1]): date(y, 12, 31)))
     return found
 
 
 def _month_mentions(text: str, original: str) -> list[DateMention]:
     found = []
     for m in re.finditer(rf"\b({_MONTH_RE})\s+(\d{{4}})\b", text):
-        found.append(DateMention(m.start(), m.end(), f"{MONTHS[m[1]]:02d}",
-                                 _month_of(m[2], MONTHS[m[1]])))
-    pattern = (rf"\b(?:in|by|until|till|before|after|during|through|for|to|from|since|"
-               rf"around|this|next|last|end of|early|mid|late)"
-               rf"[\s-]+(?:the\s+end\s+of\s+)?({FULL_MONTH_RE})\b")
+        found.append(DateMention(m.start(), m.end(), f"{MONTHS[m[1]]:02d}", _month_of(m[2], MONTHS[m[1]])))
+    pattern = (
+        rf"\b(?:in|by|until|till|before|after|during|through|for|to|from|since|"
+        rf"around|this|next|last|end of|early|mid|late)"
+        rf"[\s-]+(?:the\s+end\s+of\s+)?({FULL_MONTH_RE})\b"
+    )
     # 'may' is usually the modal verb: it is a month only when written 'May' mid-sentence
     may_is_month = bool(re.search(r"(?<![.!?]\s)(?<=\s)May\b", original))
     for m in re.finditer(pattern, text):
         if m[1] == "may" and not may_is_month:
             continue
-        found.append(DateMention(m.start(1), m.end(), f"{MONTHS[m[1]]:02d}",
-                                 _month_of(None, MONTHS[m[1]])))
-    for m in re.finditer(r"\b(?:until|till|by|before|on|after|due|through|thru|ends?|ending|"
-                         r"closes?|expires?) the (\d{1,2})\b" + _DAY_ENDS,
-                         text):
+        found.append(DateMention(m.start(1), m.end(), f"{MONTHS[m[1]]:02d}", _month_of(None, MONTHS[m[1]])))
+    for m in re.finditer(
+        r"\b(?:until|till|by|before|on|after|due|through|thru|ends?|ending|"
+        r"closes?|expires?) the (\d{1,2})\b" + _DAY_ENDS,
+        text,
+    ):
         # 'until the 12th', 'back on the 3rd', 'due the 18th': the next such day of a month
-        found.append(DateMention(m.start(), m.end(), f"day-{m[1]}",
-                                 lambda today, d=int(m[1]): _next_day_of_month(today, d)))
+        found.append(
+            DateMention(
+                m.start(), m.end(), f"day-{m[1]}", lambda today, d=int(m[1]): _next_day_of_month(today, d)
+            )
+        )
     for m in re.finditer(r"\bq([1-4])(?:\s+(\d{4}))?\b", text):
         quarter_end = int(m[1]) * 3
-        found.append(DateMention(m.start(), m.end(), f"q{m[1]}",
-                                 _month_of(m[2], quarter_end)))
+        found.append(DateMention(m.start(), m.end(), f"q{m[1]}", _month_of(m[2], quarter_end)))
     return found
 
 
 # after a bare day ('the 12'): the sentence goes on, not a noun ('the 12 servers')
-_DAY_ENDS = (r"(?=\s*(?:[.,;:!?)]|$|(?:for|and|but|or|so|because|when|then|at|as|if|"
-             r"unless|while|so)\b))")
+_DAY_ENDS = (
+    r"(?=\s*(?:[.,;:!?)]|$|(?:for|and|but|or|so|because|when|then|at|as|if|"
+    r"unless|while|so)\b))"
+)
 
 
 def _week_end(today: date, weeks_ahead: int = 0) -> date:
@@ -218,12 +236,17 @@ def _weekday(name: str, next_week: bool) -> Callable[[date], date]:
 _RELATIVE: tuple[tuple[str, Callable[[re.Match], Callable[[date], date]]], ...] = (
     (r"\bday after tomorrow\b", lambda m: lambda t: t + timedelta(days=2)),
     (r"\btomorrow\b", lambda m: lambda t: t + timedelta(days=1)),
-    (r"\b(today|tonight|this (morning|afternoon|evening|session|conversation)|later today|"
-     r"eod|end of (the )?day)\b", lambda m: lambda t: t),
+    (
+        r"\b(today|tonight|this (morning|afternoon|evening|session|conversation)|later today|"
+        r"eod|end of (the )?day)\b",
+        lambda m: lambda t: t,
+    ),
     (r"\bend of next week\b|\bnext weekend\b", lambda m: lambda t: _week_end(t, 1)),
     (r"\bnext week\b", lambda m: lambda t: _week_end(t, 1)),
-    (r"\b(this week|end of (the )?week|eow|this weekend|by the weekend|over the weekend)\b",
-     lambda m: lambda t: _week_end(t)),
+    (
+        r"\b(this week|end of (the )?week|eow|this weekend|by the weekend|over the weekend)\b",
+        lambda m: lambda t: _week_end(t),
+    ),
     (r"\bend of next month\b|\bnext month\b", lambda m: lambda t: _month_end_after(t, 1)),
     (r"\b(this month|end of (the )?month|eom)\b", lambda m: lambda t: _month_end(t.year, t.month)),
     (r"\bnext quarter\b", lambda m: lambda t: _quarter_end(t, 1)),
@@ -232,19 +255,21 @@ _RELATIVE: tuple[tuple[str, Callable[[re.Match], Callable[[date], date]]], ...] 
     (r"\b(this year|end of (the )?year|eoy)\b", lambda m: lambda t: date(t.year, 12, 31)),
     # A sprint is taken as two weeks, the most common length.
     (r"\bnext sprint\b", lambda m: lambda t: t + timedelta(days=28)),
-    (r"\b(this|current|the) sprint\b|\bend of (the )?sprint\b",
-     lambda m: lambda t: t + timedelta(days=14)),
-    (rf"\b(?:in|within|for the next|next)\s+{_AMOUNT_RE}\s+(hour|day|week|month|year)s?\b",
-     lambda m: _after(_amount(m[1]), m[2])),
-    (rf"\b{_AMOUNT_RE}\s+(day|week|month|year)s?\s+from now\b",
-     lambda m: _after(_amount(m[1]), m[2])),
+    (r"\b(this|current|the) sprint\b|\bend of (the )?sprint\b", lambda m: lambda t: t + timedelta(days=14)),
+    (
+        rf"\b(?:in|within|for the next|next)\s+{_AMOUNT_RE}\s+(hour|day|week|month|year)s?\b",
+        lambda m: _after(_amount(m[1]), m[2]),
+    ),
+    (rf"\b{_AMOUNT_RE}\s+(day|week|month|year)s?\s+from now\b", lambda m: _after(_amount(m[1]), m[2])),
     (rf"\bnext ({WEEKDAY_RE})\b", lambda m: _weekday(m[1], True)),
     (rf"\b({WEEKDAY_RE})\b", lambda m: _weekday(m[1], False)),
 )
 # 'for two weeks' is an end only when the sentence is not about the past
 # ("I've used Python for 5 years" has no end date).
-_FOR_SPAN = re.compile(rf"\b(?:for\s+(?:another\s+|the\s+next\s+)?|another\s+)"
-                       rf"{_AMOUNT_RE}\s+(?:more\s+|other\s+)?(day|week|month)s?\b")
+_FOR_SPAN = re.compile(
+    rf"\b(?:for\s+(?:another\s+|the\s+next\s+)?|another\s+)"
+    rf"{_AMOUNT_RE}\s+(?:more\s+|other\s+)?(day|week|month)s?\b"
+)
 _PAST_MARKERS = re.compile(r"\b(have|has|had|been|was|were|ago|past|last|over the)\b")
 
 
@@ -255,11 +280,13 @@ def _amount(word: str) -> int | None:
 def _within_range(resolve: Callable[[date], date | None]) -> Callable[[date], date | None]:
     """`resolve`, answering None for a date past what a date holds (the year 9999: 'in
     10000 years', 'in 99999 months'): no end date a memory can keep."""
+
     def resolved(today: date) -> date | None:
         try:
             return resolve(today)
         except (OverflowError, ValueError):
             return None
+
     return resolved
 
 
@@ -270,8 +297,7 @@ def _relative_mentions(text: str) -> list[DateMention]:
             found.append(DateMention(m.start(), m.end(), m[0], build(m), False))
     if not _PAST_MARKERS.search(text):
         for m in _FOR_SPAN.finditer(text):
-            found.append(DateMention(m.start(), m.end(), m[0], _after(_amount(m[1]), m[2]),
-                                     False))
+            found.append(DateMention(m.start(), m.end(), m[0], _after(_amount(m[1]), m[2]), False))
     return found
 
 
@@ -289,13 +315,16 @@ def date_mentions(original: str) -> tuple[DateMention, ...]:
         i = bisect.bisect_left(starts, mention.end)
         if i and ends[i - 1] > mention.start:
             continue
-        if _START_BEFORE.search(text[max(0, mention.start - 25):mention.start]):
+        if _START_BEFORE.search(text[max(0, mention.start - 25) : mention.start]):
             mention = mention._replace(is_start=True)  # 'since March 3' ends nothing
         chosen.append(mention)
         starts.insert(i, mention.start)
         ends.insert(i, mention.end)
-    return tuple(sorted((m._replace(resolve=_within_range(m.resolve)) for m in _qualified(chosen)),
-                        key=lambda m: m.start))
+    return tuple(
+        sorted(
+            (m._replace(resolve=_within_range(m.resolve)) for m in _qualified(chosen)), key=lambda m: m.start
+        )
+    )
 
 
 _YEAR_WORD = re.compile(r"(this|next) year")

@@ -1,6 +1,7 @@
 """Directives: standing instructions given in the imperative ("keep code readable",
 "deploy from the release branch for now"), told apart from one-off requests ("run the
 tests", "write a function that..."). Verb lists are in `lexicon/directives.yaml`."""
+
 from __future__ import annotations
 
 import re
@@ -24,19 +25,29 @@ _KEEP_IDIOM = _set("keep_idioms")
 _BE_IDIOM = _set("be_idioms")
 _ADVERB_WORDS = _set("adverbs")
 
-_LEAD_IN = re.compile(r"^(?:please|kindly|also|just|and|so|then|always|only|generally|"
-                      r"ideally|for now|from now on|going forward|in general|by default|"
-                      r"in (?:the )?future|here|in (?:this|our|my|the) (?:project|repo|"
-                      r"repository|codebase|team))\s+")
-_SUBORDINATE = re.compile(r"^(?:when|whenever|if|until|till|unless|before|after|once|while|"
-                          r"since|because|as|for|during|in case|even)\b")
-_DEICTIC = re.compile(r"\b(this|these|those|the following|below|above|attached|"
-                      r"(in|on|to|for|from|with|like|of|use) that)\b")
-_ORDINAL_REF = re.compile(r"^the (first|second|third|last|previous|other|same|next|"
-                          r"former|latter|above|below|following)\b")
-_POLICY = re.compile(r"\b(before|after|when|whenever|instead of|rather than|over|unless|"
-                     r"every|each|all|any|only|by default|for now|until|from now on|"
-                     r"going forward|in (the )?future)\b")
+_LEAD_IN = re.compile(
+    r"^(?:please|kindly|also|just|and|so|then|always|only|generally|"
+    r"ideally|for now|from now on|going forward|in general|by default|"
+    r"in (?:the )?future|here|in (?:this|our|my|the) (?:project|repo|"
+    r"repository|codebase|team))\s+"
+)
+_SUBORDINATE = re.compile(
+    r"^(?:when|whenever|if|until|till|unless|before|after|once|while|"
+    r"since|because|as|for|during|in case|even)\b"
+)
+_DEICTIC = re.compile(
+    r"\b(this|these|those|the following|below|above|attached|"
+    r"(in|on|to|for|from|with|like|of|use) that)\b"
+)
+_ORDINAL_REF = re.compile(
+    r"^the (first|second|third|last|previous|other|same|next|"
+    r"former|latter|above|below|following)\b"
+)
+_POLICY = re.compile(
+    r"\b(before|after|when|whenever|instead of|rather than|over|unless|"
+    r"every|each|all|any|only|by default|for now|until|from now on|"
+    r"going forward|in (the )?future)\b"
+)
 
 
 def directive(norm: str) -> bool:
@@ -58,10 +69,18 @@ def directive(norm: str) -> bool:
         verb, rest = found[0], found[1:]
         while rest and rest[0] in _ADVERB_WORDS:
             rest = rest[1:]
-        if not rest or (rest[0] in _ONE_OFF_OBJECT and not (
+        if not rest or (
+            rest[0] in _ONE_OFF_OBJECT
+            and not (
                 (verb in ("call", "address", "refer", "ask") and rest[0] == "me")
-                or (verb == "keep" and rest[0] in ("it", "them") and len(rest) > 1
-                        and rest[1] not in _KEEP_IDIOM))):
+                or (
+                    verb == "keep"
+                    and rest[0] in ("it", "them")
+                    and len(rest) > 1
+                    and rest[1] not in _KEEP_IDIOM
+                )
+            )
+        ):
             continue
         if (verb == "keep" and rest[0] in _KEEP_IDIOM) or (verb == "be" and rest[0] in _BE_IDIOM):
             continue  # 'keep going', 'keep it up', 'be right back' are chatter
@@ -78,7 +97,8 @@ def directive(norm: str) -> bool:
             return True  # how or where: 'deploy from the release branch', 'answer in Spanish'
         if re.search(r"\b(a|an)\b", " ".join(rest)):
             continue  # 'write a function that...', 'write code to reverse a string'
-        if (any(canon(w) in MEMBER_OF for w in content)
-                or (len(content) >= 2 and rest[0] not in ("the", "my", "our", "your"))):
+        if any(canon(w) in MEMBER_OF for w in content) or (
+            len(content) >= 2 and rest[0] not in ("the", "my", "our", "your")
+        ):
             return True  # a general object: 'write readable code', 'use tabs'
     return False

@@ -4,6 +4,7 @@ memory about the past, or another item of the same kind (another invoice, room, 
 The contradiction judge (superseding.py) asks `guarded` before any of its tests, and
 `change_said` whether a new memory says that something changed at all.
 """
+
 from __future__ import annotations
 
 import re
@@ -20,25 +21,32 @@ from engine.judges.rules.words import GENERIC, STANCE, STOPWORDS, canon, is_valu
 _LEXICON = lexicon("superseding")
 
 # A change said without the built-in change verbs ("ditched", "turned off", "no more X").
-_CHANGE = re.compile(r"\b(?:%s)\b|\bno more\b|\bup to\b|\bdown to\b|\bturned off\b|"
-                     r"\bswitched off\b|\bgave up\b|\bmoved out\b|\bfrom now on\b|"
-                     r"\bthese days\b|\bnot \w+ any ?more\b"
-                     % "|".join(words(_LEXICON["change_words"])))
+_CHANGE = re.compile(
+    r"\b(?:%s)\b|\bno more\b|\bup to\b|\bdown to\b|\bturned off\b|"
+    r"\bswitched off\b|\bgave up\b|\bmoved out\b|\bfrom now on\b|"
+    r"\bthese days\b|\bnot \w+ any ?more\b" % "|".join(words(_LEXICON["change_words"]))
+)
 # the user's one thing of a kind, now another: "I started a new job", "my new dentist";
 # the gate writes memories in the third person, so "User started ..." and "user's new
 # dentist" (read as "user new dentist") say the same
-NEW_ONE = re.compile(r"\b(?:i|we|user)(?: have| has| just| recently| finally)* (?:started|"
-                     r"got|have|has|bought|found|signed|moved into) (?:a|an|my|our|their) "
-                     r"new ([a-z]+)|\b(?:my|our|user) new ([a-z]+)\b")
-_HYPOTHETICAL = re.compile(r"\b(?:%s)\b|\bat some point\b|\bnot decided\b|\bin case\b"
-                           % "|".join(words(_LEXICON["hypothetical"])))
+NEW_ONE = re.compile(
+    r"\b(?:i|we|user)(?: have| has| just| recently| finally)* (?:started|"
+    r"got|have|has|bought|found|signed|moved into) (?:a|an|my|our|their) "
+    r"new ([a-z]+)|\b(?:my|our|user) new ([a-z]+)\b"
+)
+_HYPOTHETICAL = re.compile(
+    r"\b(?:%s)\b|\bat some point\b|\bnot decided\b|\bin case\b" % "|".join(words(_LEXICON["hypothetical"]))
+)
 # "lived in Montreal before Toronto", "used to work at IBM": the past, told as the past.
 # A procedure's "before" ("run the tests before pushing") is not: it needs a past verb.
-_PAST = re.compile(r"\bused to\b|\b(?:%s|\w+ed)\b[^.;]*\bbefore\b(?! \w+ing\b)"
-                   % "|".join(words(_LEXICON["past_verbs"])))
+_PAST = re.compile(
+    r"\bused to\b|\b(?:%s|\w+ed)\b[^.;]*\bbefore\b(?! \w+ing\b)" % "|".join(words(_LEXICON["past_verbs"]))
+)
 _ID_NOUNS = frozenset(words(_LEXICON["id_nouns"]))
-_NAME = re.compile(r"(?<![.!?:;]\s)(?<!^)(?<!\w)([A-Z][\w.-]*[a-z0-9][\w.-]*"
-                   r"(?:\s+[A-Z][\w-]+)*)")
+_NAME = re.compile(
+    r"(?<![.!?:;]\s)(?<!^)(?<!\w)([A-Z][\w.-]*[a-z0-9][\w.-]*"
+    r"(?:\s+[A-Z][\w-]+)*)"
+)
 # words in front of a noun that do not make it another thing: "my old laptop", "always
 # run the tests", "never run the tests"
 _PLAIN_MODIFIERS = frozenset(words(_LEXICON["plain_modifiers"]))
@@ -62,8 +70,11 @@ def guarded(n: Reading, o: Reading, new: str, old: str) -> bool:
     identifying number, name or modifier differs). Dates are no modal verbs: "May 10"."""
     if not n.strong_change and (_HYPOTHETICAL.search(undated(new)) or _PAST.search(n.text)):
         return True
-    if n.strong_change and re.search(r"\bif\b|\bunless\b|\bwhether\b", n.text) \
-            and _HYPOTHETICAL.search(undated(new)):
+    if (
+        n.strong_change
+        and re.search(r"\bif\b|\bunless\b|\bwhether\b", n.text)
+        and _HYPOTHETICAL.search(undated(new))
+    ):
         return True  # "if we get the grant, we might move the lab to Boston instead"
     return _other_item(n, o, new, old)
 
@@ -82,8 +93,9 @@ def _names(text: str) -> set[str]:
     lexicon (a tool is what fills a slot - what a change replaces - not another item)."""
     found = set()
     for m in _NAME.findall(text):
-        kept = " ".join(canon(w) for w in m.lower().split()
-                        if not is_value(canon(w)) and canon(w) not in MEMBER_OF)
+        kept = " ".join(
+            canon(w) for w in m.lower().split() if not is_value(canon(w)) and canon(w) not in MEMBER_OF
+        )
         if kept and kept not in ("user", "i"):
             found.add(kept)
     return found
@@ -91,10 +103,13 @@ def _names(text: str) -> set[str]:
 
 # Where a sentence's subject ends: its first verb ("Order 1003 | is delayed", "Room B |
 # holds 30", "Flight BA119 | leaves at 11").
-_VERB = re.compile(r"\b(?:is|are|was|were|has|have|had|will|would|can|could|must|should|"
-                   r"does|did|do|holds?|leaves|departs|arrives|lands|costs|starts|ends|runs|"
-                   r"takes|needs|goes|opens|closes|seats|fits|meets|includes|contains|"
-                   r"belongs|stays|[a-z]{3,}ed)\b", re.IGNORECASE)
+_VERB = re.compile(
+    r"\b(?:is|are|was|were|has|have|had|will|would|can|could|must|should|"
+    r"does|did|do|holds?|leaves|departs|arrives|lands|costs|starts|ends|runs|"
+    r"takes|needs|goes|opens|closes|seats|fits|meets|includes|contains|"
+    r"belongs|stays|[a-z]{3,}ed)\b",
+    re.IGNORECASE,
+)
 # An identifier: a number, code or capital letter after a noun ("order 1003", "Room B",
 # "ticket PROJ-318"), a code of its own ("BA117"), a month or quarter in front of a noun
 # ("the March invoice", "the Q1 report").
@@ -103,16 +118,14 @@ _CODE = re.compile(r"\b([A-Z]{2,})-?(\d+)\b")
 _BEFORE_NOUN = re.compile(rf"\b({FULL_MONTH_RE}|q[1-4])\s+([a-z]{{3,}})\b", re.IGNORECASE)
 
 
-_PREPOSITION = re.compile(r"\b(?:on|at|in|to|for|with|from|by|until|of|into|about)\b",
-                         re.IGNORECASE)
+_PREPOSITION = re.compile(r"\b(?:on|at|in|to|for|with|from|by|until|of|into|about)\b", re.IGNORECASE)
 
 
 def _subject(text: str) -> str:
     """The words before the sentence's first verb or preposition ("Service 7 now listens
     | on port 8107"): what the sentence is about, not the values it gives."""
-    ends = [m.start() for m in (_VERB.search(text), _PREPOSITION.search(text))
-            if m and m.start() > 0]
-    return text[:min(ends)] if ends else text
+    ends = [m.start() for m in (_VERB.search(text), _PREPOSITION.search(text)) if m and m.start() > 0]
+    return text[: min(ends)] if ends else text
 
 
 def subject_ids(text: str) -> dict[str, str]:
@@ -137,8 +150,10 @@ def other_ids(new: str, old: str) -> bool:
     invoice"), unless the new text names the old identifier as well (what it replaces)."""
     ids_n, ids_o = subject_ids(new), subject_ids(old)
     said = new.lower()
-    return any(ids_n[k] != ids_o[k] and not re.search(rf"\b{re.escape(ids_o[k])}\b", said)
-               for k in ids_n.keys() & ids_o.keys())
+    return any(
+        ids_n[k] != ids_o[k] and not re.search(rf"\b{re.escape(ids_o[k])}\b", said)
+        for k in ids_n.keys() & ids_o.keys()
+    )
 
 
 def other_item(new: str, old: str) -> bool:
@@ -176,10 +191,17 @@ def _before(text: str) -> Mapping[str, str]:
     """Each head noun of `text` with the word in front of it (read-only: it is cached, as
     the new memory's text is read again for every candidate it is compared with)."""
     tokens = re.findall(r"[a-z][a-z0-9-]*", text)
-    return MappingProxyType({canon(b): a for a, b in zip(tokens, tokens[1:])
-                             if a not in STOPWORDS and a not in _PLAIN_MODIFIERS
-                             and not is_value(a) and a not in NUMBER_WORDS
-                             and canon(a) not in STANCE})
+    return MappingProxyType(
+        {
+            canon(b): a
+            for a, b in zip(tokens, tokens[1:])
+            if a not in STOPWORDS
+            and a not in _PLAIN_MODIFIERS
+            and not is_value(a)
+            and a not in NUMBER_WORDS
+            and canon(a) not in STANCE
+        }
+    )
 
 
 def _modifiers_differ(n: Reading, o: Reading) -> bool:
@@ -187,6 +209,11 @@ def _modifiers_differ(n: Reading, o: Reading) -> bool:
     'bathroom renovation', 'Pro plan' and 'Team plan' are two things."""
     mine, theirs = _before(n.text), _before(o.text)
     shared = (n.topic & o.topic) - GENERIC
-    return any(h in mine and h in theirs and canon(mine[h]) != canon(theirs[h])
-               and canon(mine[h]) not in o.concepts and canon(theirs[h]) not in n.concepts
-               for h in shared)
+    return any(
+        h in mine
+        and h in theirs
+        and canon(mine[h]) != canon(theirs[h])
+        and canon(mine[h]) not in o.concepts
+        and canon(theirs[h]) not in n.concepts
+        for h in shared
+    )

@@ -1,4 +1,5 @@
 """The expiry judge: the natural end date of a memory, if it has one."""
+
 from __future__ import annotations
 
 import re
@@ -9,23 +10,45 @@ from engine.judges.rules.reading import sentences
 from engine.judges.rules.words import normalise
 
 _NO_END = re.compile(r"\b(birthday|anniversary|born|date of birth)\b")
-RECURRING = re.compile(rf"\b(every|each|weekly|daily|nightly|monthly|yearly|annually|"
-                       rf"biweekly|fortnightly|hourly|(?:{WEEKDAY_RE})s)\b")
+RECURRING = re.compile(
+    rf"\b(every|each|weekly|daily|nightly|monthly|yearly|annually|"
+    rf"biweekly|fortnightly|hourly|(?:{WEEKDAY_RE})s)\b"
+)
 # Dateless states that still end. Horizons (days from today) are our choice, documented:
 _HORIZONS = (
     # tied to a release or a migration: about a quarter
-    (re.compile(r"\buntil (v\d|version|the next (release|version|major)|we (migrate|upgrade|"
-                r"ship|release|launch|move|switch|finish)|the (migration|refactor|rewrite|"
-                r"launch|release|upgrade)\b)"), 90),
+    (
+        re.compile(
+            r"\buntil (v\d|version|the next (release|version|major)|we (migrate|upgrade|"
+            r"ship|release|launch|move|switch|finish)|the (migration|refactor|rewrite|"
+            r"launch|release|upgrade)\b)"
+        ),
+        90,
+    ),
     # waiting on someone or blocked: usually resolved, one way or another, in two weeks
-    (re.compile(r"\b(blocked|blocking|wait|waiting|awaiting|on hold|pending|hear back|stuck on|"
-                r"held up)\b"), 14),
+    (
+        re.compile(
+            r"\b(blocked|blocking|wait|waiting|awaiting|on hold|pending|hear back|stuck on|"
+            r"held up)\b"
+        ),
+        14,
+    ),
     # explicitly temporary arrangements: a month
-    (re.compile(r"\b(for now|temporar(y|ily)|for the time being|in the meantime|meanwhile|"
-                r"interim|stopgap|short[- ]term|until further notice|until)\b"), 30),
+    (
+        re.compile(
+            r"\b(for now|temporar(y|ily)|for the time being|in the meantime|meanwhile|"
+            r"interim|stopgap|short[- ]term|until further notice|until)\b"
+        ),
+        30,
+    ),
     # an upcoming one-time event with no date: two weeks
-    (re.compile(r"\b(upcoming|coming up|have an? (job )?(interview|meeting|call|appointment|"
-                r"demo|presentation|exam|flight|trip))\b"), 14),
+    (
+        re.compile(
+            r"\b(upcoming|coming up|have an? (job )?(interview|meeting|call|appointment|"
+            r"demo|presentation|exam|flight|trip))\b"
+        ),
+        14,
+    ),
 )
 
 
@@ -56,8 +79,9 @@ def _end(content: str, day: date) -> str | None:
     if _NO_END.search(text):
         return None
     recurring = bool(RECURRING.search(text))
-    ends = [m.resolve(day) for m in date_mentions(content)
-            if not m.is_start and (m.absolute or not recurring)]
+    ends = [
+        m.resolve(day) for m in date_mentions(content) if not m.is_start and (m.absolute or not recurring)
+    ]
     future = [d for d in ends if d is not None and d >= day]
     if future:
         return max(future).isoformat()

@@ -1,118 +1,176 @@
 """The gate judge: should a user/assistant turn be saved as a memory, and as what?"""
+
 from __future__ import annotations
 
 import re
 
-from engine.judges.rules.cues import EVENT, WORK_NOUN, WORK_NOUNS, is_request, is_small_talk
 from engine.judges.lexicon import lexicon
+from engine.judges.rules.cues import EVENT, WORK_NOUN, WORK_NOUNS, is_request, is_small_talk
 from engine.judges.rules.dates import DAY_RE, date_mentions
 from engine.judges.rules.directives import directive
-from engine.judges.rules.expiring import RECURRING
 from engine.judges.rules.exemptions import subject_ids
+from engine.judges.rules.expiring import RECURRING
 from engine.judges.rules.hedging import confidence
 from engine.judges.rules.phrasing import tags, third_person
-from engine.judges.rules.reading import (FIRST_PERSON,
+from engine.judges.rules.reading import (
+    FIRST_PERSON,
     NOT_YET,
     STRONG_CHANGE,
     as_sentence,
     read,
     sentences,
-    summary)
+    summary,
+)
 from engine.judges.rules.words import GENERIC, normalise, stems
 
 # What such a subject does: a present-tense verb (or a plain 'is').
-_WORK_VERBS = (r"(is|are|was|were|has|have|had|will|can|must|should|needs?|runs?|uses?|"
-               r"takes?|lives?|depends?|pass|passes|fails?|covers?|calls?|goes|gets?|costs?|"
-               r"requires?|supports?|handles?|belongs?|meets?|owns?|stores?|sends?|returns?|"
-               r"expects?|reads?|writes?|talks?|hits?|starts?|ends?|happens?|includes?|"
-               r"contains?|lacks?|relies|rely|sits?|lives|points?|targets?|builds?|deploys?|"
-               r"ships?|serves?|syncs?|reports?|works?|belongs)")
+_WORK_VERBS = (
+    r"(is|are|was|were|has|have|had|will|can|must|should|needs?|runs?|uses?|"
+    r"takes?|lives?|depends?|pass|passes|fails?|covers?|calls?|goes|gets?|costs?|"
+    r"requires?|supports?|handles?|belongs?|meets?|owns?|stores?|sends?|returns?|"
+    r"expects?|reads?|writes?|talks?|hits?|starts?|ends?|happens?|includes?|"
+    r"contains?|lacks?|relies|rely|sits?|lives|points?|targets?|builds?|deploys?|"
+    r"ships?|serves?|syncs?|reports?|works?|belongs)"
+)
 # (kind, importance, cue). Importance follows the article: explicit instructions,
 # decisions and deadlines matter most; curiosities least.
-_GATE_SIGNALS = tuple((kind, weight, re.compile(cue)) for kind, weight, cue in (
-    ("instruction", 9, r"^(please )?(do not|avoid|stop) (use|using|add|adding|write|writing|"
-                       r"include|including|put|make|call|mention|ask|send|suggest|recommend)\b|"
-                       r"\b(always|never|from now on|do not ever|make sure (to|you|that)|"
-                       r"remember (to|that)|keep in mind|note that|going forward|"
-                       r"in (the )?future|by default|whenever)\b"),
-    ("decision", 8, r"\b(decided|decide|decision|going with|go with|went with|let us (go with|"
-                    r"use)|chose|chosen|settled on|agreed|opted|we will use|picked|picking|"
-                    r"ended up|selected)\b"),
-    ("deadline", 8, rf"\b(deadline|due|launch(es|ing)? on|release date|ships? (on|by)|"
-                    rf"by ({DAY_RE}))\b"),
-    ("migration", 7, r"\b(switched|switching|migrated|migrating|ported|porting|"
-                     r"mov(e|ed|ing) (\w+ ){0,3}"
-                     r"(from|to|over|away)|"
-                     r"replaced|stopped|no longer|anymore|ditched|dropped|upgraded|"
-                     r"downgraded|instead of)\b"),
-    ("bug", 7, r"\b(bugs?|errors?|exceptions?|traceback|crash\w*|fails?|failing|failed|"
-               r"broken|breaks|broke|segfault|regression|not working|leak\w*|timeout|"
-               r"timed out|outage)\b"),
-    ("plan", 6, r"\b(plan|plans|planning|going to|roadmap|next step|intend|aim to|goal is|"
-                r"will (start|build|ship|migrate|launch|release|add|move|switch|write|"
-                r"deploy|set up))\b"),
-    ("waiting", 6, rf"\b(blocked|waiting|on hold|pending|awaiting)\b|\b{NOT_YET}"),
-    ("task", 6, r"\b(remind me|todo|need to|have to|must|do not forget|action item)\b"),
-    ("preference", 6, r"\b(prefer\w*|(i|we) (really |do |also )?(like|love|hate|dislike|"
-                      r"enjoy|value|care (a lot |deeply |most |more )?(about|for))|"
-                      r"favou?rite|would rather|fan of|can not stand|"
-                      r"(matters?|counts?) (\w+ ){0,2}(to|for) (me|us)|"
-                      r"(is|are) (\w+ )?important (to|for) (me|us)|(i|we) find (\w+ ){1,3}"
-                      r"(important|essential|crucial))\b"),
-    ("fact", 5, r"\b(i am (a|an|the|from|based|working|using|on|allergic|vegan|vegetarian|"
-                r"diabetic|colou?rblind|left-handed|married|retired|pregnant)|my name|"
-                r"i work|we work|i live|we are based|(my|our) (role|job|title|team|company|"
-                r"boss|manager|stack|setup|editor|laptop|machine|workflow|tooling|project|"
-                r"app|application|product|codebase|repository|backend|frontend|api|"
-                r"database|service|server|customers|users|clients|wife|husband|partner|son|"
-                r"daughter|kids?|children|parents|mom|dad|mother|father|sister|brother|dog|"
-                r"cat|family|home|house|city)|(the|our) (\w+ )?(ci|pipeline|build|test suite|api|"
-                r"app|application|service|server|database|db|repository|repo|codebase|"
-                r"backend|frontend|staging|production|prod|cluster|schema|deploy\w*) (is|are|"
-                r"has|have|takes?|runs?|uses?|lives?|needs?|gets?|was|were)|"
-                r"our (\w+ ){1,3}(is|are|was|were|has|have|returns?|runs?|uses?|takes?|"
-                r"needs?|gets?|lives?|sends?|stores?|calls?|depends)|heads up|fyi|"
-                r"for context|just so you know|for your information|"
-                # habits and where things are kept: "I don't eat pork", "I take 10 mg of
-                # X every morning", "I keep my receipts in a Drive folder"
-                r"(i|we) (do not |never |rarely |usually |often |always |only )?(eat|drink|"
-                r"smoke|take|cook|drive|cycle|bike|walk|commute|keep|store|file|back up) "
-                r"(?!a look|a break|care|it easy)|(we|i) have (a|an|\d+|two|"
-                r"three|four|five|several) (?!question|quick|idea|doubt|minute|second|"
-                r"moment|feeling|thought|suggestion|problem)\w+|"
-                r"(i am|we are|i have been|we have been) (currently |now |still )?(working on|"
-                r"building|developing|writing|maintaining|learning|studying|migrating|"
-                r"porting|rewriting|refactoring|designing|running)|"
-                rf"(^|\b(the|our|my) )(\w+ ){{0,3}}?{WORK_NOUNS}(\w+ )?(now )?{_WORK_VERBS})\b"),
-    ("progress", 5, r"\b(i|we)( have| had)?( just| finally| now| already| recently)? "
-                    r"(added|built|finished|implemented|completed|shipped|launched|released|"
-                    r"deployed|merged|set up|wrote|rewrote|refactored|integrated|created|"
-                    r"published|fixed|got \w+ working|hooked up|wired up)\b|"
-                    r"^(just |finally )?got (\w+ ){1,4}working|"
-                    r"^(just |finally )?(added|built|finished|implemented|completed|shipped|"
-                    r"launched|released|merged|set up|rewrote|refactored|integrated|"
-                    r"published|wired up|hooked up)\b"),
-    ("tool", 5, r"\b(i|we) (\w+ )?(use|used|run|ran|deploy|deployed|host|manage|maintain|"
-                r"write|wrote|build|built|develop|code|work in|work with)\b"),
-    ("curiosity", 3, r"\b(thinking (about|of)|considering|wondering about|toying with|"
-                     r"looking into|curious about|interested in)\s+(\w+\s+)?(trying|"
-                     r"switching|learning|using|adopting|moving|migrating|building|getting)|"
-                     r"\b(might|maybe) (try|switch|learn|use|move)\b"),
-))
-_PERSON_ROLE = re.compile(r"[A-Z][a-z]+(?: [A-Z][a-z]+)? (?:(owns|leads|manages|maintains|"
-                          r"reports to|works on|is (?:our|my) \w+)|runs|handles|reviews|"
-                          r"approves|builds|designs|is the \w+)\b")
+_GATE_SIGNALS = tuple(
+    (kind, weight, re.compile(cue))
+    for kind, weight, cue in (
+        (
+            "instruction",
+            9,
+            r"^(please )?(do not|avoid|stop) (use|using|add|adding|write|writing|"
+            r"include|including|put|make|call|mention|ask|send|suggest|recommend)\b|"
+            r"\b(always|never|from now on|do not ever|make sure (to|you|that)|"
+            r"remember (to|that)|keep in mind|note that|going forward|"
+            r"in (the )?future|by default|whenever)\b",
+        ),
+        (
+            "decision",
+            8,
+            r"\b(decided|decide|decision|going with|go with|went with|let us (go with|"
+            r"use)|chose|chosen|settled on|agreed|opted|we will use|picked|picking|"
+            r"ended up|selected)\b",
+        ),
+        (
+            "deadline",
+            8,
+            rf"\b(deadline|due|launch(es|ing)? on|release date|ships? (on|by)|"
+            rf"by ({DAY_RE}))\b",
+        ),
+        (
+            "migration",
+            7,
+            r"\b(switched|switching|migrated|migrating|ported|porting|"
+            r"mov(e|ed|ing) (\w+ ){0,3}"
+            r"(from|to|over|away)|"
+            r"replaced|stopped|no longer|anymore|ditched|dropped|upgraded|"
+            r"downgraded|instead of)\b",
+        ),
+        (
+            "bug",
+            7,
+            r"\b(bugs?|errors?|exceptions?|traceback|crash\w*|fails?|failing|failed|"
+            r"broken|breaks|broke|segfault|regression|not working|leak\w*|timeout|"
+            r"timed out|outage)\b",
+        ),
+        (
+            "plan",
+            6,
+            r"\b(plan|plans|planning|going to|roadmap|next step|intend|aim to|goal is|"
+            r"will (start|build|ship|migrate|launch|release|add|move|switch|write|"
+            r"deploy|set up))\b",
+        ),
+        ("waiting", 6, rf"\b(blocked|waiting|on hold|pending|awaiting)\b|\b{NOT_YET}"),
+        ("task", 6, r"\b(remind me|todo|need to|have to|must|do not forget|action item)\b"),
+        (
+            "preference",
+            6,
+            r"\b(prefer\w*|(i|we) (really |do |also )?(like|love|hate|dislike|"
+            r"enjoy|value|care (a lot |deeply |most |more )?(about|for))|"
+            r"favou?rite|would rather|fan of|can not stand|"
+            r"(matters?|counts?) (\w+ ){0,2}(to|for) (me|us)|"
+            r"(is|are) (\w+ )?important (to|for) (me|us)|(i|we) find (\w+ ){1,3}"
+            r"(important|essential|crucial))\b",
+        ),
+        (
+            "fact",
+            5,
+            r"\b(i am (a|an|the|from|based|working|using|on|allergic|vegan|vegetarian|"
+            r"diabetic|colou?rblind|left-handed|married|retired|pregnant)|my name|"
+            r"i work|we work|i live|we are based|(my|our) (role|job|title|team|company|"
+            r"boss|manager|stack|setup|editor|laptop|machine|workflow|tooling|project|"
+            r"app|application|product|codebase|repository|backend|frontend|api|"
+            r"database|service|server|customers|users|clients|wife|husband|partner|son|"
+            r"daughter|kids?|children|parents|mom|dad|mother|father|sister|brother|dog|"
+            r"cat|family|home|house|city)|(the|our) (\w+ )?(ci|pipeline|build|test suite|api|"
+            r"app|application|service|server|database|db|repository|repo|codebase|"
+            r"backend|frontend|staging|production|prod|cluster|schema|deploy\w*) (is|are|"
+            r"has|have|takes?|runs?|uses?|lives?|needs?|gets?|was|were)|"
+            r"our (\w+ ){1,3}(is|are|was|were|has|have|returns?|runs?|uses?|takes?|"
+            r"needs?|gets?|lives?|sends?|stores?|calls?|depends)|heads up|fyi|"
+            r"for context|just so you know|for your information|"
+            # habits and where things are kept: "I don't eat pork", "I take 10 mg of
+            # X every morning", "I keep my receipts in a Drive folder"
+            r"(i|we) (do not |never |rarely |usually |often |always |only )?(eat|drink|"
+            r"smoke|take|cook|drive|cycle|bike|walk|commute|keep|store|file|back up) "
+            r"(?!a look|a break|care|it easy)|(we|i) have (a|an|\d+|two|"
+            r"three|four|five|several) (?!question|quick|idea|doubt|minute|second|"
+            r"moment|feeling|thought|suggestion|problem)\w+|"
+            r"(i am|we are|i have been|we have been) (currently |now |still )?(working on|"
+            r"building|developing|writing|maintaining|learning|studying|migrating|"
+            r"porting|rewriting|refactoring|designing|running)|"
+            rf"(^|\b(the|our|my) )(\w+ ){{0,3}}?{WORK_NOUNS}(\w+ )?(now )?{_WORK_VERBS})\b",
+        ),
+        (
+            "progress",
+            5,
+            r"\b(i|we)( have| had)?( just| finally| now| already| recently)? "
+            r"(added|built|finished|implemented|completed|shipped|launched|released|"
+            r"deployed|merged|set up|wrote|rewrote|refactored|integrated|created|"
+            r"published|fixed|got \w+ working|hooked up|wired up)\b|"
+            r"^(just |finally )?got (\w+ ){1,4}working|"
+            r"^(just |finally )?(added|built|finished|implemented|completed|shipped|"
+            r"launched|released|merged|set up|rewrote|refactored|integrated|"
+            r"published|wired up|hooked up)\b",
+        ),
+        (
+            "tool",
+            5,
+            r"\b(i|we) (\w+ )?(use|used|run|ran|deploy|deployed|host|manage|maintain|"
+            r"write|wrote|build|built|develop|code|work in|work with)\b",
+        ),
+        (
+            "curiosity",
+            3,
+            r"\b(thinking (about|of)|considering|wondering about|toying with|"
+            r"looking into|curious about|interested in)\s+(\w+\s+)?(trying|"
+            r"switching|learning|using|adopting|moving|migrating|building|getting)|"
+            r"\b(might|maybe) (try|switch|learn|use|move)\b",
+        ),
+    )
+)
+_PERSON_ROLE = re.compile(
+    r"[A-Z][a-z]+(?: [A-Z][a-z]+)? (?:(owns|leads|manages|maintains|"
+    r"reports to|works on|is (?:our|my) \w+)|runs|handles|reviews|"
+    r"approves|builds|designs|is the \w+)\b"
+)
 # Any other past-tense deed on a piece of the user's work: 'we ported the CLI to Go'.
-_DID_WORK = re.compile(rf"\b(i|we)( have| had)?( just| finally| already| recently)? [a-z]+ed "
-                       rf"((the|our|my|a|an|some|new) )?(\w+ ){{0,2}}?{WORK_NOUNS.strip()}\b")
+_DID_WORK = re.compile(
+    rf"\b(i|we)( have| had)?( just| finally| already| recently)? [a-z]+ed "
+    rf"((the|our|my|a|an|some|new) )?(\w+ ){{0,2}}?{WORK_NOUNS.strip()}\b"
+)
 # A plain statement of a value about something definite: "The code freeze starts on March
 # 13.", "The API rate limit is 100 requests per second.", "My order 4417 has not arrived".
 _DEFINITE = re.compile(r"^(?:the|our|my|this|their|his|her)\s+[a-z]")
 # a definite subject's value, or its change: "the landlord raised the rent to 1850"
-_STATES = re.compile(rf"\b(?:{_WORK_VERBS}|[a-z]{{3,}}ed|starts?|begins?|opens?|closes?|"
-                     r"arrives?|lands?|expires?|renews?|lasts?|allows?|caps?|limits?|weighs?|holds?|seats?|"
-                     r"fits?|leaves|departs?|"
-                     r"is|are|was|were|has|have|did|does) ")
+_STATES = re.compile(
+    rf"\b(?:{_WORK_VERBS}|[a-z]{{3,}}ed|starts?|begins?|opens?|closes?|"
+    r"arrives?|lands?|expires?|renews?|lasts?|allows?|caps?|limits?|weighs?|holds?|seats?|"
+    r"fits?|leaves|departs?|"
+    r"is|are|was|were|has|have|did|does) "
+)
 _NUMBER = re.compile(r"\d")
 
 
@@ -129,9 +187,11 @@ def _states_a_value(sentence: str, norm: str) -> bool:
 _EXTRA_WEIGHTS = {"directive": 7, "schedule": 5}
 _PROGRESS_VERBS = stems(lexicon("gating")["progress_verbs"])
 _OWNERSHIP = re.compile(r"\b(my|our|mine|ours|i am|we are|i have|we have|i use|we use)\b")
-_FIX = re.compile(r"\b(fix|fixed|fixes|solution|solved?|resolved?|the (issue|problem|cause) "
-                  r"(is|was)|caused by|workaround|you need to|try|set|enable|disable|pin|"
-                  r"upgrade|downgrade|install|add|remove|use|switch)\b")
+_FIX = re.compile(
+    r"\b(fix|fixed|fixes|solution|solved?|resolved?|the (issue|problem|cause) "
+    r"(is|was)|caused by|workaround|you need to|try|set|enable|disable|pin|"
+    r"upgrade|downgrade|install|add|remove|use|switch)\b"
+)
 
 
 def _signals(sentence: str) -> list[str]:
@@ -141,8 +201,7 @@ def _signals(sentence: str) -> list[str]:
         return []  # 'never mind', 'thanks again'
     found = [kind for kind, _, cue in _GATE_SIGNALS if cue.search(norm)]
     role = _PERSON_ROLE.match(sentence.strip())
-    if "fact" not in found and role and (
-            role[1] or FIRST_PERSON.search(norm) or WORK_NOUN.search(norm)):
+    if "fact" not in found and role and (role[1] or FIRST_PERSON.search(norm) or WORK_NOUN.search(norm)):
         found.append("fact")  # someone the user works with, and what they do
     if "instruction" not in found and directive(norm):
         found.insert(0, "directive")
@@ -150,8 +209,11 @@ def _signals(sentence: str) -> list[str]:
         found.append("progress")  # a change ('we moved the standup') is not progress
     if "progress" in found and not (read(sentence).topic - _PROGRESS_VERBS - GENERIC):
         found.remove("progress")  # 'fixed it!' says nothing about what
-    if (RECURRING.search(norm) and "deadline" not in found
-            and (FIRST_PERSON.search(norm) or WORK_NOUN.search(norm))):
+    if (
+        RECURRING.search(norm)
+        and "deadline" not in found
+        and (FIRST_PERSON.search(norm) or WORK_NOUN.search(norm))
+    ):
         found.append("schedule")  # 'the team meets on Mondays', 'I run every morning'
     if is_request(sentence, norm):
         # A lookup or request keeps only explicit rules, or news about the user's own
@@ -168,8 +230,7 @@ def _signals(sentence: str) -> list[str]:
     ends = [m.label for m in date_mentions(sentence) if not m.is_start]
     # a dated event ("meeting with Ana on Friday"), or the user's own schedule beyond
     # today ("I'll be out next week"; "I'm tired today" is not news worth keeping)
-    if "deadline" not in found and ends and (
-            EVENT.search(norm) or mine and set(ends) - {"today", "tonight"}):
+    if "deadline" not in found and ends and (EVENT.search(norm) or mine and set(ends) - {"today", "tonight"}):
         found.append("deadline")
     if not found and (_states_a_value(sentence, norm) or _personal_value(sentence, norm)):
         found.append("fact")  # nothing else to say for it, but a date, amount or id
@@ -180,23 +241,26 @@ def _signals(sentence: str) -> list[str]:
 # "I've tried 3 of Emma's recipes so far", "I'm currently obsessed with Kansas City
 # Masterpiece BBQ sauce"): a first-person statement with a value or a name in it, or
 # with a word that says it holds now.
-_I_STATE = re.compile(r"\b(?:i|we)(?: am| are| have| had| was| were| will| just| now| "
-                      r"currently| finally| recently| already| still| been| also| really)* "
-                      r"(?!think\b|wonder|want|would|could|hope|guess|need to\b|was wondering|"
-                      r"am wondering|am thinking|am looking|am trying|am planning)[a-z]+|"
-                      r"\b(?:my|our) [a-z]+")
-_HOLDS_NOW = re.compile(r"\b(?:currently|so far|by now|these days|lately|in total|"
-                        r"personal best|my best|record|now at|up to|obsessed with|"
-                        r"(?:for|since) (?:\d+|a|an|two|three|four|five|six|several|a few) "
-                        r"(?:days?|weeks?|months?|years?))\b")
+_I_STATE = re.compile(
+    r"\b(?:i|we)(?: am| are| have| had| was| were| will| just| now| "
+    r"currently| finally| recently| already| still| been| also| really)* "
+    r"(?!think\b|wonder|want|would|could|hope|guess|need to\b|was wondering|"
+    r"am wondering|am thinking|am looking|am trying|am planning)[a-z]+|"
+    r"\b(?:my|our) [a-z]+"
+)
+_HOLDS_NOW = re.compile(
+    r"\b(?:currently|so far|by now|these days|lately|in total|"
+    r"personal best|my best|record|now at|up to|obsessed with|"
+    r"(?:for|since) (?:\d+|a|an|two|three|four|five|six|several|a few) "
+    r"(?:days?|weeks?|months?|years?))\b"
+)
 _NAME_INSIDE = re.compile(r"(?<=[a-z,] )(?!I\b)[A-Z][a-z]+")
 
 
 def _personal_value(sentence: str, norm: str) -> bool:
     if sentence.rstrip().endswith("?") or not _I_STATE.search(norm):
         return False
-    return bool(_NUMBER.search(norm) or _HOLDS_NOW.search(norm)
-                or _NAME_INSIDE.search(sentence))
+    return bool(_NUMBER.search(norm) or _HOLDS_NOW.search(norm) or _NAME_INSIDE.search(sentence))
 
 
 def _fix_sentence(assistant: str) -> str | None:
@@ -233,8 +297,13 @@ def gate(user: str, assistant: str) -> dict:
     fix = _fix_sentence(assistant) if "bug" in kinds else None
     if fix:
         content += " Fix: " + as_sentence(fix)
-    return {"save": True, "content": content, "summary": summary(content),
-            "tags": tags(kinds, [content]), "importance": _importance(kinds, content)}
+    return {
+        "save": True,
+        "content": content,
+        "summary": summary(content),
+        "tags": tags(kinds, [content]),
+        "importance": _importance(kinds, content),
+    }
 
 
 def _importance(kinds: list[str], content: str) -> int:

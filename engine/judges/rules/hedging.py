@@ -1,4 +1,5 @@
 """The confidence judge: how sure a memory is, read from its hedges."""
+
 from __future__ import annotations
 
 import re
@@ -8,17 +9,37 @@ from engine.judges.rules.words import normalise, token_tuple
 
 # Cue words per rung of the article's scale, weakest first; the weakest cue present wins.
 _CONFIDENCE_RUNGS = (
-    (0.1, re.compile(r"\b(maybe|perhaps|possibly|wonder(ing)?|someday|some day|who knows|"
-                     r"no idea|just an idea|hypothetically|daydream\w*)\b")),
-    (0.3, re.compile(r"\b(considering|consider|thinking (about|of)|might|could(?!\s+not)|"
-                     r"tempted|curious|toying with|on the fence|not sure|unsure|undecided|"
-                     r"would like to try|may (be|not|need|want|have|switch|move|try|use|go|"
-                     r"change))\b|\b(i|we|you|it|they|he|she|this|that|user) may\b")),
-    (0.5, re.compile(r"\b(probably|likely|seems?|seemed|appears? to|apparently|i guess|i suspect|"
-                     r"i suppose|presumably|sounds like|looks like|i assume|assuming|"
-                     r"supposedly|i gather)\b")),
-    (0.7, re.compile(r"\b(i think|i believe|pretty sure|fairly sure|kind of|sort of|"
-                     r"i would say|i feel like|if i remember)\b")),
+    (
+        0.1,
+        re.compile(
+            r"\b(maybe|perhaps|possibly|wonder(ing)?|someday|some day|who knows|"
+            r"no idea|just an idea|hypothetically|daydream\w*)\b"
+        ),
+    ),
+    (
+        0.3,
+        re.compile(
+            r"\b(considering|consider|thinking (about|of)|might|could(?!\s+not)|"
+            r"tempted|curious|toying with|on the fence|not sure|unsure|undecided|"
+            r"would like to try|may (be|not|need|want|have|switch|move|try|use|go|"
+            r"change))\b|\b(i|we|you|it|they|he|she|this|that|user) may\b"
+        ),
+    ),
+    (
+        0.5,
+        re.compile(
+            r"\b(probably|likely|seems?|seemed|appears? to|apparently|i guess|i suspect|"
+            r"i suppose|presumably|sounds like|looks like|i assume|assuming|"
+            r"supposedly|i gather)\b"
+        ),
+    ),
+    (
+        0.7,
+        re.compile(
+            r"\b(i think|i believe|pretty sure|fairly sure|kind of|sort of|"
+            r"i would say|i feel like|if i remember)\b"
+        ),
+    ),
 )
 _SCALE = (0.1, 0.3, 0.5, 0.7, 1.0)
 

@@ -1,11 +1,12 @@
 """Phrasing a memory: the user's words in the third person, and the tags it is filed by."""
+
 from __future__ import annotations
 
 import re
 
 from engine.judges.lexicon import lexicon, words
-from engine.judges.rules.reading import as_sentence, read
 from engine.judges.lexicon.slots import MEMBER_OF
+from engine.judges.rules.reading import as_sentence, read
 from engine.judges.rules.words import GENERIC, WORD_RE, canon, normalise
 
 _LEXICON = lexicon("phrasing")
@@ -38,6 +39,7 @@ def third_person(sentence: str) -> str:
 
     def conjugate(m: re.Match) -> str:
         return "User" + m[1] + " " + _third(m[2])
+
     text = re.sub(rf"\b[Ii]((?:\s+(?:{_VERB_ADVERBS}))*)\s+([a-z]+)\b(?!')", conjugate, text)
     text = re.sub(r"\b[Ii]\b(?![/'.])", "User", text)
     text = re.sub(r"^My\b", "User's", text)

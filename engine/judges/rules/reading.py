@@ -4,6 +4,7 @@
 negation, change, addition and progress); `similarity` compares two of them. The cue
 patterns are code; the words that end a phrase are in `lexicon/reading.yaml`.
 """
+
 from __future__ import annotations
 
 import re
@@ -11,10 +12,11 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from engine.judges.lexicon import lexicon, words
+from engine.judges.lexicon.slots import MEMBER_OF
 from engine.judges.rules.contrasts import contrast, contrasts
 from engine.judges.rules.dates import WEEKDAY_RE, date_mentions
-from engine.judges.lexicon.slots import MEMBER_OF
-from engine.judges.rules.words import (CUE_WORDS,
+from engine.judges.rules.words import (
+    CUE_WORDS,
     GENERIC,
     SLOT_OF,
     STANCE,
@@ -23,18 +25,23 @@ from engine.judges.rules.words import (CUE_WORDS,
     canon,
     is_value,
     normalise,
-    token_tuple)
+    token_tuple,
+)
 
 _LEXICON = lexicon("reading")
 
 # Negative words that affirm: "not going back" seals a switch, "no doubt" is a yes.
-NOT_NEGATION = re.compile(r"\b(?:not|never|no) (?:going |gonna |looking |looked |look |"
-                          r"went |turning )?back\b|\bno (?:doubt|regrets|question|problem|"
-                          r"worries|going back)\b|\bnot (?:bad|only)\b|\bnever looked back\b|"
-                          r"\bcan not (?:wait|recommend \w+ enough)\b")
-NEGATION = re.compile(r"\b(not|no|never|without|stopped|quit|dislike\w*|hate\w*|avoid\w*|"
-                      r"nobody|nothing|neither|nor|out of|away from|unable|"
-                      r"intoleran\w*)\b")
+NOT_NEGATION = re.compile(
+    r"\b(?:not|never|no) (?:going |gonna |looking |looked |look |"
+    r"went |turning )?back\b|\bno (?:doubt|regrets|question|problem|"
+    r"worries|going back)\b|\bnot (?:bad|only)\b|\bnever looked back\b|"
+    r"\bcan not (?:wait|recommend \w+ enough)\b"
+)
+NEGATION = re.compile(
+    r"\b(not|no|never|without|stopped|quit|dislike\w*|hate\w*|avoid\w*|"
+    r"nobody|nothing|neither|nor|out of|away from|unable|"
+    r"intoleran\w*)\b"
+)
 STRONG_CHANGE = re.compile(
     r"\b(switch(ed|ing)?|migrat(ed|ing|e)|moved|moving|replac(ed|ing|e)|instead|no longer|"
     r"anymore|stopped|quit|ditched|dropped|abandoned|gave up|changed|swapped|rather than|"
@@ -42,40 +49,52 @@ STRONG_CHANGE = re.compile(
     r"converted|transitioned|upgraded|downgraded|is now|are now|now (uses?|prefers?|on)|"
     r"slipped|slid|rewr(o|i)te|rewritten|increased|decreased|raised|lowered|reduced|"
     r"extended|left(?![- ](side|hand|panel|column|sidebar|corner|over|click))|resigned|"
-    r"(not|never|nobody|no one) miss(es|ed)?)\b")
-_WEAK_CHANGE = re.compile(r"(?<!for )\bnow\b|\bthese days\b|\bnowadays\b|\bstarted using\b|"
-                          r"\bpicked up\b|\bactually\b")
+    r"(not|never|nobody|no one) miss(es|ed)?)\b"
+)
+_WEAK_CHANGE = re.compile(
+    r"(?<!for )\bnow\b|\bthese days\b|\bnowadays\b|\bstarted using\b|"
+    r"\bpicked up\b|\bactually\b"
+)
 # 'too' adds only at a clause's end ("likes Rust too"), not before a word ("too slow")
-_ADDITIVE = re.compile(r"\btoo\b(?=\s*(?:[.,;!?)]|$))|\b(also|as well|in addition|additionally|another|besides|both|"
-                       r"along with|on top of|alongside)\b")
-_PROGRESSION = re.compile(r"\b(added|adding|finished|finishing|implemented|implementing|"
-                          r"completed|next step|built|wrote|set up|integrated|refactored|"
-                          r"improved|done with|merged|shipped|deployed)\b")
+_ADDITIVE = re.compile(
+    r"\btoo\b(?=\s*(?:[.,;!?)]|$))|\b(also|as well|in addition|additionally|another|besides|both|"
+    r"along with|on top of|alongside)\b"
+)
+_PROGRESSION = re.compile(
+    r"\b(added|adding|finished|finishing|implemented|implementing|"
+    r"completed|next step|built|wrote|set up|integrated|refactored|"
+    r"improved|done with|merged|shipped|deployed)\b"
+)
 # What comes after these words is the thing being left behind ("stopped using poetry").
-OLD_SIDE = re.compile(r"\b(?:from|instead of|rather than|no longer(?: use| using| uses| on)?|"
-                      r"stopped(?: using| with)?|replaced|ditched|dropped|quit|abandoned|"
-                      r"gave up(?: on)?|not using|away from|left|resigned from|"
-                      r"(?:not|never|nobody|no one) miss(?:es|ed)?)\s+([\w.+#\- ]+)")
+OLD_SIDE = re.compile(
+    r"\b(?:from|instead of|rather than|no longer(?: use| using| uses| on)?|"
+    r"stopped(?: using| with)?|replaced|ditched|dropped|quit|abandoned|"
+    r"gave up(?: on)?|not using|away from|left|resigned from|"
+    r"(?:not|never|nobody|no one) miss(?:es|ed)?)\s+([\w.+#\- ]+)"
+)
 # What comes after these words is the new value ("moved to Berlin").
 NEW_SIDE = re.compile(r"\b(?:to|with|onto|into|now)\s+([\w.+#\- ]+)")
 SIDE_BREAK = frozenset(words(_LEXICON["side_break"]))
 FIRST_PERSON = re.compile(r"\b(i|we|my|our|me|us)\b")
 # Something expected that has not happened yet: a wait, like "blocked on the review"
 # ("my order has not arrived yet", "the refund has not come through").
-NOT_YET = (r"(?:has|have|had|is|are) (?:still )?not (?:yet )?(?:arrived|come( through| in)?|"
-           r"shipped|landed|started|been \w+|here|back|in)(?: yet)?\b|\bstill not (?:here|in)\b")
+NOT_YET = (
+    r"(?:has|have|had|is|are) (?:still )?not (?:yet )?(?:arrived|come( through| in)?|"
+    r"shipped|landed|started|been \w+|here|back|in)(?: yet)?\b|\bstill not (?:here|in)\b"
+)
 
 
 class Reading(NamedTuple):
     """What the judges need to know about one piece of text."""
-    text: str                              # normalised text
-    concepts: frozenset[str]               # tokens()
-    topic: frozenset[str]                  # concepts minus stance, cues and values
-    members: frozenset[tuple[str, str]]    # (category, member) from the lexicon
-    slots: frozenset[str]                  # categories named by a slot word ('editor')
-    values: frozenset[str]                 # dates, weekdays, numbers, versions
+
+    text: str  # normalised text
+    concepts: frozenset[str]  # tokens()
+    topic: frozenset[str]  # concepts minus stance, cues and values
+    members: frozenset[tuple[str, str]]  # (category, member) from the lexicon
+    slots: frozenset[str]  # categories named by a slot word ('editor')
+    values: frozenset[str]  # dates, weekdays, numbers, versions
     contrasts: frozenset[tuple[str, str]]  # cadence, part of day, how often, a setting
-    negative: bool                         # says something is not / no longer so
+    negative: bool  # says something is not / no longer so
     strong_change: bool
     weak_change: bool
     additive: bool
@@ -94,8 +113,9 @@ def side_words(pattern: re.Pattern, text: str) -> frozenset[str]:
     return frozenset(found - GENERIC)
 
 
-NUMBER_WORDS = _NUMBER_WORDS = {w: str(n) for w, n in lexicon("dates")["number_words"].items()
-                 if w not in ("a", "an")}
+NUMBER_WORDS = _NUMBER_WORDS = {
+    w: str(n) for w, n in lexicon("dates")["number_words"].items() if w not in ("a", "an")
+}
 _NUMBER_WORD = re.compile(r"\b(%s)\b(?! of\b)" % "|".join(_NUMBER_WORDS))
 
 
@@ -114,11 +134,14 @@ def notation(text: str) -> str:
     text = re.sub(r"\b(\d{1,2})(?::(\d{2}))?\s*(am|pm)\b", _clock, text)
     text = re.sub(r"\b(\d{1,2}):(\d{2})\b", lambda m: f"{int(m[1]):02d}:{m[2]}", text)
     text = re.sub(r"\b(\d{1,3}(?:,\d{3})+)\b", lambda m: m[1].replace(",", ""), text)
-    text = re.sub(r"\b(%s) (thousand|hundred)\b" % "|".join(_NUMBER_WORDS),
-                  lambda m: str(int(_NUMBER_WORDS[m[1]]) * (1000 if m[2] == "thousand" else 100)),
-                  text)
-    text = re.sub(r"\b(\d+)k\b", lambda m: (m[1].lstrip("0") + "000").lstrip("0") or "0",
-                  text)  # as str(int(n) * 1000), with no int() of a number of any length
+    text = re.sub(
+        r"\b(%s) (thousand|hundred)\b" % "|".join(_NUMBER_WORDS),
+        lambda m: str(int(_NUMBER_WORDS[m[1]]) * (1000 if m[2] == "thousand" else 100)),
+        text,
+    )
+    text = re.sub(
+        r"\b(\d+)k\b", lambda m: (m[1].lstrip("0") + "000").lstrip("0") or "0", text
+    )  # as str(int(n) * 1000), with no int() of a number of any length
     return re.sub(r"\b(\d+)(?:s|sec|secs|mb|gb|kb|km|kg|min|mins)\b", r"\1", text)
 
 
@@ -126,7 +149,7 @@ def undated(original: str) -> str:
     """The normalised text with every date blanked out: 'May 10' is a date, not 'may'."""
     rest = normalise(original)
     for m in date_mentions(original):
-        rest = rest[:m.start] + " " * (m.end - m.start) + rest[m.end:]
+        rest = rest[: m.start] + " " * (m.end - m.start) + rest[m.end :]
     return rest
 
 
@@ -148,13 +171,21 @@ def read(text: str) -> Reading:
     concepts = frozenset(token_tuple(notation(norm)))
     members = frozenset((cat, w) for w in concepts for cat in MEMBER_OF.get(w, ()))
     slots = frozenset(cat for w in concepts for cat in SLOT_OF.get(w, ()))
-    topic = frozenset(w for w in concepts
-                      if w not in STANCE and w not in CUE_WORDS and not is_value(w))
-    return Reading(norm, concepts, topic, members, slots, _values(norm, text),
-                   contrasts(norm, concepts), negated(norm),
-                   bool(STRONG_CHANGE.search(norm)),
-                   bool(_WEAK_CHANGE.search(norm)), bool(_ADDITIVE.search(norm)),
-                   bool(_PROGRESSION.search(norm)))
+    topic = frozenset(w for w in concepts if w not in STANCE and w not in CUE_WORDS and not is_value(w))
+    return Reading(
+        norm,
+        concepts,
+        topic,
+        members,
+        slots,
+        _values(norm, text),
+        contrasts(norm, concepts),
+        negated(norm),
+        bool(STRONG_CHANGE.search(norm)),
+        bool(_WEAK_CHANGE.search(norm)),
+        bool(_ADDITIVE.search(norm)),
+        bool(_PROGRESSION.search(norm)),
+    )
 
 
 _CLAUSE = re.compile(r"[,;.:!?]|\b(?:and|but|because|so|while|whereas)\b")
@@ -207,8 +238,10 @@ def gist(reading: Reading) -> frozenset[str]:
 # After these words a text elaborates or names what it is preferred over: "readable code
 # over clever one-liners", "clear code with descriptive names". Those words say less
 # about what the memory is than the words before them.
-_TAIL = re.compile(r"\b(?:over|rather than|instead of|more than|than|with|such as|including|"
-                   r"especially|particularly|except|e\.g\.?|like)\b")
+_TAIL = re.compile(
+    r"\b(?:over|rather than|instead of|more than|than|with|such as|including|"
+    r"especially|particularly|except|e\.g\.?|like)\b"
+)
 _TAIL_WEIGHT = 0.5
 
 
@@ -216,12 +249,11 @@ def _weights(reading: Reading) -> dict[str, float]:
     """The gist of a text, each word weighted 1 in the main part and less in a tail."""
     words_of = gist(reading)
     m = _TAIL.search(reading.text)
-    if not m or not set(token_tuple(reading.text[:m.start()])) & words_of:
+    if not m or not set(token_tuple(reading.text[: m.start()])) & words_of:
         return dict.fromkeys(words_of, 1.0)
-    main = set(token_tuple(reading.text[:m.start()]))
+    main = set(token_tuple(reading.text[: m.start()]))
     # a named tool is the substance of a memory wherever it stands ("manages deps with uv")
-    return {w: 1.0 if w in main or w in MEMBER_OF or is_value(w) else _TAIL_WEIGHT
-            for w in words_of}
+    return {w: 1.0 if w in main or w in MEMBER_OF or is_value(w) else _TAIL_WEIGHT for w in words_of}
 
 
 def similarity(a: str, b: str) -> float:

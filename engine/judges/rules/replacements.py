@@ -3,6 +3,7 @@ lexicon member swapped, a value or a polarity or a slot changed, a named object 
 a move, a wait resolved, the other end of a scale, a handover, a team move, a new one of
 a kind. The contradiction judge (`superseding`) asks them in turn.
 """
+
 from __future__ import annotations
 
 import re
@@ -10,7 +11,8 @@ import re
 from engine.judges.lexicon import lexicon, words
 from engine.judges.lexicon.slots import CATEGORIES, MEMBER_OF
 from engine.judges.rules.exemptions import NEW_ONE
-from engine.judges.rules.reading import (NEGATION,
+from engine.judges.rules.reading import (
+    NEGATION,
     NEW_SIDE,
     NOT_NEGATION,
     NUMBER_WORDS,
@@ -21,15 +23,18 @@ from engine.judges.rules.reading import (NEGATION,
     members_by_category,
     notation,
     read,
-    side_words)
-from engine.judges.rules.words import (CUE_WORDS,
+    side_words,
+)
+from engine.judges.rules.words import (
+    CUE_WORDS,
     GENERIC,
     SLOT_OF,
     STANCE,
     STOPWORDS,
     canon,
     is_value,
-    token_tuple)
+    token_tuple,
+)
 
 _LEXICON = lexicon("superseding")
 # verbs too common to make two memories about one subject ("my notes live in Obsidian",
@@ -42,8 +47,9 @@ _UNIT = re.compile(r"\b\d[\d.,:]*\s+(?:of\s+)?([a-z]{2,})")
 
 def _units(r: Reading) -> frozenset[str]:
     """What a text's numbers count: the word after each ('8 cpu cores' -> cpu)."""
-    return frozenset(canon(m) for m in _UNIT.findall(notation(r.text))
-                     if m not in STOPWORDS and not is_value(canon(m)))
+    return frozenset(
+        canon(m) for m in _UNIT.findall(notation(r.text)) if m not in STOPWORDS and not is_value(canon(m))
+    )
 
 
 def same_units(n: Reading, o: Reading) -> bool:
@@ -80,7 +86,7 @@ def _value_words(r: Reading) -> frozenset[str]:
             continue
         if i and said[i - 1] in _LABELS:
             found.add(said[i - 1])
-        rest = said[i + 1:i + 5]
+        rest = said[i + 1 : i + 5]
         if rest and rest[0] == "of":
             rest = rest[1:]  # "ten of the engineers"
         if rest and rest[0] not in STOPWORDS and rest[0][:1].isalpha():
@@ -99,8 +105,9 @@ def _lead(r: Reading) -> tuple[str | None, tuple[frozenset[str], ...], tuple[str
     change word or value; a text that opens with a value or a verb ("Two reviewers ...",
     "Upgraded the service ...") has none."""
     said, i, owner = _words(r), 0, None
-    while i < len(said) and (said[i] in STOPWORDS or said[i] in _PLAIN
-                             or (is_value(canon(said[i])) and not _is_number(said[i]))):
+    while i < len(said) and (
+        said[i] in STOPWORDS or said[i] in _PLAIN or (is_value(canon(said[i])) and not _is_number(said[i]))
+    ):
         if said[i] in _OWN:
             owner = "own"
         elif said[i] in _OTHERS and owner is None:
@@ -110,16 +117,22 @@ def _lead(r: Reading) -> tuple[str | None, tuple[frozenset[str], ...], tuple[str
     ids: list[str] = []
     for j, word in enumerate(said[i:], start=i):
         if _is_number(word):
-            if not phrase or not any(_is_number(w) for w in said[j + 1:]):
+            if not phrase or not any(_is_number(w) for w in said[j + 1 :]):
                 break  # the value itself: "5 engineers are ...", "the barrel holds 200"
             ids.append(word)  # "service 7 listens on port 8007": 7 names which service
             continue
         if word in _LABELS and phrase:
             continue  # "fact number 7"
         token = canon(word)
-        if (ids or not word[:1].isalpha() or word in STOPWORDS or token in CUE_WORDS
-                or token in LIGHT_VERBS or token in _CHANGE_WORDS
-                or (is_value(token) and phrase)):
+        if (
+            ids
+            or not word[:1].isalpha()
+            or word in STOPWORDS
+            or token in CUE_WORDS
+            or token in LIGHT_VERBS
+            or token in _CHANGE_WORDS
+            or (is_value(token) and phrase)
+        ):
             break
         if is_value(token) or word in _PLAIN:
             continue
@@ -133,8 +146,7 @@ def other_leads(n: Reading, o: Reading) -> bool:
     (owner_n, lead_n, _), (owner_o, lead_o, _) = _lead(n), _lead(o)
     if {owner_n, owner_o} == {"own", "other"}:
         return True
-    return bool(lead_n and lead_o and not lead_n[0] & o.concepts
-                and not lead_o[0] & n.concepts)
+    return bool(lead_n and lead_o and not lead_n[0] & o.concepts and not lead_o[0] & n.concepts)
 
 
 def same_subject(n: Reading, o: Reading) -> bool:
@@ -151,17 +163,16 @@ def same_subject(n: Reading, o: Reading) -> bool:
     # a common word may lead both ("team size is 5" / "the team grew to 7"), and "we" may be
     # the team ("we're down to four engineers" / "the team is five engineers")
     same_lead = bool(lead_n and lead_o and lead_n[0] & lead_o[0])
-    we_are_it = any(owner == "own" and not lead and their
-                    and frozenset().union(*their) <= GENERIC
-                    for owner, lead, their in ((owner_n, lead_n, lead_o),
-                                               (owner_o, lead_o, lead_n)))
+    we_are_it = any(
+        owner == "own" and not lead and their and frozenset().union(*their) <= GENERIC
+        for owner, lead, their in ((owner_n, lead_n, lead_o), (owner_o, lead_o, lead_n))
+    )
     if not (shared or same_lead or we_are_it):
         return False  # nothing in common but the values' own words
-    if ids_n and ids_o and ids_n[0] != ids_o[0] and \
-            frozenset().union(*lead_n) & frozenset().union(*lead_o):
+    if ids_n and ids_o and ids_n[0] != ids_o[0] and frozenset().union(*lead_n) & frozenset().union(*lead_o):
         return False  # "service 7" and "service 9", "ticket 4512" and "ticket 4620"
     if not lead_n or not lead_o:
-        return True   # "We're down to four engineers", "Upgraded the service to ..."
+        return True  # "We're down to four engineers", "Upgraded the service to ..."
     if not lead_n[0] & o.concepts and not lead_o[0] & n.concepts:
         return False  # each opens with a thing the other never names
     if {owner_n, owner_o} == {"own", "other"}:
@@ -179,9 +190,11 @@ def same_subject(n: Reading, o: Reading) -> bool:
 # of the same work replaces the old one ("Priya owns the billing service").
 
 
-_HOLDS = re.compile(r"\b([a-z][a-z'-]+) (?:now |also )?(?:owns|leads|manages|maintains|runs|"
-                    r"handles|is responsible for|is in charge of|took over|takes over|"
-                    r"has taken over|is the owner of|is the lead of|heads)\s+([^.;,]+)")
+_HOLDS = re.compile(
+    r"\b([a-z][a-z'-]+) (?:now |also )?(?:owns|leads|manages|maintains|runs|"
+    r"handles|is responsible for|is in charge of|took over|takes over|"
+    r"has taken over|is the owner of|is the lead of|heads)\s+([^.;,]+)"
+)
 _NOT_HOLDERS = frozenset(words(_LEXICON["not_holders"]))
 _WORK_FILLER = frozenset(token_tuple(" ".join(words(_LEXICON["work_filler"]))))
 
@@ -203,18 +216,25 @@ def _holders(text: str) -> dict[str, frozenset[str]]:
 def handover(n: Reading, o: Reading) -> bool:
     """The same work, another holder: "Tom owns billing now" replaces "Priya owns billing"."""
     mine, theirs = _holders(n.text), _holders(o.text)
-    return any(jaccard(work, old_work) >= 0.5 and person != old_person and old_person not in mine
-               for person, work in mine.items() for old_person, old_work in theirs.items())
+    return any(
+        jaccard(work, old_work) >= 0.5 and person != old_person and old_person not in mine
+        for person, work in mine.items()
+        for old_person, old_work in theirs.items()
+    )
 
 
-_MOVED_TEAM = re.compile(r"\b([a-z][a-z'-]+) (?:has |just |recently )*(?:moved|switched|"
-                         r"transferred|changed|went) (?:over )?(?:to|into) (?:the |a )?([\w-]+) team\b")
-_ON_TEAM = re.compile(r"\b([a-z][a-z'-]+) (?:is|works|sits) (?:on|in|with|for) (?:the |a )?"
-                      r"([\w-]+) team\b")
+_MOVED_TEAM = re.compile(
+    r"\b([a-z][a-z'-]+) (?:has |just |recently )*(?:moved|switched|"
+    r"transferred|changed|went) (?:over )?(?:to|into) (?:the |a )?([\w-]+) team\b"
+)
+_ON_TEAM = re.compile(
+    r"\b([a-z][a-z'-]+) (?:is|works|sits) (?:on|in|with|for) (?:the |a )?"
+    r"([\w-]+) team\b"
+)
 
 
 def team_move(n: Reading, o: Reading) -> bool:
-    """"Priya moved to the search team" replaces "Priya is on the billing team"."""
+    """ "Priya moved to the search team" replaces "Priya is on the billing team"."""
     moved = {m[1]: m[2] for m in _MOVED_TEAM.finditer(n.text) if m[1] not in STOPWORDS}
     return any(moved.get(m[1]) not in (None, m[2]) for m in _ON_TEAM.finditer(o.text))
 
@@ -251,8 +271,11 @@ def _held(r: Reading) -> dict[str, set[str]]:
 
 def _contexts(n: Reading, o: Reading, category: str) -> tuple[set[str], set[str]]:
     """What each text says around the slot, without members, slot names and values."""
-    noise = ({m for _, m in n.members | o.members} | GENERIC
-             | {w for w, cats in SLOT_OF.items() if category in cats})
+    noise = (
+        {m for _, m in n.members | o.members}
+        | GENERIC
+        | {w for w, cats in SLOT_OF.items() if category in cats}
+    )
     mine = (n.concepts - CUE_WORDS) - noise - {w for w in n.concepts if is_value(w)}
     theirs = (o.concepts - CUE_WORDS) - noise - {w for w in o.concepts if is_value(w)}
     return mine, theirs
@@ -301,7 +324,7 @@ def value_change(n: Reading, o: Reading) -> bool:
 
 
 def polarity_flip(n: Reading, o: Reading) -> bool:
-    """"Drinks coffee" -> "doesn't drink coffee anymore"; "never X" -> "always X"."""
+    """ "Drinks coffee" -> "doesn't drink coffee anymore"; "never X" -> "always X"."""
     if n.negative == o.negative or n.progression:
         return False
     return bool((n.topic & o.topic) - GENERIC) and jaccard(n.topic, o.topic) >= 0.5
@@ -318,8 +341,11 @@ def slot_change(n: Reading, o: Reading) -> bool:
     if not n.strong_change or (n.values - _EVENT_TIMES and not o.values):
         return False  # a new time for something the old memory gave no time for
     # only the clause holding the cue counts: "..., CI does it" is a reason, not a change
-    clause = read(" ".join(c for c in re.split(r"[,;:]|\b(?:and|but|because|since|so)\b",
-                                               n.text) if STRONG_CHANGE.search(c)))
+    clause = read(
+        " ".join(
+            c for c in re.split(r"[,;:]|\b(?:and|but|because|since|so)\b", n.text) if STRONG_CHANGE.search(c)
+        )
+    )
     shared = (clause.topic & o.topic) - GENERIC - side_words(NEW_SIDE, n.text)
     if not shared or not (o.topic - clause.topic) or not (clause.topic - o.topic):
         return False
@@ -330,16 +356,21 @@ def slot_change(n: Reading, o: Reading) -> bool:
 
 
 # when the change happened, not a value of what changed ("moved my savings this year")
-_EVENT_TIMES = frozenset({"this year", "this month", "this week", "today", "tonight",
-                          "yesterday"})
-_CHANGE_VERB = (r"(?:switched|migrated|moved|replaced|changed|swapped|converted|rewrote|"
-                r"rewritten|upgraded|downgraded|pushed|postponed|delayed|rescheduled|"
-                r"cancell?ed|dropped|ditched|abandoned|increased|decreased|raised|lowered|"
-                r"reduced|extended)")
-_ACTIVE_OBJECT = re.compile(_CHANGE_VERB + r"\s+(?:(?:the|a|an|our|my|their|its|this|"
-                            r"that|all|some)\s+)*((?:[\w.+#-]+\s*)+)")
-_PASSIVE_SUBJECT = re.compile(r"([\w.+#-]+)\s+(?:was|were|is|are|got|has been|have been|"
-                              r"had been)\s+" + _CHANGE_VERB)
+_EVENT_TIMES = frozenset({"this year", "this month", "this week", "today", "tonight", "yesterday"})
+_CHANGE_VERB = (
+    r"(?:switched|migrated|moved|replaced|changed|swapped|converted|rewrote|"
+    r"rewritten|upgraded|downgraded|pushed|postponed|delayed|rescheduled|"
+    r"cancell?ed|dropped|ditched|abandoned|increased|decreased|raised|lowered|"
+    r"reduced|extended)"
+)
+_ACTIVE_OBJECT = re.compile(
+    _CHANGE_VERB + r"\s+(?:(?:the|a|an|our|my|their|its|this|"
+    r"that|all|some)\s+)*((?:[\w.+#-]+\s*)+)"
+)
+_PASSIVE_SUBJECT = re.compile(
+    r"([\w.+#-]+)\s+(?:was|were|is|are|got|has been|have been|"
+    r"had been)\s+" + _CHANGE_VERB
+)
 _OBJECT_BREAK = SIDE_BREAK | frozenset(words(_LEXICON["object_break"]))
 
 
@@ -358,12 +389,14 @@ def changed_heads(text: str) -> frozenset[str]:
     return frozenset(heads - STOPWORDS - GENERIC)
 
 
-_RELOCATION = re.compile(r"\b(?:i|we|user|they|he|she)(?: have| has| just| recently| finally)*"
-                         r" (?:moved|relocated) to ([a-z][\w-]*)")
+_RELOCATION = re.compile(
+    r"\b(?:i|we|user|they|he|she)(?: have| has| just| recently| finally)*"
+    r" (?:moved|relocated) to ([a-z][\w-]*)"
+)
 
 
 def relocation(n: Reading, o: Reading) -> bool:
-    """"I moved to Lisbon" replaces where the user lives, unless that already says Lisbon."""
+    """ "I moved to Lisbon" replaces where the user lives, unless that already says Lisbon."""
     m = _RELOCATION.search(n.text)
     if not m or m[1] in STOPWORDS or canon(m[1]) in MEMBER_OF:
         return False
@@ -374,7 +407,7 @@ _ABOUT_USER = re.compile(r"\b(?:user|i|my|we|our)\b")
 
 
 def new_one(n: Reading, o: Reading) -> bool:
-    """"I started a new job as ..." replaces what the user's job was ("works as an
+    """ "I started a new job as ..." replaces what the user's job was ("works as an
     analyst at ..."): the user's one thing of that kind, now another."""
     if not _ABOUT_USER.search(o.text):
         return False
@@ -383,13 +416,15 @@ def new_one(n: Reading, o: Reading) -> bool:
 
 
 _WAITING = re.compile(r"\b(blocked|waiting|awaiting|on hold|pending|stuck)\b")
-_RESOLVED = re.compile(r"\b(passed|approved|resolved|unblocked|done|finished|completed|"
-                       r"closed|merged|landed|arrived|heard back|got back|received|signed|"
-                       r"cleared|fixed|granted|accepted|rejected|denied|cancel+ed)\b")
+_RESOLVED = re.compile(
+    r"\b(passed|approved|resolved|unblocked|done|finished|completed|"
+    r"closed|merged|landed|arrived|heard back|got back|received|signed|"
+    r"cleared|fixed|granted|accepted|rejected|denied|cancel+ed)\b"
+)
 
 
 def resolution(n: Reading, o: Reading) -> bool:
-    """"Blocked on the security review" ends when "the security review passed"."""
+    """ "Blocked on the security review" ends when "the security review passed"."""
     if not _WAITING.search(o.text) or _WAITING.search(n.text) or not _RESOLVED.search(n.text):
         return False
     return bool((n.topic & o.topic) - GENERIC)
@@ -400,10 +435,12 @@ _OPPOSITES = tuple((canon(a), canon(b)) for a, b in _LEXICON["opposites"])
 
 
 def opposite(n: Reading, o: Reading) -> bool:
-    """"Prefers short answers" -> "likes long detailed answers": same subject, other end."""
+    """ "Prefers short answers" -> "likes long detailed answers": same subject, other end."""
     if n.negative != o.negative or n.progression:
         return False
-    flipped = any((a in n.topic and b in o.topic and b not in n.topic)
-                  or (b in n.topic and a in o.topic and a not in n.topic)
-                  for a, b in _OPPOSITES)
+    flipped = any(
+        (a in n.topic and b in o.topic and b not in n.topic)
+        or (b in n.topic and a in o.topic and a not in n.topic)
+        for a, b in _OPPOSITES
+    )
     return flipped and bool((n.topic & o.topic) - GENERIC)

@@ -1,48 +1,64 @@
 """Scene cells (seed C): `extract_cells` turns an exchange into typed cells filed under a
 scene, `summarise_scene` writes a scene's summary."""
+
 from __future__ import annotations
 
 import re
 
-from engine.judges.rules.cues import EVENT, WORK_NOUN, is_request, is_small_talk
 from engine.judges.lexicon import lexicon, words
+from engine.judges.rules.cues import EVENT, WORK_NOUN, is_request, is_small_talk
 from engine.judges.rules.dates import DAY_RE, FULL_MONTH_RE
 from engine.judges.rules.hedging import confidence
 from engine.judges.rules.reading import FIRST_PERSON, as_sentence, read, sentences, similarity
-from engine.judges.rules.words import (GENERIC,
-    STANCE,
-    STOPWORDS,
-    WORD_RE,
-    canon,
-    is_value,
-    normalise,
-    stems)
+from engine.judges.rules.words import GENERIC, STANCE, STOPWORDS, WORD_RE, canon, is_value, normalise, stems
 
 _LEXICON = lexicon("scenes")
 
-_KIND_RULES = tuple((kind, re.compile(cue)) for kind, cue in (
-    ("decision", r"\b(decided|decide|decision|going with|go with|went with|let us|chose|"
-                 r"chosen|settled on|agreed|opted|picked|ended up|switching|migrating|"
-                 r"switched|migrated)\b"),
-    ("plan", rf"\b(plan|plans|planned|planning|roadmap|milestone|will ship|going to|"
-             rf"schedul\w*|next (week|sprint|month|quarter)|by ({DAY_RE}|the end|"
-             rf"{FULL_MONTH_RE}|q[1-4]|\d))\b"),
-    ("risk", r"\b(risks?|risky|(might|could|may|will) (break|drift|fail|leak|corrupt|lose|"
-             r"cause)|drift\w*|concerns?|concerned|worr(y|ies|ied)|danger\w*|fragile|flaky|"
-             r"vulnerab\w*|bottleneck|caveat|downside|race condition)\b"),
-    ("decision", r"\bwe will\b"),
-    ("preference", r"\b(prefer\w*|always|never|(i|we|user) (really )?(like|likes|love|loves|"
-                   r"hate|hates|dislike|dislikes)|favou?rite|would rather)\b"),
-    ("task", r"\b(todo|need to|needs to|must|have to|has to|should|remember to|remind me|"
-             r"do not forget|action item|fixme)\b"),
-))
+_KIND_RULES = tuple(
+    (kind, re.compile(cue))
+    for kind, cue in (
+        (
+            "decision",
+            r"\b(decided|decide|decision|going with|go with|went with|let us|chose|"
+            r"chosen|settled on|agreed|opted|picked|ended up|switching|migrating|"
+            r"switched|migrated)\b",
+        ),
+        (
+            "plan",
+            rf"\b(plan|plans|planned|planning|roadmap|milestone|will ship|going to|"
+            rf"schedul\w*|next (week|sprint|month|quarter)|by ({DAY_RE}|the end|"
+            rf"{FULL_MONTH_RE}|q[1-4]|\d))\b",
+        ),
+        (
+            "risk",
+            r"\b(risks?|risky|(might|could|may|will) (break|drift|fail|leak|corrupt|lose|"
+            r"cause)|drift\w*|concerns?|concerned|worr(y|ies|ied)|danger\w*|fragile|flaky|"
+            r"vulnerab\w*|bottleneck|caveat|downside|race condition)\b",
+        ),
+        ("decision", r"\bwe will\b"),
+        (
+            "preference",
+            r"\b(prefer\w*|always|never|(i|we|user) (really )?(like|likes|love|loves|"
+            r"hate|hates|dislike|dislikes)|favou?rite|would rather)\b",
+        ),
+        (
+            "task",
+            r"\b(todo|need to|needs to|must|have to|has to|should|remember to|remind me|"
+            r"do not forget|action item|fixme)\b",
+        ),
+    )
+)
 _KIND_SALIENCE: dict[str, float] = dict(_LEXICON["kind_salience"])
-_EMPHASIS = re.compile(r"\b(always|never|must|critical|important|urgent|asap|deadline|"
-                       r"blocker|security)\b")
-_PROJECT_WORDS = re.compile(r"\b(project|app|application|api|service|repo|repository|"
-                            r"codebase|backend|frontend|server|database|schema|pipeline|"
-                            r"deploy\w*|production|staging|release|tests?|build|team|"
-                            r"memory|memories|cache|index|scene|summar\w+)\b")
+_EMPHASIS = re.compile(
+    r"\b(always|never|must|critical|important|urgent|asap|deadline|"
+    r"blocker|security)\b"
+)
+_PROJECT_WORDS = re.compile(
+    r"\b(project|app|application|api|service|repo|repository|"
+    r"codebase|backend|frontend|server|database|schema|pipeline|"
+    r"deploy\w*|production|staging|release|tests?|build|team|"
+    r"memory|memories|cache|index|scene|summar\w+)\b"
+)
 _KIND_CUE_WORDS = stems(_LEXICON["kind_cues"])
 _SCENE_SKIP = frozenset(words(_LEXICON["scene_skip"]))
 _SCENE_OF_CATEGORY: dict[str, str] = dict(_LEXICON["scene_of_category"])
@@ -90,14 +106,24 @@ def _topic_word(norm: str) -> str:
 
     def topical(i: int, word: str) -> bool:
         key = canon(word)
-        return (word.isalpha() and len(word) > 2 and word not in STOPWORDS
-                and word not in _SCENE_SKIP and word not in _ORDINALS and not is_value(key)
-                and key not in GENERIC | STANCE | _KIND_CUE_WORDS
-                and not (word.endswith("ed") and len(word) > 4)  # a participle
-                and not (word.endswith("ing") and i > 0 and raw[i - 1] in _BE_WORDS))
+        return (
+            word.isalpha()
+            and len(word) > 2
+            and word not in STOPWORDS
+            and word not in _SCENE_SKIP
+            and word not in _ORDINALS
+            and not is_value(key)
+            and key not in GENERIC | STANCE | _KIND_CUE_WORDS
+            and not (word.endswith("ed") and len(word) > 4)  # a participle
+            and not (word.endswith("ing") and i > 0 and raw[i - 1] in _BE_WORDS)
+        )
+
     # "... about the API spec" names its topic outright
-    about = re.search(r"\b(?:about|regarding|concerning|re)\s+(?:(?:the|our|my|a|an|their)\s+)?"
-                      r"([a-z][\w-]*)", norm)
+    about = re.search(
+        r"\b(?:about|regarding|concerning|re)\s+(?:(?:the|our|my|a|an|their)\s+)?"
+        r"([a-z][\w-]*)",
+        norm,
+    )
     if about and about[1] in raw and topical(raw.index(about[1]), about[1]):
         return about[1]
     for i, word in enumerate(raw):
@@ -113,8 +139,13 @@ def _cell(sentence: str, from_user: bool) -> dict | None:
     kind = _kind(norm)
     if kind == "fact":
         # a fact needs an owner: the user, their project, or a named tool
-        grounded = (FIRST_PERSON.search(norm) or _PROJECT_WORDS.search(norm)
-                    or WORK_NOUN.search(norm) or EVENT.search(norm) or read(sentence).members)
+        grounded = (
+            FIRST_PERSON.search(norm)
+            or _PROJECT_WORDS.search(norm)
+            or WORK_NOUN.search(norm)
+            or EVENT.search(norm)
+            or read(sentence).members
+        )
         if not from_user or not grounded:
             return None
     if not from_user and kind == "preference":
@@ -124,8 +155,12 @@ def _cell(sentence: str, from_user: bool) -> dict | None:
         salience -= 0.2  # hedged; risks are hedged by nature, so they keep their weight
     if not from_user:
         salience -= 0.1
-    return {"scene": _scene(sentence), "kind": kind,
-            "salience": round(max(0.05, min(1.0, salience)), 2), "content": sentence.strip()}
+    return {
+        "scene": _scene(sentence),
+        "kind": kind,
+        "salience": round(max(0.05, min(1.0, salience)), 2),
+        "content": sentence.strip(),
+    }
 
 
 def extract_cells(user: str, assistant: str) -> list[dict]:

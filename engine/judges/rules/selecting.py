@@ -1,4 +1,5 @@
 """The select judge: which recall candidates fit a query, best first."""
+
 from __future__ import annotations
 
 import math
@@ -6,22 +7,16 @@ import re
 from collections import Counter
 
 from engine.judges.lexicon import lexicon
-from engine.judges.rules.reading import FIRST_PERSON, Reading, clearly_nearest, read
 from engine.judges.lexicon.slots import MEMBER_OF
-from engine.judges.rules.words import (GENERIC,
-    SLOT_OF,
-    STANCE,
-    STOPWORDS,
-    canon,
-    is_value,
-    normalise,
-    stems)
+from engine.judges.rules.reading import FIRST_PERSON, Reading, clearly_nearest, read
+from engine.judges.rules.words import GENERIC, SLOT_OF, STANCE, STOPWORDS, canon, is_value, normalise, stems
 
 _LEXICON = lexicon("recall")
 
 
-def select(query: str, candidates: list[tuple[int, str]], top_n: int,
-           similar: dict[int, float] | None = None) -> list[int]:
+def select(
+    query: str, candidates: list[tuple[int, str]], top_n: int, similar: dict[int, float] | None = None
+) -> list[int]:
     """Which recall candidates fit the query, best first, at most `top_n`.
 
     Each shared content word scores its rarity among the candidates (IDF), and a query
@@ -37,8 +32,11 @@ def select(query: str, candidates: list[tuple[int, str]], top_n: int,
     q = read(query or "")
     if _about_the_user(q):
         # "what do you know about me?": everything about the user, in the given order
-        mine = [n for n, text in candidates if FIRST_PERSON.search(normalise(text or ""))
-                or re.search(r"\buser\b", (text or "").lower())]
+        mine = [
+            n
+            for n, text in candidates
+            if FIRST_PERSON.search(normalise(text or "")) or re.search(r"\buser\b", (text or "").lower())
+        ]
         return (mine + [n for n, _ in candidates if n not in mine])[:top_n]
     # 'like' in "what's the weather like?" is no preference: stance words count only when
     # the query has nothing else ("what are my preferences?").
@@ -60,8 +58,9 @@ def select(query: str, candidates: list[tuple[int, str]], top_n: int,
     for position, (number, r) in enumerate(readings):
         # sorted, so float sums (and hence ties) do not depend on set order
         score = sum(math.log(1 + total / _df(readings, w)) for w in sorted(wanted & r.concepts))
-        score += sum(math.log(1 + total / linking[a])
-                     for a in sorted(linked[position] - (wanted & r.concepts)))
+        score += sum(
+            math.log(1 + total / linking[a]) for a in sorted(linked[position] - (wanted & r.concepts))
+        )
         for category in sorted(namers.keys() & {c for c, _ in r.members}):
             if not namers[category] & r.concepts:  # a word already matched counts once
                 score += math.log(1 + total / _df_slot(readings, category))
@@ -80,10 +79,10 @@ def select(query: str, candidates: list[tuple[int, str]], top_n: int,
     return [number for score, _, number in scored if -score >= floor][:top_n]
 
 
-SIM_FLOOR = 0.25   # a cosine below this fits no query, whatever the words say
-SIM_WEIGHT = 4.0   # a close meaning (cosine 0.6) weighs about two shared rare words
-SIM_NEAR = 0.20    # the nearest candidate fits when at least this close ...
-SIM_LEAD = 0.10    # ... and this far ahead of the next: it is what the query means
+SIM_FLOOR = 0.25  # a cosine below this fits no query, whatever the words say
+SIM_WEIGHT = 4.0  # a close meaning (cosine 0.6) weighs about two shared rare words
+SIM_NEAR = 0.20  # the nearest candidate fits when at least this close ...
+SIM_LEAD = 0.10  # ... and this far ahead of the next: it is what the query means
 
 
 def _with_similarity(scored: list, similar: dict[int, float], order: list[int]) -> list:
@@ -94,15 +93,17 @@ def _with_similarity(scored: list, similar: dict[int, float], order: list[int]) 
     attrition" means the churn memory, not the one sharing "customer"): cosines are low
     for short queries, so a clear lead says more than the cosine itself."""
     words = {number: -score for score, _, number in scored}
-    totals = {number: words.get(number, 0.0)
-              + max(0.0, (similar.get(number) or 0.0) - SIM_FLOOR) * SIM_WEIGHT
-              for number in order}
+    totals = {
+        number: words.get(number, 0.0) + max(0.0, (similar.get(number) or 0.0) - SIM_FLOOR) * SIM_WEIGHT
+        for number in order
+    }
     nearest = clearly_nearest(similar, SIM_NEAR, SIM_LEAD)
     if nearest in totals:
         floor = (similar[nearest] - SIM_NEAR) * SIM_WEIGHT  # > 0: picked even alone
         totals[nearest] = max(totals[nearest], max(totals.values()), floor)
-    return [(-totals[number], position, number) for position, number in enumerate(order)
-            if totals[number] > 0]
+    return [
+        (-totals[number], position, number) for position, number in enumerate(order) if totals[number] > 0
+    ]
 
 
 # Three or more capitals are an abbreviation ("MRR", "SLAs"); two spell too many word
@@ -114,9 +115,11 @@ def _abbreviations(query: str, texts: list[str]) -> list[set[str]]:
     """The abbreviations linking each text to the query: "what's our MRR?" and "the
     monthly recurring revenue ...", or "annual recurring revenue" and "ARR is ..."."""
     asked = {a.lower() for a in _ABBREVIATION.findall(query)}
-    return [{a for a in asked if _spells(a, text)}
-            | {a.lower() for a in _ABBREVIATION.findall(text) if _spells(a.lower(), query)}
-            for text in texts]
+    return [
+        {a for a in asked if _spells(a, text)}
+        | {a.lower() for a in _ABBREVIATION.findall(text) if _spells(a.lower(), query)}
+        for text in texts
+    ]
 
 
 def _spells(abbreviation: str, text: str) -> bool:
@@ -133,8 +136,7 @@ def _spelled_from(abbreviation: str, found: list[str], i: int) -> bool:
     for k, letter in enumerate(abbreviation):
         while 0 < k and i < len(found) and found[i] in STOPWORDS and found[i][0] != letter:
             i += 1  # a small word between two letters ("time of arrival")
-        if i >= len(found) or found[i][0] != letter or \
-                (found[i] in STOPWORDS and k in (0, last)):
+        if i >= len(found) or found[i][0] != letter or (found[i] in STOPWORDS and k in (0, last)):
             return False
         i += 1
     return True
@@ -146,29 +148,37 @@ _DATED_WORDS = stems(_LEXICON["dated_words"])
 _SLOT_WORDS = {"place": _PLACE_WORDS, "time": _TIME_WORDS}
 _BOOSTS = frozenset({"time"})  # a date only helps a memory already on topic
 # "moved to Lisbon", "moved from Berlin to Lisbon", "relocating back to Porto", "based in Oslo"
-_MOVED_TO = re.compile(r"\b(?:moved|relocated|moving|relocating)(?: back)?"
-                       r"(?: from [a-z][\w-]*(?: [a-z][\w-]*)?)? to ([a-z][\w-]*)|"
-                       r"\b(?:i am|is|are|we are|am) (?:originally )?from [a-z]|"
-                       r"\b(?:based|settled) in ([a-z][\w-]*)")
+_MOVED_TO = re.compile(
+    r"\b(?:moved|relocated|moving|relocating)(?: back)?"
+    r"(?: from [a-z][\w-]*(?: [a-z][\w-]*)?)? to ([a-z][\w-]*)|"
+    r"\b(?:i am|is|are|we are|am) (?:originally )?from [a-z]|"
+    r"\b(?:based|settled) in ([a-z][\w-]*)"
+)
 
 
 def _asks_place(q: Reading) -> bool:
     return bool(q.concepts & _PLACE_WORDS) or bool(
-        re.match(r"where\b", q.text) and re.search(r"\b(i|me|user|we|he|she|they)\b", q.text)
-        and not (q.topic - _PLACE_WORDS - GENERIC))
+        re.match(r"where\b", q.text)
+        and re.search(r"\b(i|me|user|we|he|she|they)\b", q.text)
+        and not (q.topic - _PLACE_WORDS - GENERIC)
+    )
 
 
 def _holds_place(r: Reading) -> bool:
     m = _MOVED_TO.search(r.text)
     place = m and (m[1] or m[2])
-    moved_to_place = bool(m) and (place is None or (place not in STOPWORDS
-                                                    and canon(place) not in MEMBER_OF))
+    moved_to_place = bool(m) and (place is None or (place not in STOPWORDS and canon(place) not in MEMBER_OF))
     return canon("live") in r.concepts or moved_to_place
 
 
 def _asks_time(q: Reading) -> bool:
-    return bool(re.match(r"(when|what time|what day|which day|what date|how soon|"
-                         r"how long until|by when|until when)\b", q.text))
+    return bool(
+        re.match(
+            r"(when|what time|what day|which day|what date|how soon|"
+            r"how long until|by when|until when)\b",
+            q.text,
+        )
+    )
 
 
 def _holds_time(r: Reading) -> bool:
@@ -182,8 +192,11 @@ _SELF_WORDS = stems(_LEXICON["self_words"])
 
 def _about_the_user(q: Reading) -> bool:
     """'What do you know about me?', 'tell me about myself': no topic but the user."""
-    if not re.search(r"\b(know|remember|learn\w*|stored|saved|recall|notes?|profile|"
-                     r"tell me about|summari[sz]e)\b", q.text):
+    if not re.search(
+        r"\b(know|remember|learn\w*|stored|saved|recall|notes?|profile|"
+        r"tell me about|summari[sz]e)\b",
+        q.text,
+    ):
         return False
     return not (q.topic - _ABOUT_WORDS - GENERIC - _SELF_WORDS)
 

@@ -1,4 +1,5 @@
 """The contradiction judge: which older memories a new one supersedes or restates."""
+
 from __future__ import annotations
 
 import difflib
@@ -7,7 +8,8 @@ from collections import Counter
 
 from engine.judges.lexicon import lexicon
 from engine.judges.rules.exemptions import change_clause, change_said, guarded, other_item
-from engine.judges.rules.reading import (NUMBER_WORDS,
+from engine.judges.rules.reading import (
+    NUMBER_WORDS,
     OLD_SIDE,
     Reading,
     clearly_nearest,
@@ -15,8 +17,10 @@ from engine.judges.rules.reading import (NUMBER_WORDS,
     gist,
     jaccard,
     read,
-    side_words)
-from engine.judges.rules.replacements import (LIGHT_VERBS,
+    side_words,
+)
+from engine.judges.rules.replacements import (
+    LIGHT_VERBS,
     changed_heads,
     handover,
     member_swap,
@@ -30,14 +34,16 @@ from engine.judges.rules.replacements import (LIGHT_VERBS,
     same_units,
     slot_change,
     team_move,
-    value_change)
+    value_change,
+)
 from engine.judges.rules.words import GENERIC, STOPWORDS, WORD_RE, canon, token_tuple
 
 _LEXICON = lexicon("superseding")
 
 
-def contradiction(new: str, candidates: list[tuple[int, str]],
-                  similar: dict[int, float] | None = None) -> dict:
+def contradiction(
+    new: str, candidates: list[tuple[int, str]], similar: dict[int, float] | None = None
+) -> dict:
     """Which candidates the NEW memory supersedes, and which it merely restates.
 
     Supersede = the same slot gets a new filler: a lexicon member replaced by another
@@ -69,8 +75,7 @@ def contradiction(new: str, candidates: list[tuple[int, str]],
             supersedes.append(number)  # "4 painting projects" -> "my 5th painting project"
         elif _left_elsewhere(fresh, old) or _other_subject(fresh, old):
             continue
-        elif _replaces(fresh, old) or _changed(fresh, old, similar.get(number),
-                                               number == nearest):
+        elif _replaces(fresh, old) or _changed(fresh, old, similar.get(number), number == nearest):
             supersedes.append(number)
         elif _same_thing(fresh, old, new or "", text or "") and _restates(fresh, old):
             confirms.append(number)
@@ -95,8 +100,12 @@ def _content_words(r: Reading) -> frozenset[str]:
 def _unmatched(a: frozenset[str], b: frozenset[str]) -> set[str]:
     """Words of `a` that `b` holds neither as such nor as a clipping ('prod' /
     'production')."""
-    return {w for w in a if w not in b and not any(
-        len(x) >= 4 and len(w) >= 4 and (x.startswith(w) or w.startswith(x)) for x in b)}
+    return {
+        w
+        for w in a
+        if w not in b
+        and not any(len(x) >= 4 and len(w) >= 4 and (x.startswith(w) or w.startswith(x)) for x in b)
+    }
 
 
 def _other_subject(n: Reading, o: Reading) -> bool:
@@ -127,24 +136,31 @@ def _changed(n: Reading, o: Reading, similarity: float | None, nearest: bool = F
     # a stray shared name ("Google") is not a shared subject: the overlap must count on both
     by_words = len(shared) / sizes[0] >= 0.3 and len(shared) / sizes[1] >= 0.25
     by_strict = len(shared) / sizes[0] >= 0.5
-    close = by_words if similarity is None else \
-        similarity >= _SIMILAR or (similarity >= _RELATED and (shared or nearest))
+    close = (
+        by_words
+        if similarity is None
+        else similarity >= _SIMILAR or (similarity >= _RELATED and (shared or nearest))
+    )
     if not close or not (shared or similarity is not None):
         return False
     # a value or a setting of the same thing: words in common beyond the common verbs,
     # and numbers counting the same unit ("32 GB of RAM" and "8 CPU cores" are two)
-    values = bool(n.values - o.values) and bool(o.values - n.values) and bool(shared) \
-        and same_units(n, o)
+    values = bool(n.values - o.values) and bool(o.values - n.values) and bool(shared) and same_units(n, o)
     mine, theirs = _settings(n), _settings(o)
-    flipped = bool(shared) and any((a in mine and b in theirs and b not in mine)
-                                   or (b in mine and a in theirs and a not in mine)
-                                   for a, b in _FLIPS)
+    flipped = bool(shared) and any(
+        (a in mine and b in theirs and b not in mine) or (b in mine and a in theirs and a not in mine)
+        for a, b in _FLIPS
+    )
     if values or flipped:
         return True
     # a change word alone needs more in common, and something of the old left behind
     left = o.topic - n.topic - GENERIC - LIGHT_VERBS
-    if not (change_said(n) and left and (similarity is not None or by_strict)
-            and ((n.topic - o.topic) or n.negative != o.negative)):
+    if not (
+        change_said(n)
+        and left
+        and (similarity is not None or by_strict)
+        and ((n.topic - o.topic) or n.negative != o.negative)
+    ):
         return False
     return _acts_on(n, o, whole_text_close=similarity is not None)
 
@@ -163,17 +179,22 @@ def _acts_on(n: Reading, o: Reading, whole_text_close: bool) -> bool:
     return bool((read(said).topic & o.topic) - GENERIC - LIGHT_VERBS)
 
 
-_ENDED = re.compile(r"\b(?:no more|no longer|ditched|dropped|scrapped|cancel+ed|gave up|"
-                    r"quit|stopped|sold|turned off|disabled|left)\b")
-_SIMILAR = 0.55   # cosine at which two memories are about the same thing
-_RELATED = 0.40   # cosine at which a shared distinctive word confirms it
-_LEAD = 0.15      # how far the nearest must stand ahead of the next to be the one meant
+_ENDED = re.compile(
+    r"\b(?:no more|no longer|ditched|dropped|scrapped|cancel+ed|gave up|"
+    r"quit|stopped|sold|turned off|disabled|left)\b"
+)
+_SIMILAR = 0.55  # cosine at which two memories are about the same thing
+_RELATED = 0.40  # cosine at which a shared distinctive word confirms it
+_LEAD = 0.15  # how far the nearest must stand ahead of the next to be the one meant
 
 
-_TURNED = ((re.compile(r"\b(?:turn|turned|turns|switch|switched|shut|shuts) (?:\w+ ){0,3}?off\b"),
-            canon("disabled")),
-           (re.compile(r"\b(?:turn|turned|turns|switch|switched) (?:\w+ ){0,3}?on\b"),
-            canon("enabled")))
+_TURNED = (
+    (
+        re.compile(r"\b(?:turn|turned|turns|switch|switched|shut|shuts) (?:\w+ ){0,3}?off\b"),
+        canon("disabled"),
+    ),
+    (re.compile(r"\b(?:turn|turned|turns|switch|switched) (?:\w+ ){0,3}?on\b"), canon("enabled")),
+)
 
 
 def _settings(r: Reading) -> frozenset[str]:
@@ -201,17 +222,40 @@ def _replaces(n: Reading, o: Reading) -> bool:
         return True  # the new text names what it left behind, and the old one held it
     if n.additive:
         return False
-    return any(test(n, o) for test in (member_swap, value_change, polarity_flip,
-                                        slot_change, relocation, resolution, opposite,
-                                        handover, team_move, new_one))
+    return any(
+        test(n, o)
+        for test in (
+            member_swap,
+            value_change,
+            polarity_flip,
+            slot_change,
+            relocation,
+            resolution,
+            opposite,
+            handover,
+            team_move,
+            new_one,
+        )
+    )
 
 
-_ORDINALS = {"first": "1", "second": "2", "third": "3", "fourth": "4", "fifth": "5",
-             "sixth": "6", "seventh": "7", "eighth": "8", "ninth": "9", "tenth": "10"}
+_ORDINALS = {
+    "first": "1",
+    "second": "2",
+    "third": "3",
+    "fourth": "4",
+    "fifth": "5",
+    "sixth": "6",
+    "seventh": "7",
+    "eighth": "8",
+    "ninth": "9",
+    "tenth": "10",
+}
 # a count of things ("4 painting projects", "my 5th project", "thirteen books"): the number
 # and up to two words after it, the last being what is counted
-_COUNTED = re.compile(r"\b(\d+|%s)(?:st|nd|rd|th)?\s+((?:[a-z-]+\s+)?[a-z-]+)"
-                      % "|".join([*NUMBER_WORDS, *_ORDINALS]))
+_COUNTED = re.compile(
+    r"\b(\d+|%s)(?:st|nd|rd|th)?\s+((?:[a-z-]+\s+)?[a-z-]+)" % "|".join([*NUMBER_WORDS, *_ORDINALS])
+)
 
 
 def _counts(text: str) -> dict[str, tuple[str, frozenset[str]]]:
@@ -220,7 +264,7 @@ def _counts(text: str) -> dict[str, tuple[str, frozenset[str]]]:
     for m in _COUNTED.finditer(text):
         number = NUMBER_WORDS.get(m[1]) or _ORDINALS.get(m[1]) or m[1]
         said = m[2].split()
-        if said[1:] == ["of"] or text[m.end():].lstrip().startswith("of "):
+        if said[1:] == ["of"] or text[m.end() :].lstrip().startswith("of "):
             continue  # a measure of something ("32 GB of RAM"), not a count of things
         if said[-1] in STOPWORDS or said[-1] in ("now", "so", "left", "total"):
             said = said[:1]  # "2 bikes now": the count ends at a small word
@@ -273,7 +317,7 @@ def _near_verbatim(n: Reading, o: Reading) -> bool:
     return matcher.ratio() >= NEAR
 
 
-NEAR = 0.85        # near verbatim: this share of the words in the same order
+NEAR = 0.85  # near verbatim: this share of the words in the same order
 LONG_WORDS = 1000  # texts longer than this together are compared by their word pairs
 
 

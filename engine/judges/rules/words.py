@@ -4,6 +4,7 @@ The word lists live in `lexicon/words.yaml` (stopwords, phrases, synonyms, stanc
 cue words) and `lexicon/slots.yaml` (tool families); this module turns them into the
 tables the judges look words up in.
 """
+
 from __future__ import annotations
 
 import re
@@ -18,17 +19,23 @@ STOPWORDS = frozenset(words(_LEXICON["stopwords"]))
 
 # Contractions are expanded first so "don't" reads as a negation and "we'll" as "we will".
 _CONTRACTIONS = (
-    (r"\blet's\b", "let us"), (r"\bwon't\b", "will not"), (r"\bcan't\b", "can not"),
+    (r"\blet's\b", "let us"),
+    (r"\bwon't\b", "will not"),
+    (r"\bcan't\b", "can not"),
     (r"\bcannot\b", "can not"),
-    (r"n't\b", " not"), (r"'m\b", " am"), (r"'re\b", " are"), (r"'ve\b", " have"),
-    (r"'ll\b", " will"), (r"'d\b", " would"), (r"'s\b", ""),
+    (r"n't\b", " not"),
+    (r"'m\b", " am"),
+    (r"'re\b", " are"),
+    (r"'ve\b", " have"),
+    (r"'ll\b", " will"),
+    (r"'d\b", " would"),
+    (r"'s\b", ""),
 )
 # Multi-word names become one token, so "VS Code" and "vscode" are the same word.
 _PHRASES = tuple((pattern, repl) for pattern, repl in _LEXICON["phrases"])
 
 # raw word -> canonical word
-SYNONYMS = {word: canonical for canonical, raw in _LEXICON["synonyms"].items()
-            for word in words(raw)}
+SYNONYMS = {word: canonical for canonical, raw in _LEXICON["synonyms"].items() for word in words(raw)}
 _NOUN_SYNONYMS = frozenset(SYNONYMS.values()) - set(words(_LEXICON["not_nouns"]))
 
 
@@ -54,16 +61,14 @@ def stem(word: str) -> str:
     same key, never to produce a dictionary form."""
     if len(word) <= 3 or not word.isalpha():
         return word
-    for suffix, repl in (("ies", "y"), ("sses", "ss"), ("ches", "ch"), ("shes", "sh"),
-                         ("xes", "x")):
+    for suffix, repl in (("ies", "y"), ("sses", "ss"), ("ches", "ch"), ("shes", "sh"), ("xes", "x")):
         if word.endswith(suffix) and len(word) > len(suffix) + 2:
             word = word[: -len(suffix)] + repl
             break
     else:
         if word.endswith("s") and not word.endswith(("ss", "us", "is")):
             word = word[:-1]
-    for suffix in ("ability", "ingly", "edly", "able", "ible", "ing", "ed", "ly", "ness",
-                   "ment", "er"):
+    for suffix in ("ability", "ingly", "edly", "able", "ible", "ing", "ed", "ly", "ness", "ment", "er"):
         rest = word[: -len(suffix)]
         if word.endswith(suffix) and len(rest) >= 3 and re.search("[aeiouy]", rest):
             if suffix == "er" and len(word) < 6:
@@ -154,16 +159,14 @@ def stems(text: str) -> frozenset[str]:
     return frozenset(canon(w) for w in words(text))
 
 
-STANCE = stems(_LEXICON["stance"])    # how the user feels, not what about
-CUE_WORDS = stems(_LEXICON["cues"])   # a change, an addition or progress happened
+STANCE = stems(_LEXICON["stance"])  # how the user feels, not what about
+CUE_WORDS = stems(_LEXICON["cues"])  # a change, an addition or progress happened
 GENERIC = stems(_LEXICON["generic"])  # too common to say two texts share a topic
 _DATES = lexicon("dates")
-_VALUE_WORDS = stems(" ".join(_DATES["months"]) + " " + _DATES["weekdays"] + " "
-                     + _LEXICON["values"])
+_VALUE_WORDS = stems(" ".join(_DATES["months"]) + " " + _DATES["weekdays"] + " " + _LEXICON["values"])
 
 
 @lru_cache(maxsize=65536)
 def is_value(token: str) -> bool:
     """Is this token a value of a slot (a date, an amount, a version) rather than a topic?"""
-    return token in _VALUE_WORDS or bool(re.fullmatch(r"[\d.\-]+|v\d+|q[1-4]|\d+(am|pm)",
-                                                      token))
+    return token in _VALUE_WORDS or bool(re.fullmatch(r"[\d.\-]+|v\d+|q[1-4]|\d+(am|pm)", token))
