@@ -83,6 +83,42 @@ def test_said_at_is_the_created_at_and_the_clock_the_recording_time(memory, cloc
         mem.remember("I live in Porto.", said_at="last week")
 
 
+def test_a_late_turn_is_judged_on_the_day_it_was_said(db_path, clock, tmp_path):
+    """The prompts of a turn judged late read its said day as "today" (a relative date in
+    it resolves from then), and so does the question asked the other way round about a
+    memory said after it; a turn judged as it arrives reads the clock's day."""
+    judge = Judge(expiry={"expires_at": None})
+    with FakeOpenAI(judge) as fake:
+        with Memory(db_path, policy=policy_file(tmp_path, fake.base_url), clock=clock) as mem:
+            said = START - dt.timedelta(days=14)
+            mem.remember("I am in Berlin until Friday.", said_at=said)
+            mem.remember("I live in Lisbon now.")
+            late = mem.store.add_turn(mem.namespace, "I live in Porto.", "", said.isoformat())
+            mem.writer.process(late)
+    today = "Today is " + START.date().isoformat()
+    then = "Today is " + said.date().isoformat()
+    assert [then in p for p in judge.prompts["gate"]] == [True, False, True], judge.prompts["gate"]
+    assert [today in p for p in judge.prompts["gate"]] == [False, True, False]
+    assert then in judge.prompts["expiry"][0] and today in judge.prompts["expiry"][1]
+    # the late Porto turn: its own contradiction on its day, Lisbon asked about on Lisbon's
+    asked = judge.prompts["contradiction"]
+    porto = [p for p in asked if re.search(r"^New memory: .*Porto", p, re.M)]
+    lisbon = [p for p in asked if re.search(r"^New memory: .*Lisbon", p, re.M)]
+    assert porto and all(then in p for p in porto), porto
+    assert lisbon and all(today in p for p in lisbon), lisbon
+
+
+def test_the_rules_judges_resolve_a_late_turns_dates_from_its_day(memory, clock):
+    """Offline, "until Friday" said on Monday 2025-12-22 and judged on 2026-01-05 ends on
+    Friday 2025-12-26 (and so expires at the next pass), not on the Friday after judging."""
+    mem = memory()
+    said = dt.datetime(2025, 12, 22, 9, 0)
+    [mid] = mem.remember("I am in Berlin until Friday.", said_at=said)
+    assert mem.get(mid).expires_at.startswith("2025-12-26"), mem.get(mid).expires_at
+    [now] = mem.remember("I am in Madrid until Friday.")
+    assert mem.get(now).expires_at.startswith("2026-01-09"), mem.get(now).expires_at
+
+
 def test_an_add_is_said_when_it_is_recorded(memory):
     mem = memory()
     mid = mem.add("User prefers tabs", judged=False)

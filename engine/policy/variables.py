@@ -23,6 +23,10 @@ _CLOCK = {
     "now": ("the clock's time (a datetime)", NOW),
     "today": ("the clock's date, YYYY-MM-DD", TODAY),
 }
+_SAID = {  # a turn is judged on the day it was said, however late (docs/time.md)
+    "now": ("when the turn was said (a datetime; the clock's time for a memory added)", NOW),
+    "today": ("the date the turn was said, YYYY-MM-DD", TODAY),
+}
 _MEMORY = {
     "memory": (
         "the new memory so far: content, summary, tags",
@@ -74,7 +78,7 @@ _POOL = [
     },
 ]
 
-WRITE = {**_TURN, **_CLOCK, **_MEMORY, **_WRITE_CANDIDATES}
+WRITE = {**_TURN, **_SAID, **_MEMORY, **_WRITE_CANDIDATES}
 _SUPERSEDING = {
     "max_supersedes": (
         "at most this many memories one new memory may supersede (param max_supersedes, default 3)",

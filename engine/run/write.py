@@ -15,7 +15,7 @@ import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from engine.base.clock import iso
+from engine.base.clock import iso, parse_time
 from engine.base.errors import LeaseLost, LetheError
 from engine.base.records import parse_tags, pending_reasons  # noqa: F401 - where callers look
 from engine.judges import JudgeUnavailable
@@ -350,7 +350,8 @@ class Writer:
                 self.ctx.store.save_scene(self.ctx.namespace, scene, summary)
 
     def variables(self, judged: Judged, turn: dict, candidates=None) -> dict:
-        now = self.ctx.clock()
+        # a turn is judged on the day it was said, however late (docs/time.md)
+        now = parse_time(self.ctx.store.said_at) if self.ctx.store.said_at else self.ctx.clock()
         return {
             **turn,
             "now": now,
