@@ -229,3 +229,142 @@ def test_daemon_stops_cleanly_on_a_signal(db_path, sig):
             proc.kill()
     assert proc.returncode == 0, err
     assert "lethe daemon: stopped" in err and "Traceback" not in err
+
+
+# ---- a scheduler (and `lethe daemon`) whose every tick fails gives up after 5 minutes ----
+class Timer:
+    """A monotonic clock that moves only when the test moves it."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def refuse_leases(store, refuse: bool = True) -> None:
+    """Make the database refuse every lease (a trigger), as a failing database refuses
+    every write: each tick with work to do fails, every time, until it is lifted."""
+    if store.dialect == "postgres":
+        run_sql(
+            store,
+            "CREATE OR REPLACE FUNCTION refuse_lease() RETURNS trigger AS $$ BEGIN "
+            "RAISE EXCEPTION 'the disk says no'; END $$ LANGUAGE plpgsql",
+        )
+        run_sql(store, "DROP TRIGGER IF EXISTS refuse ON leases")
+        if refuse:
+            run_sql(
+                store,
+                "CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON leases "
+                "FOR EACH ROW EXECUTE FUNCTION refuse_lease()",
+            )
+    else:
+        for op in ("INSERT", "UPDATE"):
+            run_sql(store, f"DROP TRIGGER IF EXISTS refuse_{op}")
+            if refuse:
+                run_sql(
+                    store,
+                    f"CREATE TRIGGER refuse_{op} BEFORE {op} ON leases "
+                    "BEGIN SELECT RAISE(ABORT, 'the disk says no'); END",
+                )
+    if getattr(store.db, "in_transaction", False) or store.dialect == "postgres":
+        store.db.commit()
+
+
+def failed_more(sched, n: int = 2) -> bool:
+    """Wait until `n` more ticks have failed (so the scheduler has read the timer since)."""
+    start = sched.failed_ticks
+    return wait_for(lambda: sched.failed_ticks >= start + n or not sched.running)
+
+
+def test_a_scheduler_whose_every_tick_fails_for_five_minutes_gives_up(memory):
+    """The 5 minutes of `lethe daemon` (FAILING_FOR), read on an injected timer: at 300 s
+    of failed ticks it goes on, past them its thread ends with a one-line StoreError."""
+    from engine.base.errors import StoreError
+    from engine.cli.agent import FAILING_FOR
+
+    mem = memory("lifecycle")
+    mem.add("User prefers tabs over spaces", judged=False)  # passes are due: a tick takes the lease
+    refuse_leases(mem.store)
+    timer = Timer()
+    sched = Scheduler(mem, interval=0.01, give_up_after=FAILING_FOR, timer=timer).start()
+    try:
+        assert failed_more(sched, 3)
+        assert sched.failing_since == 0.0 and sched.running and sched.gave_up is None
+        timer.now = 300.0  # the limit itself: not yet
+        assert failed_more(sched)
+        assert sched.running and sched.gave_up is None
+        timer.now = 301.0
+        assert wait_for(lambda: not sched.running)
+        assert isinstance(sched.gave_up, StoreError)
+        said = str(sched.gave_up)
+        assert said.startswith("every tick failed for 301s (") and "the disk says no" in said
+        assert "\n" not in said
+        assert sched.ticks == 0  # no tick worked meanwhile
+    finally:
+        sched.stop()
+
+
+def test_a_tick_that_works_starts_the_five_minutes_again(memory, clock):
+    from engine.cli.agent import FAILING_FOR
+
+    mem = memory("lifecycle")
+    mem.add("User prefers tabs over spaces", judged=False)
+    refuse_leases(mem.store)
+    timer = Timer()
+    sched = Scheduler(mem, interval=0.01, give_up_after=FAILING_FOR, timer=timer).start()
+    try:
+        assert failed_more(sched)
+        timer.now = 299.0
+        assert failed_more(sched)
+        refuse_leases(mem.store, refuse=False)  # the database is back
+        assert wait_for(lambda: sched.ticks >= 1)
+        assert sched.failing_since is None and sched.failed_ticks == 0 and sched.failing_for() == 0.0
+        refuse_leases(mem.store)  # and fails again, with work due
+        clock.advance(dt.timedelta(hours=2))
+        timer.now = 400.0
+        assert failed_more(sched)
+        assert sched.failing_since == 400.0
+        timer.now = 700.0  # 300 s since the new first failure, 401 s since the old one
+        assert failed_more(sched)
+        assert sched.running and sched.gave_up is None
+        timer.now = 701.0
+        assert wait_for(lambda: not sched.running)
+        assert "failed for 301s" in str(sched.gave_up)
+    finally:
+        sched.stop()
+
+
+def test_a_library_scheduler_never_gives_up_unless_asked(memory):
+    mem = memory("lifecycle")
+    mem.add("User prefers tabs over spaces", judged=False)
+    refuse_leases(mem.store)
+    timer = Timer()
+    sched = Scheduler(mem, interval=0.01, timer=timer).start()
+    try:
+        assert failed_more(sched)
+        timer.now = 10 * 86400.0
+        assert failed_more(sched)
+        assert sched.running and sched.gave_up is None
+    finally:
+        sched.stop()
+
+
+def test_the_daemon_exits_2_with_one_line_when_it_gives_up(db_path, monkeypatch):
+    """`lethe daemon` raises what its scheduler gave up with: exit 2 (for a supervisor to
+    restart it), one line, no traceback. FAILING_FOR is made 0 here (the limit is then 3
+    intervals of 0.01 s), so the test waits for a few failed ticks, not for 5 minutes."""
+    from click.testing import CliRunner
+
+    from engine.cli import agent, main
+
+    with Memory(db_path, policy=f"{POLICIES}/lifecycle.yaml", offline=True) as mem:
+        mem.add("User prefers tabs over spaces", judged=False)
+        refuse_leases(mem.store)
+    monkeypatch.setattr(agent, "FAILING_FOR", 0.0)
+    result = CliRunner().invoke(main, ["daemon", "--db", db_path, "--offline", "--interval", "0.01"])
+    assert result.exit_code == 2, result.output
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: lethe daemon: every tick failed for "), result.stderr
+    assert "the disk says no" in last
+    assert "Traceback" not in result.stderr

@@ -5,7 +5,6 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-import time
 
 import click
 
@@ -120,7 +119,11 @@ def daemon(db, policy, namespace, now, offline, record, replay, interval, lease_
     stop = threading.Event()
     with open_memory(db, policy, namespace, now, offline, record, replay) as mem:
         sched = Scheduler(
-            mem, interval, lease_ttl=lease_ttl, on_tick=lambda results: _report_tick(results, json_)
+            mem,
+            interval,
+            lease_ttl=lease_ttl,
+            on_tick=lambda results: _report_tick(results, json_),
+            give_up_after=max(FAILING_FOR, 3 * interval),  # then a supervisor restarts it
         )
         handlers = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
         echo(
@@ -131,14 +134,8 @@ def daemon(db, policy, namespace, now, offline, record, replay, interval, lease_
         try:
             sched.start()
             while not stop.wait(0.25):
-                if sched.failing_since and time.monotonic() - sched.failing_since > max(
-                    FAILING_FOR, 3 * interval
-                ):  # a supervisor restarts it
-                    raise StoreError(
-                        f"lethe daemon: every tick failed for "
-                        f"{time.monotonic() - sched.failing_since:.0f}s, the "
-                        f"last with: {' '.join(str(sched.last_error).split())}"
-                    )
+                if sched.gave_up is not None:
+                    raise StoreError(f"lethe daemon: {sched.gave_up}")
         finally:
             stopped = sched.stop()
             for s, h in handlers.items():

@@ -21,11 +21,12 @@ import warnings
 from typing import Callable
 
 from engine.base.clock import parse_duration
-from engine.base.errors import LeaseBusy, LeaseLost, LetheError
+from engine.base.errors import LeaseBusy, LeaseLost, LetheError, StoreError
 from engine.judges.keys import PassesUndoneWarning
 from engine.run import runner
 from engine.run.leasing import DEFAULT_TTL, LeaseTerms, default_holder
 from engine.run.passes import PassResult
+from engine.store import database_errors
 
 log = logging.getLogger("lethe.scheduler")
 
@@ -45,7 +46,9 @@ class Scheduler:
 
     `on_tick(results)` is called after each tick with the pass results, or None when
     another holder had the lease. A tick that fails is logged and kept in `last_error`;
-    the scheduler carries on.
+    the scheduler carries on, unless every tick has failed for more than `give_up_after`
+    seconds (of `timer`, a monotonic clock): then its thread ends and `gave_up` holds a
+    one-line StoreError saying so (`lethe daemon` exits 2 on it, for a supervisor).
     """
 
     def __init__(
@@ -56,6 +59,8 @@ class Scheduler:
         lease_ttl=DEFAULT_TTL,
         on_tick: Callable[[list[PassResult] | None], None] | None = None,
         holder: str | None = None,
+        give_up_after: float | None = None,
+        timer: Callable[[], float] = time.monotonic,
     ):
         if memory.store.path in ("", ":memory:"):
             raise LetheError("the scheduler needs a database file: it opens its own connection to it")
@@ -67,7 +72,11 @@ class Scheduler:
         self.ticks = 0
         self.last_results: list[PassResult] | None = None
         self.last_error: BaseException | None = None
-        self.failing_since: float | None = None  # monotonic time of the first failed tick in a row
+        self.give_up_after = give_up_after
+        self.gave_up: StoreError | None = None
+        self._timer = timer
+        self.failing_since: float | None = None  # timer() at the first failed tick in a row
+        self.failed_ticks = 0  # in a row
         self._stopping = threading.Event()
         self._run_lock = threading.Lock()  # the thread and force_run take turns
         self._thread: threading.Thread | None = None
@@ -178,6 +187,22 @@ class Scheduler:
             self._own = self.memory.context.reopen()
         return self._own
 
+    def failing_for(self) -> float:
+        """Seconds (of the timer) since the first of the ticks that failed in a row; 0 when
+        the last tick worked."""
+        return 0.0 if self.failing_since is None else self._timer() - self.failing_since
+
+    def _give_up(self) -> bool:
+        failing = self.failing_for()
+        if self.give_up_after is None or failing <= self.give_up_after:
+            return False
+        last = " ".join(str(self.last_error).split()) or type(self.last_error).__name__
+        self.gave_up = StoreError(
+            f"every tick failed for {failing:.0f}s ({self.failed_ticks} ticks), the last with: {last}"
+        )
+        log.error("scheduler: %s; giving up", self.gave_up)
+        return True
+
     def _loop(self) -> None:
         while not self._stopping.is_set():
             try:
@@ -191,13 +216,17 @@ class Scheduler:
                 if self._stopping.is_set():  # interrupted by stop(): not a failure
                     break
                 self.last_error = exc
-                self.failing_since = self.failing_since or time.monotonic()
-                if isinstance(exc, LetheError):  # the database gone, a model's answer: a line
+                self.failed_ticks += 1
+                if self.failing_since is None:
+                    self.failing_since = self._timer()
+                if isinstance(exc, (LetheError, *database_errors())):  # the database gone: a line
                     log.warning("scheduler tick failed: %s", " ".join(str(exc).split()))
                 else:  # a bug: its traceback
                     log.exception("scheduler tick failed")
+                if self._give_up():
+                    break
             else:
-                self.failing_since = None
+                self.failing_since, self.failed_ticks = None, 0
                 self.ticks += 1
                 self.last_results = results
                 if self.on_tick:
