@@ -271,7 +271,7 @@ def test_a_replay_file_too_large_or_unreadable_is_refused(tmp_path, monkeypatch)
     good = tmp_path / "good.jsonl"
     good.write_text(json.dumps({"step": "gate", "prompt_sha": "ab", "answer": "{}"}) + "\n")
     assert ReplayProvider(str(good)).table == {("gate", "ab"): "{}"}
-    monkeypatch.setattr("engine.judges.MAX_REPLAY_BYTES", 10)
+    monkeypatch.setattr("engine.judges.providers.MAX_REPLAY_BYTES", 10)
     with pytest.raises(LetheError, match="larger than"):
         ReplayProvider(str(good))
     monkeypatch.undo()
