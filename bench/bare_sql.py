@@ -28,7 +28,7 @@ code: the statements that keep the stored rank (the decay formula computed once 
 with recall's (namespace, status, rank, id) index dropped before the decay and created
 again after it in the same transaction (as a Lethe pass over most of the file does).
 `--head` is the same but leaves recall's index in place: for a copy whose index covers
-only the head of the ranking (what a store of many memories keeps: engine.store.recall_head),
+only the head of the ranking (what a store of many memories keeps: engine.store.sqlite.recall_head),
 which a pass barely touches. What the goal leaves for Lethe's code, measured rather than
 argued. (Before the nineteenth round these imported jinja2 too; a pass of rules alone has
 not imported it since the fourteenth: tests/test_startup.py.) Without `--as-lethe`

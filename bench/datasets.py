@@ -63,7 +63,7 @@ def _sidecars(path: Path) -> list[Path]:
 
 
 def drop(path: Path) -> None:
-    # and the store's file of waiting writers (engine.store.sqlite_wait)
+    # and the store's file of waiting writers (engine.store.sqlite.sqlite_wait)
     for p in [Path(path), *_sidecars(Path(path)), Path(str(path) + "-lethe-waiters")]:
         with contextlib.suppress(FileNotFoundError):
             p.unlink()

@@ -26,7 +26,7 @@ import time
 from engine import FixedClock, Memory
 from engine.run import neighbours as neighbour_search
 from engine.run.write import Judged
-from engine.store import vectors as V
+from engine.store.sqlite import vectors as V
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 DIM = 384

@@ -19,7 +19,7 @@ For each N, on fresh copies of one cached article-format database:
             adopted copy in WAL mode: Lethe's design with none of its code (the statements
             that keep the stored rank, recall's index dropped before the decay and created
             again after it, in one transaction; `--head` instead, the index left in place,
-            when the store keeps it over the head of the ranking only: engine.store.recall_head),
+            when the store keeps it over the head of the ranking only: engine.store.sqlite.recall_head),
             after importing click and yaml (the CLI and the policy's format). Its ratio to
             the floor is what any code with this design and these packages would pay.
 * design, no packages - the same, without `--as-lethe`: the design's statements on the
@@ -108,7 +108,7 @@ def run_bare(
         conn = sqlite3.connect(str(copy))
         try:
             conn.execute("PRAGMA journal_mode = WAL")
-            if design:  # recall's index over the head only (engine.store.recall_head): kept in place
+            if design:  # recall's index over the head only (engine.store.sqlite.recall_head): kept in place
                 headed = conn.execute("SELECT floor FROM recall_head").fetchone()[0] is not None
         finally:
             conn.close()

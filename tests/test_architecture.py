@@ -48,7 +48,7 @@ MODULES = modules()
 
 
 def unit(module: str) -> str:
-    """The layer unit of a module: engine.store.sqlite -> store; engine -> __init__."""
+    """The layer unit of a module: engine.store.sqlite.sqlite_store -> store; engine -> __init__."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "__init__"
 

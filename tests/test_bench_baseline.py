@@ -12,7 +12,7 @@ import pytest
 
 from bench import bare_sql, seed_article
 from engine import Memory
-from engine.store import bulk
+from engine.store.sqlite import bulk
 from tests.conftest import POLICIES, ROOT, START
 
 T = START + dt.timedelta(days=1)

@@ -1,5 +1,5 @@
 """A pass that rewrites most of the file rebuilds the indexes over what it writes once,
-in its own transaction (engine.store.bulk), and ends up exactly where moving each index
+in its own transaction (engine.store.sqlite.bulk), and ends up exactly where moving each index
 entry would have."""
 
 import datetime as dt
@@ -12,7 +12,7 @@ from bench import seed_article
 from engine import Memory
 from engine.plan import compile_policy
 from engine.policy import load
-from engine.store import bulk
+from engine.store.sqlite import bulk
 from tests.conftest import POLICIES, START
 from tests.test_batched_passes import batched_policy, state
 

@@ -1,5 +1,5 @@
 """The WAL is checkpointed by the store's own thread, not inside a caller's commit
-(engine/store/sqlite_checkpoint.py), and stays bounded however fast the writes come."""
+(engine/store/sqlite/sqlite_checkpoint.py), and stays bounded however fast the writes come."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-import engine.store.sqlite_checkpoint as C
+import engine.store.sqlite.sqlite_checkpoint as C
 from engine import Memory
 
 

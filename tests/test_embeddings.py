@@ -16,7 +16,7 @@ from engine import FixedClock, Memory, PolicyError, load_policy
 from engine.judges.embeddings import cosine, pack
 from engine.plan import compile_policy, render_plan
 from engine.run.write import Judged
-from engine.store import vectors as store_vectors
+from engine.store.sqlite import vectors as store_vectors
 from tests.fake_openai import FakeOpenAI, word_vector
 
 pytest.importorskip("sqlite_vec", reason="the embed extra (sqlite-vec) is not installed")

@@ -78,9 +78,9 @@ ROWS = {
 def db(tmp_path_factory):
     """A real store (the real schema, math functions ensured) holding ROWS."""
     store = Store(tmp_path_factory.mktemp("expr") / "x.db")
-    with store.transaction() as conn:
+    with store.transaction():
         for row_id, fields in ROWS.items():
-            store.insert_memory(conn, {"id": row_id, **fields})
+            store.insert_memory({"id": row_id, **fields})
     yield store.db
     store.close()
 

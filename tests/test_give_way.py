@@ -23,8 +23,9 @@ import pytest
 from bench import seed_article
 from engine import FixedClock, Memory, PolicyError, load_policy
 from engine.run import leasing
-from engine.store import Store, sqlite_wait
-from engine.store.sqlite_wait import Waiters
+from engine.store import Store
+from engine.store.sqlite import sqlite_wait
+from engine.store.sqlite.sqlite_wait import Waiters
 from tests.conftest import ROOT, START
 
 pytestmark = pytest.mark.sqlite_only
@@ -486,7 +487,7 @@ def test_the_rest_run_at_once_gives_way_again_to_a_writer(adopted, tmp_path, mon
     that comes then (the interrupt landing in each of its statements in turn, or after
     the last) makes it roll back and go on in ranges, and the next try finishes it: the
     rows and events of the pass alone, each once, its run recorded once. Recall's index
-    holds only the head of the ranking at this size (engine.store.recall_head): the rest, most
+    holds only the head of the ranking at this size (engine.store.sqlite.recall_head): the rest, most
     of the file, leaves it in place instead of rebuilding it, and it ends as the pass
     alone left it."""
     from engine.run import passes

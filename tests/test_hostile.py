@@ -372,7 +372,7 @@ def formula_db(tmp_path_factory):
         mem.add("x'); DROP TABLE memories; --", importance=0, confidence=0, judged=False)
         run_sql(mem.store, "UPDATE memories SET last_accessed = 'not a date', kind = 'fact' WHERE id = 3")
     db = sqlite3.connect(path)
-    from engine.store.sqlite_functions import sql_functions
+    from engine.store.sqlite.sqlite_functions import sql_functions
 
     sql_functions(db)
     yield db
@@ -726,7 +726,7 @@ def assert_safe_plan(policy) -> None:
 def run_plan(plan, db_path: str) -> None:
     """Execute every statement of an accepted plan on a real store, then roll back."""
     db = sqlite3.connect(db_path, isolation_level=None)
-    from engine.store.sqlite_functions import sql_functions
+    from engine.store.sqlite.sqlite_functions import sql_functions
 
     sql_functions(db)
     now = START.isoformat()

@@ -26,7 +26,7 @@ from engine.plan import compile_policy
 from engine.policy import load
 from engine.run.leasing import Held
 from engine.store import MIGRATIONS, PostgresStore, open_store
-from engine.store.postgres_schema import PG_MIGRATIONS
+from engine.store.postgres.postgres_schema import PG_MIGRATIONS
 from engine.store.transfer import copy_store
 from tests import pg_server
 from tests.conftest import POLICIES, ROOT, START, run_sql

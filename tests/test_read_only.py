@@ -232,7 +232,7 @@ def test_a_link_is_judged_by_the_folder_of_the_file_it_names(tmp_path, monkeypat
     """SQLite writes -wal and -shm beside the file a link points to: a link in a folder the
     writer may not write, to a file in one it may, works (it was refused), and the reverse
     is refused (it was let through to SQLite's own 'unable to open database file')."""
-    from engine.store.sqlite import unusable
+    from engine.store.sqlite.sqlite_store import unusable
 
     (tmp_path / "ro").mkdir()
     (tmp_path / "rw").mkdir()

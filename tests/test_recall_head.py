@@ -1,4 +1,4 @@
-"""Recall's index over the head of the ranking only (engine.store.recall_head): on a large store
+"""Recall's index over the head of the ranking only (engine.store.sqlite.recall_head): on a large store
 the index holds the active memories ranked at or above a floor the store chooses, passes
 leave it in place, and recall gives exactly what the statement without the head gives,
 whatever the floor, for every namespace."""
@@ -16,7 +16,7 @@ from engine.base.text import fts_query
 from engine.plan import compile_policy
 from engine.policy import load
 from engine.run.recall import candidates
-from engine.store import recall_head as head
+from engine.store.sqlite import recall_head as head
 from tests.conftest import POLICIES, START
 
 T = START + dt.timedelta(days=1)

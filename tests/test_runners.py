@@ -22,7 +22,7 @@ from engine.base.errors import LeaseBusy, LeaseLost
 from engine.cli import main
 from engine.run.leasing import LeaseTerms, hold
 from engine.store import is_dsn, open_store
-from engine.store.lease import SqliteLease
+from engine.store.sqlite.sqlite_lease import SqliteLease
 from tests import pg_server
 from tests.conftest import ROOT, START, run_sql
 from tests.fake_openai import FakeOpenAI

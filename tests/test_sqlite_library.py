@@ -1,5 +1,5 @@
 """Every connection a SQLite store opens to its file comes from the store's own SQLite
-library (engine.store.sqlite_library). On a Python whose sqlite3 cannot load extensions,
+library (engine.store.sqlite.sqlite_library). On a Python whose sqlite3 cannot load extensions,
 a store with embeddings runs on pysqlite3; a lease connection from the standard library
 beside it did not see the store's locks (CI: "database disk image is malformed", and a
 runner told its lease was taken over by nobody)."""
@@ -12,7 +12,7 @@ import sqlite3
 import pytest
 
 from engine.store import database_errors, open_store
-from engine.store.sqlite_library import driver, library
+from engine.store.sqlite.sqlite_library import driver, library
 
 TTL = dt.timedelta(minutes=15)
 
@@ -71,7 +71,7 @@ def test_the_lease_waits_for_the_stores_write_lock(tmp_path, clock, vectors):
 def test_errors_of_each_library_are_caught_as_the_connection_raises_them(tmp_path):
     """`library` names the module of a connection (also of the store's subclass of it),
     so `except library(db).OperationalError` catches what that connection raises."""
-    from engine.store.sqlite_wait import connection_class
+    from engine.store.sqlite.sqlite_wait import connection_class
 
     plain = sqlite3.connect(":memory:", factory=connection_class(sqlite3))
     assert library(plain) is sqlite3
@@ -252,7 +252,7 @@ def test_the_python_vector_functions_answer_as_sqlite_vec_does():
     """Where no extension loads, vec_distance_cosine, vec_quantize_binary, vec_bit and
     vec_distance_hamming are Python functions; they give sqlite-vec's answers."""
     np = pytest.importorskip("numpy")
-    from engine.store.vectors import python_functions
+    from engine.store.sqlite.vectors import python_functions
 
     ours = sqlite3.connect(":memory:")
     python_functions(ours)

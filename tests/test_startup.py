@@ -71,7 +71,7 @@ def test_a_pass_imports_no_write_pipeline_recall_judges_or_threads(tmp_path):
     )
     assert first.returncode == 0, first.stderr
     got = imported(["run", "--db", "m.db", "--pass", "expiry", "--pass", "decay"], tmp_path)
-    assert {"engine.run.passes", "engine.store.sqlite", "engine.policy"} <= got
+    assert {"engine.run.passes", "engine.store.sqlite.sqlite_store", "engine.policy"} <= got
     assert (
         under(
             got,

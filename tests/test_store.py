@@ -106,7 +106,7 @@ def test_full_text_index_follows_content_changes(memory):
 def test_transaction_rolls_back_everything(memory):
     mem = memory()
     with pytest.raises(RuntimeError):
-        with mem.store.transaction() as db:
-            mem.store.insert_memory(db, {"content": "half-written", "namespace": "default"})
+        with mem.store.transaction():
+            mem.store.insert_memory({"content": "half-written", "namespace": "default"})
             raise RuntimeError("crash")
     assert run_sql(mem.store, "SELECT count(*) FROM memories").fetchone()[0] == 0

@@ -40,6 +40,7 @@ from engine.policy import Judgment, Model, Policy, check_templates
 from engine.steps import answers
 from engine.steps import kinds as steps
 from engine.steps.answers import BadAnswer
+from engine.store.protocol import ModelLog
 
 RETRY = "That answer was refused: {problem}. Answer again with only the JSON object the instructions ask for."
 RETRY_ECHO_CHARS = 2000  # how much of a refused answer is shown back to the model
@@ -126,7 +127,7 @@ class Judges:
     def __init__(
         self,
         policy: Policy,
-        store,
+        store: ModelLog | None,
         namespace: str,
         offline: bool = False,
         record: str | None = None,

@@ -54,7 +54,7 @@ class Plan:
     explain_reasons: dict[bool, Statement] = field(default_factory=dict)  # by "has a query"
     explain_order_keys: dict[bool, Statement] = field(default_factory=dict)
     # a one-transaction pass: how many rows it reaches, and the columns it writes (when it
-    # reaches most of the file, the indexes over those are rebuilt once: engine.store.bulk)
+    # reaches most of the file, the indexes over those are rebuilt once: engine.store.sqlite.bulk)
     pass_reach: dict[str, Statement] = field(default_factory=dict)
     pass_writes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # a one-transaction pass that gave way to a writer: its rules over one id range each,
@@ -312,7 +312,7 @@ def rank_refresh_statement(
     """Recompute the stored rank for a namespace (after adoption or a rank formula change),
     or for a few memories by id (after a write the passes did not make). `ranged`: the
     namespace's rows within one id range, read in id order (for a namespace that is most
-    of the file: engine.store.bulk)."""
+    of the file: engine.store.sqlite.bulk)."""
     sql, p = d.render(policy.rank)
     if ranged:
         r_sql, r_params = id_range(d)

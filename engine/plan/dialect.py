@@ -48,11 +48,11 @@ class Dialect:
     # a function the store defines that counts its calls and returns NULL: a pass's rule
     # calls it for each row it keeps because a new value is unusable (plan.rules)
     kept = "lethe_kept"
-    # recall's index may hold only the head of the ranking (engine.store.recall_head): candidates
+    # recall's index may hold only the head of the ranking (engine.store.sqlite.recall_head): candidates
     # in rank order get a form that reads only `rank >= :floor`, run first
     recall_head = True
     # what a statement that writes memories, or a pass that reads them, names: on SQLite
-    # the table of every column but the text (engine.store.migrations m020), under the
+    # the table of every column but the text (engine.store.sqlite.sqlite_schema m020), under the
     # name the view has, so `memories."rank"` reads the same everywhere
     rows = "memory_rows AS memories"
     # where the text lives when it is not in `rows`: a formula reads a text column there

@@ -1,5 +1,5 @@
 """The head form of recall's statements: the same SELECT over `rank >= :floor` only, for a
-SQLite store whose recall index holds only the head of the ranking (engine.store.recall_head).
+SQLite store whose recall index holds only the head of the ranking (engine.store.sqlite.recall_head).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from engine.policy import expr as X
 
 def reads_the_head(c: Candidates) -> bool:
     """Whether candidates are active memories taken best rank first: what recall's index
-    over the head of the ranking serves (engine.store.recall_head)."""
+    over the head of the ranking serves (engine.store.sqlite.recall_head)."""
     if not c.order or not c.order[0][1]:
         return False
     first = c.order[0][0]

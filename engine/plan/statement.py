@@ -20,7 +20,7 @@ TO_ID = object()
 NEW_ID = object()  # marker parameter: the memory that supersedes or absorbs others
 TEXT = object()  # marker parameter: event text written by the engine (never SQL)
 VECTOR = object()  # marker parameter: the embedding of the query or the new memory
-FLOOR = object()  # marker parameter: the floor of recall's index (engine.store.recall_head)
+FLOOR = object()  # marker parameter: the floor of recall's index (engine.store.sqlite.recall_head)
 
 
 @dataclass
@@ -31,7 +31,7 @@ class Statement:
     counts_skipped: bool = False  # a SELECT count(*) of the rows a rule leaves alone
     counts_kept: bool = False  # an UPDATE that counts the rows it keeps (Dialect.kept)
     # the same SELECT over the head of the ranking only (`rank >= :floor`), which a store
-    # whose recall index holds only the head runs first (engine.store.recall_head)
+    # whose recall index holds only the head runs first (engine.store.sqlite.recall_head)
     head: "Statement | None" = None
 
     def bind(

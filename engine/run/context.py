@@ -15,6 +15,7 @@ from engine.judges.embeddings import make_embedder
 from engine.plan import Plan, compile_policy
 from engine.policy import Policy
 from engine.store import open_store
+from engine.store.protocol import Store
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class JudgeSettings:
 
 @dataclass
 class Context:
-    store: object  # a backend of engine.store
+    store: Store  # SqliteStore or PostgresStore (engine.store.protocol)
     plan: Plan
     policy: Policy
     namespace: str

@@ -120,7 +120,7 @@ def _rules_and_record(ctx: Context, name: str, progress, record: bool, clear: bo
         meant = _count(ctx, statements[0], now, progress)  # an index can answer it
         statements = statements[1:]
     with _rewriting(ctx, name, now) as top:
-        if top is not None:  # most of the file: its rows in id order (engine.store.bulk)
+        if top is not None:  # most of the file: its rows in id order (engine.store.sqlite.bulk)
             statements, id_range = ctx.plan.pass_ranges[name], (0, top + 1)
             statements = statements[1:] if meant is not None else statements
         _apply(ctx, statements, result, now, progress, id_range, meant=meant)
@@ -136,7 +136,7 @@ def _count(ctx: Context, st, now: str, progress, id_range=None) -> int:
 
 def _rewriting(ctx: Context, name: str, now: str, id_range: tuple[int, int] | None = None):
     """A pass that reaches most of the file rebuilds the indexes over what it writes once,
-    at its end, instead of moving one entry per row (engine.store.bulk); `id_range`: what
+    at its end, instead of moving one entry per row (engine.store.sqlite.bulk); `id_range`: what
     it reaches within that range (the rest of a pass that gave way). Yields the file's
     largest id when the pass reaches most of it, for its rules over an id range to read
     every id in order instead of walking an index on namespace; else None."""

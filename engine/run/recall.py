@@ -15,7 +15,7 @@ from engine.judges import JudgeUnavailable
 from engine.run import neighbours as vectors
 from engine.run.context import Context
 from engine.steps.answers import today
-from engine.store.common import KEEP_AFTER
+from engine.store.shared import KEEP_AFTER
 
 # statuses recall explains by name, in this order; others found are listed after them
 STATUSES = ("archived", "superseded", "expired", "compressed")

@@ -1,22 +1,21 @@
 """The store layer: where every query the engine runs is executed.
 
-One interface, one module per backend. `open_store(target, clock)` picks the backend from
-the target: a file path is SQLite (the embedded default, `sqlite.py`), a
-`postgresql://` DSN is PostgreSQL (`postgres.py`, the same methods; psycopg 3 in the
-`postgres` extra, imported only when a DSN is opened). The rest of the engine only calls
-those methods and hands compiled statements (`engine.plan`) to `run`/`fetch`.
+One contract (`protocol.Store`), one subpackage per backend. `open_store(target, clock)`
+picks the backend from the target: a file path is SQLite (the embedded default,
+`sqlite/`), a `postgresql://` DSN is PostgreSQL (`postgres/`; psycopg 3 in the `postgres`
+extra, imported only when a DSN is opened). What both spell alike is written once
+(`shared.py`, `asof_reads.py`, `inspecting.py`). The rest of the engine only calls the
+protocol's members and hands compiled statements (`engine.plan`) to `run`/`fetch`.
 """
 
 from __future__ import annotations
 
-import sqlite3
-
 from engine.base.clock import Clock
 from engine.base.errors import StoreError
-from engine.store.migrations import MIGRATIONS, RECALL_INDEX, migration
-from engine.store.postgres import PostgresStore, is_dsn, masked, pg_database_errors
-from engine.store.sqlite import SqliteStore, Store
-from engine.store.sqlite_library import loaded
+from engine.store.postgres.postgres_store import PostgresStore, is_dsn, masked, pg_database_errors
+from engine.store.sqlite.sqlite_library import loaded
+from engine.store.sqlite.sqlite_schema import MIGRATIONS, RECALL_INDEX, migration
+from engine.store.sqlite.sqlite_store import SqliteStore, Store
 
 
 def database_errors() -> tuple:
@@ -28,7 +27,7 @@ def database_errors() -> tuple:
 
 def open_store(
     target: str, clock: Clock | None = None, read_only: bool = False, progress=None, vectors: bool = False
-):
+) -> SqliteStore | PostgresStore:
     """The store for a database target: a SQLite file path, or a postgresql:// DSN;
     `read_only` never writes to it (nor upgrades it); `progress` is told each step of
     upgrading a SQLite file that already holds memories (adopting an article database

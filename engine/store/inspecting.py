@@ -12,7 +12,7 @@ active memories).
 from __future__ import annotations
 
 from engine.base.text import fts_query, words
-from engine.store import recall_head as head
+from engine.store.sqlite import recall_head as head
 
 # the columns a page may be ordered by: a column name is never taken from the caller
 SORTS = (
@@ -90,7 +90,7 @@ class Inspecting:
 
     def _in_the_head(self, sort: str, descending: bool, filters: dict) -> bool:
         """Whether a page of active memories by rank, best first, can be read from recall's
-        index while it holds only the head of the ranking (SQLite: engine.store.recall_head)."""
+        index while it holds only the head of the ranking (SQLite: engine.store.sqlite.recall_head)."""
         if self.dialect != "sqlite" or sort != "rank" or not descending or filters.get("status") != "active":
             return False
         self._floor = head.floor(self.db)

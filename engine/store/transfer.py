@@ -39,13 +39,13 @@ from engine.base.clock import Clock, FixedClock, parse_time, system_clock
 from engine.base.errors import StoreError
 from engine.base.inputs import MAX_TAG, MAX_TAGS, MAX_TEXT
 from engine.store import open_store
-from engine.store.migrations import MIGRATIONS
-from engine.store.postgres import _psycopg, is_dsn, masked
-from engine.store.postgres_schema import PG_MIGRATIONS
-from engine.store.sqlite_file import file_path
-from engine.store.sqlite_library import library, loaded, open_through
-from engine.store.text_apart import MIGRATION as TEXT_APART
-from engine.store.text_apart import ROWS, TEXT_COLUMNS, TEXTS, adoptable, go_on_after, rows_table
+from engine.store.postgres.postgres_schema import PG_MIGRATIONS
+from engine.store.postgres.postgres_store import _psycopg, is_dsn, masked
+from engine.store.sqlite.sqlite_file import file_path
+from engine.store.sqlite.sqlite_library import library, loaded, open_through
+from engine.store.sqlite.sqlite_schema import MIGRATIONS
+from engine.store.sqlite.text_apart import MIGRATION as TEXT_APART
+from engine.store.sqlite.text_apart import ROWS, TEXT_COLUMNS, TEXTS, adoptable, go_on_after, rows_table
 
 # (table, key): tables with an `id` are copied in id order and resume after the last one
 TABLES = [

@@ -14,7 +14,7 @@ import math
 import sqlite3
 from typing import Callable
 
-from engine.store import text_apart
+from engine.store.sqlite import text_apart
 
 MIGRATIONS: list[Callable] = []
 RECALL_INDEX = "CREATE INDEX IF NOT EXISTS memories_recall ON memories(namespace, status, rank, id)"
@@ -327,7 +327,7 @@ def m018_pass_progress_top(db):
 
 @migration
 def m019_recall_head(db):
-    """Room for recall's index to hold only the head of the ranking (engine.store.recall_head):
+    """Room for recall's index to hold only the head of the ranking (engine.store.sqlite.recall_head):
     `recall_head` keeps its floor (NULL: every active memory, as m017 made it), and
     `memories_active` counts a namespace's active memories and finds them when recall reads
     past the head. It holds no column a decay writes, so a pass moves none of its entries."""
@@ -344,7 +344,7 @@ def m019_recall_head(db):
 def m020_text_apart(db):
     """A memory's text (content, summary, tags) moves to `memory_texts`, every other column
     and every index to `memory_rows`, and `memories` becomes a view over the two
-    (engine.store.text_apart says how, and what it refuses)."""
+    (engine.store.sqlite.text_apart says how, and what it refuses)."""
     text_apart.split(db)
 
 

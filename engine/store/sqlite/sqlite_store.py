@@ -18,21 +18,21 @@ import urllib.parse
 
 from engine.base.clock import Clock, system_clock
 from engine.base.errors import StoreError
-from engine.store import bulk
-from engine.store import recall_head as head
-from engine.store.common import StoreCommon
 from engine.store.inspecting import Inspecting
-from engine.store.lease import SqliteLease, lease_connection
-from engine.store.migrations import MIGRATIONS
-from engine.store.sqlite_bookkeeping import Bookkeeping
-from engine.store.sqlite_checkpoint import Checkpointer
-from engine.store.sqlite_file import READ_ONLY_COMMANDS, absolute, file_path, on_disk, unusable  # noqa: F401
-from engine.store.sqlite_functions import sql_functions
-from engine.store.sqlite_library import claim, release
-from engine.store.sqlite_wait import Waiters, Waiting, connection_class
-from engine.store.text_apart import MIGRATION as TEXT_APART
-from engine.store.text_apart import ROWS, TEXT_COLUMNS, TEXTS, adoptable, rows_table
-from engine.store.vectors import VectorIndex, load_extension
+from engine.store.shared import StoreCommon
+from engine.store.sqlite import bulk
+from engine.store.sqlite import recall_head as head
+from engine.store.sqlite.sqlite_bookkeeping import Bookkeeping
+from engine.store.sqlite.sqlite_checkpoint import Checkpointer
+from engine.store.sqlite.sqlite_file import READ_ONLY_COMMANDS, absolute, file_path, on_disk, unusable  # noqa: F401
+from engine.store.sqlite.sqlite_functions import sql_functions
+from engine.store.sqlite.sqlite_lease import SqliteLease, lease_connection
+from engine.store.sqlite.sqlite_library import claim, release
+from engine.store.sqlite.sqlite_schema import MIGRATIONS
+from engine.store.sqlite.sqlite_wait import Waiters, Waiting, connection_class
+from engine.store.sqlite.text_apart import MIGRATION as TEXT_APART
+from engine.store.sqlite.text_apart import ROWS, TEXT_COLUMNS, TEXTS, adoptable, rows_table
+from engine.store.sqlite.vectors import VectorIndex, load_extension
 
 
 class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
@@ -285,7 +285,7 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
     def fetch(self, st, namespace: str, now: str | None = None, **binds) -> list[sqlite3.Row]:
         """The rows of a compiled SELECT. One with a `head` form (recall's, in rank order)
         reads the head of the ranking first while recall's index holds only that, and the
-        whole statement when the head has fewer rows than its limit (engine.store.recall_head)."""
+        whole statement when the head has fewer rows than its limit (engine.store.sqlite.recall_head)."""
         now = now or self.now()
         limit = binds.get("limit")
         if st.head is not None and limit is not None:
@@ -302,10 +302,9 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
         return self.db.execute(st.sql, st.bind(now or self.now(), namespace, **binds)).fetchone()
 
     # -- memories and their events ------------------------------------------------------
-    def insert_memory(self, *args) -> int:
+    def insert_memory(self, fields: dict) -> int:
         """Insert one row of `memories` from a mapping of column -> value (columns come from
         the engine's own field list, never from input)."""
-        fields = args[-1]  # (fields) or, as tests call it, (connection, fields)
         cols = [c for c in fields if c not in TEXT_COLUMNS]  # the text beside it (m020)
         sql = f"INSERT INTO {ROWS} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
         new_id = self.db.execute(sql, [fields[c] for c in cols]).lastrowid
@@ -314,8 +313,6 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
             (new_id, *(fields.get(c) for c in TEXT_COLUMNS)),
         )
         return new_id
-
-    UPDATABLE = ("summary", "tags", "importance", "confidence", "expires_at", "kind", "scene")
 
     def update_memory(self, namespace: str, memory_id: int, fields: dict) -> int:
         """Set some fields of one active memory (named from the engine's own list, never
@@ -432,9 +429,9 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
     def rebuild_rank(self, st, namespace: str, policy: str, signature: str, ranged=None) -> None:
         """Recompute a namespace's stored ranks and remember the formula they came from.
         `ranged`: the same statement over an id range, run over every id when the
-        namespace is most of the file (engine.store.bulk)."""
+        namespace is most of the file (engine.store.sqlite.bulk)."""
         with self.transaction() as db:
-            # a small namespace in a big file just updates its rows (engine.store.bulk)
+            # a small namespace in a big file just updates its rows (engine.store.sqlite.bulk)
             mine = db.execute(f"SELECT count(*) FROM {ROWS} WHERE namespace = ?", (namespace,)).fetchone()[0]
             if mine and self.report:
                 self.report(f"computing the stored rank of {mine} memories ({policy})")
@@ -459,9 +456,9 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
         """Inside a pass's transaction: count the rows it reaches (`reach`, a compiled
         count, within `id_range` when it is ranged), and when they are most of the file,
         rebuild the indexes over the `columns` it writes once at the end instead of moving
-        an entry per row (engine.store.bulk). Yields the file's largest id when they are
+        an entry per row (engine.store.sqlite.bulk). Yields the file's largest id when they are
         (the pass then reads its rows in id order, up to it), else None. After the block,
-        recall's index is made again when its head has drifted (engine.store.recall_head)."""
+        recall's index is made again when its head has drifted (engine.store.sqlite.recall_head)."""
         rows = self.fetch_one(reach, namespace, now, id_range=id_range)[0]
         with bulk.rebuilding(self.db, columns, rows, now):
             yield bulk.most_of_the_table(self.db, rows)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from engine.store.text_apart import ROWS
+from engine.store.sqlite.text_apart import ROWS
 
 
 class Bookkeeping:

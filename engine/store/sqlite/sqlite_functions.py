@@ -8,7 +8,7 @@ import math
 import sqlite3
 
 from engine.plan.dialect import Dialect
-from engine.store.sqlite_library import library
+from engine.store.sqlite.sqlite_library import library
 
 
 class _Counter:

@@ -1,7 +1,8 @@
 """What every store backend does the same way, whatever its database: the clock, the
 context manager, the check that a read-only open found a current schema, the writes kept
-for the next transaction (`defer`), and the queries whose SQL is the same on both. Each backend names its own migrations list (`migrations`),
-says which it has (`_applied`), and runs a statement written with `?` marks (`_x`).
+for the next transaction (`defer`), and the queries whose SQL is the same on both. Each
+backend names its own migrations list (`migrations`), says which it has (`_applied`), and
+runs a statement written with `?` marks (`_x`).
 """
 
 from __future__ import annotations
@@ -55,6 +56,9 @@ class StoreCommon(AsOf):
     # its view `memories` would look each row's text up for nothing)
     rows = "memories"
 
+    # the fields `update_memory` may set (the engine's own list, never input)
+    UPDATABLE: tuple[str, ...] = ("summary", "tags", "importance", "confidence", "expires_at", "kind", "scene")
+
     # when what the events written now was said (a turn's time), None: when recorded
     said_at: str | None = None
 
@@ -97,6 +101,11 @@ class StoreCommon(AsOf):
                 f"{', '.join(missing)}); run a command that writes, such as "
                 "`lethe run`, once to upgrade it"
             )
+
+    def run_rule(self, st, namespace: str, now: str | None = None, **binds) -> tuple[int, int]:
+        """A rule's UPDATE that may keep rows whose new value is unusable: (rows changed,
+        rows kept). Only SQLite's dialect compiles such a rule (`Statement.counts_kept`)."""
+        return self.run(st, namespace, now, **binds), 0
 
     # -- writes that can wait for the store's next transaction -------------------------
     @property

@@ -31,11 +31,11 @@ import uuid
 from engine.base.clock import Clock, system_clock
 from engine.base.distribution import extra_error
 from engine.base.errors import StoreError
-from engine.store.common import KEEP_AFTER, StoreCommon
 from engine.store.inspecting import Inspecting
-from engine.store.postgres_bookkeeping import Bookkeeping, q, refuse_nul
-from engine.store.postgres_lease import PostgresLease
-from engine.store.postgres_schema import PG_MIGRATIONS, SEARCH_CONFIG
+from engine.store.postgres.postgres_bookkeeping import Bookkeeping, refuse_nul
+from engine.store.postgres.postgres_lease import PostgresLease
+from engine.store.postgres.postgres_schema import PG_MIGRATIONS, SEARCH_CONFIG
+from engine.store.shared import KEEP_AFTER, StoreCommon
 
 _LOCK_MIGRATE = 4_211_001  # advisory transaction lock keys (proxy-safe: one transaction)
 
@@ -238,7 +238,7 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
 
     def giving_way(self):
         """Around a pass's one transaction: nothing (see make_way; on SQLite a waiting
-        writer interrupts it, engine/store/sqlite_wait.py)."""
+        writer interrupts it, engine/store/sqlite/sqlite_wait.py)."""
         return contextlib.nullcontext()
 
     def writer_waits(self) -> bool:
@@ -352,18 +352,15 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
         return self.db.execute(st.sql, st.bind(now or self.now(), namespace, **_binds(binds))).fetchone()
 
     # -- memories and their events ------------------------------------------------------
-    def insert_memory(self, *args) -> int:
+    def insert_memory(self, fields: dict) -> int:
         """Insert one row of `memories` from a mapping of column -> value (columns come from
         the engine's own field list, never from input)."""
-        fields = args[-1]
         refuse_nul(fields.values())
         cols = list(fields)
         sql = (
             f"INSERT INTO memories ({', '.join(cols)}) VALUES ({', '.join('%s' for _ in cols)}) RETURNING id"
         )
         return self.db.execute(sql, [fields[c] for c in cols]).fetchone()[0]
-
-    UPDATABLE = ("summary", "tags", "importance", "confidence", "expires_at", "kind", "scene")
 
     def update_memory(self, namespace: str, memory_id: int, fields: dict) -> int:
         """Set some fields of one active memory (named from the engine's own list, never

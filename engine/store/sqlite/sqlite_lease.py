@@ -15,7 +15,7 @@ import datetime as dt
 import sqlite3
 
 from engine.base.clock import Clock, iso
-from engine.store.sqlite_library import library
+from engine.store.sqlite.sqlite_library import library
 
 
 def lease_connection(path: str, sql=sqlite3) -> sqlite3.Connection:

@@ -22,7 +22,7 @@ The floor is chosen again (`settle`) when a pass leaves the head under half the 
 was chosen for, over four times it, or a large namespace with too few rows in it. Under
 FULL_BELOW active memories, or when no floor would leave the head small, the index is over
 every active memory, as before (`floor` is NULL), and a pass over most of the file
-rebuilds it (engine.store.bulk). PostgreSQL keeps its full index: its planner has
+rebuilds it (engine.store.sqlite.bulk). PostgreSQL keeps its full index: its planner has
 statistics and never needs this.
 """
 
@@ -31,8 +31,8 @@ from __future__ import annotations
 import math
 import sqlite3
 
-from engine.store.sqlite_library import library
-from engine.store.text_apart import ROWS
+from engine.store.sqlite.sqlite_library import library
+from engine.store.sqlite.text_apart import ROWS
 
 INDEX = "memories_recall"
 HEAD_ROWS = 10_000  # entries in the head when its floor is chosen

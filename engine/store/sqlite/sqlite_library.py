@@ -2,7 +2,8 @@
 
 A store runs on the standard library's `sqlite3`, embeddings or not (`driver`): where
 that SQLite cannot load sqlite-vec its functions are Python's, so an application's own
-`sqlite3` connections share the store's SQLite. pysqlite3 only with LETHE_SQLITE=pysqlite3. Every connection a store
+`sqlite3` connections share the store's SQLite. pysqlite3 only with LETHE_SQLITE=pysqlite3.
+Every connection a store
 opens to its file (its own, its lease's, its checkpoint thread's, nearest_beside's) must
 come from that same library. Two copies of SQLite in one process do not see each other's
 POSIX locks: closing a connection of one drops the other's locks, and the last connection
@@ -27,8 +28,8 @@ import sys
 import threading
 
 from engine.base.distribution import extra_error
-from engine.store.common import StoreError
-from engine.store.sqlite_file import on_disk
+from engine.store.shared import StoreError
+from engine.store.sqlite.sqlite_file import on_disk
 
 _MODULES = ("sqlite3", "pysqlite3.dbapi2")
 _OPEN: dict[str, list] = {}  # a file's real path: [the library it is open through, stores]
@@ -39,7 +40,7 @@ _OPEN_LOCK = threading.Lock()
 def driver(vectors: bool):
     """The DB-API module a store connects with: the standard library's, embeddings or not
     (where it cannot load sqlite-vec, the vector functions are Python's:
-    engine.store.vectors.python_functions), so a process that also opens the file with
+    engine.store.sqlite.vectors.python_functions), so a process that also opens the file with
     `sqlite3` has one SQLite. pysqlite3 only when LETHE_SQLITE=pysqlite3 asks for it."""
     if (
         not vectors

@@ -14,8 +14,8 @@ import contextlib
 import sqlite3
 from typing import Iterable, Iterator
 
-from engine.store import recall_head as head
-from engine.store.text_apart import rows_table
+from engine.store.sqlite import recall_head as head
+from engine.store.sqlite.text_apart import rows_table
 
 # rebuilding pays off only when the rows rewritten are most of the table, and it is not
 # worth a thought below this many rows: lifecycle's expiry + decay in-process, medians of
@@ -25,7 +25,7 @@ BULK_MIN_ROWS = 1_000
 # partial indexes over a small part of the table (m017: memories with an expiry date) or
 # over columns a pass rarely changes (m019: active memories by namespace): a pass moves
 # the few entries it touches there for less than a rebuild's scan of the table. Recall's
-# index joins them while it holds only the head of the ranking (engine.store.recall_head).
+# index joins them while it holds only the head of the ranking (engine.store.sqlite.recall_head).
 KEPT_IN_PLACE = {"memories_expiry", "memories_active"}
 
 
@@ -78,7 +78,7 @@ def rebuilding(
 ) -> Iterator[list[str]]:
     """Inside the caller's transaction: when rewriting `rows` memories is worth it, drop
     the indexes over `columns` for the block and create them again after it (recall's
-    with the floor chosen again from the new ranks: engine.store.recall_head; `now` is when).
+    with the floor chosen again from the new ranks: engine.store.sqlite.recall_head; `now` is when).
     Yields the names of the indexes rebuilt (empty: the statements update them as usual).
     When the block raises, nothing is re-created here: the caller's rollback restores
     them."""

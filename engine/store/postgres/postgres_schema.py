@@ -21,9 +21,9 @@ import json
 from typing import Callable
 
 # what SQLite's m015 counts as odd, and what it makes of it: one rule for both backends
-from engine.store.migrations import _NUMBERS as NUMBERS
-from engine.store.migrations import _TEXTS as TEXTS
-from engine.store.migrations import _normalised as normalised
+from engine.store.sqlite.sqlite_schema import _NUMBERS as NUMBERS
+from engine.store.sqlite.sqlite_schema import _TEXTS as TEXTS
+from engine.store.sqlite.sqlite_schema import _normalised as normalised
 
 PG_MIGRATIONS: list[Callable] = []
 TEXT = 'TEXT COLLATE "C"'
@@ -280,7 +280,7 @@ def m018_pass_progress_top(db):
 @migration
 def m019_recall_head(db):
     """As SQLite's m019 by name only: recall's index stays over every active memory here
-    (engine.store.recall_head is SQLite's). The server's planner has statistics, and a prepared
+    (engine.store.sqlite.recall_head is SQLite's). The server's planner has statistics, and a prepared
     generic plan could not prove a floor bound as a parameter."""
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from engine.base.errors import StoreError
-from engine.store.sqlite_library import library
+from engine.store.sqlite.sqlite_library import library
 
 MIGRATION = "m020_text_apart"  # the migration after which memories is a view
 ROWS, TEXTS = "memory_rows", "memory_texts"

@@ -32,8 +32,8 @@ import threading
 import time
 
 from engine.base.errors import GaveWay
-from engine.store.common import KEEP_AFTER
-from engine.store.text_apart import rows_table
+from engine.store.shared import KEEP_AFTER
+from engine.store.sqlite.text_apart import rows_table
 
 try:
     import fcntl
