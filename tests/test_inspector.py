@@ -17,9 +17,10 @@ from starlette.testclient import TestClient  # noqa: E402
 
 from engine import Memory  # noqa: E402
 from engine.apps.inspector.app import Inspector  # noqa: E402
-from engine.apps.inspector.guard import check_bind  # noqa: E402
 from engine.apps.inspector.server import prepare  # noqa: E402
 from engine.base.errors import LetheError  # noqa: E402
+from engine.integrations.httpguard import LINK  # noqa: E402
+from engine.integrations.httpguard import check_bind as check_any_bind  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
 
 pytestmark = pytest.mark.both_backends
@@ -66,6 +67,15 @@ def test_a_foreign_host_is_refused_even_with_the_token(memory):
     assert c.get(f"/memories?token={TOKEN}", headers={"host": "127.0.0.1:9999"}).status_code == 403
 
 
+def test_a_wildcard_bind_still_refuses_a_foreign_host_name(memory):
+    """Bound to 0.0.0.0 the inspector answers this machine's addresses, not any name: the
+    guard is lethe mcp's (it accepted any Host there, the token alone guarding)."""
+    c = client(memory, host="0.0.0.0")
+    assert c.get(f"/memories?token={TOKEN}", headers={"host": "evil.example:8765"}).status_code == 403
+    assert c.get(f"/memories?token={TOKEN}", headers={"host": "192.168.1.20:8765"}).status_code == 200
+    assert c.get(f"/memories?token={TOKEN}", headers={"host": "localhost:8765"}).status_code == 200
+
+
 def test_a_foreign_origin_cannot_post(memory):
     c = signed_in(memory)
     mem = memory("lifecycle")
@@ -80,6 +90,10 @@ def test_a_foreign_origin_cannot_post(memory):
 
 
 @pytest.mark.sqlite_only
+def check_bind(host, token):
+    return check_any_bind(host, token, LINK)[0]
+
+
 def test_a_non_loopback_bind_needs_a_token():
     with pytest.raises(LetheError, match="needs --token"):
         check_bind("0.0.0.0", None)

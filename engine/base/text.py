@@ -1,4 +1,4 @@
-"""Text as the engine reads it: words, full-text queries, and what text may be stored.
+"""Text as the engine reads it: words and full-text queries (what text may be stored: inputs.py).
 
 Full-text queries are built here from words only: every token is quoted, so nothing a
 user or a memory says is ever read as FTS syntax.
@@ -7,8 +7,6 @@ user or a memory says is ever read as FTS syntax.
 from __future__ import annotations
 
 import re
-
-from engine.base.errors import LetheError
 
 STOPWORDS = frozenset(
     """a an and are as at be been but by can could did do does for from had
@@ -32,15 +30,3 @@ def fts_query(text: str, content_words: bool = False, joiner: str = " OR ") -> s
     """Words as a safe FTS5 query: tokens quoted (never FTS syntax), OR-ed."""
     tokens = words(text, content_words)
     return joiner.join(f'"{t}"' for t in tokens) if tokens else None
-
-
-def valid_text(text, what: str) -> None:
-    """Text SQLite can store as UTF-8: lone surrogates (invalid UTF-8) are refused."""
-    if text is None:
-        return
-    if not isinstance(text, str):
-        raise LetheError(f"{what} must be text, got {type(text).__name__}")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise LetheError(f"{what} is not valid UTF-8 text ({exc.reason} at {exc.start})") from None

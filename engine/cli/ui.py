@@ -10,7 +10,7 @@ from engine.base.lazy import lazy
 from engine.cli.base import echo, open_memory, store_options
 from engine.integrations import missing_extra
 
-guard = lazy("engine.apps.inspector.guard")
+httpguard = lazy("engine.integrations.httpguard")
 server = lazy("engine.apps.inspector.server")  # Starlette and uvicorn: the `ui` extra
 app = lazy("engine.apps.inspector.app")
 
@@ -41,7 +41,7 @@ def ui(db, policy, namespace, now, offline, host, port, token, read_only):
     supersession chain, recall explained, pending turns, costs, the policy; forget, restore
     and correct from the page (each an event). Bound to 127.0.0.1 with a token in the URL
     printed at start. Needs the ui extra."""
-    token = guard.check_bind(host, token)  # refused before anything is opened
+    token, _ = httpguard.check_bind(host, token, httpguard.LINK)  # refused before anything is opened
     try:
         serve, prepare, url = server.serve, server.prepare, server.url
     except ImportError as exc:

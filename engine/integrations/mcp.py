@@ -27,7 +27,7 @@ from engine.base import distribution
 from engine.base.errors import LetheError
 from engine.integrations import mcp_models as out
 from engine.integrations import missing_extra
-from engine.integrations.httpguard import BearerGuard
+from engine.integrations.httpguard import BEARER, Guard
 from engine.integrations.mcp_models import (
     Added,
     Forgotten,
@@ -325,7 +325,7 @@ def _serve_http(server, host: str, port: int, token: str) -> None:
     import anyio
     import uvicorn
 
-    app = BearerGuard(server.streamable_http_app(host=host), token, host, port)
+    app = Guard(server.streamable_http_app(host=host), token, host, port, BEARER)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning")
     anyio.run(uvicorn.Server(config).serve)
 

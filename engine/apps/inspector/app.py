@@ -22,9 +22,9 @@ from starlette.staticfiles import StaticFiles
 
 from engine import store
 from engine.apps.inspector import charts, pages
-from engine.apps.inspector.guard import Guard
 from engine.base.clock import iso
 from engine.base.errors import LetheError
+from engine.integrations.httpguard import LINK, Guard
 from engine.memory import Memory
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -175,7 +175,7 @@ def build(inspector: Inspector, token: str, host: str, port: int):
         Mount("/static", StaticFiles(directory=os.path.join(HERE, "static")), name="static"),
     ]
     app = Starlette(routes=routes)
-    return Guard(app, token, host, port)
+    return Guard(app, token, host, port, LINK)
 
 
 def _keep_ns(request: Request, path: str) -> str:

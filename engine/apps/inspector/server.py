@@ -7,7 +7,7 @@ import urllib.parse
 import uvicorn
 
 from engine.apps.inspector.app import Inspector, build
-from engine.apps.inspector.guard import check_bind
+from engine.integrations.httpguard import LINK, check_bind
 
 
 def url(host: str, port: int, token: str) -> str:
@@ -18,7 +18,7 @@ def url(host: str, port: int, token: str) -> str:
 def prepare(inspector: Inspector, host: str, port: int, token: str | None):
     """The app and the token it requires (refused, LetheError, on a non-loopback bind with
     no token)."""
-    token = check_bind(host, token)
+    token, _ = check_bind(host, token, LINK)
     return build(inspector, token, host, port), token
 
 
