@@ -182,3 +182,80 @@ def test_only_the_store_executes_sql():
             ):
                 calls.append(f"{module}:{node.lineno}")
     assert calls == []
+
+
+# A compiled statement says what it is (engine.plan.statement: kind, event, rule); its SQL
+# text and label are for the database and for people. Outside engine/plan/ they are passed
+# along, never inspected: no `st.sql.startswith(...)`, `"x" in st.sql`, `st.label.split()`,
+# `st.params[0]`. The judges hold no statements (their `label`s are date mentions' words),
+# and no statement is `self` there (the SQLite store's `self.sql` is its DB-API module).
+STATEMENT_TEXT = {"sql": {"plan"}, "label": {"plan", "judges"}}
+DIALECT_NAMES = {"sqlite", "postgres"}
+
+
+def statement_and_dialect_readings(source: str, unit_: str) -> list[str]:
+    """Lines that decide something from a statement's text, label or parameter positions,
+    or from a dialect's name (`d.name == "sqlite"`) instead of its capabilities."""
+    tree = ast.parse(source)
+    parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    found = []
+    for node in ast.walk(tree):
+        up = parents.get(id(node))
+        if (
+            isinstance(node, ast.Attribute)
+            and unit_ not in STATEMENT_TEXT.get(node.attr, {unit_})
+            and not (isinstance(node.value, ast.Name) and node.value.id == "self")  # a store's own
+        ):
+            if (
+                isinstance(up, ast.Attribute)  # st.sql.startswith(...), st.label.split(...)
+                or (isinstance(up, ast.Subscript) and up.value is node)  # st.sql[:6]
+                or isinstance(up, ast.Compare)  # "memory_events" in st.sql, st.label == ...
+                or (isinstance(up, ast.Call) and node in up.args and _is_re(up.func))
+            ):
+                found.append(f"line {node.lineno}: reads .{node.attr}")
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "params"
+            and isinstance(node.slice, ast.Constant)
+            and isinstance(node.slice.value, int)
+            and unit_ != "plan"
+        ):
+            found.append(f"line {node.lineno}: reads a statement's parameter by position")
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            names = any(isinstance(s, ast.Attribute) and s.attr == "name" for s in sides)
+            dialects = any(isinstance(s, ast.Constant) and s.value in DIALECT_NAMES for s in sides)
+            if names and dialects:
+                found.append(f"line {node.lineno}: compares a dialect's name")
+    return found
+
+
+def _is_re(func: ast.AST) -> bool:
+    return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "re"
+
+
+def test_nothing_reads_a_statements_text_or_a_dialects_name():
+    readings = {
+        module: found
+        for module, path in MODULES.items()
+        if (found := statement_and_dialect_readings(path.read_text(encoding="utf-8"), unit(module)))
+    }
+    assert readings == {}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'if st.sql.startswith("INSERT INTO memory_events"): pass',
+        'if "UPDATE memories" in st.sql: pass',
+        'rule = st.label.split(" update")[0]',
+        "event = st.params[0]",
+        'if d.name == "sqlite": pass',
+        'if plan.dialect.name != "postgres": pass',
+        "found = re.match('UPDATE', st.sql)",
+    ],
+)
+def test_the_text_reading_check_finds_what_it_forbids(line):
+    assert statement_and_dialect_readings(line, "run") != []
+    assert statement_and_dialect_readings("run(st.sql, st.bind(now))\nprogress(st.label)", "run") == []

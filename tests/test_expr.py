@@ -6,10 +6,13 @@ so these tests pin what a formula computes, not only what text it renders to.
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime as dt
 import math
 import os
 import re
+import sys
+import threading
 
 import pytest
 
@@ -653,3 +656,30 @@ def test_postgres_keeps_aggregates_and_turns_scalar_min_into_least():
 def test_postgres_spellings(text, sql):
     assert isinstance(POSTGRES, PostgresDialect)
     assert POSTGRES.render(compile_(text))[0] == sql
+
+
+def test_rendering_keeps_nothing_on_the_shared_dialect():
+    """One dialect object serves every store (DIALECTS): a render writes into its own
+    state, so the dialect is the same after it and threads rendering at once each get the
+    text and parameters of their own call."""
+    node = compile_("similarity * 2 + importance", allow_similarity=True)
+    for d in (SQLITE, POSTGRES):
+        before = dict(vars(d))
+        d.render(node, similarity=("sim(?)", ["v"]))
+        assert vars(d) == before
+
+    def renders(i: int) -> list[tuple[str, list]]:
+        start.wait()
+        return [SQLITE.render(node, similarity=(f"sim{i}(?)", [f"v{i}"])) for _ in range(300)]
+
+    threads = 8
+    start = threading.Barrier(threads)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can
+    try:
+        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+            results = list(pool.map(renders, range(threads)))
+    finally:
+        sys.setswitchinterval(interval)
+    for i, got in enumerate(results):
+        assert got == [SQLITE.render(node, similarity=(f"sim{i}(?)", [f"v{i}"]))] * len(got)

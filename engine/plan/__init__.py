@@ -16,7 +16,7 @@ from engine.plan.dialect import DIALECTS, Dialect
 from engine.plan.explain import order_keys_statement, reasons_statement
 from engine.plan.head_form import with_head
 from engine.plan.rules import assignments, id_range, pass_statements, pass_writes, reach_statement
-from engine.plan.statement import IDS, LIMIT, NAMESPACE, QUERY, VECTOR, Statement
+from engine.plan.statement import IDS, LIMIT, NAMESPACE, QUERY, VECTOR, Kind, Statement
 from engine.plan.writes import (
     absorb_events_statement,
     absorb_statement,
@@ -68,7 +68,7 @@ class Plan:
 
 def compile_policy(policy: Policy, dialect: str | Dialect = "sqlite") -> Plan:
     d = DIALECTS[dialect] if isinstance(dialect, str) else dialect
-    if policy.embed and d.name != "sqlite":  # similarity is sqlite-vec's vec_distance_cosine
+    if policy.embed and not d.vector_search:  # similarity is sqlite-vec's vec_distance_cosine
         raise PolicyError(
             f"policy {policy.name}: `embed:` (vector search) runs on SQLite "
             f"only for now, not on {d.name}; use a policy without it there"
@@ -171,7 +171,7 @@ def neighbours_statement(label: str, c: Candidates, d: Dialect, model: str) -> S
         f'AND memories."namespace" = {d.placeholder} AND {where_sql}\n'
         f"ORDER BY similarity DESC, memories.id DESC\nLIMIT {d.placeholder}"
     )
-    return Statement(label, sql, [*sim[1], IDS, model, NAMESPACE, *where_params, LIMIT])
+    return Statement(label, sql, [*sim[1], IDS, model, NAMESPACE, *where_params, LIMIT], kind=Kind.READ)
 
 
 def DEFAULT_CANDIDATES() -> Candidates:
@@ -190,7 +190,7 @@ def write_candidates_statement(
     c = c or DEFAULT_CANDIDATES()
     by_relevance = Candidates(c.where, [(X.Relevance(X.NUM), True), *c.order], c.limit, c.min, c.k)
     read = set().union(*(X.columns_of(n) for n in [c.where, *[o for o, _ in c.order]]))
-    if d.name == "sqlite" and not (model and "@similarity" in read):
+    if d.best_matches_first and not (model and "@similarity" in read):
         return _best_matches_first(f"{step} candidates", by_relevance, d)
     return candidates_statement(f"{step} candidates", by_relevance, d, query=True, model=model)
 
@@ -222,7 +222,7 @@ def _best_matches_first(label: str, c: Candidates, d: Dialect) -> Statement:
         f"WHERE {kept}\nORDER BY {o_sql}\nLIMIT {ph}"
     )
     params = [QUERY, LIMIT, NAMESPACE, *where_params, LIMIT, NAMESPACE, *where_params, *o_params, LIMIT]
-    return Statement(label, sql, params)
+    return Statement(label, sql, params, kind=Kind.READ)
 
 
 def order_sql(
@@ -284,9 +284,9 @@ def candidates_statement(
     )
     params = ([QUERY] if query else []) + join_params + [NAMESPACE, *where_params, *o_params, LIMIT]
     return (
-        with_head(Statement(label, sql, params), c, d, where_params)
+        with_head(Statement(label, sql, params, kind=Kind.READ), c, d, where_params)
         if not query
-        else Statement(label, sql, params)
+        else Statement(label, sql, params, kind=Kind.READ)
     )
 
 
@@ -302,7 +302,10 @@ def _scored_in_recall_order(label: str, c: Candidates, d: Dialect) -> Statement:
         f"ORDER BY {o_sql}\nLIMIT {d.placeholder}"
     )
     return with_head(
-        Statement(label, sql, [QUERY, NAMESPACE, *where_params, *o_params, LIMIT]), c, d, where_params
+        Statement(label, sql, [QUERY, NAMESPACE, *where_params, *o_params, LIMIT], kind=Kind.READ),
+        c,
+        d,
+        where_params,
     )
 
 
@@ -321,12 +324,14 @@ def rank_refresh_statement(
             f'UPDATE {d.rows} SET "rank" = {sql}\n'
             f"WHERE {d.unindexed('namespace')} = {d.placeholder} AND {r_sql}",
             p + [NAMESPACE, *r_params],
+            kind=Kind.WRITE_MEMORIES,
         )
     if not by_ids:
         return Statement(
             "rank refresh",
             f'UPDATE {d.rows} SET "rank" = {sql}\nWHERE "namespace" = {d.placeholder}',
             p + [NAMESPACE],
+            kind=Kind.WRITE_MEMORIES,
         )
     # +namespace: look the ids up by primary key, not by walking the namespace's index
     return Statement(
@@ -335,6 +340,7 @@ def rank_refresh_statement(
         f"WHERE {d.unindexed('namespace')} = {d.placeholder} "
         f'AND "id" {d.ids_in()}',
         p + [NAMESPACE, IDS],
+        kind=Kind.WRITE_MEMORIES,
     )
 
 
@@ -348,6 +354,7 @@ def access_statement(policy: Policy, rule: Rule, d: Dialect) -> Statement:
         f"UPDATE {d.rows}\nSET {set_sql}\nWHERE {d.unindexed('namespace')} = {d.placeholder} "
         f'AND "id" {d.ids_in()} AND "status" = {d.placeholder}',
         set_params + [NAMESPACE, IDS, "active"],
+        kind=Kind.WRITE_MEMORIES,
     )
 
 
@@ -375,7 +382,7 @@ def render_plan(plan: Plan) -> str:
                     "; its rules are then the ones over an id range below, run "
                     "over every id (the rows read in id order, not through an "
                     "index on namespace)"
-                    if name in plan.pass_ranges and plan.dialect.name == "sqlite"
+                    if name in plan.pass_ranges and plan.dialect.rewrites_in_id_order
                     else ""
                 )
             )
@@ -388,7 +395,7 @@ def render_plan(plan: Plan) -> str:
             )
         for st in statements:
             blocks.append(_show(st))
-        if name in plan.pass_ranges and plan.dialect.name == "sqlite":
+        if name in plan.pass_ranges and plan.dialect.passes_give_way:
             blocks.append(
                 "-- when a writer waits for the lock meanwhile, the transaction rolls "
                 "back and the rules run over one id range per transaction instead; "
@@ -405,7 +412,7 @@ def render_plan(plan: Plan) -> str:
         blocks.append(_show(plan.access))
     blocks.append(_show(plan.rank_refresh))
     blocks.append(_show(plan.rank_refresh_ids))
-    if plan.dialect.name == "sqlite":
+    if plan.dialect.rewrites_in_id_order:
         blocks.append(
             "-- when the namespace is over half of the file's memories, its ranks "
             "are refreshed in id order, over every id:"

@@ -9,6 +9,7 @@ value is a bound parameter.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Mapping
 
 from engine.base.errors import FormulaError
@@ -34,8 +35,23 @@ class SQL:
         return "".join(self.parts)
 
 
+@dataclass(frozen=True)
+class Rendering:
+    """One call of `Dialect.render`: the text it writes, and what stands for overridden
+    columns, `relevance` and `similarity` there. Made per call and passed down, never kept
+    on the dialect, which is one shared object (`DIALECTS`) rendered from any thread."""
+
+    out: SQL
+    overrides: Mapping[str, X.Node]
+    relevance: str | None
+    similarity: tuple[str, list]
+
+
 class Dialect:
-    name = "sqlite"
+    """How formulas and statements are spelled for one database, and what it can do: the
+    plan asks these capabilities, never the dialect's name."""
+
+    name = "sqlite"  # for people: `lethe compile`'s header, error messages
     placeholder = "?"
     text_param = "?"  # a parameter that must be read as text (a JSON key)
     json_object = "json_object"
@@ -57,6 +73,18 @@ class Dialect:
     rows = "memory_rows AS memories"
     # where the text lives when it is not in `rows`: a formula reads a text column there
     texts = "memory_texts"
+    # `similarity`: the vector functions of sqlite-vec (vec_distance_cosine) are there
+    vector_search = True
+    # a write's candidates read the rows of the best-scored full-text matches only
+    # (plan._best_matches_first: measured at 1M memories on SQLite)
+    best_matches_first = True
+    # the store gives way to a waiting writer: a one-transaction pass rolls back and runs
+    # its rules over one id range per transaction (engine.store.sqlite_wait)
+    passes_give_way = True
+    # the store rewrites most of the file in id order, over every id, instead of through
+    # an index on namespace: a pass that reaches most of it, a namespace's rank refresh
+    # (engine.store.bulk)
+    rewrites_in_id_order = True
     _FUNCS = {
         "exp": "exp",
         "ln": "ln",
@@ -110,14 +138,14 @@ class Dialect:
         """SQL text and params for a formula. `overrides` replaces columns by new values
         (to compute a stored rank from the values an UPDATE is about to write);
         `similarity` is the (sql, params) that `similarity` stands for in this statement."""
-        out = SQL()
-        self._similarity = similarity or ("0.0", [])
-        self._emit(node, out, overrides or {}, relevance_sql)
-        return out.text(), out.params
+        r = Rendering(SQL(), overrides or {}, relevance_sql, similarity or ("0.0", []))
+        self._emit(node, r)
+        return r.out.text(), r.out.params
 
     # -- emitters
-    def _emit(self, n: X.Node, out: SQL, ov: Mapping, rel: str | None) -> None:
-        e = lambda child: self._emit(child, out, ov, rel)  # noqa: E731
+    def _emit(self, n: X.Node, r: Rendering) -> None:
+        out, ov = r.out, r.overrides
+        e = lambda child: self._emit(child, r)  # noqa: E731
         if isinstance(n, X.Const):
             if n.value is None:
                 out.add("NULL")
@@ -127,20 +155,20 @@ class Dialect:
         elif isinstance(n, X.Col):
             if n.name in ov:  # the new value is computed from the row's old values
                 out.add("(")
-                self._emit(ov[n.name], out, {}, rel)
+                self._emit(ov[n.name], replace(r, overrides={}))
                 out.add(")")
             elif self.texts and n.name in X.TEXT_COLUMNS:  # beside the row, by its id
                 out.add(f"(SELECT t.{self.quote(n.name)} FROM {self.texts} AS t WHERE t.id = memories.id)")
             else:
                 out.add(self.quote(n.name))
         elif isinstance(n, X.TimeWord):
-            self._time_word(n.name, out, ov, e)
+            self._time_word(n.name, out, e)
         elif isinstance(n, X.Relevance):
-            if rel is None:
+            if r.relevance is None:
                 raise FormulaError("'relevance' needs a query")
-            out.add(rel)
+            out.add(r.relevance)
         elif isinstance(n, X.Similarity):
-            out.add(self._similarity[0], *self._similarity[1])
+            out.add(r.similarity[0], *r.similarity[1])
         elif isinstance(n, X.BinOp):
             out.add("(")
             e(n.left)
@@ -220,7 +248,7 @@ class Dialect:
         earlier()
         out.add(")) * 86400000.0) / 86400000.0)")
 
-    def _time_word(self, name: str, out: SQL, ov: Mapping, e) -> None:
+    def _time_word(self, name: str, out: SQL, e) -> None:
         now = lambda: out.add(self.placeholder, NOW)  # noqa: E731
         col = lambda c: e(X.Col(X.TIME, c))  # noqa: E731
         if name == "now":
@@ -260,6 +288,10 @@ class PostgresDialect(Dialect):
     kept = None  # no function of ours on the server: a guard in the WHERE and a count first
     recall_head = False  # its planner has statistics: recall's index holds every active row
     rows, texts = "memories", None  # one table, the text in it
+    vector_search = False  # no vector extension assumed on the server yet
+    best_matches_first = False  # not measured here: the planner picks the order from statistics
+    passes_give_way = False  # a writer waits for a row, not the file (engine.store.postgres)
+    rewrites_in_id_order = False  # indexes stay in place (engine.store.postgres rewriting)
     _FUNCS = {**Dialect._FUNCS, "min": "least", "max": "greatest", "log": "log"}
     _divide, _divide_end = " * 1.0 / nullif(", ", 0)"
     _TYPES = ((bool, "::bigint"), (int, "::bigint"), (float, "::double precision"), (str, "::text"))

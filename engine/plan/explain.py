@@ -5,7 +5,7 @@ consider it, and the order keys of the ones it shows.
 from __future__ import annotations
 
 from engine.plan.dialect import Dialect
-from engine.plan.statement import IDS, NAMESPACE, QUERY, Statement
+from engine.plan.statement import IDS, NAMESPACE, QUERY, Kind, Statement
 from engine.policy import expr as X
 
 
@@ -37,6 +37,7 @@ def reasons_statement(policy, d, query: bool) -> Statement:
         "recall explain: reasons" + (" (with a query)" if query else ""),
         sql,
         [*where_params, *([QUERY] if join else []), NAMESPACE],
+        kind=Kind.READ,
     )
 
 
@@ -59,6 +60,7 @@ def order_keys_statement(policy, d, query: bool) -> Statement:
         "recall explain: order keys" + (" (with a query)" if query else ""),
         sql,
         [*params, *([QUERY] if query else []), NAMESPACE, IDS],
+        kind=Kind.READ,
     )
 
 
@@ -84,4 +86,5 @@ def decay_statement(policy, d) -> Statement | None:
         f"memories\nWHERE {d.unindexed('namespace')} = {d.placeholder} AND "
         f"memories.id {d.ids_in()}",
         [*params, NAMESPACE, IDS],
+        kind=Kind.READ,
     )

@@ -44,5 +44,6 @@ def with_head(st: Statement, c: Candidates, d: Dialect, where_params: list) -> S
         f"{st.label}, over the head of the ranking",
         f'{st.sql[:at]} AND "rank" >= {d.placeholder}{st.sql[at:]}',
         [*st.params[:cut], FLOOR, *st.params[cut:]],
+        kind=st.kind,
     )
     return st

@@ -6,7 +6,7 @@ ever written; and the reach count that decides how a pass rewrites its rows.
 from __future__ import annotations
 
 from engine.plan.dialect import NOW, Dialect
-from engine.plan.statement import FROM_ID, NAMESPACE, TO_ID, Statement
+from engine.plan.statement import FROM_ID, NAMESPACE, TO_ID, Kind, Statement
 from engine.policy import Pass, Policy, Rule
 from engine.policy import expr as X
 
@@ -43,7 +43,7 @@ def reach_statement(p: Pass, d: Dialect, ranged: bool = False) -> Statement:
         sql += " AND (" + " OR ".join(w for w, _ in rendered) + ")"
         params += [x for _, ps in rendered for x in ps]
     label = f"{p.name} reach" + (" in a range" if ranged else "")
-    return Statement(label, f"SELECT count(*) FROM {d.rows}\nWHERE {sql}", params)
+    return Statement(label, f"SELECT count(*) FROM {d.rows}\nWHERE {sql}", params, kind=Kind.READ)
 
 
 def _union(whens: list[X.Node]) -> list[X.Node]:
@@ -93,6 +93,8 @@ def rule_statements(
                 f"{label} rows (the skipped: those it does not change)",
                 f"SELECT count(*) FROM {d.rows}\nWHERE {where_sql}",
                 list(where_params),
+                kind=Kind.READ,
+                rule=label,
                 counts_skipped=True,
             )
         )
@@ -105,6 +107,9 @@ def rule_statements(
                 f'SELECT "id", {d.placeholder}, {detail_sql}, {d.placeholder}\nFROM {d.rows}\n'
                 f"WHERE {guarded[0]}",
                 [rule.event, *detail_params, NOW, *guarded[1]],
+                kind=Kind.INSERT_EVENTS,
+                event=rule.event,
+                rule=label,
             )
         )
     if rule.set:
@@ -115,6 +120,8 @@ def rule_statements(
                     f"{label} update",
                     f"UPDATE {d.rows}\nSET {set_sql}\nWHERE {where_sql}",
                     set_params + where_params,
+                    kind=Kind.WRITE_MEMORIES,
+                    rule=label,
                     counts_kept=True,
                 )
             )
@@ -125,6 +132,8 @@ def rule_statements(
                     f"{label} update",
                     f"UPDATE {d.rows}\nSET {set_sql}\nWHERE {guarded[0]}",
                     set_params + guarded[1],
+                    kind=Kind.WRITE_MEMORIES,
+                    rule=label,
                 )
             )
     return out

@@ -6,6 +6,7 @@ a memory ever reaches the SQL text: values travel as parameters.
 
 from __future__ import annotations
 
+import enum
 import json
 from dataclasses import dataclass, field
 
@@ -23,16 +24,31 @@ VECTOR = object()  # marker parameter: the embedding of the query or the new mem
 FLOOR = object()  # marker parameter: the floor of recall's index (engine.store.sqlite.recall_head)
 
 
+class Kind(enum.Enum):
+    """What a statement does, for the code that runs it (which never reads its SQL)."""
+
+    READ = "read"  # a SELECT: rows, values or a count
+    WRITE_MEMORIES = "write memories"  # an UPDATE of memories' rows
+    INSERT_EVENTS = "insert events"  # an INSERT ... SELECT into memory_events
+
+
 @dataclass
 class Statement:
-    label: str
+    label: str  # for people: `lethe compile`, progress lines
     sql: str
     params: list = field(default_factory=list)
+    kind: Kind = field(kw_only=True)
+    event: str | None = field(default=None, kw_only=True)  # the event type an INSERT_EVENTS records
+    rule: str | None = field(default=None, kw_only=True)  # a pass's rule it belongs to: "decay.rules[0]"
     counts_skipped: bool = False  # a SELECT count(*) of the rows a rule leaves alone
     counts_kept: bool = False  # an UPDATE that counts the rows it keeps (Dialect.kept)
     # the same SELECT over the head of the ranking only (`rank >= :floor`), which a store
     # whose recall index holds only the head runs first (engine.store.sqlite.recall_head)
     head: "Statement | None" = None
+
+    def __post_init__(self):
+        if (self.kind is Kind.INSERT_EVENTS) != (self.event is not None):
+            raise ValueError(f"{self.label}: an INSERT_EVENTS statement, and only one, names its event")
 
     def bind(
         self,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from engine.plan.dialect import NOW, Dialect
 from engine.plan.rules import assignments
-from engine.plan.statement import IDS, NAMESPACE, NEW_ID, TEXT, Statement
+from engine.plan.statement import IDS, NAMESPACE, NEW_ID, TEXT, Kind, Statement
 from engine.policy import Pass, Policy, schema
 from engine.policy import expr as X
 
@@ -19,6 +19,7 @@ def supersede_statement(d: Dialect) -> Statement:
         f'"contradicted_by" = {d.placeholder}\nWHERE {d.unindexed("namespace")} = '
         f'{d.placeholder} AND "id" {d.ids_in()} AND "status" = {d.placeholder}',
         ["superseded", NEW_ID, NAMESPACE, IDS, "active"],
+        kind=Kind.WRITE_MEMORIES,
     )
 
 
@@ -30,6 +31,7 @@ def forget_statement(d: Dialect) -> Statement:
         f'{d.unindexed("namespace")} = {d.placeholder} AND "id" {d.ids_in()} '
         f'AND "status" = {d.placeholder}',
         ["archived", NAMESPACE, IDS, "active"],
+        kind=Kind.WRITE_MEMORIES,
     )
 
 
@@ -50,6 +52,7 @@ def reinforce_statement(policy: Policy, d: Dialect) -> Statement:
         f'WHERE {d.unindexed("namespace")} = {d.placeholder} AND "id" {d.ids_in()} '
         f'AND "status" = {d.placeholder}',
         set_params + [NAMESPACE, IDS, "active"],
+        kind=Kind.WRITE_MEMORIES,
     )
 
 
@@ -72,7 +75,11 @@ def merge_values_statement(p: Pass, d: Dialect) -> Statement:
         f"SELECT {', '.join(parts)}\nFROM {d.rows}\n"
         f'WHERE {d.unindexed("namespace")} = {d.placeholder} AND "id" {d.ids_in()}',
         params + [NAMESPACE, IDS],
+        kind=Kind.READ,
     )
+
+
+ABSORBED = "compressed"  # the event a memory absorbed into a merged one records
 
 
 def absorb_events_statement(d: Dialect) -> Statement:
@@ -83,7 +90,9 @@ def absorb_events_statement(d: Dialect) -> Statement:
         f"{d.placeholder}, {d.placeholder} FROM {d.rows}\nWHERE "
         f'{d.unindexed("namespace")} = {d.placeholder} AND "id" {d.ids_in()} '
         f'AND "status" = {d.placeholder}',
-        ["compressed", TEXT, NOW, NAMESPACE, IDS, "active"],
+        [ABSORBED, TEXT, NOW, NAMESPACE, IDS, "active"],
+        kind=Kind.INSERT_EVENTS,
+        event=ABSORBED,
     )
 
 
@@ -94,4 +103,5 @@ def absorb_statement(d: Dialect) -> Statement:
         f'"merged_into" = {d.placeholder}\nWHERE {d.unindexed("namespace")} = '
         f'{d.placeholder} AND "id" {d.ids_in()} AND "status" = {d.placeholder}',
         ["compressed", NEW_ID, NAMESPACE, IDS, "active"],
+        kind=Kind.WRITE_MEMORIES,
     )

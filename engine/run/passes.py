@@ -15,6 +15,7 @@ from typing import Callable
 
 from engine.base.clock import AHEAD, parse_time
 from engine.base.errors import GaveWay
+from engine.plan.statement import Kind
 from engine.run.context import Context
 
 
@@ -182,17 +183,16 @@ def _apply(
             result.changed += n
             if kept:
                 result.skipped += kept
-                _note_skipped(result, st.label.split(" update")[0])
+                _note_skipped(result, st.rule)
             continue
         n = ctx.store.run(st, ctx.namespace, now, id_range=id_range or (0, 0))
-        if st.sql.startswith("INSERT INTO memory_events"):
-            event = st.params[0]
-            result.events[event] = result.events.get(event, 0) + n
+        if st.kind is Kind.INSERT_EVENTS:
+            result.events[st.event] = result.events.get(st.event, 0) + n
             continue
         result.changed += n
         if meant is not None and meant > n:
             result.skipped += meant - n
-            _note_skipped(result, st.label.split(" update")[0])
+            _note_skipped(result, st.rule)
         meant = None
 
 

@@ -31,6 +31,7 @@ import uuid
 from engine.base.clock import Clock, system_clock
 from engine.base.distribution import extra_error
 from engine.base.errors import StoreError
+from engine.plan.statement import Kind
 from engine.store.inspecting import Inspecting
 from engine.store.postgres.postgres_bookkeeping import Bookkeeping, refuse_nul
 from engine.store.postgres.postgres_lease import PostgresLease
@@ -340,7 +341,7 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
         """Execute one compiled statement; the number of rows it changed. An UPDATE of
         several memories by id first locks them in id order (an UPDATE locks rows in the
         order it finds them, which after earlier updates is not id order)."""
-        if len(binds.get("ids") or ()) > 1 and st.sql.startswith("UPDATE memories"):
+        if len(binds.get("ids") or ()) > 1 and st.kind is Kind.WRITE_MEMORIES:
             self.lock_memories(binds["ids"])
         cur = self.db.execute(st.sql, st.bind(now or self.now(), namespace, **_binds(binds)))
         return max(cur.rowcount, 0)
