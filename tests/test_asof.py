@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from engine import FixedClock, Memory
 from engine.apps.scenario import Player, Script
-from engine.apps.scenario import loader as load_scenario
+from engine.apps.scenario import load as load_scenario
 from engine.cli import main
 from tests.conftest import START, shipped_scenarios
 

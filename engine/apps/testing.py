@@ -26,7 +26,7 @@ import re
 import pytest
 
 from engine.apps.experiment import run_one
-from engine.apps.scenario import loader as load_scenario
+from engine.apps.scenario import load as load_scenario
 from engine.memory import Memory
 from engine.policy import load as load_policy
 
