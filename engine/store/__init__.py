@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from engine.base.clock import Clock
 from engine.base.errors import StoreError
-from engine.store.postgres.postgres_store import PostgresStore, is_dsn, masked, pg_database_errors
+from engine.store.postgres.postgres_connection import is_dsn, masked, pg_database_errors
+from engine.store.postgres.postgres_store import PostgresStore
+from engine.store.sqlite import sqlite_file  # noqa: F401 - `store.sqlite_file.file_path` (engine.cli.base)
 from engine.store.sqlite.sqlite_library import loaded
 from engine.store.sqlite.sqlite_schema import MIGRATIONS, RECALL_INDEX, migration
 from engine.store.sqlite.sqlite_store import SqliteStore, Store

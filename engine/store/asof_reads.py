@@ -1,28 +1,25 @@
 """Reads for the state of a few memories at a past time (engine.run.asof): the memories that
 had been recorded by then (their first event no later than it), matching a query or not,
 newest first, and their events up to then, found through `memory_events_time` (m021:
-memory, recording time). The same SQL on both backends (`?` placeholders; PostgreSQL's
-`_x` turns them into `%s`), as methods both stores inherit. Nothing here reads more than
-the memories it returns and their events: never a replay of the store."""
+memory, recording time). The same SQL on both backends, with the dialect's placeholder
+(`p`), as methods both stores inherit. Nothing here reads more than the memories it
+returns and their events: never a replay of the store."""
 
 from __future__ import annotations
 
-import json
-
 from engine.base.text import fts_query, words
+from engine.store.shared_sql import SharedQueries
 
 
-class AsOf:
-    """Needs `_x(sql, params)` and `dialect` ("sqlite" or "postgres")."""
-
+class AsOf(SharedQueries):
     def recorded_by(self, namespace: str, at: str, text: str | None, limit: int) -> list:
         """Up to `limit` memories of `namespace` recorded by `at` (any status now), newest
         first; with `text`, only those matching any of its words in full text."""
         where = [
-            "m.namespace = ?",
-            "m.created_at <= ?",  # said by then, a fortiori
+            f"m.namespace = {self.p}",
+            f"m.created_at <= {self.p}",  # said by then, a fortiori
             "coalesce((SELECT min(e.occurred_at) FROM memory_events e "
-            "WHERE e.memory_id = m.id), m.created_at) <= ?",
+            f"WHERE e.memory_id = m.id), m.created_at) <= {self.p}",
         ]
         args: list = [namespace, at, at]
         if text:
@@ -34,11 +31,12 @@ class AsOf:
                 if not found:
                     return []
                 where.append(
-                    "m.id IN (SELECT id FROM memories_fts WHERE tsv @@ to_tsquery('lethe_english', ?))"
+                    "m.id IN (SELECT id FROM memories_fts WHERE tsv @@ "
+                    f"to_tsquery('lethe_english', {self.p}))"
                 )
                 args.append(" | ".join(found))
         return self._x(
-            f"SELECT m.* FROM memories m WHERE {' AND '.join(where)} ORDER BY m.id DESC LIMIT ?",
+            f"SELECT m.* FROM memories m WHERE {' AND '.join(where)} ORDER BY m.id DESC LIMIT {self.p}",
             (*args, limit),
         ).fetchall()
 
@@ -47,14 +45,15 @@ class AsOf:
         rowids backwards and stops at the batch: a query of common words matches most of
         the store, and reading every match first cost 70 ms at 100k), each batch kept to
         the rows `where` admits, until `limit` are found."""
-        out, below, batch = [], None, max(4 * limit, 200)
+        out: list = []
+        below, batch = None, max(4 * limit, 200)
         while len(out) < limit:
             ids = [
                 r[0]
                 for r in self._x(
-                    "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?"
-                    + ("" if below is None else " AND rowid < ?")
-                    + " ORDER BY rowid DESC LIMIT ?",
+                    f"SELECT rowid FROM memories_fts WHERE memories_fts MATCH {self.p}"
+                    + ("" if below is None else f" AND rowid < {self.p}")
+                    + f" ORDER BY rowid DESC LIMIT {self.p}",
                     (match, *(() if below is None else (below,)), batch),
                 )
             ]
@@ -62,9 +61,9 @@ class AsOf:
                 break
             below = ids[-1]
             out += self._x(
-                f"SELECT m.* FROM memories m WHERE {' AND '.join(where)} AND m.id IN "
-                "(SELECT value FROM json_each(?)) ORDER BY m.id DESC LIMIT ?",
-                (*args, json.dumps(ids), limit - len(out)),
+                f"SELECT m.* FROM memories m WHERE {' AND '.join(where)} AND {self._in('m.id')} "
+                f"ORDER BY m.id DESC LIMIT {self.p}",
+                (*args, self._many(ids), limit - len(out)),
             ).fetchall()
         return out
 
@@ -72,13 +71,9 @@ class AsOf:
         """The events of these memories recorded by `at`, by memory then in order."""
         if not ids:
             return []
-        if self.dialect == "sqlite":
-            inside, arg = "IN (SELECT value FROM json_each(?))", json.dumps(list(ids))
-        else:
-            inside, arg = "= ANY(?)", list(ids)
         return self._x(
             "SELECT memory_id, event_type, detail, occurred_at, said_at FROM "
-            f"memory_events WHERE memory_id {inside} AND occurred_at <= ? "
+            f"memory_events WHERE {self._in('memory_id')} AND occurred_at <= {self.p} "
             "ORDER BY memory_id, id",
-            (arg, at),
+            (self._many(ids), at),
         ).fetchall()

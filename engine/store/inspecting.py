@@ -1,8 +1,8 @@
 """Reads for the inspector (`lethe ui`): a page of memories under filters in any order, a
 memory's neighbours (what it replaced, what merged into it, the turn it came from, the
 model calls around its events), model calls over time and pass runs. Read-only SQL, the
-same text on both backends (`?` placeholders; PostgreSQL's `_x` turns them into `%s`), as
-methods both stores inherit.
+same text on both backends, with the dialect's placeholder (`p`), as methods both stores
+inherit.
 
 A page is read by keyset (`after`: the last row's sort value and id), never by OFFSET, so
 the thousandth page costs what the first does when the order has an index (id; rank over
@@ -12,6 +12,7 @@ active memories).
 from __future__ import annotations
 
 from engine.base.text import fts_query, words
+from engine.store.shared_sql import SharedQueries
 from engine.store.sqlite import recall_head as head
 
 # the columns a page may be ordered by: a column name is never taken from the caller
@@ -33,7 +34,7 @@ LISTED = (
     "created_at, last_accessed, expires_at, contradicted_by, merged_into, summary, "
     "substr(content, 1, 400) AS content, tags"
 )
-PG_SEARCH = "websearch_to_tsquery('lethe_english', ?)"
+PG_SEARCH = "websearch_to_tsquery('lethe_english', %s)"
 
 
 def _dicts(rows) -> list[dict]:
@@ -45,9 +46,7 @@ def _like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-class Inspecting:
-    """Needs `_x(sql, params)` and `dialect` ("sqlite" or "postgres")."""
-
+class Inspecting(SharedQueries):
     def browse(
         self,
         namespace: str,
@@ -69,17 +68,17 @@ class Inspecting:
             value, last_id = after
             value = "" if value is None and sort in _NULL_AS_TEXT else value
             if sort == "id":
-                where.append(f"id {op} ?")
+                where.append(f"id {op} {self.p}")
                 args.append(last_id)
             else:
-                where.append(f"({key} {op} ? OR ({key} = ? AND id {op} ?))")
+                where.append(f"({key} {op} {self.p} OR ({key} = {self.p} AND id {op} {self.p}))")
                 args += [value, value, last_id]
         if sort == "id" and self.dialect == "sqlite" and self._most_of_the_file(namespace):
-            where[0] = "+namespace = ?"  # walk the ids, not an index that leads with namespace
-        order = f"ORDER BY {key + ' ' + way + ', ' if sort != 'id' else ''}id {way} LIMIT ?"
+            where[0] = f"+namespace = {self.p}"  # walk the ids, not an index that leads with namespace
+        order = f"ORDER BY {key + ' ' + way + ', ' if sort != 'id' else ''}id {way} LIMIT {self.p}"
         if self._in_the_head(sort, descending, filters):  # best-ranked first: recall's index
             rows = self._x(
-                f"SELECT {LISTED} FROM memories WHERE {' AND '.join(where)} AND rank >= ? {order}",
+                f"SELECT {LISTED} FROM memories WHERE {' AND '.join(where)} AND rank >= {self.p} {order}",
                 (*args, self._floor, limit),
             ).fetchall()
             if len(rows) == limit:
@@ -108,18 +107,18 @@ class Inspecting:
         return shares.get(namespace, False)
 
     def _browse_where(self, namespace: str, filters: dict) -> tuple[list[str], list]:
-        where, args = ["namespace = ?"], [namespace]
+        where, args = [f"namespace = {self.p}"], [namespace]
         for column in ("status", "kind", "scene"):
             if filters.get(column):
-                where.append(f"{column} = ?")
+                where.append(f"{column} = {self.p}")
                 args.append(filters[column])
         if filters.get("tag"):  # tags are a JSON array of strings: match one element
-            where.append("tags LIKE ? ESCAPE '\\'")
+            where.append(f"tags LIKE {self.p} ESCAPE '\\'")
             args.append(f'%"{_like(filters["tag"])}"%')
         text = filters.get("text")
         if text:
             if self.dialect == "sqlite":
-                where.append("id IN (SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?)")
+                where.append(f"id IN (SELECT rowid FROM memories_fts WHERE memories_fts MATCH {self.p})")
                 args.append(fts_query(text, joiner=" AND ") or '""')
             else:
                 where.append(f"id IN (SELECT id FROM memories_fts WHERE tsv @@ {PG_SEARCH})")
@@ -133,8 +132,8 @@ class Inspecting:
         return [
             r[0]
             for r in self._x(
-                f"SELECT DISTINCT {column} FROM {self.rows} WHERE namespace = ? AND {column} IS "
-                f"NOT NULL ORDER BY {column} LIMIT ?",
+                f"SELECT DISTINCT {column} FROM {self.rows} WHERE namespace = {self.p} AND {column} IS "
+                f"NOT NULL ORDER BY {column} LIMIT {self.p}",
                 (namespace, limit),
             )
         ]
@@ -147,8 +146,9 @@ class Inspecting:
         return _dicts(
             self._x(
                 f"SELECT * FROM (SELECT {cols}, 'superseded' AS how FROM memories WHERE "
-                "contradicted_by = ? AND namespace = ? UNION ALL SELECT "
-                f"{cols}, 'merged' AS how FROM memories WHERE merged_into = ? AND namespace = ?) "
+                f"contradicted_by = {self.p} AND namespace = {self.p} UNION ALL SELECT "
+                f"{cols}, 'merged' AS how FROM memories WHERE merged_into = {self.p} "
+                f"AND namespace = {self.p}) "
                 "AS r ORDER BY id LIMIT 200",
                 (memory_id, namespace, memory_id, namespace),
             ).fetchall()
@@ -158,8 +158,8 @@ class Inspecting:
         """One inbox turn of a namespace, read without a lock (`turn` locks it on a server)."""
         row = self._x(
             "SELECT id, status, user_text, assistant_text, attempts, last_error, "
-            "created_at, updated_at, memory_ids FROM inbox WHERE id = ? AND "
-            "namespace = ?",
+            f"created_at, updated_at, memory_ids FROM inbox WHERE id = {self.p} AND "
+            f"namespace = {self.p}",
             (turn_id, namespace),
         ).fetchone()
         return None if row is None else _dicts([row])[0]
@@ -169,8 +169,8 @@ class Inspecting:
         return _dicts(
             self._x(
                 "SELECT id, step, model, provider, prompt_tokens, completion_tokens, latency_ms, "
-                "outcome, detail, occurred_at, attempt FROM model_calls WHERE namespace = ? AND "
-                "occurred_at >= ? AND occurred_at <= ? ORDER BY id LIMIT ?",
+                f"outcome, detail, occurred_at, attempt FROM model_calls WHERE namespace = {self.p} AND "
+                f"occurred_at >= {self.p} AND occurred_at <= {self.p} ORDER BY id LIMIT {self.p}",
                 (namespace, start, end, limit),
             ).fetchall()
         )
@@ -181,7 +181,7 @@ class Inspecting:
             self._x(
                 "SELECT substr(occurred_at, 1, 10) AS day, step, model, outcome, count(*) AS calls, "
                 "coalesce(sum(prompt_tokens), 0) + coalesce(sum(completion_tokens), 0) AS tokens "
-                "FROM model_calls WHERE namespace = ? GROUP BY substr(occurred_at, 1, 10), step, "
+                f"FROM model_calls WHERE namespace = {self.p} GROUP BY substr(occurred_at, 1, 10), step, "
                 "model, outcome ORDER BY day, step, model, outcome",
                 (namespace,),
             ).fetchall()
@@ -191,18 +191,19 @@ class Inspecting:
         """Each pass's last run and how many rows it changed."""
         return _dicts(
             self._x(
-                "SELECT pass, last_run_at, rows_changed FROM pass_runs WHERE namespace = ? ORDER BY pass",
+                "SELECT pass, last_run_at, rows_changed FROM pass_runs "
+                f"WHERE namespace = {self.p} ORDER BY pass",
                 (namespace,),
             ).fetchall()
         )
 
     def events_by_day(self, namespace: str, types: tuple[str, ...]) -> list[dict]:
         """How many events of each of `types` a namespace's memories had, per day."""
-        marks = ", ".join("?" * len(types))
+        marks = ", ".join([self.p] * len(types))
         return _dicts(
             self._x(
                 "SELECT substr(e.occurred_at, 1, 10) AS day, e.event_type, count(*) AS n FROM "
-                f"memory_events e JOIN {self.rows} m ON m.id = e.memory_id WHERE m.namespace = ? "
+                f"memory_events e JOIN {self.rows} m ON m.id = e.memory_id WHERE m.namespace = {self.p} "
                 f"AND e.event_type IN ({marks}) GROUP BY substr(e.occurred_at, 1, 10), e.event_type "
                 "ORDER BY day",
                 (namespace, *types),
@@ -216,7 +217,7 @@ class Inspecting:
             return 0
         return self._x(
             f"UPDATE {self.rows} SET status = 'active', decay_score = 1.0, "
-            "last_accessed = ?, expires_at = NULL WHERE namespace = ? AND id = ? "
-            "AND status = ?",
+            f"last_accessed = {self.p}, expires_at = NULL WHERE namespace = {self.p} AND id = {self.p} "
+            f"AND status = {self.p}",
             (self.now(), namespace, memory_id, status),
         ).rowcount

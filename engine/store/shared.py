@@ -1,23 +1,21 @@
 """What every store backend does the same way, whatever its database: the clock, the
-context manager, the check that a read-only open found a current schema, the writes kept
-for the next transaction (`defer`), and the queries whose SQL is the same on both. Each
-backend names its own migrations list (`migrations`), says which it has (`_applied`), and
-runs a statement written with `?` marks (`_x`).
+context manager, the one migration runner and the check that a read-only open found a
+current schema, and the writes kept for the next transaction (`defer`). The queries both
+spell alike are in shared_sql.py. A backend names its connection (`db`), its migrations
+list (`migrations`) and its placeholder (`p`, its dialect's), and says how it makes a
+transaction, a migration's transaction, and whether it has a table.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
+import inspect
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.base.clock import iso, system_clock
+from engine.base.clock import Clock, iso
 from engine.base.errors import StoreError, StoreWarning
-from engine.store.asof_reads import AsOf
-
-Row = Any  # sqlite3.Row, or the PostgreSQL backend's Row: read by position or name
 
 
 @dataclass(frozen=True)
@@ -37,7 +35,14 @@ _nothing = contextlib.nullcontext
 KEEP_AFTER = 0.02
 
 
-class StoreCommon(AsOf):
+class StoreCommon:
+    db: Any  # the backend's DB-API connection (sqlite3's, or psycopg's)
+    dialect: str  # "sqlite" or "postgres": what engine.plan compiles for
+    p: str  # the dialect's placeholder
+    path: str
+    clock: Clock
+    timeout: float
+    read_only: bool
     migrations: list = []
 
     @contextlib.contextmanager
@@ -57,7 +62,15 @@ class StoreCommon(AsOf):
     rows = "memories"
 
     # the fields `update_memory` may set (the engine's own list, never input)
-    UPDATABLE: tuple[str, ...] = ("summary", "tags", "importance", "confidence", "expires_at", "kind", "scene")
+    UPDATABLE: tuple[str, ...] = (
+        "summary",
+        "tags",
+        "importance",
+        "confidence",
+        "expires_at",
+        "kind",
+        "scene",
+    )
 
     # when what the events written now was said (a turn's time), None: when recorded
     said_at: str | None = None
@@ -80,6 +93,89 @@ class StoreCommon(AsOf):
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    # -- what each backend says for itself --------------------------------------------
+    def transaction(
+        self, fence=None, exclusive: bool = False, wait: float | None = None, kept_at_most: int | None = None
+    ) -> contextlib.AbstractContextManager[Any]:
+        raise NotImplementedError
+
+    def run(self, st, namespace: str, now: str | None = None, **binds) -> int:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def is_busy(self, exc: BaseException) -> bool:
+        raise NotImplementedError
+
+    def _has_table(self, name: str) -> bool:
+        raise NotImplementedError
+
+    def claim_turns(self, namespace: str, limit: int) -> list[int]:
+        raise NotImplementedError
+
+    def release_turns(self, ids: list[int]) -> None:
+        raise NotImplementedError
+
+    def write_soon(self, sql: str, params=()) -> None:
+        """A write no caller waits on (a model call's log line), made now or soon."""
+        raise NotImplementedError
+
+    def _x(self, sql: str, params=()) -> Any:
+        """One statement, written with the dialect's placeholder (`p`)."""
+        return self.db.execute(sql, params)
+
+    def _migrating(self) -> contextlib.AbstractContextManager[Any]:
+        """One migration's transaction, in which it re-checks it is still to be run."""
+        raise NotImplementedError
+
+    def _before_migrating(self) -> None:
+        """Once, before the migrations a database lacks."""
+
+    def _upgrading(self, name: str, number: int) -> None:
+        """Before each migration a database lacks (SQLite says so of a file in use)."""
+
+    def make_way(self) -> None:
+        """Between two ranges of a batched pass (SQLite: leave the write lock free a moment)."""
+
+    def giving_way(self) -> contextlib.AbstractContextManager[Any]:
+        """Around a pass's one transaction (SQLite: interrupted when a writer waits)."""
+        return _nothing()
+
+    def writer_waits(self) -> bool:
+        """Whether a writer waits for the lock now (SQLite's waiters file)."""
+        return False
+
+    # -- the schema ---------------------------------------------------------------------
+    def migrate(self) -> list[str]:
+        """Run the migrations this database lacks, in order, each in its own transaction
+        (`_migrating`), recorded in `lethe_migrations`; each is re-checked inside its
+        transaction's lock, as two processes may open a new database at once. An
+        up-to-date database is only read: opening it starts no write transaction."""
+        if self._applied() >= {fn.__name__ for fn in self.migrations}:
+            return []
+        self._before_migrating()
+        applied, done = [], self._applied()
+        p = self.p
+        for number, fn in enumerate(self.migrations, 1):
+            if fn.__name__ not in done:
+                self._upgrading(fn.__name__, number)
+            with self._migrating() as db:
+                if db.execute(f"SELECT 1 FROM lethe_migrations WHERE name = {p}", (fn.__name__,)).fetchone():
+                    continue
+                if "now" in inspect.signature(fn).parameters:
+                    fn(db, now=self.now())
+                else:
+                    fn(db)
+                db.execute(f"INSERT INTO lethe_migrations VALUES ({p}, {p})", (fn.__name__, self.now()))
+                applied.append(fn.__name__)
+        return applied
+
+    def _applied(self) -> set[str]:
+        if not self._has_table("lethe_migrations"):
+            return set()
+        return {r[0] for r in self.db.execute("SELECT name FROM lethe_migrations")}
 
     def _check_current(self) -> None:
         """A store opened read-only is never upgraded: an older schema is refused."""
@@ -200,143 +296,3 @@ class StoreCommon(AsOf):
                 ),
                 stacklevel=3,
             )
-
-    # -- queries both backends spell the same (`_x` runs them on either) ---------------
-    def changes(self, namespace: str) -> list[Row]:
-        """Every memory no longer active, with what replaced or absorbed it and when."""
-        return self._x(
-            "SELECT m.id, m.content, m.status, coalesce(r.content, g.content) AS replaced_by, "
-            "coalesce(m.contradicted_by, m.merged_into) AS replaced_by_id, "
-            "(SELECT occurred_at FROM memory_events e WHERE e.memory_id = m.id "
-            " ORDER BY e.id DESC LIMIT 1) AS at "
-            "FROM memories m LEFT JOIN memories r ON r.id = m.contradicted_by "
-            "LEFT JOIN memories g ON g.id = m.merged_into "
-            "WHERE m.namespace = ? AND m.status != 'active' ORDER BY m.id",
-            (namespace,),
-        ).fetchall()
-
-    def keyed_events(self, namespace: str) -> list[Row]:
-        """Every `keyed` event of a namespace's memories, oldest first, with the memory's
-        status: what key-value callers put, refreshed and deleted (Memory.key_events)."""
-        return self._x(
-            "SELECT e.memory_id, e.detail, e.occurred_at, m.status FROM memory_events e "
-            "JOIN memories m ON m.id = e.memory_id WHERE m.namespace = ? AND "
-            "e.event_type = 'keyed' ORDER BY e.id",
-            (namespace,),
-        ).fetchall()
-
-    def record_run(self, namespace: str, name: str, now: str, changed: int) -> None:
-        """A pass ran at `now`; on the wall clock (no clock injected) that is kept apart as
-        `wall_run_at`, which a run at a given time never clears (docs/time.md)."""
-        wall = now if self.clock is system_clock else None
-        self._x(
-            "INSERT INTO pass_runs (namespace, pass, last_run_at, rows_changed, wall_run_at) "
-            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (namespace, pass) DO UPDATE SET "
-            "last_run_at = excluded.last_run_at, rows_changed = excluded.rows_changed, "
-            "wall_run_at = coalesce(excluded.wall_run_at, pass_runs.wall_run_at)",
-            (namespace, name, now, changed, wall),
-        )
-
-    def model_support(self, base_url: str, model: str) -> dict:
-        """What this model at this endpoint was found not to accept ({} when nothing, or
-        when the stored value is unreadable)."""
-        row = self._x(
-            "SELECT facts FROM model_support WHERE base_url = ? AND model = ?", (base_url, model)
-        ).fetchone()
-        try:
-            facts = json.loads(row[0]) if row and row[0] else {}
-        except ValueError:
-            return {}
-        return facts if isinstance(facts, dict) else {}
-
-    def wall_run(self) -> str | None:
-        """The latest pass run of any namespace made on the wall clock, or None: a store
-        a daemon or a plain `lethe run` works on, not a scenario's simulated time."""
-        return self._x("SELECT max(wall_run_at) FROM pass_runs").fetchone()[0]
-
-    def clear_progress(self, namespace: str, name: str) -> None:
-        self._x("DELETE FROM pass_progress WHERE namespace = ? AND pass = ?", (namespace, name))
-
-    def get(self, memory_id: int, namespace: str | None = None) -> Row | None:
-        """One memory, with its scene's summary; None when absent (or in another namespace)."""
-        sql = (
-            "SELECT memories.*, scenes.summary AS scene_summary FROM memories LEFT JOIN scenes "
-            "ON scenes.namespace = memories.namespace AND scenes.scene = memories.scene "
-            "WHERE memories.id = ?"
-        )
-        if namespace is None:
-            return self._x(sql, (memory_id,)).fetchone()
-        return self._x(sql + " AND memories.namespace = ?", (memory_id, namespace)).fetchone()
-
-    def last_runs(self, namespace: str) -> dict[str, str]:
-        return {
-            r[0]: r[1]
-            for r in self._x("SELECT pass, last_run_at FROM pass_runs WHERE namespace = ?", (namespace,))
-        }
-
-    def schedule(self, namespace: str) -> Schedule:
-        """Pending turns, last runs and unfinished passes in one statement: a scheduler
-        asks at every tick, and on a server each statement is a round trip."""
-        pending, last, unfinished = 0, {}, set()
-        for kind, name, at, n in self._x(
-            "SELECT 'pending', NULL, NULL, count(*) FROM inbox "
-            "WHERE namespace = ? AND status = 'pending' "
-            "UNION ALL SELECT 'ran', pass, last_run_at, 0 FROM pass_runs WHERE namespace = ? "
-            "UNION ALL SELECT 'unfinished', pass, NULL, 0 FROM pass_progress "
-            "WHERE namespace = ?",
-            (namespace,) * 3,
-        ):
-            if kind == "pending":
-                pending = n
-            elif kind == "ran":
-                last[name] = at
-            else:
-                unfinished.add(name)
-        return Schedule(pending, last, frozenset(unfinished))
-
-    def pending_ids(self, namespace: str, limit: int) -> list[int]:
-        """Pending turns that may be tried now (no backoff, or it has run out), in the order
-        they were said (docs/time.md)."""
-        return [
-            r[0]
-            for r in self._x(
-                "SELECT id FROM inbox WHERE namespace = ? AND status = 'pending' AND "
-                "(next_retry_at IS NULL OR next_retry_at <= ?) ORDER BY created_at, id LIMIT ?",
-                (namespace, self.now(), limit),
-            )
-        ]
-
-    def pending_count(self, namespace: str) -> int:
-        return self._x(
-            "SELECT count(*) FROM inbox WHERE namespace = ? AND status = 'pending'", (namespace,)
-        ).fetchone()[0]
-
-    def renew_lease(self, held) -> None:
-        """Extend a held lease from this connection, inside the transaction running now;
-        raises the holder's LeaseLost when the lease is no longer its own."""
-        if self.db.execute(*held.renew_sql()).rowcount != 1:
-            raise held.lost()
-
-    def holds(self, namespace: str) -> bool:
-        """Whether the namespace holds any memory, of any status (one index probe)."""
-        return (
-            self._x(f"SELECT 1 FROM {self.rows} WHERE namespace = ? LIMIT 1", (namespace,)).fetchone()
-            is not None
-        )
-
-    def namespace_counts(self) -> dict[str, int]:
-        """How many memories (of any status) each namespace holds, by name."""
-        return {
-            r[0]: r[1]
-            for r in self._x(
-                f"SELECT namespace, count(*) FROM {self.rows} GROUP BY namespace ORDER BY namespace"
-            )
-        }
-
-    def scenes(self, namespace: str) -> dict[str, str]:
-        return {
-            r[0]: r[1]
-            for r in self._x(
-                "SELECT scene, summary FROM scenes WHERE namespace = ? ORDER BY scene", (namespace,)
-            )
-        }

@@ -39,11 +39,12 @@ from engine.base.clock import Clock, FixedClock, parse_time, system_clock
 from engine.base.errors import StoreError
 from engine.base.inputs import MAX_TAG, MAX_TAGS, MAX_TEXT
 from engine.store import open_store
+from engine.store.postgres.postgres_connection import is_dsn, masked, psycopg
 from engine.store.postgres.postgres_schema import PG_MIGRATIONS
-from engine.store.postgres.postgres_store import _psycopg, is_dsn, masked
 from engine.store.sqlite.sqlite_file import file_path
 from engine.store.sqlite.sqlite_library import library, loaded, open_through
 from engine.store.sqlite.sqlite_schema import MIGRATIONS
+from engine.store.sqlite.sqlite_store import SqliteStore
 from engine.store.sqlite.text_apart import MIGRATION as TEXT_APART
 from engine.store.sqlite.text_apart import ROWS, TEXT_COLUMNS, TEXTS, adoptable, go_on_after, rows_table
 
@@ -94,7 +95,7 @@ class _Source:
             )
         try:
             if self.pg:
-                self.db = _psycopg().connect(target, autocommit=True)
+                self.db = psycopg().connect(target, autocommit=True)
             else:  # `immutable`: an adopted copy nobody writes, read after its file is gone
                 path = file_path(target)  # a `file:` URI: the file it names, read as ours
                 uri = "file:" + urllib.parse.quote(os.path.abspath(path))
@@ -220,7 +221,7 @@ def _given_out(src: _Source) -> dict[str, int]:
         return {t: _pg_given_out(src, t) for t in keyed}
     if not src.has("sqlite_sequence"):  # no AUTOINCREMENT table: ids up to max(id) only
         return {}
-    seqs = {}  # read as SQLite reads them (a text '100' goes on from 100); below 1: nothing
+    seqs: dict[str, int] = {}  # read as SQLite reads them (a text '100' goes on from 100); below 1: nothing
     for name, seq in src.q("SELECT name, CAST(seq AS INTEGER) FROM sqlite_sequence"):
         table = "memories" if name == ROWS else name
         seqs[table] = max(seqs.get(table, 0), seq or 0)
@@ -385,7 +386,7 @@ def _adopt_copy(raw: _Source, path: str, clock: Clock, report: Report) -> None:
         raw.db.backup(target)
     finally:
         target.close()
-    store = open_store(path, clock, progress=report)
+    store = SqliteStore(path, clock, progress=report)
     try:
         store.stop_checkpoints()  # its thread's connection would keep the mode from changing
         store.db.execute("PRAGMA journal_mode = DELETE")

@@ -17,13 +17,9 @@ Where PostgreSQL differs on purpose:
 
 from __future__ import annotations
 
-import json
 from typing import Callable
 
-# what SQLite's m015 counts as odd, and what it makes of it: one rule for both backends
-from engine.store.sqlite.sqlite_schema import _NUMBERS as NUMBERS
-from engine.store.sqlite.sqlite_schema import _TEXTS as TEXTS
-from engine.store.sqlite.sqlite_schema import _normalised as normalised
+from engine.store.odd_values import COLUMNS, NUMBERS, fix_row
 
 PG_MIGRATIONS: list[Callable] = []
 TEXT = 'TEXT COLLATE "C"'
@@ -218,25 +214,12 @@ def m015_normalise_odd_rows(db, now=None):
     """As SQLite's m015: numbers recall cannot use become usable ones (the column's default
     for NULL or NaN, the nearest bound for infinities and out-of-range values), each with a
     `normalised` event. Typed columns hold no text or blobs here, so only numbers are odd."""
-    cols = [*NUMBERS, *TEXTS]
     odd = " OR ".join(
         f"{c} IS NULL OR NOT ({c} BETWEEN {lo} AND {hi})"  # NaN is above all
         for c, (lo, hi, _) in NUMBERS.items()
     )
-    for row in db.execute(f"SELECT id, {', '.join(cols)} FROM memories WHERE {odd}").fetchall():
-        fixed = normalised(dict(zip(cols, row[1:])))
-        if not fixed:
-            continue
-        db.execute(
-            f"UPDATE memories SET {', '.join(f'{c} = %s' for c in fixed)} WHERE id = %s",
-            [value for _, value in fixed.values()] + [row[0]],
-        )
-        detail = {c: {"was": was, "now": value} for c, (was, value) in fixed.items()}
-        db.execute(
-            "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
-            "VALUES (%s, 'normalised', %s, %s)",
-            (row[0], json.dumps(detail, ensure_ascii=False, sort_keys=True), now),
-        )
+    for row in db.execute(f"SELECT id, {', '.join(COLUMNS)} FROM memories WHERE {odd}").fetchall():
+        fix_row(db, "%s", row, now)
 
 
 @migration

@@ -1,19 +1,11 @@
-"""The PostgreSQL store: many agents and machines on one server, behind the same methods as
-`SqliteStore` (its public methods are the store interface; this class and the
-`Bookkeeping` it inherits, postgres_bookkeeping.py, mirror them one for one, in the same
-order, so a method added there is ported here by copying it).
-
-Bookkeeping SQL is written as in `sqlite.py`, with `?` placeholders, and turned into
-psycopg's `%s` by `q` (so most methods are the SQLite text verbatim); compiled statements
-(`engine.plan` with the postgres dialect) already use `%s`. What differs on a server:
+"""The PostgreSQL store: many agents and machines on one server, behind the protocol
+`SqliteStore` has too (engine/store/protocol.py), with the queries both spell alike
+inherited from engine/store/shared_sql.py. What differs on a server:
 - a turn is claimed before it is judged (`claim_turns`: `FOR UPDATE SKIP LOCKED`), and
   `turn()` locks its row, so several workers share one inbox and apply each turn once;
 - a pass's transaction (`transaction(exclusive=True)`) locks `memories` against other
-  writers (readers go on), as SQLite's write lock does, so a rule's events and its update
-  see the same rows;
-- a fenced commit (`transaction(fence=held)`, a runner under the pass lease) renews the
-  lease row only while its holder and fencing token are still ours (`postgres_lease.py`
-  says why a row and not an advisory lock);
+  writers (readers go on), as SQLite's write lock does;
+- a fenced commit renews the lease row only while its holder and token are still ours;
 - a read-only store runs every transaction READ ONLY and never migrates.
 Needs the `postgres` extra (psycopg 3).
 """
@@ -21,75 +13,23 @@ Needs the `postgres` extra (psycopg 3).
 from __future__ import annotations
 
 import contextlib
-import functools
-import inspect
-import json
-import re
-import sys
+import datetime as dt
 import uuid
 
-from engine.base.clock import Clock, system_clock
-from engine.base.distribution import extra_error
+from engine.base.clock import Clock, iso, system_clock
 from engine.base.errors import StoreError
+from engine.plan.dialect import PostgresDialect
 from engine.plan.statement import Kind
+from engine.store.asof_reads import AsOf
 from engine.store.inspecting import Inspecting
-from engine.store.postgres.postgres_bookkeeping import Bookkeeping, refuse_nul
+from engine.store.postgres.postgres_connection import connection_class, masked, psycopg, rows, websearch
 from engine.store.postgres.postgres_lease import PostgresLease
 from engine.store.postgres.postgres_schema import PG_MIGRATIONS, SEARCH_CONFIG
-from engine.store.shared import KEEP_AFTER, StoreCommon
+from engine.store.shared import KEEP_AFTER
+from engine.store.shared_sql import Row
 
+CLAIM = dt.timedelta(minutes=5)  # how long a worker may judge a claimed turn
 _LOCK_MIGRATE = 4_211_001  # advisory transaction lock keys (proxy-safe: one transaction)
-
-
-def is_dsn(target: str) -> bool:
-    return str(target).startswith(("postgresql://", "postgres://"))
-
-
-def masked(dsn: str) -> str:
-    """The DSN with its password replaced by ***, for messages."""
-    dsn = re.sub(r"(://[^:/@?]*:)[^@]*@", r"\1***@", dsn)
-    return re.sub(r"(password=)[^&\s]*", r"\1***", dsn)
-
-
-def _psycopg():
-    try:
-        import psycopg
-    except ImportError as exc:
-        raise extra_error(exc, "postgres", "PostgreSQL", ("psycopg", "psycopg_binary"), StoreError) from None
-    return psycopg
-
-
-def pg_database_errors() -> tuple:
-    """What psycopg raises when the server or the database fails: nothing until psycopg
-    has been imported (by opening a DSN), so asking never imports it."""
-    psycopg = sys.modules.get("psycopg")
-    return (psycopg.DatabaseError,) if psycopg is not None else ()
-
-
-class Row(tuple):
-    """A result row read by position or by column name, as sqlite3.Row is."""
-
-    def __new__(cls, values, names: list[str], index: dict[str, int]):
-        row = super().__new__(cls, values)
-        row._names, row._index = names, index
-        return row
-
-    def __getitem__(self, key):
-        if isinstance(key, str):
-            try:
-                key = self._index[key]
-            except KeyError:
-                raise IndexError(f"no column {key!r}") from None
-        return tuple.__getitem__(self, key)
-
-    def keys(self) -> list[str]:
-        return list(self._names)
-
-
-def _rows(cursor):
-    names = [c.name for c in cursor.description or []]
-    index = {n: i for i, n in reversed(list(enumerate(names)))}  # the first of a name wins
-    return lambda values: Row(values, names, index)
 
 
 def _binds(binds: dict) -> dict:
@@ -101,60 +41,20 @@ def _binds(binds: dict) -> dict:
     return binds
 
 
-def websearch(fts: str | None) -> str | None:
-    """The engine's full-text queries ('"a" OR "b"', '"a" AND "b"', every token quoted) in
-    websearch_to_tsquery's syntax, where OR is OR and words side by side are AND."""
-    return fts.replace('" AND "', '" "') if fts else fts
+def refuse_nul(values) -> None:
+    if any(isinstance(v, str) and "\x00" in v for v in values):
+        raise StoreError("PostgreSQL text cannot hold NUL characters (\\x00); remove them first")
 
 
-@functools.cache
-def _connection_class():
-    """psycopg's Connection, turning the error of a connection the server dropped into
-    `ServerGone`: a StoreError of one line (libpq says three) that is still an
-    OperationalError, so what treats a server failure as never a turn's fault still does.
-    Any other error (a lock timeout, a constraint) comes out as it was."""
-    psycopg = _psycopg()
-
-    class ServerGone(StoreError, psycopg.OperationalError):
-        """The server dropped the connection; the store reconnects at its next call."""
-
-    def gone(conn, exc):
-        if isinstance(exc, ServerGone) or not (conn.broken or conn.closed):
-            return None
-        said = " ".join(str(exc).split())[:200] or type(exc).__name__
-        return ServerGone(f"PostgreSQL dropped the connection ({masked(said)}); the next call reconnects")
-
-    class Connection(psycopg.Connection):
-        def execute(self, *args, **kwargs):
-            try:
-                return super().execute(*args, **kwargs)
-            except psycopg.OperationalError as exc:
-                lost = gone(self, exc)
-                if lost is None:
-                    raise
-                raise lost from None
-
-        @contextlib.contextmanager
-        def transaction(self, *args, **kwargs):
-            try:
-                with super().transaction(*args, **kwargs) as tx:
-                    yield tx
-            except psycopg.OperationalError as exc:
-                lost = gone(self, exc)
-                if lost is None:
-                    raise
-                raise lost from None
-
-    Connection.ServerGone = ServerGone
-    return Connection
-
-
-class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
+class PostgresStore(Inspecting, AsOf):
     """A connection to one PostgreSQL database (a DSN), upgraded to the current schema;
     or, `read_only`, one that never writes (nor upgrades it)."""
 
     dialect = "postgres"
+    p = PostgresDialect.placeholder
     migrations = PG_MIGRATIONS
+    _unclaim = ", claimed_by = NULL, claimed_until = NULL"
+    _for_update = " FOR UPDATE"
 
     def __init__(self, dsn: str, clock: Clock | None = None, timeout: float = 30.0, read_only: bool = False):
         self._dsn = str(dsn)
@@ -166,7 +66,7 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
         self.holder = uuid.uuid4().hex[:12]  # who claims inbox turns through this connection
         self._common: set[tuple[str, int]] = set()  # full-text queries known to pass a cap
         self._lease_db = None  # the leases' own connection, opened by the first lease
-        self.db = self._session(self.connect())
+        self._db = self._session(self.connect())
         if read_only:
             self._check_current()
         else:
@@ -181,10 +81,6 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
             self._db = self._session(self.connect())
         return self._db
 
-    @db.setter
-    def db(self, conn) -> None:
-        self._db = conn
-
     def _session(self, conn):
         if self.read_only:
             conn.execute("SET default_transaction_read_only = on")
@@ -194,18 +90,18 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
     def busy_errors(self) -> tuple:
         """Errors of the server itself (unreachable, a lock or deadlock timeout, a failed
         serialisation): never a turn's fault."""
-        return (_psycopg().OperationalError,)
+        return (psycopg().OperationalError,)
 
     def connect(self):
         """A new autocommit connection with rows like sqlite3.Row and NUMERIC read as float."""
-        psycopg = _psycopg()
+        pg = psycopg()  # the error naming the extra, when it is not installed
         from psycopg.types.numeric import FloatLoader
 
         try:
-            conn = _connection_class().connect(
-                self._dsn, autocommit=True, row_factory=_rows, connect_timeout=10, application_name="lethe"
+            conn = connection_class().connect(
+                self._dsn, autocommit=True, row_factory=rows, connect_timeout=10, application_name="lethe"
             )
-        except psycopg.OperationalError as exc:
+        except pg.OperationalError as exc:
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise StoreError(f"cannot reach PostgreSQL at {self.path}: {masked(reason)}") from None
         conn.adapters.register_loader("numeric", FloatLoader)
@@ -222,30 +118,15 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
 
     def lease_connection(self):
         """The connection leases take, renew and release on: one per store, opened on first
-        use and reopened when broken. A connection of its own, so a lease never waits on
-        the store's transaction; kept, because a scheduler takes a lease at every tick and
-        a new server connection costs a backend process each time."""
+        use and reopened when broken; its own, so a lease never waits on the store's
+        transaction, and kept, since a new server connection costs a backend process."""
         if self._lease_db is None or self._lease_db.closed or self._lease_db.broken:
             self._lease_db = self.connect()
         return self._lease_db
 
-    def reopen(self) -> "PostgresStore":
+    def reopen(self) -> PostgresStore:
         """Another connection to the same database (a scheduler works on its own)."""
         return PostgresStore(self._dsn, self.clock, self.timeout, self.read_only)
-
-    def make_way(self) -> None:
-        """Between two ranges of a batched pass: nothing to do, PostgreSQL hands its locks
-        out in the order they were asked for."""
-
-    def giving_way(self):
-        """Around a pass's one transaction: nothing (see make_way; on SQLite a waiting
-        writer interrupts it, engine/store/sqlite/sqlite_wait.py)."""
-        return contextlib.nullcontext()
-
-    def writer_waits(self) -> bool:
-        """Never asked here: a pass on PostgreSQL never gives way, so never runs in ranges
-        but for `batch:`."""
-        return False
 
     def interrupt(self) -> None:
         """Abort the statement running on this connection (its transaction rolls back)."""
@@ -260,16 +141,12 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
         no other writer changes memories until the commit (readers are not held up).
         `wait`: seconds a statement in it waits for a lock, when not the store's timeout
         (after it, lock_not_available: `is_busy`). The writes `defer` kept run first (the
-        first `kept_at_most` of them, when given: then see `keeps_more`).
-
-        With a `fence` (a held pass lease), the commit first renews the lease inside this
-        transaction; when the lease is no longer the holder's (another runner took it over)
-        that raises and everything rolls back, so work done after a takeover never lands."""
+        first `kept_at_most` of them, when given: then see `keeps_more`). With a `fence` (a
+        held pass lease), the commit first renews the lease in this transaction; when the
+        lease is no longer the holder's, that raises and everything rolls back."""
         with self.db.transaction():
             if wait is not None:
-                self.db.execute(
-                    "SELECT set_config('lock_timeout', %s, true)", (f"{max(1, int(wait * 1000))}ms",)
-                )
+                self._lock_timeout(f"{max(1, int(wait * 1000))}ms")
             if exclusive and not self.read_only:
                 self.db.execute("LOCK TABLE memories IN SHARE ROW EXCLUSIVE MODE")
             kept = self._run_deferred(kept_at_most)
@@ -280,61 +157,73 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
         if fence is not None:
             fence.renewed()
 
+    def _lock_timeout(self, value: str) -> None:
+        self.db.execute("SELECT set_config('lock_timeout', %s, true)", (value,))
+
     @contextlib.contextmanager
     def _briefly(self):
         """Kept writes wait KEEP_AFTER for a lock: a transaction that only touches the inbox
         must not wait behind a pass's lock on memories for a recall's access."""
         saved = self.db.execute("SELECT current_setting('lock_timeout')").fetchone()[0]
-        self.db.execute("SELECT set_config('lock_timeout', %s, true)", (f"{int(KEEP_AFTER * 1000)}ms",))
+        self._lock_timeout(f"{int(KEEP_AFTER * 1000)}ms")
         try:
             yield
         finally:
-            self.db.execute("SELECT set_config('lock_timeout', %s, true)", (saved,))
+            self._lock_timeout(saved)
+
+    def write_soon(self, sql: str, params=()) -> None:
+        """A write no caller waits on (a model call's log line): made now, in the caller's
+        transaction if one is open; when writes are kept, in a transaction that makes the
+        first of them too (briefly: `_run_deferred`)."""
+        if not self.deferred or self.db.info.transaction_status:
+            self.db.execute(sql, params)
+            return
+        with self.transaction(kept_at_most=self.KEPT_AT_ONCE):
+            self.db.execute(sql, params)  # never kept here: made now, whatever is still kept
 
     def is_busy(self, exc: BaseException) -> bool:
         """The error a statement meets when another transaction holds the lock it needs
         longer than it waited (lock_not_available)."""
         return getattr(exc, "sqlstate", None) == "55P03"
 
-    def migrate(self) -> list[str]:
-        """Run the migrations this database lacks, each in its own transaction under a
-        transaction-level advisory lock (two processes may open a new database at once)."""
-        if self._applied() >= {fn.__name__ for fn in PG_MIGRATIONS}:
-            return []
+    # -- the migrations (shared.StoreCommon.migrate runs them) ---------------------------
+    def _before_migrating(self) -> None:
         if self.db.execute("SELECT current_schema()").fetchone()[0] is None:
             path = self.db.execute("SHOW search_path").fetchone()[0]
             raise StoreError(
-                f"{self.path}: no schema of its search_path ({path}) exists, so "
-                "there is nowhere to create the store's tables; create it first "
-                "(CREATE SCHEMA ...), or connect without the search_path option"
+                f"{self.path}: no schema of its search_path ({path}) exists, so there is "
+                "nowhere to create the store's tables; create it first (CREATE SCHEMA ...), "
+                "or connect without the search_path option"
             )
-        applied = []
-        for fn in PG_MIGRATIONS:
-            with self.db.transaction():
-                self.db.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_MIGRATE,))
-                self.db.execute(
-                    'CREATE TABLE IF NOT EXISTS lethe_migrations (name TEXT COLLATE "C" '
-                    'PRIMARY KEY, applied_at TEXT COLLATE "C")'
-                )
-                if self.db.execute(
-                    "SELECT 1 FROM lethe_migrations WHERE name = %s", (fn.__name__,)
-                ).fetchone():
-                    continue
-                if "now" in inspect.signature(fn).parameters:
-                    fn(self.db, now=self.now())
-                else:
-                    fn(self.db)
-                self.db.execute("INSERT INTO lethe_migrations VALUES (%s, %s)", (fn.__name__, self.now()))
-                applied.append(fn.__name__)
-        return applied
+
+    @contextlib.contextmanager
+    def _migrating(self):
+        """One migration's transaction, under a transaction-level advisory lock (two
+        processes may open a new database at once)."""
+        with self.db.transaction():
+            self.db.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_MIGRATE,))
+            self.db.execute(
+                'CREATE TABLE IF NOT EXISTS lethe_migrations (name TEXT COLLATE "C" '
+                'PRIMARY KEY, applied_at TEXT COLLATE "C")'
+            )
+            yield self.db
 
     def _has_table(self, name: str) -> bool:
         return self.db.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is not None
 
-    def _applied(self) -> set[str]:
-        if not self._has_table("lethe_migrations"):
-            return set()
-        return {r[0] for r in self.db.execute("SELECT name FROM lethe_migrations")}
+    # -- what SharedQueries asks of a backend ---------------------------------------------
+    def _in(self, column: str) -> str:
+        return f"{column} = ANY(%s)"
+
+    def _many(self, values) -> list:
+        return list(values)
+
+    def _clean(self, text: str | None) -> str | None:
+        return text.replace("\x00", "") if text else text
+
+    def _checked(self, text: str) -> str:
+        refuse_nul((text,))
+        return text
 
     # -- compiled statements (engine.plan, postgres dialect) ----------------------------
     def run(self, st, namespace: str, now: str | None = None, **binds) -> int:
@@ -352,15 +241,30 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
     def fetch_one(self, st, namespace: str, now: str | None = None, **binds):
         return self.db.execute(st.sql, st.bind(now or self.now(), namespace, **_binds(binds))).fetchone()
 
-    # -- memories and their events ------------------------------------------------------
+    def rebuild_rank(self, st, namespace: str, policy: str, signature: str, ranged=None) -> None:
+        """Recompute a namespace's stored ranks and remember the formula they came from;
+        processes opening the database at once take turns, and only the first rebuilds."""
+        with self.transaction():
+            self.db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ("lethe.rank:" + namespace,))
+            if self.rank_signature(namespace) != signature:
+                self.run(st, namespace)
+                self._rank_computed(namespace, policy, signature)
+
+    @contextlib.contextmanager
+    def rewriting(self, reach, columns, namespace: str, now: str, id_range=(0, 0)):
+        """A pass's rows are updated with their indexes in place: dropping an index here
+        takes an ACCESS EXCLUSIVE lock, which would stop every other agent on the server
+        for the whole pass. Yields None: the planner chooses how to read the rows."""
+        yield None
+
+    # -- memories -------------------------------------------------------------------------
     def insert_memory(self, fields: dict) -> int:
         """Insert one row of `memories` from a mapping of column -> value (columns come from
         the engine's own field list, never from input)."""
         refuse_nul(fields.values())
         cols = list(fields)
-        sql = (
-            f"INSERT INTO memories ({', '.join(cols)}) VALUES ({', '.join('%s' for _ in cols)}) RETURNING id"
-        )
+        marks = ", ".join("%s" for _ in cols)
+        sql = f"INSERT INTO memories ({', '.join(cols)}) VALUES ({marks}) RETURNING id"
         return self.db.execute(sql, [fields[c] for c in cols]).fetchone()[0]
 
     def update_memory(self, namespace: str, memory_id: int, fields: dict) -> int:
@@ -376,23 +280,6 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
         )
         return self.db.execute(sql, [fields[c] for c in cols] + [namespace, memory_id]).rowcount
 
-    def event(self, memory_id: int | None, event_type: str, detail=None, said_at: str | None = None) -> None:
-        if detail is not None and not isinstance(detail, str):
-            detail = json.dumps(detail, ensure_ascii=False, sort_keys=True)
-        self._x(
-            "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at, "
-            "said_at) VALUES (?, ?, ?, ?, ?)",
-            (memory_id, event_type, detail, self.now(), said_at or self.said_at),
-        )
-
-    def statuses(self, namespace: str, ids: list[int]) -> dict[int, tuple[str, int | None]]:
-        """id -> (status, merged_into) of some memories of a namespace."""
-        rows = self._x(
-            "SELECT id, status, merged_into FROM memories WHERE namespace = ? AND id = ANY(?)",
-            (namespace, list(ids)),
-        )
-        return {r[0]: (r[1], r[2]) for r in rows}
-
     def lock_memories(self, ids: list[int]) -> None:
         """Hold these memories until the commit, locked in id order: two turns superseding
         or reinforcing the same memories in different orders wait, never deadlock."""
@@ -400,47 +287,18 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
             # the table lock a write takes, first: FOR UPDATE alone takes a weaker one, and
             # a pass's lock granted in between would wait on our rows while we wait on it
             self.db.execute("LOCK TABLE memories IN ROW EXCLUSIVE MODE")
-            self._x(
-                "SELECT id FROM memories WHERE id = ANY(?) ORDER BY id FOR UPDATE", (sorted(set(ids)),)
-            ).fetchall()
-
-    def events(self, memory_id: int) -> list[Row]:
-        return self._x("SELECT * FROM memory_events WHERE memory_id = ? ORDER BY id", (memory_id,)).fetchall()
-
-    def counts(self, namespace: str) -> dict[str, int]:
-        rows = self._x(
-            "SELECT status, count(*) FROM memories WHERE namespace = ? GROUP BY status", (namespace,)
-        )
-        return {r[0]: r[1] for r in rows}
-
-    def memories(self, namespace: str) -> list[Row]:
-        """Every memory of a namespace, oldest first (scenario checks, dumps)."""
-        return self._x("SELECT * FROM memories WHERE namespace = ? ORDER BY id", (namespace,)).fetchall()
-
-    def list_memories(self, namespace: str, statuses: tuple[str, ...] | None, limit: int) -> list[Row]:
-        """Memories of a namespace with one of `statuses` (None: any), newest first."""
-        if statuses is None:
-            return self._x(
-                "SELECT * FROM memories WHERE namespace = ? ORDER BY id DESC LIMIT ?", (namespace, limit)
-            ).fetchall()
-        return self._x(
-            "SELECT * FROM memories WHERE namespace = ? AND status = ANY(?) ORDER BY id DESC LIMIT ?",
-            (namespace, list(statuses), limit),
-        ).fetchall()
-
-    def namespaces(self) -> list[str]:
-        """Every namespace that holds a memory, in order (the memories_recall index)."""
-        return [r[0] for r in self._x("SELECT DISTINCT namespace FROM memories ORDER BY namespace")]
+            sql = "SELECT id FROM memories WHERE id = ANY(%s) ORDER BY id FOR UPDATE"
+            self.db.execute(sql, (sorted(set(ids)),)).fetchall()
 
     def keyed(self, namespace: str, key: str) -> Row | None:
         """The active memory a caller stored under `key` (its newest `keyed` event), with
         that event's detail and time as `keyed` and `keyed_at`."""
-        return self._x(
+        return self.db.execute(
             "SELECT m.*, e.detail AS keyed, e.occurred_at AS keyed_at FROM memories m "
-            "JOIN memory_events e ON e.memory_id = m.id WHERE m.namespace = ? AND "
+            "JOIN memory_events e ON e.memory_id = m.id WHERE m.namespace = %s AND "
             # CASE: other events' detail is free text, which a cast to json would refuse
             "m.status = 'active' AND CASE WHEN e.event_type = 'keyed' THEN "
-            "e.detail::json ->> 'key' END = ? ORDER BY e.id DESC LIMIT 1",
+            "e.detail::json ->> 'key' END = %s ORDER BY e.id DESC LIMIT 1",
             (namespace, key),
         ).fetchone()
 
@@ -450,9 +308,9 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
         pass the cap is remembered: memories are never deleted, it stays past it."""
         if (fts_query, cap) in self._common:
             return cap + 1
-        n = self._x(
+        n = self.db.execute(
             f"SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE tsv @@ "
-            f"websearch_to_tsquery('{SEARCH_CONFIG}', ?) LIMIT ?) AS hits",
+            f"websearch_to_tsquery('{SEARCH_CONFIG}', %s) LIMIT %s) AS hits",
             (websearch(fts_query), cap + 1),
         ).fetchone()[0]
         if n > cap:
@@ -461,34 +319,43 @@ class PostgresStore(StoreCommon, Bookkeeping, Inspecting):
             self._common.add((fts_query, cap))
         return n
 
-    # -- the stored rank ----------------------------------------------------------------
-    def rank_signature(self, namespace: str) -> str | None:
-        row = self._x("SELECT rank_formula FROM policy_state WHERE namespace = ?", (namespace,)).fetchone()
-        return row[0] if row else None
+    # -- the inbox, shared by workers ---------------------------------------------------
+    def add_turn(self, namespace: str, user: str, assistant: str, said_at: str | None = None) -> int:
+        """Save a turn, claimed by us: the writer judging it now is not raced by a retry.
+        `said_at`: when it was said, if not now (its memories' created_at)."""
+        refuse_nul((user, assistant))
+        return self.db.execute(
+            "INSERT INTO inbox (namespace, user_text, assistant_text, created_at, updated_at, "
+            "claimed_by, claimed_until) VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
+            (namespace, user, assistant, said_at or self.now(), self.now(), self.holder, self._claim()),
+        ).fetchone()[0]
 
-    def rebuild_rank(self, st, namespace: str, policy: str, signature: str, ranged=None) -> None:
-        """Recompute a namespace's stored ranks and remember the formula they came from;
-        processes opening the database at once take turns, and only the first rebuilds."""
-        with self.transaction():
-            self._x("SELECT pg_advisory_xact_lock(hashtext(?))", ("lethe.rank:" + namespace,))
-            if self.rank_signature(namespace) == signature:
-                return
-            self.run(st, namespace)
-            self._x(
-                "INSERT INTO policy_state (namespace, policy, rank_formula, updated_at) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT (namespace) DO UPDATE SET "
-                "policy = excluded.policy, rank_formula = excluded.rank_formula, "
-                "updated_at = excluded.updated_at",
-                (namespace, policy, signature, self.now()),
+    def _claim(self) -> str:
+        return iso(self.clock() + CLAIM)
+
+    def claim_turns(self, namespace: str, limit: int) -> list[int]:
+        """Pending turns that may be tried now and nobody is judging, oldest first, claimed
+        for CLAIM: workers sharing the inbox skip each other's rows (SKIP LOCKED) and each
+        other's claims."""
+        now = self.now()
+        found = self.db.execute(
+            "UPDATE inbox SET claimed_by = %s, claimed_until = %s WHERE id IN (SELECT id FROM inbox "
+            "WHERE namespace = %s AND status = 'pending' AND (next_retry_at IS NULL OR "
+            "next_retry_at <= %s) AND (claimed_until IS NULL OR claimed_until <= %s OR "
+            "claimed_by = %s) ORDER BY created_at, id LIMIT %s FOR UPDATE SKIP LOCKED) "
+            "RETURNING id, created_at",
+            (self.holder, self._claim(), namespace, now, now, self.holder, limit),
+        ).fetchall()
+        return [r[0] for r in sorted(found, key=lambda r: (r[1] or "", r[0]))]  # as said
+
+    def release_turns(self, ids: list[int]) -> None:
+        """Give back this store's claims on these turns (those it did not judge)."""
+        with contextlib.suppress(*self.busy_errors, StoreError):  # a lost server drops them
+            self.db.execute(
+                "UPDATE inbox SET claimed_by = NULL, claimed_until = NULL WHERE "
+                "claimed_by = %s AND id = ANY(%s)",
+                (self.holder, list(ids)),
             )
-
-    @contextlib.contextmanager
-    def rewriting(self, reach, columns, namespace: str, now: str, id_range=(0, 0)):
-        """A pass's rows are updated with their indexes in place: unlike SQLite, dropping
-        an index here takes an ACCESS EXCLUSIVE lock on memories, which would stop every
-        other agent's reads and writes on the server for the whole pass. Yields None: the
-        planner, which keeps statistics, chooses how to read the rows."""
-        yield None
 
     # -- leases ---------------------------------------------------------------------------
     def lease(self, namespace: str, ttl, holder: str, wait: float = 1.0) -> PostgresLease:

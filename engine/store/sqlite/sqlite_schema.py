@@ -9,11 +9,10 @@ events it writes).
 
 from __future__ import annotations
 
-import json
-import math
 import sqlite3
 from typing import Callable
 
+from engine.store.odd_values import COLUMNS, NUMBERS, TEXTS, fix_row
 from engine.store.sqlite import text_apart
 
 MIGRATIONS: list[Callable] = []
@@ -205,16 +204,6 @@ def m014_inbox_retries(db):
         db.execute("ALTER TABLE inbox ADD COLUMN failures INTEGER NOT NULL DEFAULT 0")
 
 
-# what each numeric column may hold: (lowest, highest, value for NULL, text, blob or NaN)
-_NUMBERS = {
-    "importance": (0.0, 10.0, 5.0),
-    "confidence": (0.0, 1.0, 1.0),
-    "decay_score": (0.0, 1.0, 1.0),
-    "access_count": (0, 2**62, 0),
-}
-_TEXTS = ("content", "summary", "tags", "kind", "scene")
-
-
 @migration
 def m015_normalise_odd_rows(db, now=None):
     """Rows an adopted database (or an older bug) left with values recall cannot use:
@@ -225,52 +214,13 @@ def m015_normalise_odd_rows(db, now=None):
     odd = " OR ".join(
         [
             f"typeof({c}) NOT IN ('integer', 'real') OR NOT ({c} BETWEEN {lo} AND {hi})"
-            for c, (lo, hi, _) in _NUMBERS.items()
+            for c, (lo, hi, _) in NUMBERS.items()
         ]
-        + [f"typeof({c}) NOT IN ('text', 'null')" for c in _TEXTS]
+        + [f"typeof({c}) NOT IN ('text', 'null')" for c in TEXTS]
         + ["typeof(content) = 'null'"]
     )
-    rows = db.execute(f"SELECT id, {', '.join([*_NUMBERS, *_TEXTS])} FROM memories WHERE {odd}").fetchall()
-    for row in rows:
-        fixed = _normalised(dict(zip([*_NUMBERS, *_TEXTS], row[1:])))
-        if not fixed:
-            continue
-        db.execute(
-            f"UPDATE memories SET {', '.join(f'{c} = ?' for c in fixed)} WHERE id = ?",
-            [now_value for _, now_value in fixed.values()] + [row[0]],
-        )
-        detail = {c: {"was": was, "now": value} for c, (was, value) in fixed.items()}
-        db.execute(
-            "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
-            "VALUES (?, 'normalised', ?, ?)",
-            (row[0], json.dumps(detail, ensure_ascii=False, sort_keys=True), now),
-        )
-
-
-def _normalised(values: dict) -> dict:
-    """column -> (what it was, as text; what it becomes) for each odd value of one row."""
-    out = {}
-    for col, (lo, hi, default) in _NUMBERS.items():
-        v = values[col]
-        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-        new = min(hi, max(lo, v)) if ok else default
-        if col == "access_count":
-            new = int(new)
-        if not ok or new != v:
-            out[col] = (_shown(v), new)
-    for col in _TEXTS:
-        v = values[col]
-        if v is None and col != "content" or isinstance(v, str):
-            continue
-        new = v.decode("utf-8", errors="replace") if isinstance(v, bytes) else ("" if v is None else str(v))
-        out[col] = (_shown(v), new)
-    return out
-
-
-def _shown(value) -> str:
-    if isinstance(value, bytes):
-        return f"a blob of {len(value)} bytes"
-    return "NULL" if value is None else repr(value)
+    for row in db.execute(f"SELECT id, {', '.join(COLUMNS)} FROM memories WHERE {odd}").fetchall():
+        fix_row(db, "?", row, now)
 
 
 @migration

@@ -10,19 +10,19 @@ event are written in one transaction (`with store.transaction(): ...`).
 from __future__ import annotations
 
 import contextlib
-import inspect
 import json
 import os
 import sqlite3
 import urllib.parse
+from typing import Any
 
 from engine.base.clock import Clock, system_clock
 from engine.base.errors import StoreError
+from engine.plan.dialect import Dialect
+from engine.store.asof_reads import AsOf
 from engine.store.inspecting import Inspecting
-from engine.store.shared import StoreCommon
 from engine.store.sqlite import bulk
 from engine.store.sqlite import recall_head as head
-from engine.store.sqlite.sqlite_bookkeeping import Bookkeeping
 from engine.store.sqlite.sqlite_checkpoint import Checkpointer
 from engine.store.sqlite.sqlite_file import READ_ONLY_COMMANDS, absolute, file_path, on_disk, unusable  # noqa: F401
 from engine.store.sqlite.sqlite_functions import sql_functions
@@ -35,11 +35,13 @@ from engine.store.sqlite.text_apart import ROWS, TEXT_COLUMNS, TEXTS, adoptable,
 from engine.store.sqlite.vectors import VectorIndex, load_extension
 
 
-class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
+class SqliteStore(Waiting, VectorIndex, Inspecting, AsOf):
     """A connection to one database file, upgraded to the current schema on open.
     `vectors=True` (a policy with an embedding model) loads the sqlite-vec extension."""
 
     dialect = "sqlite"
+    p = Dialect.placeholder
+    _by_id = "+"  # `+namespace`: ids looked up by primary key, not the namespace's index
     migrations = MIGRATIONS
     rows = ROWS
 
@@ -59,8 +61,8 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
         self.timeout = timeout
         self.read_only = read_only
         self.vectors = vectors
-        self._lease_db = None  # opened when a runner first takes a lease
-        self._checkpoints = None  # the WAL's checkpoints, off the commits (sqlite_checkpoint)
+        self._lease_db: sqlite3.Connection | None = None  # opened when a runner first takes a lease
+        self._checkpoints: Checkpointer | None = None  # the WAL's checkpoints (sqlite_checkpoint)
         problem = unusable(self.path, read_only)
         if problem:
             raise StoreError(f"cannot open {self.path}: {problem}")
@@ -105,7 +107,7 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
         except sql.DatabaseError as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from None
 
-    def _connect(self, sql=None) -> sqlite3.Connection:
+    def _connect(self, sql=None) -> Any:  # sqlite_wait.connection_class's, of `sql`
         """Read-write; or read-only, which never writes a byte nor takes the write lock
         (on a file or folder this process may not write, read as it is, unchanging).
         `sql` is the DB-API module (the store's own, `self.sql`, unless given)."""
@@ -221,30 +223,20 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
             adoptable(self.db, self.path)
         super()._check_current()
 
-    def migrate(self) -> list[str]:
-        """Run the migrations this file lacks. An up-to-date file is only read: opening it
-        starts no write transaction, so readers never wait behind a writer."""
-        if self._applied() >= {fn.__name__ for fn in MIGRATIONS}:
-            return []
-        self.db.execute("""CREATE TABLE IF NOT EXISTS lethe_migrations (
-            name TEXT PRIMARY KEY, applied_at TEXT)""")
-        applied, held, done = [], self._held_rows(), self._applied()
-        for i, fn in enumerate(MIGRATIONS, 1):
-            if held and self.report and fn.__name__ not in done:  # a file in use
-                self.report(
-                    f"upgrading {self.path} ({held} memories): {fn.__name__} ({i} of {len(MIGRATIONS)})"
-                )
-            with self.transaction() as db:
-                # re-checked inside the write lock: two processes may open a new file at once
-                if db.execute("SELECT 1 FROM lethe_migrations WHERE name = ?", (fn.__name__,)).fetchone():
-                    continue
-                if "now" in inspect.signature(fn).parameters:
-                    fn(db, now=self.now())
-                else:
-                    fn(db)
-                db.execute("INSERT INTO lethe_migrations VALUES (?, ?)", (fn.__name__, self.now()))
-                applied.append(fn.__name__)
-        return applied
+    def _before_migrating(self) -> None:
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS lethe_migrations (name TEXT PRIMARY KEY, applied_at TEXT)"
+        )
+        self._held = self._held_rows()
+
+    def _upgrading(self, name: str, number: int) -> None:
+        if self._held and self.report:  # a file in use: adopting one of 1M takes seconds
+            self.report(
+                f"upgrading {self.path} ({self._held} memories): {name} ({number} of {len(MIGRATIONS)})"
+            )
+
+    def _migrating(self):
+        return self.transaction()
 
     def _held_rows(self) -> int:
         """The largest memory id of a file that has a memories table (0: none yet)."""
@@ -260,16 +252,7 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
             is not None
         )
 
-    def _applied(self) -> set[str]:
-        if not self._has_table("lethe_migrations"):
-            return set()
-        return {r[0] for r in self.db.execute("SELECT name FROM lethe_migrations")}
-
     # -- compiled statements (engine.plan) --------------------------------------------
-    def _x(self, sql: str, params=()):
-        """One statement written with `?` marks (the queries StoreCommon shares)."""
-        return self.db.execute(sql, params)
-
     def run(self, st, namespace: str, now: str | None = None, **binds) -> int:
         """Execute one compiled statement; the number of rows it changed."""
         cur = self.db.execute(st.sql, st.bind(now or self.now(), namespace, **binds))
@@ -307,7 +290,7 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
         the engine's own field list, never from input)."""
         cols = [c for c in fields if c not in TEXT_COLUMNS]  # the text beside it (m020)
         sql = f"INSERT INTO {ROWS} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
-        new_id = self.db.execute(sql, [fields[c] for c in cols]).lastrowid
+        new_id: int = self.db.execute(sql, [fields[c] for c in cols]).lastrowid
         self.db.execute(
             f"INSERT INTO {TEXTS} (id, content, summary, tags) VALUES (?, ?, ?, ?)",
             (new_id, *(fields.get(c) for c in TEXT_COLUMNS)),
@@ -340,63 +323,9 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
             )
         return changed
 
-    def event(self, memory_id: int | None, event_type: str, detail=None, said_at=None) -> None:
-        if detail is not None and not isinstance(detail, str):
-            detail = json.dumps(detail, ensure_ascii=False, sort_keys=True)
-        self.db.execute(
-            "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at, "
-            "said_at) VALUES (?, ?, ?, ?, ?)",
-            (memory_id, event_type, detail, self.now(), said_at or self.said_at),
-        )
-
-    def statuses(self, namespace: str, ids: list[int]) -> dict[int, tuple[str, int | None]]:
-        """id -> (status, merged_into) of some memories of a namespace."""
-        # +namespace: look the ids up by primary key, not by walking the namespace's index
-        rows = self.db.execute(
-            f"SELECT id, status, merged_into FROM {ROWS} WHERE +namespace = ? "
-            "AND id IN (SELECT value FROM json_each(?))",
-            (namespace, json.dumps(list(ids))),
-        )
-        return {r[0]: (r[1], r[2]) for r in rows}
-
     def lock_memories(self, ids: list[int]) -> None:
         """Hold these memories until the commit (a turn about to supersede or reinforce
         them): SQLite's write lock already holds the whole file."""
-
-    def events(self, memory_id: int) -> list[sqlite3.Row]:
-        return self.db.execute(
-            "SELECT * FROM memory_events WHERE memory_id = ? ORDER BY id", (memory_id,)
-        ).fetchall()
-
-    def counts(self, namespace: str) -> dict[str, int]:
-        rows = self.db.execute(
-            f"SELECT status, count(*) FROM {ROWS} WHERE namespace = ? GROUP BY status", (namespace,)
-        )
-        return {r[0]: r[1] for r in rows}
-
-    def memories(self, namespace: str) -> list[sqlite3.Row]:
-        """Every memory of a namespace, oldest first (scenario checks, dumps)."""
-        return self.db.execute(
-            "SELECT * FROM memories WHERE namespace = ? ORDER BY id", (namespace,)
-        ).fetchall()
-
-    def list_memories(
-        self, namespace: str, statuses: tuple[str, ...] | None, limit: int
-    ) -> list[sqlite3.Row]:
-        """Memories of a namespace with one of `statuses` (None: any), newest first."""
-        if statuses is None:
-            return self.db.execute(
-                "SELECT * FROM memories WHERE namespace = ? ORDER BY id DESC LIMIT ?", (namespace, limit)
-            ).fetchall()
-        return self.db.execute(
-            "SELECT * FROM memories WHERE namespace = ? AND status IN "
-            "(SELECT value FROM json_each(?)) ORDER BY id DESC LIMIT ?",
-            (namespace, json.dumps(list(statuses)), limit),
-        ).fetchall()
-
-    def namespaces(self) -> list[str]:
-        """Every namespace that holds a memory, in order (the memories_recall index)."""
-        return [r[0] for r in self.db.execute(f"SELECT DISTINCT namespace FROM {ROWS} ORDER BY namespace")]
 
     def keyed(self, namespace: str, key: str) -> sqlite3.Row | None:
         """The active memory a caller stored under `key` (its newest `keyed` event), with
@@ -420,12 +349,6 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
         ).fetchone()[0]
 
     # -- the stored rank ----------------------------------------------------------------
-    def rank_signature(self, namespace: str) -> str | None:
-        row = self.db.execute(
-            "SELECT rank_formula FROM policy_state WHERE namespace = ?", (namespace,)
-        ).fetchone()
-        return row[0] if row else None
-
     def rebuild_rank(self, st, namespace: str, policy: str, signature: str, ranged=None) -> None:
         """Recompute a namespace's stored ranks and remember the formula they came from.
         `ranged`: the same statement over an id range, run over every id when the
@@ -443,13 +366,7 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
                 else:
                     self.run(ranged, namespace, id_range=(0, top + 1))
             head.check(db, namespace, self.now())
-            db.execute(
-                "INSERT INTO policy_state (namespace, policy, rank_formula, updated_at) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT (namespace) DO UPDATE SET "
-                "policy = excluded.policy, rank_formula = excluded.rank_formula, "
-                "updated_at = excluded.updated_at",
-                (namespace, policy, signature, self.now()),
-            )
+            self._rank_computed(namespace, policy, signature)
 
     @contextlib.contextmanager
     def rewriting(self, reach, columns, namespace: str, now: str, id_range=(0, 0)):
@@ -474,68 +391,20 @@ class SqliteStore(StoreCommon, Waiting, Bookkeeping, VectorIndex, Inspecting):
                 (namespace, user, assistant, said_at or self.now(), self.now()),
             ).lastrowid
 
-    def turn(self, turn_id: int) -> sqlite3.Row | None:
-        return self.db.execute("SELECT * FROM inbox WHERE id = ?", (turn_id,)).fetchone()
+    def _in(self, column: str) -> str:
+        return f"{column} IN (SELECT value FROM json_each(?))"
 
-    def turn_failed(
-        self,
-        turn_id: int,
-        error: str,
-        failures: int,
-        retry_at: str | None,
-        status: str = "pending",
-        judged: str | None = None,
-    ) -> None:
-        """Record a failed attempt on a turn still pending: its error, how many failures
-        count towards parking it, when to try again, `failed` once it is parked, and the
-        judgments already paid for (JSON), which the next attempt reuses."""
-        with self.transaction():
-            self.db.execute(
-                "UPDATE inbox SET attempts = attempts + 1, last_error = ?, failures = ?, "
-                "next_retry_at = ?, status = ?, updated_at = ?, "
-                "judged = coalesce(?, judged) WHERE id = ? AND status = 'pending'",
-                (error[:500], failures, retry_at, status, self.now(), judged, turn_id),
-            )
-
-    def requeue_turns(self, namespace: str, ids: list[int] | None) -> int:
-        """Turns parked as failed or waiting out a backoff (all, or those of `ids`) go back
-        to the queue, to be tried at the next run; how many did."""
-        sql = (
-            "UPDATE inbox SET status = 'pending', failures = 0, next_retry_at = NULL, "
-            "updated_at = ? WHERE namespace = ? AND status IN ('pending', 'failed')"
-        )
-        args = [self.now(), namespace]
-        if ids is not None:
-            sql += " AND id IN (SELECT value FROM json_each(?))"
-            args.append(json.dumps(list(ids)))
-        with self.transaction():
-            return self.db.execute(sql, args).rowcount
-
-    def close_turn(self, turn_id: int, status: str, memory_ids: list[int]) -> None:
-        """Mark a judged turn done (or dropped), in the caller's transaction."""
-        self.db.execute(
-            "UPDATE inbox SET status = ?, memory_ids = ?, attempts = attempts + 1, "
-            "updated_at = ? WHERE id = ?",
-            (status, json.dumps(memory_ids), self.now(), turn_id),
-        )
-
-    def pending(self, namespace: str) -> list[dict]:
-        """Turns not judged yet: pending (maybe waiting until `next_retry_at`) or parked
-        as `failed`, oldest first."""
-        rows = self.db.execute(
-            "SELECT id, status, user_text, assistant_text, attempts, failures, "
-            "last_error, next_retry_at, created_at FROM inbox WHERE "
-            "namespace = ? AND status IN ('pending', 'failed') ORDER BY id",
-            (namespace,),
-        )
-        return [dict(r) for r in rows]
+    def _many(self, values) -> str:
+        return json.dumps(list(values))
 
     def claim_turns(self, namespace: str, limit: int) -> list[int]:
         """Pending turns to judge, oldest first. One file has one writer at a time, and
         `Writer.finish` re-checks a turn inside its write transaction: nothing to claim."""
         return self.pending_ids(namespace, limit)
 
-    # -- pass runs and batched progress -------------------------------------------------
+    def release_turns(self, ids: list[int]) -> None:
+        """Nothing to give back: no turn is claimed (`claim_turns`)."""
+
     # -- leases ---------------------------------------------------------------------------
     def lease(self, namespace: str, ttl, holder: str, wait: float = 1.0) -> SqliteLease:
         """The namespace's pass lease, on a connection of its own (kept for the next one)."""

@@ -32,13 +32,13 @@ import threading
 import time
 
 from engine.base.errors import GaveWay
-from engine.store.shared import KEEP_AFTER
+from engine.store.shared import KEEP_AFTER, StoreCommon
 from engine.store.sqlite.text_apart import rows_table
 
 try:
     import fcntl
 except ImportError:  # no flock (Windows): writers do not say they wait, passes never give way
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]  # no flock here: looked for before each use
 
 TRY_EVERY = 0.001  # seconds between tries of a statement that found the database locked
 MAKE_WAY = 0.003  # seconds a batched pass leaves the lock free after each range
@@ -167,7 +167,7 @@ class Waiters:
 
     def done(self) -> None:
         with contextlib.suppress(OSError):
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            fcntl.flock(self.fd, fcntl.LOCK_UN)  # type: ignore[arg-type]  # done() follows a waiting() that opened it
 
     def anyone(self) -> bool:
         """Whether another connection says it waits (no file: nobody has)."""
@@ -190,7 +190,7 @@ class Waiters:
             self.fd = -1  # closed for good: a late writer's wait says nothing
 
 
-class Waiting:
+class Waiting(StoreCommon):
     """The SQLite store's ways of waiting for the lock less than its timeout (it keeps the
     connection in `db`, its timeout in `timeout`, and `defer`s writes: common.py)."""
 
@@ -277,4 +277,6 @@ class Waiting:
     def is_busy(self, exc: BaseException) -> bool:
         """The error a writer meets when another connection holds the write lock longer
         than it waited."""
-        return hasattr(exc, "sqlite_errorcode") and locked(exc)  # sqlite3's or pysqlite3's
+        return (
+            isinstance(exc, Exception) and hasattr(exc, "sqlite_errorcode") and locked(exc)
+        )  # sqlite3's or pysqlite3's

@@ -13,11 +13,12 @@ REINDEX_AT vectors everything stays in cell 0 and the scan is exact.
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
+from typing import Any, Callable
 
 from engine.base.distribution import extra_error
 from engine.base.errors import StoreError
+from engine.store.shared import StoreCommon
 
 CELL_SIZE = 1024  # vectors per cell the index aims for
 PROBES = 12  # cells searched per query
@@ -85,12 +86,12 @@ def python_functions(db) -> None:
         db.create_function(name, n, fn, deterministic=True)
 
 
-class VectorIndex:
+class VectorIndex(StoreCommon):
     """The vector methods of a SQLite store (mixed into SqliteStore; `self.db` is its
     connection, with sqlite-vec loaded when the policy declares an embedding model, and
     `self._connect()` opens another one like it)."""
 
-    db: sqlite3.Connection
+    _connect: Callable[[], Any]  # another connection like `db` (SqliteStore's)
     _beside = None  # (connection, thread) of nearest_beside, opened at its first call
 
     def save_vector(self, memory_id: int, namespace: str, model: str, vector: bytes) -> None:
@@ -150,7 +151,7 @@ class VectorIndex:
         from concurrent.futures import Future, ThreadPoolExecutor
 
         if self.db.in_transaction:
-            done = Future()
+            done: Future = Future()
             done.set_result(self.nearest(namespace, model, vector, k))
             return done
         with _OPENING:  # two threads sharing a store open one connection, not two
