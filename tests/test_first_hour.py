@@ -1,9 +1,9 @@
 """The first hour of a new user (issue 17): what the README says works as pasted.
 
-The README's Python example runs exactly as written, from README.md, in an empty folder
-with no API key, and prints what the README says; its shell session runs line by line
-and prints what the README shows. Then one test (or a few) per finding of the issue:
-each says what a new user met, and checks it is fixed by running it.
+The README's quick start runs exactly as written, from README.md, in an empty folder
+with no API key, and prints what the README says; its shell lines, and the longer session
+of docs/cli.md, run line by line and print what the page shows. Then one test (or a few)
+per finding of the issue: each says what a new user met, and checks it is fixed by running it.
 """
 
 from __future__ import annotations
@@ -39,6 +39,10 @@ from tests.conftest import POLICIES, ROOT, SHIPPED_POLICIES, SHIPPED_SCENARIOS
 from tests.fake_openai import FakeOpenAI
 
 README = pathlib.Path(ROOT, "README.md").read_text(encoding="utf-8")
+# the pages a new user reads: the README, then docs/ (reference text moved there)
+DOCS = README + "".join(
+    p.read_text(encoding="utf-8") for p in sorted(pathlib.Path(ROOT, "docs").glob("*.md"))
+)
 BIN = os.path.dirname(sys.executable)  # the venv running the tests: lethe is beside it
 POETRY = os.path.join(ROOT, "scenarios", "poetry-to-uv.yaml")
 
@@ -57,9 +61,15 @@ def clean_env(**extra) -> dict:
     return {**env, **extra}
 
 
-def block_after(heading: str, lang: str, nth: int = 0) -> str:
-    """The `nth` fenced block of language `lang` in the README section `heading`."""
-    section = README.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+def section_of(heading: str, page: str = "README.md") -> str:
+    """The text of the section `## heading` of `page` (README.md or docs/NAME.md)."""
+    text = pathlib.Path(ROOT, page).read_text(encoding="utf-8")
+    return text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def block_after(heading: str, lang: str, nth: int = 0, page: str = "README.md") -> str:
+    """The `nth` fenced block of language `lang` in the section `heading` of `page`."""
+    section = section_of(heading, page)
     blocks = re.findall(rf"```{lang}\n(.*?)```", section, re.S)
     return blocks[nth]
 
@@ -109,8 +119,8 @@ def cli(*args, input=None):
 
 # ---- done means: the README, as pasted ----------------------------------------------
 def test_the_readme_python_example_runs_as_pasted_in_an_empty_folder(tmp_path):
-    code = block_after("Use it from Python", "python")
-    expected = block_after("Use it from Python", "text")
+    code = block_after("Quick start", "python")
+    expected = block_after("Quick start", "text")
     done = subprocess.run(
         [sys.executable, "-c", code],
         cwd=tmp_path,
@@ -124,9 +134,12 @@ def test_the_readme_python_example_runs_as_pasted_in_an_empty_folder(tmp_path):
     assert done.stderr == ""  # no warning, no traceback
 
 
-def test_the_readme_shell_session_runs_line_by_line_as_shown(tmp_path):
-    steps = session(block_after("Use it from the shell", "console"))
-    assert len(steps) >= 15 and steps[0][0].startswith("lethe validate")
+@pytest.mark.parametrize(
+    "page, heading, least", [("README.md", "Quick start", 4), ("docs/cli.md", "A first session", 15)]
+)
+def test_the_shell_sessions_run_line_by_line_as_shown(tmp_path, page, heading, least):
+    steps = session(block_after(heading, "console", page=page))
+    assert len(steps) >= least and steps[0][0].startswith("lethe ")
     folder = checkout(tmp_path)
     for command, expected, status in steps:
         done = shell(command, folder)
@@ -137,8 +150,9 @@ def test_the_readme_shell_session_runs_line_by_line_as_shown(tmp_path):
         )
         assert all(line in expected.splitlines() for line in done.stderr.splitlines()), (
             f"$ {command}\n{done.stderr}"
-        )  # no warning, no traceback the README leaves out
-    assert (folder / "out.html").exists()
+        )  # no warning, no traceback the page leaves out
+    if any(command.startswith("lethe experiment") for command, _, _ in steps):
+        assert (folder / "out.html").exists()
 
 
 def test_the_matcher_is_strict_where_the_readme_is_literal():
@@ -607,7 +621,7 @@ def test_8_why_names_the_namespace_it_searched(tmp_path):
     elsewhere = cli("why", "1", "--db", db)
     assert "no memory #1 in namespace 'default': #1 belongs to namespace 'my-agent'" in elsewhere.output
     assert cli("why", "1", "--db", db, "-n", "my-agent").exit_code == 0
-    assert "`--namespace/-n`" in README
+    assert "`--namespace/-n`" in DOCS
 
 
 # ---- 9: a template's variables, shown and checked -----------------------------------
@@ -711,7 +725,9 @@ def test_10_the_readme_plugin_snippet_pins_a_policy_and_names_a_missed_check(tmp
     (tmp_path / "policies").mkdir()
     policy = tmp_path / "policies" / "my-agent.yaml"
     policy.write_text("name: my-agent\nextends: lifecycle\nparams: {half_life_days: 60}\n")
-    (tmp_path / "test_mine.py").write_text(block_after("Pin your own policy", "python"))
+    (tmp_path / "test_mine.py").write_text(
+        block_after("Pinning your own with a snapshot", "python", page="docs/policies.md")
+    )
     # without the plugins of this suite's own test extras (hypothesis, langgraph's
     # langsmith), which a project pinning its policy would not load: 1.7 s per run
     pytest_ = [
@@ -757,7 +773,9 @@ def test_10_files_beside_the_test_are_found_when_pytest_runs_from_the_project_ro
     shutil.copy(POETRY, tests / "scenarios" / "poetry-to-uv.yaml")
     (tests / "policies").mkdir()
     (tests / "policies" / "my-agent.yaml").write_text("name: my-agent\nextends: lifecycle\n")
-    (tests / "test_mine.py").write_text(block_after("Pin your own policy", "python"))
+    (tests / "test_mine.py").write_text(
+        block_after("Pinning your own with a snapshot", "python", page="docs/policies.md")
+    )
     run = subprocess.run(
         [
             sys.executable,
@@ -855,14 +873,32 @@ def test_11_judge_fallbacks_are_counted_per_policy(tmp_path):
 
 
 def test_11_the_report_opens_with_the_comparison(tmp_path):
-    report = tmp_path / "r.html"
-    cli("experiment", POETRY, "-p", "archive", "-p", "lifecycle", "--offline", "--report", report)
-    page = report.read_text(encoding="utf-8")
+    path = tmp_path / "r.html"
+    cli("experiment", POETRY, "-p", "archive", "-p", "lifecycle", "--offline", "--report", path)
+    page = path.read_text(encoding="utf-8")
     body = page[page.index("<body>") :]
     assert body.index("What each policy did") < body.index("Expectations met")
     assert "Where a policy recalled something stale" in body
     assert "I manage dependencies with poetry. (stale)" in body
     assert "Some expectations were missed" not in page
+    # the policies side by side: one chart per measure, a line per policy, named in the legend
+    side = body[body.index("The policies side by side") :].split("</svg>", 1)[0]
+    for title in [*(f"{s} memories" for s in report.STATUSES), "stale recalls"]:
+        assert f">{title}</text>" in side
+    assert ">archive</text>" in side and ">lifecycle</text>" in side
+    assert side.count(">days since the scenario started</text>") == len(report.MEASURES)
+    # small charts: whole titles (wrapped, never cut) and named axes
+    assert "\u2026" not in page and ">switched from poetry to uv</text>" in body
+    assert body.count(">days</text>") == 2 and body.count(">memories</text>") >= 4
+
+
+def test_11_stale_recalls_so_far_add_up_to_the_summary():
+    exp = run_experiment([POETRY], ["archive", "lifecycle"], offline=True)
+    for p in exp.policies:
+        days, stale = report.stale_so_far([r for r in exp.runs if r.policy is p])
+        assert days == sorted(days) and stale == sorted(stale)
+        assert stale[-1] == exp.summary()[p.name]["stale_recalls"]
+    assert exp.summary()["archive"]["stale_recalls"] > 0
 
 
 def test_11_chart_lines_with_equal_values_stay_visible():
@@ -973,7 +1009,7 @@ def test_12_end_to_end_a_repeat_reinforces_and_a_handover_supersedes(tmp_path):
 
 
 def test_12_the_readme_says_what_the_offline_judges_cannot_do():
-    section = README.split("## What the offline judges can and cannot do", 1)[1].split("\n## ")[0]
+    section = section_of("The offline rules", "docs/models.md")
     assert "match words" in section and "dates" in section and "They cannot" in section
 
 
@@ -1046,16 +1082,16 @@ def test_a_missing_scenario_is_a_usage_error_that_says_where_scenarios_are(tmp_p
     assert out.exit_code == 2, out.output
     assert "scenario not found: scenarios/poetry-to-uv.yaml" in out.output
     assert "scenarios/ folder of Lethe's repository" in out.output
-    assert "2 usage or internal error" in README
+    assert "2 usage or internal error" in DOCS
 
 
 def test_the_readme_says_what_comes_from_the_repository_and_what_report_needs():
-    shell_section = README.split("\n## Use it from the shell\n", 1)[1].split("\n## ", 1)[0]
+    shell_section = section_of("A first session", "docs/cli.md")
     intro, after = shell_section.split("```console", 1)[0], shell_section.rsplit("```", 1)[1]
     assert "`scenarios/` comes with the repository, not\nwith the package" in intro
     assert "`lethe validate\nlifecycle archive`" in intro
     assert "pip install\n'lethe-lifecycle[report]'" in after
-    pin = README.split("\n## Pin your own policy\n", 1)[1].split("\n## ", 1)[0]
+    pin = section_of("Pinning your own with a snapshot", "docs/policies.md")
     assert "one of the repository's `scenarios/` (the package does not install\nthem)" in pin
 
 
@@ -1161,7 +1197,7 @@ def test_keyless_lethe_add_and_recall_say_it_on_stderr_only(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == [RULES_JUDGED_CLI] * 2
     assert done.stdout == offline.stdout and offline.stderr == ""
-    assert RULES_JUDGED_CLI[len("warning: ") :] in README.replace("\n", " ")
+    assert RULES_JUDGED_CLI[len("warning: ") :] in DOCS.replace("\n", " ")
 
 
 def test_an_empty_namespace_says_what_the_database_holds(tmp_path):

@@ -453,7 +453,7 @@ def test_experiment_json_shape(both):
 def test_report_is_self_contained_with_charts(both):
     _, report = both
     page = open(report, encoding="utf-8").read()
-    assert page.startswith("<!DOCTYPE html>") and page.count("<svg") == 4  # 2 charts per policy
+    assert page.startswith("<!DOCTYPE html>") and page.count("<svg") == 5  # side by side, then 2 per policy
     assert "three code-readability preferences merge" in page and "superseded" in page
     assert not re.search(r"""(src|href|action)\s*=\s*["']?\s*(https?:)?//""", page, re.I)
     assert not re.search(r"url\(\s*['\"]?(https?:)?//|@import", page, re.I)

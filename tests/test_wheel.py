@@ -169,9 +169,7 @@ def installed(tmp_path_factory):
             [lethe, "remember", REMEMBERED, "Noted.", "--db", "m.db", "--offline"], empty, env, check=False
         ),
         "recall": run([lethe, "recall", QUERY, "--db", "m.db", "--offline"], empty, env, check=False),
-        "quickstart": run(
-            [python, "-c", readme_block("Use it from Python", "python")], empty, env, check=False
-        ),
+        "quickstart": run([python, "-c", readme_block("Quick start", "python")], empty, env, check=False),
         "mcp": run([lethe, "mcp", "--db", "m.db"], empty, env, check=False),
         "version": run([lethe, "--version"], empty, env, check=False),
         "python": run(
@@ -197,7 +195,7 @@ def readme_block(heading: str, lang: str) -> str:
 def test_the_readme_quick_start_prints_what_the_readme_says(installed):
     done = installed["quickstart"]
     assert done.returncode == 0, done.stderr
-    assert done.stdout == readme_block("Use it from Python", "text")
+    assert done.stdout == readme_block("Quick start", "text")
     assert done.stderr == ""
 
 
@@ -219,7 +217,7 @@ def test_the_wheel_carries_the_shipped_policies_and_prompts(installed):
         assert f"engine/shipped/policies/{f}" in names
     for f in os.listdir(ROOT / "prompts"):
         assert f"engine/shipped/prompts/{f}" in names
-    inspector = ROOT / "engine" / "inspector"  # `lethe ui`'s templates and stylesheet
+    inspector = ROOT / "engine" / "apps" / "inspector"  # `lethe ui`'s templates and stylesheet
     for folder in ("templates", "static"):
         for f in os.listdir(inspector / folder):
             assert f"engine/apps/inspector/{folder}/{f}" in names

@@ -1,10 +1,13 @@
 """The experiment report: one self-contained HTML page that loads nothing from anywhere.
 
 The page opens with what each policy did (stale recalls, what it kept, superseded and
-forgot, and the recalls where one went stale), then the matrix of expectations met, the
-per-policy summary, every missed expectation, and per policy two charts of memory counts by status over simulated time
-(all scenarios summed, then one panel per scenario), drawn by matplotlib as SVG and
-inlined, and per run what was recalled (stale recalls marked) and what changed.
+forgot, and the recalls where one went stale) and the policies side by side: one chart per
+measure (memories of each status, stale recalls so far) with a line per policy, all
+scenarios summed, on one scale. Then the matrix of expectations met, the per-policy summary,
+every missed expectation, and per policy its memory counts by status over simulated time
+(all scenarios summed, then one panel per scenario, each on the scale every policy's panel
+of that scenario shares), drawn by matplotlib as SVG and inlined, and per run what was
+recalled (stale recalls marked) and what changed.
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ import html
 import io
 import os
 import re
+import textwrap
 
 from engine.apps.experiment import Experiment, Run
+from engine.base.clock import parse_time
 from engine.base.distribution import extra_error
 from engine.base.errors import LetheError
 from engine.policy import STATUSES
@@ -66,23 +71,26 @@ def render(exp: Experiment) -> str:
         f"<p>Judges: {'offline rules' if exp.offline else 'as each policy declares'}.</p>",
         "<h2>What each policy did</h2>",
         _comparison(exp),
+        "<h3>The policies side by side</h3>",
+        side_by_side(exp),
         _stale_recalls(exp),
         "<h2>Expectations met</h2>",
-        f"<p>{'Every expectation holds.' if exp.ok else f'{missed} expectation(s) missed (listed below).'}</p>",
+        f"<p>{'Every expectation holds.' if exp.ok else f'{missed} expectation(s) missed (below).'}</p>",
         _matrix(exp),
         "<h2>Per policy</h2>",
         _summary(exp),
         _missed(exp),
     ]
+    total_top, scenario_tops = _scales(exp)
     for p in exp.policies:
         runs = [r for r in exp.runs if r.policy is p]
         parts += [
             f"<h2>Policy <code>{_e(p.name)}</code></h2>",
             f"<p class=muted>{_e(p.description)}</p>" if p.description else "",
             "<h3>Memories by status, all scenarios summed</h3>",
-            total_chart(p.name, runs),
+            total_chart(p.name, runs, total_top),
             "<h3>Memories by status, per scenario</h3>",
-            scenario_charts(p.name, runs),
+            scenario_charts(p.name, runs, scenario_tops),
             "<h3>Runs</h3>",
             *[_run_details(r) for r in runs],
         ]
@@ -267,12 +275,94 @@ def _run_details(r: Run) -> str:
 
 
 # ---- charts -------------------------------------------------------------------------
-def total_chart(key: str, runs: list[Run]) -> str:
+MEASURES = (*STATUSES, "stale recalls")
+POLICY_COLORS = ("#1565c0", "#d84315", "#2e7d32", "#6a1b9a", "#00838f", "#f9a825", "#4e342e", "#ad1457")
+
+
+def side_by_side(exp: Experiment) -> str:
+    """One chart per measure, a line per policy: memories of each status and stale recalls
+    so far, all scenarios summed by day since each began, every policy on the chart's one
+    scale, so the better policy shows as the lower or higher line."""
+    plt = _pyplot()
+    cols = 3
+    rows = -(-len(MEASURES) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(11, 3.1 * rows), squeeze=False)
+    for ax, measure in zip(axes.flat, MEASURES):
+        for i, p in enumerate(exp.policies):
+            runs = [r for r in exp.runs if r.policy is p]
+            days, values = stale_so_far(runs) if measure == "stale recalls" else _one(summed(runs), measure)
+            _line(ax, days, values, p.name, i, len(exp.policies))
+        ax.set_title(measure if measure == "stale recalls" else f"{measure} memories", fontsize=10)
+        ax.set_xlabel("days since the scenario started", fontsize=8)
+        ax.set_ylabel("stale recalls so far" if measure == "stale recalls" else "memories", fontsize=8)
+        _axes(ax)
+        ax.set_ylim(bottom=-0.04 * ax.get_ylim()[1])  # a line at 0 shows above the axis
+    for ax in list(axes.flat)[len(MEASURES) :]:
+        ax.set_visible(False)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncols=min(6, len(labels)), fontsize=9, frameon=False)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    return _svg(fig, "side-by-side")
+
+
+def stale_so_far(runs: list[Run]) -> tuple[list[float], list[int]]:
+    """Stale recalls so far, summed over the runs, at every day one of them recalled."""
+    points = sorted(
+        (parse_time(x["at"]) - r.scenario.start).total_seconds() / 86400
+        for r in runs
+        for x in r.playback.recalls
+        if x["stale"]
+    )
+    days = sorted({pt["day"] for r in runs for pt in r.playback.timeline[:1]} | set(points)) or [0.0]
+    last = max([pt["day"] for r in runs for pt in r.playback.timeline] + days)
+    days = days + ([last] if last > days[-1] else [])
+    return days, [sum(1 for p in points if p <= d) for d in days]
+
+
+def _one(summed_: tuple[list[float], dict[str, list[int]]], status: str) -> tuple[list[float], list[int]]:
+    days, series = summed_
+    return days, series[status]
+
+
+def _line(ax, days, values, label: str, i: int, n: int) -> None:
+    """A policy's line: its own colour, and thinner than the one before it, so lines with
+    equal values stay visible on top of each other."""
+    if days:
+        days = days + [days[-1] + max(0.5, 0.04 * (days[-1] - days[0]))]
+        values = values + values[-1:]
+    ax.plot(
+        days,
+        values,
+        drawstyle="steps-post",
+        color=POLICY_COLORS[i % len(POLICY_COLORS)],
+        label=label,
+        linewidth=1.2 + 2.8 * (n - 1 - i) / max(1, n - 1),
+        linestyle="-" if i % 2 == 0 else (0, (4, 2)),
+    )
+
+
+def _scales(exp: Experiment) -> tuple[float, dict[str, float]]:
+    """The top of the y axis shared by every policy's charts: one for the summed chart,
+    one per scenario, so a policy's panel reads against another's."""
+    total = 1.0
+    per_scenario: dict[str, float] = {}
+    for p in exp.policies:
+        runs = [r for r in exp.runs if r.policy is p]
+        total = max(total, *(max(v, default=0) for v in summed(runs)[1].values()))
+        for r in runs:
+            top = max((max(v, default=0) for v in summed([r])[1].values()), default=0)
+            per_scenario[r.scenario.file] = max(per_scenario.get(r.scenario.file, 1.0), top)
+    return total * 1.05, {k: v * 1.05 for k, v in per_scenario.items()}
+
+
+def total_chart(key: str, runs: list[Run], top: float | None = None) -> str:
     """One panel: counts by status summed over the runs, by day since each scenario began."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(9, 3.2))
     days, series = summed(runs)
     _plot(ax, days, series)
+    if top:
+        ax.set_ylim(0, top)
     ax.set_xlabel("days since the scenario started")
     ax.set_ylabel("memories")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
@@ -280,16 +370,20 @@ def total_chart(key: str, runs: list[Run]) -> str:
     return _svg(fig, f"total-{key}")
 
 
-def scenario_charts(key: str, runs: list[Run]) -> str:
-    """Small multiples: one panel per scenario."""
+def scenario_charts(key: str, runs: list[Run], tops: dict[str, float] | None = None) -> str:
+    """Small multiples: one panel per scenario, its whole title wrapped, its axes named."""
     plt = _pyplot()
     cols = min(3, len(runs))
     rows = -(-len(runs) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.4 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.8 * cols, 2.9 * rows), squeeze=False)
     for ax, r in zip(axes.flat, runs):
         days, series = summed([r])
         _plot(ax, days, series)
-        ax.set_title(_short(r.scenario.name), fontsize=8)
+        if tops and r.scenario.file in tops:
+            ax.set_ylim(0, tops[r.scenario.file])
+        ax.set_title("\n".join(textwrap.wrap(r.scenario.name, 40)), fontsize=8)
+        ax.set_xlabel("days", fontsize=7)
+        ax.set_ylabel("memories", fontsize=7)
         ax.tick_params(labelsize=7)
     for ax in list(axes.flat)[len(runs) :]:
         ax.set_visible(False)
@@ -340,14 +434,14 @@ def _plot(ax, days, series) -> None:
             linewidth=WIDTHS[status],
             linestyle=DASHES[status],
         )
+    _axes(ax)
+
+
+def _axes(ax) -> None:
     ax.set_ylim(bottom=0)
     ax.margins(x=0)
     ax.grid(alpha=0.25)
     ax.yaxis.get_major_locator().set_params(integer=True)
-
-
-def _short(name: str, limit: int = 48) -> str:
-    return name if len(name) <= limit else name[: limit - 1] + "\u2026"
 
 
 def _pyplot():
