@@ -280,7 +280,7 @@ def open_memory(
             "policy is not trusted with your PostgreSQL credentials: give "
             "the server with --db or LETHE_DB"
         )
-    if must_exist and not store.is_dsn(path) and not os.path.exists(store.sqlite_file.file_path(path)):
+    if must_exist and not store.is_dsn(path) and not os.path.exists(store.sqlite.sqlite_file.file_path(path)):
         raise StoreError(no_database(path))
     clock = FixedClock(now) if now else None
     mem = memory.Memory(
