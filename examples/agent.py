@@ -25,31 +25,28 @@ if not (args.offline or url or key):
 # a local server (Ollama, llama.cpp's llama-server, vLLM) takes any key
 client = None if args.offline else openai.OpenAI(api_key=key or "local", max_retries=1)
 
+
+def reply(user: str, known: str) -> str:
+    if client is None:
+        return f"I remember:\n{known}"
+    system = {"role": "system", "content": f"What you remember about the user:\n{known}"}
+    chat = client.chat.completions.create(
+        model=args.model, messages=[system, {"role": "user", "content": user}]
+    )
+    return chat.choices[0].message.content
+
+
 mem = Memory(args.db, policy="lifecycle", offline=True)  # offline: the built-in rules judge
 with Scheduler(mem, interval=3600):  # decay, expiry and compression, each on its schedule
     for user in filter(None, map(str.strip, sys.stdin)):
         known = "\n".join(f"- {m.content}" for m in mem.recall(user)) or "(nothing yet)"
         try:
-            answer = (
-                f"I remember:\n{known}"
-                if client is None
-                else client.chat.completions.create(
-                    model=args.model,
-                    messages=[
-                        {"role": "system", "content": f"What you remember about the user:\n{known}"},
-                        {"role": "user", "content": user},
-                    ],
-                )
-                .choices[0]
-                .message.content
-            )
+            answer = reply(user, known)
         except openai.OpenAIError as exc:  # unreachable, a refused key, an unknown model
             mem.remember(user)
             why = " ".join(str(getattr(exc, "message", exc)).split())
-            sys.exit(
-                f"agent.py: the model {args.model} at {url or 'api.openai.com'} failed: "
-                f"{why} (your message is remembered)"
-            )
+            where = f"{args.model} at {url or 'api.openai.com'}"
+            sys.exit(f"agent.py: the model {where} failed: {why} (your message is remembered)")
         print(f"assistant> {answer}", flush=True)
         mem.remember(user, answer)  # judged: supersedes what it replaces, reinforces the rest
 mem.close()
