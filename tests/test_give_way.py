@@ -44,6 +44,17 @@ def adopted(tmp_path_factory):
     return path
 
 
+@pytest.fixture(scope="module")
+def by_itself(adopted, tmp_path_factory):
+    """The adopted file after expiry and decay at T with nobody else at work, read once for
+    the tests that compare a pass a writer met with it: its results, rows and recall index."""
+    path = str(tmp_path_factory.mktemp("alone") / "alone.db")
+    shutil.copy(adopted, path)
+    with Memory(path, clock=FixedClock(T), offline=True) as mem:
+        results = [r.as_dict() for r in mem.run(["expiry", "decay"])]
+    return {"results": results, "rows": rows(path), "recall_index": recall_index(path)}
+
+
 @pytest.fixture
 def copies(adopted, tmp_path):
     """Two copies of the adopted file: one for the pass a writer meets, one for the same
@@ -482,7 +493,9 @@ def recall_index(path: str) -> str:
         (10**9, "INSERT INTO pass_runs"),  # only the look after its last statement
     ],
 )
-def test_the_rest_run_at_once_gives_way_again_to_a_writer(adopted, tmp_path, monkeypatch, every, where):
+def test_the_rest_run_at_once_gives_way_again_to_a_writer(
+    adopted, by_itself, tmp_path, monkeypatch, every, where
+):
     """A pass in ranges runs the rest in one transaction once no writer waits; a writer
     that comes then (the interrupt landing in each of its statements in turn, or after
     the last) makes it roll back and go on in ranges, and the next try finishes it: the
@@ -492,11 +505,9 @@ def test_the_rest_run_at_once_gives_way_again_to_a_writer(adopted, tmp_path, mon
     alone left it."""
     from engine.run import passes
 
-    met, by_itself = str(tmp_path / "met.db"), str(tmp_path / "alone.db")
+    met = str(tmp_path / "met.db")
     shutil.copy(adopted, met)
-    shutil.copy(adopted, by_itself)
-    with Memory(by_itself, clock=FixedClock(T), offline=True) as mem:
-        want = [r.as_dict() for r in mem.run(["expiry", "decay"])]
+    want = by_itself["results"]
     tries = Tries(
         monkeypatch, lambda name, attempt, sql: name == "decay" and attempt == 1 and sql.startswith(where)
     )
@@ -522,11 +533,12 @@ def test_the_rest_run_at_once_gives_way_again_to_a_writer(adopted, tmp_path, mon
     ]
     for g, w in zip(got, want):
         assert (g["changed"], g["events"], g["skipped"]) == (w["changed"], w["events"], w["skipped"])
-    assert rows(met) == rows(by_itself) and once_each(rows(met)[1])
+    done = rows(met)
+    assert done == by_itself["rows"] and once_each(done[1])
     assert [tuple(r) for r in runs] == [("decay", T.isoformat()), ("expiry", T.isoformat())]
     assert not in_ranges(met)
     assert not built, "the rest rebuilt recall's index, which holds only the head"
-    assert recall_index(met) == recall_index(by_itself) and "rank >= " in recall_index(met)
+    assert recall_index(met) == by_itself["recall_index"] and "rank >= " in recall_index(met)
 
 
 def test_a_writer_at_every_range_keeps_the_pass_in_ranges(adopted, tmp_path, monkeypatch):
@@ -543,17 +555,14 @@ def test_a_writer_at_every_range_keeps_the_pass_in_ranges(adopted, tmp_path, mon
     assert [(NOTE in r["notes"], AT_ONCE in r["notes"]) for r in got] == [(True, False)] * 2
 
 
-def test_each_try_that_gives_way_again_doubles_the_quiet(adopted, tmp_path, monkeypatch):
+def test_each_try_that_gives_way_again_doubles_the_quiet(adopted, by_itself, tmp_path, monkeypatch):
     """A writer that comes at every try (never between ranges): the pass tries again only
     after twice the quiet each time, so a few times in all, and ends in ranges with the
     rows of the pass alone."""
     from engine.run import passes
 
-    met, by_itself = str(tmp_path / "met.db"), str(tmp_path / "alone.db")
+    met = str(tmp_path / "met.db")
     shutil.copy(adopted, met)
-    shutil.copy(adopted, by_itself)
-    with Memory(by_itself, clock=FixedClock(T), offline=True) as mem:
-        mem.run(["expiry", "decay"])
     tries = Tries(monkeypatch, lambda *_: True)
     monkeypatch.setattr(passes, "QUIET_SECONDS", 0.01)
     with Memory(met, clock=FixedClock(T), offline=True) as mem:
@@ -564,4 +573,4 @@ def test_each_try_that_gives_way_again_doubles_the_quiet(adopted, tmp_path, monk
     # tries at 0.01, 0.03, 0.07 ... s: at most log2(took / 0.01) + 1 of them
     assert len(decay) <= math.log2(took / 0.01) + 1, (len(decay), took)
     assert [AT_ONCE in r["notes"] for r in got] == [False, False]
-    assert rows(met) == rows(by_itself) and not in_ranges(met)
+    assert rows(met) == by_itself["rows"] and not in_ranges(met)
