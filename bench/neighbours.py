@@ -9,9 +9,10 @@ The new memory's own vector is computed before timing (a write computes it once,
 the transaction; the local model takes about 10 ms for it on this machine, reported
 apart), with the file read once first (a store in use is cached; see `cached_in`).
 Goal: median under 20 ms at 1M, for short turns (3 uncommon words) and long ones
-(12: the full-text query then keeps its rarest words within `matching.MATCHED` rows). It also reports how often the search finds the
-source of a perturbed stored vector (200 of them, at cosine 0.9 and 0.78 to it) among the
-20 neighbours: a faster search must not find it less often.
+(12: the full-text query then keeps its rarest words within `matching.MATCHED` rows). It
+also reports how often the search finds the source of a perturbed stored vector (200 of
+them, at cosine 0.9 and 0.78 to it) among the 20 neighbours: a faster search must not find
+it less often.
 """
 
 from __future__ import annotations

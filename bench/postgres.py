@@ -11,7 +11,7 @@
 
     python -m bench.postgres [--rows 1000000] [--workers 8] [--seconds 20]
 
-A server: LETHE_TEST_PG=postgresql://..., else one started here (tests/pg_server.py).
+A server: LETHE_TEST_PG=postgresql://..., else one started here (tests/helpers/pg_server.py).
 """
 
 from __future__ import annotations
@@ -24,9 +24,8 @@ import sys
 import time
 
 from engine import FixedClock, Memory
-from engine.store import open_store
 from engine.store.transfer import copy_store
-from tests import pg_server
+from tests.helpers import pg_server
 
 from . import datasets as D
 

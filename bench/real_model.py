@@ -186,7 +186,7 @@ def merges_lost_expiry(mem: Memory) -> int:
     """Merged memories with a later (or no) expiry than the earliest of their members."""
     db = mem.store.db
     lost = 0
-    for mid, detail, expires in db.execute(
+    for _, detail, expires in db.execute(
         "SELECT e.memory_id, e.detail, m.expires_at FROM memory_events e JOIN memories m "
         "ON m.id = e.memory_id WHERE e.event_type = 'merged'"
     ).fetchall():

@@ -4,12 +4,13 @@ Median and p99 over CALLS in-process calls (after a short warm-up), against the
 article's full-scan query (bench.seed_article.article_recall_candidates) on the same
 rows - run on the raw article file, where it is a plain table scan - which must return
 the same ids in the same order. Goals: median at most 1 ms at every N (the performance
-issue's, at 1M; the first brief asked 5 ms), and flat: the median at N at most FLAT_GOAL times the median at the smallest N
-measured.
+issue's, at 1M; the first brief asked 5 ms), and flat: the median at N at most FLAT_GOAL
+times the median at the smallest N measured.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import sqlite3
 import statistics
@@ -58,9 +59,12 @@ def bench(sizes, calls: int = CALLS, log=print) -> tuple[list[dict], list[str]]:
         conn = sqlite3.connect(str(D.raw(n, log)))
         try:
             limit = mem.policy.recall.candidates.limit
-            lethe = _time_calls(lambda: mem.candidates(), calls)
+            lethe = _time_calls(mem.candidates, calls)
             base = _time_calls(
-                lambda: article_recall_candidates(conn, limit), calls, budget=BASELINE_BUDGET_S, warmup=1
+                functools.partial(article_recall_candidates, conn, limit),
+                calls,
+                budget=BASELINE_BUDGET_S,
+                warmup=1,
             )
             ids_lethe = [r.id for r in mem.candidates()]
             ids_base = article_recall_candidates(conn, limit)

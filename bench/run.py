@@ -6,10 +6,9 @@
     python -m bench.run write | tokens | contention | peak   # rows 3-6 (see bench/RESULTS.md)
     python -m bench.run inspector --sizes 1M           # `lethe ui`'s pages (the ui extra)
 
-Data is cached under bench/data/ (gitignored). A goal in parentheses is shown for reference only (not counted as met or missed).
-Exit status 1 when results disagree
-(a correctness failure); a missed speed goal is reported in the table, not as a failure,
-unless --strict.
+Data is cached under bench/data/ (gitignored). A goal in parentheses is shown for reference
+only (not counted as met or missed). Exit status 1 when results disagree (a correctness
+failure); a missed speed goal is reported in the table, not as a failure, unless --strict.
 """
 
 from __future__ import annotations
@@ -82,18 +81,20 @@ def table(rows: list[dict]) -> tuple[str, int]:
         missed += met is False
     widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(HEADERS)]
     right = {2, 3, 4}
-    fmt = lambda r: "  ".join(  # noqa: E731
-        (s.rjust(w) if i in right else s.ljust(w)) for i, (s, w) in enumerate(zip(r, widths))
-    )
+
+    def fmt(r):
+        return "  ".join(
+            (s.rjust(w) if i in right else s.ljust(w)) for i, (s, w) in enumerate(zip(r, widths))
+        )
+
     lines = [fmt(HEADERS), "  ".join("-" * w for w in widths)] + [fmt(r) for r in body]
     notes, seen = [], set()
     for row in rows:
         key = (row["measure"], row.get("note"))
         if row.get("note") and key not in seen:
             seen.add(key)
-            notes.append(
-                f"  {row['measure']} N={row['n'] if isinstance(row['n'], str) else D.label(row['n'])}: {row['note']}"
-            )
+            n = row["n"] if isinstance(row["n"], str) else D.label(row["n"])
+            notes.append(f"  {row['measure']} N={n}: {row['note']}")
     if notes:
         lines += ["", "notes:"] + notes
     return "\n".join(lines), missed

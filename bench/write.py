@@ -225,7 +225,7 @@ def latency(
 ) -> tuple[list[dict], list[str]]:
     """Row 3 at 10k stored memories; with ``big``, the fused mode again at that size."""
     from engine import FixedClock, Memory
-    from tests.fake_openai import FakeOpenAI
+    from tests.helpers.fake_openai import FakeOpenAI
 
     rows, problems = [], []
     n = 10_000
@@ -374,7 +374,7 @@ def seed_contradiction_tokens(mem, content: str) -> int:
     from engine import prompts
     from engine.judges import SYSTEM
     from engine.run.write import Judged
-    from tests.fake_openai import estimate_tokens
+    from tests.helpers.fake_openai import estimate_tokens
 
     rows = mem.store.db.execute(
         "SELECT id, coalesce(summary, substr(content, 1, 120)) AS s FROM memories "
@@ -390,7 +390,7 @@ def seed_contradiction_tokens(mem, content: str) -> int:
 
 def tokens(sizes=TOKEN_SIZES, turns: int = TOKEN_TURNS, log=print) -> tuple[list[dict], list[str]]:
     from engine import FixedClock, Memory
-    from tests.fake_openai import FakeOpenAI
+    from tests.helpers.fake_openai import FakeOpenAI
 
     rows, problems = [], []
     first = None

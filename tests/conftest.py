@@ -1,68 +1,23 @@
-"""Shared fixtures: a fixed clock, a fresh store, and a Memory factory.
+"""Shared fixtures: a fixed clock, a fresh store, Memory factories and a local model server.
+Plain helpers (paths, readers, scripted judges) are in tests/helpers/.
 
 A test module marked `pytestmark = pytest.mark.both_backends` runs each of its tests that
 use `db_path` (or `memory`) twice: on a SQLite file and on a fresh schema of a real
-PostgreSQL server (tests/pg_server.py), unless the test is marked `sqlite_only` (it pokes
+PostgreSQL server (tests/helpers/pg_server.py), unless the test is marked `sqlite_only` (it pokes
 SQLite directly). Without PostgreSQL binaries the PostgreSQL half is left out, and one line
 at the end of the run says so; with LETHE_REQUIRE_PG=1 (CI) that is an error instead."""
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 
 import pytest
 
 from engine import FixedClock, Memory
 from engine.judges.openai import forget_refusals
-from tests import browser, pg_server
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-POLICIES = os.path.join(ROOT, "policies")
-START = dt.datetime(2026, 1, 5, 9, 0, 0)
-
-# The scenarios that ship, by name. Tests pin these and only these: a user's own file in
-# scenarios/ (where the README's experiment reads) is theirs to play, not a test's to pin.
-SHIPPED_SCENARIOS = (
-    "additive-and-progression",
-    "bun-curiosity",
-    "deadline-moved",
-    "editor-switch",
-    "poetry-to-uv",
-    "postgres-to-mysql",
-    "preference-in-use",
-    "python-upgrade",
-    "readability-merge",
-    "small-talk",
-    "standup-moved",
-    "temporary-workaround",
-    "waiting-on-alice",
-    "scenes/agent-build",
-)
-
-# The policies that ship, by name, for the same reason: `policies/my-agent.yaml` (the
-# README's "Pin your own policy") must not need a snapshot in this suite.
-SHIPPED_POLICIES = (
-    "archive",
-    "coding-agent",
-    "fused",
-    "lifecycle",
-    "lifecycle-local",
-    "scenes",
-    "scenes-decay",
-    "scheduled-sql",
-)
-
-
-def shipped_policies() -> list[str]:
-    """Paths of the shipped policies, sorted."""
-    return sorted(os.path.join(POLICIES, n + ".yaml") for n in SHIPPED_POLICIES)
-
-
-def shipped_scenarios(top_level_only: bool = False) -> list[str]:
-    """Paths of the shipped scenarios, sorted; `top_level_only` leaves out scenarios/scenes/."""
-    names = [n for n in SHIPPED_SCENARIOS if not (top_level_only and "/" in n)]
-    return sorted(os.path.join(ROOT, "scenarios", *n.split("/")) + ".yaml" for n in names)
+from tests.helpers import POLICIES, START, browser, pg_server
+from tests.helpers.fake_openai import FakeOpenAI
+from tests.helpers.judge import policy_file
 
 
 @pytest.fixture(autouse=True)
@@ -144,7 +99,7 @@ def pytest_terminal_summary(terminalreporter):
 @pytest.fixture(scope="session")
 def pg_dsn():
     """A PostgreSQL server for the whole run: LETHE_TEST_PG, else one started here (over
-    its Unix socket: tests/pg_server.py)."""
+    its Unix socket: tests/helpers/pg_server.py)."""
     if os.environ.get(pg_server.ENV_DSN):
         yield os.environ[pg_server.ENV_DSN]
         return
@@ -190,9 +145,39 @@ def memory(db_path, clock):
         mem.close()
 
 
-def run_sql(store, text: str, params=()):
-    """Run a test's own SQL, written with `?` placeholders, on either backend's connection
-    (a cursor: fetchone/fetchall). SQLite-only SQL (PRAGMA, FTS5) stays in sqlite_only tests."""
-    if store.dialect == "postgres":
-        text = text.replace("%", "%%").replace("?", "%s")
-    return store.db.execute(text, params)
+@pytest.fixture
+def fake_openai():
+    """A started FakeOpenAI (answers ``"{}"``); script it with ``.script(...)`` or set ``.responder``."""
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+@pytest.fixture
+def lethe(tmp_path, db_path, clock):
+    """lethe(base_url, **policy_options) -> a Memory on the test's database and clock whose
+    models are at base_url (tests/helpers/judge.py: policy_file). `namespace=` opens another
+    namespace of the same database."""
+    opened = []
+
+    def make(base_url: str, namespace: str = "default", policy: str | None = None, **kw) -> Memory:
+        path = policy or policy_file(tmp_path, base_url, **kw)
+        mem = Memory(db_path, policy=path, namespace=namespace, clock=clock)
+        opened.append(mem)
+        return mem
+
+    yield make
+    for mem in opened:
+        mem.close()
+
+
+@pytest.fixture
+def served_mcp(memory):
+    """served_mcp(namespace) -> (Memory, MCPServer): an in-process MCP server over a fresh
+    store (offline, the test clock)."""
+    from engine.integrations.mcp import build_server  # the mcp extra: only where it is used
+
+    def make(namespace="default"):
+        mem = memory("lifecycle", namespace=namespace)
+        return mem, build_server(mem)
+
+    return make

@@ -2,13 +2,12 @@
 by step: a 1M-row article database takes seconds before the first pass."""
 
 import io
-import sqlite3
 
 from bench import seed_article
 from engine import Memory
 from engine.cli.base import terminal_progress
 from engine.store import MIGRATIONS
-from tests.conftest import START
+from tests.helpers import START
 
 
 def test_adopting_an_article_file_reports_each_step(tmp_path):

@@ -18,7 +18,10 @@ from engine.steps.answers import BadAnswer, Check, end_of, finished
 
 NOW = dt.datetime(2026, 1, 5, 9, 0, 0)
 SHOWN = frozenset({1, 2, 3})
-GATE_OK = '{"save": true, "content": "User manages Python deps with uv", "summary": "deps: uv", "tags": ["python"], "importance": 7}'
+GATE_OK = (
+    '{"save": true, "content": "User manages Python deps with uv", "summary": "deps: uv", '
+    '"tags": ["python"], "importance": 7}'
+)
 GATE_VALUE = {
     "save": True,
     "content": "User manages Python deps with uv",

@@ -16,7 +16,7 @@ from engine import FixedClock, Memory
 from engine.apps.scenario import Player, Script
 from engine.apps.scenario import load as load_scenario
 from engine.cli import main
-from tests.conftest import START, shipped_scenarios
+from tests.helpers import START, shipped_scenarios
 
 pytestmark = pytest.mark.both_backends
 

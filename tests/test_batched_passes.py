@@ -9,28 +9,10 @@ import pytest
 
 from bench import seed_article
 from engine import Memory
-from tests.conftest import POLICIES, START
+from tests.helpers import POLICIES, START
+from tests.helpers.batched import batched_policy, state
 
 T = START + dt.timedelta(days=1)
-
-
-def batched_policy(tmp_path, base="lifecycle", size=700):
-    path = tmp_path / f"{base}-batched.yaml"
-    path.write_text(
-        f"name: {base}-batched\nextends: {POLICIES}/{base}.yaml\n"
-        f"passes:\n  decay:\n    batch: {size}\n  expiry:\n    batch: {size}\n"
-    )
-    return str(path)
-
-
-def state(path):
-    conn = sqlite3.connect(path)
-    rows = conn.execute("SELECT id, status, decay_score, rank FROM memories ORDER BY id").fetchall()
-    events = conn.execute(
-        "SELECT memory_id, event_type, occurred_at FROM memory_events ORDER BY memory_id, event_type"
-    ).fetchall()
-    conn.close()
-    return rows, events
 
 
 @pytest.fixture

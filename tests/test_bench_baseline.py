@@ -13,7 +13,7 @@ import pytest
 from bench import bare_sql, seed_article
 from engine import Memory
 from engine.store.sqlite import bulk
-from tests.conftest import POLICIES, ROOT, START
+from tests.helpers import POLICIES, ROOT, START
 
 T = START + dt.timedelta(days=1)
 N = bulk.BULK_MIN_ROWS + 2_000  # enough for Lethe's decay to rebuild the index too

@@ -11,7 +11,6 @@ import pytest
 
 from bench import longmemeval
 from bench.lme import data, metrics, play
-from tests.fake_server import fake_openai  # noqa: F401
 
 SLICE = pathlib.Path(__file__).parent / "fixtures" / "longmemeval" / "longmemeval_oracle_slice.json"
 
@@ -199,7 +198,7 @@ def test_qa_reads_the_context_and_a_judge_grades_it(tmp_path, fake_openai, raw):
     """With an endpoint configured, a reader answers from the recalled context and a judge
     grades it with the per-type rubric (here the fake reader echoes the context and the
     fake judge says yes when the gold answer is in the response)."""
-    from tests.fake_openai import prompt_text
+    from tests.helpers.fake_openai import prompt_text
 
     def answer(request):
         text = prompt_text(request)

@@ -13,8 +13,8 @@ from engine import Memory
 from engine.plan import compile_policy
 from engine.policy import load
 from engine.store.sqlite import bulk
-from tests.conftest import POLICIES, START
-from tests.test_batched_passes import batched_policy, state
+from tests.helpers import POLICIES, START
+from tests.helpers.batched import batched_policy, state
 
 T = START + dt.timedelta(days=1)
 N = bulk.BULK_MIN_ROWS + 2_000  # enough rows for the decay pass to rebuild

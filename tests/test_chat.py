@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from engine import Memory
 from engine.cli import main
-from tests.conftest import POLICIES, ROOT, run_sql
-from tests.fake_server import closed_port_url, fake_openai  # noqa: F401
+from tests.helpers import POLICIES, ROOT, run_sql
+from tests.helpers.fake_openai import closed_port_url
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
@@ -30,7 +30,7 @@ def system_prompt(request) -> str:
     return next(m["content"] for m in request["messages"] if m["role"] == "system")
 
 
-def test_chat_answers_with_recalled_memories_in_the_prompt(db_path, fake_openai):  # noqa: F811
+def test_chat_answers_with_recalled_memories_in_the_prompt(db_path, fake_openai):
     fake_openai.responder = lambda request: "Neovim, with tabs."
     out = chat(
         db_path,
@@ -80,7 +80,7 @@ def test_chat_model_unreachable_still_remembers(db_path):
     assert "stored #1 [active]: User prefers tabs over spaces." in out.output
 
 
-def test_chat_json_lines(db_path, fake_openai):  # noqa: F811
+def test_chat_json_lines(db_path, fake_openai):
     fake_openai.responder = lambda request: "Noted."
     out = chat(
         db_path,
@@ -112,7 +112,7 @@ def example_agent(cwd, *args, input="I prefer tabs over spaces\ntabs or spaces?\
     )
 
 
-def test_the_example_agent(tmp_path, fake_openai):  # noqa: F811
+def test_the_example_agent(tmp_path, fake_openai):
     fake_openai.responder = lambda request: "Got it."
     run = example_agent(tmp_path, OPENAI_BASE_URL=fake_openai.base_url, OPENAI_API_KEY="test")
     assert run.returncode == 0, run.stderr
@@ -122,7 +122,7 @@ def test_the_example_agent(tmp_path, fake_openai):  # noqa: F811
         assert len([line for line in fh.read().splitlines() if line.strip()]) <= 45  # short to read
 
 
-def test_the_example_agent_on_a_local_server_needs_no_key(tmp_path, fake_openai):  # noqa: F811
+def test_the_example_agent_on_a_local_server_needs_no_key(tmp_path, fake_openai):
     """Issue 43: with only OPENAI_BASE_URL set it died with `Missing credentials`."""
     fake_openai.responder = lambda request: "Noted."
     run = example_agent(tmp_path, "--model", "local", OPENAI_BASE_URL=fake_openai.base_url)

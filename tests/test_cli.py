@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from engine.cli import every_command, main
-from tests.conftest import POLICIES
+from tests.helpers import POLICIES
 
 LIFECYCLE = f"{POLICIES}/lifecycle.yaml"
 
@@ -89,7 +89,8 @@ def test_exit_codes(db_path, tmp_path):
     assert run("validate", LIFECYCLE).exit_code == 0
     bad = tmp_path / "bad.yaml"
     bad.write_text(
-        'name: bad\npasses:\n  decay:\n    rules:\n      - when: "recency > 1"\n        set: {decay_score: 0}\n'
+        "name: bad\npasses:\n  decay:\n    rules:\n"
+        '      - when: "recency > 1"\n        set: {decay_score: 0}\n'
     )
     out = run("validate", str(bad))
     assert out.exit_code == 1
@@ -176,7 +177,7 @@ def test_remember_says_why_turns_are_pending_not_always_an_unreachable_model(tmp
     assert "a model was unreachable" not in out.output
     assert "2 turn(s) pending; `lethe run` retries them; `lethe pending` lists them:" in out.output
     assert "  1 turn(s): not judged yet: another process may be judging it now" in out.output
-    assert f"  1 turn(s): no recorded answer for step 'gate' (prompt " in out.output
+    assert "  1 turn(s): no recorded answer for step 'gate' (prompt " in out.output
     assert f"in {empty}" in out.output
     data = json.loads(run("remember", "I use pip.", "--db", db, "--replay", str(empty), "--json").output)
     assert data["pending"] == 3 and sum(data["pending_reasons"].values()) == 3

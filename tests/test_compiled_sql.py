@@ -1,14 +1,12 @@
 """The compiled SQL of every shipped policy, pinned: any change to it shows up in review."""
 
-import os
-
 import pytest
 
 from engine.base.errors import PolicyError
 from engine.plan import compile_policy, render_plan
 from engine.policy import load
-from tests.conftest import POLICIES, SHIPPED_POLICIES
-from tests.snapshot_ext import SQLSnapshot
+from tests.helpers import POLICIES, SHIPPED_POLICIES
+from tests.helpers.snapshot_ext import SQLSnapshot
 
 SHIPPED = sorted(SHIPPED_POLICIES)
 

@@ -19,7 +19,7 @@ from engine import FixedClock, Memory
 from engine import policy as policy_mod
 from engine.base.errors import PolicyError
 from engine.cli import main as cli
-from tests.test_policy import BASE
+from tests.helpers.policies import BASE
 
 BROKEN = {  # the gate step's template, broken in ways only Jinja sees
     "syntax": "Save this? {{ user }\n",

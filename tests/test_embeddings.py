@@ -1,7 +1,7 @@
 """Embeddings as an optional model kind: vectors at write time (never blocking it), a
 backfill after an outage, hybrid candidates, `similarity` in formulas, `--offline`.
 
-The `openai` provider talks HTTP to the local test server (tests/fake_openai.py), whose
+The `openai` provider talks HTTP to the local test server (tests/helpers/fake_openai.py), whose
 /v1/embeddings answers with vectors a test chooses; the real local model has its own file
 (tests/test_local_model.py)."""
 
@@ -17,46 +17,16 @@ from engine.judges.embeddings import cosine, pack
 from engine.plan import compile_policy, render_plan
 from engine.run.write import Judged
 from engine.store.sqlite import vectors as store_vectors
-from tests.fake_openai import FakeOpenAI, word_vector
+from tests.helpers.embeddings import embedding_policy, topic_vector
+from tests.helpers.fake_openai import FakeOpenAI, word_vector
 
 pytest.importorskip("sqlite_vec", reason="the embed extra (sqlite-vec) is not installed")
-
-TOPICS = {
-    "food": ("vegan", "beef", "chicken", "eat", "eats", "diet"),
-    "bugs": ("jira", "linear", "bugs", "tracker"),
-}
-
-
-def topic_vector(text: str) -> list[float]:
-    """Texts on one topic point the same way, whatever words they use."""
-    words = set(text.lower().replace(",", " ").replace(".", " ").split())
-    vec = [0.0] * 8
-    for i, (topic, cue) in enumerate(TOPICS.items()):
-        vec[i] = float(len(words & set(cue)))
-    vec[7] = 0.2  # never a zero vector
-    return vec
 
 
 @pytest.fixture
 def fake():
     with FakeOpenAI(embedder=topic_vector) as server:
         yield server
-
-
-def policy_file(tmp_path, fake, extra: str = "") -> str:
-    path = tmp_path / "embedded.yaml"
-    path.write_text(
-        f"""name: embedded
-extends: lifecycle
-models:
-  cheap: {{provider: rules}}
-  strong: {{provider: rules}}
-embed: {{provider: openai, model: text-embedding-3-small, base_url: "{fake.base_url}",
-         max_retries: 0, timeout: 5}}
-{extra}""",
-        encoding="utf-8",
-    )
-    return str(path)
 
 
 def memory(tmp_path, policy, offline=False) -> Memory:
@@ -66,7 +36,7 @@ def memory(tmp_path, policy, offline=False) -> Memory:
 
 
 def test_a_write_stores_the_memorys_vector(tmp_path, fake):
-    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+    with memory(tmp_path, embedding_policy(tmp_path, fake)) as mem:
         mem.add("User eats chicken most days.", judged=False)
         mem.remember("I use Linear for bugs.", "Noted.")
         assert mem.store.vector_count("default", "openai:text-embedding-3-small") == (2, 0)
@@ -80,7 +50,7 @@ def test_an_embedding_server_of_the_policys_own_never_gets_the_developers_key(tm
     monkeypatch.setenv("OPENAI_API_KEY", "sk-developer")
     monkeypatch.setenv("OPENAI_ORG_ID", "org-developer")
     monkeypatch.delenv("LETHE_MODEL_KEYS", raising=False)
-    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+    with memory(tmp_path, embedding_policy(tmp_path, fake)) as mem:
         mem.add("User eats chicken most days.", judged=False)
     assert fake.embedding_headers, "no embedding request was made"
     for headers in fake.embedding_headers:
@@ -92,7 +62,7 @@ def test_a_bad_or_resized_embedding_never_blocks_a_write_nor_breaks_recall(tmp_p
     quantization...') and store nothing; one answering 16 numbers after 8 left a store
     whose every recall failed ('Vector dimension mismatch'), even once the server was
     back to 8. Now such a vector is not stored and the step goes on with full text."""
-    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+    with memory(tmp_path, embedding_policy(tmp_path, fake)) as mem:
         for bad in ([0.5, 0.5, 0.5], [], [float("nan")] * 8, ["x"] * 8):
             fake.embedder = lambda text, bad=bad: bad
             assert mem.add(f"User likes {len(bad)} tea.", judged=False)
@@ -108,7 +78,7 @@ def test_a_bad_or_resized_embedding_never_blocks_a_write_nor_breaks_recall(tmp_p
 
 
 def test_an_embedding_outage_never_blocks_a_write_and_backfill_fills_it(tmp_path, fake):
-    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+    with memory(tmp_path, embedding_policy(tmp_path, fake)) as mem:
         fake.embeddings_down = True
         written = mem.remember("I use Linear for bugs.", "Noted.")
         assert written.stored and not mem.pending()
@@ -120,7 +90,7 @@ def test_an_embedding_outage_never_blocks_a_write_and_backfill_fills_it(tmp_path
 
 
 def test_contradiction_candidates_include_neighbours_sharing_no_word(tmp_path, fake):
-    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+    with memory(tmp_path, embedding_policy(tmp_path, fake)) as mem:
         old = mem.add("User eats chicken or beef most days.", judged=False)
         mem.add("The team tracks bugs in Jira.", judged=False)
         judged = mem.writer.judge_turn("I'm vegan now.", "Noted.")  # shares no word
@@ -131,7 +101,7 @@ def test_contradiction_candidates_include_neighbours_sharing_no_word(tmp_path, f
 
 
 def test_offline_skips_openai_embeddings_and_stays_full_text(tmp_path, fake):
-    with memory(tmp_path, policy_file(tmp_path, fake), offline=True) as mem:
+    with memory(tmp_path, embedding_policy(tmp_path, fake), offline=True) as mem:
         mem.add("User eats chicken most days.", judged=False)
         mem.remember("I use Linear for bugs.", "Noted.")
         assert mem.recall("chicken")
@@ -140,7 +110,7 @@ def test_offline_skips_openai_embeddings_and_stays_full_text(tmp_path, fake):
 
 
 def test_recall_candidates_add_the_querys_nearest_neighbours(tmp_path, fake):
-    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+    with memory(tmp_path, embedding_policy(tmp_path, fake)) as mem:
         food = mem.add("User eats chicken or beef most days.", judged=False)
         mem.add("The team tracks bugs in Jira.", judged=False)
         shown, _ = __import__("engine.run.recall", fromlist=["choose"]).choose(mem.context, "diet")
@@ -153,7 +123,7 @@ def test_similarity_is_a_formula_word_in_recall_and_candidates(tmp_path, fake):
   order: "similarity desc, rank"
   limit: 10
 """
-    path = policy_file(tmp_path, fake, extra)
+    path = embedding_policy(tmp_path, fake, extra)
     assert "vec_distance_cosine" in render_plan(compile_policy(load_policy(path)))
     with memory(tmp_path, path) as mem:
         food = mem.add("User eats chicken or beef most days.", judged=False)
@@ -176,7 +146,7 @@ def test_an_unknown_embedding_provider_is_refused(tmp_path):
 
 
 def test_compression_reads_pair_similarity(tmp_path, fake):
-    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+    with memory(tmp_path, embedding_policy(tmp_path, fake)) as mem:
         ids = [
             mem.add(t, judged=False)
             for t in (
@@ -205,7 +175,7 @@ def random_vectors(mem, n: int, seed: int) -> dict[int, bytes]:
 
 def test_the_vector_index_finds_the_nearest_after_a_reindex(tmp_path, monkeypatch, fake):
     monkeypatch.setattr(store_vectors, "CELL_SIZE", 16)
-    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+    with memory(tmp_path, embedding_policy(tmp_path, fake)) as mem:
         model = mem.policy.embed.name
         vecs = random_vectors(mem, 400, seed=5)
         assert mem.store.reindex("default", model) == 25
@@ -221,13 +191,13 @@ def test_the_vector_index_finds_the_nearest_after_a_reindex(tmp_path, monkeypatc
 def test_a_reindex_by_another_connection_is_seen_by_a_search(tmp_path, monkeypatch, fake):
     # the centroids are kept in memory: another store's reindex must make them stale
     monkeypatch.setattr(store_vectors, "CELL_SIZE", 16)
-    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+    with memory(tmp_path, embedding_policy(tmp_path, fake)) as mem:
         model = mem.policy.embed.name
         vecs = random_vectors(mem, 200, seed=6)
         assert all(
             mid in mem.store.nearest("default", model, v, 1) for mid, v in list(vecs.items())[:5]
         )  # one cell, scanned whole: exact
-        with memory(tmp_path, policy_file(tmp_path, fake)) as other:
+        with memory(tmp_path, embedding_policy(tmp_path, fake)) as other:
             assert other.store.reindex("default", model) == 12
         hits = sum(mid in mem.store.nearest("default", model, v, 2) for mid, v in list(vecs.items())[:40])
         assert hits >= 36  # with the old (no) cells it would probe only cell 0, now empty
@@ -238,10 +208,10 @@ def test_the_search_beside_runs_on_its_own_connection_and_finds_the_same(tmp_pat
     # runs its full-text query; it must find what the store's own connection finds, see
     # another connection's reindex, and inside a transaction see that transaction's rows
     monkeypatch.setattr(store_vectors, "CELL_SIZE", 16)
-    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+    with memory(tmp_path, embedding_policy(tmp_path, fake)) as mem:
         store, model = mem.store, mem.policy.embed.name
         vecs = list(random_vectors(mem, 300, seed=8).values())
-        with memory(tmp_path, policy_file(tmp_path, fake)) as other:
+        with memory(tmp_path, embedding_policy(tmp_path, fake)) as other:
             other.store.reindex("default", model)
         futures = [store.nearest_beside("default", model, v, 3) for v in vecs[:30]]
         assert [f.result() for f in futures] == [store.nearest("default", model, v, 3) for v in vecs[:30]]
@@ -253,7 +223,7 @@ def test_the_search_beside_runs_on_its_own_connection_and_finds_the_same(tmp_pat
             store.insert_memory({"content": "z", "namespace": "default"})
         store.nearest_beside("default", model, vecs[2], 3).result()
         assert store._centroid_cache[("default", model)] is held
-        with memory(tmp_path, policy_file(tmp_path, fake)) as other:  # another's: read again
+        with memory(tmp_path, embedding_policy(tmp_path, fake)) as other:  # another's: read again
             other.store.reindex("default", model)
         assert store.nearest_beside("default", model, vecs[2], 3).result() == store.nearest(
             "default", model, vecs[2], 3
@@ -271,7 +241,7 @@ def test_the_search_beside_runs_on_its_own_connection_and_finds_the_same(tmp_pat
 
 
 def test_hybrid_candidates_are_the_same_with_the_search_beside_or_not(tmp_path, fake):
-    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+    with memory(tmp_path, embedding_policy(tmp_path, fake)) as mem:
         for text in (
             "User eats vegan food.",
             "User eats beef on Sundays.",
@@ -319,7 +289,7 @@ def _every_path_works(mem) -> None:
 def test_a_zero_vector_is_never_stored_and_never_wedges_a_write(tmp_path, fake):
     """Before: sqlite-vec's cosine with an all-zero vector is NULL; `round(similarity)`
     raised, every judged add was an internal error and every remember was parked."""
-    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+    with memory(tmp_path, embedding_policy(tmp_path, fake)) as mem:
         for text in (
             "User eats chicken most days.",
             "User's diet is beef and chicken.",
@@ -347,7 +317,7 @@ def test_a_zero_vector_is_never_stored_and_never_wedges_a_write(tmp_path, fake):
 def test_a_corrupt_vector_row_never_wedges_writes_recall_or_compression(tmp_path, fake, corrupt):
     """Before: a zeroed or random blob in memory_vectors made every judged add, recall and
     compression fail (NULL similarity, 'Unknown type for bitvector')."""
-    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+    with memory(tmp_path, embedding_policy(tmp_path, fake)) as mem:
         for text in (
             "User eats chicken most days.",
             "User's diet is beef and chicken.",
@@ -365,7 +335,7 @@ def test_an_embedding_server_that_returns_no_vectors_is_an_outage_logged_in_mode
     """Before: `ValueError: No embedding data received` from the client made add and
     recall internal errors. Now it is an embedding failure: the step goes on with full
     text and the failure is a row of model_calls (step embed, outcome unavailable)."""
-    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+    with memory(tmp_path, embedding_policy(tmp_path, fake)) as mem:
         mem.add("User eats chicken most days.", judged=False)
         fake.embeddings_empty = True
         assert mem.add("User's diet is beef and chicken.")
@@ -383,7 +353,7 @@ def test_an_embedding_server_that_returns_no_vectors_is_an_outage_logged_in_mode
 
 def test_an_embedder_that_raises_anything_is_an_outage(tmp_path, fake):
     """Any failure inside an embedder (a local model's own exception too) is an outage."""
-    with memory(tmp_path, policy_file(tmp_path, fake)) as mem:
+    with memory(tmp_path, embedding_policy(tmp_path, fake)) as mem:
 
         def broken(texts):
             raise RuntimeError("CUDA out of memory")

@@ -21,7 +21,7 @@ from engine.base.errors import FormulaError
 from engine.plan.dialect import DIALECTS, NOW, PostgresDialect
 from engine.policy import expr as X
 from engine.store import Store
-from tests.conftest import shipped_policies
+from tests.helpers import shipped_policies
 
 SQLITE = DIALECTS["sqlite"]
 POSTGRES = DIALECTS["postgres"]

@@ -35,8 +35,8 @@ from engine.judges.keys import NoApiKeyWarning, PassesUndoneWarning, RulesJudged
 from engine.policy import Model, reference, schema, variables
 from engine.policy import expr as X
 from engine.policy import load as load_policy
-from tests.conftest import POLICIES, ROOT, SHIPPED_POLICIES, SHIPPED_SCENARIOS
-from tests.fake_openai import FakeOpenAI
+from tests.helpers import POLICIES, ROOT, SHIPPED_POLICIES, SHIPPED_SCENARIOS
+from tests.helpers.fake_openai import FakeOpenAI
 
 README = pathlib.Path(ROOT, "README.md").read_text(encoding="utf-8")
 # the pages a new user reads: the README, then docs/ (reference text moved there)

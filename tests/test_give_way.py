@@ -26,7 +26,7 @@ from engine.run import leasing
 from engine.store import Store
 from engine.store.sqlite import sqlite_wait
 from engine.store.sqlite.sqlite_wait import Waiters
-from tests.conftest import ROOT, START
+from tests.helpers import ROOT, START
 
 pytestmark = pytest.mark.sqlite_only
 

@@ -5,7 +5,8 @@ words the pipeline writes into every memory; a merge keeps the earliest expiry o
 members (and never merges a dated memory with an undated one); an answer that copies an
 example the prompt shows is refused and asked again. Each refusal is an event.
 
-Models are reached over HTTP with the real `openai` client (FakeOpenAI, see test_judges).
+Models are reached over HTTP with the real `openai` client (FakeOpenAI; the scripted Judge
+is in tests/helpers/judge.py).
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ import pytest
 
 from engine.judges import invariants as guards
 from engine.run.matching import distinctive_query
-from tests.conftest import run_sql
-from tests.fake_server import fake_openai  # noqa: F401  (fixture)
-from tests.test_judges import Judge, event_types, events, lethe, memories, outcomes, pick, seed, served, shown  # noqa: F401
+from tests.helpers.judge import Judge, pick, served, shown
+from tests.helpers.rows import event_types, events, memories, outcomes, seed
 
 pytestmark = pytest.mark.both_backends
 

@@ -28,7 +28,7 @@ from engine.plan import compile_policy, rules
 from engine.plan.dialect import DIALECTS, NOW
 from engine.policy import SETTABLE, load
 from engine.policy import expr as X
-from tests.conftest import POLICIES, START, run_sql, shipped_policies
+from tests.helpers import POLICIES, START, run_sql, shipped_policies
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 

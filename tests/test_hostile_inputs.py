@@ -12,7 +12,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 
 import pytest
 from click.testing import CliRunner
@@ -20,7 +19,7 @@ from click.testing import CliRunner
 from engine import FixedClock, Memory, PolicyError
 from engine import policy as policy_mod
 from engine.cli import main
-from tests.conftest import POLICIES, ROOT, START
+from tests.helpers import POLICIES, ROOT, START
 
 LIFECYCLE = f"{POLICIES}/lifecycle.yaml"
 

@@ -37,7 +37,7 @@ def within(seconds: float, fn):
     def run():
         try:
             out["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
+        except BaseException as exc:
             out["error"] = exc
 
     t = threading.Thread(target=run, daemon=True)

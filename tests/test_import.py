@@ -23,28 +23,13 @@ from engine.base.errors import StoreError
 from engine.cli import main
 from engine.store import MIGRATIONS, open_store
 from engine.store.transfer import TABLES, copy_store
-from tests import pg_server
-from tests.conftest import POLICIES, ROOT, START, run_sql
+from tests.helpers import POLICIES, ROOT, START, pg_server, run_sql
+from tests.helpers.odd_values import ODD
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
 SCRATCH = "lethe-import-"  # how an adopted copy's temp folder is named
 SCHEMAS = os.path.join(ROOT, "tests", "fixtures", "schemas")
-# the article's own columns (every old version has them): odd values of every sort
-ODD = [
-    (3, "importance", "high"),
-    (4, "importance", 42.0),
-    (5, "confidence", None),
-    (6, "confidence", "sure"),
-    (7, "decay_score", float("inf")),
-    (8, "decay_score", -2.5),
-    (9, "access_count", -3),
-    (10, "access_count", "often"),
-    (12, "content", b"User prefers \xff Docker"),
-    (13, "summary", b"\xc3\xa9t\xc3\xa9 \x80 a blob"),
-    (14, "tags", b"\xfe\xff"),
-    (15, "importance", float("-inf")),
-]
 # the versions before m015 that ran every earlier migration: the article, the first Lethe
 # schema, one in the middle, the last one before m015
 OLD = [

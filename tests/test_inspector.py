@@ -13,15 +13,15 @@ import sys
 import pytest
 
 pytest.importorskip("starlette", reason="the inspector needs the ui extra: pip install -e '.[ui]'")
-from starlette.testclient import TestClient  # noqa: E402
+from starlette.testclient import TestClient
 
-from engine import Memory  # noqa: E402
-from engine.apps.inspector.app import Inspector  # noqa: E402
-from engine.apps.inspector.server import prepare  # noqa: E402
-from engine.base.errors import LetheError  # noqa: E402
-from engine.integrations.httpguard import LINK  # noqa: E402
-from engine.integrations.httpguard import check_bind as check_any_bind  # noqa: E402
-from tests.conftest import ROOT  # noqa: E402
+from engine import Memory
+from engine.apps.inspector.app import Inspector
+from engine.apps.inspector.server import prepare
+from engine.base.errors import LetheError
+from engine.integrations.httpguard import LINK
+from engine.integrations.httpguard import check_bind as check_any_bind
+from tests.helpers import ROOT
 
 pytestmark = pytest.mark.both_backends
 TOKEN = "test-token-123"
@@ -284,11 +284,11 @@ def test_as_of_reads_what_was_believed_then(memory, clock):
 @pytest.mark.sqlite_only
 def test_similarity_lists_memories_by_meaning_where_the_policy_embeds(tmp_path, clock):
     pytest.importorskip("sqlite_vec", reason="the embed extra (sqlite-vec) is not installed")
-    from tests.fake_openai import FakeOpenAI
-    from tests.test_embeddings import policy_file, topic_vector
+    from tests.helpers.embeddings import embedding_policy, topic_vector
+    from tests.helpers.fake_openai import FakeOpenAI
 
     with FakeOpenAI(embedder=topic_vector) as fake:
-        policy = policy_file(tmp_path, fake)
+        policy = embedding_policy(tmp_path, fake)
         db = str(tmp_path / "m.db")
         with Memory(db, policy=policy, clock=clock) as mem:
             vegan = mem.add("User is vegan", judged=False)

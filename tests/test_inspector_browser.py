@@ -20,15 +20,14 @@ import pytest
 
 from engine import Memory
 from engine.apps.testing import play
-from tests import browser
-from tests.conftest import ROOT
+from tests.helpers import ROOT, browser
 
 if browser.missing():
     pytest.skip(
         f"{browser.missing()}: the inspector's browser tests need {browser.HOW_TO_ENABLE}",
         allow_module_level=True,
     )
-from playwright.sync_api import expect, sync_playwright  # noqa: E402
+from playwright.sync_api import expect, sync_playwright
 
 CHROMIUM = browser.CHROMIUM
 ARGS = [

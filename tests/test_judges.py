@@ -3,224 +3,32 @@ client against a local OpenAI-compatible server (FakeOpenAI) that answers per st
 
 Each test points a policy that `extends:` the shipped lifecycle at the fake server and
 checks what the engine wrote: memory rows, memory_events, model_calls and the inbox.
-The helpers here (Judge, policy_file, the `lethe` factory, row readers) are shared with
-tests/test_write.py.
+The scripted model (Judge, policy_file) is in tests/helpers/judge.py, the row readers in
+tests/helpers/rows.py, the `lethe` factory in tests/conftest.py.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import re
 
 import pytest
 
-from engine import Memory
 from engine.judges import SYSTEM
 from engine.store import open_store
-from tests.conftest import POLICIES, START, run_sql
-from tests.fake_openai import FakeOpenAI, Reply, estimate_tokens, prompt_text
-from tests.fake_server import closed_port_url, fake_openai  # noqa: F401  (fixture)
+from tests.helpers import START, run_sql
+from tests.helpers.fake_openai import Reply, closed_port_url, estimate_tokens, prompt_text
+from tests.helpers.judge import (
+    FUSED,
+    Judge,
+    pick,
+    served,
+    shown,
+    step_of,
+)
+from tests.helpers.rows import calls, event_types, events, inbox, memories, outcomes, seed
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
-
-LIFECYCLE = os.path.join(POLICIES, "lifecycle.yaml")
-FUSED = os.path.join(POLICIES, "fused.yaml")
-
-# ---------------------------------------------------------------------------------------
-# a scripted model: which step a request is for, read from the prompt's own wording
-
-MARKS = {
-    "gate": "Decide whether this conversation turn holds something worth remembering",
-    "confidence": "How sure can we be that this memory is true",
-    "contradiction": "A new memory is about to be stored",
-    "expiry": "Does this memory have a natural end date",
-    "cluster": "Group the memories below that say the same thing",
-    "merge": "These memories say the same thing. Write them as one memory",
-    "select": "Pick the memories that help answer the query",
-    "fused": "Judge this conversation turn in one go",
-    "extract": "Turn this exchange into",
-    "summarise": "Write the summary of the scene",
-}
-
-
-def step_of(request: dict) -> str | None:
-    text = prompt_text(request)
-    found = [step for step, mark in MARKS.items() if mark in text]
-    assert len(found) <= 1, f"a prompt matched several steps: {found}"
-    return found[0] if found else None
-
-
-def user_prompt(request: dict) -> str:
-    """The rendered template (the first user message), without the system message or, on
-    a retry, the refused answer and the reason that follow it."""
-    return next(m["content"] for m in request["messages"] if m["role"] == "user")
-
-
-def shown(prompt: str) -> dict[int, str]:
-    """Candidate numbers shown in a prompt and their text: `N: [date] "text"` lines
-    (contradiction, fused), `N: "text"` (cluster) and `[N] (conf:.. fresh:..) "summary"`
-    lines (select)."""
-    out = {}
-    for m in re.finditer(r'^(?:(\d+):(?: \[[\w-]+\])?|\[(\d+)\] \(conf:[^)]*\)) (".*")$', prompt, re.M):
-        out[int(m.group(1) or m.group(2))] = json.loads(m.group(3))
-    return out
-
-
-def pick(prompt: str, *words: str) -> list[int]:
-    """Shown numbers whose text contains any of the words (case-insensitive)."""
-    return [n for n, text in shown(prompt).items() if any(w.lower() in text.lower() for w in words)]
-
-
-DEFAULTS = {
-    "gate": lambda p: {
-        "save": True,
-        "content": json.loads(re.search(r"^User said: (.*)$", p, re.M).group(1)),
-        "summary": None,
-        "tags": ["test"],
-        "importance": 5,
-    },
-    "confidence": {"confidence": 1.0},
-    "contradiction": {"supersedes": [], "confirms": []},
-    "expiry": {"expires_at": None},
-    "cluster": {"clusters": []},
-    "merge": lambda p: {"content": "merged", "summary": "merged", "tags": []},
-    "select": lambda p: {"ids": sorted(shown(p))[:6]},
-    "fused": lambda p: {
-        "save": True,
-        "content": json.loads(re.search(r"^User said: (.*)$", p, re.M).group(1)),
-        "importance": 5,
-        "confidence": 1.0,
-        "supersedes": [],
-        "confirms": [],
-        "expires_at": None,
-    },
-}
-
-
-class Judge:
-    """The fake server's responder: one answer per step.
-
-    An answer is a str (sent as is), a Reply (an HTTP error, a delay...), a dict (sent as
-    JSON), a callable(prompt) returning any of these, or a list: one element per call, the
-    last one repeating. `asked` lists the steps in the order they were asked."""
-
-    def __init__(self, **answers):
-        self.answers = {**DEFAULTS, **answers}
-        self.asked: list[str | None] = []
-        self.prompts: dict[str, list[str]] = {}
-        self._calls: dict[str, int] = {}
-
-    def __call__(self, request: dict):
-        step = step_of(request)
-        self.asked.append(step)
-        prompt = user_prompt(request)
-        self.prompts.setdefault(step, []).append(prompt)
-        answer = self.answers.get(step, Reply(status=400, content=f"no answer for step {step}"))
-        if isinstance(answer, list):
-            i = self._calls.get(step, 0)
-            self._calls[step] = i + 1
-            answer = answer[min(i, len(answer) - 1)]
-        if callable(answer) and not isinstance(answer, Reply):
-            answer = answer(prompt)
-        if isinstance(answer, dict):
-            answer = json.dumps({k: v for k, v in answer.items() if v is not None or k == "expires_at"})
-        return answer
-
-    def last(self, step: str) -> str:
-        return self.prompts[step][-1]
-
-
-# ---------------------------------------------------------------------------------------
-# policies pointed at the fake server, and a Memory factory
-
-
-def policy_file(
-    tmp_path,
-    base_url: str,
-    *,
-    base: str = LIFECYCLE,
-    timeout: float = 2,
-    max_retries: int = 0,
-    extra: str = "",
-    name: str = "policy.yaml",
-) -> str:
-    """A policy that extends a shipped one with both models on `base_url`."""
-    path = tmp_path / name
-    model = f'{{provider: openai, model: MODEL, base_url: "{base_url}", max_retries: {max_retries}, timeout: {timeout}}}'
-    path.write_text(
-        f"name: test-{os.path.basename(base)[:-5]}\n"
-        f"extends: {base}\n"
-        "models:\n"
-        f"  cheap: {model.replace('MODEL', 'm-cheap')}\n"
-        f"  strong: {model.replace('MODEL', 'm-strong')}\n" + extra
-    )
-    return str(path)
-
-
-@pytest.fixture
-def lethe(tmp_path, db_path, clock):
-    """lethe(base_url, **policy_options) -> a Memory on the test's database and clock whose
-    models are at base_url. `namespace=` opens another namespace of the same database."""
-    opened = []
-
-    def make(base_url: str, namespace: str = "default", policy: str | None = None, **kw) -> Memory:
-        path = policy or policy_file(tmp_path, base_url, **kw)
-        mem = Memory(db_path, policy=path, namespace=namespace, clock=clock)
-        opened.append(mem)
-        return mem
-
-    yield make
-    for mem in opened:
-        mem.close()
-
-
-def served(fake: FakeOpenAI, judge: Judge) -> FakeOpenAI:
-    fake.responder = judge
-    return fake
-
-
-# ---------------------------------------------------------------------------------------
-# reading what the engine wrote
-
-
-def memories(mem: Memory, namespace: str | None = None) -> dict[int, dict]:
-    sql = "SELECT * FROM memories" + (" WHERE namespace = ?" if namespace else "") + " ORDER BY id"
-    return {r["id"]: dict(r) for r in run_sql(mem.store, sql, (namespace,) if namespace else ())}
-
-
-def events(mem: Memory, memory_id: int | None = None) -> list[tuple[int, str, str]]:
-    sql = "SELECT memory_id, event_type, detail FROM memory_events"
-    rows = run_sql(
-        mem.store,
-        sql + (" WHERE memory_id = ?" if memory_id else "") + " ORDER BY id",
-        (memory_id,) if memory_id else (),
-    )
-    return [tuple(r) for r in rows]
-
-
-def event_types(mem: Memory, memory_id: int) -> list[str]:
-    return [e[1] for e in events(mem, memory_id)]
-
-
-def calls(mem: Memory, step: str | None = None) -> list[dict]:
-    sql = "SELECT * FROM model_calls" + (" WHERE step = ?" if step else "") + " ORDER BY id"
-    return [dict(r) for r in run_sql(mem.store, sql, (step,) if step else ())]
-
-
-def outcomes(mem: Memory, step: str | None = None) -> list:
-    return [(c["step"], c["outcome"]) if step is None else c["outcome"] for c in calls(mem, step)]
-
-
-def inbox(mem: Memory) -> list[dict]:
-    return [dict(r) for r in run_sql(mem.store, "SELECT * FROM inbox ORDER BY id")]
-
-
-def seed(mem: Memory, content: str, **fields) -> int:
-    """A memory stored exactly as given (no judges)."""
-    return mem.add(content, judged=False, **fields)
-
 
 NOW = START.isoformat(timespec="seconds")
 LATER = START + dt.timedelta(days=3)

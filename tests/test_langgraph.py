@@ -20,7 +20,7 @@ from langgraph.store.base import GetOp, InvalidNamespaceError, PutOp
 from engine import Memory
 from engine.integrations.langgraph import LetheStore
 from engine.judges.keys import NoApiKeyWarning, RulesJudgedWarning
-from tests.conftest import POLICIES, ROOT
+from tests.helpers import POLICIES, ROOT
 
 ALICE = ("users", "alice")
 

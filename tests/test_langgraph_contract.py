@@ -18,7 +18,7 @@ from langgraph.store.base import GetOp, InvalidNamespaceError, PutOp, SearchOp
 from langgraph.store.memory import InMemoryStore
 
 from engine.integrations.langgraph import LetheStore
-from tests.conftest import POLICIES
+from tests.helpers import POLICIES
 
 pytestmark = pytest.mark.both_backends  # the keyed events are read alike on both
 
@@ -146,7 +146,7 @@ def test_lethe_store_answers_the_script_as_in_memory_store_does(db_path, clock):
 def test_a_query_search_is_scored_best_first_where_in_memory_store_is_not(db_path, clock):
     with LetheStore(db_path, policy=f"{POLICIES}/lifecycle.yaml", offline=True, clock=clock) as store:
         for store_ in (store, InMemoryStore()):
-            for label, call, _ in SCRIPT[:5]:
+            for _, call, _ in SCRIPT[:5]:
                 call(store_)
         hits = store.search(A, query="which editor does Alice use?")
         assert [h.key for h in hits][0] == "editor"

@@ -11,10 +11,10 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the model ships in a package: no hub, ever
 pytest.importorskip("sentence_transformers", reason="the local extra is not installed")
 
-from engine import FixedClock, Memory  # noqa: E402
-from engine.judges.embeddings import cosine, make_embedder  # noqa: E402
-from engine.policy import load  # noqa: E402
-from engine.run.write import Judged  # noqa: E402
+from engine import FixedClock, Memory
+from engine.judges.embeddings import cosine, make_embedder
+from engine.policy import load
+from engine.run.write import Judged
 
 
 @pytest.fixture(scope="module")

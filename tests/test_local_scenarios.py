@@ -1,8 +1,7 @@
 """The shipped policies with a local embedding model (lifecycle-local) played through
 every shipped scenario and the recall store, like test_policy_scenarios.py and
-test_recall.py do for the others. A module of its
-own so that, without the `local` extra, it is skipped in one line and its snapshots are
-not reported unused."""
+test_recall.py do for the others. A module of its own so that, without the `local` extra,
+it is skipped in one line and its snapshots are not reported unused."""
 
 import os
 
@@ -11,11 +10,11 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the model ships in a package: no hub, ever
 pytest.importorskip("sentence_transformers", reason="the local extra is not installed")
 
-from syrupy.extensions.json import JSONSnapshotExtension  # noqa: E402
+from syrupy.extensions.json import JSONSnapshotExtension
 
-from tests.conftest import shipped_policies, shipped_scenarios  # noqa: E402
-from tests.test_policy_scenarios import name  # noqa: E402
-from tests.test_recall import QUERIES, seed_store, stable  # noqa: E402
+from tests.helpers import shipped_policies, shipped_scenarios
+from tests.helpers.recall import QUERIES, seed_store, stable
+from tests.helpers.scenarios import path_id
 
 LOCAL = [p for p in shipped_policies() if p.endswith("-local.yaml")]
 
@@ -25,8 +24,8 @@ def json_snapshot(snapshot):
     return snapshot.use_extension(JSONSnapshotExtension)
 
 
-@pytest.mark.parametrize("policy", LOCAL, ids=name)
-@pytest.mark.parametrize("scenario", shipped_scenarios(), ids=name)
+@pytest.mark.parametrize("policy", LOCAL, ids=path_id)
+@pytest.mark.parametrize("scenario", shipped_scenarios(), ids=path_id)
 def test_local_policy_under_scenario(lethe_scenario, json_snapshot, scenario, policy):
     assert lethe_scenario(scenario, policy) == json_snapshot
 

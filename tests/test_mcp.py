@@ -7,16 +7,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 import warnings
 
-import anyio
 import pytest
 from click.testing import CliRunner
-from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from syrupy.extensions.json import JSONSnapshotExtension
@@ -24,44 +20,13 @@ from syrupy.extensions.json import JSONSnapshotExtension
 from engine.cli import main
 from engine.integrations.mcp import build_server
 from engine.judges.keys import RulesJudgedWarning
-from tests.conftest import ROOT
-
-NOW = "2026-01-05T09:00:00"
-
-
-def lethe_mcp(db: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "engine.cli", "mcp", "--db", db, "--offline", "--now", NOW, *extra]
-
-
-def talk(server, script):
-    """Run `script(client)` against `server` (an MCPServer, StdioServerParameters or URL)."""
-
-    async def go():
-        async with Client(server) as client:
-            return await script(client)
-
-    return anyio.run(go)
-
-
-def structured(result) -> dict:
-    assert not result.is_error, result.content[0].text
-    return result.structured_content
-
-
-@pytest.fixture
-def served(memory):
-    """An in-process server over a fresh store (offline, the test clock)."""
-
-    def make(namespace="default"):
-        mem = memory("lifecycle", namespace=namespace)
-        return mem, build_server(mem)
-
-    return make
+from tests.helpers import ROOT
+from tests.helpers.mcp_client import TOKEN, bearer, free_port, lethe_mcp, structured, talk, wait_for_port
 
 
 # ---- what a host sees ---------------------------------------------------------------
-def test_the_tool_list_is_pinned(served, snapshot):
-    _, server = served()
+def test_the_tool_list_is_pinned(served_mcp, snapshot):
+    _, server = served_mcp()
 
     async def listing(c):
         tools = (await c.list_tools()).tools
@@ -96,8 +61,8 @@ def test_the_tool_list_is_pinned(served, snapshot):
     assert listed == snapshot(extension_class=JSONSnapshotExtension)
 
 
-def test_each_tool_answers_with_structure_and_a_short_text(served):
-    mem, server = served()
+def test_each_tool_answers_with_structure_and_a_short_text(served_mcp):
+    mem, server = served_mcp()
 
     async def script(c):
         added = await c.call_tool(
@@ -132,8 +97,8 @@ def test_each_tool_answers_with_structure_and_a_short_text(served):
     assert mem.get(memory_out["id"]).importance == 8
 
 
-def test_recall_records_access_and_respects_the_limit(served):
-    mem, server = served()
+def test_recall_records_access_and_respects_the_limit(served_mcp):
+    mem, server = served_mcp()
     ids = [
         mem.add(f"The {w} service runs on port 80{i}", judged=False)
         for i, w in enumerate(["billing", "search", "auth"])
@@ -148,8 +113,8 @@ def test_recall_records_access_and_respects_the_limit(served):
     assert all(mem.get(m["id"]).access_count == 1 for m in out["memories"])
 
 
-def test_forget_archives_and_why_shows_it(served):
-    mem, server = served()
+def test_forget_archives_and_why_shows_it(served_mcp):
+    mem, server = served_mcp()
     mid = mem.add("The office wifi password is hunter2", judged=False)
 
     async def script(c):
@@ -168,8 +133,8 @@ def test_forget_archives_and_why_shows_it(served):
     assert mem.get(mid).status == "archived"  # archived, never deleted
 
 
-def test_run_passes_runs_what_is_due_under_the_lease(served, clock):
-    mem, server = served()
+def test_run_passes_runs_what_is_due_under_the_lease(served_mcp, clock):
+    mem, server = served_mcp()
     mid = mem.add("The sprint demo is on Friday", expires_at="2026-01-09", judged=False)
     clock.advance(__import__("datetime").timedelta(days=10))
 
@@ -184,8 +149,8 @@ def test_run_passes_runs_what_is_due_under_the_lease(served, clock):
     assert second.content[0].text == "nothing was due"
 
 
-def test_run_passes_skips_while_another_scheduler_holds_the_lease(served):
-    mem, server = served()
+def test_run_passes_skips_while_another_scheduler_holds_the_lease(served_mcp):
+    mem, server = served_mcp()
     other = mem.store.lease(mem.namespace, __import__("datetime").timedelta(minutes=15), "other")
     assert other.acquire()
     try:
@@ -254,8 +219,8 @@ BAD = [
 ]
 
 
-def test_bad_arguments_are_one_line_errors_and_the_server_carries_on(served):
-    _, server = served()
+def test_bad_arguments_are_one_line_errors_and_the_server_carries_on(served_mcp):
+    _, server = served_mcp()
 
     async def script(c):
         results = [await c.call_tool(name, args) for name, args, _ in BAD]
@@ -295,10 +260,10 @@ def test_resources_show_the_policy_and_one_memory(memory):
     assert json.loads(memory_text)["content"] == "The repo uses uv"
 
 
-def test_a_host_reaches_only_the_namespace_it_was_started_with(memory, served):
+def test_a_host_reaches_only_the_namespace_it_was_started_with(memory, served_mcp):
     other = memory("lifecycle", namespace="bob")
     secret = other.add("Bob's bank PIN is 1234", judged=False)
-    _, server = served("alice")
+    _, server = served_mcp("alice")
 
     async def script(c):
         return (
@@ -341,36 +306,6 @@ def test_a_host_conversation_over_stdio(tmp_path):
     assert story["memory"]["status"] == "superseded"
     assert story["superseded_by"]["id"] == new["id"]
     assert [e["event"] for e in story["events"]] == ["created", "superseded"]
-
-
-TOKEN = "test-token-0123456789abcdef"
-
-
-def bearer(url: str, token: str, **headers):
-    """A streamable HTTP transport to `url` that sends `Authorization: Bearer token`."""
-    from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
-
-    sent = {"Authorization": f"Bearer {token}", **headers}
-    return streamable_http_client(url, http_client=create_mcp_http_client(headers=sent))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(port: int, proc: subprocess.Popen, seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"lethe mcp exited: {proc.stderr.read()}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise AssertionError(f"nothing listens on 127.0.0.1:{port} after {seconds}s")
 
 
 def test_streamable_http_on_a_free_local_port(tmp_path):

@@ -14,13 +14,12 @@ import pytest
 
 from engine import Memory
 from engine.integrations.mcp import MCP_TEXT, Tools, build_server
-from tests.fake_openai import FakeOpenAI
-from tests.test_mcp import (
+from tests.helpers.fake_openai import FakeOpenAI
+from tests.helpers.mcp_client import (
     TOKEN,
     bearer,
     free_port,
     lethe_mcp,
-    served,  # noqa: F401 - the fixture
     structured,
     talk,
     wait_for_port,
@@ -192,8 +191,8 @@ def test_reads_never_wait_behind_a_model_call(tmp_path):
     ],
     ids=lambda v: v if isinstance(v, str) else ",".join(f"{k}={str(x)[:12]!r}" for k, x in v.items()),
 )
-def test_every_text_argument_follows_one_rule_and_unknown_arguments_are_refused(served, tool, arguments):
-    mem, server = served()
+def test_every_text_argument_follows_one_rule_and_unknown_arguments_are_refused(served_mcp, tool, arguments):
+    mem, server = served_mcp()
     mem.add("User prefers tabs", judged=False)
     before = mem.counts(), len(mem.pending())
     result = talk(server, lambda c: c.call_tool(tool, arguments))
@@ -202,8 +201,8 @@ def test_every_text_argument_follows_one_rule_and_unknown_arguments_are_refused(
     assert (mem.counts(), len(mem.pending())) == before
 
 
-def test_returned_times_carry_their_zone(served):
-    mem, server = served()
+def test_returned_times_carry_their_zone(served_mcp):
+    mem, server = served_mcp()
     mem.add("User prefers tabs", judged=False, expires_at="2026-06-30")
     listed = talk(server, lambda c: c.call_tool("list_memories", {}))
     [m] = structured(listed)["memories"]

@@ -22,35 +22,14 @@ from click.testing import CliRunner
 from engine import FixedClock, Memory
 from engine.cli import main as cli
 from engine.steps import kinds as steps
-from tests.conftest import POLICIES, START
-from tests.fake_openai import FakeOpenAI, Reply, prompt_text
-from tests.test_judges import (
-    DEFAULTS,
-    FUSED,
-    LIFECYCLE,
-    MARKS,
-    Judge,
-    calls,
-    events,
-    memories,
-    pick,
-    policy_file,
-    seed,
-    shown,
-)
+from tests.helpers import POLICIES, START
+from tests.helpers.fake_openai import FakeOpenAI, Reply, prompt_text
+from tests.helpers.judge import DEFAULTS, FUSED, LIFECYCLE, Judge, pick, policy_file
+from tests.helpers.matrix import EXPECTED, MERGED, lifecycle_round, server, step_of
+from tests.helpers.rows import calls, events, memories, seed
 
 SCENES = os.path.join(POLICIES, "scenes.yaml")
 UNUSABLE = "sure!"  # refused by every step: the rules judge answers instead
-
-
-def step_of(request: dict) -> str | None:
-    first = next(m["content"] for m in request["messages"] if m["role"] == "user")
-    found = [s for s, mark in MARKS.items() if mark in first]
-    return found[0] if len(found) == 1 else None
-
-
-def server(judge, **options) -> FakeOpenAI:
-    return FakeOpenAI(responder=judge, schemas=steps.SCHEMAS, step_of=step_of, **options)
 
 
 @dataclass
@@ -420,13 +399,6 @@ def _readable(p):
     return {"clusters": [pick(p, "readable")]}
 
 
-MERGED = {
-    "content": "User wants readable code over clever code",
-    "summary": "readable code",
-    "tags": ["style"],
-}
-
-
 @pytest.mark.parametrize(
     "cluster,merge,outcomes,value",
     [
@@ -541,44 +513,6 @@ def test_scene_steps_over_http(tmp_path, clock, extract, summarise, outcomes, va
 
 
 # ---- whole servers, end to end ---------------------------------------------------------------
-def lifecycle_round(tmp_path, clock, **options) -> tuple[Memory, FakeOpenAI, dict]:
-    """A month of use against one server: remember (gate, confidence, contradiction,
-    expiry), recall (select) and compression (cluster, merge), every answer well formed."""
-    judge = Judge(
-        gate=lambda p: {**DEFAULTS["gate"](p), "summary": "s", "importance": 6},
-        contradiction=lambda p: {"supersedes": pick(p, "PostgreSQL"), "confirms": []},
-        expiry={"expires_at": "2026-06-30"},
-        cluster=lambda p: {"clusters": [pick(p, "readable")]},
-        merge=MERGED,
-        select=lambda p: {"ids": sorted(shown(p))[:2]},
-    )
-    fake = server(judge, **options).start()
-    path = policy_file(tmp_path, fake.base_url, name="round.yaml")
-    mem = Memory(str(tmp_path / "round.db"), policy=path, clock=clock)
-    old = seed(mem, "User uses PostgreSQL for the main database")
-    for text in (
-        "User wants code kept readable",
-        "Readable code matters to the user",
-        "User prefers readable code over clever code",
-        "User's cat is called Miso",
-    ):
-        seed(mem, text)
-    [new] = mem.remember("We moved the main database to MySQL until the end of June.", "ok")
-    recalled = mem.recall("which database?")
-    clock.advance(dt.timedelta(days=7))
-    mem.run(["compression"])
-    rows = memories(mem)
-    facts = {
-        "old": rows[old]["status"],
-        "new": rows[new]["expires_at"],
-        "recalled": len(recalled),
-        "compressed": sum(r["status"] == "compressed" for r in rows.values()),
-    }
-    fake.stop()
-    return mem, fake, facts
-
-
-EXPECTED = {"old": "superseded", "new": "2026-06-30T23:59:59", "recalled": 2, "compressed": 3}
 ALL_STEPS = ["gate", "confidence", "contradiction", "expiry", "select", "cluster", "merge"]
 
 

@@ -10,8 +10,8 @@ import pytest
 from engine import Memory
 from engine import policy as policy_mod
 from engine.base.errors import PolicyError
-from tests.conftest import POLICIES
-from tests.fake_openai import FakeOpenAI
+from tests.helpers import POLICIES
+from tests.helpers.fake_openai import FakeOpenAI
 
 LIFECYCLE = os.path.join(POLICIES, "lifecycle.yaml")
 
@@ -135,7 +135,8 @@ def test_retries_is_how_often_a_refused_answer_is_asked_again(tmp_path, clock, r
             attempts = [
                 r[0]
                 for r in mem.store.db.execute(
-                    "SELECT attempt FROM model_calls WHERE step = 'gate' AND outcome = 'bad_answer' ORDER BY id"
+                    "SELECT attempt FROM model_calls "
+                    "WHERE step = 'gate' AND outcome = 'bad_answer' ORDER BY id"
                 )
             ]
         assert outcomes == ["bad_answer"] * asked + ["fallback"]

@@ -7,7 +7,7 @@ import datetime as dt
 
 import pytest
 
-from tests.conftest import run_sql
+from tests.helpers import run_sql
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
@@ -90,7 +90,7 @@ def test_named_passes_and_the_cli_respect_the_namespace(agents, clock):
     from click.testing import CliRunner
 
     from engine.cli import main
-    from tests.conftest import POLICIES
+    from tests.helpers import POLICIES
 
     alice, bob = agents
     before = rows(bob, "bob")

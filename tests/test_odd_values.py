@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from bench.seed_article import ARTICLE_SCHEMA
 from engine import FixedClock, LetheError, Memory
 from engine.cli import main
-from tests.conftest import POLICIES, START, run_sql
+from tests.helpers import POLICIES, START, run_sql
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 

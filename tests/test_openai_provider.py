@@ -14,8 +14,14 @@ from engine.judges.endpoint import redact, scrub
 from engine.judges.openai import Completion, JudgeUnavailable, OpenAIProvider, forget_refusals
 from engine.steps import kinds as steps
 from engine.steps.answers import BadAnswer
-from tests.fake_openai import FakeOpenAI, Reply, estimate_tokens, request_problems, strict_schema_problems
-from tests.fake_server import closed_port_url, fake_openai  # noqa: F401  (fixture)
+from tests.helpers.fake_openai import (
+    FakeOpenAI,
+    Reply,
+    closed_port_url,
+    estimate_tokens,
+    request_problems,
+    strict_schema_problems,
+)
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from bench import seed_article
 from engine import Memory
 from engine.cli import main
-from tests.conftest import POLICIES, START, run_sql
+from tests.helpers import POLICIES, START, run_sql
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 
 from engine import FixedClock, Memory, PolicyError
 from engine.cli import main
-from tests.conftest import START, run_sql
-from tests.fake_openai import FakeOpenAI
+from tests.helpers import START, run_sql
+from tests.helpers.fake_openai import FakeOpenAI
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 

@@ -19,41 +19,14 @@ from engine.base.errors import PolicyError
 from engine.cli import main as cli
 from engine.judges import embeddings
 from engine.plan.dialect import DIALECTS
-from tests.conftest import shipped_policies
+from tests.helpers import shipped_policies
+from tests.helpers.policies import BASE
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHIPPED = shipped_policies()
 # what `lethe validate` passes here: a policy whose extra is not installed fails it
 # (lifecycle-local without the `local` extra; CI installs it)
 RUNNABLE = [p for p in SHIPPED if not embeddings.missing_extras(policy_mod.load(p).embed)]
-
-BASE = """\
-name: probe
-models:
-  cheap: {provider: openai, model: gpt-4o-mini}
-  offline: {provider: rules}
-params:
-  half_life_days: 30
-  archive_below: 0.1
-scores:
-  freshness: "exp(-0.693 * idle_days / half_life_days)"
-write:
-  - {step: gate, model: cheap, prompt: gate.j2}
-passes:
-  decay:
-    every: 23h
-    rules:
-      - when: "status = 'active'"
-        set: {decay_score: freshness}
-      - when: "status = 'active' and decay_score < archive_below"
-        set: {status: archived}
-        event: archived
-recall:
-  where: "status = 'active'"
-  order: "rank desc"
-  limit: 10
-  select: {model: cheap, prompt: pick.j2, top_n: 3}
-"""
 
 
 @pytest.fixture

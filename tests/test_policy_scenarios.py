@@ -6,18 +6,11 @@ import os
 import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
 
-from engine.apps.testing import play
-from tests.conftest import POLICIES, ROOT, shipped_policies, shipped_scenarios
+from tests.helpers import POLICIES, ROOT, shipped_scenarios
+from tests.helpers.scenarios import PLAYED, POLICIES_WITHOUT_LOCAL_MODEL, path_id
 
 SCENARIOS = shipped_scenarios()
-# a policy with a local embedding model is pinned in test_local_scenarios.py, which runs
-# only where the `local` extra is installed
-SHIPPED = [p for p in shipped_policies() if not p.endswith("-local.yaml")]
-
-
-def name(path):
-    path = getattr(path, "values", [path])[0]
-    return os.path.relpath(path, ROOT).replace(os.sep, "/")[:-5]
+SHIPPED = POLICIES_WITHOUT_LOCAL_MODEL
 
 
 @pytest.fixture
@@ -25,20 +18,8 @@ def json_snapshot(snapshot):
     return snapshot.use_extension(JSONSnapshotExtension)
 
 
-# What each pair's play on SQLite gave in this run: test_postgres.py compares its plays on a
-# server with these instead of playing each pair on SQLite a second time.
-PLAYED: dict[tuple[str, str], dict] = {}
-
-
-def played_on_sqlite(scenario: str, policy: str, path: str) -> dict:
-    """This run's SQLite play of the pair (played at `path` when it has not been yet)."""
-    if (scenario, policy) not in PLAYED:
-        PLAYED[scenario, policy] = play(scenario, policy, path)
-    return PLAYED[scenario, policy]
-
-
-@pytest.mark.parametrize("policy", SHIPPED, ids=name)
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=name)
+@pytest.mark.parametrize("policy", SHIPPED, ids=path_id)
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=path_id)
 def test_policy_under_scenario(lethe_scenario, json_snapshot, scenario, policy):
     dump = lethe_scenario(scenario, policy)
     assert dump == json_snapshot

@@ -28,21 +28,17 @@ from engine.run.leasing import Held
 from engine.store import MIGRATIONS, PostgresStore, open_store
 from engine.store.postgres.postgres_schema import PG_MIGRATIONS
 from engine.store.transfer import copy_store
-from tests import pg_server
-from tests.conftest import POLICIES, ROOT, START, run_sql
-from tests.test_batched_passes import batched_policy
-from tests.test_compiled_sql import SHIPPED
-from tests.test_import import ODD
-from tests.test_policy_scenarios import SCENARIOS, played_on_sqlite
-from tests.test_policy_scenarios import SHIPPED as SHIPPED_POLICIES
-from tests.test_policy_scenarios import name as scenario_name
-from tests.test_recall import QUERIES, seed_store, stable
-from tests.test_reliability import run_concurrency
+from tests.helpers import POLICIES, ROOT, SHIPPED_POLICIES, START, pg_server, run_sql, shipped_scenarios
+from tests.helpers.batched import batched_policy
+from tests.helpers.odd_values import ODD
+from tests.helpers.processes import run_concurrency
+from tests.helpers.recall import QUERIES, seed_store, stable
+from tests.helpers.scenarios import POLICIES_WITHOUT_LOCAL_MODEL, path_id, played_on_sqlite
 
 T = START + dt.timedelta(days=1, hours=3)
 # the shipped policies a server runs: one with `embed:` is refused there (vector search is
 # sqlite-vec's), see test_a_policy_with_embeddings_is_refused_on_a_server_in_one_line
-ON_A_SERVER = [n for n in SHIPPED if not load(f"{POLICIES}/{n}.yaml").embed]
+ON_A_SERVER = [n for n in sorted(SHIPPED_POLICIES) if not load(f"{POLICIES}/{n}.yaml").embed]
 
 
 @pytest.fixture
@@ -784,16 +780,16 @@ QUICK = {
 
 def _pair(scenario, policy):
     chosen = QUICK.get(os.path.basename(policy)[:-5], set())
-    quick = chosen is None or scenario_name(scenario).removeprefix("scenarios/") in chosen
+    quick = chosen is None or path_id(scenario).removeprefix("scenarios/") in chosen
     return pytest.param(
         scenario,
         policy,
-        id=f"{scenario_name(scenario)}-{scenario_name(policy)}",
+        id=f"{path_id(scenario)}-{path_id(policy)}",
         marks=() if quick else pytest.mark.soak,
     )
 
 
-PAIRS = [_pair(s, p) for s in SCENARIOS for p in SHIPPED_POLICIES]
+PAIRS = [_pair(s, p) for s in shipped_scenarios() for p in POLICIES_WITHOUT_LOCAL_MODEL]
 
 
 @pytest.mark.parametrize("scenario,policy", PAIRS)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from engine import FixedClock, Memory
-from tests import pg_server
+from tests.helpers import pg_server
 
 pytestmark = pytest.mark.skipif(not pg_server.available(), reason=pg_server.HOW_TO_ENABLE)
 NOW = "2026-03-02T09:00:00"

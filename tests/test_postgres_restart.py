@@ -12,8 +12,7 @@ import pytest
 
 from engine import Memory, StoreError
 from engine.run.scheduler import Scheduler
-from tests import pg_server
-from tests.conftest import ROOT
+from tests.helpers import ROOT, pg_server
 
 pytestmark = pytest.mark.skipif(not pg_server.available(), reason=pg_server.HOW_TO_ENABLE)
 
@@ -48,7 +47,7 @@ def test_a_long_lived_memory_goes_on_after_the_server_restarts(tmp_path):
                 pytest.fail(f"still failing after the restart: {errors}")
             assert len(errors) <= 3 and all("\n" not in e for e in errors), errors
             server.restart()
-            for attempt in range(4):
+            for _ in range(4):
                 try:
                     scheduler.tick()
                     break

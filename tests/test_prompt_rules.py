@@ -14,8 +14,8 @@ from engine import prompts
 from engine.judges import invariants as guards
 from engine.policy import load
 from engine.steps import kinds as steps
-from tests.conftest import POLICIES
-from tests.test_prompts import CANDIDATES, USER, variables
+from tests.helpers import POLICIES
+from tests.helpers.prompts import CANDIDATES, USER, variables
 
 LIFECYCLE = load(os.path.join(POLICIES, "lifecycle.yaml"))
 NOW = dt.datetime(2026, 1, 5, 9, 0, 0)

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from engine import FixedClock, Memory, StoreError
-from tests.conftest import POLICIES, ROOT, START
+from tests.helpers import POLICIES, ROOT, START
 
 LIFECYCLE = f"{POLICIES}/lifecycle.yaml"
 # another rank formula than the one the store's ranks were computed with: a writer opening

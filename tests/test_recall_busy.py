@@ -17,7 +17,7 @@ import pytest
 from engine.base.errors import StoreWarning
 from engine.memory import Memory
 from engine.store import open_store
-from tests.conftest import run_sql
+from tests.helpers import run_sql
 
 pytestmark = pytest.mark.both_backends
 

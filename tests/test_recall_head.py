@@ -17,7 +17,7 @@ from engine.plan import compile_policy
 from engine.policy import load
 from engine.run.recall import candidates
 from engine.store.sqlite import recall_head as head
-from tests.conftest import POLICIES, START
+from tests.helpers import POLICIES, START
 
 T = START + dt.timedelta(days=1)
 N = head.FULL_BELOW + 20_000  # enough active memories for a head

@@ -127,7 +127,10 @@ def test_extends_a_shipped_name_from_anywhere(empty):
 
 
 # ---- prompts ------------------------------------------------------------------------
-GATED = "name: gated\nmodels: {cheap: {provider: rules}}\nwrite:\n  - {step: gate, model: cheap, prompt: gate.j2}\n"
+GATED = (
+    "name: gated\nmodels: {cheap: {provider: rules}}\n"
+    "write:\n  - {step: gate, model: cheap, prompt: gate.j2}\n"
+)
 
 
 def test_a_policy_outside_the_checkout_uses_the_shipped_templates(empty):

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from engine import Memory
-from tests.fake_server import closed_port_url
-from tests.test_judges import lethe, memories  # noqa: F401  (fixture)
+from tests.helpers.fake_openai import closed_port_url
+from tests.helpers.rows import memories
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 

@@ -23,9 +23,8 @@ from engine.cli import main
 from engine.run.leasing import LeaseTerms, hold
 from engine.store import is_dsn, open_store
 from engine.store.sqlite.sqlite_lease import SqliteLease
-from tests import pg_server
-from tests.conftest import ROOT, START, run_sql
-from tests.fake_openai import FakeOpenAI
+from tests.helpers import ROOT, START, pg_server, run_sql
+from tests.helpers.fake_openai import FakeOpenAI
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
@@ -37,7 +36,8 @@ models:
 passes:
   compression:
     every: 1h
-    cluster: {{model: slow, prompt: cluster.j2, candidates: {{where: "status = 'active'", limit: 10, min: 2}}}}
+    cluster: {{model: slow, prompt: cluster.j2,
+               candidates: {{where: "status = 'active'", limit: 10, min: 2}}}}
     merge: {{model: slow, prompt: merge.j2}}
   decay:
     every: 1h

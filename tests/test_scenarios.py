@@ -17,7 +17,7 @@ from engine.base.errors import PolicyError
 from engine.cli import main
 from engine.memory import Memory
 from engine.store import SqliteStore
-from tests.conftest import POLICIES, ROOT, shipped_scenarios
+from tests.helpers import POLICIES, ROOT, shipped_scenarios
 
 SHIPPED = shipped_scenarios(top_level_only=True)
 ARCHIVE, LIFECYCLE = f"{POLICIES}/archive.yaml", f"{POLICIES}/lifecycle.yaml"
@@ -108,7 +108,8 @@ def test_load_the_issue_format(write):
         start: 2026-01-05T09:00:00
         steps:
           - add: "text"
-          - add: {content: "Deadline is March 15", importance: 8, confidence: 0.9, tags: [work], expires_at: 2026-03-15}
+          - add: {content: "Deadline is March 15", importance: 8, confidence: 0.9, tags: [work],
+                  expires_at: 2026-03-15}
           - remember: {user: "I use uv.", assistant: "Noted."}
           - advance: 30d
           - advance: 12h
@@ -149,7 +150,8 @@ def test_add_and_expect_status(write):
         name: add
         steps:
           - add: "User prefers tabs over spaces."
-          - add: {content: "Release freeze until the audit ends", importance: 9, tags: [release], expires_at: 2026-01-10}
+          - add: {content: "Release freeze until the audit ends", importance: 9, tags: [release],
+                  expires_at: 2026-01-10}
           - expect_status: {"tabs": active, "release freeze": active}
           - advance: 6d
           - expect_status: {"release freeze": expired, "tabs": archived}
@@ -420,7 +422,7 @@ def test_experiment_json_shape(both):
     data = json.loads(both[0].stdout)
     assert set(data) == {"ok", "offline", "scenarios", "policies", "matrix", "summary", "missed", "runs"}
     assert len(data["runs"]) == 2 * len(SHIPPED)
-    for name, row in data["matrix"].items():
+    for row in data["matrix"].values():
         assert set(row) == {"archive", "lifecycle"}
         assert all(set(cell) == {"met", "total"} for cell in row.values())
     life = data["summary"]["lifecycle"]

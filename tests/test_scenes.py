@@ -5,9 +5,8 @@ import json
 
 import pytest
 
-from tests.conftest import POLICIES, run_sql
-from tests.fake_openai import Reply
-from tests.fake_server import fake_openai  # noqa: F401
+from tests.helpers import POLICIES, run_sql
+from tests.helpers.fake_openai import Reply
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
@@ -86,7 +85,7 @@ def route(cells_answer, summary_answer):
     return responder
 
 
-def test_extraction_and_summaries_through_a_model(tmp_path, fake_openai, memory):  # noqa: F811
+def test_extraction_and_summaries_through_a_model(tmp_path, fake_openai, memory):
     fake_openai.responder = route(
         json.dumps(
             {
@@ -125,7 +124,7 @@ def test_extraction_and_summaries_through_a_model(tmp_path, fake_openai, memory)
 
 
 @pytest.mark.parametrize("bad", ["not json at all", '{"cells": "nope"}', '[{"kind": 3}]'])
-def test_malformed_cells_give_no_cells_and_an_event(tmp_path, fake_openai, memory, bad):  # noqa: F811
+def test_malformed_cells_give_no_cells_and_an_event(tmp_path, fake_openai, memory, bad):
     fake_openai.responder = route(bad, json.dumps({"summary": "x"}))
     mem = memory(scenes_policy(tmp_path, fake_openai.base_url))
     assert mem.remember("We decided to use SQLite.", "OK") == []
@@ -138,7 +137,7 @@ def test_malformed_cells_give_no_cells_and_an_event(tmp_path, fake_openai, memor
     assert mem.pending() == []  # judged (to nothing), not left pending
 
 
-def test_summary_model_down_keeps_the_cells(tmp_path, fake_openai, memory):  # noqa: F811
+def test_summary_model_down_keeps_the_cells(tmp_path, fake_openai, memory):
     cell = json.dumps(
         {"cells": [{"scene": "plans", "kind": "plan", "salience": 0.7, "content": "Ship by June 30."}]}
     )

@@ -15,7 +15,7 @@ from engine import FixedClock, Memory, Scheduler
 from engine.base.clock import iso
 from engine.run.scheduler import LeaseBusy
 from engine.store import open_store
-from tests.conftest import POLICIES, ROOT, START, run_sql
+from tests.helpers import POLICIES, ROOT, START, run_sql
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 

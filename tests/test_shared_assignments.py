@@ -14,7 +14,7 @@ from bench import seed_article
 from engine import Memory
 from engine.plan.dialect import Dialect
 from engine.plan.rules import rule_statements
-from tests.conftest import POLICIES, START
+from tests.helpers import POLICIES, START
 
 T = START + dt.timedelta(days=1)
 ROWS = "SELECT id, status, decay_score, rank FROM memories ORDER BY id"

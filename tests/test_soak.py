@@ -23,8 +23,8 @@ import time
 
 import pytest
 
-from tests.conftest import POLICIES, ROOT
-from tests.test_reliability import PROCS, connect, spawn, status_event_problems
+from tests.helpers import POLICIES, ROOT
+from tests.helpers.processes import PROCS, connect, spawn, status_event_problems
 
 EVERY = 3  # seconds between due times of the non-idempotent batched pass
 AGENTS = 3

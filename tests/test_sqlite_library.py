@@ -22,7 +22,7 @@ def _store(tmp_path, clock, vectors):
         pytest.importorskip("sqlite_vec")
         try:
             driver(True)
-        except Exception as exc:  # noqa: BLE001 - no SQLite here that loads extensions
+        except Exception as exc:
             pytest.skip(str(exc))
     return open_store(str(tmp_path / "m.db"), clock, vectors=vectors)
 
@@ -172,19 +172,19 @@ def test_two_threads_opening_one_file_get_one_library(tmp_path, clock):
     from engine.base.errors import StoreError
 
     _needs_pysqlite3_for_embeddings()
+
+    def open_one(path, start, got, vectors):
+        start.wait()
+        try:
+            got[vectors] = open_store(path, clock, vectors=vectors)
+        except StoreError as exc:
+            got[vectors] = exc
+
     for attempt in range(8):
         path = str(tmp_path / f"m{attempt}.db")
         open_store(path, clock).close()  # migrated first: the threads only connect
         start, got = threading.Barrier(2), {}
-
-        def open_one(vectors):
-            start.wait()
-            try:
-                got[vectors] = open_store(path, clock, vectors=vectors)
-            except StoreError as exc:
-                got[vectors] = exc
-
-        threads = [threading.Thread(target=open_one, args=(v,)) for v in (False, True)]
+        threads = [threading.Thread(target=open_one, args=(path, start, got, v)) for v in (False, True)]
         for t in threads:
             t.start()
         for t in threads:
@@ -228,18 +228,19 @@ def test_a_store_with_embeddings_runs_on_the_standard_library_like_the_applicati
     application's library too: one SQLite per process."""
     pytest.importorskip("numpy")
     from engine import Memory
-    from tests.test_embeddings import FakeOpenAI, policy_file, topic_vector
+    from tests.helpers.embeddings import embedding_policy, topic_vector
+    from tests.helpers.fake_openai import FakeOpenAI
 
     with FakeOpenAI(embedder=topic_vector) as fake:
         path = str(tmp_path / "m.db")
-        with Memory(path, policy=policy_file(tmp_path, fake), clock=clock) as mem:
+        with Memory(path, policy=embedding_policy(tmp_path, fake), clock=clock) as mem:
             assert library(mem.store.db) is sqlite3
             mem.add("User eats chicken most days.", judged=False)
             app = sqlite3.connect(path)  # the application's own connection
             assert app.execute("SELECT count(*) FROM memories").fetchone()[0] == 1
             app.close()
             mem.add("User's diet is beef and chicken.", judged=False)
-            other = Memory(path, policy=policy_file(tmp_path, fake), clock=clock, read_only=True)
+            other = Memory(path, policy=embedding_policy(tmp_path, fake), clock=clock, read_only=True)
             assert other.counts() == {"active": 2}
             assert [r.content for r in mem.recall("diet")]
             other.close()

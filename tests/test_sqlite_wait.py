@@ -16,7 +16,7 @@ import pytest
 from bench import seed_article
 from engine import Memory
 from engine.store import Store
-from tests.conftest import POLICIES, START
+from tests.helpers import POLICIES, START
 
 pytestmark = pytest.mark.sqlite_only
 

@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 PROBE = """
 import json, sys

@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 
 from engine.judges.openai import forget_refusals
-from tests.fake_openai import Reply
-from tests.fake_server import fake_openai  # noqa: F401  (fixture)
-from tests.test_judges import Judge, calls, lethe, memories, policy_file  # noqa: F401
-from tests.test_model_matrix import EXPECTED, lifecycle_round, server
+from tests.helpers.fake_openai import Reply
+from tests.helpers.judge import Judge, policy_file
+from tests.helpers.matrix import EXPECTED, lifecycle_round, server
+from tests.helpers.rows import calls, memories
 
 
 @pytest.fixture(autouse=True)
@@ -73,7 +73,7 @@ def test_a_recall_the_rules_answer_is_logged_with_its_reason_and_warned_once(tmp
 
     from engine import Memory
     from engine.base.errors import RulesFallbackWarning
-    from tests.fake_server import closed_port_url
+    from tests.helpers.fake_openai import closed_port_url
 
     mem = Memory(db_path, policy=policy_file(tmp_path, closed_port_url()), clock=clock)
     mem.add("User uses PostgreSQL for the main database", judged=False)
@@ -101,7 +101,7 @@ def test_a_model_with_concurrency_1_gets_one_call_at_a_time_and_queueing_is_not_
     import time
 
     from engine import Memory
-    from tests.test_judges import LIFECYCLE
+    from tests.helpers.judge import LIFECYCLE
 
     active, most = [0], [0]
     lock = threading.Lock()
@@ -124,7 +124,10 @@ def test_a_model_with_concurrency_1_gets_one_call_at_a_time_and_queueing_is_not_
         contradiction=slow({"supersedes": [], "confirms": []}),
     )
     fake = server(judge).start()
-    model = f'{{provider: openai, model: m, base_url: "{fake.base_url}", max_retries: 0, timeout: 1.0, concurrency: 1}}'
+    model = (
+        f'{{provider: openai, model: m, base_url: "{fake.base_url}", '
+        "max_retries: 0, timeout: 1.0, concurrency: 1}"
+    )
     path = tmp_path / "one-at-a-time.yaml"
     path.write_text(
         f"name: one-at-a-time\nextends: {LIFECYCLE}\nmodels:\n  cheap: {model}\n  strong: {model}\n"

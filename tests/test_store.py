@@ -6,7 +6,7 @@ import pytest
 
 from bench import seed_article
 from engine.store import MIGRATIONS, Store
-from tests.conftest import START, run_sql
+from tests.helpers import START, run_sql
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
@@ -93,12 +93,11 @@ def test_full_text_index_follows_content_changes(memory):
         "UPDATE memories SET content = 'User prefers spaces', summary = 'spaces' WHERE id = ?",
         (mid,),
     )
-    _match = lambda w: run_sql(
-        mem.store,  # noqa: E731
-        "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?",
-        (w,),
-    ).fetchall()
-    match = lambda w: [tuple(r) for r in _match(w)]  # noqa: E731
+
+    def match(word):
+        sql = "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?"
+        return [tuple(r) for r in run_sql(mem.store, sql, (word,)).fetchall()]
+
     assert match("spaces") == [(mid,)]
     assert match("tabs") == []
 

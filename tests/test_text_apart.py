@@ -14,7 +14,7 @@ from bench import seed_article
 from engine import Memory
 from engine.base.errors import StoreError
 from engine.store import Store
-from tests.conftest import POLICIES, START, run_sql
+from tests.helpers import POLICIES, START, run_sql
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from engine import FixedClock, Memory
 from engine.base.errors import LetheError
 from engine.cli import main
-from tests.conftest import START, run_sql
-from tests.fake_openai import FakeOpenAI
-from tests.test_judges import Judge, policy_file, shown
+from tests.helpers import START, run_sql
+from tests.helpers.fake_openai import FakeOpenAI
+from tests.helpers.judge import Judge, policy_file, shown
 
 pytestmark = pytest.mark.both_backends
 

@@ -17,8 +17,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from engine import FixedClock, Memory
-from tests.conftest import ROOT
-from tests.fake_openai import FakeOpenAI
+from tests.helpers import ROOT
+from tests.helpers.fake_openai import FakeOpenAI
 
 EXPORTER = InMemorySpanExporter()
 

@@ -18,7 +18,7 @@ import pytest
 
 from engine import Memory
 from engine.store import MIGRATIONS, Store
-from tests.conftest import POLICIES, ROOT, START
+from tests.helpers import POLICIES, ROOT, START
 
 HERE = os.path.join(ROOT, "tests", "fixtures", "schemas")
 LIFECYCLE = os.path.join(POLICIES, "lifecycle.yaml")

@@ -2,7 +2,8 @@
 `run_due()` judges it later; the offline rules judges handle the seed article's examples;
 `--record` / `--replay` reproduce the same memories with no server at all.
 
-Models are reached over HTTP with the real `openai` client (FakeOpenAI, see test_judges).
+Models are reached over HTTP with the real `openai` client (FakeOpenAI; the scripted Judge
+is in tests/helpers/judge.py).
 """
 
 from __future__ import annotations
@@ -20,24 +21,10 @@ from engine import Memory
 from engine.cli import main
 from engine.run.write import Judged
 from engine.store import open_store
-from tests.conftest import POLICIES, START, run_sql
-from tests.fake_openai import FakeOpenAI, Reply
-from tests.fake_server import closed_port_url, fake_openai  # noqa: F401  (fixture)
-from tests.test_judges import (  # noqa: F401
-    DEFAULTS,
-    Judge,
-    calls,
-    event_types,
-    events,
-    inbox,
-    lethe,
-    memories,
-    outcomes,
-    pick,
-    policy_file,
-    seed,
-    served,
-)
+from tests.helpers import POLICIES, START, run_sql
+from tests.helpers.fake_openai import FakeOpenAI, Reply, closed_port_url
+from tests.helpers.judge import DEFAULTS, Judge, pick, policy_file, served
+from tests.helpers.rows import calls, event_types, events, inbox, memories, outcomes, seed
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
@@ -606,7 +593,7 @@ def test_candidates_bring_in_the_other_members_of_a_slot_and_skip_common_words(t
     from engine.run.write import store_memory
 
     mem = Memory(str(tmp_path / "m.db"), policy=f"{POLICIES}/lifecycle.yaml", offline=True)
-    with mem.store.transaction() as db:
+    with mem.store.transaction():
         for i in range(RARE + 5):
             store_memory(mem.context, f"note {i} about the project")
         old = store_memory(mem.context, "Our app stores everything in PostgreSQL.")

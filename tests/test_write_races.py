@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from engine import FixedClock, Memory
 from engine.cli import main
-from tests.conftest import POLICIES, START
+from tests.helpers import POLICIES, START
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
@@ -81,7 +81,8 @@ extends: {POLICIES}/lifecycle.yaml
 passes:
   compression:
     every: 6d
-    cluster: {{model: offline, prompt: cluster.j2, candidates: {{where: "status = 'active'", limit: 10, min: 2}}}}
+    cluster: {{model: offline, prompt: cluster.j2,
+               candidates: {{where: "status = 'active'", limit: 10, min: 2}}}}
     merge: {{model: offline, prompt: merge.j2, result: {{access_count: "max(access_count)"}}}}
 """
 

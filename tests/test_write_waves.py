@@ -11,7 +11,7 @@ import pytest
 from bench.write import Responder
 from engine import FixedClock, Memory
 from engine.judges.embeddings import pack
-from tests.fake_openai import FakeOpenAI, word_vector
+from tests.helpers.fake_openai import FakeOpenAI, word_vector
 
 pytest.importorskip("sqlite_vec", reason="the embed extra (sqlite-vec) is not installed")
 

@@ -78,10 +78,10 @@ assert set(FATES) <= set(MISS_COLUMNS)
 
 def text_table(head, rows) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
-    fmt = lambda r: "  ".join(
-        s.ljust(w) if i < 2 else s.rjust(w)  # noqa: E731
-        for i, (s, w) in enumerate(zip(r, widths))
-    )
+
+    def fmt(r):
+        return "  ".join(s.ljust(w) if i < 2 else s.rjust(w) for i, (s, w) in enumerate(zip(r, widths)))
+
     return "\n".join([fmt(head), "  ".join("-" * w for w in widths), *map(fmt, rows)])
 
 

@@ -1,4 +1,4 @@
-"""The slow local model of the soak run: an OpenAI-compatible server (tests.fake_openai)
+"""The slow local model of the soak run: an OpenAI-compatible server (tests.helpers.fake_openai)
 that answers every judge step of the lifecycle policy sensibly, after a delay.
 
     python tests/procs/slow_model.py --delay 0.2     # prints its base URL, then serves
@@ -17,7 +17,7 @@ import threading
 
 from _common import ROOT  # noqa: F401  (puts the project on sys.path)
 
-from tests.fake_openai import FakeOpenAI, prompt_text
+from tests.helpers.fake_openai import FakeOpenAI, prompt_text
 
 
 def answer(request: dict) -> str:

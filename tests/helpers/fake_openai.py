@@ -16,7 +16,7 @@ a separate reasoning field first, or to drip its answer a byte at a time.
 
 Standalone (for benchmarks)::
 
-    python -m tests.fake_openai --port 8099 --delay 0.3 --answer '{}'
+    python -m tests.helpers.fake_openai --port 8099 --delay 0.3 --answer '{}'
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import collections
 import json
 import re
 import signal
+import socket
 import sys
 import threading
 import time
@@ -470,7 +471,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.0"  # one request per connection: nothing lingers after stop()
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet by default
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def _route(self) -> str:
@@ -609,9 +610,19 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
 
 
+def closed_port_url() -> str:
+    """A base URL on 127.0.0.1 where nothing listens (connections are refused)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run a FakeOpenAI until SIGINT/SIGTERM; prints its base URL on the first line."""
-    parser = argparse.ArgumentParser(prog="python -m tests.fake_openai", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.helpers.fake_openai", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--port", type=int, default=0, help="port to bind on 127.0.0.1 (0 = random)")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait before every answer")
     parser.add_argument("--answer", default="{}", help="assistant content of every answer")
