@@ -56,14 +56,12 @@ def run(
     terms = {"wait": wait, "lease_ttl": lease_ttl}
     with open_memory(db, policy, namespace, now, offline, record, replay, only_passes=pass_names) as mem:
         names = list(pass_names) or mem.due()
-        if pass_names:
-            run_them = lambda progress: mem.run(names, progress, **terms)  # noqa: E731
-        else:
-            run_them = lambda progress: mem.run_due(
-                progress,
-                retry_failed=retry_failed,  # noqa: E731
-                **terms,
-            )
+
+        def run_them(progress):
+            if pass_names:
+                return mem.run(names, progress, **terms)
+            return mem.run_due(progress, retry_failed=retry_failed, **terms)
+
         results = _with_progress(mem, names, run_them, json_)
     data = [r.as_dict() for r in results]
     lines = [
@@ -137,7 +135,7 @@ def why(db, policy, namespace, now, offline, memory_id, as_of, json_):
     with open_memory(db, policy, namespace, now, offline, must_exist=True, read_only=True) as mem:
         try:
             h = mem.history(memory_id, as_of=as_of)
-        except LetheError as exc:  # the CLI's user owns the file: say where the id is
+        except LetheError:  # the CLI's user owns the file: say where the id is
             held_by = mem.namespace_of(memory_id)
             if held_by is None:
                 raise

@@ -292,7 +292,7 @@ class Writer:
                 for key, step, prepared in asked
             ]  # its spans' parent
             errors = [f.exception() for f in answers]
-        for (key, step, prepared), f, error in zip(asked, answers, errors):
+        for (_, step, prepared), f, error in zip(asked, answers, errors):
             if error is None:
                 self.fold(step, judged, f.result(), prepared[1])
         unreachable = next((e for e in errors if e is not None), None)

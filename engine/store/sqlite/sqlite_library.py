@@ -3,13 +3,13 @@
 A store runs on the standard library's `sqlite3`, embeddings or not (`driver`): where
 that SQLite cannot load sqlite-vec its functions are Python's, so an application's own
 `sqlite3` connections share the store's SQLite. pysqlite3 only with LETHE_SQLITE=pysqlite3.
-Every connection a store
-opens to its file (its own, its lease's, its checkpoint thread's, nearest_beside's) must
-come from that same library. Two copies of SQLite in one process do not see each other's
-POSIX locks: closing a connection of one drops the other's locks, and the last connection
-of one deletes a WAL the other still reads ("database disk image is malformed"; SQLite's
-How To Corrupt, 2.2.1). CI saw exactly that when the lease's connection was the standard
-library's and the store's pysqlite3's (tests/test_sqlite_library.py).
+Every connection a store opens to its file (its own, its lease's, its checkpoint thread's,
+nearest_beside's) must come from that same library. Two copies of SQLite in one process
+do not see each other's POSIX locks: closing a connection of one drops the other's locks,
+and the last connection of one deletes a WAL the other still reads ("database disk image
+is malformed"; SQLite's How To Corrupt, 2.2.1). CI saw exactly that when the lease's
+connection was the standard library's and the store's pysqlite3's
+(tests/test_sqlite_library.py).
 
 The same holds across stores: a file one store of this process has open through pysqlite3
 is opened through pysqlite3 by the next one too, embeddings or not (`claim`), and one
