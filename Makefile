@@ -1,4 +1,5 @@
 # Two commands: `make demo` and `make test`. Both build .venv from pyproject.toml first.
+# `make test` starts with `make lint` (ruff's lint and format check), so CI does too.
 # `make test` runs the PostgreSQL half of the tests when PostgreSQL's binaries are installed
 # (apt-get install -y postgresql) or LETHE_TEST_PG=postgresql://... names a server.
 PYTHON ?= python3
@@ -25,7 +26,7 @@ $(error Lethe needs Python $(NEED) or newer, $(PYTHON) is $(HAVE) (make PYTHON=p
 endif
 endif
 
-.PHONY: install demo test test-quick bench bench-judges bench-longmemeval check-real-model soak clean
+.PHONY: install demo lint typecheck test test-quick bench bench-judges bench-longmemeval check-real-model soak clean
 
 install: $(STAMP)
 
@@ -41,7 +42,18 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m engine.apps.demo
 
-test: $(STAMP)
+# The code the linter and the formatter hold to (settings in pyproject.toml: [tool.ruff])
+LINTED := engine tests bench examples
+
+lint: $(STAMP)
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
+
+# The type checker on engine/: not part of `make lint` until engine/ checks clean
+typecheck: $(STAMP)
+	$(BIN)/mypy engine --ignore-missing-imports
+
+test: lint
 	$(BIN)/python -m pytest
 
 # the quick subset for development: no process-level, PostgreSQL-parity or big-store tests
