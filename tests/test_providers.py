@@ -9,7 +9,7 @@ from engine.judges import PROVIDERS, Judges, register_provider, registered
 from engine.judges.providers import RULES, Answer, ReplayProvider
 from engine.policy import PROVIDERS as POLICY_PROVIDERS
 from engine.policy import Model, load
-from tests.conftest import POLICIES
+from tests.helpers import POLICIES
 
 
 def test_every_provider_a_policy_may_name_is_registered_and_none_other():
