@@ -72,7 +72,7 @@ class Caller:
                 self.locked += 1
             else:
                 self.other_errors.append(f"{kind}: {exc}")
-        except Exception as exc:
+        except Exception as exc:  # reported, not hidden
             if "locked" in str(exc):
                 self.locked += 1
             else:

@@ -3,8 +3,8 @@ Plain helpers (paths, readers, scripted judges) are in tests/helpers/.
 
 A test module marked `pytestmark = pytest.mark.both_backends` runs each of its tests that
 use `db_path` (or `memory`) twice: on a SQLite file and on a fresh schema of a real
-PostgreSQL server (tests/helpers/pg_server.py), unless the test is marked `sqlite_only` (it pokes
-SQLite directly). Without PostgreSQL binaries the PostgreSQL half is left out, and one line
+PostgreSQL server (tests/helpers/pg_server.py), unless the test is marked `sqlite_only`
+(it pokes SQLite directly). Without PostgreSQL binaries the PostgreSQL half is left out, and one line
 at the end of the run says so; with LETHE_REQUIRE_PG=1 (CI) that is an error instead."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from syrupy.extensions.json import JSONSnapshotExtension
 
 from engine import FixedClock, Memory
 from engine.judges.openai import forget_refusals
@@ -39,6 +40,12 @@ def _fresh_model_servers():
 @pytest.fixture
 def clock():
     return FixedClock(START)
+
+
+@pytest.fixture
+def json_snapshot(snapshot):
+    """syrupy's snapshot, kept as JSON."""
+    return snapshot.use_extension(JSONSnapshotExtension)
 
 
 def pytest_configure(config):

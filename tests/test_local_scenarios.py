@@ -10,18 +10,12 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the model ships in a package: no hub, ever
 pytest.importorskip("sentence_transformers", reason="the local extra is not installed")
 
-from syrupy.extensions.json import JSONSnapshotExtension
 
 from tests.helpers import shipped_policies, shipped_scenarios
 from tests.helpers.recall import QUERIES, seed_store, stable
 from tests.helpers.scenarios import path_id
 
 LOCAL = [p for p in shipped_policies() if p.endswith("-local.yaml")]
-
-
-@pytest.fixture
-def json_snapshot(snapshot):
-    return snapshot.use_extension(JSONSnapshotExtension)
 
 
 @pytest.mark.parametrize("policy", LOCAL, ids=path_id)

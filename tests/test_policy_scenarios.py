@@ -4,18 +4,12 @@
 import os
 
 import pytest
-from syrupy.extensions.json import JSONSnapshotExtension
 
 from tests.helpers import POLICIES, ROOT, shipped_scenarios
 from tests.helpers.scenarios import PLAYED, POLICIES_WITHOUT_LOCAL_MODEL, path_id
 
 SCENARIOS = shipped_scenarios()
 SHIPPED = POLICIES_WITHOUT_LOCAL_MODEL
-
-
-@pytest.fixture
-def json_snapshot(snapshot):
-    return snapshot.use_extension(JSONSnapshotExtension)
 
 
 @pytest.mark.parametrize("policy", SHIPPED, ids=path_id)

@@ -6,7 +6,6 @@ import os
 
 import pytest
 from click.testing import CliRunner
-from syrupy.extensions.json import JSONSnapshotExtension
 
 from engine.base.clock import iso
 from engine.cli import main
@@ -20,11 +19,6 @@ pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 SHIPPED = sorted(
     os.path.basename(p)[:-5] for p in glob.glob(f"{POLICIES}/*.yaml") if not p.endswith("-local.yaml")
 )
-
-
-@pytest.fixture
-def json_snapshot(snapshot):
-    return snapshot.use_extension(JSONSnapshotExtension)
 
 
 @pytest.mark.sqlite_only

@@ -22,7 +22,7 @@ def _store(tmp_path, clock, vectors):
         pytest.importorskip("sqlite_vec")
         try:
             driver(True)
-        except Exception as exc:
+        except Exception as exc:  # no SQLite here that loads extensions
             pytest.skip(str(exc))
     return open_store(str(tmp_path / "m.db"), clock, vectors=vectors)
 
