@@ -139,7 +139,7 @@ def test_load_the_issue_format(write):
     assert s.steps[4].arg["delta"] == dt.timedelta(hours=12)
     assert s.steps[6].arg == ["decay", "expiry"] and s.steps[7].arg == "due"
     assert s.steps[9].judged == {"expiry": "null"}
-    assert s.steps[8].line == 12
+    assert s.steps[8].line == 13
     assert s.expectations() == 3
 
 

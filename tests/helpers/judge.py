@@ -119,7 +119,7 @@ class Judge:
 
 
 # ---------------------------------------------------------------------------------------
-# policies pointed at the fake server, and a Memory factory
+# policies pointed at the fake server
 
 
 def policy_file(
@@ -149,5 +149,6 @@ def policy_file(
 
 
 def served(fake: FakeOpenAI, judge: Judge) -> FakeOpenAI:
+    """`fake`, now answering with `judge`."""
     fake.responder = judge
     return fake
