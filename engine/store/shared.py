@@ -9,6 +9,7 @@ transaction, a migration's transaction, and whether it has a table.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import inspect
 import warnings
 from dataclasses import dataclass, field
@@ -296,3 +297,29 @@ class StoreCommon:
                 ),
                 stacklevel=3,
             )
+
+
+class LeaseCommon:
+    """What a namespace's pass lease is on either backend: the row in `leases` a holder
+    takes for `ttl`, over the connection `db`, waiting `wait` seconds for it at most."""
+
+    p: str  # the backend's placeholder
+    db: Any
+
+    def __init__(self, namespace: str, clock: Clock, ttl: dt.timedelta, holder: str, wait: float = 1.0):
+        self.namespace, self.clock, self.ttl, self.wait = namespace, clock, ttl, wait
+        self.holder = holder
+
+    def _until(self, now: dt.datetime) -> str:
+        """`ttl` from now, rounded up to the second the stored times keep: a lease is
+        never shorter than its ttl (a 2 s lease would otherwise last 1 s and a bit)."""
+        end = now + self.ttl
+        if end.microsecond:
+            end = end.replace(microsecond=0) + dt.timedelta(seconds=1)
+        return iso(end)
+
+    def current(self) -> dict | None:
+        row = self.db.execute(
+            f"SELECT * FROM leases WHERE namespace = {self.p}", (self.namespace,)
+        ).fetchone()
+        return dict(zip(row.keys(), row)) if row else None

@@ -33,6 +33,30 @@ class SharedQueries(StoreCommon):
         """Text as the database can hold it (PostgreSQL's text holds no NUL)."""
         return text
 
+    # -- compiled statements (engine.plan, in the store's dialect) ----------------------
+    def _bound(self, st, namespace: str, now: str | None, binds: dict) -> tuple:
+        """A compiled statement's parameters, bound."""
+        return st.bind(now or self.now(), namespace, **binds)
+
+    def run(self, st, namespace: str, now: str | None = None, **binds) -> int:
+        """Execute one compiled statement; the number of rows it changed."""
+        return max(self.db.execute(st.sql, self._bound(st, namespace, now, binds)).rowcount, 0)
+
+    def fetch(self, st, namespace: str, now: str | None = None, **binds) -> list[Row]:
+        return self.db.execute(st.sql, self._bound(st, namespace, now, binds)).fetchall()
+
+    def fetch_one(self, st, namespace: str, now: str | None = None, **binds) -> Row | None:
+        return self.db.execute(st.sql, self._bound(st, namespace, now, binds)).fetchone()
+
+    def update_memory(self, namespace: str, memory_id: int, fields: dict) -> int:
+        """Set some fields of one active memory (named from the engine's own list, never
+        from input), in the caller's transaction; how many rows changed (0 or 1)."""
+        chosen = {c: v for c, v in fields.items() if c in self.UPDATABLE}
+        return self._update_fields(namespace, memory_id, chosen) if chosen else 0
+
+    def _update_fields(self, namespace: str, memory_id: int, fields: dict) -> int:
+        raise NotImplementedError
+
     # -- memories and their events ------------------------------------------------------
     def event(self, memory_id: int | None, event_type: str, detail=None, said_at: str | None = None) -> None:
         if detail is not None and not isinstance(detail, str):

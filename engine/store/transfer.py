@@ -27,10 +27,8 @@ import contextlib
 import os
 import shutil
 import socket
-import sqlite3
 import stat
 import tempfile
-import urllib.parse
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -39,14 +37,12 @@ from engine.base.clock import Clock, FixedClock, parse_time, system_clock
 from engine.base.errors import StoreError
 from engine.base.inputs import MAX_TAG, MAX_TAGS, MAX_TEXT
 from engine.store import open_store
-from engine.store.postgres.postgres_connection import is_dsn, masked, psycopg
-from engine.store.postgres.postgres_schema import PG_MIGRATIONS
-from engine.store.sqlite.sqlite_file import file_path
-from engine.store.sqlite.sqlite_library import library, loaded, open_through
-from engine.store.sqlite.sqlite_schema import MIGRATIONS
+from engine.store.postgres.postgres_connection import is_dsn, masked
+from engine.store.sqlite.sqlite_library import library, loaded
 from engine.store.sqlite.sqlite_store import SqliteStore
 from engine.store.sqlite.text_apart import MIGRATION as TEXT_APART
 from engine.store.sqlite.text_apart import ROWS, TEXT_COLUMNS, TEXTS, adoptable, go_on_after, rows_table
+from engine.store.transfer_source import Source, as_source, dst_columns
 
 # (table, key): tables with an `id` are copied in id order and resume after the last one
 TABLES = [
@@ -83,55 +79,6 @@ class Transfer:
         }
 
 
-class _Source:
-    """Read-only access to the source's tables, with `?` SQL on either backend."""
-
-    def __init__(self, target: str, query: str | None = None):
-        self.pg = is_dsn(target)
-        if not self.pg and query is None and not os.path.isfile(file_path(target)):
-            raise StoreError(
-                f"no database at {target}: nothing to import (give the "
-                "agent_memory.db, Lethe file or postgresql:// DSN to copy)"
-            )
-        try:
-            if self.pg:
-                self.db = psycopg().connect(target, autocommit=True)
-            else:  # `immutable`: an adopted copy nobody writes, read after its file is gone
-                path = file_path(target)  # a `file:` URI: the file it names, read as ours
-                uri = "file:" + urllib.parse.quote(os.path.abspath(path))
-                sql = open_through(path) or sqlite3  # the library it is open through here
-                self.db = sql.connect(f"{uri}?{query or _read_mode(path)}", uri=True)
-                self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        except Exception as exc:
-            shown = masked(target)
-            raise StoreError(f"cannot open the source {shown}: {str(exc).splitlines()[0]}") from None
-
-    def has(self, table: str) -> bool:
-        return bool(self.columns(table))
-
-    def behind(self) -> list[str]:
-        """The migrations the source lacks (all of them for an article database)."""
-        done = (
-            {r[0] for r in self.q("SELECT name FROM lethe_migrations")}
-            if self.has("lethe_migrations")
-            else set()
-        )
-        return [fn.__name__ for fn in (PG_MIGRATIONS if self.pg else MIGRATIONS) if fn.__name__ not in done]
-
-    def q(self, sql: str, params=()):
-        return self.db.execute(sql.replace("?", "%s") if self.pg else sql, params)
-
-    def columns(self, table: str) -> list[str]:
-        if self.pg:
-            rows = self.q(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
-                "AND table_schema = current_schema() ORDER BY ordinal_position",
-                (table,),
-            )
-            return [r[0] for r in rows]
-        return [r[1] for r in self.q(f'PRAGMA table_info("{table}")')]
-
-
 def copy_store(
     source: str,
     destination: str,
@@ -146,7 +93,7 @@ def copy_store(
     `report` is told about it). Raises StoreError when the destination holds memories
     that are not this source's."""
     _check_not_itself(source, destination)
-    raw = _Source(source)
+    raw = Source(source)
     result = Transfer(masked(source), masked(destination))
     try:
         _check_source(raw, result.source)
@@ -165,7 +112,7 @@ def copy_store(
     return result
 
 
-def _check_sizes(src: _Source) -> None:
+def _check_sizes(src: Source) -> None:
     """Refuse, before anything is copied, a source holding a memory, tag list or turn larger
     than `add()` and `remember()` accept: an import is an entry point like them, and such a
     memory wedged every judged write of its namespace."""
@@ -180,7 +127,7 @@ def _check_sizes(src: _Source) -> None:
         if column not in src.columns(table):
             continue
         row = src.q(
-            f"SELECT id, length({column}) FROM {table} WHERE length({column}) > ? ORDER BY id LIMIT 1",
+            f"SELECT id, length({column}) FROM {table} WHERE length({column}) > {src.p} ORDER BY id LIMIT 1",
             (limit,),
         ).fetchone()
         if row is not None:
@@ -191,9 +138,9 @@ def _check_sizes(src: _Source) -> None:
             )
 
 
-def _copy_tables(src: _Source, dst, batch: int, result: Transfer, progress: Progress) -> None:
+def _copy_tables(src: Source, dst, batch: int, result: Transfer, progress: Progress) -> None:
     for table, key in TABLES:
-        cols = [c for c in src.columns(table) if c in set(_dst_columns(dst, table))]
+        cols = [c for c in src.columns(table) if c in set(dst_columns(dst, table))]
         if not cols:
             continue  # a source without an inbox, pass runs, ...
         if key:
@@ -202,7 +149,7 @@ def _copy_tables(src: _Source, dst, batch: int, result: Transfer, progress: Prog
             _copy_small(src, dst, table, cols, result)
     given = _given_out(src)
     if dst.dialect == "postgres":  # nor below what the destination itself gave out (a rerun)
-        mine = _given_out(_as_source(dst))
+        mine = _given_out(as_source(dst))
         _reset_sequences(dst, {t: max(given.get(t, 0), mine.get(t, 0)) for t in {*given, *mine}})
         dst.db.execute("ANALYZE")  # the planner's statistics for the rows just copied
     else:
@@ -211,7 +158,7 @@ def _copy_tables(src: _Source, dst, batch: int, result: Transfer, progress: Prog
                 go_on_after(dst.db, rows_table(dst.db) if table == "memories" else table, seq)
 
 
-def _given_out(src: _Source) -> dict[str, int]:
+def _given_out(src: Source) -> dict[str, int]:
     """The last id the source gave out in each table copied by id: its AUTOINCREMENT (or
     identity) never gives one again, even when that row is gone (deleted by another
     program, its events kept), so the copy must not either. A table without a sequence, or
@@ -228,13 +175,13 @@ def _given_out(src: _Source) -> dict[str, int]:
     return {t: seqs[t] for t in keyed if seqs.get(t, 0) > 0}
 
 
-def _pg_given_out(src: _Source, table: str) -> int:
+def _pg_given_out(src: Source, table: str) -> int:
     """The last value `table`'s id sequence gave out, from the sequence itself: one set but
     not called since (an older import left them so) gives one less than it holds."""
     row = src.q(
         "SELECT n.nspname, c.relname, has_sequence_privilege(c.oid, 'SELECT') "
         "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE c.oid = pg_get_serial_sequence(?, 'id')::regclass",
+        "WHERE c.oid = pg_get_serial_sequence(%s, 'id')::regclass",
         (table,),
     ).fetchone()
     if row is None or not row[2]:
@@ -248,7 +195,7 @@ def _pg_given_out(src: _Source, table: str) -> int:
 
 
 @contextlib.contextmanager
-def _readable(raw: _Source, dst, clock: Clock | None, report: Report, result: Transfer):
+def _readable(raw: Source, dst, clock: Clock | None, report: Report, result: Transfer):
     """The source itself when its schema is current (or it is a server), else an adopted
     copy of it, removed when the import ends, however it ends."""
     missing = raw.behind()
@@ -270,7 +217,7 @@ def _readable(raw: _Source, dst, clock: Clock | None, report: Report, result: Tr
             )
         try:
             _adopt_copy(raw, path, FixedClock(_adoption_time(raw, dst, clock)), report)
-            copy = _Source(path, query="immutable=1")
+            copy = Source(path, query="immutable=1")
         except (*loaded("Error"), StoreError, OSError) as exc:  # a full or failing temp folder
             raise _refused(result.source, exc) from None
         shutil.rmtree(folder)  # read through the open handle from now on
@@ -313,7 +260,7 @@ def _place(dsn: str):
     return tuple(str(parts.get(k) or "") for k in ("host", "hostaddr", "port", "dbname", "user", "options"))
 
 
-def _check_source(raw: _Source, shown: str) -> None:
+def _check_source(raw: Source, shown: str) -> None:
     """Refuse what cannot be imported as it is: a database with no memories (an empty or
     unrelated file), a server whose schema is older than this Lethe's."""
     if not raw.has("memories"):
@@ -328,22 +275,6 @@ def _check_source(raw: _Source, shown: str) -> None:
             f"{', '.join(raw.behind())}); run a command that writes, such as "
             "`lethe run`, on it once with this version to upgrade it, then import"
         )
-
-
-def _read_mode(path: str) -> str:
-    """How to open a SQLite source without writing beside it: a WAL-mode file with no
-    -wal left (nobody writes it) as immutable, since reading it otherwise creates -wal and
-    -shm files; any other file read-only, under SQLite's locks."""
-    wal = path + "-wal"
-    try:
-        with open(path, "rb") as f:
-            header = f.read(20)
-    except OSError:
-        return "mode=ro"  # the open itself reports what is wrong
-    in_wal_mode = len(header) == 20 and header[:16] == b"SQLite format 3\x00" and header[18] == 2
-    if in_wal_mode and not (os.path.exists(wal) and os.path.getsize(wal)):
-        return "immutable=1"
-    return "mode=ro"
 
 
 _HOST = "".join(c for c in socket.gethostname() if c.isalnum() or c in ".-")[:64] or "host"
@@ -377,7 +308,7 @@ def _refused(shown: str, exc: Exception) -> StoreError:
     )
 
 
-def _adopt_copy(raw: _Source, path: str, clock: Clock, report: Report) -> None:
+def _adopt_copy(raw: Source, path: str, clock: Clock, report: Report) -> None:
     """Back the source up into `path` and open that with Lethe: every migration it lacks,
     as opening the source itself would run them. Left in rollback-journal mode, so it is
     read later with no -wal or -shm file beside it."""
@@ -394,7 +325,7 @@ def _adopt_copy(raw: _Source, path: str, clock: Clock, report: Report) -> None:
         store.close()
 
 
-def _adoption_time(raw: _Source, dst, clock: Clock | None):
+def _adoption_time(raw: Source, dst, clock: Clock | None):
     """When the copy's `normalised` events happen: when an earlier, interrupted import of
     this source adopted its copy, if that import already copied some of them (a rerun
     must end with the same rows); else now. Those events are the destination's events
@@ -404,38 +335,25 @@ def _adoption_time(raw: _Source, dst, clock: Clock | None):
         if raw.has("memory_events")
         else 0
     )
-    row = (
-        _as_source(dst)
-        .q(
-            "SELECT occurred_at FROM memory_events WHERE id > ? AND "
-            "event_type = 'normalised' ORDER BY id LIMIT 1",
-            (last,),
-        )
-        .fetchone()
-    )
+    view = as_source(dst)
+    row = view.q(
+        f"SELECT occurred_at FROM memory_events WHERE id > {view.p} AND "
+        "event_type = 'normalised' ORDER BY id LIMIT 1",
+        (last,),
+    ).fetchone()
     if row and row[0]:
         return parse_time(row[0])
     return (clock or system_clock)()
 
 
-def _dst_columns(dst, table: str) -> list[str]:
-    return _Source.columns(_as_source(dst), table)
-
-
-def _as_source(dst) -> _Source:
-    view = _Source.__new__(_Source)
-    view.pg, view.db = dst.dialect == "postgres", dst.db
-    return view
-
-
-def _check_same_history(src: _Source, dst) -> None:
+def _check_same_history(src: Source, dst) -> None:
     """A destination with memories must be an earlier, interrupted copy of this source."""
-    view = _as_source(dst)
+    view = as_source(dst)
     top = view.q("SELECT max(id) FROM memories").fetchone()[0]
     if top is None:
         return
-    theirs = src.q("SELECT content FROM memories WHERE id = ?", (top,)).fetchone()
-    ours = view.q("SELECT content FROM memories WHERE id = ?", (top,)).fetchone()
+    theirs = src.q(f"SELECT content FROM memories WHERE id = {src.p}", (top,)).fetchone()
+    ours = view.q(f"SELECT content FROM memories WHERE id = {view.p}", (top,)).fetchone()
     if theirs is None or theirs[0] != ours[0]:
         raise StoreError(
             f"the destination already holds other memories (#{top} differs from "
@@ -444,14 +362,14 @@ def _check_same_history(src: _Source, dst) -> None:
 
 
 def _copy_by_id(
-    src: _Source, dst, table: str, cols: list[str], batch: int, result: Transfer, progress: Progress
+    src: Source, dst, table: str, cols: list[str], batch: int, result: Transfer, progress: Progress
 ) -> None:
-    view = _as_source(dst)
+    view = as_source(dst)
     done = view.q(f"SELECT count(*), max(id) FROM {table}").fetchone()
     last = done[1] or 0
     total = src.q(f"SELECT count(*) FROM {table}").fetchone()[0]
     result.resumed[table], result.copied[table] = done[0], 0
-    select = f"SELECT {', '.join(cols)} FROM {table} WHERE id > ? ORDER BY id LIMIT ?"
+    select = f"SELECT {', '.join(cols)} FROM {table} WHERE id > {src.p} ORDER BY id LIMIT {src.p}"
     while True:
         rows = src.q(select, (last, batch)).fetchall()
         if not rows:
@@ -464,12 +382,11 @@ def _copy_by_id(
             progress(table, done[0] + result.copied[table], total)
 
 
-def _copy_small(src: _Source, dst, table: str, cols: list[str], result: Transfer) -> None:
+def _copy_small(src: Source, dst, table: str, cols: list[str], result: Transfer) -> None:
     """Keyed by name (pass runs, progress, scenes): inserted unless already there."""
     rows = src.q(f"SELECT {', '.join(cols)} FROM {table}").fetchall()
-    mark = "%s" if dst.dialect == "postgres" else "?"
     sql = (
-        f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join(mark for _ in cols)}) "
+        f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join(dst.p for _ in cols)}) "
         "ON CONFLICT DO NOTHING"
     )
     with dst.transaction():

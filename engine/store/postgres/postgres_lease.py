@@ -1,37 +1,26 @@
-"""The pass lease on PostgreSQL: the namespace's row in `leases`, with a fencing token. The
-same interface as `lease.SqliteLease` (engine.run.leasing drives both).
-
-Why a row and not `pg_try_advisory_lock`: a session advisory lock belongs to one server
-connection. Behind a transaction-pooling proxy (PgBouncer's `pool_mode = transaction`, RDS
-Proxy, Supavisor) consecutive transactions of one client run on different server
-connections, so the lock is taken on one and "released" on another, and a client that dies
-leaves it held by a pooled connection that lives on. A lease row is plain data: it works
-through any proxy, expires by itself `ttl` after its holder stops renewing it, and says who
-holds it. Its `token` grows at every take-over; the holder's fenced commits
-(`PostgresStore.transaction(fence=...)`) renew it only while holder and token are still
-ours, so a holder that stalled past its expiry cannot commit over its successor's work.
-
-It has its own connection (the store's `lease_connection`, kept across leases), so taking
-or renewing it never waits on the store's. A lease
-statement waits at most `wait` seconds for the row (the holder's long pass transaction
-may hold it, having renewed it there): then it gives up, as SQLite's does on its busy lock.
-"""
+"""The pass lease on PostgreSQL: the namespace's row in `leases`, with a fencing token that
+grows at every take-over (a row, not an advisory lock, so it works behind a transaction-
+pooling proxy: docs/postgres.md). It has its own connection (the store's
+`lease_connection`), so taking or renewing it never waits on the store's; a statement
+waits at most `wait` seconds for the row, then gives up, as SQLite's does."""
 
 from __future__ import annotations
 
 import datetime as dt
 
 from engine.base.clock import Clock, iso
+from engine.store.shared import LeaseCommon
 
 
-class PostgresLease:
+class PostgresLease(LeaseCommon):
     """One holder's lease on one namespace, over the store's lease connection."""
+
+    p = "%s"
 
     def __init__(
         self, store, namespace: str, clock: Clock, ttl: dt.timedelta, holder: str, wait: float = 1.0
     ):
-        self.namespace, self.clock, self.ttl, self.wait = namespace, clock, ttl, wait
-        self.holder = holder
+        super().__init__(namespace, clock, ttl, holder, wait)
         self.token: int | None = None
         self.db = store.lease_connection()
 
@@ -94,17 +83,6 @@ class PostgresLease:
             + (" RETURNING token" if returning else ""),
             (self._until(self.clock()), self.namespace, self.holder, self.token),
         )
-
-    def _until(self, now: dt.datetime) -> str:
-        """`ttl` from now, rounded up to the second the stored times keep (as on SQLite)."""
-        end = now + self.ttl
-        if end.microsecond:
-            end = end.replace(microsecond=0) + dt.timedelta(seconds=1)
-        return iso(end)
-
-    def current(self) -> dict | None:
-        row = self.db.execute("SELECT * FROM leases WHERE namespace = %s", (self.namespace,)).fetchone()
-        return dict(zip(row.keys(), row)) if row else None
 
     def close(self) -> None:
         """Nothing to free: the connection is the store's, closed with it."""

@@ -1,13 +1,7 @@
 """The PostgreSQL store: many agents and machines on one server, behind the protocol
-`SqliteStore` has too (engine/store/protocol.py), with the queries both spell alike
-inherited from engine/store/shared_sql.py. What differs on a server:
-- a turn is claimed before it is judged (`claim_turns`: `FOR UPDATE SKIP LOCKED`), and
-  `turn()` locks its row, so several workers share one inbox and apply each turn once;
-- a pass's transaction (`transaction(exclusive=True)`) locks `memories` against other
-  writers (readers go on), as SQLite's write lock does;
-- a fenced commit renews the lease row only while its holder and token are still ours;
-- a read-only store runs every transaction READ ONLY and never migrates.
-Needs the `postgres` extra (psycopg 3).
+`SqliteStore` has too, with the queries both spell alike inherited (shared_sql.py). What
+differs on a server (inbox claims, a pass's table lock, writes locked in id order, the
+lease row, read-only sessions) is said in docs/postgres.md. Needs psycopg 3 (`postgres`).
 """
 
 from __future__ import annotations
@@ -30,15 +24,6 @@ from engine.store.shared_sql import Row
 
 CLAIM = dt.timedelta(minutes=5)  # how long a worker may judge a claimed turn
 _LOCK_MIGRATE = 4_211_001  # advisory transaction lock keys (proxy-safe: one transaction)
-
-
-def _binds(binds: dict) -> dict:
-    """Full-text queries in websearch syntax; ids in order, so transactions updating the
-    same memories lock them in the same order (no deadlock between two recalls)."""
-    binds["query"] = websearch(binds.get("query"))
-    if binds.get("ids"):
-        binds["ids"] = sorted(binds["ids"])
-    return binds
 
 
 def refuse_nul(values) -> None:
@@ -74,9 +59,8 @@ class PostgresStore(Inspecting, AsOf):
 
     @property
     def db(self):
-        """The store's connection, opened again when the server dropped it (a restart, a
-        network cut): the call that met the drop got a one-line StoreError (`ServerGone`),
-        the next one works on a new connection."""
+        """The store's connection, opened again after the server dropped it (the call that
+        met the drop got `ServerGone`)."""
         if (self._db.broken or self._db.closed) and not self._closed:
             self._db = self._session(self.connect())
         return self._db
@@ -88,8 +72,7 @@ class PostgresStore(Inspecting, AsOf):
 
     @property
     def busy_errors(self) -> tuple:
-        """Errors of the server itself (unreachable, a lock or deadlock timeout, a failed
-        serialisation): never a turn's fault."""
+        """Errors of the server itself (unreachable, a lock timeout): never a turn's fault."""
         return (psycopg().OperationalError,)
 
     def connect(self):
@@ -117,9 +100,8 @@ class PostgresStore(Inspecting, AsOf):
         self._db.close()
 
     def lease_connection(self):
-        """The connection leases take, renew and release on: one per store, opened on first
-        use and reopened when broken; its own, so a lease never waits on the store's
-        transaction, and kept, since a new server connection costs a backend process."""
+        """The connection every lease of this store uses: its own, so a lease never waits
+        on the store's transaction; kept, as a server connection costs a process."""
         if self._lease_db is None or self._lease_db.closed or self._lease_db.broken:
             self._lease_db = self.connect()
         return self._lease_db
@@ -137,13 +119,8 @@ class PostgresStore(Inspecting, AsOf):
     def transaction(
         self, fence=None, exclusive: bool = False, wait: float | None = None, kept_at_most: int | None = None
     ):
-        """BEGIN ... COMMIT; anything raised inside rolls the whole thing back. `exclusive`:
-        no other writer changes memories until the commit (readers are not held up).
-        `wait`: seconds a statement in it waits for a lock, when not the store's timeout
-        (after it, lock_not_available: `is_busy`). The writes `defer` kept run first (the
-        first `kept_at_most` of them, when given: then see `keeps_more`). With a `fence` (a
-        held pass lease), the commit first renews the lease in this transaction; when the
-        lease is no longer the holder's, that raises and everything rolls back."""
+        """BEGIN ... COMMIT, as SqliteStore.transaction; `exclusive` locks memories against
+        other writers (readers go on), as SQLite's write lock does."""
         with self.db.transaction():
             if wait is not None:
                 self._lock_timeout(f"{max(1, int(wait * 1000))}ms")
@@ -162,8 +139,7 @@ class PostgresStore(Inspecting, AsOf):
 
     @contextlib.contextmanager
     def _briefly(self):
-        """Kept writes wait KEEP_AFTER for a lock: a transaction that only touches the inbox
-        must not wait behind a pass's lock on memories for a recall's access."""
+        """Kept writes wait KEEP_AFTER for a lock: not behind a pass's lock on memories."""
         saved = self.db.execute("SELECT current_setting('lock_timeout')").fetchone()[0]
         self._lock_timeout(f"{int(KEEP_AFTER * 1000)}ms")
         try:
@@ -172,9 +148,8 @@ class PostgresStore(Inspecting, AsOf):
             self._lock_timeout(saved)
 
     def write_soon(self, sql: str, params=()) -> None:
-        """A write no caller waits on (a model call's log line): made now, in the caller's
-        transaction if one is open; when writes are kept, in a transaction that makes the
-        first of them too (briefly: `_run_deferred`)."""
+        """Made now (in the caller's transaction, if one is open), after the first of the
+        writes kept, if any."""
         if not self.deferred or self.db.info.transaction_status:
             self.db.execute(sql, params)
             return
@@ -182,8 +157,7 @@ class PostgresStore(Inspecting, AsOf):
             self.db.execute(sql, params)  # never kept here: made now, whatever is still kept
 
     def is_busy(self, exc: BaseException) -> bool:
-        """The error a statement meets when another transaction holds the lock it needs
-        longer than it waited (lock_not_available)."""
+        """lock_not_available: another transaction held the lock longer than we waited."""
         return getattr(exc, "sqlstate", None) == "55P03"
 
     # -- the migrations (shared.StoreCommon.migrate runs them) ---------------------------
@@ -198,8 +172,7 @@ class PostgresStore(Inspecting, AsOf):
 
     @contextlib.contextmanager
     def _migrating(self):
-        """One migration's transaction, under a transaction-level advisory lock (two
-        processes may open a new database at once)."""
+        """Under a transaction-level advisory lock (proxy-safe)."""
         with self.db.transaction():
             self.db.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_MIGRATE,))
             self.db.execute(
@@ -227,23 +200,22 @@ class PostgresStore(Inspecting, AsOf):
 
     # -- compiled statements (engine.plan, postgres dialect) ----------------------------
     def run(self, st, namespace: str, now: str | None = None, **binds) -> int:
-        """Execute one compiled statement; the number of rows it changed. An UPDATE of
-        several memories by id first locks them in id order (an UPDATE locks rows in the
-        order it finds them, which after earlier updates is not id order)."""
+        """An UPDATE of several memories by id first locks them in id order (it would lock
+        them in the order it finds them, not id order)."""
         if len(binds.get("ids") or ()) > 1 and st.kind is Kind.WRITE_MEMORIES:
             self.lock_memories(binds["ids"])
-        cur = self.db.execute(st.sql, st.bind(now or self.now(), namespace, **_binds(binds)))
-        return max(cur.rowcount, 0)
+        return super().run(st, namespace, now, **binds)
 
-    def fetch(self, st, namespace: str, now: str | None = None, **binds) -> list[Row]:
-        return self.db.execute(st.sql, st.bind(now or self.now(), namespace, **_binds(binds))).fetchall()
-
-    def fetch_one(self, st, namespace: str, now: str | None = None, **binds):
-        return self.db.execute(st.sql, st.bind(now or self.now(), namespace, **_binds(binds))).fetchone()
+    def _bound(self, st, namespace: str, now: str | None, binds: dict) -> tuple:
+        """Full-text queries in websearch syntax; ids in order, so transactions updating
+        the same memories lock them in the same order (no deadlock between two recalls)."""
+        binds["query"] = websearch(binds.get("query"))
+        if binds.get("ids"):
+            binds["ids"] = sorted(binds["ids"])
+        return super()._bound(st, namespace, now, binds)
 
     def rebuild_rank(self, st, namespace: str, policy: str, signature: str, ranged=None) -> None:
-        """Recompute a namespace's stored ranks and remember the formula they came from;
-        processes opening the database at once take turns, and only the first rebuilds."""
+        """As SqliteStore's; processes opening the database at once take turns."""
         with self.transaction():
             self.db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ("lethe.rank:" + namespace,))
             if self.rank_signature(namespace) != signature:
@@ -252,37 +224,29 @@ class PostgresStore(Inspecting, AsOf):
 
     @contextlib.contextmanager
     def rewriting(self, reach, columns, namespace: str, now: str, id_range=(0, 0)):
-        """A pass's rows are updated with their indexes in place: dropping an index here
-        takes an ACCESS EXCLUSIVE lock, which would stop every other agent on the server
-        for the whole pass. Yields None: the planner chooses how to read the rows."""
+        """Indexes stay in place (dropping one would lock every agent out for the pass);
+        yields None: the planner chooses how to read the rows."""
         yield None
 
     # -- memories -------------------------------------------------------------------------
     def insert_memory(self, fields: dict) -> int:
-        """Insert one row of `memories` from a mapping of column -> value (columns come from
-        the engine's own field list, never from input)."""
+        """One row of `memories` from column -> value (columns from the engine's own list)."""
         refuse_nul(fields.values())
         cols = list(fields)
         marks = ", ".join("%s" for _ in cols)
         sql = f"INSERT INTO memories ({', '.join(cols)}) VALUES ({marks}) RETURNING id"
         return self.db.execute(sql, [fields[c] for c in cols]).fetchone()[0]
 
-    def update_memory(self, namespace: str, memory_id: int, fields: dict) -> int:
-        """Set some fields of one active memory (named from the engine's own list, never
-        from input), in the caller's transaction; how many rows changed (0 or 1)."""
-        cols = [c for c in fields if c in self.UPDATABLE]
-        if not cols:
-            return 0
-        refuse_nul([fields[c] for c in cols])
+    def _update_fields(self, namespace: str, memory_id: int, fields: dict) -> int:
+        refuse_nul(fields.values())
         sql = (
-            f"UPDATE memories SET {', '.join(f'{c} = %s' for c in cols)} "
+            f"UPDATE memories SET {', '.join(f'{c} = %s' for c in fields)} "
             "WHERE namespace = %s AND id = %s AND status = 'active'"
         )
-        return self.db.execute(sql, [fields[c] for c in cols] + [namespace, memory_id]).rowcount
+        return self.db.execute(sql, [*fields.values(), namespace, memory_id]).rowcount
 
     def lock_memories(self, ids: list[int]) -> None:
-        """Hold these memories until the commit, locked in id order: two turns superseding
-        or reinforcing the same memories in different orders wait, never deadlock."""
+        """Hold these memories until the commit, locked in id order (never a deadlock)."""
         if ids:
             # the table lock a write takes, first: FOR UPDATE alone takes a weaker one, and
             # a pass's lock granted in between would wait on our rows while we wait on it
@@ -291,8 +255,7 @@ class PostgresStore(Inspecting, AsOf):
             self.db.execute(sql, (sorted(set(ids)),)).fetchall()
 
     def keyed(self, namespace: str, key: str) -> Row | None:
-        """The active memory a caller stored under `key` (its newest `keyed` event), with
-        that event's detail and time as `keyed` and `keyed_at`."""
+        """As SqliteStore.keyed."""
         return self.db.execute(
             "SELECT m.*, e.detail AS keyed, e.occurred_at AS keyed_at FROM memories m "
             "JOIN memory_events e ON e.memory_id = m.id WHERE m.namespace = %s AND "
@@ -303,9 +266,8 @@ class PostgresStore(Inspecting, AsOf):
         ).fetchone()
 
     def match_count(self, fts_query: str, cap: int) -> int:
-        """How many memories match a full-text query, counting at most `cap + 1`. A GIN
-        scan reads a word's whole posting list before LIMIT applies, so a query found to
-        pass the cap is remembered: memories are never deleted, it stays past it."""
+        """At most `cap + 1`. A GIN scan reads a word's whole posting list before LIMIT, so
+        a query found past the cap is remembered (memories are never deleted)."""
         if (fts_query, cap) in self._common:
             return cap + 1
         n = self.db.execute(
@@ -321,8 +283,7 @@ class PostgresStore(Inspecting, AsOf):
 
     # -- the inbox, shared by workers ---------------------------------------------------
     def add_turn(self, namespace: str, user: str, assistant: str, said_at: str | None = None) -> int:
-        """Save a turn, claimed by us: the writer judging it now is not raced by a retry.
-        `said_at`: when it was said, if not now (its memories' created_at)."""
+        """Save a turn, claimed by us: the writer judging it now is not raced by a retry."""
         refuse_nul((user, assistant))
         return self.db.execute(
             "INSERT INTO inbox (namespace, user_text, assistant_text, created_at, updated_at, "
@@ -335,8 +296,7 @@ class PostgresStore(Inspecting, AsOf):
 
     def claim_turns(self, namespace: str, limit: int) -> list[int]:
         """Pending turns that may be tried now and nobody is judging, oldest first, claimed
-        for CLAIM: workers sharing the inbox skip each other's rows (SKIP LOCKED) and each
-        other's claims."""
+        for CLAIM (workers skip each other's rows and claims)."""
         now = self.now()
         found = self.db.execute(
             "UPDATE inbox SET claimed_by = %s, claimed_until = %s WHERE id IN (SELECT id FROM inbox "

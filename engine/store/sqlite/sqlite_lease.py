@@ -15,6 +15,7 @@ import datetime as dt
 import sqlite3
 
 from engine.base.clock import Clock, iso
+from engine.store.shared import LeaseCommon
 from engine.store.sqlite.sqlite_library import library
 
 
@@ -29,15 +30,16 @@ def lease_connection(path: str, sql=sqlite3) -> sqlite3.Connection:
     return db
 
 
-class SqliteLease:
+class SqliteLease(LeaseCommon):
     """One holder's lease on one namespace; over a connection of its own (given a path)
     or lent by its store (given a connection, which `close` leaves open)."""
+
+    p = "?"
 
     def __init__(
         self, path_or_db, namespace: str, clock: Clock, ttl: dt.timedelta, holder: str, wait: float = 1.0
     ):
-        self.namespace, self.clock, self.ttl, self.wait = namespace, clock, ttl, wait
-        self.holder = holder
+        super().__init__(namespace, clock, ttl, holder, wait)
         self._own = isinstance(path_or_db, str)
         self.db = lease_connection(path_or_db) if self._own else path_or_db
 
@@ -88,18 +90,6 @@ class SqliteLease:
             "UPDATE leases SET expires_at = ? WHERE namespace = ? AND holder = ?",
             (self._until(self.clock()), self.namespace, self.holder),
         )
-
-    def _until(self, now: dt.datetime) -> str:
-        """`ttl` from now, rounded up to the second the stored times keep: a lease is
-        never shorter than its ttl (a 2 s lease would otherwise last 1 s and a bit)."""
-        end = now + self.ttl
-        if end.microsecond:
-            end = end.replace(microsecond=0) + dt.timedelta(seconds=1)
-        return iso(end)
-
-    def current(self) -> dict | None:
-        row = self.db.execute("SELECT * FROM leases WHERE namespace = ?", (self.namespace,)).fetchone()
-        return dict(row) if row else None
 
     def close(self) -> None:
         if self._own:

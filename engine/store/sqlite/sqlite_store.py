@@ -253,11 +253,6 @@ class SqliteStore(Waiting, VectorIndex, Inspecting, AsOf):
         )
 
     # -- compiled statements (engine.plan) --------------------------------------------
-    def run(self, st, namespace: str, now: str | None = None, **binds) -> int:
-        """Execute one compiled statement; the number of rows it changed."""
-        cur = self.db.execute(st.sql, st.bind(now or self.now(), namespace, **binds))
-        return max(cur.rowcount, 0)
-
     def run_rule(self, st, namespace: str, now: str | None = None, **binds) -> tuple[int, int]:
         """A rule's UPDATE that keeps a row whose new value is unusable and counts it
         (`Statement.counts_kept`): (rows changed, rows kept)."""
@@ -279,10 +274,7 @@ class SqliteStore(Waiting, VectorIndex, Inspecting, AsOf):
                 ).fetchall()
                 if len(rows) >= limit:
                     return rows
-        return self.db.execute(st.sql, st.bind(now, namespace, **binds)).fetchall()
-
-    def fetch_one(self, st, namespace: str, now: str | None = None, **binds):
-        return self.db.execute(st.sql, st.bind(now or self.now(), namespace, **binds)).fetchone()
+        return super().fetch(st, namespace, now, **binds)
 
     # -- memories and their events ------------------------------------------------------
     def insert_memory(self, fields: dict) -> int:
@@ -297,12 +289,8 @@ class SqliteStore(Waiting, VectorIndex, Inspecting, AsOf):
         )
         return new_id
 
-    def update_memory(self, namespace: str, memory_id: int, fields: dict) -> int:
-        """Set some fields of one active memory (named from the engine's own list, never
-        from input), in the caller's transaction; how many rows changed (0 or 1)."""
-        cols = [c for c in fields if c in self.UPDATABLE]
-        if not cols:
-            return 0
+    def _update_fields(self, namespace: str, memory_id: int, fields: dict) -> int:
+        cols = list(fields)
         # the row first: whether it is this namespace's and active decides the text too
         rows = [c for c in cols if c not in TEXT_COLUMNS]
         which = "WHERE namespace = ? AND id = ? AND status = 'active'"
@@ -376,7 +364,7 @@ class SqliteStore(Waiting, VectorIndex, Inspecting, AsOf):
         an entry per row (engine.store.sqlite.bulk). Yields the file's largest id when they are
         (the pass then reads its rows in id order, up to it), else None. After the block,
         recall's index is made again when its head has drifted (engine.store.sqlite.recall_head)."""
-        rows = self.fetch_one(reach, namespace, now, id_range=id_range)[0]
+        rows = (self.fetch_one(reach, namespace, now, id_range=id_range) or (0,))[0]  # a count: one row
         with bulk.rebuilding(self.db, columns, rows, now):
             yield bulk.most_of_the_table(self.db, rows)
         head.check(self.db, namespace, now)
