@@ -210,15 +210,15 @@ class Memory:
             raise LetheError(f"memory #{memory_id} is {mem.status}, not active: nothing to forget")
         return self.get(memory_id)
 
-    def memories(self, status: str = "active", limit: int = 20) -> list[MemoryRecord]:
-        """Memories by status (active, archived, superseded, expired, compressed, or all),
-        newest first: what was forgotten can be listed too. `limit=None` lists them all."""
+    def memories(self, status: str = "active", limit: int = 20, as_of=None) -> list[MemoryRecord]:
+        """Memories by status (active, archived, superseded, expired, compressed, or all), newest
+        first; `limit=None` lists all; `as_of` (a time): as they stood then (docs/time.md)."""
         if status != "all" and status not in STATUSES:
             raise InputError(f"unknown status {status!r}; use one of {', '.join(STATUSES)} or all")
-        rows = self.store.list_memories(
-            self.namespace, None if status == "all" else (status,), I.count(limit, "limit") or I.INT64
-        )  # None: all
-        return MemoryRecord.from_rows(rows)
+        statuses, limit = None if status == "all" else (status,), I.count(limit, "limit") or I.INT64
+        if as_of is not None:
+            return AS.memories(self.context, statuses, I.moment(as_of), limit)
+        return MemoryRecord.from_rows(self.store.list_memories(self.namespace, statuses, limit))
 
     def pending(self) -> list[dict]:
         """Turns saved but not yet judged, oldest first: `pending` ones (a model was

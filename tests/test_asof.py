@@ -16,7 +16,8 @@ from engine import FixedClock, Memory
 from engine.apps.scenario import Player, Script
 from engine.apps.scenario import load as load_scenario
 from engine.cli import main
-from tests.helpers import START, shipped_scenarios
+from engine.store.transfer import copy_store
+from tests.helpers import START, pg_server, shipped_scenarios
 
 pytestmark = pytest.mark.both_backends
 
@@ -40,6 +41,14 @@ def test_as_of_reads_what_was_believed_then(memory, clock):
         new,
     )
     assert mem.get(new, as_of=before) is None  # not recorded yet
+    assert [m.id for m in mem.memories(as_of=before)] == [old]
+    assert [(m.id, m.status) for m in mem.memories("all", as_of=after)] == [
+        (new, "active"),
+        (old, "superseded"),
+    ]
+    assert [m.id for m in mem.memories("superseded", as_of=after)] == [old]
+    assert [m.id for m in mem.memories("all", limit=1, as_of=after)] == [new]
+    assert mem.memories("all", as_of=START - dt.timedelta(days=1)) == []
     assert mem.get(old).access_count == 0  # an as-of recall records no access
     story = mem.history(old, as_of=before)
     assert [e["event_type"] for e in story.events] == ["created"] and story.superseded_by is None
@@ -106,42 +115,101 @@ def test_as_of_equals_a_store_that_stopped_then(tmp_path):
     compared, seen = 0, set()
     for at in instants:
         with Memory(player.copies[at], offline=True, clock=FixedClock(at), read_only=True) as then:
-            for row in then.store.memories(then.namespace):  # what the copy holds at T
-                was = final.get(row["id"], as_of=at)
-                assert (was.status, was.contradicted_by, was.merged_into) == (
-                    row["status"],
-                    row["contradicted_by"],
-                    row["merged_into"],
-                ), (at, row["id"])
-            assert [m.id for m in final.candidates(as_of=at)] == [m.id for m in then.candidates(as_of=at)]
-            for q in queries:
-                assert [m.id for m in final.recall(q, as_of=at)] == [
-                    m.id for m in then.recall(q, as_of=at)
-                ], (at, q)
-                assert [m.id for m in final.candidates(q, as_of=at)] == [
-                    m.id for m in then.candidates(q, as_of=at)
-                ], (at, q)
-                compared += 1
+            compared += same_as_the_copy(final, then, at, queries)
             seen.add(len(then.store.memories(then.namespace)))
     final.close()
     assert max(seen) > 20 and len(seen) > 5  # stores of many sizes were compared
     assert compared == 20 * len(queries)
 
 
-def play_all(db: str, folder: str | None = None):
+def same_as_the_copy(final: Memory, then: Memory, at: dt.datetime, queries: list[str]) -> int:
+    """Assert that the final store read as of `at` is the copy that stopped then: each
+    memory's status and links, the list by status, and recall and candidates for every
+    query. How many queries were compared."""
+    for row in then.store.memories(then.namespace):  # what the copy holds at T
+        was = final.get(row["id"], as_of=at)
+        assert (was.status, was.contradicted_by, was.merged_into) == (
+            row["status"],
+            row["contradicted_by"],
+            row["merged_into"],
+        ), (at, row["id"])
+    assert [m.id for m in final.candidates(as_of=at)] == [m.id for m in then.candidates(as_of=at)]
+    assert [(m.id, m.status) for m in final.memories("all", None, as_of=at)] == [
+        (m.id, m.status) for m in then.memories("all", None)
+    ], at
+    for q in queries:
+        assert [m.id for m in final.recall(q, as_of=at)] == [m.id for m in then.recall(q, as_of=at)], (at, q)
+        assert [m.id for m in final.candidates(q, as_of=at)] == [
+            m.id for m in then.candidates(q, as_of=at)
+        ], (
+            at,
+            q,
+        )
+    return len(queries)
+
+
+class PgCopies(Player):
+    """Plays a scenario on PostgreSQL and, before the chosen `advance` steps, copies the
+    stopped store into a schema of its own with `lethe import`'s copy (nothing writes
+    meanwhile, so the copy is the store as it stood at that instant)."""
+
+    def __init__(self, *args, source: str, server: str, chosen: int):
+        super().__init__(*args)
+        steps = [i for i, s in enumerate(self.scenario.steps) if s.action == "advance"]
+        self.chosen = set(random.Random(41).sample(steps, min(chosen, len(steps))))
+        self.source, self.server, self.copies = source, server, {}
+
+    def _advance(self, index: int, step) -> None:
+        if index in self.chosen:
+            copy = pg_server.fresh_schema(self.server)
+            copy_store(self.source, copy)
+            self.copies[self.clock()] = copy
+        super()._advance(index, step)
+
+
+def play_all(db: str, folder: str | None = None, player=None):
     """The shipped scenarios played one after the other in one store (offline); with a
-    `folder`, a copy of the store at each instant sampled (SQLite)."""
+    `folder`, a copy of the store at each instant sampled (SQLite); `player(scenario, mem,
+    clock, script)` makes a player of the caller's."""
     played = [load_scenario(path) for path in shipped_scenarios(top_level_only=True)]
     scenario = dataclasses.replace(played[0], steps=[s for p in played for s in p.steps])
     clock, script = FixedClock(scenario.start), Script()
     with Memory(db, offline=True, clock=clock, scripted=script) as mem:
-        player = (
-            Snapshots(scenario, mem, clock, script, folder=folder)
-            if folder
-            else Player(scenario, mem, clock, script)
-        )
+        if player is not None:
+            player = player(scenario, mem, clock, script)
+        elif folder:
+            player = Snapshots(scenario, mem, clock, script, folder=folder)
+        else:
+            player = Player(scenario, mem, clock, script)
         player.play()
     return player, clock()
+
+
+def test_as_of_on_postgres_equals_a_copy_that_stopped_then(db_path, backend, pg_dsn):
+    """The same year played on PostgreSQL, copied (as `lethe import` copies) into a schema
+    of its own at 12 instants while nothing wrote: recall, ls and get as of each instant
+    on the final store equal the copy that stopped then."""
+    if backend != "postgres":
+        pytest.skip("the SQLite store is compared with its copies above")
+
+    def player(*args):
+        return PgCopies(*args, source=db_path, server=pg_dsn, chosen=12)
+
+    played, end = play_all(db_path, player=player)
+    queries = sorted(
+        {s.arg for path in shipped_scenarios() for s in load_scenario(path).steps if s.action == "recall"}
+    )
+    assert len(played.copies) == 12
+    instants = sorted(played.copies)
+    assert instants[-1] - instants[0] > dt.timedelta(days=120), instants
+    compared, seen = 0, set()
+    with Memory(db_path, offline=True, clock=FixedClock(end)) as final:
+        for at in instants:
+            with Memory(played.copies[at], offline=True, clock=FixedClock(at)) as then:
+                compared += same_as_the_copy(final, then, at, queries)
+                seen.add(len(then.store.memories(then.namespace)))
+    assert max(seen) > 20 and len(seen) > 5, seen  # stores of many sizes were compared
+    assert compared == 12 * len(queries)
 
 
 def test_as_of_on_either_backend_is_the_same(db_path, backend, tmp_path):

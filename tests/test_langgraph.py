@@ -376,3 +376,48 @@ def test_an_import_error_inside_the_sdk_is_not_called_a_missing_extra(tmp_path):
     last = out.stderr.strip().splitlines()[-1]
     assert out.returncode == 1 and "numbers" in last
     assert "pip install" not in last and "extra" not in last
+
+
+def test_as_of_reads_the_store_as_it_stood_then(store, lethe, clock):
+    """`store.as_of(T)` answers get, search and list_namespaces as the store did at T,
+    whatever was put, deleted, superseded or expired after: each read at T is kept and
+    asked again of the view once much more has happened."""
+    seen = []
+
+    def look():  # what the store says now, without refreshing a ttl (a read writes that)
+        seen.append(
+            (
+                clock(),
+                store.get(ALICE, "editor", refresh_ttl=False),
+                [(i.key, i.value, i.status) for i in store.search(ALICE, refresh_ttl=False)],
+                [(i.key, i.score) for i in store.search(ALICE, query="editor Vim", refresh_ttl=False)],
+                store.list_namespaces(),
+            )
+        )
+
+    store.put(ALICE, "editor", {"text": "Alice edits in Vim"})
+    store.put(ALICE, "standup", {"text": "Standup moved to 10:30"}, ttl=90)
+    lethe("users.alice").add("Alice prefers dark editor themes", judged=False)
+    look()
+    clock.advance(dt.timedelta(hours=2))  # the standup's ttl passed
+    store.put(ALICE, "editor", {"text": "Alice edits in Emacs now"})
+    store.put(("users", "bob"), "editor", {"text": "Bob edits in Vim"})
+    look()
+    clock.advance(dt.timedelta(days=3))
+    store.delete(ALICE, "editor")
+    look()
+    clock.advance(dt.timedelta(days=3))
+    for at, got, listed, ranked, spaces in seen:
+        then = store.as_of(at)
+        item = then.get(ALICE, "editor")
+        assert (item and (item.value, item.status)) == (got and (got.value, got.status)), at
+        assert [(i.key, i.value, i.status) for i in then.search(ALICE)] == listed, at
+        assert [i.key for i in then.search(ALICE, query="editor Vim")] == [k for k, _ in ranked], at
+        assert then.list_namespaces() == spaces, at
+    first = store.as_of(seen[0][0])
+    assert first.get(ALICE, "editor").value == {"text": "Alice edits in Vim"}
+    assert first.as_of(seen[1][0]).get(ALICE, "editor").value == {"text": "Alice edits in Emacs now"}
+    with pytest.raises(ValueError, match="read only"):
+        first.put(ALICE, "editor", {"text": "Alice edits in nano"})
+    first.close()  # a view closes nothing: the store reads on
+    assert store.get(ALICE, "editor") is None

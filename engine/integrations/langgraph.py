@@ -7,35 +7,21 @@ A namespace tuple is one Lethe namespace, its labels joined by "." (LangGraph re
 label holding a period, so the join is never ambiguous): ("users", "alice") is
 "users.alice", and ("default",) is the namespace `lethe` and `lethe mcp` use by default.
 
-It keeps BaseStore's contract, as LangGraph's own stores do (docs/integrations.md):
-- `put(ns, key, value)` stores the value as LangGraph's stores do (key order kept; a value
-  JSON cannot hold exactly, a date, a set, bytes, NaN, is kept with LangGraph's own
-  serializer; one that cannot be kept at all is a `ValueError`) and a memory whose text is
-  the value's indexed fields (`index=[...]` on the put or the store, LangGraph's paths; by
-  default the value's `text` when it is text, else the whole value as JSON). `get` returns
-  it until it is deleted or its `ttl` (minutes) passes, whatever the lifecycle did to the
-  memory; `item.status` says what that was (`active`, `superseded`, ...).
-- Puts are stored as given: a put never retires another key's item. `judged=True` opts in
-  to the policy's write steps (confidence, contradiction, expiry), so a put that
-  contradicts another key's memory supersedes it; that item stays gettable and ranks last.
-- `search(prefix, query=...)` scores every live item: the relevance of its memory among
-  the policy's recall candidates (0.0 when it shares nothing with the query), best first;
-  items whose memory the lifecycle retired, and items put with `index=False`, follow with
-  score None. Without a query, items come in the order their keys were first put, as in
-  `InMemoryStore`; `filter`, `limit` and `offset` are LangGraph's.
-- TTL: a put's `ttl` and the store's `ttl={"default_ttl": ..., "refresh_on_read": ...}`;
-  a read with `refresh_ttl` (the default) pushes a live item's expiry back by its ttl.
-- `index={"fields": [...]}` on the store names the fields a memory's text is made of;
-  `dims` and `embed` are accepted and unused (recall embeds as the policy says).
-- `delete(ns, key)` forgets: the memory is archived with a reason, never deleted.
-  `list_namespaces()` lists the namespaces that hold memories.
-A memory that came in another way (remember, add, a merge) answers to `get(ns, "memory-ID")`.
+It keeps BaseStore's contract, as LangGraph's own stores do; docs/integrations.md says
+how each call reads in Lethe. In short: `put` keeps the value as LangGraph's stores do and
+stores a memory whose text is its indexed fields, never retiring another key's item unless
+`judged=True`; `get` returns it until it is deleted or its `ttl` passes, whatever the
+lifecycle did (`item.status` says what); `search` with a query scores live items by their
+memory's relevance among recall's candidates; `delete` archives the memory with a reason.
+`store.as_of(T)` reads the store as it stood at T (BaseStore's calls have no place for a
+time; docs/time.md). A memory that came another way answers to `get(ns, "memory-ID")`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import copy
 import datetime as dt
 import json
 import math
@@ -44,6 +30,8 @@ from typing import Any, Iterable, Mapping
 
 from engine.base.clock import Clock, iso
 from engine.base.errors import LetheError
+from engine.base.inputs import moment
+from engine.base.text import words
 from engine.integrations import missing_extra
 from engine.memory import DEFAULT_POLICY, Memory
 from engine.policy import Policy, load
@@ -113,6 +101,18 @@ class LetheStore(BaseStore):
         _minutes(self.ttl_config.get("default_ttl"))
         self._memories: dict[str, Memory] = {}
         self._lock = threading.RLock()  # one connection per namespace, one caller at a time
+        self._at: dt.datetime | None = None  # a view as of a time (as_of): read only
+        self._owns = True  # closes its namespaces' connections (a view shares its store's)
+
+    def as_of(self, when) -> "LetheStore":
+        """This store read as it stood at `when` (a datetime or ISO text): `get`, `search`
+        and `list_namespaces` answer with the items put by then that were live then, each
+        with its memory's status then (rebuilt from the events, docs/time.md); a read
+        refreshes no ttl, and a put or delete is refused. It shares this store's
+        connections: closing it closes nothing."""
+        view = copy.copy(self)
+        view._at, view._owns = moment(when), False
+        return view
 
     # -- BaseStore
     def batch(self, ops: Iterable) -> list:
@@ -133,6 +133,8 @@ class LetheStore(BaseStore):
         return await asyncio.to_thread(self.batch, list(ops))
 
     def close(self) -> None:
+        if not self._owns:
+            return
         with self._lock:
             for mem in self._memories.values():
                 mem.close()
@@ -161,11 +163,15 @@ class LetheStore(BaseStore):
             state = self._unkeyed(mem, op.key)
         if state is None:
             return None
-        if op.refresh_ttl:
+        if op.refresh_ttl and self._at is None:
             self._refresh(mem, state)
         return self._item(state, LetheItem, op.namespace)
 
     def _put(self, op: PutOp) -> None:
+        if self._at is not None:
+            raise LetheValueError(
+                f"the store as of {iso(self._at)} is read only: put through the store itself"
+            )
         mem = self._memory(op.namespace)
         if op.value is None:
             state = self._items(op.namespace).get(op.key)
@@ -200,25 +206,24 @@ class LetheStore(BaseStore):
                 for s in items
                 if not op.filter or all(compare(_decoded(s).get(k), v) for k, v in op.filter.items())
             ]
-        if op.query:
-            found = self._ranked(op.query, found)
-        else:
-            found = [(ns, s, None) for ns, s in found]
-        found = found[op.offset : op.offset + op.limit]
-        for ns, state, _ in found:
-            if op.refresh_ttl:
+        ranked = self._ranked(op.query, found) if op.query else [(ns, s, None) for ns, s in found]
+        page = ranked[op.offset : op.offset + op.limit]
+        for ns, state, _ in page:
+            if op.refresh_ttl and self._at is None:
                 self._refresh(self._memory(ns), state)
-        return [self._item(state, LetheSearchItem, ns, score=score) for ns, state, score in found]
+        return [self._item(state, LetheSearchItem, ns, score=score) for ns, state, score in page]
 
     def _ranked(self, query: str, found: list) -> list:
         """Active indexed items by their memory's relevance to `query`, best first; then
         the unindexed and those the lifecycle retired, unscored, in their order."""
         relevance: dict[int, float] = {}
-        for namespace in {ns for ns, _ in found}:
+        for namespace in {ns for ns, _ in found} if self._at is None else ():
             mem = self._memory(namespace)
             held = sum(1 for n, _ in found if n == namespace)
             for record in mem.candidates(query, limit=max(held, 1), scored=True):
                 relevance[record.id] = record.relevance or 0.0
+        if self._at is not None:  # full-text relevance is not rebuilt as of a time
+            relevance = {s["memory_id"]: self._share(query, s) for _, s in found}
         scored = [
             (ns, s, relevance.get(s["memory_id"], 0.0))
             for ns, s in found
@@ -228,8 +233,14 @@ class LetheStore(BaseStore):
         rest = [(ns, s, None) for ns, s in found if s["status"] != "active" or s.get("index") is False]
         return scored + rest
 
+    def _share(self, query: str, state: dict) -> float:
+        """As of a time: the share of the query's words the item's text holds."""
+        asked = set(words(query))
+        held = set(words(self._content(_decoded(state), state.get("index"))))
+        return len(asked & held) / len(asked) if asked else 0.0
+
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        spaces = [tuple(ns.split(SEPARATOR)) for ns in self._any().namespaces()]
+        spaces = [tuple(ns.split(SEPARATOR)) for ns in self._spaces()]
         spaces = [
             ns
             for ns in spaces
@@ -245,8 +256,11 @@ class LetheStore(BaseStore):
         put again goes last, as in InMemoryStore)."""
         if namespace in self._seen:
             return self._seen[namespace]
-        mem, items = self._memory(namespace), {}
+        mem, items = self._memory(namespace), dict[str, dict]()
+        at = None if self._at is None else iso(self._at)
         for event in mem.key_events():
+            if at is not None and event["at"] > at:
+                continue  # recorded after the view's time
             key = event["key"]
             if event.get("deleted"):
                 items.pop(key, None)
@@ -255,11 +269,14 @@ class LetheStore(BaseStore):
             elif not event.get("refreshed"):
                 first = items.get(key, {}).get("created", event["at"])
                 items[key] = {**event, "created": first, "updated": event["at"]}
-        now = iso(mem.clock())
+        now = at or iso(mem.clock())
         live = {k: s for k, s in items.items() if not (s.get("expires") and s["expires"] <= now)}
         for state in live.values():
+            if at is not None:
+                then = mem.get(state["memory_id"], as_of=at)
+                state["status"] = then.status if then else state["status"]
             if state.get("value") is None and not state.get("packed"):
-                record = mem.get(state["memory_id"])  # put() by another caller, no value
+                record = mem.get(state["memory_id"], as_of=at)  # put() by another caller, no value
                 state["value"] = {self.text_field: record.content if record else ""}
         self._seen[namespace] = live
         return live
@@ -268,15 +285,25 @@ class LetheStore(BaseStore):
         digits = key[len(MEMORY_KEY) :]
         if not (digits.isascii() and digits.isdigit() and len(digits) <= 19):
             return None
-        record = mem.get(int(digits))
-        if record is None or record.status != "active" or mem.key_of(record) is not None:
+        record = mem.get(int(digits), as_of=self._at)
+        if record is None or record.status != "active" or self._keyed(mem, record):
             return None
         return self._state_of(record)
+
+    def _keyed(self, mem: Memory, record) -> bool:
+        """Whether a put() stored or confirmed the memory (by the view's time)."""
+        if self._at is None:
+            return mem.key_of(record) is not None
+        return any(e["event_type"] == "keyed" for e in mem.history(record.id, as_of=self._at).events)
 
     def _unkeyed_active(self, mem: Memory, items: list) -> list[dict]:
         """The namespace's active memories no put() stored, for a search with a query."""
         keyed = {s["memory_id"] for s in items}
-        return [self._state_of(r) for r in mem.candidates() if r.id not in keyed and mem.key_of(r) is None]
+        return [
+            self._state_of(r)
+            for r in mem.candidates(as_of=self._at)
+            if r.id not in keyed and not self._keyed(mem, r)
+        ]
 
     def _state_of(self, record) -> dict:
         return {
@@ -341,11 +368,20 @@ class LetheStore(BaseStore):
             )
         return self._memories[name]
 
+    def _spaces(self) -> list[str]:
+        """The namespaces that hold memories (as of the view's time: recorded by then)."""
+        names = self._any().namespaces()
+        if self._at is None:
+            return names
+        return [
+            n for n in names if self._memory(tuple(n.split(SEPARATOR))).memories("all", 1, as_of=self._at)
+        ]
+
     def _any(self) -> Memory:
         return next(iter(self._memories.values()), None) or self._memory(("default",))
 
     def _namespaces_under(self, prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
-        spaces = [tuple(ns.split(SEPARATOR)) for ns in self._any().namespaces()]
+        spaces = [tuple(ns.split(SEPARATOR)) for ns in self._spaces()]
         spaces = [ns for ns in spaces if ns[: len(prefix)] == tuple(prefix)]
         # the order they were first written in, as InMemoryStore keeps them
         first = {ns: min((s["memory_id"] for s in self._items(ns).values()), default=0) for ns in spaces}

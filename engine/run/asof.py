@@ -17,6 +17,7 @@ import datetime as dt
 import json
 import math
 import re
+from typing import Callable
 
 from engine.base.clock import iso, parse_time
 from engine.base.records import FIELD_NAMES, MemoryRecord, parse_tags
@@ -40,44 +41,68 @@ SCAN = 1  # memories rebuilt per candidate recall keeps (the recall limit times 
 
 def state_at(ctx: Context, rows, at: dt.datetime) -> list[MemoryRecord]:
     """The memories of `rows` (recorded by `at`) as they stood at `at`."""
-    when = iso(at)
+    return [_record(m) for m in _states(ctx, rows, at)]
+
+
+def _states(ctx: Context, rows, at: dt.datetime) -> list[dict]:
+    """Each memory of `rows` at `at` as a dict of its columns (tags a list), its events
+    recorded by then folded in, its `decay_score` and `rank` evaluated then."""
+    if not rows:
+        return []
     events: dict[int, list] = {}
-    for e in ctx.store.events_by([r["id"] for r in rows], when):
-        events.setdefault(e["memory_id"], []).append(e)
-    out, rank, decay = [], _rank(ctx), _decay_rules(ctx)
+    for e in ctx.store.events_by([r["id"] for r in rows], iso(at)):
+        events.setdefault(e[0], []).append(e)
+    names, rank = list(rows[0].keys()), _fn(_rank(ctx))
+    decay = [(None if r.when is None else _fn(r.when), _fn(r.set["decay_score"])) for r in _decay_rules(ctx)]
+    out = []
     for row in rows:
-        m = {k: row[k] for k in row.keys()}
+        m = dict(zip(names, row))
         m.update(status="active", contradicted_by=None, merged_into=None, access_count=0, last_accessed=None)
-        for e in events.get(row["id"], []):
+        for e in events.get(m["id"], ()):
             _fold(m, e)
-        m["decay_score"] = _decay(ctx, decay, m, at)
-        record = MemoryRecord(
-            **{k: v for k, v in m.items() if k in FIELD_NAMES and k != "tags"}, tags=parse_tags(m.get("tags"))
-        )
-        record.rank = _value(rank, m, at, ctx)
-        out.append(record)
+        m["tags"] = parse_tags(m.get("tags"))
+        m["decay_score"] = _decay(decay, m, at)
+        m["rank"], m["relevance"] = rank(m, at), None
+        out.append(m)
     return out
 
 
+def _record(m: dict) -> MemoryRecord:
+    return MemoryRecord(**{k: v for k, v in m.items() if k in FIELD_NAMES})
+
+
+# a reinforcement's detail as the engine writes it (read without a JSON parse; else parsed)
+_BUMP = re.compile(r'\{"bump": (-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)(?:, "(?:turn|add)": (?:\d+|true))?\}\Z')
+_DETAILED = frozenset({"created", "merged", "reinforced", "updated", "corrected", "normalised"})
+
+
 def _fold(m: dict, e) -> None:
-    kind, detail = e["event_type"], _json(e["detail"])
-    if kind in STATUS_OF:
-        m["status"] = STATUS_OF[kind]
-        found = REPLACED.search(e["detail"] or "") if isinstance(e["detail"], str) else None
-        if kind == "superseded" and found:
-            m["contradicted_by"] = int(found.group(1))
-        if kind == "compressed" and found:
-            m["merged_into"] = int(found.group(1))
-    if kind in ("created", "merged") and isinstance(detail, dict):
-        for key in ("importance", "confidence", "expires_at"):
-            if key in detail:
-                m[key] = detail[key]
+    """One event (memory_id, event_type, detail, occurred_at, said_at) into the state."""
+    kind, text = e[1], e[2]
+    status = STATUS_OF.get(kind)
+    if status is not None:
+        m["status"] = status
+        if kind in ("superseded", "compressed") and isinstance(text, str):
+            found = REPLACED.search(text)
+            if found:
+                m["contradicted_by" if kind == "superseded" else "merged_into"] = int(found.group(1))
+    if kind not in _DETAILED:
+        return  # its detail changes nothing the state holds: not parsed
+    plain = _BUMP.match(text) if kind == "reinforced" and isinstance(text, str) else None
+    detail = {"bump": float(plain.group(1))} if plain else _json(text)
+    if kind in ("created", "merged"):
+        if isinstance(detail, dict):
+            for key in ("importance", "confidence", "expires_at"):
+                if key in detail:
+                    m[key] = detail[key]
     elif kind == "reinforced":
         bump = detail.get("bump", 0.1) if isinstance(detail, dict) else 0.1
+        if not isinstance(bump, (int, float)) or isinstance(bump, bool):
+            bump = 0.1
         m["confidence"] = min(1.0, (m["confidence"] or 0) + bump)
         m["access_count"] += 1
-        m["last_accessed"] = e["occurred_at"]
-    elif kind in ("updated", "corrected", "normalised") and isinstance(detail, dict):
+        m["last_accessed"] = e[3]
+    elif isinstance(detail, dict):
         changed = detail.get("fields", detail)
         for key, change in changed.items():
             if key in ("importance", "confidence", "expires_at", "summary", "tags") and isinstance(
@@ -98,13 +123,15 @@ def _decay_rules(ctx: Context) -> list:
     return [r for p in ctx.policy.passes.values() for r in p.rules if "decay_score" in r.set]
 
 
-def _decay(ctx: Context, rules: list, m: dict, at: dt.datetime) -> float:
-    """The decay pass's `decay_score` formula at T (the stored one when no rule applies)."""
-    for rule in rules:
-        if rule.when is None or _value(rule.when, m, at, ctx):
-            value = _value(rule.set["decay_score"], m, at, ctx)
+def _decay(rules: list, m: dict, at: dt.datetime) -> float:
+    """The decay pass's `decay_score` formula at T (the stored one when no rule applies);
+    `rules` as (when, decay_score) compiled."""
+    for when, formula in rules:
+        if when is None or when(m, at):
+            value = formula(m, at)
             return 1.0 if value is None else float(value)
-    return m.get("decay_score") if m.get("decay_score") is not None else 1.0
+    stored = m.get("decay_score")
+    return 1.0 if stored is None else float(stored)
 
 
 _RANKS: dict = {}
@@ -126,18 +153,32 @@ def _rank(ctx: Context) -> X.Node:
 def _days(later, earlier) -> float | None:
     if later is None or earlier is None:
         return None
-    later = later if isinstance(later, dt.datetime) else parse_time(later)
-    earlier = earlier if isinstance(earlier, dt.datetime) else parse_time(earlier)
+    later = later if isinstance(later, dt.datetime) else _time(later)
+    earlier = earlier if isinstance(earlier, dt.datetime) else _time(earlier)
     return round((later - earlier).total_seconds() / 86400 * 1000) / 1000
 
 
-def _value(node: X.Node, m: dict, at: dt.datetime, ctx: Context = None):
+def _time(text: str) -> dt.datetime:
+    """A stored time (naive ISO text); another spelling through parse_time."""
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        return parse_time(text)
+    return when if when.tzinfo is None else parse_time(text)
+
+
+def _value(node: X.Node, m: dict, at: dt.datetime, ctx: Context | None = None):
     """A formula's value over one memory at `at`, SQL-like: NULL (None) propagates through
-    arithmetic. The IR is turned into Python closures once per node."""
+    arithmetic."""
+    return _fn(node)(m, at)
+
+
+def _fn(node: X.Node):
+    """The formula as a Python closure (m, at) -> value, made once per node."""
     fn = _COMPILED.get(id(node))
     if fn is None or fn[0] is not node:
         fn = _COMPILED[id(node)] = (node, _compile(node))
-    return fn[1](m, at)
+    return fn[1]
 
 
 _COMPILED: dict = {}
@@ -213,7 +254,7 @@ def _func(name: str, args: list):
         return (min if name == "min" else max)(args)
     if name == "clamp":
         return max(args[1], min(args[2], args[0]))
-    one = {
+    one: dict[str, Callable] = {
         "exp": lambda x: math.exp(min(x, 709)),
         "floor": math.floor,
         "ceil": math.ceil,
@@ -240,11 +281,28 @@ def candidates(
     rec = ctx.policy.recall.candidates
     limit = rec.limit if limit is None else limit
     rows = ctx.store.recorded_by(ctx.namespace, iso(at), query, min(limit * SCAN, 5000))
-    records = [(r, _row(r)) for r in state_at(ctx, rows, at)]
-    kept = [(r, m) for r, m in records if _value(rec.where, m, at, ctx)]
+    where = _fn(rec.where)
+    kept = [m for m in _states(ctx, rows, at) if where(m, at)]
     for node, descending in reversed(rec.order):  # a stable sort, last key first
-        kept.sort(key=lambda p: _sortable(_value(node, p[1], at, ctx)), reverse=descending)
-    return [r for r, _ in kept[:limit]]
+        value = _fn(node)
+        kept.sort(key=lambda m: _sortable(value(m, at)), reverse=descending)
+    return [_record(m) for m in kept[:limit]]
+
+
+def memories(
+    ctx: Context, statuses: tuple[str, ...] | None, at: dt.datetime, limit: int
+) -> list[MemoryRecord]:
+    """The memories recorded by T whose status at T is one of `statuses` (None: any),
+    newest first, at most `limit`: read a page at a time, each rebuilt, until enough."""
+    out: list[MemoryRecord] = []
+    below, page = None, min(max(limit, 50), 1000)
+    while len(out) < limit:
+        rows = ctx.store.recorded_by(ctx.namespace, iso(at), None, page, below)
+        if not rows:
+            break
+        below = rows[-1]["id"]
+        out += [_record(m) for m in _states(ctx, rows, at) if statuses is None or m["status"] in statuses]
+    return out[:limit]
 
 
 def recall(ctx: Context, query: str, at: dt.datetime, top_n: int | None = None) -> list[MemoryRecord]:
@@ -271,10 +329,6 @@ def get(ctx: Context, memory_id: int, at: dt.datetime) -> MemoryRecord | None:
 def _recorded(ctx: Context, row, at: dt.datetime) -> bool:
     events = ctx.store.events_by([row["id"]], iso(at))
     return bool(events) or (not ctx.store.events(row["id"]) and (row["created_at"] or "") <= iso(at))
-
-
-def _row(r: MemoryRecord) -> dict:
-    return r.as_dict() | {"rank": r.rank, "relevance": r.relevance}
 
 
 def _sortable(value):

@@ -12,9 +12,12 @@ from engine.store.shared_sql import SharedQueries
 
 
 class AsOf(SharedQueries):
-    def recorded_by(self, namespace: str, at: str, text: str | None, limit: int) -> list:
+    def recorded_by(
+        self, namespace: str, at: str, text: str | None, limit: int, below: int | None = None
+    ) -> list:
         """Up to `limit` memories of `namespace` recorded by `at` (any status now), newest
-        first; with `text`, only those matching any of its words in full text."""
+        first (with `below`, those whose id is under it: the next page); with `text`, only
+        those matching any of its words in full text."""
         where = [
             f"m.namespace = {self.p}",
             f"m.created_at <= {self.p}",  # said by then, a fortiori
@@ -22,6 +25,9 @@ class AsOf(SharedQueries):
             f"WHERE e.memory_id = m.id), m.created_at) <= {self.p}",
         ]
         args: list = [namespace, at, at]
+        if below is not None:
+            where.append(f"m.id < {self.p}")
+            args.append(below)
         if text:
             if self.dialect == "sqlite":
                 match = fts_query(text)
