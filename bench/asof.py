@@ -42,15 +42,23 @@ def _p99(xs: list[float]) -> float:
     return s[max(0, math.ceil(0.99 * len(s)) - 1)]
 
 
-def with_events(n: int, events: int, log=print):
-    """A work copy of the adopted N-memory store holding `events` events a memory."""
+def with_events(n: int, events: int, log=print, in_time_order: bool = False):
+    """A work copy of the adopted N-memory store holding `events` events a memory; with
+    `in_time_order`, the memories said and recorded in id order over the 400 days (as a
+    live store's are; the generator's created_at is random against the id)."""
     import sqlite3
 
-    path = D.work_copy(D.adopted(n, log), f"asof{events}")
+    path = D.work_copy(D.adopted(n, log), f"asof{events}{'-ordered' if in_time_order else ''}")
     conn = sqlite3.connect(str(path))
     t0 = time.perf_counter()
     conn.execute("PRAGMA synchronous=OFF")
     with conn:
+        if in_time_order:
+            conn.execute(
+                "UPDATE memory_rows SET created_at = strftime('%Y-%m-%dT%H:%M:%S', "
+                "julianday(?) + (id - 1) * 400.0 / ?)",
+                (FIRST.isoformat(), n),
+            )
         conn.execute(
             "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at) "
             "SELECT id, 'created', json_object('importance', importance, 'confidence', "
@@ -76,6 +84,40 @@ def with_events(n: int, events: int, log=print):
     conn.close()
     log(f"  {D.label(n)} memories: {total:,} events written in {time.perf_counter() - t0:.0f} s")
     return path, total
+
+
+FIRST = D.GEN_NOW - dt.timedelta(days=400)  # where the ordered store's life begins
+
+
+def in_time_order(sizes, events: int = EVENTS, log=print) -> list[dict]:
+    """As-of recall and ls on a store in time order, T at 90%, 50% and 10% of its life:
+    the walk newest first passes over what was recorded after T (CPU medians)."""
+    from engine import FixedClock, Memory
+
+    rows = []
+    for n in sizes:
+        path, total = with_events(n, events, log, in_time_order=True)
+        mem = Memory(str(path), policy=str(D.POLICY), clock=FixedClock(D.T), offline=True, read_only=True)
+        try:
+            for share in (0.9, 0.5, 0.1):
+                at = FIRST + dt.timedelta(days=400 * share)
+                row = {"n": n, "events": total, "t_share": share}
+                for what in ("recall", "ls"):
+                    cpu = []
+                    for q in QUERIES * 2:
+                        c0 = time.thread_time()
+                        mem.recall(q, as_of=at) if what == "recall" else mem.candidates(as_of=at)
+                        cpu.append(time.thread_time() - c0)
+                    row[f"{what}_cpu_median_ms"] = round(statistics.median(cpu) * 1000, 2)
+                rows.append(row)
+                log(
+                    f"  in time order, {D.label(n)} memories, T at {share:.0%} of its life: as-of "
+                    f"recall CPU median {row['recall_cpu_median_ms']} ms, ls {row['ls_cpu_median_ms']} ms"
+                )
+        finally:
+            mem.close()
+            D.drop(path)
+    return rows
 
 
 def bench(sizes, calls: int = CALLS, events: int = EVENTS, log=print) -> tuple[list[dict], list[str]]:
@@ -138,7 +180,13 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", type=D.parse_sizes, default=[10_000, 100_000, 1_000_000])
     ap.add_argument("--calls", type=int, default=CALLS)
     ap.add_argument("--events", type=int, default=EVENTS, help="events a memory")
+    ap.add_argument(
+        "--in-time-order", action="store_true", help="a store in id = time order, T early and late"
+    )
     args = ap.parse_args(argv)
+    if args.in_time_order:
+        in_time_order(args.sizes, args.events)
+        return 0
     rows, problems = bench(args.sizes, args.calls, args.events)
     for p in problems:
         print(f"MISSED: {p}")
