@@ -80,6 +80,20 @@ def test_the_cli_reads_as_of(tmp_path):
     assert "[active]" in why.output and "superseded" not in why.output.split("event")[-1]
 
 
+# Expiry runs hourly as shipped: a year is 8,760 runs of it, most of the time these tests
+# took (on PostgreSQL above all). Daily, the year still makes every kind of change as-of
+# reads rebuild (supersessions, expiries, archiving, merges).
+DAILY = "name: lifecycle-daily\nextends: lifecycle\npasses:\n  expiry: {every: 1d}\n"
+
+
+def daily(folder) -> str:
+    """The shipped lifecycle with its expiry pass daily, as a policy file in `folder`."""
+    path = os.path.join(str(folder), "lifecycle-daily.yaml")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(DAILY)
+    return path
+
+
 class Snapshots(Player):
     """Plays a scenario and keeps a copy of the store at each instant it sampled (the last
     state of that instant): the store as it stood had it stopped then."""
@@ -105,7 +119,7 @@ def test_as_of_equals_a_store_that_stopped_then(tmp_path):
     of T on the final store equal them on the copy that stopped at T, for every shipped
     scenario's queries, and each memory's status and links as of T are those it holds."""
     db = str(tmp_path / "final.db")
-    player, end = play_all(db, str(tmp_path))
+    player, end = play_all(db, daily(tmp_path), str(tmp_path))
     queries = sorted(
         {s.arg for path in shipped_scenarios() for s in load_scenario(path).steps if s.action == "recall"}
     )
@@ -167,14 +181,15 @@ class PgCopies(Player):
         super()._advance(index, step)
 
 
-def play_all(db: str, folder: str | None = None, player=None):
-    """The shipped scenarios played one after the other in one store (offline); with a
+def play_all(db: str, policy: str, folder: str | None = None, player=None):
+    """The shipped scenarios played one after the other in one store (offline) under
+    `policy`; with a
     `folder`, a copy of the store at each instant sampled (SQLite); `player(scenario, mem,
     clock, script)` makes a player of the caller's."""
     played = [load_scenario(path) for path in shipped_scenarios(top_level_only=True)]
     scenario = dataclasses.replace(played[0], steps=[s for p in played for s in p.steps])
     clock, script = FixedClock(scenario.start), Script()
-    with Memory(db, offline=True, clock=clock, scripted=script) as mem:
+    with Memory(db, policy=policy, offline=True, clock=clock, scripted=script) as mem:
         if player is not None:
             player = player(scenario, mem, clock, script)
         elif folder:
@@ -185,7 +200,7 @@ def play_all(db: str, folder: str | None = None, player=None):
     return player, clock()
 
 
-def test_as_of_on_postgres_equals_a_copy_that_stopped_then(db_path, backend, pg_dsn):
+def test_as_of_on_postgres_equals_a_copy_that_stopped_then(db_path, backend, pg_dsn, tmp_path):
     """The same year played on PostgreSQL, copied (as `lethe import` copies) into a schema
     of its own at 12 instants while nothing wrote: recall, ls and get as of each instant
     on the final store equal the copy that stopped then."""
@@ -195,7 +210,7 @@ def test_as_of_on_postgres_equals_a_copy_that_stopped_then(db_path, backend, pg_
     def player(*args):
         return PgCopies(*args, source=db_path, server=pg_dsn, chosen=12)
 
-    played, end = play_all(db_path, player=player)
+    played, end = play_all(db_path, daily(tmp_path), player=player)
     queries = sorted(
         {s.arg for path in shipped_scenarios() for s in load_scenario(path).steps if s.action == "recall"}
     )
@@ -217,8 +232,8 @@ def test_as_of_on_either_backend_is_the_same(db_path, backend, tmp_path):
     as-of reads equal the copies that stopped then: the test above)."""
     if backend != "postgres":
         pytest.skip("compares PostgreSQL with SQLite")
-    here, end = play_all(db_path)
-    lite, _ = play_all(str(tmp_path / "lite.db"))
+    here, end = play_all(db_path, daily(tmp_path))
+    lite, _ = play_all(str(tmp_path / "lite.db"), daily(tmp_path))
     rng = random.Random(7)
     start = here.scenario.start
     instants = sorted(
