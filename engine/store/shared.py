@@ -178,6 +178,13 @@ class StoreCommon:
             return set()
         return {r[0] for r in self.db.execute("SELECT name FROM lethe_migrations")}
 
+    def _schema_checked(self) -> None:
+        """On open: upgraded to the current schema, or (read-only) refused when behind it."""
+        if self.read_only:
+            self._check_current()
+        else:
+            self.migrate()
+
     def _check_current(self) -> None:
         """A store opened read-only is never upgraded: an older schema is refused."""
         applied = self._applied()
@@ -306,8 +313,8 @@ class LeaseCommon:
     p: str  # the backend's placeholder
     db: Any
 
-    def __init__(self, namespace: str, clock: Clock, ttl: dt.timedelta, holder: str, wait: float = 1.0):
-        self.namespace, self.clock, self.ttl, self.wait = namespace, clock, ttl, wait
+    def __init__(self, db, namespace: str, clock: Clock, ttl: dt.timedelta, holder: str, wait: float):
+        self.db, self.namespace, self.clock, self.ttl, self.wait = db, namespace, clock, ttl, wait
         self.holder = holder
 
     def _until(self, now: dt.datetime) -> str:

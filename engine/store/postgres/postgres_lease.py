@@ -20,9 +20,8 @@ class PostgresLease(LeaseCommon):
     def __init__(
         self, store, namespace: str, clock: Clock, ttl: dt.timedelta, holder: str, wait: float = 1.0
     ):
-        super().__init__(namespace, clock, ttl, holder, wait)
+        super().__init__(store.lease_connection(), namespace, clock, ttl, holder, wait)
         self.token: int | None = None
-        self.db = store.lease_connection()
 
     def acquire(self) -> bool:
         """Take the lease if nobody holds it, it has expired, or it is already ours."""
@@ -89,19 +88,9 @@ class PostgresLease(LeaseCommon):
 
     def _write(self, sql: str, params: tuple, wait: float | None = None):
         """The statement's returned row (None: no row changed), or False when the lease
-        row stayed locked for `wait` seconds.
-
-        One round trip: the connection is in autocommit, so the statement is a transaction
-        of its own, and it reads `waiting` (a CTE setting lock_timeout for that transaction
-        only) before it reaches a lease row, so a wait for the row is bounded by it. A
-        scheduler takes and gives back the lease at every tick that finds work.
-
-        A lock on the whole `leases` table (an ALTER, VACUUM FULL or LOCK TABLE by hand) is
-        taken while the statement is parsed, before `waiting` runs: that wait is bounded by
-        the connection's own lock_timeout (the store's `timeout`, 30 s by default) instead.
-        A transaction wrapping the statement in SET LOCAL bounds both, but costs three more
-        round trips (or a pipeline, measured no faster: 1.01x the old form's whole
-        scenario, against 0.77x for this one)."""
+        row stayed locked for `wait` seconds. One round trip, in autocommit: it reads
+        `waiting` (a CTE setting lock_timeout for its own transaction) before it reaches
+        the row (a lock on the whole table waits the connection's lock_timeout instead)."""
         import psycopg
 
         ms = str(int((wait or self.wait) * 1000))

@@ -52,10 +52,7 @@ class PostgresStore(Inspecting, AsOf):
         self._common: set[tuple[str, int]] = set()  # full-text queries known to pass a cap
         self._lease_db = None  # the leases' own connection, opened by the first lease
         self._db = self._session(self.connect())
-        if read_only:
-            self._check_current()
-        else:
-            self.migrate()
+        self._schema_checked()
 
     @property
     def db(self):

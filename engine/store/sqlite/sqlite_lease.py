@@ -39,9 +39,9 @@ class SqliteLease(LeaseCommon):
     def __init__(
         self, path_or_db, namespace: str, clock: Clock, ttl: dt.timedelta, holder: str, wait: float = 1.0
     ):
-        super().__init__(namespace, clock, ttl, holder, wait)
         self._own = isinstance(path_or_db, str)
-        self.db = lease_connection(path_or_db) if self._own else path_or_db
+        db = lease_connection(path_or_db) if self._own else path_or_db
+        super().__init__(db, namespace, clock, ttl, holder, wait)
 
     def acquire(self) -> bool:
         """Take the lease if nobody holds it, it has expired, or it is already ours."""

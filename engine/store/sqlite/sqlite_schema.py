@@ -9,10 +9,12 @@ events it writes).
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from typing import Callable
 
 from engine.store.odd_values import COLUMNS, NUMBERS, TEXTS, fix_row
+from engine.store.shared_schema import SQLITE_TYPES, columns, tables
 from engine.store.sqlite import text_apart
 
 MIGRATIONS: list[Callable] = []
@@ -27,6 +29,23 @@ def migration(fn: Callable) -> Callable:
 
 def _columns(db: sqlite3.Connection, table: str) -> set[str]:
     return {r[1] for r in db.execute(f'PRAGMA table_info("{table}")')}
+
+
+_TABLES, _ADDED = tables(SQLITE_TYPES), columns(SQLITE_TYPES)
+
+
+def _shared(fn: Callable) -> Callable:
+    """A migration whose statements both backends share (shared_schema.py): its tables,
+    and the columns it adds that the table lacks."""
+
+    def run(db) -> None:
+        for sql in _TABLES.get(fn.__name__, []):
+            db.execute(sql)
+        for table, column, declared in _ADDED.get(fn.__name__, []):
+            if column not in _columns(db, table):
+                db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declared}")
+
+    return functools.update_wrapper(run, fn)
 
 
 @migration
@@ -104,18 +123,10 @@ def m004_full_text(db):
 
 
 @migration
+@_shared
 def m005_engine_state(db):
     """When each pass last ran (so a restart does not re-run compression), which rank
     formula the stored rank was computed with, and a log of every model call."""
-    db.execute("""CREATE TABLE IF NOT EXISTS pass_runs (
-        namespace TEXT NOT NULL, pass TEXT NOT NULL, last_run_at TEXT NOT NULL,
-        rows_changed INTEGER, PRIMARY KEY (namespace, pass))""")
-    db.execute("""CREATE TABLE IF NOT EXISTS policy_state (
-        namespace TEXT PRIMARY KEY, policy TEXT, rank_formula TEXT, updated_at TEXT)""")
-    db.execute("""CREATE TABLE IF NOT EXISTS model_calls (
-        id INTEGER PRIMARY KEY AUTOINCREMENT, namespace TEXT, step TEXT, model TEXT,
-        provider TEXT, prompt_tokens INTEGER, completion_tokens INTEGER, latency_ms REAL,
-        outcome TEXT, detail TEXT, occurred_at TEXT)""")
 
 
 @migration
@@ -130,12 +141,9 @@ def m006_inbox(db):
 
 
 @migration
+@_shared
 def m007_scenes(db):
     """Seed C: one short, reusable summary per scene, re-written after each exchange."""
-    db.execute("""CREATE TABLE IF NOT EXISTS scenes (
-        namespace TEXT NOT NULL, scene TEXT NOT NULL, summary TEXT, updated_at TEXT,
-        PRIMARY KEY (namespace, scene))""")
-    db.execute("CREATE INDEX IF NOT EXISTS memories_scene ON memories(namespace, scene)")
 
 
 @migration
@@ -148,18 +156,15 @@ def m008_leases(db):
 
 
 @migration
+@_shared
 def m009_pass_progress(db):
     """Where an unfinished batched pass stopped, and the `now` it runs with."""
-    db.execute("""CREATE TABLE IF NOT EXISTS pass_progress (
-        namespace TEXT NOT NULL, pass TEXT NOT NULL, cursor INTEGER NOT NULL,
-        run_now TEXT NOT NULL, PRIMARY KEY (namespace, pass))""")
 
 
 @migration
+@_shared
 def m010_pass_progress_count(db):
     """How many rows an interrupted batched pass had changed, so its total stays true."""
-    if "changed" not in _columns(db, "pass_progress"):
-        db.execute("ALTER TABLE pass_progress ADD COLUMN changed INTEGER NOT NULL DEFAULT 0")
 
 
 @migration
@@ -176,32 +181,24 @@ def m011_merged_into(db):
 
 
 @migration
+@_shared
 def m012_model_call_marks(db):
     """Which attempt a model call was (0: the first ask, 1: the first retry, ...), and
     whether its token counts are estimates (the server sent no usable usage)."""
-    have = _columns(db, "model_calls")
-    for col in ("attempt", "tokens_estimated"):
-        if col not in have:
-            db.execute(f"ALTER TABLE model_calls ADD COLUMN {col} INTEGER NOT NULL DEFAULT 0")
 
 
 @migration
+@_shared
 def m013_inbox_judged(db):
     """Judgments a pending turn already paid for (the gate's answer, say), so a retry after
     an outage asks only for what is still missing."""
-    if "judged" not in _columns(db, "inbox"):
-        db.execute("ALTER TABLE inbox ADD COLUMN judged TEXT")
 
 
 @migration
+@_shared
 def m014_inbox_retries(db):
     """A turn whose judging failed waits before it is tried again (`next_retry_at`), and
     after a few failures that were not outages (`failures`) it is parked as 'failed'."""
-    have = _columns(db, "inbox")
-    if "next_retry_at" not in have:
-        db.execute("ALTER TABLE inbox ADD COLUMN next_retry_at TEXT")
-    if "failures" not in have:
-        db.execute("ALTER TABLE inbox ADD COLUMN failures INTEGER NOT NULL DEFAULT 0")
 
 
 @migration
@@ -267,12 +264,11 @@ def m017_partial_indexes(db):
 
 
 @migration
+@_shared
 def m018_pass_progress_top(db):
     """The largest id a run in ranges reaches: what the pass saw when it began. Without it
     a run resumed after a crash read the newest id again and passed, with its old `now`,
     memories written after that `now` (NULL: a run saved before, which reads it again)."""
-    if "top_id" not in _columns(db, "pass_progress"):
-        db.execute("ALTER TABLE pass_progress ADD COLUMN top_id INTEGER")
 
 
 @migration
@@ -329,17 +325,14 @@ def m022_replacement_indexes(db):
 
 
 @migration
+@_shared
 def m023_wall_runs(db):
     """When each pass last ran on the wall clock (a run at a given `--now` leaves it): a
     store that has such runs refuses a `--now` far ahead of the wall clock (docs/time.md)."""
-    if "wall_run_at" not in _columns(db, "pass_runs"):
-        db.execute("ALTER TABLE pass_runs ADD COLUMN wall_run_at TEXT")
 
 
 @migration
+@_shared
 def m024_model_support(db):
     """What a model at an endpoint was found not to accept (a response format, a
     temperature), so a new process does not pay the refused request again."""
-    db.execute("""CREATE TABLE IF NOT EXISTS model_support (
-        base_url TEXT NOT NULL, model TEXT NOT NULL, facts TEXT NOT NULL, learned_at TEXT,
-        PRIMARY KEY (base_url, model))""")

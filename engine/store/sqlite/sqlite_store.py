@@ -100,10 +100,7 @@ class SqliteStore(Waiting, VectorIndex, Inspecting, AsOf):
             # a million-row decay (measured in bench/)
             self.db.execute("PRAGMA cache_size = -65536")
             self._kept = sql_functions(self.db)  # rows a pass's rule kept (run_rule)
-            if read_only:
-                self._check_current()
-            else:
-                self.migrate()
+            self._schema_checked()
         except sql.DatabaseError as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from None
 
