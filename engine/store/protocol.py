@@ -172,7 +172,9 @@ class Leasing(Protocol):
 class AsOfReads(Protocol):
     """What a namespace held at a past time (engine.run.asof)."""
 
-    def recorded_by(self, namespace: str, at: str, text: str | None, limit: int) -> list: ...
+    def recorded_by(
+        self, namespace: str, at: str, text: str | None, limit: int, below: int | None = None
+    ) -> list: ...
     def events_by(self, ids: list[int], at: str) -> list: ...
 
 
