@@ -20,6 +20,7 @@ from engine import policy as policy_mod
 from engine.base.errors import FormulaError
 from engine.plan.dialect import DIALECTS, NOW, PostgresDialect
 from engine.policy import expr as X
+from engine.policy.formula_compiler import compile_formula
 from engine.store import Store
 from tests.helpers import shipped_policies
 
@@ -89,7 +90,7 @@ def db(tmp_path_factory):
 
 
 def compile_(text, **scope) -> X.Node:
-    return X.compile_formula(text, X.Scope(**scope))
+    return compile_formula(text, X.Scope(**scope))
 
 
 def render(text, **scope) -> tuple[str, list]:
@@ -558,7 +559,7 @@ def test_a_formula_that_is_not_text_is_refused(not_text):
     ],
 )
 def test_a_bare_yaml_number_or_bool_is_a_constant(value, node):
-    assert X.compile_formula(value, X.Scope()) == node
+    assert compile_formula(value, X.Scope()) == node
 
 
 @pytest.mark.parametrize(

@@ -35,6 +35,7 @@ from engine.judges.keys import NoApiKeyWarning, PassesUndoneWarning, RulesJudged
 from engine.policy import Model, reference, schema, variables
 from engine.policy import expr as X
 from engine.policy import load as load_policy
+from engine.policy.formula_compiler import compile_formula
 from tests.helpers import POLICIES, ROOT, SHIPPED_POLICIES, SHIPPED_SCENARIOS
 from tests.helpers.fake_openai import FakeOpenAI
 
@@ -536,7 +537,7 @@ def test_6_validate_json_errors_carry_file_line_col_and_key_path(tmp_path):
 
 def test_6_did_you_mean_for_functions_too():
     with pytest.raises(Exception, match=r"unknown function 'expo' \(did you mean 'exp'\?\)"):
-        X.compile_formula("expo(1)", X.Scope())
+        compile_formula("expo(1)", X.Scope())
 
 
 # ---- 8: a mistyped --db is refused by commands that only read -----------------------

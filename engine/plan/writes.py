@@ -9,6 +9,7 @@ from engine.plan.rules import assignments
 from engine.plan.statement import IDS, NAMESPACE, NEW_ID, TEXT, Kind, Statement
 from engine.policy import Pass, Policy, schema
 from engine.policy import expr as X
+from engine.policy.formula_compiler import compile_formula
 
 
 def supersede_statement(d: Dialect) -> Statement:
@@ -41,9 +42,9 @@ def reinforce_statement(policy: Policy, d: Dialect) -> Statement:
     bump = "reinforce_bump" if "reinforce_bump" in policy.params else "0.1"
     scope = policy.scope()
     sets = {
-        "confidence": X.compile_formula(f"min(1.0, confidence + {bump})", scope),
-        "access_count": X.compile_formula("access_count + 1", scope),
-        "last_accessed": X.compile_formula("now", scope),
+        "confidence": compile_formula(f"min(1.0, confidence + {bump})", scope),
+        "access_count": compile_formula("access_count + 1", scope),
+        "last_accessed": compile_formula("now", scope),
     }
     set_sql, set_params = assignments(policy, sets, d)
     return Statement(
@@ -66,7 +67,7 @@ def merge_values_statement(p: Pass, d: Dialect) -> Statement:
     scope = X.Scope(params={}, scores={}, allow_aggregates=True, allow_time=False)
     parts, params = [], []
     for col, default in MERGE_DEFAULTS.items():
-        node = p.merge_result.get(col) or X.compile_formula(default, scope)
+        node = p.merge_result.get(col) or compile_formula(default, scope)
         sql, ps = d.render(node)
         parts.append(f"{sql} AS {d.quote(col)}")
         params += ps

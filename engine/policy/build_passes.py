@@ -1,6 +1,7 @@
 """The `passes:` section of a policy and its rules (with recall's `on_access`, a rule
-too): the part of `build.Builder` that turns them into `Pass` and `Rule`, checking every
-name, column, status and event, and compiling every formula against the policy's scope."""
+too): turned into `Pass` and `Rule`, checking every name, column, status and event, and
+compiling every formula against the policy's scope. A compression pass's cluster and
+merge are judgments (engine.policy.build_judgments)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ import re
 
 from engine.base.clock import parse_duration
 from engine.policy import expr as X
+from engine.policy.build_judgments import JudgmentBuilder
 from engine.policy.types import SETTABLE, STATUSES, Pass, Rule
 
 
-class PassBuilder:
-    """Mixed into `Builder`, whose `keys`, `mapping`, `collect`, `formula`, `scope`,
-    `judgment`, `fail` and `note` it uses."""
+class PassBuilder(JudgmentBuilder):
+    """Passes and their rules."""
 
     def passes(self) -> dict:
         passes = self.mapping(self.d.get("passes"), ("passes",))

@@ -14,6 +14,7 @@ import sys
 from engine.policy import expr as X
 from engine.policy import schema as S
 from engine.policy import variables
+from engine.policy.schema_keys import REQUIRED, Section
 from engine.policy.types import DEFAULT_RANK, SETTABLE, STATUSES
 from engine.steps.kinds import KINDS
 
@@ -49,7 +50,7 @@ EXTENDS = """## How `extends` merges
 
 
 def _value(v) -> str:
-    if v is S.REQUIRED:
+    if v is REQUIRED:
         return "**required**"
     if isinstance(v, bool):
         return f"`{str(v).lower()}`"  # as YAML writes it
@@ -58,7 +59,7 @@ def _value(v) -> str:
     return f"`{v}`"
 
 
-def _table(section: S.Section) -> list[str]:
+def _table(section: Section) -> list[str]:
     rows = ["| key | type | default | what it does |", "|---|---|---|---|"]
     for k in section.all_keys():
         rows.append(f"| `{k.name}` | {k.type_text()} | {_value(k.default)} | {k.doc} |")
@@ -79,7 +80,7 @@ def sections() -> list[str]:
             continue
         if sec.extends:
             out += [
-                "Also takes every key of " + ", ".join(f"`{S.SECTIONS[e].title}`" for e in sec.extends) + ":",
+                "Also takes every key of " + ", ".join(f"`{e.title}`" for e in sec.extends) + ":",
                 "",
             ]
         out += _table(sec) + [""]

@@ -8,70 +8,24 @@ templates are checked by the builder itself; their keys are described here all t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
+from engine.policy.schema_keys import (
+    CHOICE,
+    CONDITION,
+    DURATION,
+    LIST,
+    MAPPING,
+    MODEL,
+    NUM_FORMULA,
+    NUMBER,
+    ORDER,
+    REQUIRED,
+    TEMPLATE,
+    TEXT,
+    WHOLE,
+    Key,
+    Section,
+)
 from engine.steps.kinds import KINDS
-
-# value kinds: how a value is read. Simple ones (TEXT, NUMBER, WHOLE, CHOICE) are checked
-# from this table; the others by the builder, which knows what a formula or template is.
-TEXT, NUMBER, WHOLE, CHOICE = "text", "number", "whole number", "one of"
-CONDITION, NUM_FORMULA, ORDER = "condition", "number formula", "order"
-DURATION, MAPPING, LIST, MODEL, TEMPLATE = "duration", "mapping", "list", "model name", "template"
-VALUE = "number or text"
-
-REQUIRED = object()  # the default of a key that must be given
-
-
-@dataclass(frozen=True)
-class Key:
-    """One key of a section: its name, what its value is, its default, what it does."""
-
-    name: str
-    kind: str
-    default: object = None
-    doc: str = ""
-    choices: tuple = ()
-    minimum: int | None = None
-    section: str | None = None  # a nested section this key holds (its value's keys)
-
-    @property
-    def required(self) -> bool:
-        return self.default is REQUIRED
-
-    def type_text(self) -> str:
-        if self.kind == CHOICE and self.choices == (False, True):
-            return "`true` or `false`"
-        if self.kind == CHOICE:
-            return "one of " + ", ".join(f"`{c}`" for c in self.choices)
-        if self.kind == WHOLE and self.minimum is not None:
-            return f"whole number >= {self.minimum}"
-        return self.kind
-
-
-@dataclass(frozen=True)
-class Section:
-    """A mapping in a policy; `of_names` when its keys are the author's own names."""
-
-    name: str
-    title: str
-    doc: str
-    keys: tuple[Key, ...] = ()
-    of_names: str | None = None  # what each author-named entry is (a section name)
-    extends: tuple[str, ...] = field(default=())  # sections whose keys it also takes
-
-    def all_keys(self) -> tuple[Key, ...]:
-        inherited = tuple(k for s in self.extends for k in SECTIONS[s].all_keys())
-        return tuple({k.name: k for k in (*inherited, *self.keys)}.values())
-
-    def allowed(self) -> set[str]:
-        return {k.name for k in self.all_keys()}
-
-    def key(self, name: str) -> Key:
-        return next(k for k in self.all_keys() if k.name == name)
-
-    def default(self, name: str):
-        return self.key(name).default
-
 
 FALLBACKS = ("rules", "skip", "keep")
 PROVIDERS = ("openai", "rules", "replay")
@@ -80,6 +34,41 @@ RESPONSE_FORMATS = ("json_schema", "json_object", "none")
 # what a judgment without `candidates:` is shown (plan.DEFAULT_CANDIDATES)
 JUDGMENT_CANDIDATES = {"limit": 80, "k": 20}
 MATCHES = ("score", "filter")
+
+# what every model call takes; the sections of model calls extend it
+JUDGMENT = Section(
+    "judgment",
+    "A judgment",
+    "What every model call takes: write steps, `cluster`, `merge` and `recall.select`.",
+    (
+        Key("model", MODEL, REQUIRED, "A name from `models` (or `rules`)."),
+        Key(
+            "prompt",
+            TEMPLATE,
+            REQUIRED,
+            "The Jinja template to render, found in the prompt "
+            "folders; `lethe render POLICY STEP --example` shows it rendered.",
+        ),
+        Key(
+            "candidates",
+            MAPPING,
+            None,
+            "Which other memories the prompt is shown (without "
+            "it: active memories by rank, at most "
+            f"{JUDGMENT_CANDIDATES['limit']}, the {JUDGMENT_CANDIDATES['k']} most like the new "
+            "memory for a write step).",
+            section="candidates",
+        ),
+        Key(
+            "fallback",
+            CHOICE,
+            "rules",
+            "What answers when the model's answer is unusable twice: "
+            "the rules judges, nothing (`skip`), or leave things as they are (`keep`).",
+            choices=FALLBACKS,
+        ),
+    ),
+)
 
 _SECTIONS = (
     Section(
@@ -297,39 +286,7 @@ _SECTIONS = (
             ),
         ),
     ),
-    Section(
-        "judgment",
-        "A judgment",
-        "What every model call takes: write steps, `cluster`, `merge` and `recall.select`.",
-        (
-            Key("model", MODEL, REQUIRED, "A name from `models` (or `rules`)."),
-            Key(
-                "prompt",
-                TEMPLATE,
-                REQUIRED,
-                "The Jinja template to render, found in the prompt "
-                "folders; `lethe render POLICY STEP --example` shows it rendered.",
-            ),
-            Key(
-                "candidates",
-                MAPPING,
-                None,
-                "Which other memories the prompt is shown (without "
-                "it: active memories by rank, at most "
-                f"{JUDGMENT_CANDIDATES['limit']}, the {JUDGMENT_CANDIDATES['k']} most like the new "
-                "memory for a write step).",
-                section="candidates",
-            ),
-            Key(
-                "fallback",
-                CHOICE,
-                "rules",
-                "What answers when the model's answer is unusable twice: "
-                "the rules judges, nothing (`skip`), or leave things as they are (`keep`).",
-                choices=FALLBACKS,
-            ),
-        ),
-    ),
+    JUDGMENT,
     Section(
         "write step",
         "write[N]",
@@ -350,7 +307,7 @@ _SECTIONS = (
                 minimum=0,
             ),
         ),
-        extends=("judgment",),
+        extends=(JUDGMENT,),
     ),
     Section(
         "candidates",
@@ -441,7 +398,7 @@ _SECTIONS = (
                 section="merge result",
             ),
         ),
-        extends=("judgment",),
+        extends=(JUDGMENT,),
     ),
     Section(
         "merge result",
@@ -493,7 +450,7 @@ _SECTIONS = (
         "recall.select",
         "The judgment that picks among recall's candidates.",
         (Key("top_n", WHOLE, 6, "At most this many picked.", minimum=1),),
-        extends=("judgment",),
+        extends=(JUDGMENT,),
     ),
     Section("params", "params", "Named values, each a number or text.", of_names="param"),
     Section("scores", "scores", "Named formulas; a score may use params and other scores.", of_names="score"),

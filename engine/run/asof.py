@@ -20,8 +20,10 @@ import re
 from typing import Callable
 
 from engine.base.clock import iso, parse_time
+from engine.base.errors import FormulaError
 from engine.base.records import FIELD_NAMES, MemoryRecord, parse_tags
 from engine.policy import expr as X
+from engine.policy.formula_compiler import compile_formula
 from engine.run import recall as R
 from engine.run.context import Context
 
@@ -143,7 +145,7 @@ def _rank(ctx: Context) -> X.Node:
     if key not in _RANKS or _RANKS[key][0] is not ctx.policy:
         _RANKS[key] = (
             ctx.policy,
-            X.compile_formula(
+            compile_formula(
                 ctx.policy.scores.get("rank", "importance * confidence * decay_score"), ctx.policy.scope()
             ),
         )
@@ -227,7 +229,7 @@ def _compile(node: X.Node):
     if isinstance(node, X.Func):
         args, name = [_compile(x) for x in node.args], node.name
         return lambda m, at: _func(name, [f(m, at) for f in args])
-    raise X.FormulaError(f"cannot evaluate {type(node).__name__} as of a time")
+    raise FormulaError(f"cannot evaluate {type(node).__name__} as of a time")
 
 
 _OPS = {
@@ -269,7 +271,7 @@ def _func(name: str, args: list):
             return math.pow(args[0], args[1])
         except (ValueError, OverflowError):
             return None
-    raise X.FormulaError(f"cannot evaluate {name}() as of a time")
+    raise FormulaError(f"cannot evaluate {name}() as of a time")
 
 
 # ---- the reads ------------------------------------------------------------------------
