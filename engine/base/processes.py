@@ -19,3 +19,19 @@ def gone(pid: str) -> bool:
     except (PermissionError, OverflowError, ValueError):
         return False
     return False
+
+
+def host() -> str:
+    """This machine's name (socket.gethostname(), without importing socket where os has it)."""
+    if hasattr(os, "uname"):
+        return os.uname().nodename
+    import socket
+
+    return socket.gethostname()
+
+
+def holder_gone(holder: str) -> bool:
+    """Whether `holder` (`host:pid:...`, a lease's or a claim's) names a process of this
+    host that has died."""
+    name, _, rest = str(holder).partition(":")
+    return name == host() and gone(rest.partition(":")[0])

@@ -1,11 +1,13 @@
 """psycopg, as the PostgreSQL store uses it: DSNs and their masked form, rows read by
 position or by name (as sqlite3.Row), and a connection whose errors say when the server
-dropped it (`ServerGone`). psycopg is imported only when a DSN is opened."""
+dropped it (`ServerGone`) or refused a call (`DatabaseFailed`), each one line. psycopg is
+imported only when a DSN is opened."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import re
 import sys
 from typing import Any
@@ -45,6 +47,19 @@ def websearch(fts: str | None) -> str | None:
     return fts.replace('" AND "', '" "') if fts else fts
 
 
+def json_or_none(text: str | None):
+    """JSON text read as PostgreSQL's json (and SQLite's json_valid) reads it: None for
+    text that is not JSON, NaN and Infinity included."""
+
+    def refuse(constant: str):
+        raise ValueError(constant)
+
+    try:
+        return json.loads(text or "", parse_constant=refuse)
+    except (ValueError, RecursionError):
+        return None
+
+
 class Row(tuple):
     """A result row read by position or by column name, as sqlite3.Row is."""
 
@@ -75,43 +90,69 @@ def rows(cursor):
     return lambda values: Row(values, names, index)
 
 
+class DatabaseFailed(StoreError):
+    """What the server (or the driver) refused, in one line: a lock or statement timeout, a
+    permission, a read-only server, a full disk. Exit 1, as the CLI says of a SQLite file
+    that fails (`error: the database failed: ...`)."""
+
+    exit_code = 1
+
+
+@functools.cache
+def failed_as(cls: type) -> type:
+    """`cls` (a psycopg error class) that is also a `DatabaseFailed`: what catches the
+    psycopg error (a lock timeout as busy, LockNotAvailable) still catches it."""
+    return type(cls.__name__, (DatabaseFailed, cls), {"__module__": __name__})
+
+
+def one_line(exc: BaseException) -> str:
+    """The server's own sentence (its primary message), else the first line of the error."""
+    diag = getattr(exc, "diag", None)
+    said = (getattr(diag, "message_primary", None) if diag is not None else None) or str(exc)
+    return " ".join(said.strip().splitlines()[0].split()) if said.strip() else type(exc).__name__
+
+
 @functools.cache
 def connection_class():
-    """psycopg's Connection, turning the error of a connection the server dropped into
-    `ServerGone`: a StoreError of one line (libpq says three) that is still an
-    OperationalError, so what treats a server failure as never a turn's fault still does.
-    Any other error (a lock timeout, a constraint) comes out as it was."""
+    """psycopg's Connection, turning every error a call meets into a one-line StoreError
+    that is still the psycopg error it was: a connection the server dropped into
+    `ServerGone` (libpq says three lines; it is still an OperationalError, so what treats
+    a server failure as never a turn's fault still does), anything else the server or the
+    driver refused into `DatabaseFailed` ("the database failed: canceling statement due
+    to lock timeout")."""
     pg = psycopg()
 
     class ServerGone(StoreError, pg.OperationalError):
         """The server dropped the connection; the store reconnects at its next call."""
 
-    def gone(conn, exc):
-        if isinstance(exc, ServerGone) or not (conn.broken or conn.closed):
-            return None
-        said = " ".join(str(exc).split())[:200] or type(exc).__name__
-        return ServerGone(f"PostgreSQL dropped the connection ({masked(said)}); the next call reconnects")
+    def as_store_error(conn, exc):
+        if isinstance(exc, StoreError):
+            return exc
+        if conn.broken or conn.closed:
+            said = " ".join(str(exc).split())[:200] or type(exc).__name__
+            return ServerGone(f"PostgreSQL dropped the connection ({masked(said)}); the next call reconnects")
+        return failed_as(type(exc))(f"the database failed: {masked(one_line(exc))[:500]}")
 
     class Connection(pg.Connection):
         def execute(self, *args, **kwargs):
             try:
                 return super().execute(*args, **kwargs)
-            except pg.OperationalError as exc:
-                lost = gone(self, exc)
-                if lost is None:
+            except pg.Error as exc:
+                failed = as_store_error(self, exc)
+                if failed is exc:
                     raise
-                raise lost from None
+                raise failed from None
 
         @contextlib.contextmanager
         def transaction(self, *args, **kwargs):
             try:
                 with super().transaction(*args, **kwargs) as tx:
                     yield tx
-            except pg.OperationalError as exc:
-                lost = gone(self, exc)
-                if lost is None:
+            except pg.Error as exc:
+                failed = as_store_error(self, exc)
+                if failed is exc:
                     raise
-                raise lost from None
+                raise failed from None
 
     Connection.ServerGone = ServerGone
     return Connection

@@ -8,15 +8,26 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
+import os
 import uuid
+import warnings
 
+from engine.base import processes
 from engine.base.clock import Clock, iso, system_clock
-from engine.base.errors import StoreError
+from engine.base.errors import StoreError, StoreWarning
 from engine.plan.dialect import PostgresDialect
 from engine.plan.statement import Kind
 from engine.store.asof_reads import AsOf
 from engine.store.inspecting import Inspecting
-from engine.store.postgres.postgres_connection import connection_class, masked, psycopg, rows, websearch
+from engine.store.postgres.postgres_connection import (
+    connection_class,
+    json_or_none,
+    masked,
+    psycopg,
+    rows,
+    websearch,
+)
 from engine.store.postgres.postgres_lease import PostgresLease
 from engine.store.postgres.postgres_schema import PG_MIGRATIONS, SEARCH_CONFIG
 from engine.store.shared import KEEP_AFTER
@@ -48,7 +59,8 @@ class PostgresStore(Inspecting, AsOf):
         self.clock = clock or system_clock
         self.timeout = timeout
         self.read_only = read_only
-        self.holder = uuid.uuid4().hex[:12]  # who claims inbox turns through this connection
+        # who claims inbox turns through this connection: host:pid:random, as a lease holder
+        self.holder = f"{processes.host()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         self._common: set[tuple[str, int]] = set()  # full-text queries known to pass a cap
         self._lease_db = None  # the leases' own connection, opened by the first lease
         self._db = self._session(self.connect())
@@ -252,15 +264,30 @@ class PostgresStore(Inspecting, AsOf):
             self.db.execute(sql, (sorted(set(ids)),)).fetchall()
 
     def keyed(self, namespace: str, key: str) -> Row | None:
-        """As SqliteStore.keyed."""
-        return self.db.execute(
+        """As SqliteStore.keyed. The details are read here,
+        not cast to json in SQL: one that is not JSON (NaN, written before values were
+        checked) made every lookup of the namespace fail. It is left out with a warning
+        naming it, as SQLite's json_valid leaves it out."""
+        found = self.db.execute(
             "SELECT m.*, e.detail AS keyed, e.occurred_at AS keyed_at FROM memories m "
             "JOIN memory_events e ON e.memory_id = m.id WHERE m.namespace = %s AND "
-            # CASE: other events' detail is free text, which a cast to json would refuse
-            "m.status = 'active' AND CASE WHEN e.event_type = 'keyed' THEN "
-            "e.detail::json ->> 'key' END = %s ORDER BY e.id DESC LIMIT 1",
-            (namespace, key),
-        ).fetchone()
+            "m.status = 'active' AND e.event_type = 'keyed' AND strpos(e.detail, %s) > 0 "
+            "ORDER BY e.id DESC",
+            (namespace, json.dumps(key, ensure_ascii=False)),  # as the detail spells it
+        )
+        for row in found:
+            detail = json_or_none(row["keyed"])
+            if detail is None:
+                warnings.warn(
+                    StoreWarning(
+                        f"memory #{row['id']}: its keyed event of {row['keyed_at']} is not JSON "
+                        f"and is left out: {row['keyed'][:80]!r}"
+                    ),
+                    stacklevel=3,
+                )
+            elif isinstance(detail, dict) and detail.get("key") == key:
+                return row
+        return None
 
     def match_count(self, fts_query: str, cap: int) -> int:
         """At most `cap + 1`. A GIN scan reads a word's whole posting list before LIMIT, so
@@ -293,17 +320,28 @@ class PostgresStore(Inspecting, AsOf):
 
     def claim_turns(self, namespace: str, limit: int) -> list[int]:
         """Pending turns that may be tried now and nobody is judging, oldest first, claimed
-        for CLAIM (workers skip each other's rows and claims)."""
+        for CLAIM (workers skip each other's rows and claims). A claim whose holder was a
+        process of this host that has died (an agent killed in its `remember`) is taken at
+        once, as a dead runner's lease is, not after CLAIM."""
         now = self.now()
         found = self.db.execute(
             "UPDATE inbox SET claimed_by = %s, claimed_until = %s WHERE id IN (SELECT id FROM inbox "
             "WHERE namespace = %s AND status = 'pending' AND (next_retry_at IS NULL OR "
             "next_retry_at <= %s) AND (claimed_until IS NULL OR claimed_until <= %s OR "
-            "claimed_by = %s) ORDER BY created_at, id LIMIT %s FOR UPDATE SKIP LOCKED) "
-            "RETURNING id, created_at",
-            (self.holder, self._claim(), namespace, now, now, self.holder, limit),
+            "claimed_by = %s OR claimed_by = ANY(%s)) ORDER BY created_at, id LIMIT %s "
+            "FOR UPDATE SKIP LOCKED) RETURNING id, created_at",
+            (self.holder, self._claim(), namespace, now, now, self.holder, self._gone(namespace, now), limit),
         ).fetchall()
         return [r[0] for r in sorted(found, key=lambda r: (r[1] or "", r[0]))]  # as said
+
+    def _gone(self, namespace: str, now: str) -> list[str]:
+        """Holders of the namespace's live claims that were processes of this host and died."""
+        held = self.db.execute(
+            "SELECT DISTINCT claimed_by FROM inbox WHERE namespace = %s AND status = 'pending' "
+            "AND claimed_until > %s AND claimed_by IS NOT NULL",
+            (namespace, now),
+        ).fetchall()
+        return [h for (h,) in held if processes.holder_gone(h)]
 
     def release_turns(self, ids: list[int]) -> None:
         """Give back this store's claims on these turns (those it did not judge)."""
