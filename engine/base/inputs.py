@@ -12,6 +12,7 @@ import json
 import math
 import operator
 import os
+from typing import Literal, overload
 
 from engine.base.clock import iso, parse_duration, parse_time, until_end_of_day
 from engine.base.errors import InputError
@@ -28,6 +29,20 @@ def _kind(value) -> str:
     return type(value).__name__
 
 
+@overload
+def text(
+    value,
+    what: str,
+    *,
+    optional: Literal[False] = False,
+    nonempty: bool = ...,
+    name: bool = ...,
+    limit: int = ...,
+) -> str: ...
+@overload
+def text(
+    value, what: str, *, optional: bool, nonempty: bool = ..., name: bool = ..., limit: int = ...
+) -> str | None: ...
 def text(
     value,
     what: str,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import threading
+from types import ModuleType
 
 
 class lazy:  # noqa: N801 - reads like the import it stands for
@@ -19,7 +20,7 @@ class lazy:  # noqa: N801 - reads like the import it stands for
 
     def __init__(self, name: str):
         self._name = name
-        self._module = None
+        self._module: ModuleType | None = None
         self._lock = threading.Lock()
 
     def __getattr__(self, attr: str):

@@ -7,6 +7,7 @@ import json
 from dataclasses import MISSING, dataclass, field, fields
 from functools import lru_cache
 from operator import itemgetter
+from typing import Any
 
 
 @dataclass
@@ -60,7 +61,7 @@ class MemoryRecord:
         for row in rows:
             raw = None if tags is None else row[tags]
             kept = stored_tags(raw) if isinstance(raw, str) else None
-            data = dict(DEFAULTS)
+            data: dict[str, Any] = dict(DEFAULTS)
             data.update(zip(names, values(row)))
             data["tags"] = parse_tags(raw) if kept is None else list(kept)
             if cls is MemoryRecord:

@@ -15,7 +15,7 @@ from engine.base.records import MemoryRecord
 from engine.judges.embeddings import cosine
 from engine.plan.explain import decay_rule, decay_statement
 from engine.run import neighbours as vectors
-from engine.run.context import Context
+from engine.run.context import Context, vector_store
 from engine.run.recall import get as get_record
 from engine.run.write import refresh_rank, store_memory
 from engine.store.inspecting import SORTS  # noqa: F401 - the orders a page may take
@@ -179,8 +179,9 @@ def similar(ctx: Context, text: str, limit: int) -> list[tuple[MemoryRecord, flo
     if vector is None:
         return []
     model = ctx.policy.embed.name
-    shortlist = ctx.store.nearest(ctx.namespace, model, vector, limit)
-    found = ctx.store.vectors_of(ctx.namespace, model, shortlist)
+    store = vector_store(ctx)
+    shortlist = store.nearest(ctx.namespace, model, vector, limit)
+    found = store.vectors_of(ctx.namespace, model, shortlist)
     best = sorted(((cosine(vector, v), i) for i, v in found.items()), reverse=True)[:limit]
     out = []
     for score, memory_id in best:

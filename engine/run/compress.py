@@ -6,11 +6,12 @@ while it waited on a model writes nothing."""
 
 from __future__ import annotations
 
+from engine.base.errors import LetheError
 from engine.base.records import parse_tags
 from engine.judges import JudgeUnavailable
 from engine.plan import DEFAULT_CANDIDATES
-from engine.policy import Pass
-from engine.run.context import Context
+from engine.policy import Judgment, Pass
+from engine.run.context import Context, vector_store
 from engine.run.passes import PassResult
 from engine.run.write import store_memory
 from engine.steps.answers import today
@@ -21,7 +22,10 @@ class _Conflict(Exception):
 
 
 def compress(ctx: Context, p: Pass, result: PassResult) -> None:
-    spec = p.cluster.candidates or DEFAULT_CANDIDATES()
+    cluster, merge = p.cluster, p.merge
+    if cluster is None or merge is None:  # the policy's loader gives a compression pass both
+        raise LetheError(f"pass {p.name} compresses without a cluster and a merge judgment")
+    spec = cluster.candidates or DEFAULT_CANDIDATES()
     rows = ctx.store.fetch(ctx.plan.cluster_candidates[p.name], ctx.namespace, limit=spec.limit)
     if len(rows) < max(spec.min, 2):
         result.notes.append(f"{len(rows)} candidates, fewer than {max(spec.min, 2)}: nothing to compress")
@@ -40,7 +44,7 @@ def compress(ctx: Context, p: Pass, result: PassResult) -> None:
     ]
     by_n = {c["n"]: c for c in shown}
     if ctx.policy.embed is not None:  # clusters group by similarity where vectors exist
-        pairs = ctx.store.pair_similarities(ctx.policy.embed.name, [c["id"] for c in shown])
+        pairs = vector_store(ctx).pair_similarities(ctx.policy.embed.name, [c["id"] for c in shown])
         n_of = {c["id"]: c["n"] for c in shown}
         for c in shown:
             c["similar"] = {}
@@ -49,34 +53,32 @@ def compress(ctx: Context, p: Pass, result: PassResult) -> None:
     now = ctx.clock()
     try:
         groups, note = ctx.judges.ask(
-            "cluster", p.cluster, {"candidates": shown, "now": now, "today": today(now)}
+            "cluster", cluster, {"candidates": shown, "now": now, "today": today(now)}
         )
     except JudgeUnavailable as exc:
         result.notes.append(f"cluster model unreachable, nothing merged: {exc}")
         return
-    used = set()
-    for group in groups or []:
+    used: set[int] = set()
+    for group in groups if isinstance(groups, list) else []:  # the cluster judge's checked lists
         members = [by_n[n] for n in dict.fromkeys(group) if n in by_n and n not in used]
         if len(members) < 2:
             continue
-        new_id = _merge_group(ctx, p, members, result, [note] if note else [])
+        new_id = _merge_group(ctx, p, merge, members, result, [note] if note else [])
         if new_id:
             used |= {m["n"] for m in members}
 
 
 def _merge_group(
-    ctx: Context, p: Pass, members: list[dict], result: PassResult, notes: list[str]
+    ctx: Context, p: Pass, merge: Judgment, members: list[dict], result: PassResult, notes: list[str]
 ) -> int | None:
     ctx.check_lease()  # a lease lost while the last model answered: stop before the next
     now = ctx.clock()
     try:
-        merged, note = ctx.judges.ask(
-            "merge", p.merge, {"memories": members, "now": now, "today": today(now)}
-        )
+        merged, note = ctx.judges.ask("merge", merge, {"memories": members, "now": now, "today": today(now)})
     except JudgeUnavailable as exc:
         result.notes.append(f"merge model unreachable, originals kept: {exc}")
         return None
-    if merged is None:
+    if not isinstance(merged, dict):  # None: the judge found no usable answer
         result.notes.append(f"merge answer unusable, originals kept: {note}")
         return None
     ids = [m["id"] for m in members]
@@ -118,6 +120,8 @@ def _expiry(ctx: Context, ids: list[int]) -> str | None | _Conflict:
 
 def _write_merge(ctx: Context, p: Pass, ids: list[int], merged: dict, expires_at: str | None = None) -> int:
     values = ctx.store.fetch_one(ctx.plan.merge_values[p.name], ctx.namespace, ids=ids)
+    if values is None:  # an aggregate has its one row; a store that gave none merges nothing
+        raise _Conflict(f"merge of {ids}: their values could not be read, originals kept")
     new_id = store_memory(
         ctx,
         merged["content"],

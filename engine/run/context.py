@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
+from typing import Protocol, cast
 
 from engine.base.clock import Clock
 from engine.base.errors import LetheError
@@ -15,7 +16,7 @@ from engine.judges.embeddings import make_embedder
 from engine.plan import Plan, compile_policy
 from engine.policy import Policy
 from engine.store import open_store
-from engine.store.protocol import Store
+from engine.store.protocol import Store, VectorStore
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,25 @@ class JudgeSettings:
     scripted: object = None
 
 
+class Fence(Protocol):
+    """The pass lease a runner holds, as a context sees it (engine.run.leasing.Held)."""
+
+    def check(self) -> None: ...
+    def due(self) -> bool: ...
+    def renewed(self) -> None: ...
+    def renew_sql(self) -> tuple[str, tuple]: ...
+
+
+class Embedder(Protocol):
+    """A policy's embedding model (engine.judges.embeddings): its vectors, and the last few
+    it gave, by text."""
+
+    name: str
+    recent: dict[str, bytes]
+
+    def embed(self, texts: list[str]) -> list[bytes]: ...
+
+
 @dataclass
 class Context:
     store: Store  # SqliteStore or PostgresStore (engine.store.protocol)
@@ -38,8 +58,8 @@ class Context:
     clock: Clock
     judges: Judges
     settings: JudgeSettings = field(default_factory=JudgeSettings)
-    lease: object = None  # the pass lease, when a runner holds it (engine.run.leasing)
-    embedder: object = None  # the policy's embedding model (engine.judges.embeddings), or None
+    lease: Fence | None = None  # the pass lease, when a runner holds it (engine.run.leasing)
+    embedder: Embedder | None = None  # the policy's embedding model, or None
 
     def now(self) -> str:
         return self.store.now()
@@ -65,6 +85,15 @@ class Context:
             lease=None,
             judges=make_judges(self.policy, store, self.namespace, self.settings),
         )
+
+
+def vector_store(ctx: Context) -> VectorStore:
+    """The store with its vector index: what code behind a policy's `embed:` reads and writes
+    vectors with. `open_store` opens it so (and refuses a store without one) whenever the
+    policy has `embed:`; the protocol cannot say that its type depends on the policy."""
+    if not hasattr(ctx.store, "nearest"):
+        raise LetheError(f"{ctx.store.path}: this store keeps no vectors (a policy with `embed:`)")
+    return cast(VectorStore, ctx.store)
 
 
 def make_judges(policy: Policy, store, namespace: str, s: JudgeSettings) -> Judges:

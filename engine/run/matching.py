@@ -33,8 +33,9 @@ def distinctive_query(ctx: Context, text: str) -> str | None:
         or ctx.store.match_count(" OR ".join(f'"{t}"' for t in rare), MATCHED) <= MATCHED
     ):
         return _query(rare, tokens)
-    kept, total = set(), 0
-    for t in sorted(rare, key=counts.get):  # the rarest first: they weigh most in bm25
+    kept: set[str] = set()
+    total = 0
+    for t in sorted(rare, key=counts.__getitem__):  # the rarest first: they weigh most in bm25
         if kept and total + counts[t] > MATCHED:
             break
         kept.add(t)

@@ -12,9 +12,11 @@ import math
 import threading
 import time
 from array import array
+from typing import Sequence
 
+from engine.base.errors import LetheError
 from engine.judges.embeddings import EmbeddingUnavailable
-from engine.run.context import Context
+from engine.run.context import Context, Embedder, vector_store
 from engine.steps import kinds as steps
 
 BACKFILL = 256  # memories given a vector per run_due, at most
@@ -24,10 +26,11 @@ def vector_of(ctx: Context, text: str) -> bytes | None:
     """The text's vector, or None (no embedding model, or it failed). The last few are
     kept on the embedder: a write asks for one text more than once. A text `prefetch`
     is asking for is waited for, not asked again."""
-    if ctx.embedder is None or not (text or "").strip():
+    embedder = ctx.embedder
+    if embedder is None or not (text or "").strip():
         return None
-    recent = ctx.embedder.recent
-    asking = _inflight(ctx.embedder).get(text)
+    recent = embedder.recent
+    asking = _inflight(embedder).get(text)
     if text not in recent and asking is not None:
         asking.join()
     if text not in recent:
@@ -46,9 +49,10 @@ def prefetch(ctx: Context, user: str, write: list) -> None:
     after the gate, a round trip more. A rewritten text is asked for then, as before; a
     failure here is left to `vector_of` to meet and log. Not for `extract` (its cells'
     texts are the model's)."""
-    if ctx.embedder is None or not user.strip() or any(s.step == "extract" for s in write):
+    embedder = ctx.embedder
+    if embedder is None or not user.strip() or any(s.step == "extract" for s in write):
         return
-    content, recent, inflight = user.strip(), ctx.embedder.recent, _inflight(ctx.embedder)
+    content, recent, inflight = user.strip(), embedder.recent, _inflight(embedder)
     texts = [content] + [
         f"{user} {content}"
         for s in write
@@ -60,7 +64,7 @@ def prefetch(ctx: Context, user: str, write: list) -> None:
 
     def ask() -> None:
         try:
-            found = ctx.embedder.embed(wanted)
+            found = embedder.embed(wanted)
             if isinstance(found, list) and len(found) == len(wanted):
                 for text, vector in zip(wanted, found):
                     _keep(recent, text, vector)
@@ -75,11 +79,14 @@ def prefetch(ctx: Context, user: str, write: list) -> None:
     thread.start()
 
 
-def _inflight(embedder) -> dict:
-    """The texts a prefetch is asking `embedder` for -> its thread."""
-    if not hasattr(embedder, "inflight"):
-        embedder.inflight = {}
-    return embedder.inflight
+def _inflight(embedder: Embedder) -> dict[str, threading.Thread]:
+    """The texts a prefetch is asking `embedder` for -> its thread (kept on the embedder,
+    an attribute of this module's own, hence getattr/setattr)."""
+    inflight = getattr(embedder, "inflight", None)
+    if inflight is None:
+        inflight = {}
+        setattr(embedder, "inflight", inflight)  # noqa: B010 - not part of the Embedder protocol
+    return inflight
 
 
 def _keep(recent: dict, text: str, vector: bytes) -> None:
@@ -95,6 +102,8 @@ def embed(ctx: Context, texts: list[str]) -> list[bytes] | None:
     `unavailable`) and the caller goes on with full text, never fails."""
     start = time.perf_counter()
     try:
+        if ctx.embedder is None:
+            raise EmbeddingUnavailable("the policy has no embedding model")
         found = ctx.embedder.embed(texts)
         if not isinstance(found, list) or len(found) != len(texts):
             raise EmbeddingUnavailable(
@@ -107,8 +116,8 @@ def embed(ctx: Context, texts: list[str]) -> list[bytes] | None:
         ctx.store.log_call(
             ctx.namespace,
             "embed",
-            spec.name,
-            spec.provider,
+            spec.name if spec else "",
+            spec.provider if spec else None,
             0,
             0,
             round((time.perf_counter() - start) * 1000, 3),
@@ -129,7 +138,7 @@ def fits(ctx: Context, vector: bytes | None, model: str | None = None) -> bytes 
     floats = array("f", vector)
     if not any(floats) or not all(map(math.isfinite, floats)):
         return None
-    size = ctx.store.vector_size(ctx.namespace, model or ctx.policy.embed.name)
+    size = vector_store(ctx).vector_size(ctx.namespace, model or _model(ctx))
     return vector if size in (None, len(vector)) else None
 
 
@@ -141,11 +150,18 @@ def search(ctx: Context, step: str, vector: bytes | None, k: int) -> Search:
         vector = fits(ctx, vector)
     if vector is None or step not in ctx.plan.neighbours or k <= 0:
         return Search(None)
-    model = ctx.policy.embed.name
+    model = _model(ctx)
     beside = getattr(ctx.store, "nearest_beside", None)
     if beside is None:
-        return Search(ctx.store.nearest(ctx.namespace, model, vector, k))
+        return Search(vector_store(ctx).nearest(ctx.namespace, model, vector, k))
     return Search(beside(ctx.namespace, model, vector, k))
+
+
+def _model(ctx: Context) -> str:
+    """The name of the policy's embedding model (code here runs only for a policy with one)."""
+    if ctx.policy.embed is None:
+        raise LetheError(f"policy {ctx.policy.name} has no `embed:`: no vectors to read or write")
+    return ctx.policy.embed.name
 
 
 class Search:
@@ -159,7 +175,12 @@ class Search:
 
 
 def neighbours(
-    ctx: Context, step: str, vector: bytes | None, k: int, also: list[int] = (), started: Search | None = None
+    ctx: Context,
+    step: str,
+    vector: bytes | None,
+    k: int,
+    also: Sequence[int] = (),
+    started: Search | None = None,
 ) -> list:
     """Up to `k` nearest neighbours of `vector` that pass the step's candidate query,
     most similar first, plus the memories `also` names (to learn their similarity):
@@ -170,17 +191,15 @@ def neighbours(
         vector = fits(ctx, vector)
     if vector is None or st is None or k <= 0:
         return []
-    shortlist = (
-        started.ids() if started else ctx.store.nearest(ctx.namespace, ctx.policy.embed.name, vector, k)
-    )
-    ids = list(dict.fromkeys([*shortlist, *also]))
+    shortlist = started.ids() if started else vector_store(ctx).nearest(ctx.namespace, _model(ctx), vector, k)
+    ids = list(dict.fromkeys([*(shortlist or []), *also]))
     return ctx.store.fetch(st, ctx.namespace, ids=ids, vector=vector, limit=k + len(also))
 
 
 def save(ctx: Context, memory_id: int, vector: bytes | None) -> None:
     """Store a memory's vector in the caller's transaction (nothing without one)."""
-    if ctx.policy.embed is not None and fits(ctx, vector) is not None:
-        ctx.store.save_vector(memory_id, ctx.namespace, ctx.policy.embed.name, vector)
+    if ctx.policy.embed is not None and vector is not None and fits(ctx, vector) is not None:
+        vector_store(ctx).save_vector(memory_id, ctx.namespace, ctx.policy.embed.name, vector)
 
 
 def backfill(ctx: Context, limit: int = BACKFILL) -> int:
@@ -189,9 +208,9 @@ def backfill(ctx: Context, limit: int = BACKFILL) -> int:
     outside any transaction; an unreachable model leaves the rest for the next run."""
     if ctx.embedder is None:
         return 0
-    model = ctx.policy.embed.name
+    model, store = _model(ctx), vector_store(ctx)
     done = 0
-    missing = ctx.store.missing_vectors(ctx.namespace, model, limit)
+    missing = store.missing_vectors(ctx.namespace, model, limit)
     for start in range(0, len(missing), 32):
         batch = missing[start : start + 32]
         vectors = embed(ctx, [text for _, text in batch])
@@ -200,8 +219,8 @@ def backfill(ctx: Context, limit: int = BACKFILL) -> int:
         with ctx.store.transaction():
             for (memory_id, _), vector in zip(batch, vectors):
                 if fits(ctx, vector, model) is not None:
-                    ctx.store.save_vector(memory_id, ctx.namespace, model, vector)
+                    store.save_vector(memory_id, ctx.namespace, model, vector)
         done += len(batch)
-    if ctx.store.reindex_due(ctx.namespace, model):
-        ctx.store.reindex(ctx.namespace, model)
+    if store.reindex_due(ctx.namespace, model):
+        store.reindex(ctx.namespace, model)
     return done

@@ -88,8 +88,8 @@ def run_together(ctx: Context, names: list[str], progress=None) -> list[PassResu
         return [run_rules(ctx, name, progress) for name in names]  # one left half done
     try:
         with ctx.transaction(exclusive=True), _giving_way(ctx, names):
-            results = [_rules_and_record(ctx, name, progress, True, clear=False) for name in names]
-        return results
+            together = [_rules_and_record(ctx, name, progress, True, clear=False) for name in names]
+        return together
     except GaveWay as gave:  # a writer waits: each runs in ranges, none of them has landed
         results: list[PassResult] = []
         for name in names:  # once one ended at once, the next tries that first
@@ -132,7 +132,8 @@ def _rules_and_record(ctx: Context, name: str, progress, record: bool, clear: bo
 def _count(ctx: Context, st, now: str, progress, id_range=None) -> int:
     if progress:
         progress(st.label)
-    return ctx.store.fetch_one(st, ctx.namespace, now, id_range=id_range or (0, 0))[0]
+    row = ctx.store.fetch_one(st, ctx.namespace, now, id_range=id_range or (0, 0))
+    return row[0] if row is not None else 0  # a count has its one row
 
 
 def _rewriting(ctx: Context, name: str, now: str, id_range: tuple[int, int] | None = None):

@@ -141,7 +141,9 @@ class Scheduler:
         """Run every pass of the policy (or the named ones) now, due or not, in the
         caller's thread and under the lease. Raises LeaseBusy when another holder has it."""
         names = list(passes) if passes else list(self.memory.policy.passes)
-        return self._under_lease(names, progress)
+        done = self._under_lease(names, progress)
+        assert done is not None  # named passes raise LeaseBusy rather than give None
+        return done
 
     def _under_lease(self, names: list[str] | None, progress) -> list[PassResult] | None:
         terms = LeaseTerms(self.lease_ttl, self.holder)
