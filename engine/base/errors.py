@@ -13,6 +13,7 @@ class PolicyError(LetheError):
     """A policy or template mistake, located as file:line:col: key.path: message."""
 
     exit_code = 1
+    warnings: list[PolicyError]  # set by the builder: what did not stop loading (validate shows it)
 
     def __init__(
         self,

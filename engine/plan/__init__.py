@@ -129,19 +129,19 @@ def compile_policy(policy: Policy, dialect: str | Dialect = "sqlite") -> Plan:
             for name, p in policy.passes.items()
             if p.rules and not p.batch
         },
-        neighbours=neighbour_statements(policy, d) if model else {},
+        neighbours=neighbour_statements(policy, d, model) if model else {},
     )
 
 
-def neighbour_statements(policy: Policy, d: Dialect) -> dict[str, Statement]:
+def neighbour_statements(policy: Policy, d: Dialect, model: str) -> dict[str, Statement]:
     out = {
         s.step: neighbours_statement(
-            f"{s.step} neighbours", s.judgment.candidates or DEFAULT_CANDIDATES(), d, policy.embed.name
+            f"{s.step} neighbours", s.judgment.candidates or DEFAULT_CANDIDATES(), d, model
         )
         for s in policy.write
         if steps.kind(s.step).shows_candidates
     }
-    out["recall"] = neighbours_statement("recall neighbours", policy.recall.candidates, d, policy.embed.name)
+    out["recall"] = neighbours_statement("recall neighbours", policy.recall.candidates, d, model)
     return out
 
 
@@ -178,7 +178,8 @@ def DEFAULT_CANDIDATES() -> Candidates:
     return Candidates(
         X.Cmp(X.BOOL, "=", X.Col(X.TEXT, "status"), X.Const(X.TEXT, "active")),
         [(X.Col(X.NUM, "rank"), True)],
-        **schema.JUDGMENT_CANDIDATES,
+        limit=schema.JUDGMENT_CANDIDATES["limit"],
+        k=schema.JUDGMENT_CANDIDATES["k"],
     )
 
 
@@ -421,7 +422,7 @@ def render_plan(plan: Plan) -> str:
     for st in [*plan.write_candidates.values(), *plan.cluster_candidates.values(), *plan.neighbours.values()]:
         blocks.append(_show(st))
     blocks.append("\n-- write, merge and explain")
-    for st in [
+    for later in [
         plan.supersede,
         plan.forget,
         plan.reinforce,
@@ -430,7 +431,8 @@ def render_plan(plan: Plan) -> str:
         *plan.explain_reasons.values(),
         *plan.explain_order_keys.values(),
     ]:
-        blocks.append(_show(st))
+        if later is not None:  # compile_policy sets every one
+            blocks.append(_show(later))
     return "\n".join(_wrapped(line) for line in "\n".join(blocks).split("\n")) + "\n"
 
 

@@ -22,7 +22,7 @@ PG_SEARCH_CONFIG = "lethe_english"  # the text search configuration the PostgreS
 class SQL:
     """Accumulates SQL text and its parameters in order."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.parts: list[str] = []
         self.params: list = []
 
@@ -63,7 +63,7 @@ class Dialect:
     row_value_set = True
     # a function the store defines that counts its calls and returns NULL: a pass's rule
     # calls it for each row it keeps because a new value is unusable (plan.rules)
-    kept = "lethe_kept"
+    kept: str | None = "lethe_kept"
     # recall's index may hold only the head of the ranking (engine.store.sqlite.recall_head): candidates
     # in rank order get a form that reads only `rank >= :floor`, run first
     recall_head = True
@@ -72,7 +72,7 @@ class Dialect:
     # name the view has, so `memories."rank"` reads the same everywhere
     rows = "memory_rows AS memories"
     # where the text lives when it is not in `rows`: a formula reads a text column there
-    texts = "memory_texts"
+    texts: str | None = "memory_texts"
     # `similarity`: the vector functions of sqlite-vec (vec_distance_cosine) are there
     vector_search = True
     # a write's candidates read the rows of the best-scored full-text matches only

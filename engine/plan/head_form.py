@@ -26,8 +26,8 @@ def _is_active(w: X.Node) -> bool:
     """`status = 'active'`, either way round."""
     if not (isinstance(w, X.Cmp) and w.op == "="):
         return False
-    sides = {type(w.left): w.left, type(w.right): w.right}
-    col, const = sides.get(X.Col), sides.get(X.Const)
+    col = next((s for s in (w.left, w.right) if isinstance(s, X.Col)), None)
+    const = next((s for s in (w.left, w.right) if isinstance(s, X.Const)), None)
     return col is not None and const is not None and col.name == "status" and const.value == "active"
 
 

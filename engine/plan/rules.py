@@ -32,13 +32,13 @@ def reach_statement(p: Pass, d: Dialect, ranged: bool = False) -> Statement:
     """How many rows a pass's rules reach, counted before the first one runs (a later
     rule may reach rows an earlier one changes; the count is for choosing how to write).
     `ranged`: within one id range (what is left of a pass that gave way to a writer)."""
-    whens = [r.when for r in p.rules]
+    whens = [r.when for r in p.rules if r.when is not None]
     ns = d.unindexed("namespace") if ranged else d.quote("namespace")
     sql, params = f"{ns} = {d.placeholder}", [NAMESPACE]
     if ranged:
         r_sql, r_params = id_range(d)
         sql, params = f"{sql} AND {r_sql}", params + r_params
-    if all(w is not None for w in whens):
+    if len(whens) == len(p.rules):  # every rule has a `when`
         rendered = [d.render(w) for w in _union(whens)]
         sql += " AND (" + " OR ".join(w for w, _ in rendered) + ")"
         params += [x for _, ps in rendered for x in ps]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import cast
 
 from engine import prompts
 from engine.base.errors import PolicyError, PolicyErrors
@@ -49,11 +50,13 @@ class Builder(PassBuilder):
             models=self.models(),
             params=params,
             scores=scores,
-            rank=None,
+            # the rank and recall are built below, in this policy's scope; a policy whose
+            # rank or recall failed is never returned (its mistake is raised)
+            rank=cast(X.Node, None),
             rank_text="",
             write=[],
             passes={},
-            recall=None,
+            recall=cast(Recall, None),
             prompt_dirs=self.prompt_dirs(),
             description=str(d.get("description") or ""),
         )

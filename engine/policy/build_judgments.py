@@ -230,6 +230,8 @@ class JudgmentBuilder(Checks):
         items = []
         for part in _split_top(text):
             m = re.fullmatch(r"(.*?)(?:\s+(asc|desc|ASC|DESC))?", part.strip(), re.S)
+            if m is None:  # (.*?) takes any text: never, but said plainly if it were
+                self.fail(path, f"cannot read the order term '{part.strip()}'")
             node = self.formula(
                 m.group(1),
                 path,

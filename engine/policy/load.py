@@ -116,5 +116,6 @@ def _load_doc(path: str, chain: tuple, project: str) -> yamldoc.Doc:
         raise doc.error(("extends",), f"'extends' goes round in a circle: {circle}")
     base = _load_doc(base_path, chain + (real,), project)
     merged = yamldoc.merge(base, doc)
-    merged.data.pop("extends", None)
+    if isinstance(merged.data, dict):  # a merge of two mappings
+        merged.data.pop("extends", None)
     return merged

@@ -178,7 +178,9 @@ def find_judgment(policy: Policy, step: str) -> Judgment:
     pass_name, _, part = step.rpartition(".")
     for name, p in policy.passes.items():
         if p.cluster and (not pass_name or pass_name == name) and part in ("cluster", "merge"):
-            return p.cluster if part == "cluster" else p.merge
+            judgment = p.cluster if part == "cluster" else p.merge
+            if judgment is not None:
+                return judgment
     if step == "select" and policy.recall.select:
         return policy.recall.select
     known = [w.step for w in policy.write] + [

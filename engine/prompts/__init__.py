@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from engine.base.errors import PolicyError
 from engine.base.lazy import lazy
@@ -29,9 +30,13 @@ from engine.prompts.budget import TooMuchWork, bounded_environment
 
 # Jinja is imported when a template is first parsed: a policy loaded for passes of rules
 # alone (`lethe run --pass decay`) never pays its ~30-60 ms (engine.policy.load)
-jinja2 = lazy("jinja2")
-meta = lazy("jinja2.meta")
-nodes = lazy("jinja2.nodes")
+if TYPE_CHECKING:  # the modules themselves, for the type checker
+    import jinja2
+    from jinja2 import meta, nodes
+else:  # imported on first use
+    jinja2 = lazy("jinja2")
+    meta = lazy("jinja2.meta")
+    nodes = lazy("jinja2.nodes")
 
 TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2")  # what the shipped prompts use, and Jinja's
 MAX_TEMPLATE_BYTES = 1_000_000
@@ -192,7 +197,11 @@ def locate(name: str, dirs: tuple[str, ...]) -> str:
 def _unreadable(exc: Exception) -> str:
     if isinstance(exc, UnicodeDecodeError):
         return "is not UTF-8 text"
-    return str(exc) if isinstance(exc, NotReadable) else f"cannot be read ({exc.strerror})"
+    return (
+        str(exc)
+        if isinstance(exc, NotReadable)
+        else f"cannot be read ({exc.strerror if isinstance(exc, OSError) else exc})"
+    )
 
 
 def parse(name: str, dirs: tuple[str, ...]) -> None:

@@ -21,12 +21,17 @@ import string
 import time
 import types
 from functools import lru_cache
+from typing import TYPE_CHECKING, Callable
 
 from engine.base.lazy import lazy
 
-jinja2 = lazy("jinja2")
-sandbox = lazy("jinja2.sandbox")
-nodes = lazy("jinja2.nodes")
+if TYPE_CHECKING:  # the modules themselves, for the type checker
+    import jinja2
+    from jinja2 import nodes, sandbox
+else:  # imported on first use
+    jinja2 = lazy("jinja2")
+    sandbox = lazy("jinja2.sandbox")
+    nodes = lazy("jinja2.nodes")
 
 MAX_STEPS = 200_000  # loop turns, calls and range() items
 MAX_SIZE = 10_000_000  # characters (or items) of one value a template builds, or of its output
@@ -121,6 +126,12 @@ def _percent(fmt: str, args) -> None:
                 _size(int(given))
 
 
+def _percent_size(fmt: str, args) -> int:
+    """`_percent`'s check, as a size filter answers: what it adds beyond its input (0)."""
+    _percent(fmt, args)
+    return 0
+
+
 def _format(fmt: str) -> None:
     """A str.format string's widths stay within MAX_SIZE; none is taken from an argument."""
     try:
@@ -150,7 +161,7 @@ def _binop(operator: str, left, right) -> None:
 
 
 _SEQUENCES = (str, bytes, list, tuple)
-_STR_METHODS = {  # the size of what a str (or bytes) method builds, from its arguments
+_STR_METHODS: dict[str, Callable[..., int]] = {  # the size of what a str (or bytes) method builds
     "center": lambda s, width, *a: _width(width),
     "ljust": lambda s, width, *a: _width(width),
     "rjust": lambda s, width, *a: _width(width),
@@ -210,7 +221,7 @@ _SIZED_FILTERS = {
     ),
     "slice": lambda value, slices, *a: _width(slices),
     "batch": lambda value, linecount, *a: _width(linecount),
-    "format": lambda value, *args, **kwargs: _percent(str(value), kwargs or args) or 0,
+    "format": lambda value, *args, **kwargs: _percent_size(str(value), kwargs or args),
     "replace": lambda s, old, new, count=None: _replaced(str(s), str(old), str(new), count),
     "sum": _sum_numbers,
 }

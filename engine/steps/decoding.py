@@ -105,12 +105,12 @@ def set_aside_reasoning(text: str, check: Check) -> str:
 
 
 def _unfence(text: str, check: Check) -> str:
-    fences = _FENCE.findall(text)
-    if not fences:
+    m = _FENCE.search(text)
+    if m is None:
         return text
+    fences = _FENCE.findall(text)
     if len(fences) > 1:
         raise BadAnswer("the answer holds several code blocks: give one JSON object")
-    m = _FENCE.search(text)
     if text[: m.start()].strip() or text[m.end() :].strip():
         check.repaired("took the JSON out of the one code block in prose")
     else:
