@@ -133,26 +133,25 @@ def connection_class():
             return ServerGone(f"PostgreSQL dropped the connection ({masked(said)}); the next call reconnects")
         return failed_as(type(exc))(f"the database failed: {masked(one_line(exc))[:500]}")
 
+    @contextlib.contextmanager
+    def one_line_errors(conn):
+        try:
+            yield
+        except pg.Error as exc:
+            failed = as_store_error(conn, exc)
+            if failed is exc:
+                raise
+            raise failed from None
+
     class Connection(pg.Connection):
         def execute(self, *args, **kwargs):
-            try:
+            with one_line_errors(self):
                 return super().execute(*args, **kwargs)
-            except pg.Error as exc:
-                failed = as_store_error(self, exc)
-                if failed is exc:
-                    raise
-                raise failed from None
 
         @contextlib.contextmanager
         def transaction(self, *args, **kwargs):
-            try:
-                with super().transaction(*args, **kwargs) as tx:
-                    yield tx
-            except pg.Error as exc:
-                failed = as_store_error(self, exc)
-                if failed is exc:
-                    raise
-                raise failed from None
+            with one_line_errors(self), super().transaction(*args, **kwargs) as tx:
+                yield tx
 
     Connection.ServerGone = ServerGone
     return Connection
