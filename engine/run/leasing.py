@@ -120,7 +120,7 @@ class _Heartbeat:
     """One thread per process renews every lease held here, looking every POLL seconds
     (one thread, started once: a runner that takes the lease costs no thread start)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._held: set[Held] = set()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None

@@ -43,7 +43,7 @@ def candidates(
             # and nothing here reads it (the select judge reads the text itself)
             st, fts, unscored = plan.recall, None, True
     # a policy reading `similarity` binds the query's vector (an outage: similarity 0)
-    vector = vectors.vector_of(ctx, query) if fts and ctx.plan.neighbours else None
+    vector = vectors.vector_of(ctx, query) if query and fts and ctx.plan.neighbours else None
     rows = ctx.store.fetch(st, ctx.namespace, query=fts, limit=limit, vector=vector)
     if not rows and fts and scored:  # `match: filter` and nothing matched: the top ones
         return candidates(ctx, None, limit)
@@ -67,13 +67,16 @@ def recall(ctx: Context, query: str, top_n: int | None = None) -> list[MemoryRec
     else:
         live = still_active(ctx, chosen)
     by_id = {c.id: c for c in shown}
-    out, seen = [], set()
+    out: list[MemoryRecord] = []
+    seen: set[int] = set()
     for mid in chosen:
         now_id = live.get(mid)
         if now_id is None or now_id in seen:
             continue
         seen.add(now_id)
         fresh = get(ctx, now_id)
+        if fresh is None:  # gone since it was chosen (its namespace forgotten)
+            continue
         fresh.relevance = by_id[mid].relevance
         out.append(fresh)
     return out
@@ -190,7 +193,8 @@ def _select(
     except JudgeUnavailable as exc:  # recall must answer: the rules judge picks instead
         picked = ctx.judges.fallback("select", rec.select, variables, f"model unreachable: {exc}")
     local = {c["n"]: c["id"] for c in shown}
-    return [local[n] for n in dict.fromkeys(picked or []) if n in local][:top_n]
+    picks = picked if isinstance(picked, list) else []  # the select step's checked numbers
+    return [local[n] for n in dict.fromkeys(picks) if n in local][:top_n]
 
 
 # ---- explain --------------------------------------------------------------------------
@@ -199,7 +203,7 @@ class Explained:
     """One recall candidate: its place in the recall order, its score parts, and whether
     the select step picked it."""
 
-    memory: object  # MemoryRecord
+    memory: MemoryRecord
     position: int  # 1-based, in the policy's recall order
     chosen: bool
     order_keys: list = field(default_factory=list)  # the value of each `order` term

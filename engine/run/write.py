@@ -166,6 +166,8 @@ class Writer:
         after MAX_FAILURES such failures it is parked as `failed` (see `lethe pending`).
         With `raise_errors` an engine error (a broken policy) is raised after recording."""
         row = self.ctx.store.turn(turn_id)
+        if row is None:
+            raise LetheError(f"no inbox turn #{turn_id} in namespace '{self.ctx.namespace}'")
         paid = json.loads(row["judged"] or "{}")  # what an earlier attempt was told
         try:
             with self.ctx.store.saying(row["created_at"]):  # when it was said: docs/time.md
@@ -207,6 +209,8 @@ class Writer:
             judged.vector = judged.vector or vectors.vector_of(self.ctx, judged.content)
         with self.ctx.transaction():  # fenced when a runner retries the turn under its lease
             again = store.turn(turn_id)
+            if again is None:  # gone meanwhile (its namespace forgotten): nothing to apply
+                return Written()
             if again["status"] != "pending":  # another process judged it meanwhile
                 return Written(json.loads(again["memory_ids"] or "[]"))
             store.lock_memories([i for j in items for i in j.supersedes + j.confirms + j.superseded_by[:1]])
@@ -520,6 +524,8 @@ class Writer:
         gave (tags join its own), with an `updated` event saying what changed, so nothing
         given is dropped."""
         row = self.ctx.store.get(mid, self.ctx.namespace)
+        if row is None:  # not in this namespace: nothing of it to update
+            return
         changes = {}
         for col in self.ctx.store.UPDATABLE:
             value = given.get(col)
