@@ -25,7 +25,9 @@ def sql_functions(db: sqlite3.Connection) -> _Counter:
     SQLite's build lacks them, and `Dialect.kept` (returned: its count of calls)."""
     _ensure_math(db)
     kept = _Counter()
-    db.create_function(Dialect.kept, 0, kept)
+    name = Dialect.kept
+    assert name is not None  # SQLite's dialect names the function (PostgreSQL's has none)
+    db.create_function(name, 0, kept)
     return kept
 
 
