@@ -28,6 +28,7 @@ from engine import FixedClock, Memory
 from engine.run import neighbours as neighbour_search
 from engine.run.write import Judged
 from engine.store.sqlite import vectors as V
+from tests.helpers import context_of, store_of, writer_of
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 DIM = 384
@@ -40,7 +41,7 @@ def build(path: str, n: int, log) -> None:
     rng, np_rng = random.Random(7), np.random.default_rng(7)
     vocab = [f"w{i}" for i in range(20_000)]
     mem = Memory(path, policy="lifecycle-local", offline=True, clock=FixedClock("2026-03-02T09:00:00"))
-    db, model = mem.store.db, mem.policy.embed.name
+    db, model = store_of(mem).db, mem.policy.embed.name
     t0 = time.perf_counter()
     for start in range(1, n + 1, 50_000):
         rows, vecs = [], []
@@ -50,7 +51,7 @@ def build(path: str, n: int, log) -> None:
             text = "User " + " ".join(rng.choice(vocab) for _ in range(8))
             rows.append((i, text, text, "[]", "default", "2026-03-01T00:00:00", 5.0))
             vecs.append((i, "default", model, block[j].tobytes()))
-        with mem.store.transaction():
+        with store_of(mem).transaction():
             db.executemany(
                 "INSERT INTO memories (id, content, summary, tags, namespace, "
                 "created_at, rank) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -62,7 +63,7 @@ def build(path: str, n: int, log) -> None:
                 vecs,
             )
         log(f"  {min(n, start + 49_999)} rows, {time.perf_counter() - t0:.0f} s")
-    cells = mem.store.reindex("default", model)
+    cells = store_of(mem).reindex("default", model)
     log(f"  index: {cells} cells, {time.perf_counter() - t0:.0f} s")
     mem.close()
 
@@ -75,20 +76,22 @@ def source_found(mem, cosine: float, n: int = 200, k: int = 20) -> float:
     rng = np.random.default_rng(5)
     ids = [
         int(i) + 1
-        for i in rng.choice(mem.store.vector_count("default", mem.policy.embed.name)[0], n, replace=False)
+        for i in rng.choice(store_of(mem).vector_count("default", mem.policy.embed.name)[0], n, replace=False)
     ]
     found = 0
     for mid in ids:
         v = np.frombuffer(
-            mem.store.db.execute("SELECT vector FROM memory_vectors WHERE memory_id = ?", (mid,)).fetchone()[
-                0
-            ],
+            store_of(mem)
+            .db.execute("SELECT vector FROM memory_vectors WHERE memory_id = ?", (mid,))
+            .fetchone()[0],
             dtype=np.float32,
         ).astype(np.float64)
         u = rng.standard_normal(v.size)
         u -= (u @ v) * v
         q = cosine * v + (1 - cosine**2) ** 0.5 * u / np.linalg.norm(u)
-        rows = neighbour_search.neighbours(mem.context, "contradiction", q.astype(np.float32).tobytes(), k)
+        rows = neighbour_search.neighbours(
+            context_of(mem), "contradiction", q.astype(np.float32).tobytes(), k
+        )
         found += mid in {r["id"] for r in rows}
     return found / n
 
@@ -110,12 +113,12 @@ def timed(mem, step, texts: list[str]) -> tuple[list[float], list[int], list[flo
     t_embed = []
     for text in texts:
         t0 = time.perf_counter()
-        mem.context.embedder.recent[text] = mem.context.embedder.embed([text])[0]
+        context_of(mem).embedder.recent[text] = context_of(mem).embedder.embed([text])[0]
         t_embed.append(time.perf_counter() - t0)
     times, shown = [], []
     for text in texts:
         t0 = time.perf_counter()
-        rows = mem.writer.candidates(step, Judged(content=text), {"user": text})
+        rows = writer_of(mem).candidates(step, Judged(content=text), {"user": text})
         times.append(time.perf_counter() - t0)
         shown.append(len(rows))
     return times[3:], shown[3:], t_embed[3:]
@@ -147,7 +150,7 @@ def main(argv=None) -> int:
         "User listed " + ", ".join(f"w{rng.randrange(20000)}" for _ in range(12))
         for _ in range(args.calls + 3)
     ]
-    vectors, cells = mem.store.vector_count("default", mem.policy.embed.name)
+    vectors, cells = store_of(mem).vector_count("default", mem.policy.embed.name)
     met = True
     for label, texts in (("3 rare words a turn", short), ("12 rare words a turn", long)):
         times, shown, t_embed = timed(mem, step, texts)

@@ -29,6 +29,8 @@ import json
 import subprocess
 import sys
 
+from tests.helpers import store_of
+
 from . import datasets as D
 
 FLAT_GOAL = 1.5
@@ -52,7 +54,7 @@ def child(db: str, policy: str, now: str, cache_mib: str | None = None) -> None:
 
     mem = Memory(db, policy=policy, clock=FixedClock(parse_time(now)))
     if cache_mib is not None:  # the benchmark's own setting, on the connection the pass uses
-        mem.store.db.execute(f"PRAGMA cache_size = {-1024 * int(cache_mib)}")
+        store_of(mem).db.execute(f"PRAGMA cache_size = {-1024 * int(cache_mib)}")
     before = _status_kib("VmRSS")
     tracemalloc.start()
     res = mem.run(["expiry", "decay"])

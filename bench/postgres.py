@@ -25,7 +25,7 @@ import time
 
 from engine import FixedClock, Memory
 from engine.store.transfer import copy_store
-from tests.helpers import pg_server
+from tests.helpers import context_of, pg_server, store_of
 
 from . import datasets as D
 
@@ -81,7 +81,7 @@ def bench_passes(dsn: str, now: str, rounds: int = 2) -> dict:
     rolled back (and vacuumed away) so every run starts from the same rows, alternating,
     best of `rounds`; then `Memory.run` for real, whose counts must match the bare ones."""
     mem = Memory(dsn, policy=POLICY, clock=FixedClock(now))
-    store, plan = mem.store, mem.plan
+    store, plan = store_of(mem), context_of(mem).plan
     compiled = plan.passes["expiry"] + plan.passes["decay"]
 
     def rolled_back(work):

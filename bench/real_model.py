@@ -33,6 +33,7 @@ from engine import FixedClock, Memory
 from engine.judges import COPIED
 from engine.judges import invariants as guards
 from engine.policy import load
+from tests.helpers import store_of
 
 ROOT = Path(__file__).resolve().parent.parent
 TURNS = Path(__file__).with_name("real_turns.yaml")
@@ -136,14 +137,16 @@ def play(
     clock.advance(dt.timedelta(days=365))
     mem.run([p for p in mem.policy.passes if p == "expiry"])
     rows = (
-        mem.store.db.execute("SELECT status, count(*) FROM memories GROUP BY status").fetchall()
-        if hasattr(mem.store, "db")
+        store_of(mem).db.execute("SELECT status, count(*) FROM memories GROUP BY status").fetchall()
+        if hasattr(store_of(mem), "db")
         else []
     )
     row["expired"] = dict((r[0], r[1]) for r in rows).get("expired", 0)
-    calls = mem.store.db.execute(
-        "SELECT outcome, prompt_tokens + completion_tokens, detail FROM model_calls"
-    ).fetchall()
+    calls = (
+        store_of(mem)
+        .db.execute("SELECT outcome, prompt_tokens + completion_tokens, detail FROM model_calls")
+        .fetchall()
+    )
     row["calls"] = len(calls)
     row["tokens"] = sum(c[1] or 0 for c in calls)
     row["refused"] = sum(c[0] == "bad_answer" for c in calls)
@@ -184,7 +187,7 @@ def _changes_nothing(answer) -> bool:
 
 def merges_lost_expiry(mem: Memory) -> int:
     """Merged memories with a later (or no) expiry than the earliest of their members."""
-    db = mem.store.db
+    db = store_of(mem).db
     lost = 0
     for _, detail, expires in db.execute(
         "SELECT e.memory_id, e.detail, m.expires_at FROM memory_events e JOIN memories m "

@@ -34,6 +34,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from tests.helpers import context_of, store_of, writer_of
+
 from . import datasets as D
 
 DELAY_S = 0.3
@@ -182,7 +184,7 @@ def policy_file(tmp: Path, parent: str, base_url: str, embed: bool = False) -> P
 def calls_since(mem, after_id: int) -> list[dict]:
     return [
         dict(r)
-        for r in mem.store.db.execute(
+        for r in store_of(mem).db.execute(
             "SELECT id, step, provider, prompt_tokens, outcome FROM model_calls WHERE id > ? ORDER BY id",
             (after_id,),
         )
@@ -190,17 +192,22 @@ def calls_since(mem, after_id: int) -> list[dict]:
 
 
 def last_call_id(mem) -> int:
-    return mem.store.db.execute("SELECT coalesce(max(id), 0) FROM model_calls").fetchone()[0]
+    return store_of(mem).db.execute("SELECT coalesce(max(id), 0) FROM model_calls").fetchone()[0]
 
 
 def fallbacks_since(mem, after_event: int) -> int:
-    return mem.store.db.execute(
-        "SELECT count(*) FROM memory_events WHERE id > ? AND event_type = 'judge_fallback'", (after_event,)
-    ).fetchone()[0]
+    return (
+        store_of(mem)
+        .db.execute(
+            "SELECT count(*) FROM memory_events WHERE id > ? AND event_type = 'judge_fallback'",
+            (after_event,),
+        )
+        .fetchone()[0]
+    )
 
 
 def last_event_id(mem) -> int:
-    return mem.store.db.execute("SELECT coalesce(max(id), 0) FROM memory_events").fetchone()[0]
+    return store_of(mem).db.execute("SELECT coalesce(max(id), 0) FROM memory_events").fetchone()[0]
 
 
 def _timed_ask(provider, step, prompt, variables):
@@ -267,7 +274,7 @@ def latency(
                         f"{expect[mode]})"
                     )
                 if mode == "sequential":  # one bare round trip, the goal's unit
-                    provider = mem.judges.provider("cheap")
+                    provider = context_of(mem).judges.provider("cheap")
                     one = []
                     for _ in range(turns):
                         t0 = time.perf_counter()
@@ -376,14 +383,18 @@ def seed_contradiction_tokens(mem, content: str) -> int:
     from engine.run.write import Judged
     from tests.helpers.fake_openai import estimate_tokens
 
-    rows = mem.store.db.execute(
-        "SELECT id, coalesce(summary, substr(content, 1, 120)) AS s FROM memories "
-        "WHERE status = 'active' ORDER BY importance DESC, created_at DESC LIMIT ?",
-        (SEED_INDEX,),
-    ).fetchall()
+    rows = (
+        store_of(mem)
+        .db.execute(
+            "SELECT id, coalesce(summary, substr(content, 1, 120)) AS s FROM memories "
+            "WHERE status = 'active' ORDER BY importance DESC, created_at DESC LIMIT ?",
+            (SEED_INDEX,),
+        )
+        .fetchall()
+    )
     shown = [{"n": r["id"], "content": r["s"]} for r in rows]
     step = next(s for s in mem.policy.write if s.step == "contradiction")
-    variables = mem.writer.variables(Judged(content=content), {}, shown)
+    variables = writer_of(mem).variables(Judged(content=content), {}, shown)
     prompt = prompts.render(step.judgment.prompt, mem.policy.prompt_dirs, variables)
     return estimate_tokens(SYSTEM + "\n" + prompt)
 

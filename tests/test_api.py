@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from engine import LetheError
+from engine.judges import Answer
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
@@ -129,3 +130,47 @@ def test_a_clock_that_is_not_one_is_refused_when_the_memory_is_made(tmp_path, cl
         r".*FixedClock",
     ):
         Memory(str(tmp_path / "a.db"), offline=True, clock=clock)
+
+
+def test_the_facade_is_the_only_door(memory):
+    """`Memory` keeps its store, plan, judges and writer to itself: what apps needed from
+    them are its methods."""
+    mem = memory("lifecycle")
+    for part in ("store", "plan", "judges", "writer", "context"):
+        assert not hasattr(mem, part), part
+
+
+def test_what_apps_read_through_the_facade(memory, clock):
+    mem = memory("lifecycle")
+    old = mem.add("User uses poetry.", judged=False)
+    new = mem.add("User uses uv.", judged=False)
+    mem.correct(old, "User uses uv now.", "switched")
+    assert mem.database.endswith("memory.db") or mem.database.startswith("postgres")
+    changed = mem.changes()
+    assert [(c["id"], c["status"], c["replaced_by"]) for c in changed] == [
+        (old, "superseded", "User uses uv now.")
+    ]
+    dumped = mem.dump()
+    assert [d["id"] for d in dumped] == sorted(d["id"] for d in dumped) and len(dumped) == 3
+    assert dumped[0]["content"] == "User uses poetry." and dumped[0]["events"][0]["event_type"] == "created"
+    assert new in [d["id"] for d in dumped] and mem.scenes() == {}
+    assert mem.last_runs() == {} and mem.last_wall_run() is None
+    assert "-- pass decay" in mem.compiled_sql()
+    assert mem.statements(["decay"]) >= 1 and mem.statements([]) == 0
+
+
+def test_start_schedules_counts_never_run_passes_as_run_now(memory, clock):
+    mem = memory("lifecycle")
+    started = mem.start_schedules()
+    scheduled = [n for n, p in mem.policy.passes.items() if p.every]
+    assert started == scheduled and set(mem.last_runs()) == set(scheduled)
+    assert mem.due() == [] and mem.start_schedules() == []
+
+
+def test_an_apps_own_model_call_is_logged_beside_the_judges(memory):
+    mem = memory("lifecycle")
+    mem.log_model_call("answer", "chat-model", 0.0, Answer("hi", "chat-model", "openai", 12, 3, 40.0))
+    mem.log_model_call("answer", "chat-model", 0.0, problem="connection refused")
+    rows = {r["step"]: r for r in mem.costs()}
+    assert rows["answer"]["calls"] == 2 and rows["answer"]["unavailable"] == 1
+    assert mem.model_use()["calls"] == 2

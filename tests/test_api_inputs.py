@@ -13,6 +13,7 @@ import pytest
 
 from engine import FixedClock, LetheError, Memory
 from engine.base.errors import InputError
+from tests.helpers import store_of
 
 HOSTILE = (
     123,
@@ -74,6 +75,10 @@ def test_every_public_method_refuses_any_bad_argument_with_a_lethe_error(mem, me
         "memory": None,
         "text": "tabs",
         "history": None,
+        "step": "answer",
+        "model": "a-model",
+        "started": 0.0,
+        "passes": ["decay"],
     }
     for param in params:
         for bad in HOSTILE:
@@ -173,8 +178,8 @@ def test_a_namespace_whose_keyed_event_holds_bad_json_stays_readable(mem):
     is still read, and the bad key reads as having no value."""
     mid = mem.put("good", "User prefers dark mode.", {"theme": "dark"})
     other = mem.add("User likes tea.", judged=False)
-    with mem.store.transaction():  # as json.dumps wrote it before the check
-        mem.store.event(other, "keyed", '{"key": "bad", "value": NaN}')
+    with store_of(mem).transaction():  # as json.dumps wrote it before the check
+        store_of(mem).event(other, "keyed", '{"key": "bad", "value": NaN}')
     assert mem.keyed("good").memory.id == mid
     mem.put("later", "User likes green tea.", {"n": 1})
     assert mem.keyed("later").value == {"n": 1}

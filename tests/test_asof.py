@@ -17,7 +17,7 @@ from engine.apps.scenario import Player, Script
 from engine.apps.scenario import load as load_scenario
 from engine.cli import main
 from engine.store.transfer import copy_store
-from tests.helpers import START, pg_server, shipped_scenarios
+from tests.helpers import START, pg_server, shipped_scenarios, store_of
 
 pytestmark = pytest.mark.both_backends
 
@@ -106,7 +106,7 @@ class Snapshots(Player):
         super()._sample(force)
         at = self.clock()
         path = os.path.join(self.folder, f"at-{len(self.copies)}.db")
-        src, dst = sqlite3.connect(self.mem.store.path), sqlite3.connect(path)
+        src, dst = sqlite3.connect(self.mem.database), sqlite3.connect(path)
         src.backup(dst)
         src.close(), dst.close()
         self.copies[at] = path  # a later sample of the same instant replaces it
@@ -130,7 +130,7 @@ def test_as_of_equals_a_store_that_stopped_then(tmp_path):
     for at in instants:
         with Memory(player.copies[at], offline=True, clock=FixedClock(at), read_only=True) as then:
             compared += same_as_the_copy(final, then, at, queries)
-            seen.add(len(then.store.memories(then.namespace)))
+            seen.add(len(store_of(then).memories(then.namespace)))
     final.close()
     assert max(seen) > 20 and len(seen) > 5  # stores of many sizes were compared
     assert compared == 20 * len(queries)
@@ -140,7 +140,7 @@ def same_as_the_copy(final: Memory, then: Memory, at: dt.datetime, queries: list
     """Assert that the final store read as of `at` is the copy that stopped then: each
     memory's status and links, the list by status, and recall and candidates for every
     query. How many queries were compared."""
-    for row in then.store.memories(then.namespace):  # what the copy holds at T
+    for row in store_of(then).memories(then.namespace):  # what the copy holds at T
         was = final.get(row["id"], as_of=at)
         assert (was.status, was.contradicted_by, was.merged_into) == (
             row["status"],
@@ -222,7 +222,7 @@ def test_as_of_on_postgres_equals_a_copy_that_stopped_then(db_path, backend, pg_
         for at in instants:
             with Memory(played.copies[at], offline=True, clock=FixedClock(at)) as then:
                 compared += same_as_the_copy(final, then, at, queries)
-                seen.add(len(then.store.memories(then.namespace)))
+                seen.add(len(store_of(then).memories(then.namespace)))
     assert max(seen) > 20 and len(seen) > 5, seen  # stores of many sizes were compared
     assert compared == 12 * len(queries)
 

@@ -9,7 +9,7 @@ import pytest
 
 from bench import seed_article
 from engine import Memory
-from tests.helpers import POLICIES, START
+from tests.helpers import POLICIES, START, store_of
 from tests.helpers.batched import batched_policy, state
 
 T = START + dt.timedelta(days=1)
@@ -50,14 +50,14 @@ def test_an_interrupted_batched_pass_resumes_with_its_own_now(tmp_path, pair):
         b, policy=batched_policy(tmp_path, "scheduled-sql"), clock=lambda: clock["now"], offline=True
     )
     # fail in the middle: the batches before the failing one stay committed
-    mem.store.db.execute("""CREATE TRIGGER boom BEFORE UPDATE OF decay_score ON memory_rows
+    store_of(mem).db.execute("""CREATE TRIGGER boom BEFORE UPDATE OF decay_score ON memory_rows
                             WHEN old.id > 2500 BEGIN SELECT RAISE(ABORT, 'power cut'); END""")
     with pytest.raises(sqlite3.IntegrityError):
         mem.run(["decay"])
-    cursor = mem.store.db.execute("SELECT cursor FROM pass_progress").fetchone()[0]
+    cursor = store_of(mem).db.execute("SELECT cursor FROM pass_progress").fetchone()[0]
     assert 1 < cursor <= 2501
     assert "decay" in mem.due()
-    mem.store.db.execute("DROP TRIGGER boom")
+    store_of(mem).db.execute("DROP TRIGGER boom")
     clock["now"] = later  # the resume happens later...
     (result,) = [r for r in mem.run_due() if r.name == "decay"]
     assert result.ran_at == T.isoformat() and result.notes == ["resumed an interrupted run"]

@@ -13,7 +13,7 @@ from engine import Memory
 from engine.plan import compile_policy
 from engine.policy import load
 from engine.store.sqlite import bulk
-from tests.helpers import POLICIES, START
+from tests.helpers import POLICIES, START, context_of, store_of
 from tests.helpers.batched import batched_policy, state
 
 T = START + dt.timedelta(days=1)
@@ -62,11 +62,13 @@ def test_recall_after_a_rebuild_reads_the_new_ranks_through_the_index(tmp_path, 
     shutil.copy(big, path)
     with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
         mem.run(["decay"])
-        st = mem.plan.recall
-        plan = mem.store.db.execute(
-            "EXPLAIN QUERY PLAN " + st.sql, st.bind(mem.store.now(), "default", limit=60)
-        ).fetchall()
-        got = [r["id"] for r in mem.store.fetch(st, "default", limit=60)]
+        st = context_of(mem).plan.recall
+        plan = (
+            store_of(mem)
+            .db.execute("EXPLAIN QUERY PLAN " + st.sql, st.bind(store_of(mem).now(), "default", limit=60))
+            .fetchall()
+        )
+        got = [r["id"] for r in store_of(mem).fetch(st, "default", limit=60)]
     assert any("memories_recall" in row[3] for row in plan)
     conn = sqlite3.connect(path)
     want = [
@@ -84,11 +86,11 @@ def test_a_failed_rebuilding_pass_rolls_back_with_its_indexes(tmp_path, big):
     shutil.copy(big, path)
     mem = Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True)
     before, rows = indexes(path), state(path)
-    mem.store.db.execute("""CREATE TRIGGER boom BEFORE UPDATE OF status ON memory_rows
+    store_of(mem).db.execute("""CREATE TRIGGER boom BEFORE UPDATE OF status ON memory_rows
                             BEGIN SELECT RAISE(ABORT, 'power cut'); END""")
     with pytest.raises(sqlite3.IntegrityError):
         mem.run(["decay"])  # the archive rule fails after the decay rule ran
-    mem.store.db.execute("DROP TRIGGER boom")
+    store_of(mem).db.execute("DROP TRIGGER boom")
     mem.close()
     assert indexes(path) == before
     assert state(path) == rows
@@ -119,15 +121,18 @@ def test_recall_and_expiry_indexes_hold_only_the_rows_they_serve(tmp_path, big):
     path = str(tmp_path / "partial.db")
     shutil.copy(big, path)
     with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
-        db = mem.store.db
+        db = store_of(mem).db
         mem.run(["decay"])
-        expiry = next(st for st in mem.plan.passes["expiry"] if st.label.endswith("update"))
+        expiry = next(st for st in context_of(mem).plan.passes["expiry"] if st.label.endswith("update"))
 
         def used(sql, params):
             return " ".join(row[3] for row in db.execute("EXPLAIN QUERY PLAN " + sql, params))
 
-        expiry_plan = used(expiry.sql, expiry.bind(mem.store.now(), "default"))
-        recall_plan = used(mem.plan.recall.sql, mem.plan.recall.bind(mem.store.now(), "default", limit=60))
+        expiry_plan = used(expiry.sql, expiry.bind(store_of(mem).now(), "default"))
+        recall_plan = used(
+            context_of(mem).plan.recall.sql,
+            context_of(mem).plan.recall.bind(store_of(mem).now(), "default", limit=60),
+        )
         archived_plan = used(
             "SELECT id FROM memories WHERE namespace = ? AND status = ? ORDER BY rank DESC, id DESC LIMIT 60",
             ["default", "archived"],
@@ -167,12 +172,12 @@ def test_the_reach_count_is_the_union_of_the_rules_said_once(tmp_path):
 def scatter_scenes(mem):
     """Scenes in an order of their own, so the (namespace, scene) index lists the rows out
     of id order."""
-    with mem.store.transaction() as db:
+    with store_of(mem).transaction() as db:
         db.execute("UPDATE memories SET scene = 'scene-' || ((id * 7919) % 97)")
 
 
 def traced(mem, ran):
-    mem.store.db.set_trace_callback(ran.append)
+    store_of(mem).db.set_trace_callback(ran.append)
     return mem
 
 
@@ -188,14 +193,15 @@ def test_a_pass_over_most_of_the_file_reads_its_rows_in_id_order(tmp_path, big):
     ran = []
     with Memory(a, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as one:
         scatter_scenes(one)
-        first = one.store.db.execute("SELECT coalesce(max(id), 0) FROM memory_events").fetchone()[0]
+        first = store_of(one).db.execute("SELECT coalesce(max(id), 0) FROM memory_events").fetchone()[0]
         traced(one, ran).run(["expiry", "decay"])
-        decay = [st for st in one.plan.pass_ranges["decay"] if st.label.endswith("update")]
+        decay = [st for st in context_of(one).plan.pass_ranges["decay"] if st.label.endswith("update")]
         plans = [
             " ".join(
                 r[3]
-                for r in one.store.db.execute(
-                    "EXPLAIN QUERY PLAN " + st.sql, st.bind(one.store.now(), "default", id_range=(0, N + 1))
+                for r in store_of(one).db.execute(
+                    "EXPLAIN QUERY PLAN " + st.sql,
+                    st.bind(store_of(one).now(), "default", id_range=(0, N + 1)),
                 )
             )
             for st in decay
@@ -224,7 +230,7 @@ def test_a_pass_over_a_small_namespace_keeps_to_its_index(tmp_path, big):
     path = str(tmp_path / "few.db")
     shutil.copy(big, path)
     with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
-        with mem.store.transaction() as db:
+        with store_of(mem).transaction() as db:
             db.execute("UPDATE memories SET namespace = 'few' WHERE id % 10 = 0")
     ran = []
     with Memory(
@@ -245,12 +251,12 @@ def test_a_rank_refresh_over_most_of_the_file_reads_it_in_id_order(tmp_path, big
 
     with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
         scatter_scenes(mem)
-        with mem.store.transaction() as db:
+        with store_of(mem).transaction() as db:
             db.execute("UPDATE memories SET rank = -1")
             db.execute("UPDATE policy_state SET rank_formula = 'an older formula'")
         ran = []
         traced(mem, ran)
-        sync_rank(mem.context)
+        sync_rank(context_of(mem))
     refresh = [s for s in ran if s.startswith('UPDATE memory_rows AS memories SET "rank"')]
     assert len(refresh) == 1 and '+"namespace"' in refresh[0] and '"id" >= 0' in refresh[0]
     conn = sqlite3.connect(path)

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from engine import Memory
 from engine.cli import main
-from tests.helpers import POLICIES, ROOT, run_sql
+from tests.helpers import POLICIES, ROOT, run_sql, store_of
 from tests.helpers.fake_openai import closed_port_url
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
@@ -51,7 +51,7 @@ def test_chat_answers_with_recalled_memories_in_the_prompt(db_path, fake_openai)
     assert second["messages"][-1] == {"role": "user", "content": "which editor do I use?"}
     assert "recalled #1" in out.output and "stored #1" in out.output
     with Memory(db_path, policy=LIFECYCLE, offline=True) as mem:
-        calls = run_sql(mem.store, "SELECT step, outcome FROM model_calls WHERE step = 'answer'")
+        calls = run_sql(store_of(mem), "SELECT step, outcome FROM model_calls WHERE step = 'answer'")
         assert [tuple(r) for r in calls] == [("answer", "ok"), ("answer", "ok")]
         assert mem.get(1).access_count == 1  # recalled once, for the second message
 

@@ -11,6 +11,7 @@ import pytest
 
 import engine.store.sqlite.sqlite_checkpoint as C
 from engine import Memory
+from tests.helpers import store_of
 
 
 def _note(i: int) -> str:
@@ -28,15 +29,15 @@ def test_commits_leave_checkpoints_to_the_stores_thread(tmp_path):
     path = tmp_path / "m.db"
     mem = Memory(str(path), offline=True)
     try:
-        assert mem.store.db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+        assert store_of(mem).db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
         written, i = 0, 0
         while written < 3 * C.CHECKPOINT_BYTES:  # enough for the thread to be woken
             before = _wal(path)
             mem.add(_note(i), judged=False)
             written += max(0, _wal(path) - before)
             i += 1
-        assert mem.store._checkpoints.idle()
-        assert mem.store._checkpoints.done >= 1 and mem.store._checkpoints.failed is None
+        assert store_of(mem)._checkpoints.idle()
+        assert store_of(mem)._checkpoints.done >= 1 and store_of(mem)._checkpoints.failed is None
         names = {t.name for t in threading.enumerate()}
         assert "lethe-checkpoint" in names
     finally:
@@ -86,7 +87,7 @@ def test_a_read_only_store_has_no_checkpoints(tmp_path):
     with Memory(str(path), offline=True) as mem:
         mem.add("We use uv.")
     with Memory(str(path), offline=True, read_only=True) as mem:
-        assert mem.store._checkpoints is None
+        assert store_of(mem)._checkpoints is None
 
 
 def test_a_store_that_has_checkpointed_can_still_have_the_file_to_itself(tmp_path):
@@ -96,14 +97,14 @@ def test_a_store_that_has_checkpointed_can_still_have_the_file_to_itself(tmp_pat
     mem = Memory(str(path), offline=True)
     try:
         i = 0
-        while mem.store._checkpoints.done == 0:
+        while store_of(mem)._checkpoints.done == 0:
             mem.add(_note(i), judged=False)
             i += 1
             if i % 50 == 0:
-                assert mem.store._checkpoints.idle()
+                assert store_of(mem)._checkpoints.idle()
             assert i < 5000, "no checkpoint ran"
-        mem.store.stop_checkpoints()
-        assert mem.store.db.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"
+        store_of(mem).stop_checkpoints()
+        assert store_of(mem).db.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"
     finally:
         mem.close()
 
@@ -126,19 +127,19 @@ def test_a_wal_grown_by_another_connection_is_the_threads_to_copy(tmp_path):
         other.execute("COMMIT")
         assert _wal(path) > C.BEHIND_BYTES
         ran = []
-        real = mem.store.db.execute
+        real = store_of(mem).db.execute
 
         def spy(sql, params=(), /):
             ran.append(sql)
             return real(sql, params)
 
-        mem.store.db.execute = spy
+        store_of(mem).db.execute = spy
         try:
             mem.add("We deploy on Fridays.", judged=False)
         finally:
-            del mem.store.db.execute
+            del store_of(mem).db.execute
         assert not [s for s in ran if "wal_checkpoint" in s]
-        assert mem.store._checkpoints.idle() and mem.store._checkpoints.done >= 1
+        assert store_of(mem)._checkpoints.idle() and store_of(mem)._checkpoints.done >= 1
     finally:
         other.close()
         mem.close()

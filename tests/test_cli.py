@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from engine.cli import every_command, main
-from tests.helpers import POLICIES
+from tests.helpers import POLICIES, store_of
 
 LIFECYCLE = f"{POLICIES}/lifecycle.yaml"
 
@@ -169,7 +169,7 @@ def test_remember_says_why_turns_are_pending_not_always_an_unreachable_model(tmp
     from engine import Memory
 
     with Memory(db, offline=True) as mem:  # another process's turn, not judged yet
-        mem.store.add_turn(mem.namespace, "I use make for builds.", "")
+        store_of(mem).add_turn(mem.namespace, "I use make for builds.", "")
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     out = run("remember", "I use uv.", "--db", db, "--replay", str(empty))

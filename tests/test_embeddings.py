@@ -17,6 +17,7 @@ from engine.judges.embeddings import cosine, pack
 from engine.plan import compile_policy, render_plan
 from engine.run.write import Judged
 from engine.store.sqlite import vectors as store_vectors
+from tests.helpers import context_of, store_of, writer_of
 from tests.helpers.embeddings import embedding_policy, topic_vector
 from tests.helpers.fake_openai import FakeOpenAI, word_vector
 
@@ -39,7 +40,7 @@ def test_a_write_stores_the_memorys_vector(tmp_path, fake):
     with memory(tmp_path, embedding_policy(tmp_path, fake)) as mem:
         mem.add("User eats chicken most days.", judged=False)
         mem.remember("I use Linear for bugs.", "Noted.")
-        assert mem.store.vector_count("default", "openai:text-embedding-3-small") == (2, 0)
+        assert store_of(mem).vector_count("default", "openai:text-embedding-3-small") == (2, 0)
     assert fake.embedding_requests[0]["model"] == "text-embedding-3-small"
 
 
@@ -73,8 +74,8 @@ def test_a_bad_or_resized_embedding_never_blocks_a_write_nor_breaks_recall(tmp_p
         assert [r.content for r in mem.recall("chicken")]  # the query's 16 numbers: full text
         fake.embedder = lambda text: word_vector(text, 8)
         assert [r.content for r in mem.recall("chicken")]
-        assert mem.store.vector_size("default", mem.policy.embed.name) == 8 * 4
-        assert mem.store.vector_count("default", mem.policy.embed.name)[0] == 1
+        assert store_of(mem).vector_size("default", mem.policy.embed.name) == 8 * 4
+        assert store_of(mem).vector_count("default", mem.policy.embed.name)[0] == 1
 
 
 def test_an_embedding_outage_never_blocks_a_write_and_backfill_fills_it(tmp_path, fake):
@@ -82,20 +83,20 @@ def test_an_embedding_outage_never_blocks_a_write_and_backfill_fills_it(tmp_path
         fake.embeddings_down = True
         written = mem.remember("I use Linear for bugs.", "Noted.")
         assert written.stored and not mem.pending()
-        assert mem.store.vector_count("default", mem.policy.embed.name)[0] == 0
+        assert store_of(mem).vector_count("default", mem.policy.embed.name)[0] == 0
         fake.embeddings_down = False
         results = mem.run_due()
         assert results[0].name == "embeddings" and results[0].changed == 1
-        assert mem.store.vector_count("default", mem.policy.embed.name)[0] == 1
+        assert store_of(mem).vector_count("default", mem.policy.embed.name)[0] == 1
 
 
 def test_contradiction_candidates_include_neighbours_sharing_no_word(tmp_path, fake):
     with memory(tmp_path, embedding_policy(tmp_path, fake)) as mem:
         old = mem.add("User eats chicken or beef most days.", judged=False)
         mem.add("The team tracks bugs in Jira.", judged=False)
-        judged = mem.writer.judge_turn("I'm vegan now.", "Noted.")  # shares no word
+        judged = writer_of(mem).judge_turn("I'm vegan now.", "Noted.")  # shares no word
         step = next(s for s in mem.policy.write if s.step == "contradiction")
-        shown = mem.writer.candidates(step, judged[0], {"user": "I'm vegan now."})
+        shown = writer_of(mem).candidates(step, judged[0], {"user": "I'm vegan now."})
         assert [c["id"] for c in shown][0] == old
         assert shown[0]["similarity"] > 0.9
 
@@ -105,7 +106,7 @@ def test_offline_skips_openai_embeddings_and_stays_full_text(tmp_path, fake):
         mem.add("User eats chicken most days.", judged=False)
         mem.remember("I use Linear for bugs.", "Noted.")
         assert mem.recall("chicken")
-        assert mem.store.vector_count("default", mem.policy.embed.name)[0] == 0
+        assert store_of(mem).vector_count("default", mem.policy.embed.name)[0] == 0
     assert fake.embedding_requests == []
 
 
@@ -113,7 +114,7 @@ def test_recall_candidates_add_the_querys_nearest_neighbours(tmp_path, fake):
     with memory(tmp_path, embedding_policy(tmp_path, fake)) as mem:
         food = mem.add("User eats chicken or beef most days.", judged=False)
         mem.add("The team tracks bugs in Jira.", judged=False)
-        shown, _ = __import__("engine.run.recall", fromlist=["choose"]).choose(mem.context, "diet")
+        shown, _ = __import__("engine.run.recall", fromlist=["choose"]).choose(context_of(mem), "diet")
         assert food in [c.id for c in shown]
 
 
@@ -157,18 +158,18 @@ def test_compression_reads_pair_similarity(tmp_path, fake):
                 "User is tall.",
             )
         ]
-        pairs = mem.store.pair_similarities(mem.policy.embed.name, ids)
+        pairs = store_of(mem).pair_similarities(mem.policy.embed.name, ids)
         assert pairs[(ids[0], ids[1])] > 0.9 and pairs[(ids[0], ids[2])] < 0.5
 
 
 def random_vectors(mem, n: int, seed: int) -> dict[int, bytes]:
     """n memories with random 32-dimension vectors, in one transaction: id -> vector."""
     rng, model, vecs = random.Random(seed), mem.policy.embed.name, {}
-    with mem.store.transaction():
+    with store_of(mem).transaction():
         for _ in range(n):
             v = pack([rng.gauss(0, 1) for _ in range(32)])
-            mid = mem.store.insert_memory({"content": "x", "namespace": "default"})
-            mem.store.save_vector(mid, "default", model, v)
+            mid = store_of(mem).insert_memory({"content": "x", "namespace": "default"})
+            store_of(mem).save_vector(mid, "default", model, v)
             vecs[mid] = v
     return vecs
 
@@ -178,13 +179,13 @@ def test_the_vector_index_finds_the_nearest_after_a_reindex(tmp_path, monkeypatc
     with memory(tmp_path, embedding_policy(tmp_path, fake)) as mem:
         model = mem.policy.embed.name
         vecs = random_vectors(mem, 400, seed=5)
-        assert mem.store.reindex("default", model) == 25
-        assert mem.store.vector_count("default", model) == (400, 25)
+        assert store_of(mem).reindex("default", model) == 25
+        assert store_of(mem).vector_count("default", model) == (400, 25)
         hits = 0
         for mid, v in list(vecs.items())[:50]:
             near = array("f", v)
             near[0] += 0.05
-            hits += mid in mem.store.nearest("default", model, pack(near), 2)
+            hits += mid in store_of(mem).nearest("default", model, pack(near), 2)
         assert hits >= 45  # an approximate index: nearly always the true neighbour
 
 
@@ -195,11 +196,11 @@ def test_a_reindex_by_another_connection_is_seen_by_a_search(tmp_path, monkeypat
         model = mem.policy.embed.name
         vecs = random_vectors(mem, 200, seed=6)
         assert all(
-            mid in mem.store.nearest("default", model, v, 1) for mid, v in list(vecs.items())[:5]
+            mid in store_of(mem).nearest("default", model, v, 1) for mid, v in list(vecs.items())[:5]
         )  # one cell, scanned whole: exact
         with memory(tmp_path, embedding_policy(tmp_path, fake)) as other:
-            assert other.store.reindex("default", model) == 12
-        hits = sum(mid in mem.store.nearest("default", model, v, 2) for mid, v in list(vecs.items())[:40])
+            assert store_of(other).reindex("default", model) == 12
+        hits = sum(mid in store_of(mem).nearest("default", model, v, 2) for mid, v in list(vecs.items())[:40])
         assert hits >= 36  # with the old (no) cells it would probe only cell 0, now empty
 
 
@@ -209,10 +210,10 @@ def test_the_search_beside_runs_on_its_own_connection_and_finds_the_same(tmp_pat
     # another connection's reindex, and inside a transaction see that transaction's rows
     monkeypatch.setattr(store_vectors, "CELL_SIZE", 16)
     with memory(tmp_path, embedding_policy(tmp_path, fake)) as mem:
-        store, model = mem.store, mem.policy.embed.name
+        store, model = store_of(mem), mem.policy.embed.name
         vecs = list(random_vectors(mem, 300, seed=8).values())
         with memory(tmp_path, embedding_policy(tmp_path, fake)) as other:
-            other.store.reindex("default", model)
+            store_of(other).reindex("default", model)
         futures = [store.nearest_beside("default", model, v, 3) for v in vecs[:30]]
         assert [f.result() for f in futures] == [store.nearest("default", model, v, 3) for v in vecs[:30]]
         db, pool = store._beside
@@ -224,7 +225,7 @@ def test_the_search_beside_runs_on_its_own_connection_and_finds_the_same(tmp_pat
         store.nearest_beside("default", model, vecs[2], 3).result()
         assert store._centroid_cache[("default", model)] is held
         with memory(tmp_path, embedding_policy(tmp_path, fake)) as other:  # another's: read again
-            other.store.reindex("default", model)
+            store_of(other).reindex("default", model)
         assert store.nearest_beside("default", model, vecs[2], 3).result() == store.nearest(
             "default", model, vecs[2], 3
         )
@@ -252,11 +253,11 @@ def test_hybrid_candidates_are_the_same_with_the_search_beside_or_not(tmp_path, 
             mem.add(text)
         step = next(s for s in mem.policy.write if s.step == "contradiction")
         new = "User went on a beef diet."
-        beside = mem.writer.candidates(step, Judged(content=new), {"user": new})
-        mem.store.nearest_beside = None  # the store offers no second connection
-        alone = mem.writer.candidates(step, Judged(content=new), {"user": new})
+        beside = writer_of(mem).candidates(step, Judged(content=new), {"user": new})
+        store_of(mem).nearest_beside = None  # the store offers no second connection
+        alone = writer_of(mem).candidates(step, Judged(content=new), {"user": new})
         assert beside == alone and len(alone) >= 3
-        assert mem.store._beside is not None  # the first call did search beside
+        assert store_of(mem)._beside is not None  # the first call did search beside
 
 
 def test_pack_is_unit_length_and_cosine_reads_it():
@@ -271,7 +272,9 @@ def test_pack_is_unit_length_and_cosine_reads_it():
 def _embed_calls(mem) -> list:
     return [
         dict(r)
-        for r in mem.store.db.execute("SELECT step, outcome, detail FROM model_calls WHERE step = 'embed'")
+        for r in store_of(mem).db.execute(
+            "SELECT step, outcome, detail FROM model_calls WHERE step = 'embed'"
+        )
     ]
 
 
@@ -300,7 +303,7 @@ def test_a_zero_vector_is_never_stored_and_never_wedges_a_write(tmp_path, fake):
             mem.add(text, judged=False)
         fake.embedder = lambda text: [0.0] * 8
         mem.add("User likes zero tea.", judged=False)
-        assert mem.store.vector_count("default", mem.policy.embed.name)[0] == 5
+        assert store_of(mem).vector_count("default", mem.policy.embed.name)[0] == 5
         _every_path_works(mem)
 
 
@@ -326,8 +329,8 @@ def test_a_corrupt_vector_row_never_wedges_writes_recall_or_compression(tmp_path
             "User is tall.",
         ):
             mem.add(text, judged=False)
-        mem.store.db.execute(f"UPDATE memory_vectors SET {corrupt}")
-        mem.store.db.commit()
+        store_of(mem).db.execute(f"UPDATE memory_vectors SET {corrupt}")
+        store_of(mem).db.commit()
         _every_path_works(mem)
 
 
@@ -358,7 +361,7 @@ def test_an_embedder_that_raises_anything_is_an_outage(tmp_path, fake):
         def broken(texts):
             raise RuntimeError("CUDA out of memory")
 
-        mem.context.embedder.embed = broken
+        context_of(mem).embedder.embed = broken
         assert mem.add("User eats chicken most days.")
         assert [r.content for r in mem.recall("chicken")]
         assert _embed_calls(mem)[0]["outcome"] == "unavailable"

@@ -36,7 +36,7 @@ from engine.policy import Model, reference, schema, variables
 from engine.policy import expr as X
 from engine.policy import load as load_policy
 from engine.policy.formula_compiler import compile_formula
-from tests.helpers import POLICIES, ROOT, SHIPPED_POLICIES, SHIPPED_SCENARIOS
+from tests.helpers import POLICIES, ROOT, SHIPPED_POLICIES, SHIPPED_SCENARIOS, context_of
 from tests.helpers.fake_openai import FakeOpenAI
 
 README = pathlib.Path(ROOT, "README.md").read_text(encoding="utf-8")
@@ -677,13 +677,13 @@ def test_9_the_table_names_what_the_engine_really_gives(tmp_path, clock):
     seen = {}
     for policy in ("lifecycle", "scenes"):
         with Memory(str(tmp_path / f"{policy}.db"), policy=policy, offline=True, clock=clock) as mem:
-            ask = mem.judges.ask
+            ask = context_of(mem).judges.ask
 
             def recording(step, judgment, given, ask=ask):
                 seen[step] = set(given)
                 return ask(step, judgment, given)
 
-            mem.judges.ask = recording
+            context_of(mem).judges.ask = recording
             for text in (
                 "I prefer readable code.",
                 "I like readable code.",

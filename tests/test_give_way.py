@@ -26,7 +26,7 @@ from engine.run import leasing
 from engine.store import Store
 from engine.store.sqlite import sqlite_wait
 from engine.store.sqlite.sqlite_wait import Waiters
-from tests.helpers import ROOT, START
+from tests.helpers import ROOT, START, context_of, store_of
 
 pytestmark = pytest.mark.sqlite_only
 
@@ -283,7 +283,7 @@ def test_the_waiters_file_is_never_followed_through_a_link(tmp_path):
     with Memory(path, offline=True) as mem:
         blocker.execute("BEGIN IMMEDIATE")
         try:
-            mem.store.timeout = mem.store.db.wait = 0.1
+            store_of(mem).timeout = store_of(mem).db.wait = 0.1
             with pytest.raises(sqlite3.OperationalError):
                 mem.add("We deploy on Fridays.", judged=False)
         finally:
@@ -357,14 +357,14 @@ def test_only_a_writer_that_needs_its_write_says_it_waits(tmp_path):
     with (
         Memory(path, offline=True) as mem,
         Memory(path, offline=True) as other,
-        leasing.hold(mem.context) as held,
+        leasing.hold(context_of(mem)) as held,
     ):  # a runner's commits are fenced
         blocker = sqlite3.connect(path, isolation_level=None)
         try:
             for kind, begin_one in (
-                ("pass", lambda: mem.store.transaction(exclusive=True)),
+                ("pass", lambda: store_of(mem).transaction(exclusive=True)),
                 ("runner", held.transaction),
-                ("writer", other.store.transaction),
+                ("writer", store_of(other).transaction),
             ):
 
                 def begin(begin_one=begin_one, kind=kind):
@@ -521,9 +521,9 @@ def test_the_rest_run_at_once_gives_way_again_to_a_writer(
             built.append(sql)
 
     with Memory(met, clock=FixedClock(T), offline=True) as mem:
-        mem.store.db.set_trace_callback(seen)
+        store_of(mem).db.set_trace_callback(seen)
         got = [r.as_dict() for r in mem.run(["expiry", "decay"])]
-        runs = mem.store.db.execute("SELECT pass, last_run_at FROM pass_runs ORDER BY pass").fetchall()
+        runs = store_of(mem).db.execute("SELECT pass, last_run_at FROM pass_runs ORDER BY pass").fetchall()
     assert tries.outcomes["decay"] == [False, True], tries.outcomes
     assert tries.interrupted and all(s.startswith(where) for s in tries.interrupted)
     assert tries.outcomes.get("expiry", []) in ([], [True])  # ranges alone may finish it

@@ -18,6 +18,7 @@ import pytest
 
 from engine.judges import invariants as guards
 from engine.run.matching import distinctive_query
+from tests.helpers import context_of
 from tests.helpers.judge import Judge, pick, served, shown
 from tests.helpers.rows import event_types, events, memories, outcomes, seed
 
@@ -123,10 +124,10 @@ def test_a_real_update_still_supersedes(fake_openai, lethe, old, new):
 @pytest.mark.sqlite_only
 def test_candidates_are_not_matched_by_the_words_the_pipeline_writes(memory):
     mem = memory("lifecycle")
-    query = distinctive_query(mem.context, "User says the user's staging server runs Ubuntu")
+    query = distinctive_query(context_of(mem), "User says the user's staging server runs Ubuntu")
     assert query.startswith('"staging" OR "server" OR "runs" OR "ubuntu"')
     assert '"user"' not in query and '"says"' not in query
-    assert distinctive_query(mem.context, "User thinks so") is None
+    assert distinctive_query(context_of(mem), "User thinks so") is None
 
 
 def test_an_unrelated_memory_written_by_the_gate_is_no_candidate(fake_openai, lethe):

@@ -29,7 +29,7 @@ from engine.plan.dialect import DIALECTS, NOW
 from engine.policy import SETTABLE, load
 from engine.policy import expr as X
 from engine.policy.formula_compiler import compile_formula
-from tests.helpers import POLICIES, START, run_sql, shipped_policies
+from tests.helpers import POLICIES, START, run_sql, shipped_policies, store_of
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
@@ -371,7 +371,7 @@ def formula_db(tmp_path_factory):
         mem.add("User prefers Python", importance=7, judged=False)
         mem.add("Deadline is March 15", expires_at="2026-03-15", judged=False)
         mem.add("x'); DROP TABLE memories; --", importance=0, confidence=0, judged=False)
-        run_sql(mem.store, "UPDATE memories SET last_accessed = 'not a date', kind = 'fact' WHERE id = 3")
+        run_sql(store_of(mem), "UPDATE memories SET last_accessed = 'not a date', kind = 'fact' WHERE id = 3")
     db = sqlite3.connect(path)
     from engine.store.sqlite.sqlite_functions import sql_functions
 
@@ -1022,20 +1022,20 @@ def test_hostile_memories_are_stored_and_recalled_exactly(memory, name, judged):
     mem = memory("lifecycle")
     mem.add("User prefers quasar dashboards", judged=False)
     text = HOSTILE_MEMORIES[name]
-    if mem.store.dialect == "postgres" and "\x00" in text:  # PostgreSQL text cannot hold NUL
+    if store_of(mem).dialect == "postgres" and "\x00" in text:  # PostgreSQL text cannot hold NUL
         with pytest.raises(StoreError, match="NUL"):
             mem.add(text, judged=judged)
         return
     new_id = mem.add(text, judged=judged)
     assert mem.get(new_id).content == text
-    assert run_sql(mem.store, "SELECT count(*) FROM memories").fetchone()[0] == 2
+    assert run_sql(store_of(mem), "SELECT count(*) FROM memories").fetchone()[0] == 2
     found = mem.candidates(text, limit=10, scored=True)
     assert text in [m.content for m in found]
     recalled = [m.content for m in mem.recall("quasar")]
     assert text in recalled  # through the rules select judge, byte for byte
     assert set(recalled) <= {text, "User prefers quasar dashboards"}
-    if mem.store.dialect == "sqlite":
-        assert run_sql(mem.store, "PRAGMA integrity_check").fetchone()[0] == "ok"
+    if store_of(mem).dialect == "sqlite":
+        assert run_sql(store_of(mem), "PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
 def test_a_one_megabyte_memory_is_stored_and_recalled_exactly(memory):
@@ -1116,5 +1116,5 @@ def test_a_lone_surrogate_leaves_nothing_behind(memory):
         with pytest.raises(LetheError):
             call("I prefer \ud800 lone surrogates")
     assert mem.counts() == {} and mem.pending() == []
-    assert run_sql(mem.store, "SELECT count(*) FROM inbox").fetchone()[0] == 0
+    assert run_sql(store_of(mem), "SELECT count(*) FROM inbox").fetchone()[0] == 0
     assert mem.recall("lone \ud800 surrogates") == []

@@ -23,7 +23,7 @@ from engine.base.errors import StoreError
 from engine.cli import main
 from engine.store import MIGRATIONS, open_store
 from engine.store.transfer import TABLES, copy_store
-from tests.helpers import POLICIES, ROOT, START, pg_server, run_sql
+from tests.helpers import POLICIES, ROOT, START, pg_server, run_sql, store_of
 from tests.helpers.odd_values import ODD
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
@@ -166,9 +166,11 @@ def test_an_id_the_source_gave_out_is_never_given_again(tmp_path, target, scratc
     for where in (imported, back):
         with Memory(where, offline=True, clock=FixedClock(START)) as mem:
             new = mem.add("a fact of its own", importance=5)
-            events = run_sql(mem.store, "SELECT id FROM memory_events WHERE memory_id = ?", (new,)).fetchall()
+            events = run_sql(
+                store_of(mem), "SELECT id FROM memory_events WHERE memory_id = ?", (new,)
+            ).fetchall()
             inherited = run_sql(
-                mem.store, "SELECT count(*) FROM memory_events WHERE memory_id = ?", (top,)
+                store_of(mem), "SELECT count(*) FROM memory_events WHERE memory_id = ?", (top,)
             ).fetchone()[0]
         assert new == top + 1, where
         assert events and min(e[0] for e in events) > given_event > top_event

@@ -21,7 +21,7 @@ from engine.apps.inspector.server import prepare
 from engine.base.errors import LetheError
 from engine.integrations.httpguard import LINK
 from engine.integrations.httpguard import check_bind as check_any_bind
-from tests.helpers import ROOT
+from tests.helpers import ROOT, store_of
 
 pytestmark = pytest.mark.both_backends
 TOKEN = "test-token-123"
@@ -199,7 +199,7 @@ def test_retry_puts_a_failed_turn_back_in_the_queue(memory):
     with pytest.warns(Warning, match="no API key"):
         mem.remember("I moved to Lisbon.")
     turn = mem.pending()[0]
-    mem.store.turn_failed(turn["id"], "Error code: 400 - context too long", 3, None, "failed")
+    store_of(mem).turn_failed(turn["id"], "Error code: 400 - context too long", 3, None, "failed")
     c = signed_in(memory)
     page = c.get("/turns").text
     assert "context too long" in page and "status-failed" in page
@@ -245,11 +245,11 @@ def test_every_asset_is_served_here_and_the_browser_is_told_so(memory):
 def test_read_only_explains_a_recall_without_writing(memory, db_path):
     mem = memory("lifecycle")
     mem.add("User prefers tabs over spaces", judged=False)
-    before = mem.store.costs("default")
+    before = store_of(mem).costs("default")
     c = signed_in(memory, read_only=True)
     page = c.get("/recall?q=tabs+or+spaces")
     assert page.status_code == 200 and "tabs over spaces" in page.text
-    assert mem.store.costs("default") == before
+    assert store_of(mem).costs("default") == before
 
 
 def test_costs_say_what_each_pass_writes_and_how_often_it_did(memory, clock):
@@ -321,6 +321,6 @@ def test_a_failing_database_is_a_page_saying_so(memory):
     )
     c = TestClient(app, base_url=f"http://127.0.0.1:{PORT}", raise_server_exceptions=False)
     assert c.get(f"/memories?token={TOKEN}").status_code == 200
-    opened[0].store.db.close()  # as if the file went away under it
+    store_of(opened[0]).db.close()  # as if the file went away under it
     got = c.get("/memory/1")
     assert got.status_code == 503 and "the database failed" in got.text

@@ -20,7 +20,7 @@ import pytest
 
 from engine import Memory
 from engine.apps.testing import play
-from tests.helpers import ROOT, browser
+from tests.helpers import ROOT, browser, store_of
 
 if browser.missing():
     pytest.skip(
@@ -60,7 +60,7 @@ def store(tmp_path):
         mem.remember("My standup moved to 10:30.")
         mem.remember("I am learning Rust.")
         failed = mem.pending()[-1]["id"]
-        mem.store.turn_failed(
+        store_of(mem).turn_failed(
             failed,
             "Error code: 400 - {'error': {'message': 'This model's maximum context length is 8192 tokens'}}",
             3,

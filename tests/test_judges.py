@@ -16,7 +16,7 @@ import pytest
 
 from engine.judges import SYSTEM
 from engine.store import open_store
-from tests.helpers import START, run_sql
+from tests.helpers import START, run_sql, store_of
 from tests.helpers.fake_openai import Reply, closed_port_url, estimate_tokens, prompt_text
 from tests.helpers.judge import (
     FUSED,
@@ -330,7 +330,7 @@ def _compression_store(mem):
     for text in ("User lives in Lisbon", "User's cat is called Miso"):
         ids[text] = seed(mem, text, importance=3)
     for key, count in (("r1", 2), ("r2", 7), ("r3", 1), ("t1", 0), ("t2", 3), ("t3", 4)):
-        run_sql(mem.store, "UPDATE memories SET access_count = ? WHERE id = ?", (count, ids[key]))
+        run_sql(store_of(mem), "UPDATE memories SET access_count = ? WHERE id = ?", (count, ids[key]))
     return ids
 
 
@@ -408,7 +408,7 @@ def test_compression_needs_five_active_memories(fake_openai, lethe):
     for i in range(4):
         seed(mem, f"User wants code kept readable, take {i}")
     seed(mem, "superseded long ago")
-    run_sql(mem.store, "UPDATE memories SET status = 'superseded' WHERE id = 5")
+    run_sql(store_of(mem), "UPDATE memories SET status = 'superseded' WHERE id = 5")
     [result] = mem.run(["compression"])
     assert fake_openai.requests == []
     assert "fewer than 5" in result.notes[0]
@@ -664,7 +664,7 @@ def test_instructions_inside_memory_text_are_data_and_reach_only_shown_candidate
         for t in ("User drinks green tea", "User's cat is called Miso", "Deploys happen on fridays")
     ]
     already = seed(mem, "The main database was Oracle")
-    run_sql(mem.store, "UPDATE memories SET status = 'archived' WHERE id = ?", (already,))
+    run_sql(store_of(mem), "UPDATE memories SET status = 'archived' WHERE id = ?", (already,))
 
     [new] = mem.remember(attack, "I can't do that, but noted the database.")
 

@@ -20,7 +20,7 @@ from syrupy.extensions.json import JSONSnapshotExtension
 from engine.cli import main
 from engine.integrations.mcp import build_server
 from engine.judges.keys import RulesJudgedWarning
-from tests.helpers import ROOT
+from tests.helpers import ROOT, store_of
 from tests.helpers.mcp_client import TOKEN, bearer, free_port, lethe_mcp, structured, talk, wait_for_port
 
 
@@ -151,7 +151,7 @@ def test_run_passes_runs_what_is_due_under_the_lease(served_mcp, clock):
 
 def test_run_passes_skips_while_another_scheduler_holds_the_lease(served_mcp):
     mem, server = served_mcp()
-    other = mem.store.lease(mem.namespace, __import__("datetime").timedelta(minutes=15), "other")
+    other = store_of(mem).lease(mem.namespace, __import__("datetime").timedelta(minutes=15), "other")
     assert other.acquire()
     try:
         out = talk(server, lambda c: c.call_tool("run_passes", {}))

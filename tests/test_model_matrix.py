@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from engine import FixedClock, Memory
 from engine.cli import main as cli
 from engine.steps import kinds as steps
-from tests.helpers import POLICIES, START
+from tests.helpers import POLICIES, START, store_of
 from tests.helpers.fake_openai import FakeOpenAI, Reply, prompt_text
 from tests.helpers.judge import DEFAULTS, FUSED, LIFECYCLE, Judge, pick, policy_file
 from tests.helpers.matrix import EXPECTED, MERGED, lifecycle_round, server, step_of
@@ -455,8 +455,8 @@ def run_scenes(tmp_path, clock, extract, summarise) -> Run:
         path = policy_file(tmp_path, fake.base_url, base=SCENES, name=f"x{tag}.yaml")
         mem = Memory(str(tmp_path / f"x{tag}.db"), policy=path, clock=clock)
         mem.remember("We decided to use SQLite with full-text search.", "Simple and fast.")
-        cells = [tuple(r) for r in mem.store.db.execute("SELECT kind, scene, content FROM memories")]
-        scenes = dict(mem.store.db.execute("SELECT scene, summary FROM scenes").fetchall())
+        cells = [tuple(r) for r in store_of(mem).db.execute("SELECT kind, scene, content FROM memories")]
+        scenes = dict(store_of(mem).db.execute("SELECT scene, summary FROM scenes").fetchall())
         logged = calls(mem)
     mem.close()
     assert fake.invalid == []
@@ -578,10 +578,10 @@ def test_a_server_without_usage_is_costed_by_estimate(tmp_path, clock, db_path):
     assert all(r["prompt_tokens"] > 0 and r["completion_tokens"] > 0 for r in rows)
     policy = str(tmp_path / "round.yaml")
     data = json.loads(
-        CliRunner().invoke(cli, ["costs", "--db", mem.store.path, "--policy", policy, "--json"]).output
+        CliRunner().invoke(cli, ["costs", "--db", store_of(mem).path, "--policy", policy, "--json"]).output
     )
     assert {r["step"]: r["estimated"] for r in data} == {s: 1 for s in ALL_STEPS}
-    text = CliRunner().invoke(cli, ["costs", "--db", mem.store.path, "--policy", policy]).output
+    text = CliRunner().invoke(cli, ["costs", "--db", store_of(mem).path, "--policy", policy]).output
     assert "out* " in text and "(*1 estimated)" in text
     mem.close()
 
@@ -632,7 +632,7 @@ def test_unavailability_and_credentials_in_errors_are_redacted(tmp_path, clock):
         path = policy_file(tmp_path, url, name="secret.yaml")
         mem = Memory(str(tmp_path / "secret.db"), policy=path, clock=clock)
         assert mem.remember(*TURN) == []
-        [turn] = [dict(r) for r in mem.store.db.execute("SELECT * FROM inbox")]
+        [turn] = [dict(r) for r in store_of(mem).db.execute("SELECT * FROM inbox")]
         details = " ".join(c["detail"] or "" for c in calls(mem))
         for secret in ("ops", "hunter22", "t0psecret"):
             assert secret not in turn["last_error"] and secret not in details

@@ -10,7 +10,7 @@ import pytest
 from engine import Memory
 from engine import policy as policy_mod
 from engine.base.errors import PolicyError
-from tests.helpers import POLICIES
+from tests.helpers import POLICIES, store_of
 from tests.helpers.fake_openai import FakeOpenAI
 
 LIFECYCLE = os.path.join(POLICIES, "lifecycle.yaml")
@@ -128,13 +128,13 @@ def test_retries_is_how_often_a_refused_answer_is_asked_again(tmp_path, clock, r
             mem.remember("I always use uv for Python projects.", "ok")
             outcomes = [
                 r[0]
-                for r in mem.store.db.execute(
+                for r in store_of(mem).db.execute(
                     "SELECT outcome FROM model_calls WHERE step = 'gate' ORDER BY id"
                 )
             ]
             attempts = [
                 r[0]
-                for r in mem.store.db.execute(
+                for r in store_of(mem).db.execute(
                     "SELECT attempt FROM model_calls "
                     "WHERE step = 'gate' AND outcome = 'bad_answer' ORDER BY id"
                 )

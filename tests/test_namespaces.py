@@ -7,7 +7,7 @@ import datetime as dt
 
 import pytest
 
-from tests.helpers import run_sql
+from tests.helpers import run_sql, store_of
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
@@ -40,7 +40,7 @@ def agents(memory):
 
 def rows(mem, namespace: str) -> dict:
     """Everything stored for a namespace, as plain tuples."""
-    q = lambda sql: [tuple(r) for r in run_sql(mem.store, sql, (namespace,))]  # noqa: E731
+    q = lambda sql: [tuple(r) for r in run_sql(store_of(mem), sql, (namespace,))]  # noqa: E731
     return {
         "memories": q("SELECT * FROM memories WHERE namespace = ? ORDER BY id"),
         "events": q(
@@ -55,9 +55,9 @@ def rows(mem, namespace: str) -> dict:
 
 def test_the_two_agents_share_one_file(agents):
     alice, bob = agents
-    assert alice.store.path == bob.store.path
+    assert store_of(alice).path == store_of(bob).path
     assert alice.counts() == bob.counts() == {"active": len(SHARED) + len(CLUSTER) + len(FILLER)}
-    assert {r[0] for r in run_sql(alice.store, "SELECT namespace FROM policy_state")} == {"alice", "bob"}
+    assert {r[0] for r in run_sql(store_of(alice), "SELECT namespace FROM policy_state")} == {"alice", "bob"}
 
 
 def test_passes_of_one_agent_never_touch_the_other(agents, clock):
@@ -101,7 +101,7 @@ def test_named_passes_and_the_cli_respect_the_namespace(agents, clock):
         [
             "run",
             "--db",
-            alice.store.path,
+            store_of(alice).path,
             "--policy",
             f"{POLICIES}/lifecycle.yaml",
             "--namespace",
@@ -139,14 +139,14 @@ def test_a_contradiction_supersedes_only_the_agents_own_memory(agents):
     ids = bob.remember("We migrated the billing service from PostgreSQL to MySQL.", "Got it.")
     assert ids
     old = run_sql(
-        bob.store,
+        store_of(bob),
         "SELECT id, status, contradicted_by FROM memories WHERE "
         "namespace = 'bob' AND content LIKE '%uses PostgreSQL%'",
     ).fetchone()
     assert old["status"] == "superseded" and old["contradicted_by"] == ids[0]
     assert rows(alice, "alice") == before
     mine = run_sql(
-        alice.store,
+        store_of(alice),
         "SELECT status FROM memories WHERE namespace = 'alice' AND content LIKE '%uses PostgreSQL%'",
     ).fetchall()
     assert [r[0] for r in mine] == ["active"]
@@ -163,12 +163,12 @@ def test_a_restatement_reinforces_only_the_agents_own_memory(memory, agents):
 
 def test_pending_turns_belong_to_their_agent(agents):
     alice, bob = agents
-    with alice.store.transaction():  # a turn alice saved while her model was down
+    with store_of(alice).transaction():  # a turn alice saved while her model was down
         run_sql(
-            alice.store,
+            store_of(alice),
             "INSERT INTO inbox (namespace, user_text, assistant_text, created_at, updated_at) "
             "VALUES ('alice', 'I use Redis for caching.', 'ok', ?, ?)",
-            (alice.store.now(), alice.store.now()),
+            (store_of(alice).now(), store_of(alice).now()),
         )
     assert bob.pending() == [] and len(alice.pending()) == 1
     bob.run_due()
@@ -185,7 +185,7 @@ def test_a_different_rank_formula_is_synced_only_for_its_namespace(memory, agent
     carol = memory("archive", namespace="bob")  # a policy with rank = importance * confidence
     assert rows(alice, "alice") == before
     r = run_sql(
-        carol.store,
+        store_of(carol),
         "SELECT count(*) FROM memories WHERE namespace = 'bob' AND "
         "abs(rank - importance * confidence) > 1e-9",
     ).fetchone()[0]
@@ -201,10 +201,10 @@ def test_get_and_history_do_not_read_another_namespace(agents):
 def test_the_store_counts_every_namespaces_memories_of_any_status(agents, memory):
     alice, bob = agents
     held = len(SHARED) + len(CLUSTER) + len(FILLER)
-    assert alice.store.namespace_counts() == {"alice": held, "bob": held}
+    assert store_of(alice).namespace_counts() == {"alice": held, "bob": held}
     alice.forget(alice.candidates(None, limit=1)[0].id, "done")  # archived: still held
-    assert bob.store.namespace_counts() == {"alice": held, "bob": held}
-    assert memory("lifecycle", namespace="o'brien").store.namespace_counts() == {
+    assert store_of(bob).namespace_counts() == {"alice": held, "bob": held}
+    assert store_of(memory("lifecycle", namespace="o'brien")).namespace_counts() == {
         "alice": held,
         "bob": held,
     }  # a name with a quote is a bound value, never SQL text
@@ -221,10 +221,10 @@ def test_an_empty_namespace_says_which_namespaces_the_database_holds(agents, mem
     )
     assert alice.why_empty() is None  # it holds memories
     counted = []  # and says so from one index probe, not a count of every namespace
-    alice.store.namespace_counts = lambda: counted.append(1) or {}
+    store_of(alice).namespace_counts = lambda: counted.append(1) or {}
     assert alice.why_empty() is None and counted == []
     waiting = memory("lifecycle", namespace="carol")
-    waiting.store.add_turn("carol", "We use uv.", "")  # a turn not yet judged: not nothing
+    store_of(waiting).add_turn("carol", "We use uv.", "")  # a turn not yet judged: not nothing
     assert waiting.why_empty() is None
 
 

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from bench.seed_article import ARTICLE_SCHEMA
 from engine import FixedClock, LetheError, Memory
 from engine.cli import main
-from tests.helpers import POLICIES, START, run_sql
+from tests.helpers import POLICIES, START, run_sql, store_of
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
@@ -40,13 +40,13 @@ def odd(tmp_path, db_path):
     mem = Memory(db_path, policy=str(policy), offline=True, clock=FixedClock(START))
     for i, uses in enumerate([0, 2, 0, 4]):
         new = mem.add(f"fact {i}", confidence=0.8, importance=5 + i, judged=False)
-        run_sql(mem.store, "UPDATE memories SET access_count = ? WHERE id = ?", (uses, new))
+        run_sql(store_of(mem), "UPDATE memories SET access_count = ? WHERE id = ?", (uses, new))
     yield mem
     mem.close()
 
 
 def column(mem, name) -> list:
-    return [r[0] for r in run_sql(mem.store, f"SELECT {name} FROM memories ORDER BY id")]
+    return [r[0] for r in run_sql(store_of(mem), f"SELECT {name} FROM memories ORDER BY id")]
 
 
 def test_a_rule_never_writes_null_over_a_value(odd):
@@ -63,13 +63,13 @@ def test_a_rule_never_writes_null_over_a_value(odd):
 def test_a_rule_never_writes_infinity(odd):
     [result] = odd.run(["blowup"])
     assert all(math.isfinite(v) for v in column(odd, "importance"))
-    if odd.store.dialect == "sqlite":  # PostgreSQL's exp saturates at exp(709) instead
+    if store_of(odd).dialect == "sqlite":  # PostgreSQL's exp saturates at exp(709) instead
         assert column(odd, "importance") == [5.0, 6.0, 7.0, 8.0]  # exp(5000) and up: inf
         assert (result.changed, result.skipped) == (0, 4)
 
 
 def test_lethe_ls_json_never_prints_nan_or_infinity(odd, db_path, tmp_path):
-    run_sql(odd.store, "UPDATE memories SET decay_score = ? WHERE id = 1", (math.inf,))  # an old row
+    run_sql(store_of(odd), "UPDATE memories SET decay_score = ? WHERE id = 1", (math.inf,))  # an old row
     out = CliRunner().invoke(main, ["ls", "--db", db_path, "--policy", str(tmp_path / "odd.yaml"), "--json"])
     assert out.exit_code == 0, out.output
     assert "Infinity" not in out.output and "NaN" not in out.output
@@ -140,7 +140,7 @@ def test_an_adopted_database_with_odd_rows_is_normalised_and_recall_works(tmp_pa
             assert isinstance(m.content, str)
         events = {
             e["memory_id"]: json.loads(e["detail"])
-            for e in mem.store.db.execute(
+            for e in store_of(mem).db.execute(
                 "SELECT memory_id, detail FROM memory_events WHERE event_type = 'normalised'"
             )
         }

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from bench import seed_article
 from engine import Memory
 from engine.cli import main
-from tests.helpers import POLICIES, START, run_sql
+from tests.helpers import POLICIES, START, run_sql, store_of
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
@@ -97,7 +97,7 @@ def test_a_failing_pass_changes_nothing(memory, clock):
     clock.advance(dt.timedelta(days=200))
     # make the archive rule's UPDATE fail after the decay rule has already run
     run_sql(
-        mem.store,
+        store_of(mem),
         """CREATE TRIGGER boom BEFORE UPDATE OF status ON memory_rows
                             BEGIN SELECT RAISE(ABORT, 'disk on fire'); END""",
     )
@@ -105,7 +105,9 @@ def test_a_failing_pass_changes_nothing(memory, clock):
         mem.run(["decay"])
     assert {mem.get(i).decay_score for i in ids} == {1.0}
     assert (
-        run_sql(mem.store, "SELECT count(*) FROM memory_events WHERE event_type = 'archived'").fetchone()[0]
+        run_sql(store_of(mem), "SELECT count(*) FROM memory_events WHERE event_type = 'archived'").fetchone()[
+            0
+        ]
         == 0
     )
     assert mem.due() == ["expiry", "decay", "compression"]  # not recorded as run either

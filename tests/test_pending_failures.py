@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from engine import FixedClock, Memory, PolicyError
 from engine.cli import main
-from tests.helpers import START, run_sql
+from tests.helpers import START, run_sql, store_of
 from tests.helpers.fake_openai import FakeOpenAI
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
@@ -50,7 +50,7 @@ def stale(mem) -> int:
     """A memory whose expiry has passed but no expiry pass has run yet (`add()` refuses an
     expiry in the past, so it is dated back as an old row would be)."""
     mid = mem.add("The 2020 offsite is in Lisbon", judged=False)
-    run_sql(mem.store, "UPDATE memories SET expires_at = ? WHERE id = ?", ("2020-01-01T23:59:59", mid))
+    run_sql(store_of(mem), "UPDATE memories SET expires_at = ? WHERE id = ?", ("2020-01-01T23:59:59", mid))
     return mid
 
 

@@ -28,7 +28,16 @@ from engine.run.leasing import Held
 from engine.store import MIGRATIONS, PostgresStore, open_store
 from engine.store.postgres.postgres_schema import PG_MIGRATIONS
 from engine.store.transfer import copy_store
-from tests.helpers import POLICIES, ROOT, SHIPPED_POLICIES, START, pg_server, run_sql, shipped_scenarios
+from tests.helpers import (
+    POLICIES,
+    ROOT,
+    SHIPPED_POLICIES,
+    START,
+    pg_server,
+    run_sql,
+    shipped_scenarios,
+    store_of,
+)
 from tests.helpers.batched import batched_policy
 from tests.helpers.odd_values import ODD
 from tests.helpers.processes import run_concurrency
@@ -92,8 +101,8 @@ def test_odd_numbers_left_by_an_older_store_are_normalised_with_an_event(memory,
         ("importance", 42.0),
     ]
     for mid, (col, value) in zip(ids, odd):
-        run_sql(mem.store, f"UPDATE memories SET {col} = ? WHERE id = ?", (value, mid))
-    run_sql(mem.store, "DELETE FROM lethe_migrations WHERE name = 'm015_normalise_odd_rows'")
+        run_sql(store_of(mem), f"UPDATE memories SET {col} = ? WHERE id = ?", (value, mid))
+    run_sql(store_of(mem), "DELETE FROM lethe_migrations WHERE name = 'm015_normalise_odd_rows'")
     mem.close()
     with PostgresStore(pg, clock) as store:
         rows = {r["id"]: r for r in store.memories("default")}
@@ -118,25 +127,28 @@ def test_events_are_append_only(memory, pg):
         "DELETE FROM memory_events WHERE memory_id = ?",
     ):
         with pytest.raises(Exception, match="append-only"):
-            run_sql(mem.store, sql, (mid,))
+            run_sql(store_of(mem), sql, (mid,))
     with pytest.raises(Exception, match="append-only"):
-        run_sql(mem.store, "TRUNCATE memory_events")
+        run_sql(store_of(mem), "TRUNCATE memory_events")
 
 
 def test_full_text_follows_content_changes_and_passes_leave_it_alone(memory, pg, clock):
     mem = memory(db=pg)
     mid = mem.add("User prefers tabs")
     run_sql(
-        mem.store,
+        store_of(mem),
         "UPDATE memories SET content = 'User prefers spaces', summary = 'spaces' WHERE id = ?",
         (mid,),
     )
     assert [m.id for m in mem.candidates("spaces")] == [mid]
     assert mem.candidates("tabs") == []
-    before = run_sql(mem.store, "SELECT xmin::text FROM memories_fts WHERE id = ?", (mid,)).fetchone()
+    before = run_sql(store_of(mem), "SELECT xmin::text FROM memories_fts WHERE id = ?", (mid,)).fetchone()
     clock.advance(dt.timedelta(days=3))
     mem.run(["decay"])  # decay rewrites the row, not its full-text entry
-    assert run_sql(mem.store, "SELECT xmin::text FROM memories_fts WHERE id = ?", (mid,)).fetchone() == before
+    assert (
+        run_sql(store_of(mem), "SELECT xmin::text FROM memories_fts WHERE id = ?", (mid,)).fetchone()
+        == before
+    )
 
 
 def test_an_unreachable_server_is_one_line_without_the_password():
@@ -325,11 +337,11 @@ def test_run_due_every_tick_keeps_one_lease_connection(pg, clock):
     mem = Memory(pg, policy=f"{POLICIES}/lifecycle.yaml", clock=clock, offline=True)
     mem.add("the staging server is called zeus", importance=6)
     mem.run_due()
-    after_first = _server_connections(mem.store)
+    after_first = _server_connections(store_of(mem))
     for _ in range(20):
         clock.advance(dt.timedelta(hours=2))
         mem.run_due()
-    assert _server_connections(mem.store) == after_first
+    assert _server_connections(store_of(mem)) == after_first
     watcher = PostgresStore(pg, clock)
     before = _server_connections(watcher)
     mem.close()
@@ -347,25 +359,25 @@ def test_import_keeps_ids_events_inbox_and_pass_runs_and_resumes(memory, tmp_pat
     ids = [mem.add(f"fact number {i}", importance=i % 10) for i in range(30)]
     clock.advance(dt.timedelta(days=2))
     mem.run_due()
-    mem.store.add_turn("default", "a pending turn", "ok")
+    store_of(mem).add_turn("default", "a pending turn", "ok")
     first = copy_store(src, pg, batch=7)
     assert first.copied["memories"] == 30 and first.copied["inbox"] == 1
     again = copy_store(src, pg, batch=7)
     assert again.copied["memories"] == 0 and again.resumed["memories"] == 30
     with open_store(pg) as dst:
         assert [r[0] for r in run_sql(dst, "SELECT id FROM memories ORDER BY id")] == ids
-        assert _rows(dst, "memory_events") == _rows(mem.store, "memory_events")
-        assert dst.last_runs("default") == mem.store.last_runs("default")
+        assert _rows(dst, "memory_events") == _rows(store_of(mem), "memory_events")
+        assert dst.last_runs("default") == store_of(mem).last_runs("default")
         assert dst.pending_count("default") == 1
     moved = memory(db=pg)
     assert moved.add("a new fact after the import") == ids[-1] + 1  # sequences moved on
     back = str(tmp_path / "back.db")
     copy_store(pg, back)  # and from a server into a file
     with open_store(back) as file:
-        assert _rows(file, "memory_events") == _rows(moved.store, "memory_events")
+        assert _rows(file, "memory_events") == _rows(store_of(moved), "memory_events")
         claims = ("claimed_by", "claimed_until")  # a server's claims stay on the server
         assert _named(file, "inbox") == [
-            {k: v for k, v in r.items() if k not in claims} for r in _named(moved.store, "inbox")
+            {k: v for k, v in r.items() if k not in claims} for r in _named(store_of(moved), "inbox")
         ]
 
 
@@ -729,10 +741,10 @@ def test_batched_equals_one_transaction_on_postgres(tmp_path, article_pair_pg):
     day = START + dt.timedelta(days=1)
     with Memory(a, policy=f"{POLICIES}/scheduled-sql.yaml", clock=lambda: day, offline=True) as one:
         one.run(["expiry", "decay"])
-        ref = _state(one.store)
+        ref = _state(store_of(one))
     with Memory(b, policy=batched_policy(tmp_path, "scheduled-sql"), clock=lambda: day, offline=True) as many:
         many.run(["expiry", "decay"])
-        assert _state(many.store) == ref
+        assert _state(store_of(many)) == ref
 
 
 def test_an_interrupted_batched_pass_resumes_with_its_own_now_on_postgres(tmp_path, article_pair_pg):
@@ -740,30 +752,30 @@ def test_an_interrupted_batched_pass_resumes_with_its_own_now_on_postgres(tmp_pa
     day, later = START + dt.timedelta(days=1), START + dt.timedelta(days=1, hours=5)
     with Memory(a, policy=f"{POLICIES}/scheduled-sql.yaml", clock=lambda: day, offline=True) as one:
         one.run(["decay"])
-        ref = _state(one.store)
+        ref = _state(store_of(one))
     clock = {"now": day}
     mem = Memory(
         b, policy=batched_policy(tmp_path, "scheduled-sql"), clock=lambda: clock["now"], offline=True
     )
     run_sql(
-        mem.store,
+        store_of(mem),
         "CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
         "RAISE EXCEPTION 'power cut'; END $$",
     )
     run_sql(
-        mem.store,
+        store_of(mem),
         "CREATE TRIGGER boom BEFORE UPDATE OF decay_score ON memories FOR EACH ROW "
         "WHEN (old.id > 2500) EXECUTE FUNCTION boom()",
     )
     with pytest.raises(Exception, match="power cut"):
         mem.run(["decay"])
-    cursor = run_sql(mem.store, "SELECT cursor FROM pass_progress").fetchone()[0]
+    cursor = run_sql(store_of(mem), "SELECT cursor FROM pass_progress").fetchone()[0]
     assert 1 < cursor <= 2501 and "decay" in mem.due()
-    run_sql(mem.store, "DROP TRIGGER boom ON memories")
+    run_sql(store_of(mem), "DROP TRIGGER boom ON memories")
     clock["now"] = later
     (result,) = mem.run(["decay"])
     assert result.ran_at == day.isoformat() and result.notes == ["resumed an interrupted run"]
-    assert _state(mem.store) == ref  # no batch applied twice, every row once, at `day`
+    assert _state(store_of(mem)) == ref  # no batch applied twice, every row once, at `day`
     mem.close()
 
 

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from engine import LetheError, Memory, StoreError
-from tests.helpers import ROOT, pg_server
+from tests.helpers import ROOT, pg_server, store_of
 
 pytestmark = pytest.mark.skipif(not pg_server.available(), reason=pg_server.HOW_TO_ENABLE)
 
@@ -91,7 +91,7 @@ def test_a_statement_timeout_behind_a_lock_gets_one_line_and_stays_busy(store_ds
             mem.add("User likes tea.", judged=False)
         holder.rollback()
         assert "statement timeout" in one_line(err.value)
-        assert isinstance(err.value, mem.store.busy_errors)
+        assert isinstance(err.value, store_of(mem).busy_errors)
         assert mem.add("User likes green tea.", judged=False)  # and the next call works
 
 
@@ -105,8 +105,8 @@ def test_a_keyed_event_that_is_not_json_is_left_out_with_a_warning(store_dsn):
     with Memory(store_dsn, offline=True) as mem:
         good = mem.put("good", "User prefers dark mode.", {"theme": "dark"})
         other = mem.add("User likes tea.", judged=False)
-        with mem.store.transaction():  # as json.dumps wrote it before the check
-            mem.store.event(other, "keyed", '{"key": "bad", "value": NaN}')
+        with store_of(mem).transaction():  # as json.dumps wrote it before the check
+            store_of(mem).event(other, "keyed", '{"key": "bad", "value": NaN}')
         with pytest.warns(StoreWarning, match=f"memory #{other}: its keyed event .* is not JSON"):
             assert mem.keyed("bad") is None
         assert mem.keyed("good").memory.id == good

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from engine import FixedClock, Memory, StoreError
-from tests.helpers import POLICIES, ROOT, START
+from tests.helpers import POLICIES, ROOT, START, store_of
 
 LIFECYCLE = f"{POLICIES}/lifecycle.yaml"
 # another rank formula than the one the store's ranks were computed with: a writer opening
@@ -48,10 +48,10 @@ def cli(*args, timeout=20) -> subprocess.CompletedProcess:
 def test_opening_an_up_to_date_store_read_only_writes_nothing(store):
     path, other = store
     with Memory(path, policy=other, offline=True, read_only=True) as mem:
-        assert mem.store.db.in_transaction is False
+        assert store_of(mem).db.in_transaction is False
         assert [m.content for m in mem.candidates()]  # it reads
         with pytest.raises(sqlite3.OperationalError, match="readonly"):
-            mem.store.db.execute("DELETE FROM memories")  # and cannot write, by construction
+            store_of(mem).db.execute("DELETE FROM memories")  # and cannot write, by construction
     with sqlite3.connect(path) as db:  # the ranks stayed those of the old formula
         assert db.execute("SELECT rank_formula FROM policy_state").fetchone()[0] != "importance"
 

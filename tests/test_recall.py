@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from engine.base.clock import iso
 from engine.cli import main
-from tests.helpers import POLICIES, run_sql
+from tests.helpers import POLICIES, context_of, run_sql, store_of
 from tests.helpers.recall import DAY, QUERIES, add, seed_store, stable
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
@@ -95,7 +95,7 @@ def test_relevance_is_bm25_between_0_and_1(memory, clock):
     scored = {m.id: m.relevance for m in mem.candidates("which database?", scored=True)}
     assert set(scored) == {db_id, *others}
     # bm25 on SQLite, ts_rank on PostgreSQL: both onto 0..1, on scales of their own
-    assert (0.3 if mem.store.dialect == "sqlite" else 0.1) < scored[db_id] < 1.0
+    assert (0.3 if store_of(mem).dialect == "sqlite" else 0.1) < scored[db_id] < 1.0
     assert all(scored[o] == 0.0 for o in others)
     assert [m.id for m in mem.candidates("which database?")] == [db_id]  # unscored: matches only
 
@@ -141,12 +141,12 @@ def test_without_a_select_step_the_top_n_are_recalled_and_accessed(memory, clock
 def test_explain_counts_every_reason_with_one_group_by(memory, clock):
     mem = memory("lifecycle")
     ids = [add(mem, f"fact number {i} about databases", importance=5) for i in range(12)]
-    run_sql(mem.store, "UPDATE memories SET status = 'compressed' WHERE id IN (?, ?)", ids[:2])
-    run_sql(mem.store, "UPDATE memories SET status = 'archived' WHERE id = ?", (ids[2],))
-    run_sql(mem.store, "UPDATE memories SET status = 'superseded' WHERE id = ?", (ids[3],))
-    run_sql(mem.store, "UPDATE memories SET status = 'expired' WHERE id IN (?, ?, ?)", ids[4:7])
-    run_sql(mem.store, "UPDATE memories SET decay_score = 0.12 WHERE id = ?", (ids[7],))
-    run_sql(mem.store, "UPDATE memories SET status = 'parked' WHERE id = ?", (ids[8],))
+    run_sql(store_of(mem), "UPDATE memories SET status = 'compressed' WHERE id IN (?, ?)", ids[:2])
+    run_sql(store_of(mem), "UPDATE memories SET status = 'archived' WHERE id = ?", (ids[2],))
+    run_sql(store_of(mem), "UPDATE memories SET status = 'superseded' WHERE id = ?", (ids[3],))
+    run_sql(store_of(mem), "UPDATE memories SET status = 'expired' WHERE id IN (?, ?, ?)", ids[4:7])
+    run_sql(store_of(mem), "UPDATE memories SET decay_score = 0.12 WHERE id = ?", (ids[7],))
+    run_sql(store_of(mem), "UPDATE memories SET status = 'parked' WHERE id = ?", (ids[8],))
     ex = mem.explain("databases")
     assert ex.filtered == {
         "archived": 1,
@@ -157,7 +157,7 @@ def test_explain_counts_every_reason_with_one_group_by(memory, clock):
         "parked": 1,
     }
     assert ex.eligible == len(ex.candidates) == 3
-    st = mem.plan.explain_reasons[True]
+    st = context_of(mem).plan.explain_reasons[True]
     assert st.sql.count("SELECT") == 1 and "GROUP BY reason" in st.sql
 
 

@@ -17,7 +17,7 @@ import pytest
 from engine.base.errors import StoreWarning
 from engine.memory import Memory
 from engine.store import open_store
-from tests.helpers import run_sql
+from tests.helpers import run_sql, store_of
 
 pytestmark = pytest.mark.both_backends
 
@@ -71,13 +71,13 @@ def test_recall_answers_while_the_lock_is_held_and_its_access_lands_after(memory
     holder.release()
     clock.advance(dt.timedelta(hours=3))
     # PostgreSQL's table lock does not hold up the log line; SQLite's write lock does
-    assert select_calls(db_path, clock) == before + (mem.store.dialect == "postgres")
+    assert select_calls(db_path, clock) == before + (store_of(mem).dialect == "postgres")
     mem.add("User walks to work.", judged=False)  # the next transaction writes them first
     count, last = access(db_path, clock, tea)
     assert count == 1
     assert last == clock().isoformat(timespec="seconds")  # timed when written
     assert select_calls(db_path, clock) == before + 1
-    assert not mem.store.deferred
+    assert not store_of(mem).deferred
 
 
 def test_each_recall_made_while_busy_counts_once_at_close(memory, held, db_path, clock):
@@ -97,10 +97,10 @@ def test_a_transaction_that_rolls_back_keeps_what_was_deferred(memory, held, db_
     mem.recall("green tea")
     holder.release()
     with pytest.raises(RuntimeError):
-        with mem.store.transaction():
+        with store_of(mem).transaction():
             raise RuntimeError("the caller's own failure")
     assert access(db_path, clock, tea)[0] == 0
-    assert mem.store.deferred
+    assert store_of(mem).deferred
     mem.close()
     assert access(db_path, clock, tea)[0] == 1  # once, not once per try
 
@@ -108,7 +108,7 @@ def test_a_transaction_that_rolls_back_keeps_what_was_deferred(memory, held, db_
 def test_an_unbusy_recall_records_its_access_at_once(memory, db_path, clock):
     mem, tea = seeded(memory)
     mem.recall("green tea")
-    assert not mem.store.deferred
+    assert not store_of(mem).deferred
     assert access(db_path, clock, tea)[0] == 1
 
 
@@ -117,9 +117,9 @@ def test_close_that_cannot_get_the_lock_warns_and_closes(memory, held, db_path, 
     holder = held()
     mem.recall("green tea")
     if backend == "postgres":
-        mem.store.db.execute("SET lock_timeout = 300")
+        store_of(mem).db.execute("SET lock_timeout = 300")
     else:
-        mem.store.timeout = mem.store.db.wait = 0.3
+        store_of(mem).timeout = store_of(mem).db.wait = 0.3
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         mem.close()
@@ -136,13 +136,13 @@ def test_a_waiting_writer_still_waits(db_path, clock, held):
     mem = Memory(db_path, policy="lifecycle", offline=True, clock=clock)
     try:
         holder = held()
-        if mem.store.dialect == "postgres":
-            mem.store.db.execute("SET lock_timeout = 300")
+        if store_of(mem).dialect == "postgres":
+            store_of(mem).db.execute("SET lock_timeout = 300")
         else:
-            mem.store.timeout = mem.store.db.wait = 0.3
+            store_of(mem).timeout = store_of(mem).db.wait = 0.3
         with pytest.raises(Exception) as raised:
             mem.add("User walks to work.", judged=False)
-        assert mem.store.is_busy(raised.value)
+        assert store_of(mem).is_busy(raised.value)
         holder.release()
     finally:
         mem.close()
@@ -156,7 +156,7 @@ def test_the_next_recall_with_the_lock_free_writes_what_was_kept(memory, held, d
     assert access(db_path, clock, tea)[0] == 0
     holder.release()
     mem.recall("green tea")
-    assert not mem.store.deferred
+    assert not store_of(mem).deferred
     assert access(db_path, clock, tea)[0] == 3
     assert select_calls(db_path, clock) == 3
 
@@ -190,16 +190,16 @@ def test_a_kept_write_the_database_refuses_is_dropped_not_retried(memory, held, 
         tries.append(1)
         raise ValueError("a value the database cannot take")
 
-    mem.store.defer(refused)
+    store_of(mem).defer(refused)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         walk = mem.add("User walks to work.", judged=False)  # before: this failed, and every
         mem.forget(walk, "test")  # later write of the Memory
     assert [str(w.message) for w in caught if issubclass(w.category, StoreWarning)] == [
-        f"{mem.store.path}: a write kept while the store was busy was dropped "
+        f"{store_of(mem).path}: a write kept while the store was busy was dropped "
         "(ValueError: a value the database cannot take)"
     ]
-    assert tries == [1] and not mem.store.deferred
+    assert tries == [1] and not store_of(mem).deferred
     assert mem.get(walk).status == "archived"
 
 
@@ -209,7 +209,7 @@ def test_a_log_line_after_the_lock_is_free_writes_what_was_kept(memory, held, db
     mem.recall("green tea")
     holder.release()
     mem.explain("green tea")  # writes no access, logs its select call
-    assert not mem.store.deferred  # before: kept until close, and more with every call
+    assert not store_of(mem).deferred  # before: kept until close, and more with every call
     assert access(db_path, clock, tea)[0] == 1
 
 
@@ -257,12 +257,12 @@ def test_postgres_an_inbox_write_does_not_wait_for_a_kept_access(memory, held, b
     mem, tea = seeded(memory)
     holder = held()
     mem.recall("green tea")
-    mem.store.db.execute("SET lock_timeout = 2000")
-    turn = mem.store.add_turn("default", "I moved to Lisbon.", "")
+    store_of(mem).db.execute("SET lock_timeout = 2000")
+    turn = store_of(mem).add_turn("default", "I moved to Lisbon.", "")
     # a failed attempt is recorded in a transaction of the inbox's (before: it ran the kept
     # access first, waited for the pass's lock and raised LockNotAvailable)
-    mem.store.turn_failed(turn, "a model was unreachable", 0, None, "pending", None)
-    assert mem.store.deferred
+    store_of(mem).turn_failed(turn, "a model was unreachable", 0, None, "pending", None)
+    assert store_of(mem).deferred
     assert mem.pending()[0]["last_error"] == "a model was unreachable"
     holder.release()
     mem.close()
@@ -274,23 +274,23 @@ def test_a_recall_after_a_long_pass_makes_a_bounded_share_of_the_kept_writes(mem
     the first KEPT_AT_ONCE and keeps its own behind the rest: in order, none lost."""
     mem, tea = seeded(memory)
     before = select_calls(db_path, clock)
-    mem.store.KEPT_AT_ONCE = 4
+    store_of(mem).KEPT_AT_ONCE = 4
     holder = held()
     for _ in range(12):
         mem.recall("green tea")
     holder.release()
-    kept = len(mem.store.deferred)
+    kept = len(store_of(mem).deferred)
     assert kept >= 12
     mem.recall("green tea")
     # four made by each of its transactions (its log line's and its access's), its own
     # kept behind the rest
-    assert kept - 2 * 4 <= len(mem.store.deferred) < kept
+    assert kept - 2 * 4 <= len(store_of(mem).deferred) < kept
     assert access(db_path, clock, tea)[0] < 12
     recalls = 13
-    while mem.store.deferred and recalls < 40:
+    while store_of(mem).deferred and recalls < 40:
         mem.recall("green tea")
         recalls += 1
-    assert not mem.store.deferred
+    assert not store_of(mem).deferred
     assert access(db_path, clock, tea)[0] == recalls  # each once
     assert select_calls(db_path, clock) == before + recalls
     mem.close()

@@ -17,7 +17,7 @@ from engine.plan import compile_policy
 from engine.policy import load
 from engine.run.recall import candidates
 from engine.store.sqlite import recall_head as head
-from tests.helpers import POLICIES, START
+from tests.helpers import POLICIES, START, context_of, store_of
 
 T = START + dt.timedelta(days=1)
 N = head.FULL_BELOW + 20_000  # enough active memories for a head
@@ -51,7 +51,7 @@ def whole(ctx, st, limit, query=None):
 def agree(mem, limits=(1, 6, 60, 500)):
     """Recall's candidates (head first) are the whole statement's, at several limits, with
     and without a query."""
-    ctx = mem.context
+    ctx = context_of(mem)
     # how many the statement can return, counted up to past the largest limit (not every
     # row of the store: that fetch cost more than the rest of the check)
     every = len(whole(ctx, ctx.plan.recall, max(limits) + 1))
@@ -70,7 +70,7 @@ def plan_of(db, st, binds):
 
 def test_a_large_store_keeps_only_the_head(tmp_path, adopted):
     with opened(tmp_path, adopted) as mem:
-        db, ctx = mem.store.db, mem.context
+        db, ctx = store_of(mem).db, context_of(mem)
         value, rows = db.execute("SELECT floor, rows FROM recall_head").fetchone()
         assert value is not None and recall_sql(db).endswith(f"rank >= {value!r}")
         assert head.HEAD_ROWS <= rows < 2 * head.HEAD_ROWS
@@ -92,7 +92,7 @@ def test_recall_is_exact_whatever_the_floor(tmp_path, adopted):
     it), too low, or not the index's at all (another process chose again), the answer is
     the whole statement's."""
     with opened(tmp_path, adopted) as mem:
-        db = mem.store.db
+        db = store_of(mem).db
         value = head.floor(db)
         top = db.execute("SELECT max(rank) FROM memories").fetchone()[0]
         for recorded in (top + 1.0, top, value * 1.5, value, value / 3, -1e300):
@@ -117,7 +117,7 @@ def test_passes_keep_the_head_in_place_and_choose_again_when_it_drifts(tmp_path,
     seed_article.generate(path, 3 * head.FULL_BELOW, START, seed=11)
     day, seen, floors = [T], [], []
     with Memory(str(path), policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: day[0], offline=True) as mem:
-        db = mem.store.db
+        db = store_of(mem).db
         db.set_trace_callback(seen.append)
         for n in range(60):
             day[0] = T + dt.timedelta(days=n)
@@ -147,7 +147,7 @@ def test_namespaces_that_the_floor_leaves_out(tmp_path, adopted):
     few memories, all ranked under it, is read whole. Both agree with the whole
     statement."""
     with opened(tmp_path, adopted) as mem:
-        db = mem.store.db
+        db = store_of(mem).db
         before = head.floor(db)
         for ns, count, under in (("quiet", 2 * head.PER_NAMESPACE + 300, before), ("tiny", 40, 0.01)):
             # ranked just under the floor: a namespace the head as chosen leaves out
@@ -184,7 +184,7 @@ def test_namespaces_that_the_floor_leaves_out(tmp_path, adopted):
             clock=lambda: T,
             offline=True,
         ) as mem:
-            assert head.floor(mem.store.db) == value  # its ranks, computed, are as written
+            assert head.floor(store_of(mem).db) == value  # its ranks, computed, are as written
             agree(mem, limits=(6, 60))
 
 
@@ -193,7 +193,7 @@ def test_a_small_store_keeps_every_active_memory(tmp_path):
     seed_article.generate(path, 3_000, START, seed=3)
     with Memory(str(path), policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
         mem.run(["expiry", "decay"])
-        db = mem.store.db
+        db = store_of(mem).db
         assert head.floor(db) is None
         assert recall_sql(db).endswith("WHERE status = 'active'")
         agree(mem, limits=(6, 60))
@@ -230,7 +230,7 @@ def test_only_rank_ordered_recall_of_active_memories_has_a_head_form(tmp_path):
 def test_a_failed_pass_leaves_the_head_as_it_was(tmp_path, adopted):
     """A pass that fails after its rules ran rolls back: ranks, the index and its floor."""
     with opened(tmp_path, adopted) as mem:
-        db = mem.store.db
+        db = store_of(mem).db
         before = (recall_sql(db), tuple(db.execute("SELECT * FROM recall_head").fetchone()))
         db.execute("""CREATE TRIGGER boom BEFORE UPDATE OF status ON memory_rows
                       BEGIN SELECT RAISE(ABORT, 'power cut'); END""")
@@ -253,7 +253,7 @@ def test_a_new_rank_formula_chooses_the_head_again(tmp_path, adopted):
     path = str(tmp_path / "copy.db")
     shutil.copy(adopted, path)
     with Memory(path, policy=str(policy), clock=lambda: T, offline=True) as mem:
-        db = mem.store.db
+        db = store_of(mem).db
         value, rows = db.execute("SELECT floor, rows FROM recall_head").fetchone()
         assert value > 10  # importance squared: the old floor was under 10
         assert head.HEAD_ROWS <= rows < 2 * head.HEAD_ROWS

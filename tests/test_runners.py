@@ -23,7 +23,7 @@ from engine.cli import main
 from engine.run.leasing import LeaseTerms, hold
 from engine.store import is_dsn, open_store
 from engine.store.sqlite.sqlite_lease import SqliteLease
-from tests.helpers import ROOT, START, pg_server, run_sql
+from tests.helpers import ROOT, START, context_of, pg_server, run_sql, store_of
 from tests.helpers.fake_openai import FakeOpenAI
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
@@ -61,7 +61,9 @@ passes:
 
 def decay_scores(db_path) -> list[float]:
     with Memory(db_path, policy="archive", offline=True) as mem:
-        return [round(r[0], 6) for r in run_sql(mem.store, "SELECT decay_score FROM memories ORDER BY id")]
+        return [
+            round(r[0], 6) for r in run_sql(store_of(mem), "SELECT decay_score FROM memories ORDER BY id")
+        ]
 
 
 def other_lease(db_path, clock, holder: str):
@@ -74,9 +76,9 @@ def other_lease(db_path, clock, holder: str):
 
 def seed(db_path, policy, n: int, clock=None) -> None:
     with Memory(db_path, policy=policy, offline=True, clock=clock or FixedClock(START)) as mem:
-        with mem.store.transaction():
+        with store_of(mem).transaction():
             for i in range(n):
-                mem.store.insert_memory(
+                store_of(mem).insert_memory(
                     {"content": f"fact {i}", "namespace": "default", "decay_score": 1.0, "status": "active"}
                 )
 
@@ -213,7 +215,7 @@ def test_pending_counts_the_turns_this_run_judged_while_others_queue_more(db_pat
 
     with Memory(db_path, offline=True, clock=FixedClock(START)) as mem:
         for i in range(3):
-            mem.store.add_turn(mem.namespace, f"I use tool{i} for builds.", "")
+            store_of(mem).add_turn(mem.namespace, f"I use tool{i} for builds.", "")
         process = Writer.process
 
         def busy_neighbours(self, turn_id, **kw):  # two more turns arrive per turn judged
@@ -262,7 +264,7 @@ def test_a_batched_run_is_resumed_only_once_its_runner_is_gone(tmp_path, db_path
     assert decay_scores(db_path) == [0.9] * 2000
     assert second.run_due() == []  # done, and recorded: nothing due
     # a runner that died mid-run: its lease runs out, then the next runner resumes
-    with hold(first.context, LeaseTerms(holder="dead:1")) as held:
+    with hold(context_of(first), LeaseTerms(holder="dead:1")) as held:
         held.store.save_progress("default", "decay", 1001, "2026-01-05T10:00:00", 0)
     clock.advance(dt.timedelta(hours=1))
     [result] = second.run_due()

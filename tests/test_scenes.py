@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tests.helpers import POLICIES, run_sql
+from tests.helpers import POLICIES, run_sql, store_of
 from tests.helpers.fake_openai import Reply
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
@@ -21,7 +21,7 @@ EXCHANGES = [
 
 def cells(mem):
     return run_sql(
-        mem.store,
+        store_of(mem),
         "SELECT id, kind, scene, importance, content FROM memories WHERE status = 'active' ORDER BY id",
     ).fetchall()
 
@@ -34,7 +34,7 @@ def test_five_exchanges_become_typed_cells_in_scenes_offline(memory):
     kinds = {r["kind"] for r in rows}
     assert {"decision", "risk", "plan"} <= kinds
     assert all(r["scene"] for r in rows)
-    summaries = dict(run_sql(mem.store, "SELECT scene, summary FROM scenes").fetchall())
+    summaries = dict(run_sql(store_of(mem), "SELECT scene, summary FROM scenes").fetchall())
     assert set(summaries) == {r["scene"] for r in rows}
     assert all(s.strip() for s in summaries.values())
     assert all(len(s.split()) < 100 for s in summaries.values())
@@ -63,7 +63,7 @@ def test_a_decay_rule_applies_to_cells(memory, clock):
     mem.recall("SQLite full-text search")  # used again: stays fresh
     clock.advance(dt.timedelta(days=60))
     mem.run(["decay"])
-    statuses = {r[0]: r[1] for r in run_sql(mem.store, "SELECT id, status FROM memories")}
+    statuses = {r[0]: r[1] for r in run_sql(store_of(mem), "SELECT id, status FROM memories")}
     assert all(statuses[i] == "active" for i in recalled)
     assert {s for i, s in statuses.items() if i not in recalled} == {"archived"}
 
@@ -116,7 +116,7 @@ def test_extraction_and_summaries_through_a_model(tmp_path, fake_openai, memory)
         ("risk", "storage", 4.0),
     ]
     assert (
-        run_sql(mem.store, "SELECT summary FROM scenes WHERE scene = 'storage'").fetchone()[0]
+        run_sql(store_of(mem), "SELECT summary FROM scenes WHERE scene = 'storage'").fetchone()[0]
         == "Storage: SQLite with FTS5; synonyms are a known gap."
     )
     summarise_prompt = fake_openai.requests[-1]["messages"][-1]["content"]
@@ -129,9 +129,9 @@ def test_malformed_cells_give_no_cells_and_an_event(tmp_path, fake_openai, memor
     mem = memory(scenes_policy(tmp_path, fake_openai.base_url))
     assert mem.remember("We decided to use SQLite.", "OK") == []
     assert cells(mem) == []
-    events = run_sql(mem.store, "SELECT event_type FROM memory_events").fetchall()
+    events = run_sql(store_of(mem), "SELECT event_type FROM memory_events").fetchall()
     if bad.startswith("[{"):  # valid JSON, but no usable cell: simply nothing to store
-        assert run_sql(mem.store, "SELECT status FROM inbox").fetchone()[0] == "dropped"
+        assert run_sql(store_of(mem), "SELECT status FROM inbox").fetchone()[0] == "dropped"
     else:
         assert [e[0] for e in events] == ["extract_failed"]
     assert mem.pending() == []  # judged (to nothing), not left pending
@@ -144,5 +144,7 @@ def test_summary_model_down_keeps_the_cells(tmp_path, fake_openai, memory):
     fake_openai.script(Reply(cell), Reply("", status=500))
     mem = memory(scenes_policy(tmp_path, fake_openai.base_url))
     assert len(mem.remember("We ship by June 30.", "OK")) == 1
-    assert run_sql(mem.store, "SELECT count(*) FROM scenes").fetchone()[0] == 0
-    assert "summarise_failed" in [e[0] for e in run_sql(mem.store, "SELECT event_type FROM memory_events")]
+    assert run_sql(store_of(mem), "SELECT count(*) FROM scenes").fetchone()[0] == 0
+    assert "summarise_failed" in [
+        e[0] for e in run_sql(store_of(mem), "SELECT event_type FROM memory_events")
+    ]

@@ -15,7 +15,7 @@ from engine import FixedClock, Memory, Scheduler
 from engine.base.clock import iso
 from engine.run.scheduler import LeaseBusy
 from engine.store import open_store
-from tests.helpers import POLICIES, ROOT, START, run_sql
+from tests.helpers import POLICIES, ROOT, START, run_sql, store_of
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
@@ -46,7 +46,7 @@ def ticking(tmp_path, db_path):
 def ticked(db_path) -> int:
     with Memory(db_path, policy=f"{POLICIES}/archive.yaml") as mem:
         return run_sql(
-            mem.store, "SELECT count(*) FROM memory_events WHERE event_type = 'ticked'"
+            store_of(mem), "SELECT count(*) FROM memory_events WHERE event_type = 'ticked'"
         ).fetchone()[0]
 
 
@@ -71,7 +71,7 @@ def test_start_runs_due_passes_and_stop_returns_within_a_second(memory, clock):
     assert time.monotonic() - started < 1.0  # it was sleeping for an hour: stop woke it
     assert not sched.running
     assert not [t for t in threading.enumerate() if t.name.startswith("lethe-scheduler")]
-    runs = run_sql(mem.store, "SELECT pass FROM pass_runs ORDER BY pass").fetchall()
+    runs = run_sql(store_of(mem), "SELECT pass FROM pass_runs ORDER BY pass").fetchall()
     assert [r[0] for r in runs] == ["compression", "decay", "expiry"]
 
 
@@ -111,7 +111,7 @@ def test_a_pass_caught_by_stop_is_rolled_back_and_runs_later(ticking, db_path):
     assert sched.stop() is True
     assert time.monotonic() - started < 1.0
     assert ticked(db_path) == 0 and mem.due() == ["tick"]  # all or nothing: nothing
-    assert run_sql(mem.store, "SELECT count(*) FROM leases").fetchone()[0] == 0
+    assert run_sql(store_of(mem), "SELECT count(*) FROM leases").fetchone()[0] == 0
     assert [r.name for r in Scheduler(mem).force_run()] == ["tick"]
     assert ticked(db_path) == 5
     mem.close()
@@ -285,7 +285,7 @@ def test_a_scheduler_whose_every_tick_fails_for_five_minutes_gives_up(memory):
 
     mem = memory("lifecycle")
     mem.add("User prefers tabs over spaces", judged=False)  # passes are due: a tick takes the lease
-    refuse_leases(mem.store)
+    refuse_leases(store_of(mem))
     timer = Timer()
     sched = Scheduler(mem, interval=0.01, give_up_after=FAILING_FOR, timer=timer).start()
     try:
@@ -310,17 +310,17 @@ def test_a_tick_that_works_starts_the_five_minutes_again(memory, clock):
 
     mem = memory("lifecycle")
     mem.add("User prefers tabs over spaces", judged=False)
-    refuse_leases(mem.store)
+    refuse_leases(store_of(mem))
     timer = Timer()
     sched = Scheduler(mem, interval=0.01, give_up_after=FAILING_FOR, timer=timer).start()
     try:
         assert failed_more(sched)
         timer.now = 299.0
         assert failed_more(sched)
-        refuse_leases(mem.store, refuse=False)  # the database is back
+        refuse_leases(store_of(mem), refuse=False)  # the database is back
         assert wait_for(lambda: sched.ticks >= 1)
         assert sched.failing_since is None and sched.failed_ticks == 0 and sched.failing_for() == 0.0
-        refuse_leases(mem.store)  # and fails again, with work due
+        refuse_leases(store_of(mem))  # and fails again, with work due
         clock.advance(dt.timedelta(hours=2))
         timer.now = 400.0
         assert failed_more(sched)
@@ -338,7 +338,7 @@ def test_a_tick_that_works_starts_the_five_minutes_again(memory, clock):
 def test_a_library_scheduler_never_gives_up_unless_asked(memory):
     mem = memory("lifecycle")
     mem.add("User prefers tabs over spaces", judged=False)
-    refuse_leases(mem.store)
+    refuse_leases(store_of(mem))
     timer = Timer()
     sched = Scheduler(mem, interval=0.01, timer=timer).start()
     try:
@@ -360,7 +360,7 @@ def test_the_daemon_exits_2_with_one_line_when_it_gives_up(db_path, monkeypatch)
 
     with Memory(db_path, policy=f"{POLICIES}/lifecycle.yaml", offline=True) as mem:
         mem.add("User prefers tabs over spaces", judged=False)
-        refuse_leases(mem.store)
+        refuse_leases(store_of(mem))
     monkeypatch.setattr(agent, "FAILING_FOR", 0.0)
     result = CliRunner().invoke(main, ["daemon", "--db", db_path, "--offline", "--interval", "0.01"])
     assert result.exit_code == 2, result.output

@@ -14,7 +14,7 @@ from bench import seed_article
 from engine import Memory
 from engine.plan.dialect import Dialect
 from engine.plan.rules import rule_statements
-from tests.helpers import POLICIES, START
+from tests.helpers import POLICIES, START, context_of, store_of
 
 T = START + dt.timedelta(days=1)
 ROWS = "SELECT id, status, decay_score, rank FROM memories ORDER BY id"
@@ -64,11 +64,13 @@ def test_both_forms_write_the_same_rows_and_count_the_same_skipped(tmp_path):
     unscorable(a)
     shutil.copy(a, b)
     with Memory(a, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
-        changed, kept = mem.store.run_rule(update(decay_statements(mem, Dialect())), "default", T.isoformat())
+        changed, kept = store_of(mem).run_rule(
+            update(decay_statements(mem, Dialect())), "default", T.isoformat()
+        )
     with Memory(b, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
         count, st = decay_statements(mem, Guarded())
-        meant = mem.store.fetch_one(count, "default", T.isoformat())[0]
-        guarded = mem.store.run(st, "default", T.isoformat())
+        meant = store_of(mem).fetch_one(count, "default", T.isoformat())[0]
+        guarded = store_of(mem).run(st, "default", T.isoformat())
     assert sqlite3.connect(a).execute(ROWS).fetchall() == sqlite3.connect(b).execute(ROWS).fetchall()
     assert (changed, kept) == (guarded, meant - guarded)
     assert kept == 2 and changed > 0
@@ -126,12 +128,12 @@ def test_a_rank_with_numbers_of_its_own_is_stored_as_it_reads(tmp_path, rank):
     seed_article.generate(path, 2000, START, seed=4)
     with Memory(path, policy=str(policy), clock=lambda: T, offline=True) as mem:
         mem.run(["decay"])
-        st = mem.plan.rank_refresh
+        st = context_of(mem).plan.rank_refresh
     fresh = str(tmp_path / "refreshed.db")
     shutil.copy(path, fresh)
     with Memory(fresh, policy=str(policy), clock=lambda: T, offline=True) as mem:
-        mem.store.run(st, "default", T.isoformat())  # the rank formula alone, over every row
-        mem.store.db.commit()
+        store_of(mem).run(st, "default", T.isoformat())  # the rank formula alone, over every row
+        store_of(mem).db.commit()
     stored = (
         sqlite3.connect(path)
         .execute("SELECT id, rank FROM memories WHERE status = 'active' ORDER BY id")

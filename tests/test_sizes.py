@@ -19,6 +19,7 @@ from engine.base import inputs
 from engine.cli import main
 from engine.prompts import budget
 from engine.store.transfer import copy_store
+from tests.helpers import store_of
 
 OVER = inputs.MAX_TEXT + 1
 
@@ -79,8 +80,8 @@ def test_an_import_refuses_a_source_holding_an_oversized_memory(tmp_path):
     with Memory(str(src), offline=True) as m:
         m.add("fine", judged=False)
         big = m.add("small now", judged=False)
-        m.store.db.execute("UPDATE memories SET content = ? WHERE id = ?", ("x" * OVER, big))
-        m.store.db.commit()
+        store_of(m).db.execute("UPDATE memories SET content = ? WHERE id = ?", ("x" * OVER, big))
+        store_of(m).db.commit()
     with pytest.raises(StoreError, match=f"#{big}.*at most"):
         copy_store(str(src), str(tmp_path / "dst.db"))
     assert (

@@ -13,6 +13,7 @@ import pytest
 
 from engine.store import database_errors, open_store
 from engine.store.sqlite.sqlite_library import driver, library
+from tests.helpers import store_of
 
 TTL = dt.timedelta(minutes=15)
 
@@ -234,7 +235,7 @@ def test_a_store_with_embeddings_runs_on_the_standard_library_like_the_applicati
     with FakeOpenAI(embedder=topic_vector) as fake:
         path = str(tmp_path / "m.db")
         with Memory(path, policy=embedding_policy(tmp_path, fake), clock=clock) as mem:
-            assert library(mem.store.db) is sqlite3
+            assert library(store_of(mem).db) is sqlite3
             mem.add("User eats chicken most days.", judged=False)
             app = sqlite3.connect(path)  # the application's own connection
             assert app.execute("SELECT count(*) FROM memories").fetchone()[0] == 1

@@ -16,7 +16,7 @@ import pytest
 from bench import seed_article
 from engine import Memory
 from engine.store import Store
-from tests.helpers import POLICIES, START
+from tests.helpers import POLICIES, START, store_of
 
 pytestmark = pytest.mark.sqlite_only
 
@@ -101,7 +101,7 @@ def test_a_writer_gets_in_between_two_ranges_of_a_batched_pass(tmp_path, article
         if how == "transaction":
             mem.add("written while the pass runs", judged=False)
         else:  # a write outside any transaction: one statement, committed alone
-            write_call(mem.store, "test")
+            write_call(store_of(mem), "test")
 
     before, after = write_during_the_pass(article, batched(tmp_path), write)
     assert after is not None, "the write waited for the whole pass"

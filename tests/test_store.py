@@ -6,7 +6,7 @@ import pytest
 
 from bench import seed_article
 from engine.store import MIGRATIONS, Store
-from tests.helpers import START, run_sql
+from tests.helpers import START, run_sql, store_of
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
@@ -58,19 +58,20 @@ def test_article_database_is_adopted_in_place_losing_nothing(tmp_path, clock, me
 
     mem = memory("lifecycle", db=path)
     after = run_sql(
-        mem.store,
+        store_of(mem),
         "SELECT id, content, summary, tags, importance, confidence, access_count, decay_score, "
         "status, contradicted_by, created_at, last_accessed, expires_at FROM memories ORDER BY id",
     ).fetchall()
     assert [tuple(r) for r in after] == before
-    assert run_sql(mem.store, "SELECT count(*) FROM memory_events").fetchone()[0] == events_before
+    assert run_sql(store_of(mem), "SELECT count(*) FROM memory_events").fetchone()[0] == events_before
     # adopted rows belong to the default namespace and get their stored rank
     row = run_sql(
-        mem.store, "SELECT namespace, rank, importance * confidence * decay_score FROM memories WHERE id = 1"
+        store_of(mem),
+        "SELECT namespace, rank, importance * confidence * decay_score FROM memories WHERE id = 1",
     ).fetchone()
     assert row[0] == "default" and row[1] == pytest.approx(row[2])
     # and the full-text index covers the old rows
-    hits = run_sql(mem.store, "SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'prefers'")
+    hits = run_sql(store_of(mem), "SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'prefers'")
     assert hits.fetchone()[0] > 0
 
 
@@ -79,9 +80,9 @@ def test_events_are_append_only(memory):
     mem = memory()
     mid = mem.add("User prefers tabs")
     with pytest.raises(sqlite3.IntegrityError, match="append-only"):
-        run_sql(mem.store, "UPDATE memory_events SET event_type = 'x' WHERE memory_id = ?", (mid,))
+        run_sql(store_of(mem), "UPDATE memory_events SET event_type = 'x' WHERE memory_id = ?", (mid,))
     with pytest.raises(sqlite3.IntegrityError, match="append-only"):
-        run_sql(mem.store, "DELETE FROM memory_events WHERE memory_id = ?", (mid,))
+        run_sql(store_of(mem), "DELETE FROM memory_events WHERE memory_id = ?", (mid,))
 
 
 @pytest.mark.sqlite_only
@@ -89,14 +90,14 @@ def test_full_text_index_follows_content_changes(memory):
     mem = memory()
     mid = mem.add("User prefers tabs")
     run_sql(
-        mem.store,
+        store_of(mem),
         "UPDATE memories SET content = 'User prefers spaces', summary = 'spaces' WHERE id = ?",
         (mid,),
     )
 
     def match(word):
         sql = "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?"
-        return [tuple(r) for r in run_sql(mem.store, sql, (word,)).fetchall()]
+        return [tuple(r) for r in run_sql(store_of(mem), sql, (word,)).fetchall()]
 
     assert match("spaces") == [(mid,)]
     assert match("tabs") == []
@@ -105,7 +106,7 @@ def test_full_text_index_follows_content_changes(memory):
 def test_transaction_rolls_back_everything(memory):
     mem = memory()
     with pytest.raises(RuntimeError):
-        with mem.store.transaction():
-            mem.store.insert_memory({"content": "half-written", "namespace": "default"})
+        with store_of(mem).transaction():
+            store_of(mem).insert_memory({"content": "half-written", "namespace": "default"})
             raise RuntimeError("crash")
-    assert run_sql(mem.store, "SELECT count(*) FROM memories").fetchone()[0] == 0
+    assert run_sql(store_of(mem), "SELECT count(*) FROM memories").fetchone()[0] == 0

@@ -14,7 +14,7 @@ from bench import seed_article
 from engine import Memory
 from engine.base.errors import StoreError
 from engine.store import Store
-from tests.helpers import POLICIES, START, run_sql
+from tests.helpers import POLICIES, START, run_sql, store_of
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
@@ -69,7 +69,7 @@ def test_memories_reads_and_writes_as_the_articles_table(tmp_path):
     path = str(tmp_path / "memory.db")
     with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
         first = mem.add("User prefers tabs", importance=8)
-        db = mem.store.db
+        db = store_of(mem).db
         assert db.execute("SELECT type FROM sqlite_master WHERE name = 'memories'").fetchone()[0] == "view"
         assert [r[1] for r in db.execute("PRAGMA table_info(memories)")][:13] == [
             "id",
@@ -86,7 +86,7 @@ def test_memories_reads_and_writes_as_the_articles_table(tmp_path):
             "last_accessed",
             "expires_at",
         ]
-        with mem.store.transaction():
+        with store_of(mem).transaction():
             db.execute(
                 "INSERT INTO memories (content, tags) VALUES ('Deploys go out on Fridays', '[\"ops\"]')"
             )
@@ -102,14 +102,14 @@ def test_memories_reads_and_writes_as_the_articles_table(tmp_path):
             row["access_count"],
         ) == (5.0, 1.0, "active", "default", 1.0, 0)
         assert [m.id for m in mem.candidates("fridays")] == [new]
-        with mem.store.transaction():
+        with store_of(mem).transaction():
             db.execute(
                 "UPDATE memories SET content = 'Deploys go out on Mondays', importance = 9 WHERE id = ?",
                 (new,),
             )
         assert mem.candidates("fridays") == [] and [m.id for m in mem.candidates("mondays")] == [new]
         assert mem.get(new).importance == 9 and mem.get(new).content == "Deploys go out on Mondays"
-        with mem.store.transaction():
+        with store_of(mem).transaction():
             db.execute("DELETE FROM memories WHERE id = ?", (new,))
         assert db.execute("SELECT count(*) FROM memory_rows WHERE id = ?", (new,)).fetchone()[0] == 0
         assert db.execute("SELECT count(*) FROM memory_texts WHERE id = ?", (new,)).fetchone()[0] == 0
@@ -129,7 +129,7 @@ def test_adopting_keeps_the_articles_ids_going(tmp_path):
     db.close()
     with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
         assert mem.add("A new fact") == 51
-        assert len(mem.store.db.execute("SELECT id FROM memories").fetchall()) == 50
+        assert len(store_of(mem).db.execute("SELECT id FROM memories").fetchall()) == 50
 
 
 def test_a_rule_may_read_a_memorys_text(memory, tmp_path, clock):
@@ -152,7 +152,7 @@ def test_a_rule_may_read_a_memorys_text(memory, tmp_path, clock):
     assert [
         r[0]
         for r in run_sql(
-            mem.store, "SELECT event_type FROM memory_events WHERE memory_id = ? ORDER BY id", (drop,)
+            store_of(mem), "SELECT event_type FROM memory_events WHERE memory_id = ? ORDER BY id", (drop,)
         ).fetchall()
     ][-1] == "archived"
 
@@ -179,7 +179,7 @@ def test_an_article_files_own_indexes_and_columns_come_along(tmp_path):
         "ALTER TABLE memories ADD COLUMN priority INTEGER NOT NULL DEFAULT 3",
     )
     with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
-        db = mem.store.db
+        db = store_of(mem).db
         on = dict(
             db.execute(
                 "SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' "
@@ -187,7 +187,7 @@ def test_an_article_files_own_indexes_and_columns_come_along(tmp_path):
             ).fetchall()
         )
         assert on == {"by_content": "memory_texts", "by_when": "memory_rows"}
-        with mem.store.transaction():
+        with store_of(mem).transaction():
             db.execute("INSERT INTO memories (content) VALUES ('x')")
             db.execute("INSERT INTO memories (content, priority) VALUES ('y', '7')")
         assert [
@@ -280,7 +280,7 @@ def test_a_write_through_the_view_is_whole_or_refused(tmp_path):
     path = str(tmp_path / "memory.db")
     with Memory(path, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: T, offline=True) as mem:
         mid = mem.add("User prefers tabs", importance=8)
-        before = dict(mem.store.db.execute("SELECT * FROM memories WHERE id = ?", (mid,)).fetchone())
+        before = dict(store_of(mem).db.execute("SELECT * FROM memories WHERE id = ?", (mid,)).fetchone())
         db = sqlite3.connect(path, isolation_level=None)
         try:
             with pytest.raises(sqlite3.IntegrityError, match="memories.content"):

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from engine import FixedClock, Memory
 from engine.base.errors import LetheError
 from engine.cli import main
-from tests.helpers import START, run_sql
+from tests.helpers import START, run_sql, store_of, writer_of
 from tests.helpers.fake_openai import FakeOpenAI
 from tests.helpers.judge import Judge, policy_file, shown
 
@@ -93,8 +93,8 @@ def test_a_late_turn_is_judged_on_the_day_it_was_said(db_path, clock, tmp_path):
             said = START - dt.timedelta(days=14)
             mem.remember("I am in Berlin until Friday.", said_at=said)
             mem.remember("I live in Lisbon now.")
-            late = mem.store.add_turn(mem.namespace, "I live in Porto.", "", said.isoformat())
-            mem.writer.process(late)
+            late = store_of(mem).add_turn(mem.namespace, "I live in Porto.", "", said.isoformat())
+            writer_of(mem).process(late)
     today = "Today is " + START.date().isoformat()
     then = "Today is " + said.date().isoformat()
     assert [then in p for p in judge.prompts["gate"]] == [True, False, True], judge.prompts["gate"]
@@ -130,7 +130,7 @@ def test_pending_turns_are_judged_in_the_order_said(memory, clock):
     """Turns queued out of order (a caller giving each its time) are judged oldest said
     first: the later saying wins, whatever order they reached the inbox in."""
     mem = memory()
-    store = mem.store
+    store = store_of(mem)
     store.add_turn(mem.namespace, "I switched to Neovim.", "", (START - dt.timedelta(days=1)).isoformat())
     store.add_turn(
         mem.namespace, "I use VS Code for everything.", "", (START - dt.timedelta(days=2)).isoformat()
@@ -172,15 +172,17 @@ def judge_in(order: list[int], db_path, policy: str) -> set[str]:
     with Memory(db_path, policy=policy, namespace=f"n{uuid.uuid4().hex[:8]}", clock=clock) as mem:
         texts = turns()
         ids = [
-            mem.store.add_turn(mem.namespace, t, "", (START - dt.timedelta(hours=len(texts) - i)).isoformat())
+            store_of(mem).add_turn(
+                mem.namespace, t, "", (START - dt.timedelta(hours=len(texts) - i)).isoformat()
+            )
             for i, t in enumerate(texts)
         ]
         for i in order:
-            written = mem.writer.process(ids[i])
+            written = writer_of(mem).process(ids[i])
             assert written.pending is None, written.pending
         active = {m.content for m in mem.memories("active", None)}
         superseded = run_sql(
-            mem.store,
+            store_of(mem),
             "SELECT count(*) FROM memories WHERE namespace = ? "
             "AND status = 'superseded' AND contradicted_by IS NOT NULL",
             (mem.namespace,),
@@ -240,7 +242,7 @@ def test_a_far_future_now_is_refused_on_a_store_run_on_the_wall_clock(tmp_path):
     assert refused.output.count("\n") == 1 and "--force-time" in refused.output, refused.output
     assert "days ahead of the clock" in refused.output
     with Memory(db) as mem:  # nothing ran at 2099
-        assert max(mem.store.last_runs(mem.namespace).values()) < "2099"
+        assert max(store_of(mem).last_runs(mem.namespace).values()) < "2099"
     forced = cli("run", "--db", db, "--offline", "--now", "2099-01-01T00:00:00", "--force-time")
     assert forced.exit_code == 0 and "decay:" in forced.output
     back = cli("run", "--db", db, "--offline")

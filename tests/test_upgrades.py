@@ -18,7 +18,7 @@ import pytest
 
 from engine import Memory
 from engine.store import MIGRATIONS, Store
-from tests.helpers import POLICIES, ROOT, START
+from tests.helpers import POLICIES, ROOT, START, store_of
 
 HERE = os.path.join(ROOT, "tests", "fixtures", "schemas")
 LIFECYCLE = os.path.join(POLICIES, "lifecycle.yaml")
@@ -86,12 +86,12 @@ def test_an_old_database_upgrades_in_place_with_every_row_intact(old_db):
     before = dump(path)
     had_migrations = {r["name"] for r in before.get("lethe_migrations", {}).values()}
     with Memory(path, policy=LIFECYCLE, offline=True, clock=lambda: START) as mem:
-        db = mem.store.db
+        db = store_of(mem).db
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         names = [r[0] for r in db.execute("SELECT name FROM lethe_migrations ORDER BY rowid")]
         assert sorted(names) == sorted(fn.__name__ for fn in MIGRATIONS)
         assert len(names) == len(set(names))
-        assert mem.store.migrate() == []  # nothing left to apply
+        assert store_of(mem).migrate() == []  # nothing left to apply
     after = dump(path)
 
     # Every row of every table is still there, unchanged, with two kinds of engine
@@ -130,7 +130,7 @@ def test_an_upgraded_database_works(old_db):
     """Full text over the old rows, append-only events, passes, remember and pending turns."""
     name, path = old_db
     with Memory(path, policy=LIFECYCLE, offline=True, clock=lambda: START) as mem:
-        db = mem.store.db
+        db = store_of(mem).db
         row = db.execute(
             "SELECT id, content FROM memories WHERE namespace = 'default' AND "
             "status = 'active' AND content LIKE 'User prefers%' ORDER BY id LIMIT 1"

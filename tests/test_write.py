@@ -21,7 +21,7 @@ from engine import Memory
 from engine.cli import main
 from engine.run.write import Judged
 from engine.store import open_store
-from tests.helpers import POLICIES, START, run_sql
+from tests.helpers import POLICIES, START, context_of, run_sql, store_of, writer_of
 from tests.helpers.fake_openai import FakeOpenAI, Reply, closed_port_url
 from tests.helpers.judge import DEFAULTS, Judge, pick, policy_file, served
 from tests.helpers.rows import calls, event_types, events, inbox, memories, outcomes, seed
@@ -593,15 +593,17 @@ def test_candidates_bring_in_the_other_members_of_a_slot_and_skip_common_words(t
     from engine.run.write import store_memory
 
     mem = Memory(str(tmp_path / "m.db"), policy=f"{POLICIES}/lifecycle.yaml", offline=True)
-    with mem.store.transaction():
+    with store_of(mem).transaction():
         for i in range(RARE + 5):
-            store_memory(mem.context, f"note {i} about the project")
-        old = store_memory(mem.context, "Our app stores everything in PostgreSQL.")
-    query = distinctive_query(mem.context, "We moved the project to MySQL.")
+            store_memory(context_of(mem), f"note {i} about the project")
+        old = store_memory(context_of(mem), "Our app stores everything in PostgreSQL.")
+    query = distinctive_query(context_of(mem), "We moved the project to MySQL.")
     assert '"postgresql"' in query and '"project"' not in query
-    rows = mem.writer.candidates(mem.policy.write[2], Judged(content="We moved the project to MySQL."), {})
+    rows = writer_of(mem).candidates(
+        mem.policy.write[2], Judged(content="We moved the project to MySQL."), {}
+    )
     assert [r["id"] for r in rows] == [old]
-    assert distinctive_query(mem.context, "the project notes") == '"project" AND "notes"'
+    assert distinctive_query(context_of(mem), "the project notes") == '"project" AND "notes"'
     mem.close()
 
 
@@ -616,19 +618,19 @@ def test_the_candidate_query_keeps_the_rarest_words_within_its_budget(tmp_path, 
 
     monkeypatch.setattr(matching, "MATCHED", 12)
     mem = Memory(str(tmp_path / "m.db"), policy=f"{POLICIES}/lifecycle.yaml", offline=True)
-    with mem.store.transaction():
+    with store_of(mem).transaction():
         for word, n in (("kestrel", 2), ("osprey", 5), ("heron", 9)):
             for i in range(n):
-                store_memory(mem.context, f"Saw a {word} at site {i}.")
+                store_memory(context_of(mem), f"Saw a {word} at site {i}.")
         for i in range(7):  # 7 + 7 by their counts, but 7 memories match them together
-            store_memory(mem.context, f"A grebe and a coot on pond {i}.")
-    query = matching.distinctive_query(mem.context, "A heron, an osprey and a kestrel.")
+            store_memory(context_of(mem), f"A grebe and a coot on pond {i}.")
+    query = matching.distinctive_query(context_of(mem), "A heron, an osprey and a kestrel.")
     assert query == '"osprey" OR "kestrel"'  # 2 + 5 kept; with heron's 9 it would be 16
     assert (
-        matching.distinctive_query(mem.context, "The grebe and the coot.") == '"grebe" OR "coot"'
+        matching.distinctive_query(context_of(mem), "The grebe and the coot.") == '"grebe" OR "coot"'
     )  # under the budget together: nothing left out
     monkeypatch.setattr(matching, "MATCHED", 1)
-    assert matching.distinctive_query(mem.context, "A heron and an osprey.") == '"osprey"'
+    assert matching.distinctive_query(context_of(mem), "A heron and an osprey.") == '"osprey"'
     mem.close()
 
 
@@ -645,16 +647,18 @@ def test_candidates_read_from_the_best_matches_give_what_reading_every_match_giv
     from engine.run.write import store_memory
 
     mem = Memory(str(tmp_path / "m.db"), policy=f"{POLICIES}/lifecycle.yaml", offline=True)
-    with mem.store.transaction():
-        ids = [store_memory(mem.context, "Kestrel nest.", importance=9) for _ in range(archived)]
+    with store_of(mem).transaction():
+        ids = [store_memory(context_of(mem), "Kestrel nest.", importance=9) for _ in range(archived)]
         for i in range(12):  # equal scores: the cut falls among ties
-            store_memory(mem.context, f"A kestrel over the field, seen on walk {i % 3}.", importance=i % 4)
+            store_memory(
+                context_of(mem), f"A kestrel over the field, seen on walk {i % 3}.", importance=i % 4
+            )
         store_memory(
-            mem.context,
+            context_of(mem),
             "The kestrel we saw at the old quarry, long before the new road was built there by the council.",
             importance=5,
         )
-    mem.store.db.execute(
+    store_of(mem).db.execute(
         "UPDATE memories SET status = 'archived' WHERE id IN (SELECT value FROM json_each(?))",
         (json.dumps(ids),),
     )
@@ -669,8 +673,8 @@ def test_candidates_read_from_the_best_matches_give_what_reading_every_match_giv
         query=True,
     )
     for k in (1, 2, 3, 5, 20):
-        got = mem.store.fetch(best, "default", query='"kestrel"', limit=k)
-        want = mem.store.fetch(plain, "default", query='"kestrel"', limit=k)
+        got = store_of(mem).fetch(best, "default", query='"kestrel"', limit=k)
+        want = store_of(mem).fetch(plain, "default", query='"kestrel"', limit=k)
         assert [tuple(r) for r in got] == [tuple(r) for r in want]
         assert len(want) == min(k, 13)
     mem.close()
@@ -683,11 +687,11 @@ def test_candidates_bring_in_the_words_of_a_synonym_group(tmp_path):
     from engine.run.write import store_memory
 
     mem = Memory(str(tmp_path / "m.db"), policy=f"{POLICIES}/lifecycle.yaml", offline=True)
-    with mem.store.transaction():
-        old = store_memory(mem.context, "User works as a pharmacist in Leith.")
-        store_memory(mem.context, "User's sister plays the cello.")
+    with store_of(mem).transaction():
+        old = store_memory(context_of(mem), "User works as a pharmacist in Leith.")
+        store_memory(context_of(mem), "User's sister plays the cello.")
     new = Judged(content="Started a new job as a baker at Crumb.")
-    rows = mem.writer.candidates(mem.policy.write[2], new, {})
+    rows = writer_of(mem).candidates(mem.policy.write[2], new, {})
     assert [r["id"] for r in rows] == [old]
     mem.close()
 

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from engine import FixedClock, Memory
 from engine.cli import main
-from tests.helpers import POLICIES, START
+from tests.helpers import POLICIES, START, store_of
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
 
@@ -33,7 +33,7 @@ def test_add_that_confirms_a_memory_gives_it_the_values_given(memory):
     assert m.tags == ["billing", "deadline"]
     assert m.access_count == 1  # reinforced as well
     assert m.rank == 9.0 * 0.7 * 1.0  # the stored rank follows the new values
-    [updated] = [json.loads(e["detail"]) for e in mem.store.events(got) if e["event_type"] == "updated"]
+    [updated] = [json.loads(e["detail"]) for e in store_of(mem).events(got) if e["event_type"] == "updated"]
     assert updated["fields"]["importance"] == {"from": 3.0, "to": 9.0}
     assert updated["fields"]["expires_at"] == {"from": None, "to": "2026-03-15T23:59:59"}
     assert mem.counts() == {"active": 1}

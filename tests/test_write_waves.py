@@ -11,6 +11,7 @@ import pytest
 from bench.write import Responder
 from engine import FixedClock, Memory
 from engine.judges.embeddings import pack
+from tests.helpers import store_of
 from tests.helpers.fake_openai import FakeOpenAI, word_vector
 
 pytest.importorskip("sqlite_vec", reason="the embed extra (sqlite-vec) is not installed")
@@ -74,7 +75,7 @@ def remember(mem, fake, user: str) -> tuple[int, list]:
 
 
 def stored_vector(mem, memory_id: int) -> bytes:
-    return mem.store.vectors_of("default", EMBED, [memory_id])[memory_id]
+    return store_of(mem).vectors_of("default", EMBED, [memory_id])[memory_id]
 
 
 @pytest.mark.parametrize("parent, most", [("lifecycle", 2), ("fused", 2)])
@@ -107,6 +108,6 @@ def test_a_rewritten_memory_stores_the_vector_of_its_own_words(tmp_path, fake, p
     with memory(tmp_path, fake, parent) as mem:
         remember(mem, fake, "We run CI on Jenkins for the billing service.")
         new, _ = remember(mem, fake, "We moved CI from Jenkins to GitHub Actions.")
-        content = mem.store.get(new, "default")["content"]
+        content = store_of(mem).get(new, "default")["content"]
         assert content.startswith("Noted: ")
         assert stored_vector(mem, new) == pack(word_vector(content))

@@ -111,7 +111,7 @@ def play_policy(
                 p.key: fate(stored[p.key], reinforced[p.key], p.key in pending, every) for p in case.pairs
             }
             kept = {k: [every[i].content for i in ids if i in every] for k, ids in stored.items()}
-            use = mem.store.model_use(mem.namespace)
+            use = mem.model_use()
             counts = mem.counts()
     return Outcome(
         policy,

@@ -158,20 +158,13 @@ class ChatSession:
     def answer(self, user: str, recalled: list) -> str:
         system = self.prompt(user, recalled)
         start = time.perf_counter()
-        judges = self.mem.judges
         try:
             c = self.model.complete(system, user)
         except JudgeUnavailable as exc:
-            judges.log("answer", self.model.model, None, "unavailable", str(exc), start)
+            self.mem.log_model_call("answer", self.model.model, start, problem=str(exc))
             raise
-        judges.log(
-            "answer",
-            self.model.model,
-            Answer(c.text, c.model, "openai", c.prompt_tokens, c.completion_tokens, c.latency_ms),
-            "ok",
-            None,
-            start,
-        )
+        answer = Answer(c.text, c.model, "openai", c.prompt_tokens, c.completion_tokens, c.latency_ms)
+        self.mem.log_model_call("answer", self.model.model, start, answer)
         return c.text.strip()
 
     def close(self) -> None:

@@ -241,7 +241,7 @@ def changes(mem: Memory) -> list[dict]:
     """Every memory no longer active: its status, when, and what replaced or absorbed it."""
     return [
         {"status": r["status"], "content": r["content"], "at": r["at"], "by": r["replaced_by"]}
-        for r in mem.store.changes(mem.namespace)
+        for r in mem.changes()
     ]
 
 
@@ -251,7 +251,7 @@ def _rules(run: Run) -> int:
 
 def model_use(mem: Memory) -> dict:
     """Model calls and tokens from `model_calls`: totals, and calls by step."""
-    return mem.store.model_use(mem.namespace)
+    return mem.model_use()
 
 
 def _check_keys(p: Policy) -> None:

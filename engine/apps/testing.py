@@ -33,11 +33,11 @@ from engine.policy import load as load_policy
 
 def dump(mem: Memory, digits: int = 4) -> dict:
     """The store of one namespace as reviewable data: no ids, no wall times."""
-    rows = mem.store.memories(mem.namespace)
+    rows = mem.dump()
     content = {r["id"]: r["content"] for r in rows}
     memories = []
     for r in rows:
-        events = mem.store.events(r["id"])
+        events = r["events"]
         memories.append(
             [
                 r["content"],
@@ -59,7 +59,7 @@ def dump(mem: Memory, digits: int = 4) -> dict:
                 },
             ]
         )
-    scenes = mem.store.scenes(mem.namespace)
+    scenes = mem.scenes()
     return {"memories": memories, "scenes": scenes} if scenes else {"memories": memories}
 
 

@@ -127,7 +127,7 @@ def daemon(db, policy, namespace, now, offline, record, replay, interval, lease_
         )
         handlers = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
         echo(
-            f"lethe daemon: policy {mem.policy.name}, {mem.store.path}, namespace "
+            f"lethe daemon: policy {mem.policy.name}, {mem.database}, namespace "
             f"{namespace}, every {interval:g}s (holder {sched.holder}); Ctrl-C stops",
             err=True,
         )

@@ -296,7 +296,7 @@ def open_memory(
     )
     forced = click.get_current_context(silent=True)
     if clock is not None and not read_only and not (forced and forced.meta.get("lethe.force_time")):
-        refused = far_ahead(clock(), mem.store.wall_run())
+        refused = far_ahead(clock(), mem.last_wall_run())
         if refused:
             mem.close()
             raise LetheError(refused)

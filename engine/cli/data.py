@@ -75,7 +75,7 @@ def run(
 
 def _with_progress(mem: Memory, names: list[str], run_them, quiet: bool):
     """A progress bar on a terminal, one tick per statement of the passes about to run."""
-    steps = sum(max(1, len(mem.plan.passes.get(n, []))) for n in names)
+    steps = mem.statements(names)
     if quiet or not sys.stderr.isatty() or not names:
         return run_them(None)
     with click.progressbar(length=steps, label="running passes", file=sys.stderr) as bar:
@@ -320,7 +320,7 @@ def _turn_line(r: dict) -> str:
 def costs(db, policy, namespace, now, offline, json_):
     """Sum every logged model call per step and model: calls, tokens, latency, outcomes."""
     with open_memory(db, policy, namespace, now, offline, must_exist=True, read_only=True) as mem:
-        rows = mem.store.costs(namespace)
+        rows = mem.costs()
     lines = [
         f"{r['step']:<14} {r['model']:<14} {r['calls']:>5} calls  {r['prompt_tokens']:>8} in  "
         f"{r['completion_tokens']:>7} out{'*' if r['estimated'] else ' '} "

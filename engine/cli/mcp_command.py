@@ -55,7 +55,7 @@ def mcp(db, policy, namespace, now, offline, record, replay, transport, host, po
     ):
         if transport == "http":
             click.echo(
-                f"lethe mcp: namespace {namespace} of {mem.store.path} at http://{host}:{port}/mcp", err=True
+                f"lethe mcp: namespace {namespace} of {mem.database} at http://{host}:{port}/mcp", err=True
             )
             if made:
                 click.echo(

@@ -53,7 +53,7 @@ def ui(db, policy, namespace, now, offline, host, port, token, read_only):
     inspector = app.Inspector(opener, namespace, read_only)
     asgi, token = prepare(inspector, host, port, token)
     echo(
-        f"lethe ui: {inspector.memory(None).store.path}, namespace {namespace}"
+        f"lethe ui: {inspector.memory(None).database}, namespace {namespace}"
         f"{' (read-only)' if read_only else ''}",
         err=True,
     )

@@ -1,12 +1,12 @@
 """Judges: a step renders its template, asks its model, and gets a checked answer back.
 
-Providers answer a rendered prompt, registered by name (engine/judges/providers.py): `openai`
-(any OpenAI-compatible endpoint), `rules` (built-in deterministic judges, offline), `replay`
-(answers recorded earlier, looked up by step and prompt hash). `Judges.ask` checks every
-answer strictly (engine/steps/answers.py). A refused answer is asked again, with the
+Providers answer a rendered prompt, registered by name (engine/judges/providers.py):
+`openai` (any OpenAI-compatible endpoint), `rules` (built-in deterministic judges, offline),
+`replay` (answers recorded earlier, looked up by step and prompt hash). `Judges.ask` checks
+every answer strictly (engine/steps/answers.py). A refused answer is asked again, with the
 refused answer and the reason it was refused, up to the model entry's `retries` (default
-1); then the step's fallback answers. An
-unreachable model raises `JudgeUnavailable` so the caller can keep the work pending.
+1); then the step's fallback answers. An unreachable model raises `JudgeUnavailable` so the
+caller can keep the work pending.
 
 Every call is logged in `model_calls` with one outcome: `ok`; `repaired` (accepted after a
 repair, the detail says which); `bad_answer` (refused, the detail says why); `unavailable`;

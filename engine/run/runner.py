@@ -40,6 +40,18 @@ def run(
         return _run_all(held, names, _hook(held, progress))
 
 
+def start_schedules(ctx: Context) -> list[str]:
+    """Every scheduled pass that never ran counts as run now, with nothing changed: its
+    schedule starts here. The names of those passes."""
+    have = ctx.store.last_runs(ctx.namespace)
+    scheduled = [n for n, p in ctx.policy.passes.items() if p.every and n not in have]
+    if scheduled:
+        with ctx.store.transaction():
+            for name in scheduled:
+                ctx.store.record_run(ctx.namespace, name, ctx.store.now(), 0)
+    return scheduled
+
+
 def run_due(
     ctx: Context, progress: Progress = None, terms: LeaseTerms | None = None, retry_failed: bool = False
 ) -> list[P.PassResult]:

@@ -62,7 +62,7 @@ class Scheduler:
         give_up_after: float | None = None,
         timer: Callable[[], float] = time.monotonic,
     ):
-        if memory.store.path in ("", ":memory:"):
+        if memory.database in ("", ":memory:"):
             raise LetheError("the scheduler needs a database file: it opens its own connection to it")
         self.memory = memory
         self.interval = float(interval)
@@ -186,7 +186,7 @@ class Scheduler:
 
     def _open(self):
         if self._own is None:
-            self._own = self.memory.context.reopen()
+            self._own = self.memory.runner_context()
         return self._own
 
     def failing_for(self) -> float:

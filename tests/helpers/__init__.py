@@ -61,3 +61,21 @@ def run_sql(store, text: str, params=()):
     if store.dialect == "postgres":
         text = text.replace("%", "%%").replace("?", "%s")
     return store.db.execute(text, params)
+
+
+# `Memory` keeps its parts (store, plan, judges, writer) to itself: apps use its methods.
+# Tests and benchmarks that check what lies behind it (their own SQL, a transaction held
+# open, the steps it drives) reach them through these, and only these.
+def context_of(mem):
+    """Test-only: the Context behind a Memory (store, plan, judges, policy, clock)."""
+    return mem._context
+
+
+def store_of(mem):
+    """Test-only: the store behind a Memory."""
+    return mem._context.store
+
+
+def writer_of(mem):
+    """Test-only: the write pipeline behind a Memory."""
+    return mem._writer

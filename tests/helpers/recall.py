@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+from tests.helpers import store_of, writer_of
+
 DAY = dt.timedelta(days=1)
 QUERIES = [
     "which dependency manager and database does the project use?",
@@ -38,8 +40,8 @@ def seed_store(mem, clock) -> dict[str, int]:
         mem, "Release is blocked until the security review", importance=5, expires_at=clock() + 5 * DAY
     )
     ids["uv"] = add(mem, "Dependencies of the project are managed with uv now", importance=7)
-    with mem.store.transaction():
-        mem.writer.supersede(ids["poetry"], ids["uv"], "Dependencies ... uv now")
+    with store_of(mem).transaction():
+        writer_of(mem).supersede(ids["poetry"], ids["uv"], "Dependencies ... uv now")
     mem.run_due()
     clock.advance(10 * DAY)
     mem.run_due()

@@ -4,18 +4,18 @@ model_calls and the inbox; and `seed`, a memory stored exactly as given."""
 from __future__ import annotations
 
 from engine import Memory
-from tests.helpers import run_sql
+from tests.helpers import run_sql, store_of
 
 
 def memories(mem: Memory, namespace: str | None = None) -> dict[int, dict]:
     sql = "SELECT * FROM memories" + (" WHERE namespace = ?" if namespace else "") + " ORDER BY id"
-    return {r["id"]: dict(r) for r in run_sql(mem.store, sql, (namespace,) if namespace else ())}
+    return {r["id"]: dict(r) for r in run_sql(store_of(mem), sql, (namespace,) if namespace else ())}
 
 
 def events(mem: Memory, memory_id: int | None = None) -> list[tuple[int, str, str]]:
     sql = "SELECT memory_id, event_type, detail FROM memory_events"
     rows = run_sql(
-        mem.store,
+        store_of(mem),
         sql + (" WHERE memory_id = ?" if memory_id else "") + " ORDER BY id",
         (memory_id,) if memory_id else (),
     )
@@ -28,7 +28,7 @@ def event_types(mem: Memory, memory_id: int) -> list[str]:
 
 def calls(mem: Memory, step: str | None = None) -> list[dict]:
     sql = "SELECT * FROM model_calls" + (" WHERE step = ?" if step else "") + " ORDER BY id"
-    return [dict(r) for r in run_sql(mem.store, sql, (step,) if step else ())]
+    return [dict(r) for r in run_sql(store_of(mem), sql, (step,) if step else ())]
 
 
 def outcomes(mem: Memory, step: str | None = None) -> list:
@@ -36,7 +36,7 @@ def outcomes(mem: Memory, step: str | None = None) -> list:
 
 
 def inbox(mem: Memory) -> list[dict]:
-    return [dict(r) for r in run_sql(mem.store, "SELECT * FROM inbox ORDER BY id")]
+    return [dict(r) for r in run_sql(store_of(mem), "SELECT * FROM inbox ORDER BY id")]
 
 
 def seed(mem: Memory, content: str, **fields) -> int:

@@ -31,3 +31,8 @@ def die() -> None:
 def is_lock_error(exc: BaseException) -> bool:
     text = f"{type(exc).__name__}: {exc}".lower()
     return "locked" in text or "busy" in text
+
+
+def store_of(mem):
+    """The store behind a Memory (test-only, as tests/conftest.py's)."""
+    return mem._context.store

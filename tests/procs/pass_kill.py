@@ -23,7 +23,7 @@ import contextlib
 import json
 import sys
 
-from _common import die, policy_path
+from _common import die, policy_path, store_of
 
 from engine import FixedClock, Memory
 
@@ -46,7 +46,7 @@ def main() -> None:
     mem = Memory(
         a.db, policy=policy_path(a.policy), namespace=a.namespace, offline=True, clock=FixedClock(a.now)
     )
-    db = mem.store.db
+    db = store_of(mem).db
     state = {"label": "open"}
     calls: collections.Counter = collections.Counter()
     commits = [0]
@@ -78,7 +78,7 @@ def main() -> None:
     db.set_trace_callback(on_trace)
     # a pass watches for waiting writers through the same (one) progress handler, and
     # would replace ours; nobody writes here, so it would never give way: keep ours
-    mem.store.giving_way = contextlib.nullcontext
+    store_of(mem).giving_way = contextlib.nullcontext
 
     if a.kill_merge:
         from engine.run import compress

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from _common import die, policy_path
+from _common import die, policy_path, store_of
 
 from engine import FixedClock, Memory
 from engine.run import write
@@ -80,7 +80,7 @@ def main() -> None:
             elif armed["stage"] == "marked" and s.startswith("COMMIT"):
                 die()
 
-        mem.store.db.set_trace_callback(on_trace)
+        store_of(mem).db.set_trace_callback(on_trace)
 
     out = []
     for i, (user, assistant) in enumerate(turns):

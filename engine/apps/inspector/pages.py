@@ -11,7 +11,6 @@ from engine import policy as policy_mod
 from engine.apps.inspector import charts
 from engine.base.errors import LetheError
 from engine.memory import Memory
-from engine.plan import render_plan
 from engine.policy import STATUSES, variables
 from engine.prompts import render as render_template
 from engine.run.audit import SORTS
@@ -259,7 +258,7 @@ def policy(mem: Memory) -> dict:
         "name": pol.name,
         "path": os.path.abspath(pol.path),
         "source": source,
-        "sql": render_plan(mem.plan),
+        "sql": mem.compiled_sql(),
         "prompts": prompts,
     }
 

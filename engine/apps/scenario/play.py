@@ -77,13 +77,7 @@ class Player:
     def _start_schedule(self) -> None:
         """The scheduler starts with the scenario: a pass that never ran counts as run at
         `start`, so `advance: 30d` runs a daily pass 30 times, not 31."""
-        store, ns = self.mem.store, self.mem.namespace
-        have = store.last_runs(ns)
-        scheduled = [n for n, p in self.mem.policy.passes.items() if p.every and n not in have]
-        if scheduled:
-            with store.transaction():
-                for name in scheduled:
-                    store.record_run(ns, name, store.now(), 0)
+        self.mem.start_schedules()
 
     def _sample(self, force: bool = False) -> None:
         """Counts by status now; kept when they changed (or `force`), one point per instant."""
@@ -131,7 +125,7 @@ class Player:
         self.clock.set(end)
 
     def _next_due(self) -> dt.datetime | None:
-        last = self.mem.store.last_runs(self.mem.namespace)
+        last = self.mem.last_runs()
         times = [
             P.next_due(last.get(n), p.every, self.clock())
             for n, p in self.mem.policy.passes.items()
@@ -196,7 +190,7 @@ class Player:
         return memory.id <= first
 
     def _memories(self) -> list[tuple[int, str, str]]:
-        return [(r["id"], r["content"], r["status"]) for r in self.mem.store.memories(self.mem.namespace)]
+        return [(r["id"], r["content"], r["status"]) for r in self.mem.dump()]
 
     def _expect_status(self, index: int, step: Step) -> None:
         for text, status in step.arg.items():
