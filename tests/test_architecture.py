@@ -57,7 +57,13 @@ def imported(module: str, path: pathlib.Path) -> list[tuple[str, ast.AST, bool]]
     """Engine modules `module` imports: (target, node, at top level)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    top = {id(n) for n in tree.body}
+    # top level: the module's body, and a top-level `if TYPE_CHECKING:` block (types only)
+    top = {id(n) for n in tree.body} | {
+        id(m)
+        for n in tree.body
+        if isinstance(n, ast.If) and isinstance(n.test, ast.Name) and n.test.id == "TYPE_CHECKING"
+        for m in n.body
+    }
     found = []
     for node in ast.walk(tree):
         targets = []

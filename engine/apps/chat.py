@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine import prompts
 from engine.judges import Answer, JudgeUnavailable
@@ -32,7 +33,7 @@ class Turn:
     stored: list  # MemoryRecord stored or reinforced by remember
     pending: int = 0  # turns waiting for a judge model (not lost)
     note: str | None = None  # why there is no answer, when there is none
-    written: object = None  # what remember did (engine.run.write.Written)
+    written: Any = None  # what remember did (engine.run.write.Written)
     superseded: list = field(default_factory=list)  # (old MemoryRecord, new id) pairs
 
     def as_dict(self) -> dict:
@@ -156,6 +157,8 @@ class ChatSession:
         return prompts.render(self.template, self.mem.policy.prompt_dirs, variables)
 
     def answer(self, user: str, recalled: list) -> str:
+        if self.model is None:
+            raise JudgeUnavailable("no chat model")
         system = self.prompt(user, recalled)
         start = time.perf_counter()
         try:

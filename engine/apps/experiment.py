@@ -176,7 +176,7 @@ def run_experiment(
     if not offline:
         for p in pols:
             _check_keys(p)
-    runs, total, taken = [], len(loaded) * len(pols), set()
+    runs, total, taken = [], len(loaded) * len(pols), set[str]()
     with tempfile.TemporaryDirectory(prefix="lethe-experiment-") as tmp:
         folder = keep or tmp
         os.makedirs(folder, exist_ok=True)

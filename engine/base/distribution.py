@@ -4,7 +4,11 @@ optional extra that is not installed. The registry's `lethe` is another project,
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from engine.base.errors import LetheError
+
+E = TypeVar("E", bound=LetheError)
 
 NAME = "lethe-lifecycle"
 VERSION = "0.1.0"  # the wheel's version too (pyproject.toml reads it from here)
@@ -27,9 +31,9 @@ def extra_error(
     extra: str,
     what: str,
     packages: tuple[str, ...],
-    error: type[LetheError] = LetheError,
+    error: type[E] = LetheError,  # type: ignore[assignment]
     install_line: str | None = None,
-) -> LetheError:
+) -> E:
     """`what needs the 'extra' extra: pip install ...` when one of `packages` is missing;
     otherwise the import error itself, which no install of the extra would fix."""
     if is_missing(exc, packages):

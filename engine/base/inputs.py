@@ -72,6 +72,10 @@ def text(
     return value
 
 
+@overload
+def query(value, optional: Literal[False] = False) -> str: ...
+@overload
+def query(value, optional: bool) -> str | None: ...
 def query(value, optional: bool = False) -> str | None:
     """A query: text (words are read out of it, so any text will do, even text no store
     could keep: it finds nothing)."""

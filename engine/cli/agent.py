@@ -151,7 +151,8 @@ def daemon(db, policy, namespace, now, offline, record, replay, interval, lease_
 def _report_tick(results, json_: bool) -> None:
     if results is None:
         why = "another runner holds the lease"
-        data, lines = {"skipped": why}, [f"skipped: {why}"]
+        data: dict[str, object] = {"skipped": why}
+        lines = [f"skipped: {why}"]
     elif not results:
         return  # nothing was due: stay quiet
     else:

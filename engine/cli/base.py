@@ -16,6 +16,7 @@ import re
 import sys
 import traceback
 import warnings
+from typing import TYPE_CHECKING
 
 import click
 
@@ -28,6 +29,9 @@ from engine.base.resources import DEFAULT_POLICY
 memory = lazy("engine.memory")
 policy_mod = lazy("engine.policy")
 store = lazy("engine.store")
+
+if TYPE_CHECKING:  # the type, without importing it at start-up
+    from engine.memory import Memory
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -259,7 +263,7 @@ def open_memory(
     must_exist=False,
     read_only: bool = False,
     only_passes: tuple[str, ...] = (),
-) -> memory.Memory:
+) -> Memory:
     """The `Memory` the store options describe: --db, else the policy's `db:`. Commands
     that only read pass `must_exist` (a mistyped path is refused, not created empty) and
     open it `read_only`: they never write, so never wait behind a writer, and work on a
@@ -303,7 +307,7 @@ def open_memory(
     return mem
 
 
-def elsewhere(mem: memory.Memory, found) -> str | None:
+def elsewhere(mem: Memory, found) -> str | None:
     """When nothing was `found` because the namespace holds nothing while others do (a
     mistyped --namespace): the line saying what the database holds, for `emit`'s note."""
     return None if found else mem.why_empty()

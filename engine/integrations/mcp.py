@@ -19,7 +19,7 @@ import inspect
 import json
 import threading
 from types import SimpleNamespace
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 import yaml
 
@@ -45,7 +45,8 @@ from engine.run.scheduler import Scheduler
 from engine.store import masked
 
 TRANSPORTS = ("stdio", "http")
-Status = Literal[tuple(STATUSES) + ("all",)]
+Status = Literal["active", "archived", "superseded", "expired", "compressed", "all"]
+assert get_args(Status) == (*STATUSES, "all"), "Status lists the statuses"
 
 
 def sdk() -> SimpleNamespace:
@@ -196,7 +197,7 @@ MCP_TEXT = 100_000  # characters of one text argument (a turn, a memory, a query
 TEXT = {"max_length": MCP_TEXT, "pattern": r"^[^\x00]*$"}
 WORDS = {**TEXT, "min_length": 1, "pattern": r"^[^\x00]*[^\x00\s][^\x00]*$"}
 WHOLE = {"strict": True}  # a whole number: true and 1.0 are not one
-ARGUMENTS = {
+ARGUMENTS: dict[str, dict[str, dict]] = {
     "remember": {
         "user": {**WORDS, "description": "What the user said"},
         "assistant": {**TEXT, "description": "What the assistant answered"},
@@ -314,7 +315,7 @@ def serve(
     try:
         if transport == "stdio":
             server.run("stdio")
-        else:
+        elif token:  # refused above without one
             _serve_http(server, host, port, token)
     finally:
         tools.close()
@@ -352,7 +353,8 @@ def _tool(kit, method, lock: threading.Lock):
         return kit.CallToolResult(content=[shown], structured_content=answer)
 
     call.__name__, call.__doc__ = method.__name__, inspect.getdoc(method)
-    call.__signature__ = sig.replace(parameters=params, return_annotation=Annotated[kit.CallToolResult, kind])
+    returns = Annotated[kit.CallToolResult, kind]
+    call.__signature__ = sig.replace(parameters=params, return_annotation=returns)  # type: ignore[attr-defined]
     return call
 
 
@@ -365,7 +367,7 @@ def _resource(kit, lock: threading.Lock, method):
             raise kit.ResourceNotFoundError(_first_line(exc)) from None
 
     read.__name__, read.__doc__ = method.__name__, inspect.getdoc(method)
-    read.__signature__ = inspect.signature(method, eval_str=True)
+    read.__signature__ = inspect.signature(method, eval_str=True)  # type: ignore[attr-defined]
     read.__annotations__ = dict(method.__annotations__)  # pydantic's validate_call reads these
     return read
 

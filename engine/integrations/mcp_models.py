@@ -9,6 +9,7 @@ cost every `lethe` command half a second, since the CLI imports this module at s
 from __future__ import annotations
 
 import json
+from typing import overload
 
 from typing_extensions import TypedDict
 
@@ -141,10 +142,14 @@ for _type in (
     PassRun,
     PassesRun,
 ):
-    _type.__pydantic_config__ = DOCSTRINGS
+    _type.__pydantic_config__ = DOCSTRINGS  # type: ignore[union-attr]  # pydantic reads it
 
 
 # ---- from the engine's records ----------------------------------------------------------
+@overload
+def utc(when: str) -> str: ...
+@overload
+def utc(when: str | None) -> str | None: ...
 def utc(when: str | None) -> str | None:
     """A stored time (UTC, written without a zone) with its zone: `2026-01-05T09:00:00Z`."""
     if not when or when.endswith("Z") or "+" in when[10:] or when[10:].count("-"):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import cast
 
 from engine import prompts
 from engine.base import tracing
@@ -103,7 +104,8 @@ def ungrounded(step: str, value, variables: dict) -> str | None:
     """Why this answer has nothing to stand on in the turn (engine/judges/invariants.py): an end date
     the turn does not give, a memory that is not what the user said."""
     user = str(variables.get("user") or "")
-    memory = variables.get("memory") if isinstance(variables.get("memory"), dict) else {}
+    shown = variables.get("memory")
+    memory = shown if isinstance(shown, dict) else {}
     if step in ("gate", "fused") and isinstance(value, dict) and value.get("save"):
         problem = guards.content_refusal(str(value.get("content") or ""), user)
         if problem:
@@ -128,7 +130,7 @@ class Judges:
     def __init__(
         self,
         policy: Policy,
-        store: ModelLog | None,
+        store: ModelLog,
         namespace: str,
         offline: bool = False,
         record: str | None = None,
@@ -138,15 +140,15 @@ class Judges:
         self.policy, self.store, self.namespace = policy, store, namespace
         self.offline, self.record, self.replay = offline, record, replay
         self.scripted = scripted  # an object with .take(step) -> answer | None (scenarios)
-        self._providers: dict[str, object] = {}
+        self._providers: dict[str, Provider] = {}
         self._lock = threading.Lock()
         self.rules = RULES
         # models asked without the key they need: how often, and the variable last named
         # (`Memory` compares the count around a call to warn once)
-        self.keyless_asks, self.keyless_env = 0, None
+        self.keyless_asks, self.keyless_env = 0, cast(str | None, None)
         # judgments the rules made because a model did not answer, and the last reason
         # (`Memory` warns once, as for a missing key)
-        self.fallbacks, self.fallback_reason = 0, None
+        self.fallbacks, self.fallback_reason = 0, cast(str | None, None)
 
     def provider(self, model_name: str):
         with self._lock:  # steps asked at once share one provider per model
@@ -161,7 +163,8 @@ class Judges:
             registered(self.policy.models[m].provider).remote for m in model_names
         )
 
-    def _make(self, spec: Model):
+    def _make(self, spec: Model) -> Provider:
+        inner: Provider
         if self.replay:  # a session replaying a recording: every model answers from it
             inner = ReplayProvider(self.replay)
         elif self.offline:
@@ -181,7 +184,8 @@ class Judges:
         check_templates(self.policy)  # a policy loaded with templates=False: parse them now
         prompt = prompts.render(judgment.prompt, self.policy.prompt_dirs, variables)
         scripted = self.scripted.take(step) if self.scripted else None
-        retry, problem = (), "no answer"
+        retry: list[dict] = []
+        problem = "no answer"
         for attempt in range(self.retries(judgment.model) + 1):
             ok, value, a, problem = self._attempt(step, judgment, prompt, variables, scripted, retry, attempt)
             if ok:

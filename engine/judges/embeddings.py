@@ -16,6 +16,7 @@ import threading
 from array import array
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from engine.base.distribution import extra_error, install, is_missing
 from engine.base.errors import LetheError
@@ -43,11 +44,12 @@ class OpenAIEmbedder:
     """`POST /v1/embeddings` through the openai client; failures are EmbeddingUnavailable."""
 
     def __init__(self, spec: Embed):
-        self.spec, self.name, self.recent = spec, spec.name, {}
+        self.spec, self.name = spec, spec.name
+        self.recent: dict[str, object] = {}
         # keys as a chat model's (engine/judges/endpoint.py): $OPENAI_API_KEY goes only to
         # $OPENAI_BASE_URL or OpenAI's own endpoint, never to a base_url the policy chose
         self.endpoint = endpoint.resolve(spec.base_url, spec.api_key_env)
-        self._client = None
+        self._client: Any = None
 
     def embed(self, texts: list[str]) -> list[bytes]:
         import openai
@@ -115,7 +117,7 @@ def model_path(model: str) -> str:
             f"embedding model {model}: no Python package '{name}' ({install('local')})"
         ) from None
     found = getattr(module, "get_model_path", None)
-    return str(found() if found else Path(module.__file__).parent / "model")
+    return str(found() if found else Path(module.__file__ or ".").parent / "model")
 
 
 def missing_extras(spec: Embed | None) -> list[tuple[str, str]]:
@@ -144,7 +146,8 @@ class LocalEmbedder:
     """sentence-transformers on the CPU, loaded once per process per model."""
 
     def __init__(self, spec: Embed):
-        self.spec, self.name, self.recent = spec, spec.name, {}
+        self.spec, self.name = spec, spec.name
+        self.recent: dict[str, object] = {}
         try:
             import sentence_transformers  # noqa: F401
         except ImportError as exc:

@@ -266,7 +266,8 @@ def content_refusal(content: str, user: str) -> str | None:
 # ---- an example answer ----------------------------------------------------------------------
 def example_answers(prompt: str) -> list[object]:
     """The JSON objects a prompt shows outside its data: examples a model may copy."""
-    found, decoder, i = [], json.JSONDecoder(), 0
+    found: list[object] = []
+    decoder, i = json.JSONDecoder(), 0
     while True:
         i = prompt.find("{", i)
         if i < 0:

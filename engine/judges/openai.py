@@ -47,7 +47,7 @@ class KeyMissing(JudgeUnavailable):
     """The model needs an API key that is not set (`env` names it): an outage to the
     caller, which `Memory` tells the user about, since no retry will cure it."""
 
-    def __init__(self, message: str, env: str):
+    def __init__(self, message: str, env: str | None):
         self.env = env
         super().__init__(message)
 
@@ -84,7 +84,7 @@ def _learn(key: tuple[str, str], **facts) -> None:
         _LEARNED.setdefault(key, {}).update(facts)
 
 
-_SLOTS: dict[tuple[str, str], threading.BoundedSemaphore] = {}
+_SLOTS: dict[tuple[str, str, int], threading.BoundedSemaphore] = {}  # (base URL, model, n)
 
 
 def _slots(key: tuple[str, str], n: int | None) -> threading.BoundedSemaphore | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from engine.base import inputs as I
 from engine.base import tracing
@@ -27,6 +27,9 @@ from engine.run.context import Context
 from engine.run.leasing import LeaseTerms
 
 W = lazy("engine.run.write")  # a pass alone (`lethe run`, the scheduler) never writes memories
+if TYPE_CHECKING:  # their types, without importing them at start-up
+    from engine.run.recall import Explanation
+    from engine.run.write import Writer, Written
 
 __all__ = ["Memory", "Reader", "MemoryRecord", "History", "Keyed", "DEFAULT_POLICY"]
 
@@ -64,7 +67,7 @@ class Memory(Reader):
     """
 
     @functools.cached_property
-    def _writer(self) -> W.Writer:
+    def _writer(self) -> Writer:
         """The write pipeline (made on first use: a pass alone never writes memories)."""
         return W.Writer(self._context)
 
@@ -80,7 +83,7 @@ class Memory(Reader):
 
     # -- writing
     @_says_if_keyless(NoApiKeyWarning)
-    def remember(self, user: str, assistant: str = "", said_at=None) -> W.Written:
+    def remember(self, user: str, assistant: str = "", said_at=None) -> Written:
         """Judge a conversation turn (what the user said and, if any, what the assistant
         answered: `lethe remember` and the MCP tool take it as optional too) and store what
         is worth keeping; returns the ids stored
@@ -149,13 +152,10 @@ class Memory(Reader):
     def forget(self, memory_id: int, reason: str) -> MemoryRecord:
         """Archive a memory, with a `forgotten` event that keeps `reason`; it leaves recall,
         nothing is deleted. Raises LetheError when it is absent or not active."""
-        mem = self.get(memory_id)
-        if mem is None:
-            raise LetheError(self._not_here(memory_id))
-        memory_id = mem.id
-        if not W.forget(self._context, memory_id, I.text(str(reason), "reason")):
-            raise LetheError(f"memory #{memory_id} is {mem.status}, not active: nothing to forget")
-        return self.get(memory_id)
+        mem = self._present(memory_id)
+        if not W.forget(self._context, mem.id, I.text(str(reason), "reason")):
+            raise LetheError(f"memory #{mem.id} is {mem.status}, not active: nothing to forget")
+        return self._present(mem.id)
 
     def retry_turns(self, ids: Iterable[int] | None = None) -> int:
         """Put turns parked as failed (or waiting out a backoff) back in the queue, all of
@@ -232,7 +232,7 @@ class Memory(Reader):
         return {"lethe.namespace": self.namespace, "lethe.policy": self.policy.name}
 
     @_says_if_keyless(RulesJudgedWarning)
-    def explain(self, query: str, top_n: int | None = None) -> R.Explanation:
+    def explain(self, query: str, top_n: int | None = None) -> Explanation:
         """Why recall returns what it returns for `query` (records no access)."""
         return R.explain(self._context, I.query(query), I.count(top_n, "top_n"))
 
@@ -254,7 +254,7 @@ class Memory(Reader):
             raise LetheError(
                 f"memory #{mem.id} is {mem.status}: only an archived or expired memory is restored"
             )
-        return self.get(mem.id)
+        return self._present(mem.id)
 
     def correct(self, memory_id: int, content: str, reason: str) -> int:
         """Replace an active memory's fact: a new memory with `content` supersedes it, both
@@ -299,18 +299,14 @@ class Memory(Reader):
         one: a refreshed expiry (`expires_at`, set on the memory too while it is active), or
         with `reason` a deletion (value None; the memory, if active, is archived with a
         `forgotten` event that keeps the reason)."""
-        memory_id, event = I.ident(memory_id), K.keyed_event(key, value, detail)
-        if memory_id is None:
+        ident, event = I.ident(memory_id), K.keyed_event(key, value, detail)
+        if ident is None:
             raise InputError("mark_key() needs the id of a stored memory")
-        reason = I.text(reason, "reason", optional=True)
-        K.mark(
-            self._context,
-            memory_id,
-            event,
-            None if expires_at is None else I.expiry(expires_at, self.clock()),
-        )
-        if reason is not None and (record := self.get(memory_id)) and record.status == "active":
-            self.forget(memory_id, reason)
+        why = I.text(reason, "reason", optional=True)
+        expiry = None if expires_at is None else I.expiry(expires_at, self.clock())
+        K.mark(self._context, ident, event, expiry)
+        if why is not None and (record := self.get(ident)) and record.status == "active":
+            self.forget(ident, why)
 
 
 def _terms(wait, lease_ttl) -> LeaseTerms:

@@ -134,10 +134,17 @@ class Reader:
         """One memory of this namespace by id, or None. An id that is not a whole number is
         refused (LetheError). `as_of` (a time): the memory as it stood then, None if it had
         not been recorded yet."""
-        memory_id, at = I.ident(memory_id), I.moment(as_of)
-        if memory_id is None:
+        ident, at = I.ident(memory_id), I.moment(as_of)
+        if ident is None:
             return None
-        return R.get(self._context, memory_id) if at is None else AS.get(self._context, memory_id, at)
+        return R.get(self._context, ident) if at is None else AS.get(self._context, ident, at)
+
+    def _present(self, memory_id: int) -> MemoryRecord:
+        """The memory #id of this namespace; a LetheError saying so when there is none."""
+        mem = self.get(memory_id)
+        if mem is None:
+            raise LetheError(self._not_here(memory_id))
+        return mem
 
     def history(self, memory_id: int, as_of=None) -> History:
         """A memory's whole story: its events, what superseded it, what it merged into.
@@ -165,8 +172,8 @@ class Reader:
         """The namespace that holds memory #id in this database, whichever it is, or None.
         For a tool whose user owns the whole database (the CLI's hint for a mistyped
         --namespace); a server shared between namespaces must not pass it on."""
-        memory_id = I.ident(memory_id)
-        row = None if memory_id is None else self._store.get(memory_id)
+        ident = I.ident(memory_id)
+        row = None if ident is None else self._store.get(ident)
         return None if row is None else row["namespace"]
 
     # -- the namespace as a whole

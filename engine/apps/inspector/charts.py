@@ -114,7 +114,7 @@ def chain(nodes: list[dict], href) -> Markup:
     ]
     for i, node in enumerate(nodes):
         x = 10 + i * (box + gap)
-        fill = STATUS_COLOURS.get(node.get("status"), "#f1f3f5")
+        fill = STATUS_COLOURS.get(str(node.get("status")), "#f1f3f5")
         stroke = "#212529" if node.get("current") else "#adb5bd"
         text = node.get("text") or ""
         text = text if len(text) <= 28 else text[:27] + "…"
@@ -171,7 +171,7 @@ def stacked_bars(rows: list[dict], x: str, series: str, value: str, title: str) 
         f'y2="{plot + 36}" stroke="#adb5bd"/>',
     ]
     for i, day in enumerate(days):
-        bx, base = 55 + i * (bar + 4), plot + 36
+        bx, base = 55 + i * (bar + 4), float(plot + 36)
         for r in (r for r in rows if r[x] == day):
             h = (r[value] or 0) / top * plot
             base -= h

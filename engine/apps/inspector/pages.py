@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+from typing import Any
 
 from engine import policy as policy_mod
 from engine.apps.inspector import charts
@@ -42,7 +43,7 @@ def memories(mem: Memory, query: dict, overview: dict) -> dict:
     filters = {k: v for k, v in filters.items() if v}
     if filters.get("status") not in (*STATUSES, None):
         raise LetheError(f"unknown status {filters['status']!r}")
-    sort = query.get("sort") if query.get("sort") in SORTS else "id"
+    sort = str(query.get("sort")) if query.get("sort") in SORTS else "id"
     descending = query.get("dir") != "asc"
     similar_to = (query.get("similar") or "").strip() if mem.policy.embed else ""
     similar = mem.similar(similar_to, PAGE) if similar_to else None
@@ -88,7 +89,8 @@ def memory(mem: Memory, memory_id: int) -> dict:
         }
         for r in around["replaced"]
     ]
-    after, seen, cur = [], {m.id}, m
+    after: list[dict] = []
+    seen, cur = {m.id}, m
     while len(after) < CHAIN_DEPTH:
         nxt_id = cur.contradicted_by or cur.merged_into
         if not nxt_id or nxt_id in seen:
@@ -174,7 +176,7 @@ def recall(mem: Memory, query: dict) -> dict:
     text = (query.get("q") or "").strip()
     as_of = (query.get("as_of") or "").strip()
     explains_then, recalls_then = takes_as_of(mem.explain), takes_as_of(mem.recall)
-    out = {
+    out: dict[str, Any] = {
         "q": text,
         "as_of": as_of,
         "as_of_supported": explains_then or recalls_then,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine.base.clock import is_bare_date, iso, parse_duration, parse_time
 from engine.base.errors import PolicyError
@@ -39,7 +40,7 @@ class Step:
     """One step: its action, the action's (validated) argument, and where it was written."""
 
     action: str
-    arg: object
+    arg: Any  # its shape is the action's: text, {"user", "assistant"}, {"delta", "text"}, ...
     line: int
     expect: dict | None = None  # recall only: {"includes": [...], "excludes": [...]}
     judged: dict = field(default_factory=dict)
@@ -143,7 +144,7 @@ def _add(doc, value, path: tuple) -> dict:
     if not isinstance(value, dict):
         raise doc.error(path, "add takes text, or a mapping with content and optional fields")
     _keys(doc, value, path, ADD_FIELDS)
-    out = {"content": _text(doc, value.get("content"), path + ("content",), "content")}
+    out: dict[str, Any] = {"content": _text(doc, value.get("content"), path + ("content",), "content")}
     for key, lo, hi in (("importance", 0, 10), ("confidence", 0, 1)):
         v = value.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi):

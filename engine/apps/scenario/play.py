@@ -127,9 +127,9 @@ class Player:
     def _next_due(self) -> dt.datetime | None:
         last = self.mem.last_runs()
         times = [
-            P.next_due(last.get(n), p.every, self.clock())
+            due
             for n, p in self.mem.policy.passes.items()
-            if p.every
+            if p.every and (due := P.next_due(last.get(n), p.every, self.clock())) is not None
         ]
         return min(times) if times else None
 

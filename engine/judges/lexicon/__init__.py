@@ -15,14 +15,14 @@ from importlib.resources import files
 import yaml
 
 # libyaml when it is there: the lexicons are read on every start of a process that judges
-_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class LexiconError(ValueError):
     """A lexicon file that cannot be read as intended (a bug in the shipped data)."""
 
 
-class _StrictLoader(_BaseLoader):
+class _StrictLoader(_BaseLoader):  # type: ignore[valid-type,misc]  # chosen at import
     """Safe YAML that refuses a key given twice: the last one would silently win."""
 
     source = "<lexicon>"
