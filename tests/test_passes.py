@@ -160,3 +160,27 @@ def test_expiry_marks_past_dates_only(memory, clock):
     assert result.events == {"expired": 1}
     assert mem.get(past).status == "expired" and mem.get(future).status == "active"
     assert [e["event_type"] for e in mem.history(past).events] == ["created", "expired"]
+
+
+def test_a_pass_with_no_row_due_runs_none_of_its_rules(memory, clock, monkeypatch):
+    """An hourly expiry on a store where nothing is due asks once (the plan's `due`
+    statement) and writes nothing; its run is recorded and its result is what running
+    its rules would have reported. Once a row is due, the rules run as before."""
+    mem = memory()
+    kept = mem.add("Sprint ends", expires_at=START + dt.timedelta(days=2))
+    mem.add("User prefers tabs")
+    ran = []
+    for name in ("run", "run_rule"):
+        real = getattr(mem.store, name)
+        monkeypatch.setattr(
+            mem.store, name, lambda st, *a, _real=real, **k: ran.append(st.kind) or _real(st, *a, **k)
+        )
+    clock.advance(dt.timedelta(days=1))
+    (idle,) = mem.run(["expiry"])
+    assert (idle.changed, idle.events, idle.skipped) == (0, {"expired": 0}, 0)
+    assert ran == [] and "expiry" not in mem.due()  # recorded as run, no rule statement ran
+    assert mem.history(kept).events[-1]["event_type"] == "created"
+    clock.advance(dt.timedelta(days=2))
+    (busy,) = mem.run(["expiry"])
+    assert (busy.changed, busy.events) == (1, {"expired": 1}) and ran  # the rules ran
+    assert [e["event_type"] for e in mem.history(kept).events] == ["created", "expired"]

@@ -15,7 +15,14 @@ from engine.base.errors import PolicyError
 from engine.plan.dialect import DIALECTS, Dialect
 from engine.plan.explain import order_keys_statement, reasons_statement
 from engine.plan.head_form import with_head
-from engine.plan.rules import assignments, id_range, pass_statements, pass_writes, reach_statement
+from engine.plan.rules import (
+    assignments,
+    due_statement,
+    id_range,
+    pass_statements,
+    pass_writes,
+    reach_statement,
+)
 from engine.plan.statement import IDS, LIMIT, NAMESPACE, QUERY, VECTOR, Kind, Statement
 from engine.plan.writes import (
     absorb_events_statement,
@@ -57,6 +64,9 @@ class Plan:
     # reaches most of the file, the indexes over those are rebuilt once: engine.store.sqlite.bulk)
     pass_reach: dict[str, Statement] = field(default_factory=dict)
     pass_writes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # a one-transaction pass whose rules all have a `when`: whether any row is due, asked
+    # first; none: its rules are not run (engine.plan.rules.due_statement)
+    pass_due: dict[str, Statement] = field(default_factory=dict)
     # a one-transaction pass that gave way to a writer: its rules over one id range each,
     # and its reach within one (the rest, run at once when no writer waits any more)
     pass_ranges: dict[str, list[Statement]] = field(default_factory=dict)
@@ -119,6 +129,11 @@ def compile_policy(policy: Policy, dialect: str | Dialect = "sqlite") -> Plan:
             name: reach_statement(p, d) for name, p in policy.passes.items() if p.rules and not p.batch
         },
         pass_writes={name: pass_writes(policy, p) for name, p in policy.passes.items()},
+        pass_due={
+            name: st
+            for name, p in policy.passes.items()
+            if p.rules and not p.batch and (st := due_statement(p, d)) is not None
+        },
         pass_ranges={
             name: pass_statements(policy, p, d, ranged=True)
             for name, p in policy.passes.items()
@@ -388,6 +403,12 @@ def render_plan(plan: Plan) -> str:
                 )
             )
             blocks.append(_show(plan.pass_reach[name]))
+        if name in plan.pass_due:
+            blocks.append(
+                "-- asked first, in its transaction: whether any row is due; when none is, "
+                "its rules do not run (they could change nothing) and only its run is recorded"
+            )
+            blocks.append(_show(plan.pass_due[name]))
         if any(st.counts_kept for st in statements):
             blocks.append(
                 f"-- {plan.dialect.kept}() counts the row and returns NULL: a "

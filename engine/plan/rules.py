@@ -46,6 +46,21 @@ def reach_statement(p: Pass, d: Dialect, ranged: bool = False) -> Statement:
     return Statement(label, f"SELECT count(*) FROM {d.rows}\nWHERE {sql}", params, kind=Kind.READ)
 
 
+def due_statement(p: Pass, d: Dialect) -> Statement | None:
+    """Whether any row is due for a pass: one row of those its rules reach, or none. When
+    none is, no rule can change a row (each later rule sees the rows the earlier ones
+    left as they were), so the pass writes nothing and emits no event: only its run is
+    recorded. For a pass whose every rule has a `when` (expiry's `expires_at < now`, which
+    an index answers); a rule without one reaches the whole namespace. None: no probe."""
+    whens = [r.when for r in p.rules if r.when is not None]
+    if not whens or len(whens) < len(p.rules):
+        return None
+    rendered = [d.render(w) for w in _union(whens)]
+    sql = f"{d.quote('namespace')} = {d.placeholder} AND (" + " OR ".join(w for w, _ in rendered) + ")"
+    params = [NAMESPACE, *(x for _, ps in rendered for x in ps)]
+    return Statement(f"{p.name} due", f"SELECT 1 FROM {d.rows}\nWHERE {sql}\nLIMIT 1", params, kind=Kind.READ)
+
+
 def _union(whens: list[X.Node]) -> list[X.Node]:
     """The rules' conditions to OR together for the reach count. When one of them is a
     conjunct of every other (decay's `status = 'active'` and `status = 'active' and

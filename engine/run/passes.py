@@ -116,6 +116,11 @@ def alone_in_a_transaction(ctx: Context, name: str) -> bool:
 def _rules_and_record(ctx: Context, name: str, progress, record: bool, clear: bool = True) -> PassResult:
     now = ctx.now()
     result = PassResult(name, now)
+    due = ctx.plan.pass_due.get(name)
+    if due is not None and ctx.store.fetch_one(due, ctx.namespace, now) is None:
+        _finish(ctx, name, now, result, record, clear)  # no row is due: nothing to change
+        result.events = {st.event: 0 for st in ctx.plan.passes[name] if st.event}
+        return result
     statements, meant, id_range = ctx.plan.passes[name], None, None
     if statements and statements[0].counts_skipped:  # counted before the indexes go, so
         meant = _count(ctx, statements[0], now, progress)  # an index can answer it

@@ -10,6 +10,13 @@
 SELECT count(*) FROM memory_rows AS memories
 WHERE "namespace" = ? AND ((("status" = ?) AND ("expires_at" < ?)));
 -- params: [':namespace', 'active', ':now']
+-- asked first, in its transaction: whether any row is due; when none is, its rules do not run (they
+--   could change nothing) and only its run is recorded
+-- expiry due
+SELECT 1 FROM memory_rows AS memories
+WHERE "namespace" = ? AND ((("status" = ?) AND ("expires_at" < ?)))
+LIMIT 1;
+-- params: [':namespace', 'active', ':now']
 -- expiry.rules[0] event expired
 INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", ?, json_object(?, ?, ?, json_object(?, "status"), ?, json_object(?, ?)), ?
@@ -52,6 +59,13 @@ WHERE +"namespace" = ? AND (("status" = ?) AND ("expires_at" < ?)) AND "id" >= ?
 -- decay reach
 SELECT count(*) FROM memory_rows AS memories
 WHERE "namespace" = ? AND (("status" = ?));
+-- params: [':namespace', 'active']
+-- asked first, in its transaction: whether any row is due; when none is, its rules do not run (they
+--   could change nothing) and only its run is recorded
+-- decay due
+SELECT 1 FROM memory_rows AS memories
+WHERE "namespace" = ? AND (("status" = ?))
+LIMIT 1;
 -- params: [':namespace', 'active']
 -- lethe_kept() counts the row and returns NULL: a row where a new value comes out NULL or not
 --   finite keeps all its values, and the pass reports it as skipped

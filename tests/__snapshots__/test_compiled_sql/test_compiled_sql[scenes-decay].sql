@@ -11,6 +11,13 @@
 SELECT count(*) FROM memory_rows AS memories
 WHERE "namespace" = ? AND (("status" = ?));
 -- params: [':namespace', 'active']
+-- asked first, in its transaction: whether any row is due; when none is, its rules do not run (they
+--   could change nothing) and only its run is recorded
+-- decay due
+SELECT 1 FROM memory_rows AS memories
+WHERE "namespace" = ? AND (("status" = ?))
+LIMIT 1;
+-- params: [':namespace', 'active']
 -- lethe_kept() counts the row and returns NULL: a row where a new value comes out NULL or not
 --   finite keeps all its values, and the pass reports it as skipped
 -- decay.rules[0] update

@@ -11,6 +11,13 @@
 SELECT count(*) FROM memory_rows AS memories
 WHERE "namespace" = ? AND ((("status" = ?) AND ((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0) >= ?)) OR (("status" = ?) AND ("decay_score" < ?)));
 -- params: [':namespace', 'active', ':now', 30, 'active', 0.1]
+-- asked first, in its transaction: whether any row is due; when none is, its rules do not run (they
+--   could change nothing) and only its run is recorded
+-- decay due
+SELECT 1 FROM memory_rows AS memories
+WHERE "namespace" = ? AND ((("status" = ?) AND ((round((julianday(?) - julianday(coalesce("last_accessed", "created_at"))) * 86400000.0) / 86400000.0) >= ?)) OR (("status" = ?) AND ("decay_score" < ?)))
+LIMIT 1;
+-- params: [':namespace', 'active', ':now', 30, 'active', 0.1]
 -- lethe_kept() counts the row and returns NULL: a row where a new value comes out NULL or not
 --   finite keeps all its values, and the pass reports it as skipped
 -- decay.rules[0] update
@@ -70,6 +77,13 @@ WHERE +"namespace" = ? AND (("status" = ?) AND ("decay_score" < ?)) AND "id" >= 
 -- expiry reach
 SELECT count(*) FROM memory_rows AS memories
 WHERE "namespace" = ? AND ((("status" = ?) AND ("expires_at" < ?)));
+-- params: [':namespace', 'active', ':now']
+-- asked first, in its transaction: whether any row is due; when none is, its rules do not run (they
+--   could change nothing) and only its run is recorded
+-- expiry due
+SELECT 1 FROM memory_rows AS memories
+WHERE "namespace" = ? AND ((("status" = ?) AND ("expires_at" < ?)))
+LIMIT 1;
 -- params: [':namespace', 'active', ':now']
 -- expiry.rules[0] event expired
 INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)

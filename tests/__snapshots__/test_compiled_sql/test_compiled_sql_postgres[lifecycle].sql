@@ -7,6 +7,13 @@
 SELECT count(*) FROM memories
 WHERE "namespace" = %s AND ((("status" = %s::text) AND ("expires_at" < %s)));
 -- params: [':namespace', 'active', ':now']
+-- asked first, in its transaction: whether any row is due; when none is, its rules do not run (they
+--   could change nothing) and only its run is recorded
+-- expiry due
+SELECT 1 FROM memories
+WHERE "namespace" = %s AND ((("status" = %s::text) AND ("expires_at" < %s)))
+LIMIT 1;
+-- params: [':namespace', 'active', ':now']
 -- expiry.rules[0] event expired
 INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
 SELECT "id", %s, json_build_object(%s::text, %s::text, %s::text, json_build_object(%s::text, "status"), %s::text, json_build_object(%s::text, %s::text)), %s
@@ -26,6 +33,13 @@ WHERE "namespace" = %s AND (("status" = %s::text) AND ("expires_at" < %s));
 -- decay reach
 SELECT count(*) FROM memories
 WHERE "namespace" = %s AND (("status" = %s::text));
+-- params: [':namespace', 'active']
+-- asked first, in its transaction: whether any row is due; when none is, its rules do not run (they
+--   could change nothing) and only its run is recorded
+-- decay due
+SELECT 1 FROM memories
+WHERE "namespace" = %s AND (("status" = %s::text))
+LIMIT 1;
 -- params: [':namespace', 'active']
 -- decay.rules[0] rows (the skipped: those it does not change)
 SELECT count(*) FROM memories

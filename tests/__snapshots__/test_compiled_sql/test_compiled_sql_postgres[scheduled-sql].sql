@@ -7,6 +7,13 @@
 SELECT count(*) FROM memories
 WHERE "namespace" = %s AND ((("status" = %s::text) AND ((extract(epoch from (%s)::timestamp - (coalesce("last_accessed", "created_at"))::timestamp) / 86400.0)::double precision >= %s::bigint)) OR (("status" = %s::text) AND ("decay_score" < %s::double precision)));
 -- params: [':namespace', 'active', ':now', 30, 'active', 0.1]
+-- asked first, in its transaction: whether any row is due; when none is, its rules do not run (they
+--   could change nothing) and only its run is recorded
+-- decay due
+SELECT 1 FROM memories
+WHERE "namespace" = %s AND ((("status" = %s::text) AND ((extract(epoch from (%s)::timestamp - (coalesce("last_accessed", "created_at"))::timestamp) / 86400.0)::double precision >= %s::bigint)) OR (("status" = %s::text) AND ("decay_score" < %s::double precision)))
+LIMIT 1;
+-- params: [':namespace', 'active', ':now', 30, 'active', 0.1]
 -- decay.rules[0] rows (the skipped: those it does not change)
 SELECT count(*) FROM memories
 WHERE "namespace" = %s AND (("status" = %s::text) AND ((extract(epoch from (%s)::timestamp - (coalesce("last_accessed", "created_at"))::timestamp) / 86400.0)::double precision >= %s::bigint));
@@ -37,6 +44,13 @@ WHERE "namespace" = %s AND (("status" = %s::text) AND ("decay_score" < %s::doubl
 -- expiry reach
 SELECT count(*) FROM memories
 WHERE "namespace" = %s AND ((("status" = %s::text) AND ("expires_at" < %s)));
+-- params: [':namespace', 'active', ':now']
+-- asked first, in its transaction: whether any row is due; when none is, its rules do not run (they
+--   could change nothing) and only its run is recorded
+-- expiry due
+SELECT 1 FROM memories
+WHERE "namespace" = %s AND ((("status" = %s::text) AND ("expires_at" < %s)))
+LIMIT 1;
 -- params: [':namespace', 'active', ':now']
 -- expiry.rules[0] event expired
 INSERT INTO memory_events (memory_id, event_type, detail, occurred_at)
