@@ -171,9 +171,9 @@ def test_a_pass_with_no_row_due_runs_none_of_its_rules(memory, clock, monkeypatc
     mem.add("User prefers tabs")
     ran = []
     for name in ("run", "run_rule"):
-        real = getattr(mem.store, name)
+        real = getattr(store_of(mem), name)
         monkeypatch.setattr(
-            mem.store, name, lambda st, *a, _real=real, **k: ran.append(st.kind) or _real(st, *a, **k)
+            store_of(mem), name, lambda st, *a, _real=real, **k: ran.append(st.kind) or _real(st, *a, **k)
         )
     clock.advance(dt.timedelta(days=1))
     (idle,) = mem.run(["expiry"])
