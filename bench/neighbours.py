@@ -1,4 +1,4 @@
-"""Contradiction candidates with embeddings at 1M memories: `Writer.candidates()` (the
+"""Contradiction candidates with embeddings at 1M memories: `Judging.candidates()` (the
 full-text query plus nearest neighbours through the cell index) on a store of N memories
 with synthetic vectors (random unit vectors, 384 dimensions, as all-MiniLM-L6-v2 gives).
 
@@ -108,7 +108,7 @@ def cached_in(path: str) -> float:
 
 
 def timed(mem, step, texts: list[str]) -> tuple[list[float], list[int], list[float]]:
-    """Writer.candidates() for each text, after its own vector (computed apart, as a write
+    """Judging.candidates() for each text, after its own vector (computed apart, as a write
     does, outside the transaction); the first three calls warm up and are not counted."""
     t_embed = []
     for text in texts:
@@ -118,7 +118,7 @@ def timed(mem, step, texts: list[str]) -> tuple[list[float], list[int], list[flo
     times, shown = [], []
     for text in texts:
         t0 = time.perf_counter()
-        rows = writer_of(mem).candidates(step, Judged(content=text), {"user": text})
+        rows = writer_of(mem).judging.candidates(step, Judged(content=text), {"user": text})
         times.append(time.perf_counter() - t0)
         shown.append(len(rows))
     return times[3:], shown[3:], t_embed[3:]

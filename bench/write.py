@@ -394,7 +394,7 @@ def seed_contradiction_tokens(mem, content: str) -> int:
     )
     shown = [{"n": r["id"], "content": r["s"]} for r in rows]
     step = next(s for s in mem.policy.write if s.step == "contradiction")
-    variables = writer_of(mem).variables(Judged(content=content), {}, shown)
+    variables = writer_of(mem).judging.variables(Judged(content=content), {}, shown)
     prompt = prompts.render(step.judgment.prompt, mem.policy.prompt_dirs, variables)
     return estimate_tokens(SYSTEM + "\n" + prompt)
 

@@ -13,6 +13,7 @@ import json
 
 import pytest
 
+from engine.steps import answers
 from engine.steps import kinds as steps
 from engine.steps.answers import BadAnswer, Check, end_of, finished
 
@@ -22,13 +23,16 @@ GATE_OK = (
     '{"save": true, "content": "User manages Python deps with uv", "summary": "deps: uv", '
     '"tags": ["python"], "importance": 7}'
 )
-GATE_VALUE = {
-    "save": True,
-    "content": "User manages Python deps with uv",
-    "summary": "deps: uv",
-    "tags": ["python"],
-    "importance": 7.0,
-}
+
+
+def listed(**memory) -> dict:
+    """A gate's checked answer that saves these memory fields: a list of one."""
+    return {"save": True, "memories": [memory]}
+
+
+GATE_VALUE = listed(
+    content="User manages Python deps with uv", summary="deps: uv", tags=["python"], importance=7.0
+)
 
 
 def check_for(step: str, **kw) -> Check:
@@ -67,35 +71,74 @@ ACCEPTED = [
     (
         "gate",
         '{"save": " TRUE ", "content": "User uses uv", "importance": 5}',
-        {"save": True, "content": "User uses uv", "summary": "User uses uv", "tags": [], "importance": 5.0},
+        listed(content="User uses uv", summary="User uses uv", tags=[], importance=5.0),
         "read as true",
     ),
     (
         "gate",
         '{"save": true, "content": "User uses uv", "importance": "7"}',
-        {"save": True, "content": "User uses uv", "summary": "User uses uv", "tags": [], "importance": 7.0},
+        listed(content="User uses uv", summary="User uses uv", tags=[], importance=7.0),
         "importance '7' read as a number",
     ),
     (
         "gate",
         '{"save": true, "content": "User uses uv", "tags": "python, deps", "importance": 6}',
-        {
-            "save": True,
-            "content": "User uses uv",
-            "summary": "User uses uv",
-            "tags": ["python", "deps"],
-            "importance": 6.0,
-        },
+        listed(content="User uses uv", summary="User uses uv", tags=["python", "deps"], importance=6.0),
         "tags given as text",
     ),
     (
         "gate",
         '{"save": true, "content": "User uses uv"}',
-        {"save": True, "content": "User uses uv", "summary": "User uses uv", "tags": [], "importance": 5.0},
+        listed(content="User uses uv", summary="User uses uv", tags=[], importance=5.0),
         "importance missing, 5 assumed",
     ),
     ("gate", "<think>The user states a tool. Durable.</think>\n" + GATE_OK, GATE_VALUE, None),
     ("gate", "The user states a tool, so save.</think>" + GATE_OK, GATE_VALUE, None),
+    (
+        "gate",
+        '{"save": true, "memories": [{"content": "User uses uv", "importance": 6}, '
+        '{"content": "User deploys on Fridays", "summary": "deploys", "tags": ["ci"], "importance": 5}]}',
+        {
+            "save": True,
+            "memories": [
+                {"content": "User uses uv", "summary": "User uses uv", "tags": [], "importance": 6.0},
+                {
+                    "content": "User deploys on Fridays",
+                    "summary": "deploys",
+                    "tags": ["ci"],
+                    "importance": 5.0,
+                },
+            ],
+        },
+        None,
+    ),
+    (  # junk items among the facts: each dropped and said, the fact kept
+        "gate",
+        '{"save": true, "memories": [{"content": ""}, "junk", null, '
+        '{"content": "User uses uv", "importance": 5}, '
+        '{"content": "user uses UV", "importance": 5}, {"content": "x", "why": "y"}]}',
+        listed(content="User uses uv", summary="User uses uv", tags=[], importance=5.0),
+        "dropped 5 of 6 memories",
+    ),
+    (  # both shapes at once: the one beside `memories` is a memory too
+        "gate",
+        '{"save": true, "content": "User uses uv", "importance": 5, '
+        '"memories": [{"content": "User deploys on Fridays", "importance": 5}]}',
+        {
+            "save": True,
+            "memories": [
+                {"content": "User uses uv", "summary": "User uses uv", "tags": [], "importance": 5.0},
+                {
+                    "content": "User deploys on Fridays",
+                    "summary": "User deploys on Fridays",
+                    "tags": [],
+                    "importance": 5.0,
+                },
+            ],
+        },
+        "content beside memories",
+    ),
+    ("gate", '{"save": false, "memories": []}', {"save": False}, None),
     ("confidence", '{"confidence": 0.7}', 0.7, None),
     ("confidence", '{"confidence": 1}', 1.0, None),
     ("confidence", "0.3", 0.3, "a bare number read as the confidence"),
@@ -277,6 +320,10 @@ REFUSED = [
         "tags must be a list of words",
     ),
     ("gate", '{"save": true, "content": "User uses uv", "importance": 5', "not JSON"),
+    ("gate", '{"save": true, "memories": []}', "no usable memory"),
+    ("gate", '{"save": true}', "missing 'content'"),
+    ("gate", '{"save": true, "memories": "User uses uv"}', "memories must be a list"),
+    ("gate", '{"save": true, "memories": [{"content": " "}, {"importance": 5}]}', "no usable memory"),
     ("gate", "true", "must be a JSON object"),
     ("gate", "", "empty answer"),
     ("gate", "   \n ", "empty answer"),
@@ -354,6 +401,13 @@ def test_refused_answers_say_why(step, text, problem):
     with pytest.raises(BadAnswer) as err:
         judged(step, text)
     assert problem in str(err.value)
+
+
+def test_a_gate_list_longer_than_the_cap_is_cut_and_says_so():
+    items = ", ".join(f'{{"content": "User owns plant number {i}", "importance": 5}}' for i in range(20))
+    got, repairs = judged("gate", '{"save": true, "memories": [' + items + "]}")
+    assert len(got["memories"]) == answers.MAX_MEMORIES
+    assert any(f"first {answers.MAX_MEMORIES} of 20" in r for r in repairs)
 
 
 def test_a_cap_on_supersessions_is_enforced_when_given():

@@ -94,9 +94,9 @@ def test_contradiction_candidates_include_neighbours_sharing_no_word(tmp_path, f
     with memory(tmp_path, embedding_policy(tmp_path, fake)) as mem:
         old = mem.add("User eats chicken or beef most days.", judged=False)
         mem.add("The team tracks bugs in Jira.", judged=False)
-        judged = writer_of(mem).judge_turn("I'm vegan now.", "Noted.")  # shares no word
+        judged = writer_of(mem).judging.judge_turn("I'm vegan now.", "Noted.")  # shares no word
         step = next(s for s in mem.policy.write if s.step == "contradiction")
-        shown = writer_of(mem).candidates(step, judged[0], {"user": "I'm vegan now."})
+        shown = writer_of(mem).judging.candidates(step, judged[0], {"user": "I'm vegan now."})
         assert [c["id"] for c in shown][0] == old
         assert shown[0]["similarity"] > 0.9
 
@@ -253,9 +253,9 @@ def test_hybrid_candidates_are_the_same_with_the_search_beside_or_not(tmp_path, 
             mem.add(text)
         step = next(s for s in mem.policy.write if s.step == "contradiction")
         new = "User went on a beef diet."
-        beside = writer_of(mem).candidates(step, Judged(content=new), {"user": new})
+        beside = writer_of(mem).judging.candidates(step, Judged(content=new), {"user": new})
         store_of(mem).nearest_beside = None  # the store offers no second connection
-        alone = writer_of(mem).candidates(step, Judged(content=new), {"user": new})
+        alone = writer_of(mem).judging.candidates(step, Judged(content=new), {"user": new})
         assert beside == alone and len(alone) >= 3
         assert store_of(mem)._beside is not None  # the first call did search beside
 

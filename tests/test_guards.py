@@ -20,7 +20,7 @@ from engine.judges import invariants as guards
 from engine.run.matching import distinctive_query
 from tests.helpers import context_of
 from tests.helpers.judge import Judge, pick, served, shown
-from tests.helpers.rows import event_types, events, memories, outcomes, seed
+from tests.helpers.rows import calls, event_types, events, memories, outcomes, seed
 
 pytestmark = pytest.mark.both_backends
 
@@ -245,6 +245,68 @@ def test_a_gate_content_that_is_not_what_the_user_said_is_refused(fake_openai, l
     [mid] = mem.remember("We migrated the main database from PostgreSQL to MySQL.", "Noted.")
     assert "MySQL" in memories(mem)[mid]["content"]
     assert outcomes(mem, "gate") == ["bad_answer", "bad_answer", "fallback"]
+
+
+# ---- several memories a turn ------------------------------------------------------------------
+PASSPORT = "User keeps the passport in the desk drawer"
+DENTIST = "User has a dentist appointment on March 3"
+TWO_FACTS = (
+    "By the way, my passport is in the desk drawer, and my dentist appointment is on March 3. "
+    "Anyway, which varnish should I use for the shelf?"
+)
+
+
+def gate_lists(*items):
+    return lambda p: {"save": True, "memories": list(items)}
+
+
+def test_a_turn_with_two_facts_stores_both_each_judged_on_its_own(fake_openai, lethe):
+    judge = Judge(
+        gate=gate_lists({"content": PASSPORT, "importance": 6}, {"content": DENTIST, "importance": 6}),
+        expiry=lambda p: {"expires_at": "2026-03-03" if "dentist" in p.split("Memory")[-1] else None},
+    )
+    mem = lethe(served(fake_openai, judge).base_url)
+    written = mem.remember(TWO_FACTS, "Oil-based polyurethane.")
+    rows = memories(mem)
+    assert [rows[i]["content"] for i in written.stored] == [PASSPORT, DENTIST]
+    assert [rows[i]["expires_at"] for i in written.stored] == [None, "2026-03-03T23:59:59"]
+    assert outcomes(mem).count(("expiry", "ok")) == 2  # each memory asked about its own end
+
+
+def test_a_hostile_list_keeps_each_fact_and_says_what_it_dropped(fake_openai, lethe):
+    judge = Judge(gate=gate_lists("junk", {"content": ""}, {"content": "Noted."}, {"content": PASSPORT}))
+    mem = lethe(served(fake_openai, judge).base_url)
+    written = mem.remember(TWO_FACTS, "Noted.")
+    assert [memories(mem)[i]["content"] for i in written.stored] == [PASSPORT]
+    [call] = calls(mem, "gate")
+    assert call["outcome"] == "repaired"
+    assert "dropped 2 of 4 memories" in call["detail"]
+    assert "'Noted.'" in call["detail"] and "shares no word" in call["detail"]
+
+
+def test_a_list_whose_every_memory_is_refused_is_asked_again_then_the_rules_keep_the_facts(
+    fake_openai, lethe
+):
+    judge = Judge(gate=gate_lists({"content": "Noted."}, {"content": "Sure thing."}))
+    mem = lethe(served(fake_openai, judge).base_url)
+    written = mem.remember(TWO_FACTS, "Noted.")
+    assert outcomes(mem, "gate") == ["bad_answer", "bad_answer", "fallback"]
+    stored = " ".join(memories(mem)[i]["content"] for i in written.stored)
+    assert "passport" in stored and "dentist" in stored
+
+
+def test_a_memory_copied_from_the_prompts_example_is_dropped(fake_openai, lethe, tmp_path):
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "gate.j2").write_text(
+        "Decide whether this conversation turn holds something worth remembering.\nUser said: {{ user | tojson }}\n"
+        'An item looks like {"content": "User keeps the passport in the desk drawer", "importance": 6}\n'
+        "Answer with save and memories.\n"
+    )
+    judge = Judge(gate=gate_lists({"content": PASSPORT, "importance": 6}, {"content": DENTIST}))
+    mem = lethe(served(fake_openai, judge).base_url, extra="prompts: prompts\n")
+    written = mem.remember(TWO_FACTS, "ok")
+    assert [memories(mem)[i]["content"] for i in written.stored] == [DENTIST]
+    assert "example answer" in calls(mem, "gate")[0]["detail"]
 
 
 @pytest.mark.parametrize(

@@ -58,7 +58,7 @@ def test_a_replacement_in_other_words_is_shown_to_the_contradiction_judge(tmp_pa
             mem.add(text, judged=False)
         step = next(s for s in mem.policy.write if s.step == "contradiction")
         new = "I'm fully vegan now, no animal products at all."  # not one word in common
-        shown = writer_of(mem).candidates(step, Judged(content=new), {"user": new})
+        shown = writer_of(mem).judging.candidates(step, Judged(content=new), {"user": new})
         assert shown[0]["id"] == old and shown[0]["similarity"] > 0.2
 
 

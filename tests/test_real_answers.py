@@ -37,7 +37,7 @@ def test_a_real_models_answers_replayed_lose_nothing(tmp_path, recording):
     data = yaml.safe_load(open(TURNS, encoding="utf-8"))
     row = play(
         pinned["policy"],
-        os.path.join(POLICIES, f"{pinned['policy']}.yaml"),
+        os.path.join(RECORDED, f"{pinned['policy']}-recorded.yaml"),  # the prompts it was recorded with
         data,
         str(tmp_path / "replayed.db"),
         replay=os.path.join(RECORDED, recording),

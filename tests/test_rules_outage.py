@@ -118,9 +118,10 @@ def test_a_lasting_fact_beside_a_plan_does_not_expire_with_the_plan(db_path, clo
         "got five tops from H&M so far."
     )
     with Memory(db_path, policy="lifecycle", offline=True, clock=clock) as mem:
-        [mid] = mem.remember(turn, "Sure.")
-        assert "five tops" in mem.get(mid).content
+        written = mem.remember(turn, "Sure.")
+        [mid] = [m for m in written.stored if "five tops" in mem.get(m).content]
         assert mem.get(mid).expires_at is None
+        assert "weekend" not in mem.get(mid).content  # each fact a memory of its own
         [plan] = mem.remember("I'm going to the mall this weekend.", "Sure.")
         assert mem.get(plan).expires_at is not None  # a plan alone still ends
 

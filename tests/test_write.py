@@ -599,7 +599,7 @@ def test_candidates_bring_in_the_other_members_of_a_slot_and_skip_common_words(t
         old = store_memory(context_of(mem), "Our app stores everything in PostgreSQL.")
     query = distinctive_query(context_of(mem), "We moved the project to MySQL.")
     assert '"postgresql"' in query and '"project"' not in query
-    rows = writer_of(mem).candidates(
+    rows = writer_of(mem).judging.candidates(
         mem.policy.write[2], Judged(content="We moved the project to MySQL."), {}
     )
     assert [r["id"] for r in rows] == [old]
@@ -691,7 +691,7 @@ def test_candidates_bring_in_the_words_of_a_synonym_group(tmp_path):
         old = store_memory(context_of(mem), "User works as a pharmacist in Leith.")
         store_memory(context_of(mem), "User's sister plays the cello.")
     new = Judged(content="Started a new job as a baker at Crumb.")
-    rows = writer_of(mem).candidates(mem.policy.write[2], new, {})
+    rows = writer_of(mem).judging.candidates(mem.policy.write[2], new, {})
     assert [r["id"] for r in rows] == [old]
     mem.close()
 

@@ -100,6 +100,55 @@ def copies_example(step: str, value, prompt: str, variables: dict) -> bool:
     return False
 
 
+def screened(
+    step: str, value, prompt: str, variables: dict, found: answers.Check
+) -> tuple[object, str | None]:
+    """A model's checked answer with what the guards refuse taken out, and why the whole
+    answer is refused (None when it stands). A gate's memories are screened one by one:
+    a copied example or a memory that is not what the user said is dropped and the call's
+    log says so; the answer is refused only when none is left."""
+    if step == "gate" and isinstance(value, dict) and value.get("memories"):
+        return _screened_memories(value, prompt, variables, found)
+    if copies_example(step, value, prompt, variables):
+        return value, COPIED
+    return value, ungrounded(step, value, variables)
+
+
+def _screened_memories(value: dict, prompt: str, variables: dict, found: answers.Check):
+    user = str(variables.get("user") or "")
+    shown = _example_contents(prompt)
+    kept, refused = [], []
+    for n, memory in enumerate(value["memories"], 1):
+        content = memory["content"]
+        why = COPIED if content.casefold() in shown else guards.content_refusal(content, user)
+        if why:
+            refused.append(f"memory {n} ({content[:60]!r}) refused: {why}")
+        else:
+            kept.append(memory)
+    if not kept:
+        return value, refused[0].split(" refused: ", 1)[1]
+    if refused:
+        found.repaired("; ".join(refused))
+    return {**value, "memories": kept}, None
+
+
+def _example_contents(prompt: str) -> set[str]:
+    """The memory contents a prompt's example answers show (an answer, or one memory)."""
+    out = set()
+    for example in guards.example_answers(prompt):
+        if not isinstance(example, dict):
+            continue
+        for shape in (example, {"save": True, **example}):
+            try:
+                checked = steps.parse("gate", shape)
+            except Exception:  # noqa: BLE001 - an example the checks refuse cannot be copied
+                continue
+            if isinstance(checked, dict):
+                out |= {m["content"].casefold() for m in checked.get("memories", [])}
+            break
+    return out
+
+
 def ungrounded(step: str, value, variables: dict) -> str | None:
     """Why this answer has nothing to stand on in the turn (engine/judges/invariants.py): an end date
     the turn does not give, a memory that is not what the user said."""
@@ -223,13 +272,9 @@ class Judges:
         except BadAnswer as exc:
             self.log(step, judgment.model, a, "bad_answer", str(exc), start, attempt)
             return False, None, a, str(exc)
-        problem = (
-            None
-            if a.provider == "rules"
-            else COPIED
-            if copies_example(step, value, prompt, variables)
-            else ungrounded(step, value, variables)
-        )
+        problem = None
+        if a.provider != "rules":
+            value, problem = screened(step, value, prompt, variables, found)
         if problem:
             self.log(step, judgment.model, a, "bad_answer", problem, start, attempt)
             return False, None, a, problem

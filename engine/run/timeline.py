@@ -85,7 +85,7 @@ def _replaces(writer, later, judged, said: str) -> bool:
         }
     ]
     with writer.ctx.store.saying(later["created_at"]):  # asked on the day the later one was said
-        variables = writer.variables(probe, {"user": later["content"], "assistant": ""}, shown)
+        variables = writer.judging.variables(probe, {"user": later["content"], "assistant": ""}, shown)
     variables["max_supersedes"] = int(writer.ctx.policy.params.get("max_supersedes", 3))
     try:
         value, _ = writer.ctx.judges.ask("contradiction", step.judgment, variables)

@@ -163,23 +163,79 @@ def _summary(obj: dict, content: str, check: Check) -> str:
 
 
 # ---- one checker per step kind -------------------------------------------------------------
-GATE_KEYS = {"save", "content", "summary", "tags", "importance"}
+MEMORY_KEYS = {"content", "summary", "tags", "importance"}
+GATE_KEYS = {"save", "memories"} | MEMORY_KEYS
+MAX_MEMORIES = 12  # memories one turn may yield; more is a sweep, cut and said
 
 
 def gate(obj, check: Check) -> dict:
+    """{"save": bool, "memories": [{content, summary, tags, importance}, ...]}: a turn with
+    several facts yields several memories. The one-memory shape (content, summary, tags
+    and importance beside `save`) is read as a list of one. An item that does not fit
+    (empty, not an object, a repeat of another) is dropped and the repair says so; an
+    answer that saves with no usable item is a bad answer."""
     obj = _object(obj, "gate", GATE_KEYS, required=("save",))
     if not _bool(obj["save"], "save", check):
         return {"save": False}
-    content = _text(obj.get("content"), "content", check)
-    if "importance" not in obj:
+    items = _gate_items(obj, check)
+    memories: list[dict] = []
+    problems: list[str] = []
+    for n, item in enumerate(items, 1):
+        try:
+            memory = _memory(item, check)
+        except BadAnswer as exc:
+            problems.append(f"memory {n}: {exc}")
+            continue
+        if any(m["content"].casefold() == memory["content"].casefold() for m in memories):
+            problems.append(f"memory {n} repeats an earlier one")
+            continue
+        memories.append(memory)
+    if not memories:
+        raise BadAnswer(
+            f"save is true but no usable memory was given ({problems[0] if problems else 'none'})"
+        )
+    if problems:
+        check.repaired(f"dropped {len(problems)} of {len(items)} memories: {'; '.join(problems)[:300]}")
+    if len(memories) > MAX_MEMORIES:
+        check.repaired(f"kept the first {MAX_MEMORIES} of {len(memories)} memories")
+        memories = memories[:MAX_MEMORIES]
+    return {"save": True, "memories": memories}
+
+
+def _gate_items(obj: dict, check: Check) -> list:
+    single = {k: obj[k] for k in MEMORY_KEYS if k in obj}
+    if "memories" not in obj:
+        return [single]
+    items = obj["memories"]
+    if not isinstance(items, list):
+        raise BadAnswer(f"memories must be a list of objects, got {_short(items)}")
+    if single.get("content") not in (None, ""):  # both shapes: the top one is a memory too
+        check.repaired("content beside memories read as one more memory")
+        return [single, *items]
+    return items
+
+
+def _memory(item, check: Check) -> dict:
+    item = _object(item, "memory", MEMORY_KEYS, required=("content",))
+    content = _text(item.get("content"), "content", check)
+    if "importance" not in item:
         check.repaired("importance missing, 5 assumed")
     return {
-        "save": True,
         "content": content,
-        "summary": _summary(obj, content, check),
-        "tags": _tags(obj.get("tags"), check),
-        "importance": _importance(obj.get("importance", 5), check),
+        "summary": _summary(item, content, check),
+        "tags": _tags(item.get("tags"), check),
+        "importance": _importance(item.get("importance", 5), check),
     }
+
+
+def one_memory(value: dict) -> dict:
+    """A gate's checked answer as one memory's fields (its first memory), for the steps
+    that write one memory (fused) and for answers kept from before the list."""
+    if not value.get("save"):
+        return {"save": False}
+    if "memories" not in value:
+        return value
+    return {"save": True, **value["memories"][0]}
 
 
 def confidence(obj, check: Check) -> float:
@@ -315,13 +371,14 @@ def select(obj, check: Check) -> list[int]:
     return ids
 
 
-FUSED_KEYS = GATE_KEYS | {"confidence", "supersedes", "confirms", "expires_at"}
+FUSED_GATE_KEYS = {"save"} | MEMORY_KEYS  # one memory: its supersedes and expiry are its own
+FUSED_KEYS = FUSED_GATE_KEYS | {"confidence", "supersedes", "confirms", "expires_at"}
 
 
 def fused(obj, check: Check) -> dict:
     """One call for the whole write: gate, confidence, supersedes, confirms, expiry."""
     obj = _object(obj, "fused", FUSED_KEYS, required=("save",))
-    out = gate({k: v for k, v in obj.items() if k in GATE_KEYS}, check)
+    out = one_memory(gate({k: v for k, v in obj.items() if k in FUSED_GATE_KEYS}, check))
     if not out["save"]:
         return out
     if "confidence" not in obj:

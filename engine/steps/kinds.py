@@ -51,10 +51,11 @@ _TAGS = {"type": "array", "items": _TEXT}
 _NUMBERS = {"type": "array", "items": {"type": "integer"}}
 _SUPERSEDES = {"type": "array", "items": _object(n={"type": "integer"}, reason=_TEXT)}
 _DATE_OR_NULL = {"anyOf": [{"type": "string", "description": "YYYY-MM-DD"}, {"type": "null"}]}
-_GATE = dict(save={"type": "boolean"}, content=_TEXT, summary=_TEXT, tags=_TAGS, importance=_number(1, 10))
+_MEMORY = dict(content=_TEXT, summary=_TEXT, tags=_TAGS, importance=_number(1, 10))
+_GATE = dict(save={"type": "boolean"}, **_MEMORY)  # one memory (fused)
 
 SCHEMAS = {
-    "gate": _object(**_GATE),
+    "gate": _object(save={"type": "boolean"}, memories={"type": "array", "items": _object(**_MEMORY)}),
     "confidence": _object(confidence=_number(0, 1)),
     "contradiction": _object(supersedes=_SUPERSEDES, confirms=_NUMBERS),
     "expiry": _object(expires_at=_DATE_OR_NULL),

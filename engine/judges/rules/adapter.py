@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from engine.judges.rules.compression import cluster, merge
 from engine.judges.rules.expiring import expiry
-from engine.judges.rules.gating import gate
+from engine.judges.rules.gating import gate, memories
 from engine.judges.rules.hedging import confidence
 from engine.judges.rules.scenes import extract_cells, summarise_scene
 from engine.judges.rules.selecting import select
@@ -36,7 +36,7 @@ def _content(v: dict) -> str:
 
 def answer(step: str, v: dict) -> object:
     if step == "gate":
-        return gate(v["user"], v["assistant"])
+        return memories(v["user"], v["assistant"])
     if step == "confidence":
         return {"confidence": confidence(_content(v), v.get("user"))}
     if step == "contradiction":

@@ -284,17 +284,36 @@ def gate(user: str, assistant: str) -> dict:
     "fix this function") are not saved. `content` is the user's durable sentences in the
     third person (key nouns untouched), plus the assistant's fix when the turn is about a
     bug."""
-    kinds: list[str] = []
-    picked: list[str] = []
-    for sentence in sentences(user):
-        found = _signals(sentence)
-        if found:
-            kinds += [k for k in found if k not in kinds]
-            picked.append(sentence)
-    if not kinds:
+    picked = _durable(user)
+    if not picked:
         return {"save": False, "content": "", "summary": "", "tags": [], "importance": 1}
-    content = " ".join(third_person(s) for s in picked)
-    fix = _fix_sentence(assistant) if "bug" in kinds else None
+    kinds = list(dict.fromkeys(k for _, found in picked for k in found))
+    return _memory(" ".join(third_person(s) for s, _ in picked), kinds, assistant)
+
+
+def memories(user: str, assistant: str) -> dict:
+    """The gate's answer as a list: one memory for each durable sentence of the user's
+    side, so that each fact of a turn is judged on its own (its own contradictions, its
+    own end date) and a date or a change in one sentence does not end or replace the
+    others. The assistant's fix joins the sentence that tells of the bug."""
+    picked = _durable(user)
+    if not picked:
+        return {"save": False, "memories": []}
+    out, fixed = [], False
+    for sentence, kinds in picked:
+        memory = _memory(third_person(sentence), kinds, "" if fixed else assistant)
+        fixed = fixed or "bug" in kinds
+        out.append({k: memory[k] for k in ("content", "summary", "tags", "importance")})
+    return {"save": True, "memories": out}
+
+
+def _durable(user: str) -> list[tuple[str, list[str]]]:
+    """The user's sentences that state something durable, with what kinds of thing."""
+    return [(sentence, found) for sentence in sentences(user) if (found := _signals(sentence))]
+
+
+def _memory(content: str, kinds: list[str], assistant: str) -> dict:
+    fix = _fix_sentence(assistant) if "bug" in kinds and assistant else None
     if fix:
         content += " Fix: " + as_sentence(fix)
     return {
