@@ -298,7 +298,8 @@ def test_a_list_whose_every_memory_is_refused_is_asked_again_then_the_rules_keep
 def test_a_memory_copied_from_the_prompts_example_is_dropped(fake_openai, lethe, tmp_path):
     (tmp_path / "prompts").mkdir()
     (tmp_path / "prompts" / "gate.j2").write_text(
-        "Decide whether this conversation turn holds something worth remembering.\nUser said: {{ user | tojson }}\n"
+        "Decide whether this conversation turn holds something worth remembering.\n"
+        "User said: {{ user | tojson }}\n"
         'An item looks like {"content": "User keeps the passport in the desk drawer", "importance": 6}\n'
         "Answer with save and memories.\n"
     )

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from bench.real_model import TURNS, play
-from tests.helpers import POLICIES, ROOT
+from tests.helpers import ROOT
 
 RECORDED = os.path.join(ROOT, "tests", "fixtures", "real_model")
 # what replaying each recording gives (bench/RESULTS.md). The 1.5B recording predates the
