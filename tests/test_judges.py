@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 
 import pytest
 
+from engine.base.errors import LetheError
 from engine.judges import SYSTEM
 from engine.store import open_store
-from tests.helpers import START, run_sql, store_of
+from tests.helpers import POLICIES, START, run_sql, store_of
 from tests.helpers.fake_openai import Reply, closed_port_url, estimate_tokens, prompt_text
 from tests.helpers.judge import (
     FUSED,
@@ -244,6 +246,23 @@ def test_reinforcement_caps_confidence_at_one_and_uses_the_policy_bump(fake_open
     judge.answers["contradiction"] = lambda p: {"supersedes": [], "confirms": pick(p, "changelog")}
     mem.remember("I keep a readable changelog.", "ok")
     assert memories(mem)[mid2]["confidence"] == pytest.approx(0.75)
+
+
+CELL = {"scene": "storage", "kind": "decision", "salience": 0.9, "content": "The team uses SQLite."}
+
+
+def test_a_number_param_written_as_text_is_an_error_naming_the_param(fake_openai, lethe):
+    """params may hold text (formulas compare with it); a number the engine itself reads
+    from them (salience_scale, which no formula reads) is a LetheError naming the param,
+    recorded on the turn, not a bare ValueError."""
+    mem = lethe(
+        served(fake_openai, Judge(extract={"cells": [CELL]})).base_url,
+        base=os.path.join(POLICIES, "scenes.yaml"),
+        extra="params: {salience_scale: high}\n",
+    )
+    with pytest.raises(LetheError, match=r"params\.salience_scale must be a number, got 'high'"):
+        mem.remember("I moved to Lisbon last month and I work remotely now.", "ok")
+    assert "params.salience_scale" in inbox(mem)[-1]["last_error"]
 
 
 def test_supersedes_and_confirms_together_store_the_new_memory(fake_openai, lethe):

@@ -96,6 +96,18 @@ def vector_store(ctx: Context) -> VectorStore:
     return cast(VectorStore, ctx.store)
 
 
+def number(ctx: Context, name: str, default: float) -> float:
+    """A number the engine reads from the policy's `params` (`reinforce_bump`, ...): a
+    param may be text too, which is an error here, naming the param, not a bare ValueError."""
+    value = ctx.policy.params.get(name, default)
+    try:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ValueError(value)
+        return float(value)
+    except ValueError:
+        raise LetheError(f"policy {ctx.policy.name}: params.{name} must be a number, got {value!r}") from None
+
+
 def make_judges(policy: Policy, store, namespace: str, s: JudgeSettings) -> Judges:
     return Judges(policy, store, namespace, s.offline, s.record, s.replay, s.scripted)
 

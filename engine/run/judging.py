@@ -18,7 +18,7 @@ from engine.base.errors import LeaseLost
 from engine.judges import JudgeUnavailable
 from engine.policy import WriteStep
 from engine.run import neighbours as vectors
-from engine.run.context import Context
+from engine.run.context import Context, number
 from engine.run.matching import distinctive_query
 from engine.steps import kinds as steps
 from engine.steps.answers import today
@@ -110,7 +110,7 @@ class Judging:
         if cells is None:
             self.log_event(None, "extract_failed", note or "no usable cells")
             return []
-        scale = float(self.ctx.policy.params.get("salience_scale", 10))
+        scale = number(self.ctx, "salience_scale", 10)
         return [
             Judged(
                 content=c["content"],
@@ -144,7 +144,7 @@ class Judging:
             except Exception as exc:  # the turn is stored: a summary can wait for the next one
                 self.log_event(None, "summarise_failed", f"scene {scene}: {exc}")
                 continue
-            if summary:
+            if isinstance(summary, str) and summary:  # the summarise step's checked text
                 self.ctx.store.save_scene(self.ctx.namespace, scene, summary)
 
     def variables(self, judged: Judged, turn: dict, candidates=None) -> dict:
@@ -182,7 +182,7 @@ class Judging:
         shown = self.candidates(step, judged, turn) if steps.kind(step.step).shows_candidates else []
         variables = self.variables(judged, turn, shown)
         if step.step in ("contradiction", "fused"):  # the steps that may supersede
-            variables["max_supersedes"] = int(self.ctx.policy.params.get("max_supersedes", 3))
+            variables["max_supersedes"] = int(number(self.ctx, "max_supersedes", 3))
         return variables, {c["n"]: c["id"] for c in shown}
 
     def answer(
@@ -197,6 +197,8 @@ class Judging:
         if key in paid:
             return paid[key]
         kind, variables, local = step.step, prepared[0], prepared[1]
+        value: object
+        note: str | None
         if kind == "contradiction" and not local:
             value, note = {"supersedes": [], "confirms": [], "reasons": {}}, None  # nothing to compare
         else:

@@ -150,10 +150,11 @@ def _hybrid(ctx: Context, query: str, shown: list) -> tuple[list, dict[int, floa
     """With an embedding model: the policy's candidates, then full-text matches and
     nearest neighbours of the query not among them (k of each), and every candidate's
     similarity to the query."""
-    vector = vectors.vector_of(ctx, query) if query else None
-    if vector is None:
+    embed = ctx.policy.embed
+    vector = vectors.vector_of(ctx, query) if query and embed else None
+    if vector is None or embed is None:
         return shown, {}
-    k = ctx.policy.embed.k
+    k = embed.k
     fts = fts_query(query)
     seen = {c.id for c in shown}
     started = vectors.search(ctx, "recall", vector, k)  # beside the full-text query

@@ -14,6 +14,7 @@ from __future__ import annotations
 from engine.base.errors import LetheError
 from engine.base.inputs import INT64
 from engine.judges import JudgeUnavailable
+from engine.run.context import number
 
 AFTER = 20  # memories said after a late turn asked about besides those its search found
 
@@ -86,7 +87,7 @@ def _replaces(writer, later, judged, said: str) -> bool:
     ]
     with writer.ctx.store.saying(later["created_at"]):  # asked on the day the later one was said
         variables = writer.judging.variables(probe, {"user": later["content"], "assistant": ""}, shown)
-    variables["max_supersedes"] = int(writer.ctx.policy.params.get("max_supersedes", 3))
+    variables["max_supersedes"] = int(number(writer.ctx, "max_supersedes", 3))
     try:
         value, _ = writer.ctx.judges.ask("contradiction", step.judgment, variables)
     except JudgeUnavailable:

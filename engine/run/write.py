@@ -19,7 +19,7 @@ from engine.judges import JudgeUnavailable
 from engine.judges import invariants as guards
 from engine.run import neighbours as vectors
 from engine.run import timeline
-from engine.run.context import Context
+from engine.run.context import Context, number
 from engine.run.judging import Judged, Judging
 from engine.steps import kinds as steps
 
@@ -219,7 +219,7 @@ class Writer:
             summary=fields.get("summary"),
             tags=list(fields.get("tags") or []),
             importance=5.0 if fields.get("importance") is None else fields["importance"],
-            confidence=fields.get("confidence"),
+            confidence=1.0 if fields.get("confidence") is None else fields["confidence"],
             expires_at=fields.get("expires_at"),
         )
         given |= {"content", "summary"}
@@ -231,8 +231,6 @@ class Writer:
             self.judging.run_step(
                 step, judged, {"user": content, "assistant": ""}, outage_fallback=True, given=given
             )
-        if judged.confidence is None:
-            judged.confidence = 1.0
         judged.vector = judged.vector or vectors.vector_of(self.ctx, judged.content)
         with self.ctx.store.transaction():
             ids = self.apply(judged, source={"add": True}, extra=fields)
@@ -336,6 +334,6 @@ class Writer:
         """Confidence + bump, one more access, now; False if the memory is no longer active."""
         if not self.ctx.store.run(self.ctx.plan.reinforce, self.ctx.namespace, ids=[mid]):
             return False
-        bump = float(self.ctx.policy.params.get("reinforce_bump", 0.1))
+        bump = number(self.ctx, "reinforce_bump", 0.1)
         self.ctx.store.event(mid, "reinforced", {"bump": bump, **source})
         return True
