@@ -16,10 +16,23 @@ import sqlite3
 import statistics
 import time
 
+from tests.helpers import context_of
+
 from . import datasets as D
 from .seed_article import article_recall_candidates
 
 CALLS = 200
+# recall's best full-text matches (engine/run/recall.py, text_matches): questions whose words
+# range from names in thousands of rows to ids in one, so that the words' counting and the
+# ranking of their matches both run up to their budget
+MATCH_QUERIES = (
+    "Who am I blocked on for the search index, Chen?",
+    "Which bug was fixed by pinning Polars, was it #1234?",
+    "What did I say about #4321 and #98765?",
+    "Never use Vim in the study tracker, right?",
+    "When is the deadline for the CLI release?",
+)
+MATCH_GOAL_MS = 20.0  # a write's full-text candidates have the same goal (bench/neighbours.py)
 MEDIAN_GOAL_MS = 1.0
 FLAT_GOAL = 2.0
 BASELINE_BUDGET_S = 5.0  # the full scan gets at most CALLS calls or this much time
@@ -44,6 +57,12 @@ def _time_calls(fn, calls: int, budget: float | None = None, warmup: int = 3) ->
     return out
 
 
+def _text_matches(mem, query: str) -> list:
+    from engine.run import recall
+
+    return recall.text_matches(context_of(mem), query, [])
+
+
 def bench(sizes, calls: int = CALLS, log=print) -> tuple[list[dict], list[str]]:
     from engine import FixedClock, Memory
 
@@ -65,6 +84,9 @@ def bench(sizes, calls: int = CALLS, log=print) -> tuple[list[dict], list[str]]:
                 calls,
                 budget=BASELINE_BUDGET_S,
                 warmup=1,
+            )
+            matches = _time_calls(
+                lambda m=mem: [_text_matches(m, q) for q in MATCH_QUERIES], max(10, calls // 10)
             )
             ids_lethe = [r.id for r in mem.candidates()]
             ids_base = article_recall_candidates(conn, limit)
@@ -99,6 +121,19 @@ def bench(sizes, calls: int = CALLS, log=print) -> tuple[list[dict], list[str]]:
             )
         )
         rows.append(dict(measure="recall p99 (ms)", n=n, value=p99, baseline=bp99, speedup=True))
+        per_query = [t * 1e3 / len(MATCH_QUERIES) for t in matches]
+        log(f"recall's best matches at N={D.label(n)}: median {statistics.median(per_query):.3f} ms a query")
+        rows.append(
+            dict(
+                measure="recall best full-text matches median (ms)",
+                n=n,
+                value=statistics.median(per_query),
+                baseline=None,
+                goal=MATCH_GOAL_MS,
+                absolute_goal=True,
+                note=f"text_matches() a query, mean of {len(MATCH_QUERIES)} questions; the budget bounds it",
+            )
+        )
         if first_median is None:
             first_median = (n, med)
         else:

@@ -163,11 +163,27 @@ def test_explain_counts_every_reason_with_one_group_by(memory, clock):
 
 def test_explain_counts_what_the_limit_cut(memory, clock, tmp_path):
     mem = memory(write_policy(tmp_path, "short", "recall:\n  limit: 2\n"), offline=True)
-    for i in range(5):
-        add(mem, f"fact number {i}", importance=i + 1)
-    ex = mem.explain("fact")
+    for i, colour in enumerate(["red", "green", "blue", "amber", "violet"]):
+        add(mem, f"fact number {i} is {colour}", importance=i + 1)
+    ex = mem.explain("anything else")  # no word of it matches: the head of the order only
     assert (ex.eligible, len(ex.candidates), ex.beyond_limit) == (5, 2, 3)
     assert [c.memory.importance for c in ex.candidates] == [5, 4]
+    ex = mem.explain("which one is green?")  # its best full-text matches join the head
+    assert [c.memory.importance for c in ex.candidates] == [5, 4, 2]
+
+
+def test_a_memory_below_the_head_of_the_order_is_recalled_when_it_matches(memory, clock, tmp_path):
+    """Without embeddings recall read only the first `limit` memories by rank: a fact
+    that ranks lower (one of ~500 in a long history) was never shown to the select judge.
+    The best full-text matches of the query's distinctive words join them."""
+    mem = memory(write_policy(tmp_path, "short", "recall:\n  limit: 5\n"), offline=True)
+    passport = add(mem, "User keeps the passport in the blue folder of the desk drawer", importance=2)
+    for i in range(10):
+        add(mem, f"Project {i} deploys with tool {i} on its own cluster", importance=8)
+    assert [m.id for m in mem.recall("Where do I keep my passport?")] == [passport]
+    assert mem.get(passport).access_count == 1
+    st = context_of(mem).plan.recall_matches
+    assert st.sql.count("LIMIT") >= 1  # bounded, one set-based statement
 
 
 def test_recall_explain_on_the_command_line(db_path, memory, clock):

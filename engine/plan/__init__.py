@@ -74,6 +74,9 @@ class Plan:
     # with an embedding model: nearest neighbours (ids from the store's vector index)
     # through each step's candidate query, by step ('contradiction', 'fused', 'recall')
     neighbours: dict[str, Statement] = field(default_factory=dict)
+    # recall's candidates beyond the head of its order: the best full-text matches of the
+    # query's distinctive words among every memory recall may return (K bound at run time)
+    recall_matches: Statement | None = None
 
 
 def compile_policy(policy: Policy, dialect: str | Dialect = "sqlite") -> Plan:
@@ -96,6 +99,9 @@ def compile_policy(policy: Policy, dialect: str | Dialect = "sqlite") -> Plan:
         ),
         recall_scored=candidates_statement(
             "recall (scored by a query)", rec.candidates, d, query=True, keep_unmatched=True, model=model
+        ),
+        recall_matches=write_candidates_statement(
+            "recall", rec.candidates, d, model, "recall (best matches)"
         ),
         rank_refresh=rank_refresh_statement(policy, d),
         rank_refresh_ids=rank_refresh_statement(policy, d, by_ids=True),
@@ -199,16 +205,17 @@ def DEFAULT_CANDIDATES() -> Candidates:
 
 
 def write_candidates_statement(
-    step: str, c: Candidates | None, d: Dialect, model: str | None = None
+    step: str, c: Candidates | None, d: Dialect, model: str | None = None, label: str | None = None
 ) -> Statement:
     """What a new memory is compared with: the policy's candidates, most relevant first,
-    K of them (LIMIT is bound to K at run time), so a write costs the same at any size."""
+    K of them (LIMIT is bound to K at run time), so a write costs the same at any size.
+    Recall's best matches of a query are the same statement over recall's candidates."""
     c = c or DEFAULT_CANDIDATES()
     by_relevance = Candidates(c.where, [(X.Relevance(X.NUM), True), *c.order], c.limit, c.min, c.k)
     read = set().union(*(X.columns_of(n) for n in [c.where, *[o for o, _ in c.order]]))
     if d.best_matches_first and not (model and "@similarity" in read):
-        return _best_matches_first(f"{step} candidates", by_relevance, d)
-    return candidates_statement(f"{step} candidates", by_relevance, d, query=True, model=model)
+        return _best_matches_first(label or f"{step} candidates", by_relevance, d)
+    return candidates_statement(label or f"{step} candidates", by_relevance, d, query=True, model=model)
 
 
 BEST = 4  # matches read per candidate wanted, best scored first (see _best_matches_first)
@@ -430,6 +437,8 @@ def render_plan(plan: Plan) -> str:
     blocks.append(_show(plan.recall))
     blocks.append(_show(plan.recall_query))
     blocks.append(_show(plan.recall_scored))
+    if plan.recall_matches:
+        blocks.append(_show(plan.recall_matches))
     if plan.access:
         blocks.append(_show(plan.access))
     blocks.append(_show(plan.rank_refresh))

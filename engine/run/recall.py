@@ -14,6 +14,7 @@ from engine.base.text import fts_query
 from engine.judges import JudgeUnavailable
 from engine.run import neighbours as vectors
 from engine.run.context import Context
+from engine.run.matching import distinctive_query
 from engine.steps.answers import today
 from engine.store.shared import KEEP_AFTER
 
@@ -146,14 +147,22 @@ def choose(
     return shown, chosen
 
 
+MATCHES = 20  # best full-text matches that join the head of recall's order (no embeddings)
+# a recall waits for these: its words count up to, and its matches rank, at most this many
+# rows (a write's budget is ten times that: engine/run/matching.py); measured in bench/recall.py
+MATCH_BUDGET = 200
+
+
 def _hybrid(ctx: Context, query: str, shown: list) -> tuple[list, dict[int, float]]:
     """With an embedding model: the policy's candidates, then full-text matches and
     nearest neighbours of the query not among them (k of each), and every candidate's
-    similarity to the query."""
+    similarity to the query. Without one (or when it does not answer): the policy's
+    candidates, then the best full-text matches of the query's distinctive words not
+    among them (`text_matches`)."""
     embed = ctx.policy.embed
     vector = vectors.vector_of(ctx, query) if query and embed else None
     if vector is None or embed is None:
-        return shown, {}
+        return text_matches(ctx, query, shown), {}
     k = embed.k
     fts = fts_query(query)
     seen = {c.id for c in shown}
@@ -169,6 +178,25 @@ def _hybrid(ctx: Context, query: str, shown: list) -> tuple[list, dict[int, floa
     seen = {c.id for c in shown}
     shown += [MemoryRecord.from_row(r) for r in near if r["id"] not in seen][:k]
     return shown, similar
+
+
+def text_matches(ctx: Context, query: str, shown: list) -> list:
+    """The head of recall's order reads the first `limit` memories by rank only: a memory
+    that answers the query but ranks below them (one of ~500 in a long history) was never
+    shown to the select judge. Its best full-text matches among every memory recall may
+    return join the head, MATCHES of them, most relevant first. The query keeps the
+    rarest of its words within a budget of matching rows (engine/run/matching.py), so the
+    cost does not grow with the store."""
+    fts = (
+        distinctive_query(ctx, query, MATCH_BUDGET, MATCH_BUDGET, every_word=False)
+        if query and ctx.plan.recall_matches
+        else None
+    )
+    if not fts:
+        return shown
+    seen = {c.id for c in shown}
+    rows = ctx.store.fetch(ctx.plan.recall_matches, ctx.namespace, query=fts, limit=MATCHES)
+    return shown + [m for m in MemoryRecord.from_rows(rows) if m.id not in seen]
 
 
 def _select(

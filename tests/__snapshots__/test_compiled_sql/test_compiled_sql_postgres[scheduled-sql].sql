@@ -90,6 +90,15 @@ WHERE "namespace" = %s AND (("status" = %s::text) AND ("decay_score" >= %s::doub
 ORDER BY "rank" DESC, "id" DESC
 LIMIT %s;
 -- params: [':query', ':namespace', 'active', 0.1, ':limit']
+-- recall (best matches)
+SELECT memories.*, coalesce(fts.score / (1.0 + fts.score), 0.0) AS relevance
+FROM (SELECT id AS fts_id, ts_rank(tsv, q)::float8 AS score FROM memories_fts, websearch_to_tsquery('lethe_english', %s) AS q
+      WHERE tsv @@ q) AS fts
+JOIN memories ON memories.id = fts.fts_id
+WHERE "namespace" = %s AND (("status" = %s::text) AND ("decay_score" >= %s::double precision))
+ORDER BY coalesce(fts.score / (1.0 + fts.score), 0.0) DESC, "rank" DESC, "id" DESC
+LIMIT %s;
+-- params: [':query', ':namespace', 'active', 0.1, ':limit']
 -- recall on_access
 UPDATE memories
 SET "access_count" = ("access_count" + %s::bigint),
