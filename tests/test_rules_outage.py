@@ -138,3 +138,26 @@ def test_a_bare_day_after_due_or_ends_is_the_next_such_day(text, today, end):
     from engine.judges.rules import expiry
 
     assert expiry(text, today) == end
+
+
+@pytest.mark.parametrize(
+    "text,end",
+    [
+        # when a past event happened (at or before the turn was said) is no end date
+        ("I just got back from a pottery class at the community center today.", None),
+        ("We had lunch with the new hire on Friday, she is great.", None),
+        ("I ran my first half marathon this weekend, finishing in 2 hours.", None),
+        ("Finally fixed the leaking tap today, it took three hours.", None),
+        # a time ahead still ends the memory, past tense or not
+        ("The office is closed today.", "2026-04-10"),
+        ("I have a dentist appointment today.", "2026-04-10"),
+        ("The retro was moved to Friday.", "2026-04-17"),
+        ("I booked a table for tonight.", "2026-04-10"),
+        ("I'm going to the lake this weekend.", "2026-04-12"),
+        ("I paused the gym membership for two weeks.", "2026-04-24"),
+    ],
+)
+def test_the_day_a_past_event_happened_is_no_end_date(text, end):
+    from engine.judges.rules import expiry
+
+    assert expiry(text, "2026-04-10") == end  # a Friday

@@ -42,6 +42,7 @@ class DateMention(NamedTuple):
     resolve: Callable[[date], date | None]  # today -> the date meant
     absolute: bool = True  # a calendar date, not 'tomorrow'
     is_start: bool = False  # 'since March 3': begins, does not end
+    is_past: bool = False  # 'I ran a 5K today': when a past event happened, ends nothing
 
 
 def _month_end(year: int, month: int) -> date:
@@ -273,6 +274,56 @@ _FOR_SPAN = re.compile(
 _PAST_MARKERS = re.compile(r"\b(have|has|had|been|was|were|ago|past|last|over the)\b")
 
 
+# A relative date ('today', 'on Friday', 'this weekend') in a clause told in the past tense
+# is when that event happened, at or before the time the turn was said: never an end date.
+# (A span is not a time: 'paused it for two weeks' runs on from now; see _FOR_SPAN.)
+# 'The meeting was moved to Friday' or 'I booked a table for tonight' name a time ahead
+# (a date after these words is the target of the deed, not its time).
+_PAST_VERB = re.compile(
+    r"\b(?:[a-z]{3,}ed|got|saw|did|went|had|made|took|came|ran|met|bought|caught|found|gave|"
+    r"heard|left|lost|won|wrote|ate|drank|spent|sent|brought|began|flew|drove|rode|swam|sang|"
+    r"sat|slept|wore|chose|fell|felt|kept|built|paid|sold|told|taught|thought|fought|threw|"
+    r"grew|knew|drew|became|stood|understood|held|led|fed|spoke|broke|woke|forgot)\b"
+)
+_NO_DEED = frozenset(
+    "need speed seed breed proceed exceed succeed indeed embed hundred sacred naked wicked".split()
+)
+# an -ed word after these says how something is, not what was done: 'is closed', 'am tired'
+_PRESENT_BEFORE = re.compile(
+    r"\b(?:am|is|are|be|being|get|gets|getting|feel|feels|feeling|seem|seems|looks?)\s+(?:\w+\s+)?$"
+)
+_AHEAD = re.compile(
+    r"\b(?:will|shall|going to|gonna|plan|plans|planning|about to|want to|wants to|hope to|"
+    r"hoping to|intend|intends|intending|upcoming|later|soon|tomorrow|next|need to|have to|"
+    r"has to|must|should|would like)\b"
+)
+_TARGET_BEFORE = re.compile(r"\b(?:for|to|until|till|by|before|through|due|on or before)\s+(?:the\s+)?$")
+_CLAUSE_START = re.compile(r".*(?:[,;:.!?]|\b(?:and|but|so|while|because|then))\s", re.S)
+
+
+def told_as_past(text: str, at: int) -> bool:
+    """Is the clause of (normalised) `text` that leads to position `at` told in the past
+    tense: a past-tense verb, nothing in it that looks ahead, and the date not the target
+    of a deed ('moved to Friday', 'booked for tonight')?"""
+    before = text[:at]
+    if _TARGET_BEFORE.search(before):
+        return False
+    m = _CLAUSE_START.match(before)
+    clause = before[m.end() :] if m else before
+    if m and re.match(r"\s*[a-z]+ing\b", clause):  # 'ran a 10K, finishing in 52 minutes'
+        m2 = _CLAUSE_START.match(before[: m.end() - 1])
+        clause = before[m2.end() if m2 else 0 :]
+    if _AHEAD.search(clause):
+        return False
+    for verb in _PAST_VERB.finditer(clause):
+        if verb[0] in _NO_DEED:
+            continue
+        if verb[0].endswith("ed") and _PRESENT_BEFORE.search(clause[: verb.start()]):
+            continue
+        return True
+    return False
+
+
 def _amount(word: str) -> int | None:
     return _NUMBER_WORDS.get(word) or count(word)
 
@@ -317,6 +368,10 @@ def date_mentions(original: str) -> tuple[DateMention, ...]:
             continue
         if _START_BEFORE.search(text[max(0, mention.start - 25) : mention.start]):
             mention = mention._replace(is_start=True)  # 'since March 3' ends nothing
+        elif (
+            not mention.absolute and not _FOR_SPAN.match(mention.label) and told_as_past(text, mention.start)
+        ):
+            mention = mention._replace(is_past=True)  # 'I ran a 5K today' ends nothing
         chosen.append(mention)
         starts.insert(i, mention.start)
         ends.insert(i, mention.end)
@@ -350,5 +405,5 @@ def _in_next_year(resolve: Callable[[date], date | None]) -> Callable[[date], da
 
 def read_dates(text: str, today: date) -> list[date]:
     """Every end date mentioned in `text` (not start dates), resolved against `today`."""
-    resolved = (m.resolve(today) for m in date_mentions(text) if not m.is_start)
+    resolved = (m.resolve(today) for m in date_mentions(text) if not m.is_start and not m.is_past)
     return [d for d in resolved if d is not None]

@@ -80,7 +80,9 @@ def _end(content: str, day: date) -> str | None:
         return None
     recurring = bool(RECURRING.search(text))
     ends = [
-        m.resolve(day) for m in date_mentions(content) if not m.is_start and (m.absolute or not recurring)
+        m.resolve(day)
+        for m in date_mentions(content)
+        if not m.is_start and not m.is_past and (m.absolute or not recurring)
     ]
     future = [d for d in ends if d is not None and d >= day]
     if future:
