@@ -113,8 +113,9 @@ def _cadences(norm: str) -> set[str]:
 def _cadence(m: re.Match) -> str | None:
     """None when its number is past reading ('every 10^5000 weeks')."""
     g = m.groupdict()
+    every: int | None
     every, unit = _ADVERBS[g["adverb"]] if g.get("adverb") else _PERIODS[g["unit"]]
-    times = 1
+    times: int | None = 1
     if m.re is _COUNTED:  # "3 times a week": three in one week
         times = _COUNTS[g["once"]] if g["once"] else _number(g["n"])
     elif m.re is _EVERY:  # "every 2 weeks", "every other week": one in two weeks

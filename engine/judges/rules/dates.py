@@ -10,7 +10,7 @@ import bisect
 import calendar
 import re
 from datetime import date, timedelta
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Callable, NamedTuple
 
 from engine.judges.lexicon import lexicon, words
@@ -147,7 +147,7 @@ def _absolute_mentions(text: str, original: str) -> list[DateMention]:
     found += _slash_mentions(text)
     found += _month_mentions(text, original)
     for m in re.finditer(r"\b(?:by|in|until|till|before|during|end of)\s+(20\d\d)\b", text):
-        found.append(DateMention(m.start(1), m.end(), m[1], lambda today, y=int(m[1]): date(y, 12, 31)))
+        found.append(DateMention(m.start(1), m.end(), m[1], _month_of(m[1], 12)))
     return found
 
 
@@ -173,9 +173,7 @@ def _month_mentions(text: str, original: str) -> list[DateMention]:
     ):
         # 'until the 12th', 'back on the 3rd', 'due the 18th': the next such day of a month
         found.append(
-            DateMention(
-                m.start(), m.end(), f"day-{m[1]}", lambda today, d=int(m[1]): _next_day_of_month(today, d)
-            )
+            DateMention(m.start(), m.end(), f"day-{m[1]}", partial(_next_day_of_month, day=int(m[1])))
         )
     for m in re.finditer(r"\bq([1-4])(?:\s+(\d{4}))?\b", text):
         quarter_end = int(m[1]) * 3
@@ -234,7 +232,7 @@ def _weekday(name: str, next_week: bool) -> Callable[[date], date]:
 
 
 # Relative expressions, most specific first; each maps a match to a resolver.
-_RELATIVE: tuple[tuple[str, Callable[[re.Match], Callable[[date], date]]], ...] = (
+_RELATIVE: tuple[tuple[str, Callable[[re.Match], Callable[[date], date | None]]], ...] = (
     (r"\bday after tomorrow\b", lambda m: lambda t: t + timedelta(days=2)),
     (r"\btomorrow\b", lambda m: lambda t: t + timedelta(days=1)),
     (

@@ -269,7 +269,7 @@ def _held(r: Reading) -> dict[str, set[str]]:
     return grouped
 
 
-def _contexts(n: Reading, o: Reading, category: str) -> tuple[set[str], set[str]]:
+def _contexts(n: Reading, o: Reading, category: str) -> tuple[frozenset[str], frozenset[str]]:
     """What each text says around the slot, without members, slot names and values."""
     noise = (
         {m for _, m in n.members | o.members}

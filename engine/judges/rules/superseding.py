@@ -131,7 +131,7 @@ def _changed(n: Reading, o: Reading, similarity: float | None, nearest: bool = F
         return False
     shared = (n.topic & o.topic) - GENERIC
     if not shared - LIGHT_VERBS:
-        shared = set()  # only a common verb in common
+        shared = frozenset()  # only a common verb in common
     sizes = sorted((len(n.topic - GENERIC) or 1, len(o.topic - GENERIC) or 1))
     # a stray shared name ("Google") is not a shared subject: the overlap must count on both
     by_words = len(shared) / sizes[0] >= 0.3 and len(shared) / sizes[1] >= 0.25
