@@ -1,5 +1,5 @@
 # Two commands: `make demo` and `make test`. Both build .venv from pyproject.toml first.
-# `make test` starts with `make lint` (ruff's lint and format check), so CI does too.
+# `make test` starts with `make lint` (mypy on engine/, ruff's lint and format check), so CI does too.
 # `make test` runs the PostgreSQL half of the tests when PostgreSQL's binaries are installed
 # (apt-get install -y postgresql) or LETHE_TEST_PG=postgresql://... names a server.
 PYTHON ?= python3
@@ -45,11 +45,11 @@ demo: $(STAMP)
 # The code the linter and the formatter hold to (settings in pyproject.toml: [tool.ruff])
 LINTED := engine tests bench examples
 
-lint: $(STAMP)
+lint: typecheck
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
 
-# The type checker on engine/: not part of `make lint` until engine/ checks clean
+# The type checker on engine/ (settings in pyproject.toml: [tool.mypy]); part of `make lint`
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
