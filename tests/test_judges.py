@@ -12,10 +12,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import warnings
 
 import pytest
 
-from engine.base.errors import LetheError
+from engine.base.errors import LetheError, RulesFallbackWarning
 from engine.judges import SYSTEM
 from engine.store import open_store
 from tests.helpers import POLICIES, START, run_sql, store_of
@@ -847,3 +848,22 @@ def test_a_memory_changed_while_merging_keeps_every_original(fake_openai, lethe,
     assert [rows[ids[k]]["status"] for k in ("r1", "r2", "r3")] == ["active", "superseded", "active"]
     assert all(event_types(mem, i) == ["created"] for i in ids.values())
     assert "changed while merging" in " ".join(result.notes)
+
+
+def test_max_supersedes_is_a_param_a_policy_can_set(fake_openai, lethe):
+    """max_supersedes (default 3) caps how many memories one model answer may supersede; a
+    policy sets it in params. Over the cap the answer is refused and the rules judge instead
+    (they have no cap: it guards against a model's sweep)."""
+    judge = Judge(contradiction=lambda p: {"supersedes": pick(p, "database is"), "confirms": []})
+    answers = {}
+    for cap in (None, 1):
+        extra = "" if cap is None else f"params: {{max_supersedes: {cap}}}\n"
+        mem = lethe(served(fake_openai, judge).base_url, namespace=f"cap-{cap}", extra=extra)
+        seed(mem, "The database is PostgreSQL")
+        seed(mem, "The database is SQLite")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            mem.remember("The database is MySQL now.", "ok")
+        answers[cap] = [str(w.message) for w in caught if isinstance(w.message, RulesFallbackWarning)]
+    assert answers[None] == []
+    assert any("at most 1 may be superseded" in m for m in answers[1]), answers[1]
