@@ -1,12 +1,18 @@
-"""The soak run (issue 12): agents, a daemon and manual runs on one file, all through a
-slow local model server, with random SIGKILLs of any of them, on a policy whose batched
-pass is not idempotent. Afterwards: no acknowledged write is lost, every pass was applied
-exactly once per due time, no pending turn is left that a healthy model could judge, and
-the file is sound.
+"""The soak run (issues 12 and 42): agents, MCP clients over HTTP, a daemon and manual runs
+on one store, all through a slow local model server, on a policy whose batched pass is not
+idempotent, while faults come one after another: SIGKILLs of any of the processes (agents,
+the daemon, manual runs, the MCP server), model outages (503s, connections dropped),
+embedding faults (SQLite: the embedding server down, answering no vectors, zero vectors,
+vectors of the wrong size) and, on PostgreSQL, two server restarts.
+
+When the faults end, the daemon alone has one minute to judge what is left. Then: no
+acknowledged write is lost, every pass was applied at most once per due time, no turn is
+pending, failed or (PostgreSQL) claimed, no process logged a traceback, every status has
+its event and (SQLite) `PRAGMA integrity_check` is ok.
 
 Everything runs on the wall clock, as in production; leases last 3 s, so a killed
 holder's lease runs out quickly (a holder killed on this host is even taken over at once).
-`make soak` runs it for 120 s; `make test` runs a 15 s version. Figures: pytest -s.
+`make soak` runs 5 minutes per backend; `make test` runs a 15 s version. Figures: pytest -s.
 """
 
 from __future__ import annotations
@@ -23,18 +29,24 @@ import time
 
 import pytest
 
-from tests.helpers import POLICIES, ROOT
-from tests.helpers.processes import PROCS, connect, spawn, status_event_problems
+from tests.helpers import POLICIES, ROOT, pg_server
+from tests.helpers.mcp_client import free_port, wait_for_port
+from tests.helpers.processes import PROCS, status_event_problems
 
 EVERY = 3  # seconds between due times of the non-idempotent batched pass
 AGENTS = 3
+MCP_CLIENTS = 2
+DRAIN = 60  # seconds the daemon has, once the faults end, to judge what is left
+TOKEN = "soak-token-0123456789abcdef"
+CHAT_FAULTS = ("chat-down", "chat-drop")
+EMBED_FAULTS = ("embed-down", "embed-empty", "embed-zero", "embed-size")
 
 POLICY = """name: soak
 extends: {lifecycle}
 models:
   cheap: {{provider: openai, model: m-cheap, base_url: "{url}", timeout: 20, max_retries: 0}}
   strong: {{provider: openai, model: m-strong, base_url: "{url}", timeout: 20, max_retries: 0}}
-passes:
+{embed}passes:
   expiry:
     every: 2s
     rules:
@@ -56,91 +68,146 @@ passes:
       candidates: {{where: "status = 'active'", order: "created_at asc", limit: 6, min: 4}}
     merge: {{model: strong, prompt: merge.j2}}
 """
+EMBED = 'embed: {{provider: openai, model: e-small, base_url: "{url}", timeout: 5, max_retries: 0}}\n'
 
 
 def lethe(*args) -> list[str]:
     return [sys.executable, "-m", "engine.cli", *map(str, args)]
 
 
-class Soak:
-    """The processes of one soak run, and what it takes to kill and restart them."""
+class Database:
+    """The soak's own connection for its checks, `?` placeholders on either backend."""
 
-    def __init__(self, tmp_path, seconds: float, seed: int = 12):
+    def __init__(self, target: str, backend: str):
+        self.postgres = backend == "postgres"
+        if self.postgres:
+            import psycopg
+
+            self.conn = psycopg.connect(target, autocommit=True)
+        else:
+            self.conn = sqlite3.connect(target, timeout=30)
+
+    def execute(self, sql: str, params=()):
+        if self.postgres:
+            sql = sql.replace("%", "%%").replace("?", "%s")
+        return self.conn.execute(sql, params)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class Soak:
+    """The processes of one soak run, the faults it makes, and what it takes to kill and
+    restart them."""
+
+    def __init__(self, tmp_path, seconds: float, backend: str, server=None, seed: int = 12):
         self.tmp, self.seconds, self.rng = tmp_path, seconds, random.Random(seed)
-        self.db = str(tmp_path / "soak.db")
-        self.model = subprocess.Popen(
-            [sys.executable, os.path.join(PROCS, "slow_model.py"), "--delay", "0.15"],
+        self.n_logs = 0
+        self.backend, self.server = backend, server
+        self.db = pg_server.fresh_schema(server.dsn) if server else str(tmp_path / "soak.db")
+        self.faults = tmp_path / "faults"
+        self.stop_file = tmp_path / "stop"  # the agents and clients stop once it exists
+        self.faults.write_text("")
+        script = os.path.join(PROCS, "slow_model.py")
+        self.model = self._spawn(
+            "model",
+            [sys.executable, script, "--delay", "0.15", "--faults", self.faults],
             stdout=subprocess.PIPE,
             text=True,
         )
         url = self.model.stdout.readline().strip()
         self.policy = str(tmp_path / "soak.yaml")
+        embed = EMBED.format(url=url) if backend == "sqlite" else ""  # vectors: SQLite only
         with open(self.policy, "w") as fh:
-            fh.write(POLICY.format(lifecycle=f"{POLICIES}/lifecycle.yaml", url=url, every=EVERY))
+            fh.write(POLICY.format(lifecycle=f"{POLICIES}/lifecycle.yaml", url=url, every=EVERY, embed=embed))
         self.store = ["--db", self.db, "--policy", self.policy]
         self.agents: dict[int, subprocess.Popen] = {}
         self.daemon: subprocess.Popen | None = None
+        self.mcp: subprocess.Popen | None = None
+        self.mcp_port = free_port()
+        self.clients: list[subprocess.Popen] = []
         self.runs: list[subprocess.Popen] = []
         self.n_agents = 0
         self.deadline = time.monotonic() + seconds  # play() sets it again as it starts
         self.figures = {
-            "kills": {"agent": 0, "daemon": 0, "run": 0},
+            "kills": {"agent": 0, "daemon": 0, "run": 0, "mcp": 0},
+            "faults": {},
+            "fault_seconds": 0.0,
+            "server_restarts": 0,
             "runs_started": 0,
             "runs_ok": 0,
             "runs_busy": 0,
             "runs_failed": [],
             "daemon_starts": 0,
+            "daemon_exits": [],
         }
 
+    def _spawn(self, name: str, args: list, **kw) -> subprocess.Popen:
+        """Start a process whose stderr goes to a file of its own (every one is read for
+        tracebacks at the end); `.err_path` names it."""
+        self.n_logs += 1
+        path = self.tmp / f"{name}-{self.n_logs}.err"
+        kw.setdefault("stdout", subprocess.DEVNULL)
+        # SIGABRT makes a stuck process print every thread's stack (see `stuck`)
+        kw["env"] = {**kw.get("env", os.environ), "PYTHONFAULTHANDLER": "1"}
+        with open(path, "w") as err:
+            p = subprocess.Popen([str(a) for a in args], cwd=ROOT, stderr=err, **kw)
+        p.err_path = path
+        return p
+
+    def _left(self) -> float:
+        """Seconds until the run's end: an agent started (or restarted) now writes up to
+        its end, not for a whole run more."""
+        return max(0.0, self.deadline - time.monotonic())
+
+    # -- the processes
     def start_agent(self) -> None:
         self.n_agents += 1
         log = self.tmp / f"agent{self.n_agents}.jsonl"
-        self.agents[self.n_agents] = spawn(
-            "worker.py",
-            self.db,
-            log,
-            "--worker",
-            self.n_agents,
-            "--seconds",
-            self._left(),
-            "--policy",
-            self.policy,
-            "--online",
-            "--real-clock",
-            stdout=subprocess.DEVNULL,
+        script = os.path.join(PROCS, "worker.py")
+        self.agents[self.n_agents] = self._spawn(
+            "agent",
+            [sys.executable, script, self.db, log, "--worker", self.n_agents, "--seconds", self._left()]
+            + ["--policy", self.policy, "--online", "--real-clock", "--stop-file", self.stop_file],
+            env={**os.environ, "PYTHONPATH": ROOT},
         )
-
-    def _left(self) -> float:
-        """Seconds until the run's end: an agent started (or restarted) now writes up
-        to its end (plus its own start-up), not for a whole run more that `stop()` waits out."""
-        return max(0.0, self.deadline - time.monotonic())
 
     def start_daemon(self) -> None:
         self.figures["daemon_starts"] += 1
-        self.daemon = subprocess.Popen(
-            lethe("daemon", *self.store, "--interval", "0.5", "--lease-ttl", "3s", "--json"),
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
+        self.daemon = self._spawn(
+            "daemon", lethe("daemon", *self.store, "--interval", "0.5", "--lease-ttl", "3s", "--json")
         )
+
+    def start_mcp(self) -> None:
+        self.mcp_started = time.monotonic()
+        self.mcp = self._spawn(
+            "mcp",
+            lethe("mcp", *self.store, "--transport", "http", "--port", self.mcp_port, "--token", TOKEN),
+        )
+
+    def start_clients(self) -> None:
+        url = f"http://127.0.0.1:{self.mcp_port}/mcp"
+        script = os.path.join(PROCS, "mcp_client.py")
+        for n in range(1, MCP_CLIENTS + 1):
+            log = self.tmp / f"mcp{n}.jsonl"
+            self.clients.append(
+                self._spawn(
+                    "client",
+                    [sys.executable, script, url, TOKEN, log, "--client", n, "--seconds", self._left()]
+                    + ["--stop-file", self.stop_file],
+                )
+            )
 
     def start_run(self) -> None:
         self.figures["runs_started"] += 1
-        self.runs.append(
-            subprocess.Popen(
-                lethe("run", *self.store, "--lease-ttl", "3s", "--json"),
-                cwd=ROOT,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        )
+        self.runs.append(self._spawn("run", lethe("run", *self.store, "--lease-ttl", "3s", "--json")))
 
-    def reap_runs(self) -> None:
-        for p in [p for p in self.runs if p.poll() is not None]:
+    def reap(self) -> None:
+        """Count the manual runs that ended; start again an agent that ended early (one
+        started while the server was down cannot open the store) and a daemon that exited."""
+        for p in [r for r in self.runs if r.poll() is not None]:
             self.runs.remove(p)
-            err = p.stderr.read()
+            err = p.err_path.read_text()
             if p.returncode == -signal.SIGKILL:
                 continue
             if p.returncode == 0:
@@ -148,63 +215,159 @@ class Soak:
                 self.figures["runs_busy" if busy else "runs_ok"] += 1
             else:
                 self.figures["runs_failed"].append((p.returncode, err[-500:]))
+        for n, p in list(self.agents.items()):
+            if p.poll() is not None and self._left() > 1:
+                self.agents.pop(n)
+                self.start_agent()
+        if self.daemon.poll() is not None:
+            self.figures["daemon_exits"].append(self.daemon.returncode)
+            self.start_daemon()
 
+    # -- the faults
     def kill_one(self) -> None:
-        """SIGKILL an agent, the daemon or a manual run, at random; start another."""
-        what = self.rng.choice(["agent", "daemon", "run"] if self.runs else ["agent", "daemon"])
+        """SIGKILL an agent, the daemon, a manual run or the MCP server; start another."""
+        # an agent once it works (one still starting, under load, would never get to work),
+        # the MCP server once it has served a while
+        working = [n for n in self.agents if (self.tmp / f"agent{n}.jsonl").exists()]
+        working = [n for n in working if (self.tmp / f"agent{n}.jsonl").stat().st_size]
+        served = time.monotonic() - self.mcp_started > 45
+        weights = {"agent": 4 * bool(working), "daemon": 2, "mcp": served, "run": 3 * bool(self.runs)}
+        what = self.rng.choices(list(weights), weights=list(weights.values()))[0]
         self.figures["kills"][what] += 1
         if what == "agent":
-            n = self.rng.choice(list(self.agents))
+            n = self.rng.choice(working)
             self.agents.pop(n).kill()
             self.start_agent()
         elif what == "daemon":
             self.daemon.kill()
             self.daemon.wait()
             self.start_daemon()
+        elif what == "mcp":
+            self.mcp.kill()
+            self.mcp.wait()
+            self.start_mcp()
         else:
             self.rng.choice(self.runs).kill()
 
+    def set_fault(self, fault: str) -> None:
+        self.faults.write_text(fault)
+        if fault:
+            self.figures["faults"][fault] = self.figures["faults"].get(fault, 0) + 1
+
+    def restart_server(self) -> None:
+        self.figures["server_restarts"] += 1
+        self.server.restart()
+
     def play(self) -> None:
-        self.deadline = time.monotonic() + self.seconds
+        # everything starts, and the run's time counts from when every agent works (under
+        # load a Python process takes seconds to start); the agents stop at the stop file
+        self.deadline = time.monotonic() + self.seconds + 600
+        self.start_mcp()
+        self.start_daemon()
         for _ in range(AGENTS):
             self.start_agent()
-        self.start_daemon()
-        next_kill, next_run = time.monotonic() + 2, time.monotonic()
+        wait_for_port(self.mcp_port, self.mcp, seconds=180)
+        self.start_clients()
+        started = time.monotonic()
+        while time.monotonic() - started < 180 and not all(
+            (self.tmp / f"agent{n}.jsonl").exists() and (self.tmp / f"agent{n}.jsonl").stat().st_size
+            for n in self.agents
+        ):
+            time.sleep(0.2)
+        self.deadline = time.monotonic() + self.seconds
+        kinds = CHAT_FAULTS + (EMBED_FAULTS if self.backend == "sqlite" else ())
+        start = now = time.monotonic()
+        next_kill, next_run, next_fault, fault_ends = now + 2, now, now + 5, None
+        restarts = [start + self.seconds / 3, start + 2 * self.seconds / 3] if self.server else []
         while time.monotonic() < self.deadline:
             now = time.monotonic()
             if now >= next_run:
                 self.start_run()
-                next_run = now + self.rng.uniform(0.3, 1.5)
+                next_run = now + self.rng.uniform(1.0, 4.0)
             if now >= next_kill:
                 self.kill_one()
-                next_kill = now + self.rng.uniform(1.0, 4.0)
-            self.reap_runs()
+                next_kill = now + self.rng.uniform(1.5, 4.5)
+            if fault_ends is None and now >= next_fault:
+                self.set_fault(self.rng.choice(kinds))
+                fault_ends = now + self.rng.uniform(3.0, 8.0)
+            elif fault_ends is not None and now >= fault_ends:
+                self.set_fault("")
+                self.figures["fault_seconds"] += now - next_fault
+                fault_ends, next_fault = None, now + self.rng.uniform(5.0, 20.0)
+            if restarts and now >= restarts[0]:
+                restarts.pop(0)
+                self.restart_server()
+            self.reap()
             time.sleep(0.05)
+        self.set_fault("")
+        self.stop_file.write_text("")
+
+    def drain(self) -> float | None:
+        """The faults are over: the agents and clients finish, and the daemon alone judges
+        what is left. Seconds it took, or None when something was left after DRAIN."""
+        for p in [*self.agents.values(), *self.clients]:  # runs judging a backlog go on
+            try:
+                p.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                raise AssertionError(stuck(p)) from None
+        self.reap()
+        start = time.monotonic()
+        while time.monotonic() - start < DRAIN:
+            if self.daemon.poll() is not None:
+                self.figures["daemon_exits"].append(self.daemon.returncode)
+                self.start_daemon()
+            self.reap()
+            if not left_over(self.db, self.backend):
+                return time.monotonic() - start
+            time.sleep(0.5)
+        return None
 
     def stop(self) -> None:
-        for p in self.agents.values():  # their time is up: they finish by themselves
-            p.wait(timeout=120)
-        self.daemon.send_signal(signal.SIGTERM)
-        self.daemon.wait(timeout=60)
-        for p in self.runs:
-            p.wait(timeout=120)
-        self.reap_runs()
-        # the model is healthy: one last run judges whatever is still pending
-        done = subprocess.run(
-            lethe("run", *self.store, "--wait", "30", "--json"),
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=300,
+        for p in [*self.agents.values(), *self.clients, *self.runs]:
+            if p.poll() is None:
+                p.kill()
+        for p in (self.daemon, self.mcp, self.model):
+            if p is not None and p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in (self.daemon, self.mcp, self.model):
+            if p is not None:
+                try:
+                    p.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+
+
+def stuck(p: subprocess.Popen) -> str:
+    """What a process that should have ended is doing: its threads' stacks (SIGABRT with
+    PYTHONFAULTHANDLER), from its stderr."""
+    p.send_signal(signal.SIGABRT)
+    time.sleep(2)
+    return f"{p.args[:6]} still running: {p.err_path.read_text()[-6000:]}"
+
+
+def left_over(target: str, backend: str) -> dict:
+    """Turns still pending or failed, and (PostgreSQL) still claimed."""
+    db = Database(target, backend)
+    try:
+        left = dict(
+            db.execute(
+                "SELECT status, count(*) FROM inbox WHERE status IN ('pending', 'failed') GROUP BY status"
+            ).fetchall()
         )
-        assert done.returncode == 0, done.stderr
-        self.model.send_signal(signal.SIGTERM)
-        self.model.wait(timeout=10)
+        if backend == "postgres":
+            claimed = db.execute(
+                "SELECT count(*) FROM inbox WHERE status = 'pending' AND claimed_by IS NOT NULL"
+            ).fetchone()[0]
+            if claimed:
+                left["claimed"] = claimed
+        return left
+    finally:
+        db.close()
 
 
 def acknowledged(tmp_path) -> list[dict]:
     entries = []
-    for log in sorted(tmp_path.glob("agent*.jsonl")):
+    for log in sorted([*tmp_path.glob("agent*.jsonl"), *tmp_path.glob("mcp*.jsonl")]):
         for line in log.read_text().splitlines():
             try:
                 entries.append(json.loads(line))
@@ -213,35 +376,36 @@ def acknowledged(tmp_path) -> list[dict]:
     return entries
 
 
-def lost_writes(db: sqlite3.Connection, entries: list[dict]) -> list[dict]:
+def lost_writes(db: Database, entries: list[dict]) -> list[dict]:
+    memories = dict(db.execute("SELECT id, content FROM memories").fetchall())
+    turns: dict[str, list] = {}
+    for user, status, ids in db.execute("SELECT user_text, status, memory_ids FROM inbox").fetchall():
+        turns.setdefault(user, []).append((status, json.loads(ids) if ids else None))
     lost = []
     for e in entries:
+        if "error" in e:
+            continue
         if e.get("op") == "add":
-            row = db.execute("SELECT content FROM memories WHERE id = ?", (e["id"],)).fetchone()
-            if row is None or row[0] != e["content"]:
+            if memories.get(e["id"]) != e["content"]:
+                lost.append(e)
+        elif e.get("op") == "remember" and e.get("via") == "mcp":
+            if any(i not in memories for i in e["stored"]):
                 lost.append(e)
         elif e.get("op") == "remember" and e["ids"]:
-            turn = db.execute(
-                "SELECT status, memory_ids FROM inbox WHERE user_text = ?", (e["user"],)
-            ).fetchall()
-            ok = len(turn) == 1 and turn[0][0] == "done" and json.loads(turn[0][1]) == e["ids"]
-            present = db.execute(
-                "SELECT count(*) FROM memories WHERE id IN (SELECT value FROM json_each(?))",
-                (json.dumps(e["ids"]),),
-            ).fetchone()[0]
-            if not ok or present != len(e["ids"]):
+            ok = turns.get(e["user"]) == [("done", e["ids"])]
+            if not ok or any(i not in memories for i in e["ids"]):
                 lost.append(e)
     return lost
 
 
-def double_ticks(db: sqlite3.Connection) -> tuple[list, list[str]]:
+def double_ticks(db: Database) -> tuple[list, list[str]]:
     """Memories whose `ticked` events are not at least EVERY seconds apart (a due time
     applied twice), and the distinct times the tick pass ran at."""
     by_memory: dict[int, list[str]] = {}
     for mid, at in db.execute(
         "SELECT memory_id, occurred_at FROM memory_events WHERE "
         "event_type = 'ticked' ORDER BY memory_id, occurred_at"
-    ):
+    ).fetchall():
         by_memory.setdefault(mid, []).append(at)
     bad = []
     for mid, times in by_memory.items():
@@ -252,66 +416,124 @@ def double_ticks(db: sqlite3.Connection) -> tuple[list, list[str]]:
     return bad, runs
 
 
-def run_soak(tmp_path, seconds: float) -> dict:
-    soak = Soak(tmp_path, seconds)
-    try:
-        soak.play()
-    finally:
-        soak.stop()
-    entries = acknowledged(tmp_path)
-    with connect(soak.db) as db:
-        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        lost = lost_writes(db, entries)
-        bad_ticks, tick_runs = double_ticks(db)
-        left = db.execute(
-            "SELECT status, count(*) FROM inbox WHERE status IN ('pending', 'failed') GROUP BY status"
-        ).fetchall()
-        problems = status_event_problems(db)
-        statuses = dict(db.execute("SELECT status, count(*) FROM memories GROUP BY status"))
-        turns = dict(db.execute("SELECT status, count(*) FROM inbox GROUP BY status"))
-        calls = db.execute("SELECT count(*) FROM model_calls").fetchone()[0]
-    gaps = [
-        (dt.datetime.fromisoformat(b) - dt.datetime.fromisoformat(a)).total_seconds()
-        for a, b in zip(tick_runs, tick_runs[1:])
+def tracebacks(tmp_path) -> list[str]:
+    """Every process's stderr that holds a traceback (a bug, never a fault's effect)."""
+    return [
+        f"{p.name}: {p.read_text()[-1500:]}"
+        for p in sorted(tmp_path.glob("*.err"))
+        if "Traceback" in p.read_text()
     ]
+
+
+def run_soak(tmp_path, seconds: float, backend: str) -> dict:
+    server = None
+    if backend == "postgres":
+        if os.environ.get(pg_server.ENV_DSN):
+            pytest.skip("restarts need a server of the test's own")
+        server = pg_server.LocalServer()
+    soak = Soak(tmp_path, seconds, backend, server)
+    try:
+        try:
+            soak.play()
+            drained = soak.drain()
+        finally:
+            soak.stop()
+        entries = acknowledged(tmp_path)
+        db = Database(soak.db, backend)
+        try:
+            integrity = "ok" if server else db.execute("PRAGMA integrity_check").fetchone()[0]
+            lost = lost_writes(db, entries)
+            bad_ticks, tick_runs = double_ticks(db)
+            problems = status_event_problems(db)
+            statuses = dict(db.execute("SELECT status, count(*) FROM memories GROUP BY status").fetchall())
+            turns = dict(db.execute("SELECT status, count(*) FROM inbox GROUP BY status").fetchall())
+            calls = dict(db.execute("SELECT outcome, count(*) FROM model_calls GROUP BY outcome").fetchall())
+        finally:
+            db.close()
+        left = left_over(soak.db, backend)
+    finally:
+        if server:
+            server.stop()
+    errors = [e for e in entries if "error" in e]
     f = soak.figures
     figures = {
+        "backend": backend,
         "seconds": seconds,
         "agents_started": soak.n_agents,
         **f,
+        "fault_seconds": round(f["fault_seconds"], 1),
+        "runs_failed": len(f["runs_failed"]),
         "writes_acknowledged": sum(
-            1 for e in entries if e.get("op") == "add" or (e.get("op") == "remember" and e["ids"])
+            1
+            for e in entries
+            if "error" not in e
+            and (e.get("op") == "add" or (e.get("op") == "remember" and (e.get("ids") or e.get("stored"))))
         ),
         "remembers": sum(1 for e in entries if e.get("op") == "remember"),
         "adds": sum(1 for e in entries if e.get("op") == "add"),
-        "recalls": sum(1 for e in entries if e.get("op") == "recall"),
-        "agent_errors": sum(1 for e in entries if "error" in e),
+        "reads": sum(1 for e in entries if e.get("op") in ("recall", "list")),
+        "mcp_calls": sum(1 for e in entries if e.get("via") == "mcp"),
+        "errors_to_callers": {
+            k: sum(1 for e in errors if e["error"] == k) for k in sorted({e["error"] for e in errors})
+        },
         "lost": len(lost),
         "tick_due_times_run": len(tick_runs),
-        "tick_gap_min_s": min(gaps) if gaps else None,
         "double_applied": len(bad_ticks),
-        "pending_left": dict(left),
+        "drained_in_s": None if drained is None else round(drained, 1),
+        "left_after_drain": left,
         "model_calls": calls,
         "turns": turns,
         "statuses": statuses,
     }
     print("\nsoak figures:", json.dumps(figures, sort_keys=True))
+    assert integrity == "ok"
     assert lost == [], lost[:5]
     assert bad_ticks == [], bad_ticks[:5]
-    assert left == [], left
+    assert left == {} and drained is not None, left
     assert problems == [], problems[:10]
-    assert f["runs_failed"] == [], f["runs_failed"][:3]
-    assert [e for e in entries if "error" in e] == []
-    assert len(tick_runs) >= seconds / EVERY / 3  # the pass kept running, killed or not
+    assert tracebacks(tmp_path) == []
+    # What a caller may meet: on PostgreSQL, the call that met a restart gets a one-line
+    # StoreError; an MCP client whose server was killed opens a new session. Nothing else.
+    for e in errors:
+        if e["error"] == "connection":
+            continue
+        assert backend == "postgres" and "\n" not in e["msg"], e
+        said = e["error"] == "tool" or e["msg"].startswith("the database failed: ")
+        assert said or e["type"] in ("StoreError", "ServerGone"), e
+    for code, err in f["runs_failed"]:  # one line: a run that met a restart, or one whose
+        said = [line for line in err.splitlines() if line.startswith("error: ")]  # lease ran out
+        assert code in (1, 2) and len(said) == 1, err  # (3 s leases: then its work rolls back)
+        assert backend == "postgres" or "another runner took over" in said[0], err
+    assert all(code == 2 for code in f["daemon_exits"]), f["daemon_exits"]
+    # the pass kept running, killed or not: at least once a minute (with the machine's 2
+    # cores shared, a daemon killed every 10 s spends most of its life starting up)
+    assert len(tick_runs) >= seconds / 60
     return figures
 
 
-def test_soak_briefly(tmp_path):
-    f = run_soak(tmp_path, 15)
-    assert f["writes_acknowledged"] > 10 and sum(f["kills"].values()) >= 3
+# Open (issue 42): on PostgreSQL, turns are still claimed and pending a minute after the
+# faults end, while a `lethe run` is still in the middle of judging them (its model calls
+# in progress 120 s on); docs/guarantees.md, "The soak run".
+PG_OPEN = pytest.mark.xfail(reason="PostgreSQL: turns still claimed a minute after the faults", strict=False)
+BACKENDS = [
+    "sqlite",
+    pytest.param(
+        "postgres",
+        marks=[pytest.mark.skipif(not pg_server.available(), reason=pg_server.HOW_TO_ENABLE), PG_OPEN],
+    ),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_soak_briefly(tmp_path, backend):
+    f = run_soak(tmp_path, 15, backend)
+    assert f["writes_acknowledged"] > 5 and sum(f["kills"].values()) >= 3
 
 
 @pytest.mark.soak
-def test_soak_for_two_minutes(tmp_path):
-    f = run_soak(tmp_path, 120)
-    assert f["writes_acknowledged"] > 100 and sum(f["kills"].values()) >= 30
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_soak_for_five_minutes(tmp_path, backend):
+    f = run_soak(tmp_path, 300, backend)
+    assert f["writes_acknowledged"] > 200 and sum(f["kills"].values()) >= 75
+    assert f["server_restarts"] == (2 if backend == "postgres" else 0)
+    assert len(f["faults"]) >= (2 if backend == "postgres" else 4)

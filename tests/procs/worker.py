@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import random
 import time
 import traceback
@@ -80,6 +81,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--online", action="store_true", help="judge through the policy's models")
     ap.add_argument("--real-clock", action="store_true", help="the wall clock, as in production")
+    ap.add_argument("--stop-file", help="stop (before --seconds are up) once this file exists")
     a = ap.parse_args()
 
     rng = random.Random(a.seed * 1000 + a.worker)
@@ -102,7 +104,7 @@ def main() -> None:
             return
         deadline = time.monotonic() + a.seconds
         i = 0
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not (a.stop_file and os.path.exists(a.stop_file)):
             i += 1
             token = f"w{a.worker}n{i}"
             r = rng.random()
