@@ -13,7 +13,7 @@ MATCHED = 2000  # rows the candidate query ranks at most: bm25 costs ~4 us a mat
 
 
 def distinctive_query(
-    ctx: Context, text: str, rare: int = RARE, matched: int = MATCHED, every_word: bool = True
+    ctx: Context, text: str, rare: int | None = None, matched: int | None = None, every_word: bool = True
 ) -> str | None:
     """An FTS5 query for the memories most like `text`, whose cost does not grow with the
     store nor with the turn's length: words found in more than `rare` memories are left
@@ -23,6 +23,8 @@ def distinctive_query(
     of them must match (with `every_word`; else there is no query). Words the pipeline
     writes into every memory ("User", "says") pick nothing: with them, every memory
     matched every other."""
+    rare = RARE if rare is None else rare  # read when called: the module's budget
+    matched = MATCHED if matched is None else matched
     tokens = [t for t in words(text, content_words=True) if t not in SPEAKER_WORDS]
     if not tokens:
         return None
