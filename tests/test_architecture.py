@@ -201,7 +201,8 @@ DIALECT_NAMES = {"sqlite", "postgres"}
 
 def statement_and_dialect_readings(source: str, unit_: str) -> list[str]:
     """Lines that decide something from a statement's text, label or parameter positions,
-    or from a dialect's name (`d.name == "sqlite"`) instead of its capabilities."""
+    or from a backend's name (`d.name == "sqlite"`, `self.dialect != "postgres"`) instead of
+    its capabilities."""
     tree = ast.parse(source)
     parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     found = []
@@ -230,9 +231,11 @@ def statement_and_dialect_readings(source: str, unit_: str) -> list[str]:
             found.append(f"line {node.lineno}: reads a statement's parameter by position")
         if isinstance(node, ast.Compare):
             sides = [node.left, *node.comparators]
-            names = any(isinstance(s, ast.Attribute) and s.attr == "name" for s in sides)
-            dialects = any(isinstance(s, ast.Constant) and s.value in DIALECT_NAMES for s in sides)
-            if names and dialects:
+            # any comparison with a backend's name (`d.name ==`, `self.dialect !=`,
+            # `backend in ("sqlite", ...)`): what is asked is a capability or a method
+            constants = [s for s in sides if isinstance(s, ast.Constant)]
+            constants += [e for s in sides if isinstance(s, (ast.Tuple, ast.List, ast.Set)) for e in s.elts]
+            if any(isinstance(c, ast.Constant) and c.value in DIALECT_NAMES for c in constants):
                 found.append(f"line {node.lineno}: compares a dialect's name")
     return found
 
@@ -259,6 +262,9 @@ def test_nothing_reads_a_statements_text_or_a_dialects_name():
         "event = st.params[0]",
         'if d.name == "sqlite": pass',
         'if plan.dialect.name != "postgres": pass',
+        'if self.dialect == "sqlite": pass',
+        'pg = dst.dialect != "postgres"',
+        'if backend in ("sqlite", "postgres"): pass',
         "found = re.match('UPDATE', st.sql)",
     ],
 )

@@ -7,7 +7,6 @@ returns and their events: never a replay of the store."""
 
 from __future__ import annotations
 
-from engine.base.text import fts_query, words
 from engine.store.shared_sql import SharedQueries
 
 
@@ -29,25 +28,21 @@ class AsOf(SharedQueries):
             where.append(f"m.id < {self.p}")
             args.append(below)
         if text:
-            if self.dialect == "sqlite":
-                match = fts_query(text)
-                return self._newest_matches(where, args, match, limit) if match else []
-            else:
-                found = words(text)
-                if not found:
-                    return []
-                where.append(
-                    "m.id IN (SELECT id FROM memories_fts WHERE tsv @@ "
-                    f"to_tsquery('lethe_english', {self.p}))"
-                )
-                args.append(" | ".join(found))
+            found = self.fts_ids(text, every=False)
+            if found is None:
+                return []
+            if self.fts_newest_first:
+                return self._newest_matches(where, args, found, limit)
+            where.append(f"m.id IN ({found[0]})")
+            args.append(found[1])
         return self._x(
             f"SELECT m.* FROM memories m WHERE {' AND '.join(where)} ORDER BY m.id DESC LIMIT {self.p}",
             (*args, limit),
         ).fetchall()
 
-    def _newest_matches(self, where: list, args: list, match: str, limit: int) -> list:
-        """SQLite: the full-text matches read newest first in batches (FTS5 walks its
+    def _newest_matches(self, where: list, args: list, found: tuple[str, str], limit: int) -> list:
+        """The full-text matches (`found`, from `fts_ids`: SQLite's, whose rows are the
+        memories' rowids) read newest first in batches (FTS5 walks its
         rowids backwards and stops at the batch: a query of common words matches most of
         the store, and reading every match first cost 70 ms at 100k), each batch kept to
         the rows `where` admits, until `limit` are found."""
@@ -57,10 +52,10 @@ class AsOf(SharedQueries):
             ids = [
                 r[0]
                 for r in self._x(
-                    f"SELECT rowid FROM memories_fts WHERE memories_fts MATCH {self.p}"
+                    found[0]
                     + ("" if below is None else f" AND rowid < {self.p}")
                     + f" ORDER BY rowid DESC LIMIT {self.p}",
-                    (match, *(() if below is None else (below,)), batch),
+                    (found[1], *(() if below is None else (below,)), batch),
                 )
             ]
             if not ids:

@@ -11,9 +11,7 @@ active memories).
 
 from __future__ import annotations
 
-from engine.base.text import fts_query, words
 from engine.store.shared_sql import SharedQueries
-from engine.store.sqlite import recall_head as head
 
 # the columns a page may be ordered by: a column name is never taken from the caller
 SORTS = (
@@ -34,7 +32,6 @@ LISTED = (
     "created_at, last_accessed, expires_at, contradicted_by, merged_into, summary, "
     "substr(content, 1, 400) AS content, tags"
 )
-PG_SEARCH = "websearch_to_tsquery('lethe_english', %s)"
 
 
 def _dicts(rows) -> list[dict]:
@@ -73,8 +70,9 @@ class Inspecting(SharedQueries):
             else:
                 where.append(f"({key} {op} {self.p} OR ({key} = {self.p} AND id {op} {self.p}))")
                 args += [value, value, last_id]
-        if sort == "id" and self.dialect == "sqlite" and self._most_of_the_file(namespace):
-            where[0] = f"+namespace = {self.p}"  # walk the ids, not an index that leads with namespace
+        if sort == "id" and self._by_id and self._most_of_the_file(namespace):
+            # walk the ids, not an index that leads with namespace (SQLite's `+namespace`)
+            where[0] = f"{self._by_id}namespace = {self.p}"
         order = f"ORDER BY {key + ' ' + way + ', ' if sort != 'id' else ''}id {way} LIMIT {self.p}"
         if self._in_the_head(sort, descending, filters):  # best-ranked first: recall's index
             rows = self._x(
@@ -89,10 +87,10 @@ class Inspecting(SharedQueries):
 
     def _in_the_head(self, sort: str, descending: bool, filters: dict) -> bool:
         """Whether a page of active memories by rank, best first, can be read from recall's
-        index while it holds only the head of the ranking (SQLite: engine.store.sqlite.recall_head)."""
-        if self.dialect != "sqlite" or sort != "rank" or not descending or filters.get("status") != "active":
+        index while it holds only the head of the ranking (`head_floor`)."""
+        if sort != "rank" or not descending or filters.get("status") != "active":
             return False
-        self._floor = head.floor(self.db)
+        self._floor = self.head_floor()
         return self._floor is not None
 
     def _most_of_the_file(self, namespace: str) -> bool:
@@ -117,12 +115,12 @@ class Inspecting(SharedQueries):
             args.append(f'%"{_like(filters["tag"])}"%')
         text = filters.get("text")
         if text:
-            if self.dialect == "sqlite":
-                where.append(f"id IN (SELECT rowid FROM memories_fts WHERE memories_fts MATCH {self.p})")
-                args.append(fts_query(text, joiner=" AND ") or '""')
+            found = self.fts_ids(text, every=True)
+            if found is None:
+                where.append("1 = 0")  # no word to look for: nothing matches
             else:
-                where.append(f"id IN (SELECT id FROM memories_fts WHERE tsv @@ {PG_SEARCH})")
-                args.append(" ".join(words(text)))
+                where.append(f"id IN ({found[0]})")
+                args.append(found[1])
         return where, args
 
     def facets(self, namespace: str, column: str, limit: int = 200) -> list[str]:

@@ -58,6 +58,27 @@ class StoreCommon:
             if ids:
                 self.release_turns(ids)
 
+    # -- what a backend can do, asked instead of its name ------------------------------
+    # a full-text search walks its matches newest first and stops at a batch (FTS5's
+    # rowids): a read of the newest matches asks for them in batches (engine.store.asof_reads)
+    fts_newest_first = False
+    # ids come from sequences a copy of rows must move on (PostgreSQL's identity columns);
+    # else a table goes on after its own AUTOINCREMENT counter (engine.store.transfer)
+    ids_from_sequences = False
+    # rows are written as one COPY stream per batch (engine.store.transfer)
+    takes_copy_stream = False
+
+    def fts_ids(self, text: str, every: bool) -> tuple[str, str] | None:
+        """A SELECT of the ids (one column) of the memories matching `text` in full text,
+        every one of its words or any of them, with the query it binds (one parameter);
+        None when `text` has no word to look for."""
+        raise NotImplementedError
+
+    def head_floor(self) -> float | None:
+        """The floor of recall's index when it holds only the head of the ranking (rank >=
+        floor, engine.store.sqlite.recall_head); None: it holds every active memory."""
+        return None
+
     # the table of memories' rows, for a read of no text (SQLite's is memory_rows, m020:
     # its view `memories` would look each row's text up for nothing)
     rows = "memories"

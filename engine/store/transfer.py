@@ -148,7 +148,7 @@ def _copy_tables(src: Source, dst, batch: int, result: Transfer, progress: Progr
         else:
             _copy_small(src, dst, table, cols, result)
     given = _given_out(src)
-    if dst.dialect == "postgres":  # nor below what the destination itself gave out (a rerun)
+    if dst.ids_from_sequences:  # nor below what the destination itself gave out (a rerun)
         mine = _given_out(as_source(dst))
         _reset_sequences(dst, {t: max(given.get(t, 0), mine.get(t, 0)) for t in {*given, *mine}})
         dst.db.execute("ANALYZE")  # the planner's statistics for the rows just copied
@@ -395,7 +395,7 @@ def _copy_small(src: Source, dst, table: str, cols: list[str], result: Transfer)
 
 
 def _write(dst, table: str, cols: list[str], rows) -> None:
-    if dst.dialect == "postgres":  # COPY: one stream per batch, triggers still fire
+    if dst.takes_copy_stream:  # COPY: one stream per batch, triggers still fire
         with dst.db.cursor().copy(f"COPY {table} ({', '.join(cols)}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(tuple(row))

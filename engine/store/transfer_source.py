@@ -75,7 +75,7 @@ def dst_columns(dst, table: str) -> list[str]:
 
 def as_source(dst) -> Source:
     view = Source.__new__(Source)
-    view.pg, view.db, view.p = dst.dialect == "postgres", dst.db, dst.p
+    view.pg, view.db, view.p = dst.migrations is PG_MIGRATIONS, dst.db, dst.p  # its catalog
     return view
 
 

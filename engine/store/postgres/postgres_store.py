@@ -16,6 +16,7 @@ import warnings
 from engine.base import processes
 from engine.base.clock import Clock, iso, system_clock
 from engine.base.errors import StoreError, StoreWarning
+from engine.base.text import words
 from engine.plan.dialect import PostgresDialect
 from engine.plan.statement import Kind
 from engine.store.asof_reads import AsOf
@@ -51,6 +52,8 @@ class PostgresStore(Inspecting, AsOf):
     migrations = PG_MIGRATIONS
     _unclaim = ", claimed_by = NULL, claimed_until = NULL"
     _for_update = " FOR UPDATE"
+    ids_from_sequences = True  # identity columns (an import moves them on)
+    takes_copy_stream = True  # an import writes by COPY
 
     def __init__(self, dsn: str, clock: Clock | None = None, timeout: float = 30.0, read_only: bool = False):
         self._dsn = str(dsn)
@@ -288,6 +291,21 @@ class PostgresStore(Inspecting, AsOf):
             elif isinstance(detail, dict) and detail.get("key") == key:
                 return row
         return None
+
+    def fts_ids(self, text: str, every: bool) -> tuple[str, str] | None:
+        """Every word: websearch syntax (words side by side are AND); any: a tsquery of
+        the words joined by `|`."""
+        found = words(text)
+        if not found:
+            return None
+        if every:
+            return (
+                f"SELECT id FROM memories_fts WHERE tsv @@ websearch_to_tsquery('{SEARCH_CONFIG}', %s)",
+                " ".join(found),
+            )
+        return f"SELECT id FROM memories_fts WHERE tsv @@ to_tsquery('{SEARCH_CONFIG}', %s)", " | ".join(
+            found
+        )
 
     def match_count(self, fts_query: str, cap: int) -> int:
         """At most `cap + 1`. A GIN scan reads a word's whole posting list before LIMIT, so

@@ -18,6 +18,7 @@ from typing import Any
 
 from engine.base.clock import Clock, system_clock
 from engine.base.errors import StoreError
+from engine.base.text import fts_query
 from engine.plan.dialect import Dialect
 from engine.store.asof_reads import AsOf
 from engine.store.inspecting import Inspecting
@@ -44,6 +45,7 @@ class SqliteStore(Waiting, VectorIndex, Inspecting, AsOf):
     _by_id = "+"  # `+namespace`: ids looked up by primary key, not the namespace's index
     migrations = MIGRATIONS
     rows = ROWS
+    fts_newest_first = True  # FTS5 walks its rowids backwards
 
     def __init__(
         self,
@@ -325,6 +327,13 @@ class SqliteStore(Waiting, VectorIndex, Inspecting, AsOf):
             "ORDER BY e.id DESC LIMIT 1",
             (namespace, key),
         ).fetchone()
+
+    def fts_ids(self, text: str, every: bool) -> tuple[str, str] | None:
+        match = fts_query(text, joiner=" AND " if every else " OR ")
+        return None if match is None else ("SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?", match)
+
+    def head_floor(self) -> float | None:
+        return head.floor(self.db)
 
     def match_count(self, fts_query: str, cap: int) -> int:
         """How many memories match a full-text query, counting at most `cap + 1`."""
