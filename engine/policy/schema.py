@@ -461,7 +461,10 @@ SECTIONS: dict[str, Section] = {s.name: s for s in _SECTIONS}
 ENGINE_PARAMS = {
     "reinforce_bump": (0.1, "How much a confirmation raises a memory's confidence (at most 1)."),
     "salience_scale": (10, "Seed C: a cell's salience (0-1) times this is its importance."),
-    "max_supersedes": (3, "At most this many memories one new memory may supersede (an answer naming more is refused)."),
+    "max_supersedes": (
+        3,
+        "At most this many memories one new memory may supersede (an answer naming more is refused).",
+    ),
 }
 
 # what each formula word means, for the reference page (expr has the names and types)
