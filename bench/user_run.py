@@ -22,7 +22,7 @@ import statistics
 from pathlib import Path
 
 from . import datasets as D
-from .passes import LETHE_GOAL, _lethe_cmd, _timed, agree, run_bare, run_lethe
+from .pass_runs import LETHE_GOAL, _lethe_cmd, _timed, agree, run_bare, run_lethe
 
 ADOPT_NOW = "2020-01-01T00:00:00"  # the user's adopting run: before any row expires
 USER_NOW = "2026-06-01T12:00:00"  # the user's timed pass: a year after the data was made
