@@ -22,6 +22,7 @@ from _common import die, policy_path, store_of
 
 from engine import FixedClock, Memory
 from engine.run import write
+from engine.run.judging import Judging
 from engine.run.write import Writer
 
 POINTS = ("inbox", "judging", "insert", "supersede", "inbox_done", "commit", "after_commit", "none")
@@ -62,7 +63,7 @@ def main() -> None:
     if a.point == "inbox":
         wrap(Writer, "process", before=lambda *_a, **_k: True)
     elif a.point == "judging":
-        wrap(Writer, "run_step", after=lambda self, step, *r, **k: step.step == "contradiction")
+        wrap(Judging, "run_step", after=lambda self, step, *r, **k: step.step == "contradiction")
     elif a.point == "insert":
         wrap(write, "store_memory", after=lambda *_a, **_k: True)
     elif a.point == "supersede":
