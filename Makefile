@@ -53,8 +53,9 @@ lint: typecheck
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# the suite as two pytest processes side by side, one per core (tests/run_in_two.py)
 test: lint
-	$(BIN)/python -m pytest
+	$(BIN)/python tests/run_in_two.py
 
 # the quick subset for development: no process-level, PostgreSQL-parity or big-store tests
 test-quick: $(STAMP)
