@@ -1,22 +1,27 @@
 """`make test`: the suite as two pytest processes side by side, one per core.
 
-In one process the suite takes about 11 minutes on 2 idle cores and leaves one of them idle;
-dealt in two (test files alternately, in name order) it takes about 7. Each half runs whole
-files, so each file's fixtures and snapshots are checked as in one run; what a split run
-cannot see, a snapshot folder whose test file is gone, is checked here first. The first
-half prints as it runs, the second when it ends. Extra arguments go to both halves.
+In one process the suite takes about 11 minutes on 2 idle cores and leaves one of them idle.
+Each half runs whole files, so each file's fixtures and snapshots are checked as in one run;
+what a split run cannot see, a snapshot folder whose test file is gone, is checked here
+first. Files are dealt by the seconds they took when last recorded (tests/durations.json;
+the heaviest first, each to the lighter half; a file not recorded counts as the average), so
+the halves end together. The first half prints as it runs, the second when it ends. Extra
+arguments go to both halves; `--record-durations` rewrites tests/durations.json from this run.
 
-    python tests/run_in_two.py [pytest arguments]
+    python tests/run_in_two.py [--record-durations] [pytest arguments]
 """
 
 from __future__ import annotations
 
+import json
+import os
 import pathlib
 import subprocess
 import sys
 import tempfile
 
 TESTS = pathlib.Path(__file__).resolve().parent
+DURATIONS = TESTS / "durations.json"
 
 
 def orphan_snapshots() -> list[str]:
@@ -29,7 +34,30 @@ def orphan_snapshots() -> list[str]:
     )
 
 
+def deal(files: list[str], seconds: dict[str, float]) -> list[list[str]]:
+    """Two halves of about equal recorded seconds, each in name order."""
+    known = [seconds[f] for f in files if f in seconds]
+    average = sum(known) / len(known) if known else 1.0
+    halves: list[list[str]] = [[], []]
+    totals = [0.0, 0.0]
+    for f in sorted(files, key=lambda f: (-seconds.get(f, average), f)):
+        lighter = 0 if totals[0] <= totals[1] else 1
+        halves[lighter].append(f)
+        totals[lighter] += seconds.get(f, average)
+    return [sorted(h) for h in halves]
+
+
+def recorded() -> dict[str, float]:
+    try:
+        data = json.loads(DURATIONS.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): float(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
 def main(extra: list[str]) -> int:
+    record = "--record-durations" in extra
+    extra = [a for a in extra if a != "--record-durations"]
     orphans = orphan_snapshots()
     if orphans:
         print(
@@ -38,23 +66,43 @@ def main(extra: list[str]) -> int:
         )
         return 1
     files = sorted(str(p.relative_to(TESTS.parent)) for p in TESTS.glob("test_*.py"))
-    halves = [files[0::2], files[1::2]]
+    halves = deal(files, recorded())
     python = sys.executable
-    with tempfile.TemporaryFile("w+") as second_out:
-        second = subprocess.Popen(
-            [python, "-m", "pytest", "-p", "no:cacheprovider", *halves[1], *extra],
-            stdout=second_out,
-            stderr=subprocess.STDOUT,
-            text=True,
-            cwd=TESTS.parent,
-        )
-        try:
-            first = subprocess.call([python, "-m", "pytest", *halves[0], *extra], cwd=TESTS.parent)
-        finally:
-            second_code = second.wait()
-        second_out.seek(0)
-        print("\n---- the second half ----", flush=True)
-        sys.stdout.write(second_out.read())
+    plugin = ["-p", "tests.helpers.file_durations"] if record else []
+    with tempfile.TemporaryDirectory() as tmp:
+        envs = [dict(os.environ, LETHE_FILE_DURATIONS=f"{tmp}/{i}.json") for i in (0, 1)]
+        with open(f"{tmp}/second.out", "w+", encoding="utf-8") as second_out:
+            second = subprocess.Popen(
+                [python, "-m", "pytest", "-p", "no:cacheprovider", *plugin, *halves[1], *extra],
+                stdout=second_out,
+                stderr=subprocess.STDOUT,
+                text=True,
+                cwd=TESTS.parent,
+                env=envs[1] if record else None,
+            )
+            try:
+                first = subprocess.call(
+                    [python, "-m", "pytest", *plugin, *halves[0], *extra],
+                    cwd=TESTS.parent,
+                    env=envs[0] if record else None,
+                )
+            finally:
+                second_code = second.wait()
+            second_out.seek(0)
+            print("\n---- the second half ----", flush=True)
+            sys.stdout.write(second_out.read())
+        if record:
+            seconds: dict[str, float] = {}
+            for i in (0, 1):
+                try:
+                    part = json.loads(pathlib.Path(f"{tmp}/{i}.json").read_text(encoding="utf-8"))
+                except (OSError, ValueError):
+                    continue
+                seconds.update(part)
+            DURATIONS.write_text(
+                json.dumps({f: round(s, 1) for f, s in sorted(seconds.items())}, indent=1) + "\n",
+                encoding="utf-8",
+            )
     # pytest's 5 = no test collected in a half (a -k or -m that selects none there)
     codes = [c for c in (first, second_code) if c not in (0, 5)]
     if not codes and first == 5 and second_code == 5:
