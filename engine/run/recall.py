@@ -16,7 +16,6 @@ from engine.run import neighbours as vectors
 from engine.run.context import Context
 from engine.run.matching import distinctive_query
 from engine.steps.answers import today
-from engine.store.shared import KEEP_AFTER
 
 # statuses recall explains by name, in this order; others found are listed after them
 STATUSES = ("archived", "superseded", "expired", "compressed")
@@ -88,7 +87,7 @@ def record_access(ctx: Context, chosen: list[int]) -> dict[int, int]:
     memory holds each now (`still_active`), resolved under the write lock so that nothing
     moves meanwhile. A recall is a read: when another writer holds the lock longer than
     KEEP_AFTER (a pass's one transaction: seconds at 1M memories), the access is kept for
-    this store's next transaction (`defer`: then resolved and timed) and the answer is not
+    this store's next transaction (`write_or_keep`: then resolved and timed) and the answer is not
     held up."""
     store = ctx.store
 
@@ -97,18 +96,10 @@ def record_access(ctx: Context, chosen: list[int]) -> dict[int, int]:
         store.run(ctx.plan.access, ctx.namespace, ids=list(dict.fromkeys(live.values())))
         return live
 
-    try:  # one try when a write is kept already: the lock was busy a moment ago
-        with store.transaction(wait=0.0 if store.deferred else KEEP_AFTER, kept_at_most=store.KEPT_AT_ONCE):
-            if not store.keeps_more():
-                return access()
-            # more kept than one recall makes (after a long pass): this one behind them
-    except Exception as exc:
-        if not store.is_busy(exc):
-            raise
+    live = store.write_or_keep(access)
     # kept: resolved again when it is written (the pass may merge a chosen memory), and
     # at that time (`now` then: a later recall's access, written meanwhile, is not undone)
-    store.defer(access)
-    return still_active(ctx, chosen)  # readers never wait for the lock
+    return live if live is not None else still_active(ctx, chosen)  # readers never wait
 
 
 def still_active(ctx: Context, ids: list[int], depth: int = 8) -> dict[int, int]:

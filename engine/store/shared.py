@@ -13,7 +13,7 @@ import datetime as dt
 import inspect
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from engine.base.clock import Clock, iso
 from engine.base.errors import StoreError, StoreWarning
@@ -30,6 +30,7 @@ class Schedule:
 
 
 _nothing = contextlib.nullcontext
+T = TypeVar("T")
 
 # seconds a write no caller waits on (a recall's access, a model call's log line) waits for
 # a lock before it is kept for the store's next transaction (`StoreCommon.defer`)
@@ -67,6 +68,8 @@ class StoreCommon:
     ids_from_sequences = False
     # rows are written as one COPY stream per batch (engine.store.transfer)
     takes_copy_stream = False
+    # its catalog is information_schema, not SQLite's PRAGMAs (engine.store.transfer_source)
+    information_schema = False
 
     def fts_ids(self, text: str, every: bool) -> tuple[str, str] | None:
         """A SELECT of the ids (one column) of the memories matching `text` in full text,
@@ -116,10 +119,31 @@ class StoreCommon:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    # -- what each backend says for itself --------------------------------------------
+    @contextlib.contextmanager
     def transaction(
         self, fence=None, exclusive: bool = False, wait: float | None = None, kept_at_most: int | None = None
+    ):
+        """One transaction (`_begun`): anything raised inside rolls it all back.
+        `exclusive`: no other writer of memories until the commit. `wait`: seconds to wait
+        for the lock, when not the store's timeout (after it, `is_busy`). The writes
+        `defer` kept run first (the first `kept_at_most` of them, when given: then see
+        `keeps_more`). With a `fence` (a held pass lease), the commit first renews the
+        lease inside this transaction; when the lease is no longer the holder's that
+        raises and everything rolls back, so work done after a takeover never lands."""
+        with self._begun(fence is not None, exclusive, wait):
+            kept = self._run_deferred(kept_at_most)
+            yield self.db
+            if fence is not None:
+                self.renew_lease(fence)
+        self._forget_deferred(kept)
+        if fence is not None:
+            fence.renewed()
+
+    # -- what each backend says for itself --------------------------------------------
+    def _begun(
+        self, fenced: bool, exclusive: bool, wait: float | None
     ) -> contextlib.AbstractContextManager[Any]:
+        """BEGIN ... COMMIT around the block, or ROLLBACK when it raises."""
         raise NotImplementedError
 
     def run(self, st, namespace: str, now: str | None = None, **binds) -> int:
@@ -129,6 +153,9 @@ class StoreCommon:
         raise NotImplementedError
 
     def is_busy(self, exc: BaseException) -> bool:
+        raise NotImplementedError
+
+    def renew_lease(self, held) -> None:
         raise NotImplementedError
 
     def _has_table(self, name: str) -> bool:
@@ -250,6 +277,22 @@ class StoreCommon:
         waits for the lock to write what is still kept. A process that dies first loses it,
         as it would have lost the write it was waiting to make."""
         self.deferred.append(write)
+
+    def write_or_keep(self, write: Callable[[], T]) -> T | None:
+        """`write()` made now, in a transaction of its own, when the lock is free within
+        KEEP_AFTER (tried once, not waiting, when writes are kept already: the lock was busy
+        a moment ago), behind the kept writes it makes first: its result. Else kept for this
+        store's next transaction (`defer`), and None: the caller is not held up."""
+        try:
+            with self.transaction(wait=0.0 if self.deferred else KEEP_AFTER, kept_at_most=self.KEPT_AT_ONCE):
+                if not self.keeps_more():
+                    return write()
+                # more kept than one transaction makes (after a long pass): this one behind them
+        except Exception as exc:
+            if not self.is_busy(exc):
+                raise
+        self.defer(write)
+        return None
 
     def _run_deferred(self, at_most: int | None = None) -> int:
         """Inside a transaction that has just begun: run the kept writes (the first

@@ -75,7 +75,7 @@ def dst_columns(dst, table: str) -> list[str]:
 
 def as_source(dst) -> Source:
     view = Source.__new__(Source)
-    view.pg, view.db, view.p = dst.migrations is PG_MIGRATIONS, dst.db, dst.p  # its catalog
+    view.pg, view.db, view.p = dst.information_schema, dst.db, dst.p  # its catalog
     return view
 
 

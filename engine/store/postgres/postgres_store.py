@@ -54,6 +54,7 @@ class PostgresStore(Inspecting, AsOf):
     _for_update = " FOR UPDATE"
     ids_from_sequences = True  # identity columns (an import moves them on)
     takes_copy_stream = True  # an import writes by COPY
+    information_schema = True
 
     def __init__(self, dsn: str, clock: Clock | None = None, timeout: float = 30.0, read_only: bool = False):
         self._dsn = str(dsn)
@@ -128,23 +129,14 @@ class PostgresStore(Inspecting, AsOf):
             getattr(self.db, "cancel_safe", self.db.cancel)()
 
     @contextlib.contextmanager
-    def transaction(
-        self, fence=None, exclusive: bool = False, wait: float | None = None, kept_at_most: int | None = None
-    ):
-        """BEGIN ... COMMIT, as SqliteStore.transaction; `exclusive` locks memories against
-        other writers (readers go on), as SQLite's write lock does."""
+    def _begun(self, fenced: bool, exclusive: bool, wait: float | None):
+        """`exclusive` locks memories against other writers (readers go on)."""
         with self.db.transaction():
             if wait is not None:
                 self._lock_timeout(f"{max(1, int(wait * 1000))}ms")
             if exclusive and not self.read_only:
                 self.db.execute("LOCK TABLE memories IN SHARE ROW EXCLUSIVE MODE")
-            kept = self._run_deferred(kept_at_most)
-            yield self.db
-            if fence is not None:
-                self.renew_lease(fence)
-        self._forget_deferred(kept)
-        if fence is not None:
-            fence.renewed()
+            yield
 
     def _lock_timeout(self, value: str) -> None:
         self.db.execute("SELECT set_config('lock_timeout', %s, true)", (value,))

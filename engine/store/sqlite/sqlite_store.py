@@ -173,21 +173,11 @@ class SqliteStore(Waiting, VectorIndex, Inspecting, AsOf):
             pass
 
     @contextlib.contextmanager
-    def transaction(
-        self, fence=None, exclusive: bool = False, wait: float | None = None, kept_at_most: int | None = None
-    ):
-        """BEGIN IMMEDIATE ... COMMIT; anything raised inside rolls the whole thing back.
-        `exclusive` (no other writer until the commit) is what SQLite's write lock always is.
-        `wait`: seconds to wait for the write lock, when not the store's timeout (after it,
-        "database is locked": `is_busy`). The writes `defer` kept run first (the first
-        `kept_at_most` of them, when given: then see `keeps_more`).
-
-        With a `fence` (a held pass lease), the commit first renews the lease inside this
-        transaction; when the lease is no longer the holder's (another runner took it over)
-        that raises and everything rolls back, so work done after a takeover never lands."""
+    def _begun(self, fenced: bool, exclusive: bool, wait: float | None):
+        """BEGIN IMMEDIATE ... COMMIT: SQLite's write lock always keeps other writers out."""
         # a runner's commits (fenced by its lease: a pass, its bookkeeping, merges) wait
         # their turn without asking a pass to give way
-        self.db.says_it_waits = fence is None and not exclusive
+        self.db.says_it_waits = not fenced and not exclusive
         try:
             with self.waiting(wait):
                 self.db.execute("BEGIN IMMEDIATE")
@@ -196,10 +186,7 @@ class SqliteStore(Waiting, VectorIndex, Inspecting, AsOf):
         if self._checkpoints is not None:
             self._checkpoints.began()
         try:
-            kept = self._run_deferred(kept_at_most)
-            yield self.db
-            if fence is not None:
-                self.renew_lease(fence)
+            yield
         except BaseException:
             if self.db.in_transaction:  # an interrupted statement rolled it back itself
                 self.db.execute("ROLLBACK")
@@ -210,11 +197,8 @@ class SqliteStore(Waiting, VectorIndex, Inspecting, AsOf):
             if self.db.in_transaction:  # not committed: never keep the write lock
                 self.db.execute("ROLLBACK")
             raise
-        self._forget_deferred(kept)
         if self._checkpoints is not None:
             self._checkpoints.committed(self.db)
-        if fence is not None:
-            fence.renewed()
 
     def _check_current(self) -> None:
         """Read-only: a file Lethe could not adopt is said so, not sent to `lethe run`."""

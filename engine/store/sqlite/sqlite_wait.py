@@ -223,14 +223,10 @@ class Waiting(StoreCommon):
         When writes are kept already (the lock was busy a moment ago) it is tried once, in a
         transaction that writes those too."""
         write = functools.partial(self.db.execute, sql, params)
+        if self.deferred and not self.db.in_transaction:
+            self.write_or_keep(write)
+            return
         try:
-            if self.deferred and not self.db.in_transaction:
-                with self.transaction(wait=0.0, kept_at_most=self.KEPT_AT_ONCE):
-                    if not self.keeps_more():
-                        write()
-                        return
-                self.defer(write)  # behind the ones still kept
-                return
             with self.waiting(KEEP_AFTER):
                 write()
         except Exception as exc:
