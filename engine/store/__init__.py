@@ -10,13 +10,16 @@ protocol's members and hands compiled statements (`engine.plan`) to `run`/`fetch
 
 from __future__ import annotations
 
+import sys
+
 from engine.base.clock import Clock
 from engine.base.errors import StoreError
-from engine.store.postgres.postgres_connection import is_dsn, masked, pg_database_errors
+from engine.store.postgres.postgres_connection import is_dsn, masked
 from engine.store.postgres.postgres_store import PostgresStore
+from engine.store.shared_schema import RECALL_INDEX
 from engine.store.sqlite import sqlite_file  # noqa: F401 - `store.sqlite_file.file_path` (engine.cli.base)
 from engine.store.sqlite.sqlite_library import loaded
-from engine.store.sqlite.sqlite_schema import MIGRATIONS, RECALL_INDEX, migration
+from engine.store.sqlite.sqlite_schema import MIGRATIONS, migration
 from engine.store.sqlite.sqlite_store import SqliteStore, Store
 
 
@@ -24,7 +27,8 @@ def database_errors() -> tuple:
     """What a backend raises when the database itself fails (corrupt, full, locked too
     long). psycopg's errors only once psycopg is imported: importing it for a SQLite user
     would cost ~130 ms of start-up, and a store that never opened a DSN cannot raise them."""
-    return (*loaded("DatabaseError"), *pg_database_errors())  # sqlite3 and pysqlite3 if used
+    psycopg = sys.modules.get("psycopg")
+    return (*loaded("DatabaseError"), *((psycopg.DatabaseError,) if psycopg else ()))  # sqlite3, pysqlite3
 
 
 def open_store(

@@ -17,6 +17,7 @@ from typing import Any, Callable, TypeVar
 
 from engine.base.clock import Clock, iso
 from engine.base.errors import StoreError, StoreWarning
+from engine.store.shared_lease import LeaseCommon
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class StoreCommon:
     timeout: float
     read_only: bool
     migrations: list = []
+    lease_class: type[LeaseCommon]
 
     @contextlib.contextmanager
     def claimed_turns(self, namespace: str, limit: int):
@@ -158,6 +160,15 @@ class StoreCommon:
     def renew_lease(self, held) -> None:
         raise NotImplementedError
 
+    def lease_connection(self) -> Any:
+        """The connection every lease of this store uses: its own, so a lease never waits
+        on the store's transaction."""
+        raise NotImplementedError
+
+    def lease(self, namespace: str, ttl: dt.timedelta, holder: str, wait: float = 1.0) -> LeaseCommon:
+        """The namespace's pass lease, on the store's lease connection."""
+        return self.lease_class(self.lease_connection(), namespace, self.clock, ttl, holder, wait)
+
     def _has_table(self, name: str) -> bool:
         raise NotImplementedError
 
@@ -187,6 +198,13 @@ class StoreCommon:
 
     def make_way(self) -> None:
         """Between two ranges of a batched pass (SQLite: leave the write lock free a moment)."""
+
+    def rewriting(
+        self, reach, columns, namespace: str, now: str, id_range=(0, 0)
+    ) -> contextlib.AbstractContextManager[int | None]:
+        """Inside a pass's transaction, around its statements (SQLite: indexes rebuilt when
+        it reaches most of the table). Yields None: the database chooses how to read rows."""
+        return _nothing(None)
 
     def giving_way(self) -> contextlib.AbstractContextManager[Any]:
         """Around a pass's one transaction (SQLite: interrupted when a writer waits)."""
@@ -283,16 +301,22 @@ class StoreCommon:
         KEEP_AFTER (tried once, not waiting, when writes are kept already: the lock was busy
         a moment ago), behind the kept writes it makes first: its result. Else kept for this
         store's next transaction (`defer`), and None: the caller is not held up."""
-        try:
+        with self._kept_if_busy(write):
             with self.transaction(wait=0.0 if self.deferred else KEEP_AFTER, kept_at_most=self.KEPT_AT_ONCE):
                 if not self.keeps_more():
                     return write()
-                # more kept than one transaction makes (after a long pass): this one behind them
+            self.defer(write)  # more kept than one transaction makes (after a long pass): behind them
+        return None
+
+    @contextlib.contextmanager
+    def _kept_if_busy(self, write):
+        """Around a try to make `write` now: when the lock stays busy, it is kept (`defer`)."""
+        try:
+            yield
         except Exception as exc:
             if not self.is_busy(exc):
                 raise
-        self.defer(write)
-        return None
+            self.defer(write)
 
     def _run_deferred(self, at_most: int | None = None) -> int:
         """Inside a transaction that has just begun: run the kept writes (the first
@@ -368,29 +392,3 @@ class StoreCommon:
                 ),
                 stacklevel=3,
             )
-
-
-class LeaseCommon:
-    """What a namespace's pass lease is on either backend: the row in `leases` a holder
-    takes for `ttl`, over the connection `db`, waiting `wait` seconds for it at most."""
-
-    p: str  # the backend's placeholder
-    db: Any
-
-    def __init__(self, db, namespace: str, clock: Clock, ttl: dt.timedelta, holder: str, wait: float):
-        self.db, self.namespace, self.clock, self.ttl, self.wait = db, namespace, clock, ttl, wait
-        self.holder = holder
-
-    def _until(self, now: dt.datetime) -> str:
-        """`ttl` from now, rounded up to the second the stored times keep: a lease is
-        never shorter than its ttl (a 2 s lease would otherwise last 1 s and a bit)."""
-        end = now + self.ttl
-        if end.microsecond:
-            end = end.replace(microsecond=0) + dt.timedelta(seconds=1)
-        return iso(end)
-
-    def current(self) -> dict | None:
-        row = self.db.execute(
-            f"SELECT * FROM leases WHERE namespace = {self.p}", (self.namespace,)
-        ).fetchone()
-        return dict(zip(row.keys(), row)) if row else None

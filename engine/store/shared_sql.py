@@ -57,6 +57,15 @@ class SharedQueries(StoreCommon):
     def _update_fields(self, namespace: str, memory_id: int, fields: dict) -> int:
         raise NotImplementedError
 
+    def _update_row(self, table: str, namespace: str, memory_id: int, fields: dict) -> int:
+        """Set `fields` (column -> value) of one active memory's row in `table`."""
+        p = self.p
+        return self._x(
+            f"UPDATE {table} SET {', '.join(f'{c} = {p}' for c in fields)} "
+            f"WHERE namespace = {p} AND id = {p} AND status = 'active'",
+            [*fields.values(), namespace, memory_id],
+        ).rowcount
+
     # -- memories and their events ------------------------------------------------------
     def event(self, memory_id: int | None, event_type: str, detail=None, said_at: str | None = None) -> None:
         if detail is not None and not isinstance(detail, str):

@@ -9,7 +9,6 @@ import contextlib
 import functools
 import json
 import re
-import sys
 from typing import Any
 
 from engine.base.distribution import extra_error
@@ -32,13 +31,6 @@ def psycopg() -> Any:
     except ImportError as exc:
         raise extra_error(exc, "postgres", "PostgreSQL", ("psycopg", "psycopg_binary"), StoreError) from None
     return psycopg
-
-
-def pg_database_errors() -> tuple:
-    """What psycopg raises when the server or the database fails: nothing until psycopg
-    has been imported (by opening a DSN), so asking never imports it."""
-    module = sys.modules.get("psycopg")
-    return (module.DatabaseError,) if module is not None else ()
 
 
 def websearch(fts: str | None) -> str | None:
@@ -115,11 +107,9 @@ def one_line(exc: BaseException) -> str:
 @functools.cache
 def connection_class():
     """psycopg's Connection, turning every error a call meets into a one-line StoreError
-    that is still the psycopg error it was: a connection the server dropped into
-    `ServerGone` (libpq says three lines; it is still an OperationalError, so what treats
-    a server failure as never a turn's fault still does), anything else the server or the
-    driver refused into `DatabaseFailed` ("the database failed: canceling statement due
-    to lock timeout")."""
+    that is still the psycopg error it was: `ServerGone` for a connection the server
+    dropped (still an OperationalError: never a turn's fault), `DatabaseFailed` for
+    anything else the server or the driver refused."""
     pg = psycopg()
 
     class ServerGone(StoreError, pg.OperationalError):

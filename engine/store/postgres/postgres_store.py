@@ -32,6 +32,7 @@ from engine.store.postgres.postgres_connection import (
 from engine.store.postgres.postgres_lease import PostgresLease
 from engine.store.postgres.postgres_schema import PG_MIGRATIONS, SEARCH_CONFIG
 from engine.store.shared import KEEP_AFTER
+from engine.store.shared_schema import POSTGRES_TYPES, migrations_table
 from engine.store.shared_sql import Row
 
 CLAIM = dt.timedelta(minutes=5)  # how long a worker may judge a claimed turn
@@ -50,6 +51,7 @@ class PostgresStore(Inspecting, AsOf):
     dialect = "postgres"
     p = PostgresDialect.placeholder
     migrations = PG_MIGRATIONS
+    lease_class = PostgresLease
     _unclaim = ", claimed_by = NULL, claimed_until = NULL"
     _for_update = " FOR UPDATE"
     ids_from_sequences = True  # identity columns (an import moves them on)
@@ -67,6 +69,8 @@ class PostgresStore(Inspecting, AsOf):
         self.holder = f"{processes.host()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         self._common: set[tuple[str, int]] = set()  # full-text queries known to pass a cap
         self._lease_db = None  # the leases' own connection, opened by the first lease
+        # errors of the server itself (unreachable, a lock timeout): never a turn's fault
+        self.busy_errors = (psycopg().OperationalError,)
         self._db = self._session(self.connect())
         self._schema_checked()
 
@@ -82,11 +86,6 @@ class PostgresStore(Inspecting, AsOf):
         if self.read_only:
             conn.execute("SET default_transaction_read_only = on")
         return conn
-
-    @property
-    def busy_errors(self) -> tuple:
-        """Errors of the server itself (unreachable, a lock timeout): never a turn's fault."""
-        return (psycopg().OperationalError,)
 
     def connect(self):
         """A new autocommit connection with rows like sqlite3.Row and NUMERIC read as float."""
@@ -179,10 +178,7 @@ class PostgresStore(Inspecting, AsOf):
         """Under a transaction-level advisory lock (proxy-safe)."""
         with self.db.transaction():
             self.db.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_MIGRATE,))
-            self.db.execute(
-                'CREATE TABLE IF NOT EXISTS lethe_migrations (name TEXT COLLATE "C" '
-                'PRIMARY KEY, applied_at TEXT COLLATE "C")'
-            )
+            self.db.execute(migrations_table(POSTGRES_TYPES))
             yield self.db
 
     def _has_table(self, name: str) -> bool:
@@ -226,12 +222,6 @@ class PostgresStore(Inspecting, AsOf):
                 self.run(st, namespace)
                 self._rank_computed(namespace, policy, signature)
 
-    @contextlib.contextmanager
-    def rewriting(self, reach, columns, namespace: str, now: str, id_range=(0, 0)):
-        """Indexes stay in place (dropping one would lock every agent out for the pass);
-        yields None: the planner chooses how to read the rows."""
-        yield None
-
     # -- memories -------------------------------------------------------------------------
     def insert_memory(self, fields: dict) -> int:
         """One row of `memories` from column -> value (columns from the engine's own list)."""
@@ -243,11 +233,7 @@ class PostgresStore(Inspecting, AsOf):
 
     def _update_fields(self, namespace: str, memory_id: int, fields: dict) -> int:
         refuse_nul(fields.values())
-        sql = (
-            f"UPDATE memories SET {', '.join(f'{c} = %s' for c in fields)} "
-            "WHERE namespace = %s AND id = %s AND status = 'active'"
-        )
-        return self.db.execute(sql, [*fields.values(), namespace, memory_id]).rowcount
+        return self._update_row("memories", namespace, memory_id, fields)
 
     def lock_memories(self, ids: list[int]) -> None:
         """Hold these memories until the commit, locked in id order (never a deadlock)."""
@@ -259,9 +245,8 @@ class PostgresStore(Inspecting, AsOf):
             self.db.execute(sql, (sorted(set(ids)),)).fetchall()
 
     def keyed(self, namespace: str, key: str) -> Row | None:
-        """As SqliteStore.keyed. The details are read here,
-        not cast to json in SQL: one that is not JSON (NaN, written before values were
-        checked) made every lookup of the namespace fail. It is left out with a warning
+        """As SqliteStore.keyed, the details read here, not cast to json in SQL (one cast
+        that fails fails the lookup): one that is not JSON (NaN) is left out with a warning
         naming it, as SQLite's json_valid leaves it out."""
         found = self.db.execute(
             "SELECT m.*, e.detail AS keyed, e.occurred_at AS keyed_at FROM memories m "
@@ -290,14 +275,8 @@ class PostgresStore(Inspecting, AsOf):
         found = words(text)
         if not found:
             return None
-        if every:
-            return (
-                f"SELECT id FROM memories_fts WHERE tsv @@ websearch_to_tsquery('{SEARCH_CONFIG}', %s)",
-                " ".join(found),
-            )
-        return f"SELECT id FROM memories_fts WHERE tsv @@ to_tsquery('{SEARCH_CONFIG}', %s)", " | ".join(
-            found
-        )
+        parse, joiner = ("websearch_to_tsquery", " ") if every else ("to_tsquery", " | ")
+        return f"SELECT id FROM memories_fts WHERE tsv @@ {parse}('{SEARCH_CONFIG}', %s)", joiner.join(found)
 
     def match_count(self, fts_query: str, cap: int) -> int:
         """At most `cap + 1`. A GIN scan reads a word's whole posting list before LIMIT, so
@@ -361,8 +340,3 @@ class PostgresStore(Inspecting, AsOf):
                 "claimed_by = %s AND id = ANY(%s)",
                 (self.holder, list(ids)),
             )
-
-    # -- leases ---------------------------------------------------------------------------
-    def lease(self, namespace: str, ttl, holder: str, wait: float = 1.0) -> PostgresLease:
-        """The namespace's pass lease, on a connection of its own."""
-        return PostgresLease(self, namespace, self.clock, ttl, holder, wait)

@@ -14,11 +14,10 @@ import sqlite3
 from typing import Callable
 
 from engine.store.odd_values import COLUMNS, NUMBERS, TEXTS, fix_row
-from engine.store.shared_schema import SQLITE_TYPES, columns, tables
+from engine.store.shared_schema import EXPIRY_INDEX, SQLITE_TYPES, columns, replacement_indexes, tables
 from engine.store.sqlite import text_apart
 
 MIGRATIONS: list[Callable] = []
-RECALL_INDEX = "CREATE INDEX IF NOT EXISTS memories_recall ON memories(namespace, status, rank, id)"
 
 
 def migration(fn: Callable) -> Callable:
@@ -35,59 +34,30 @@ _TABLES, _ADDED = tables(SQLITE_TYPES), columns(SQLITE_TYPES)
 
 
 def _shared(fn: Callable) -> Callable:
-    """A migration whose statements both backends share (shared_schema.py): its tables,
-    and the columns it adds that the table lacks."""
+    """A migration whose statements both backends share (shared_schema.py): the columns
+    it adds that the table lacks, then its tables and indexes, then its own body."""
 
     def run(db) -> None:
-        for sql in _TABLES.get(fn.__name__, []):
-            db.execute(sql)
         for table, column, declared in _ADDED.get(fn.__name__, []):
             if column not in _columns(db, table):
                 db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declared}")
+        for sql in _TABLES.get(fn.__name__, []):
+            db.execute(sql)
+        fn(db)
 
     return functools.update_wrapper(run, fn)
 
 
 @migration
+@_shared
 def m001_article_schema(db):
     """The seed article's two tables, exactly; a no-op on an article database."""
-    db.execute("""CREATE TABLE IF NOT EXISTS memories (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        content TEXT NOT NULL,
-        summary TEXT,
-        tags TEXT,
-        importance REAL DEFAULT 5.0,
-        confidence REAL DEFAULT 1.0,
-        access_count INTEGER DEFAULT 0,
-        decay_score REAL DEFAULT 1.0,
-        status TEXT DEFAULT 'active',
-        contradicted_by INTEGER REFERENCES memories(id),
-        created_at TEXT,
-        last_accessed TEXT,
-        expires_at TEXT)""")
-    db.execute("""CREATE TABLE IF NOT EXISTS memory_events (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        memory_id INTEGER REFERENCES memories(id),
-        event_type TEXT NOT NULL,
-        detail TEXT,
-        occurred_at TEXT)""")
 
 
 @migration
+@_shared
 def m002_engine_columns(db):
     """namespace (the agent), kind and scene (typed cells), a stored rank for fast recall."""
-    have = _columns(db, "memories")
-    for col, decl in (
-        ("namespace", "TEXT NOT NULL DEFAULT 'default'"),
-        ("kind", "TEXT"),
-        ("scene", "TEXT"),
-        ("rank", "REAL"),
-    ):
-        if col not in have:
-            db.execute(f"ALTER TABLE memories ADD COLUMN {col} {decl}")
-    db.execute(RECALL_INDEX)
-    db.execute("CREATE INDEX IF NOT EXISTS memories_expiry ON memories(namespace, status, expires_at)")
-    db.execute("CREATE INDEX IF NOT EXISTS memory_events_memory ON memory_events(memory_id, id)")
 
 
 @migration
@@ -130,14 +100,9 @@ def m005_engine_state(db):
 
 
 @migration
+@_shared
 def m006_inbox(db):
     """Turns are written here before any model is called, so an outage loses nothing."""
-    db.execute("""CREATE TABLE IF NOT EXISTS inbox (
-        id INTEGER PRIMARY KEY AUTOINCREMENT, namespace TEXT NOT NULL,
-        user_text TEXT NOT NULL, assistant_text TEXT NOT NULL,
-        status TEXT NOT NULL DEFAULT 'pending', attempts INTEGER NOT NULL DEFAULT 0,
-        last_error TEXT, memory_ids TEXT, created_at TEXT, updated_at TEXT)""")
-    db.execute("CREATE INDEX IF NOT EXISTS inbox_pending ON inbox(namespace, status, id)")
 
 
 @migration
@@ -147,12 +112,10 @@ def m007_scenes(db):
 
 
 @migration
+@_shared
 def m008_leases(db):
     """Who may run passes on a namespace, and until when: schedulers take this row before
     running passes and give it back after, so two processes never run them at once."""
-    db.execute("""CREATE TABLE IF NOT EXISTS leases (
-        namespace TEXT PRIMARY KEY, holder TEXT NOT NULL, acquired_at TEXT NOT NULL,
-        expires_at TEXT NOT NULL)""")
 
 
 @migration
@@ -168,11 +131,10 @@ def m010_pass_progress_count(db):
 
 
 @migration
+@_shared
 def m011_merged_into(db):
     """What a compressed memory was merged into, as a column (not text parsed out of an
     event); filled in for memories compressed before this migration from their event."""
-    if "merged_into" not in _columns(db, "memories"):
-        db.execute("ALTER TABLE memories ADD COLUMN merged_into INTEGER REFERENCES memories(id)")
     db.execute("""UPDATE memories SET merged_into = (
         SELECT CAST(substr(e.detail, 14) AS INTEGER) FROM memory_events e
         WHERE e.memory_id = memories.id AND e.event_type = 'compressed'
@@ -258,9 +220,7 @@ def m017_partial_indexes(db):
         "CREATE INDEX memories_recall ON memories(namespace, status, rank, id) WHERE status = 'active'"
     )
     db.execute("DROP INDEX IF EXISTS memories_expiry")
-    db.execute(
-        "CREATE INDEX memories_expiry ON memories(namespace, status, expires_at) WHERE expires_at IS NOT NULL"
-    )
+    db.execute(EXPIRY_INDEX)
 
 
 @migration
@@ -295,14 +255,12 @@ def m020_text_apart(db):
 
 
 @migration
+@_shared
 def m021_said_at(db):
     """Two times on every change (docs/time.md): `said_at` is when what an event records was
     said (a turn's time; NULL: when it was recorded, `occurred_at`), and events are found by
     memory and recording time, so the state of a few memories at a past time is read from
     their events alone (engine.run.asof)."""
-    if "said_at" not in _columns(db, "memory_events"):
-        db.execute("ALTER TABLE memory_events ADD COLUMN said_at TEXT")
-    db.execute("CREATE INDEX IF NOT EXISTS memory_events_time ON memory_events(memory_id, occurred_at)")
 
 
 @migration
@@ -312,16 +270,8 @@ def m022_replacement_indexes(db):
     superseded or merged (a pass that decays or expires moves none of their entries), and
     the model calls around a time through an index on their time (the inspector: a
     memory's page at 1M read the whole table for both)."""
-    rows = text_apart.rows_table(db)
-    db.execute(
-        f"CREATE INDEX IF NOT EXISTS memories_replaced_by ON {rows}(contradicted_by) "
-        "WHERE contradicted_by IS NOT NULL"
-    )
-    db.execute(
-        f"CREATE INDEX IF NOT EXISTS memories_merged_from ON {rows}(merged_into) "
-        "WHERE merged_into IS NOT NULL"
-    )
-    db.execute("CREATE INDEX IF NOT EXISTS model_calls_time ON model_calls(namespace, occurred_at)")
+    for sql in replacement_indexes(text_apart.rows_table(db)):
+        db.execute(sql)
 
 
 @migration

@@ -22,12 +22,13 @@ from engine.base.text import fts_query
 from engine.plan.dialect import Dialect
 from engine.store.asof_reads import AsOf
 from engine.store.inspecting import Inspecting
+from engine.store.shared_schema import SQLITE_TYPES, migrations_table
 from engine.store.sqlite import bulk
 from engine.store.sqlite import recall_head as head
 from engine.store.sqlite.sqlite_checkpoint import Checkpointer
 from engine.store.sqlite.sqlite_file import READ_ONLY_COMMANDS, absolute, file_path, on_disk, unusable  # noqa: F401
 from engine.store.sqlite.sqlite_functions import sql_functions
-from engine.store.sqlite.sqlite_lease import SqliteLease, lease_connection
+from engine.store.sqlite.sqlite_lease import SqliteLease, open_lease_db
 from engine.store.sqlite.sqlite_library import claim, release
 from engine.store.sqlite.sqlite_schema import MIGRATIONS
 from engine.store.sqlite.sqlite_wait import Waiters, Waiting, connection_class
@@ -44,6 +45,7 @@ class SqliteStore(Waiting, VectorIndex, Inspecting, AsOf):
     p = Dialect.placeholder
     _by_id = "+"  # `+namespace`: ids looked up by primary key, not the namespace's index
     migrations = MIGRATIONS
+    lease_class = SqliteLease
     rows = ROWS
     fts_newest_first = True  # FTS5 walks its rowids backwards
 
@@ -207,9 +209,7 @@ class SqliteStore(Waiting, VectorIndex, Inspecting, AsOf):
         super()._check_current()
 
     def _before_migrating(self) -> None:
-        self.db.execute(
-            "CREATE TABLE IF NOT EXISTS lethe_migrations (name TEXT PRIMARY KEY, applied_at TEXT)"
-        )
+        self.db.execute(migrations_table(SQLITE_TYPES))
         self._held = self._held_rows()
 
     def _upgrading(self, name: str, number: int) -> None:
@@ -275,16 +275,13 @@ class SqliteStore(Waiting, VectorIndex, Inspecting, AsOf):
     def _update_fields(self, namespace: str, memory_id: int, fields: dict) -> int:
         cols = list(fields)
         # the row first: whether it is this namespace's and active decides the text too
-        rows = [c for c in cols if c not in TEXT_COLUMNS]
-        which = "WHERE namespace = ? AND id = ? AND status = 'active'"
+        rows = {c: fields[c] for c in cols if c not in TEXT_COLUMNS}
         if rows:
-            changed = self.db.execute(
-                f"UPDATE {ROWS} SET {', '.join(f'{c} = ?' for c in rows)} {which}",
-                [fields[c] for c in rows] + [namespace, memory_id],
-            ).rowcount
+            changed = self._update_row(ROWS, namespace, memory_id, rows)
         else:
             changed = self.db.execute(
-                f"SELECT count(*) FROM {ROWS} {which}", (namespace, memory_id)
+                f"SELECT count(*) FROM {ROWS} WHERE namespace = ? AND id = ? AND status = 'active'",
+                (namespace, memory_id),
             ).fetchone()[0]
         texts = [c for c in cols if c in TEXT_COLUMNS]
         if changed and texts:
@@ -383,12 +380,11 @@ class SqliteStore(Waiting, VectorIndex, Inspecting, AsOf):
     def release_turns(self, ids: list[int]) -> None:
         """Nothing to give back: no turn is claimed (`claim_turns`)."""
 
-    # -- leases ---------------------------------------------------------------------------
-    def lease(self, namespace: str, ttl, holder: str, wait: float = 1.0) -> SqliteLease:
-        """The namespace's pass lease, on a connection of its own (kept for the next one)."""
+    def lease_connection(self) -> sqlite3.Connection:
+        """The connection every lease of this store uses, opened by the first, kept."""
         if self._lease_db is None:
-            self._lease_db = lease_connection(self._file, self.sql)
-        return SqliteLease(self._lease_db, namespace, self.clock, ttl, holder, wait)
+            self._lease_db = open_lease_db(self._file, self.sql)
+        return self._lease_db
 
 
 Store = SqliteStore  # the embedded default

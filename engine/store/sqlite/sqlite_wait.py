@@ -226,13 +226,8 @@ class Waiting(StoreCommon):
         if self.deferred and not self.db.in_transaction:
             self.write_or_keep(write)
             return
-        try:
-            with self.waiting(KEEP_AFTER):
-                write()
-        except Exception as exc:
-            if not self.is_busy(exc):
-                raise
-            self.defer(write)
+        with self._kept_if_busy(write), self.waiting(KEEP_AFTER):
+            write()
 
     @contextlib.contextmanager
     def giving_way(self):
