@@ -17,8 +17,8 @@ Clock = Callable[[], dt.datetime]
 def system_clock() -> dt.datetime:
     """The wall clock in UTC (naive, as every stored time), used only when the caller
     injects nothing. Not the local time: an aware time given (an expiry with an offset)
-    is converted to UTC, so on a machine east of UTC a local now read an expiry an hour
-    ahead as already past."""
+    is converted to UTC (a local time, east of UTC, would read an expiry an hour ahead
+    as already past)."""
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
 
 

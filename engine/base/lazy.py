@@ -15,7 +15,7 @@ import threading
 from types import ModuleType
 
 
-class lazy:  # noqa: N801 - reads like the import it stands for
+class lazy:  # reads like the import it stands for
     """A module imported on first attribute access (thread-safe; then a plain lookup)."""
 
     def __init__(self, name: str):

@@ -174,7 +174,7 @@ def _with_what_it_needs(exc: PolicyError, template: str, dirs, kind: str, values
     try:
         order = variables.names(kind)  # the step's order (`lethe render --help`), then others
         used = sorted(used_names(template, dirs), key=lambda n: order.index(n) if n in order else len(order))
-    except Exception:  # noqa: BLE001 - a template that cannot be read: its own error says why
+    except Exception:  # a template that cannot be read: its own error says why
         return exc
     missing = [name for name in used if name not in values]
     if not missing or "undefined" not in exc.message:

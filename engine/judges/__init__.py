@@ -58,7 +58,7 @@ def check(step: str, a: Answer, found: answers.Check) -> object:
         return steps.parse(step, a.value, found)
     except BadAnswer:
         raise
-    except Exception as exc:  # noqa: BLE001 - a checker bug must not wedge the queue
+    except Exception as exc:  # a checker bug must not wedge the queue
         raise BadAnswer(f"unreadable answer ({type(exc).__name__}: {str(exc)[:80]})") from None
 
 
@@ -95,7 +95,7 @@ def copies_example(step: str, value, prompt: str, variables: dict) -> bool:
         try:
             if steps.parse(step, example, steps.check_for(step, variables)) == value:
                 return True
-        except Exception:  # noqa: BLE001 - an example the checks refuse cannot be copied
+        except Exception:  # an example the checks refuse cannot be copied
             continue
     return False
 
@@ -141,7 +141,7 @@ def _example_contents(prompt: str) -> set[str]:
         for shape in (example, {"save": True, **example}):
             try:
                 checked = steps.parse("gate", shape)
-            except Exception:  # noqa: BLE001 - an example the checks refuse cannot be copied
+            except Exception:  # an example the checks refuse cannot be copied
                 continue
             if isinstance(checked, dict):
                 out |= {m["content"].casefold() for m in checked.get("memories", [])}
@@ -295,7 +295,7 @@ class Judges:
             found = steps.check_for(step, variables)
             found.max_supersedes = None  # the cap guards against a model's sweep, not the rules'
             value = steps.parse(step, self.rules.ask(step, "", variables).value, found)
-        except Exception as exc:  # noqa: BLE001 - the rules judge must not wedge the queue
+        except Exception as exc:  # the rules judge must not wedge the queue
             self.log(
                 step,
                 "rules",

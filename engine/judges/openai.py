@@ -229,7 +229,7 @@ class OpenAIProvider:
         def work() -> None:
             try:
                 box["response"] = call(client)
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            except BaseException as exc:  # handed to the caller's thread
                 box["error"] = exc
             finally:
                 if self.slots is not None:
@@ -262,7 +262,7 @@ class OpenAIProvider:
                 self._client = None
         try:
             client.close()
-        except Exception:  # noqa: BLE001 - closing a client mid-request may complain
+        except Exception:  # closing a client mid-request may complain
             pass
 
     def _get_client(self) -> Any:

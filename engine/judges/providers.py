@@ -101,7 +101,7 @@ class OpenAIJudge:
             c = self.client.complete(prompt, system=SYSTEM, schema=steps.schema(step), name=step, retry=retry)
         except (BadAnswer, JudgeUnavailable):
             raise
-        except Exception as exc:  # noqa: BLE001 - whatever a server sent, it is no answer
+        except Exception as exc:  # whatever a server sent, it is no answer
             raise BadAnswer(f"unreadable response ({type(exc).__name__}: {str(exc)[:80]})") from None
         return Answer(
             c.text,

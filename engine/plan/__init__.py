@@ -226,7 +226,7 @@ def _best_matches_first(label: str, c: Candidates, d: Dialect) -> Statement:
     only: at 1M memories a write's words match ~1,000-2,000 memories, and reading each
     one's row (to test namespace and status) cost more than scoring it. The rows read are
     the BEST x K best-scored matches and any tied with the last of them; when fewer than K
-    of those pass the policy's `where`, every match is read, as before. Either way the
+    of those pass the policy's `where`, every match is read. Either way the
     answer is the one the plain statement gives: the cut is on relevance, the order's
     first key, so a match left out ranks below every match kept, and K kept ones pass."""
     rel = d.relevance_sql

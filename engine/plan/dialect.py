@@ -284,7 +284,7 @@ class PostgresDialect(Dialect):
     relevance_sql = "coalesce(fts.score / (1.0 + fts.score), 0.0)"
     matches_first = "JOIN"  # the planner picks the order from statistics
     no_relevance = "0.0::float8"  # a bare constant may not stand in ORDER BY
-    row_value_set = False  # one assignment per column, as before (not measured there)
+    row_value_set = False  # one assignment per column (row values not measured there)
     kept = None  # no function of ours on the server: a guard in the WHERE and a count first
     recall_head = False  # its planner has statistics: recall's index holds every active row
     rows, texts = "memories", None  # one table, the text in it

@@ -269,7 +269,7 @@ def _range(*args) -> range:
     return numbers
 
 
-def _lipsum(n=5, html=True, min=20, max=100):  # noqa: A002 - Jinja's own names
+def _lipsum(n=5, html=True, min=20, max=100):  # Jinja's own names
     _size(_width(n) * (abs(_width(min)) + abs(_width(max))) * 12)  # words of 12 characters at most
     return jinja2.utils.generate_lorem_ipsum(n, html, min, max)
 
@@ -323,7 +323,7 @@ def bounded_environment() -> type:
             _binop(operator, left, right)
             return super().call_binop(context, operator, left, right)
 
-        def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 - Jinja's signature
+        def call(__self, __context, __obj, *args, **kwargs):  # Jinja's signature
             _spend(1)
             args = _method_call(__obj, args, kwargs)
             return _counted(super().call(__context, __obj, *args, **kwargs))

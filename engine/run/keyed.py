@@ -15,7 +15,7 @@ from engine.run.recall import get
 def keyed_event(key: str, value, detail: dict | None) -> str:
     """A `keyed` event's detail as JSON text, in the caller's key order; a value that is not
     JSON (NaN, infinity, bytes, a set, text keys only, at most 64 deep) is refused before
-    anything is written: stored, it made every later read of the namespace fail."""
+    anything is written: stored, it would fail every later read of the namespace."""
     key = I.text(key, "a key", nonempty=True, name=True)
     if detail is not None and not isinstance(detail, dict):
         raise InputError(f"detail must be a dict, got {type(detail).__name__}")

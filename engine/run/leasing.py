@@ -146,7 +146,7 @@ class _Heartbeat:
             for h in held:
                 try:
                     h.beat()
-                except Exception as exc:  # noqa: BLE001 - the server gone a moment: the next
+                except Exception as exc:  # the server gone a moment: the next
                     # look retries; a lease never renewed runs out, and its holder's fenced
                     # commit finds that out (LeaseLost)
                     log.warning("lease heartbeat: %s", " ".join(str(exc).split())[:300])

@@ -68,7 +68,7 @@ def prefetch(ctx: Context, user: str, write: list) -> None:
             if isinstance(found, list) and len(found) == len(wanted):
                 for text, vector in zip(wanted, found):
                     _keep(recent, text, vector)
-        except Exception:  # noqa: BLE001 - vector_of asks again, and logs what it meets
+        except Exception:  # vector_of asks again, and logs what it meets
             pass
         finally:
             for text in wanted:
@@ -110,7 +110,7 @@ def embed(ctx: Context, texts: list[str]) -> list[bytes] | None:
                 f"{len(texts)} texts sent, {len(found) if isinstance(found, list) else 'no'} vectors back"
             )
         return found
-    except Exception as exc:  # noqa: BLE001 - an embedding never fails a write or a recall
+    except Exception as exc:  # an embedding never fails a write or a recall
         said = str(exc) if isinstance(exc, EmbeddingUnavailable) else f"{type(exc).__name__}: {exc}"
         spec = ctx.policy.embed
         ctx.store.log_call(

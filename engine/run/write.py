@@ -26,7 +26,7 @@ from engine.steps import kinds as steps
 
 class Written(list):
     """What one write did. It is the list of ids stored or reinforced (what `remember()`
-    has always returned), and says which were new (`stored`), which were confirmed
+    returns), and says which were new (`stored`), which were confirmed
     (`reinforced`), which older memories each new one superseded (`superseded`, pairs of
     (old, new)), and, when a model was unreachable, why the turn is still `pending`."""
 

@@ -21,7 +21,7 @@ ranks are all under the floor, reads its rows through `memories_active` and sort
 The floor is chosen again (`settle`) when a pass leaves the head under half the size it
 was chosen for, over four times it, or a large namespace with too few rows in it. Under
 FULL_BELOW active memories, or when no floor would leave the head small, the index is over
-every active memory, as before (`floor` is NULL), and a pass over most of the file
+every active memory (`floor` is NULL), and a pass over most of the file
 rebuilds it (engine.store.sqlite.bulk). PostgreSQL keeps its full index: its planner has
 statistics and never needs this.
 """

@@ -101,7 +101,7 @@ class Checkpointer:
         if self._own >= BEHIND_BYTES - CHECKPOINT_BYTES:
             try:
                 busy = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[0]
-            except Exception as exc:  # noqa: BLE001 - the commit stands; the thread tries
+            except Exception as exc:  # the commit stands; the thread tries
                 self.failed = str(exc)
                 busy = 0
             if busy:

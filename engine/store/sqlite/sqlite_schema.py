@@ -165,7 +165,7 @@ def m014_inbox_retries(db):
 
 @migration
 def m015_normalise_odd_rows(db, now=None):
-    """Rows an adopted database (or an older bug) left with values recall cannot use:
+    """Rows an adopted database (or an older Lethe) left with values recall cannot use:
     NULL, text, blobs or infinities in a numeric column, out-of-range numbers, blobs or
     numbers in a text column. Each becomes a usable value (the column's default, the
     nearest bound, the text decoded), with a `normalised` event saying what it was.

@@ -26,7 +26,7 @@ from engine.store.shared_schema import SQLITE_TYPES, migrations_table
 from engine.store.sqlite import bulk
 from engine.store.sqlite import recall_head as head
 from engine.store.sqlite.sqlite_checkpoint import Checkpointer
-from engine.store.sqlite.sqlite_file import READ_ONLY_COMMANDS, absolute, file_path, on_disk, unusable  # noqa: F401
+from engine.store.sqlite.sqlite_file import absolute, file_path, on_disk, unusable
 from engine.store.sqlite.sqlite_functions import sql_functions
 from engine.store.sqlite.sqlite_lease import SqliteLease, open_lease_db
 from engine.store.sqlite.sqlite_library import claim, release

@@ -71,8 +71,8 @@ def split(db) -> None:
     """The memories' text (content, summary, tags: over half of a row) moves to
     `memory_texts`; every other column, and every index, to `memory_rows`; `memories`
     becomes a view joining them, with the article's columns in the article's order. A pass
-    rewrites every active row's score: it now rewrites pages that hold no text, about half
-    as many (bench/RESULTS.md, eighteenth round). Readers, and writers through INSTEAD OF
+    rewriting every active row's score rewrites pages that hold no text, half as many as
+    with the text in them (bench/RESULTS.md, eighteenth round). Readers, and writers through INSTEAD OF
     triggers, see the table they saw; the engine writes the two tables itself. Full-text
     search reads the view and is kept by triggers on memory_texts. memory_rows is made new,
     rows copied in id order, so its pages are full (dropping the columns in place would
