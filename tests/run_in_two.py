@@ -6,7 +6,8 @@ what a split run cannot see, a snapshot folder whose test file is gone, is check
 first. Files are dealt by the seconds they took when last recorded (tests/durations.json;
 the heaviest first, each to the lighter half; a file not recorded counts as the average), so
 the halves end together. The first half prints as it runs, the second when it ends. Extra
-arguments go to both halves; `--record-durations` rewrites tests/durations.json from this run.
+arguments go to both halves. Every run writes its files' seconds to tests/.durations-last.json
+(not committed); `--record-durations` also rewrites tests/durations.json from this run.
 
     python tests/run_in_two.py [--record-durations] [pytest arguments]
 """
@@ -22,6 +23,7 @@ import tempfile
 
 TESTS = pathlib.Path(__file__).resolve().parent
 DURATIONS = TESTS / "durations.json"
+LAST = TESTS / ".durations-last.json"
 
 
 def orphan_snapshots() -> list[str]:
@@ -68,7 +70,7 @@ def main(extra: list[str]) -> int:
     files = sorted(str(p.relative_to(TESTS.parent)) for p in TESTS.glob("test_*.py"))
     halves = deal(files, recorded())
     python = sys.executable
-    plugin = ["-p", "tests.helpers.file_durations"] if record else []
+    plugin = ["-p", "tests.helpers.file_durations"]
     with tempfile.TemporaryDirectory() as tmp:
         envs = [dict(os.environ, LETHE_FILE_DURATIONS=f"{tmp}/{i}.json") for i in (0, 1)]
         with open(f"{tmp}/second.out", "w+", encoding="utf-8") as second_out:
@@ -78,31 +80,29 @@ def main(extra: list[str]) -> int:
                 stderr=subprocess.STDOUT,
                 text=True,
                 cwd=TESTS.parent,
-                env=envs[1] if record else None,
+                env=envs[1],
             )
             try:
                 first = subprocess.call(
                     [python, "-m", "pytest", *plugin, *halves[0], *extra],
                     cwd=TESTS.parent,
-                    env=envs[0] if record else None,
+                    env=envs[0],
                 )
             finally:
                 second_code = second.wait()
             second_out.seek(0)
             print("\n---- the second half ----", flush=True)
             sys.stdout.write(second_out.read())
-        if record:
-            seconds: dict[str, float] = {}
-            for i in (0, 1):
-                try:
-                    part = json.loads(pathlib.Path(f"{tmp}/{i}.json").read_text(encoding="utf-8"))
-                except (OSError, ValueError):
-                    continue
-                seconds.update(part)
-            DURATIONS.write_text(
-                json.dumps({f: round(s, 1) for f, s in sorted(seconds.items())}, indent=1) + "\n",
-                encoding="utf-8",
-            )
+        seconds: dict[str, float] = {}
+        for i in (0, 1):
+            try:
+                part = json.loads(pathlib.Path(f"{tmp}/{i}.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            seconds.update(part)
+        text = json.dumps({f: round(s, 1) for f, s in sorted(seconds.items())}, indent=1) + "\n"
+        for path in (LAST, DURATIONS) if record else (LAST,):
+            path.write_text(text, encoding="utf-8")
     # pytest's 5 = no test collected in a half (a -k or -m that selects none there)
     codes = [c for c in (first, second_code) if c not in (0, 5)]
     if not codes and first == 5 and second_code == 5:
