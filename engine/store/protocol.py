@@ -13,7 +13,7 @@ import datetime as dt
 from contextlib import AbstractContextManager
 from typing import Any, Callable, Protocol, TypeVar
 
-Row = Any  # sqlite3.Row, or the PostgreSQL store's Row: read by position or by name
+Row = Any  # sqlite3.Row, or shared.NamedRow: read by position or by name
 T = TypeVar("T")
 
 

@@ -30,6 +30,30 @@ class Schedule:
     unfinished: frozenset[str] = frozenset()
 
 
+class NamedRow(tuple):
+    """A result row read by position or by column name, as sqlite3.Row is: what the shared
+    queries read, from a driver whose rows are plain tuples (psycopg's)."""
+
+    _names: list[str]
+    _index: dict[str, int]
+
+    def __new__(cls, values, names: list[str], index: dict[str, int]):
+        row = super().__new__(cls, values)
+        row._names, row._index = names, index
+        return row
+
+    def __getitem__(self, key):  # type: ignore[override]  # a name, as sqlite3.Row takes
+        if isinstance(key, str):
+            try:
+                key = self._index[key]
+            except KeyError:
+                raise IndexError(f"no column {key!r}") from None
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        return list(self._names)
+
+
 _nothing = contextlib.nullcontext
 T = TypeVar("T")
 

@@ -13,7 +13,7 @@ from typing import Any
 from engine.base.clock import system_clock
 from engine.store.shared import Schedule, StoreCommon
 
-Row = Any  # sqlite3.Row, or the PostgreSQL store's Row: read by position or name
+Row = Any  # sqlite3.Row, or shared.NamedRow: read by position or name
 
 
 class SharedQueries(StoreCommon):

@@ -13,6 +13,7 @@ from typing import Any
 
 from engine.base.distribution import extra_error
 from engine.base.errors import StoreError
+from engine.store.shared import NamedRow
 
 
 def is_dsn(target: str) -> bool:
@@ -52,34 +53,11 @@ def json_or_none(text: str | None):
         return None
 
 
-class Row(tuple):
-    """A result row read by position or by column name, as sqlite3.Row is."""
-
-    _names: list[str]
-    _index: dict[str, int]
-
-    def __new__(cls, values, names: list[str], index: dict[str, int]):
-        row = super().__new__(cls, values)
-        row._names, row._index = names, index
-        return row
-
-    def __getitem__(self, key):  # type: ignore[override]  # a name, as sqlite3.Row takes
-        if isinstance(key, str):
-            try:
-                key = self._index[key]
-            except KeyError:
-                raise IndexError(f"no column {key!r}") from None
-        return tuple.__getitem__(self, key)
-
-    def keys(self) -> list[str]:
-        return list(self._names)
-
-
 def rows(cursor):
-    """psycopg's row factory for `Row`s."""
+    """psycopg's row factory for `NamedRow`s."""
     names = [c.name for c in cursor.description or []]
     index = {n: i for i, n in reversed(list(enumerate(names)))}  # the first of a name wins
-    return lambda values: Row(values, names, index)
+    return lambda values: NamedRow(values, names, index)
 
 
 class DatabaseFailed(StoreError):
