@@ -20,7 +20,7 @@ from engine.base.errors import LetheError
 from engine.cli import main
 from tests.helpers import START, run_sql, store_of, writer_of
 from tests.helpers.fake_openai import FakeOpenAI
-from tests.helpers.judge import Judge, policy_file, shown
+from tests.helpers.judge import Judge, pick, policy_file, shown
 
 pytestmark = pytest.mark.both_backends
 
@@ -106,6 +106,33 @@ def test_a_late_turn_is_judged_on_the_day_it_was_said(db_path, clock, tmp_path):
     lisbon = [p for p in asked if re.search(r"^New memory: .*Lisbon", p, re.M)]
     assert porto and all(then in p for p in porto), porto
     assert lisbon and all(today in p for p in lisbon), lisbon
+
+
+def test_a_late_turn_asks_about_the_memories_said_after_it_up_to_the_first_that_replaces_it(
+    db_path, clock, tmp_path
+):
+    """A late turn's judges are asked, the other way round, whether each memory said after
+    it replaces it, in said order: the earliest that does is the one that counts, so none
+    after it is asked. Before: every memory said after it was asked (up to 20 model calls
+    a turn), which kept a runner judging a backlog long after the soak's faults ended."""
+
+    def contradiction(prompt):
+        if re.search(r"^New memory: .*Porto", prompt, re.M):
+            return {"supersedes": [], "confirms": []}  # the late turn's own question: no
+        return {"supersedes": pick(prompt, "Porto"), "confirms": []}  # any later one: yes
+
+    judge = Judge(contradiction=contradiction, expiry={"expires_at": None})
+    with FakeOpenAI(judge) as fake:
+        with Memory(db_path, policy=policy_file(tmp_path, fake.base_url), clock=clock) as mem:
+            said = START - dt.timedelta(days=14)
+            [lisbon] = mem.remember("I live in Lisbon now.", said_at=START - dt.timedelta(days=10))
+            mem.remember("I live in Madrid now.", said_at=START - dt.timedelta(days=5))
+            late = store_of(mem).add_turn(mem.namespace, "I live in Porto.", "", said.isoformat())
+            writer_of(mem).process(late)
+            porto = next(m for m in mem.memories("all", None) if "Porto" in m.content)
+            assert (porto.status, porto.contradicted_by) == ("superseded", lisbon)
+    asked = [p for p in judge.prompts["contradiction"] if pick(p, "Porto")]
+    assert len(asked) == 1 and "Lisbon" in asked[0], asked
 
 
 def test_the_rules_judges_resolve_a_late_turns_dates_from_its_day(memory, clock):

@@ -51,10 +51,13 @@ def in_said_order(writer, said: str | None, items: list) -> list:
         after = {r["id"] for r in later}
         named = [r for r in later if r["id"] in judged.supersedes]
         judged.supersedes = [i for i in judged.supersedes if i not in after]
-        if not named:  # the judges read it as the newer: ask whether the later one replaces it
-            named = [
-                r for r in later if r["id"] not in judged.confirms and _replaces(writer, r, judged, said)
-            ][:1]
+        if not named:  # the judges read it as the newer: ask whether a later one replaces it,
+            # in said order, up to the first that does (the earliest is the one that counts)
+            first = next(
+                (r for r in later if r["id"] not in judged.confirms and _replaces(writer, r, judged, said)),
+                None,
+            )
+            named = [first] if first is not None else []
         if named:
             first = named[0]
             judged.superseded_by = [
