@@ -4,16 +4,19 @@ claimed by a process that was killed is taken at once by a runner on the same ho
 
 from __future__ import annotations
 
+import datetime as dt
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
-from engine import FixedClock, Memory
-from tests.helpers import ROOT, pg_server
+from engine import FixedClock, Memory, StoreError
+from tests.helpers import ROOT, pg_server, store_of
 from tests.helpers.fake_openai import FakeOpenAI
+from tests.helpers.judge import Judge, policy_file
 
 pytestmark = pytest.mark.skipif(not pg_server.available(), reason=pg_server.HOW_TO_ENABLE)
 NOW = "2026-03-02T09:00:00"
@@ -74,3 +77,89 @@ def test_a_turn_claimed_by_a_process_that_was_killed_is_judged_at_once(tmp_path,
     with Memory(dsn, offline=True) as runner:  # the rules judge: the model is back
         runner.run_due()
         assert runner.pending() == [], runner.pending()
+
+
+def _slow_policy(tmp_path, url: str):
+    policy = tmp_path / "slow.yaml"
+    policy.write_text(
+        "name: slow\nextends: lifecycle\nmodels:\n  cheap: {provider: openai, "
+        f"model: m, base_url: '{url}', timeout: 30, max_retries: 0}}\n"
+    )
+    return str(policy)
+
+
+def test_a_turn_whose_remember_met_a_dropped_connection_is_claimable_at_once(tmp_path, pg_dsn):
+    """`remember` saves its turn claimed by its process, then judges it. Before: when the
+    connection dropped meanwhile (a server restart), the call raised and the turn stayed
+    claimed by a process still alive for the claim's 5 minutes: in the soak, turns still
+    claimed a minute after the faults. Now whatever stops a judging gives its claim back."""
+    import psycopg
+
+    dsn = pg_server.fresh_schema(pg_dsn)
+    with FakeOpenAI(delay=1.5) as slow, Memory(dsn, policy=_slow_policy(tmp_path, slow.base_url)) as agent:
+        failed = []
+
+        def remember():
+            try:
+                agent.remember("I moved the API to Fly.io.", "Noted.")
+            except StoreError as exc:
+                failed.append(exc)
+
+        thread = threading.Thread(target=remember)
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not slow.requests and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the turn is saved and the model asked
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:  # the server drops it
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = 'lethe' AND pid <> pg_backend_pid()"
+            )
+        thread.join(60)
+        assert failed, "the remember did not meet the drop"
+        with Memory(dsn, offline=True) as runner:  # the agent lives on; a runner retries
+            runner.run_due()
+            assert runner.pending() == [], runner.pending()
+
+
+def test_a_claim_its_holder_could_not_give_back_runs_out_within_a_minute(pg_dsn):
+    """A claim whose holder is alive but could not give it back (the server was down when
+    it tried) runs out a minute after it was taken. Before: 5 minutes, longer than the soak
+    gives a backlog to be judged once the faults end."""
+    dsn = pg_server.fresh_schema(pg_dsn)
+    clock = FixedClock(NOW)
+    with Memory(dsn, clock=clock, offline=True) as agent, Memory(dsn, clock=clock, offline=True) as runner:
+        store_of(agent).add_turn("default", "I moved the API to Fly.io.", "Noted.")  # claimed, alive
+        runner.run_due()
+        assert len(runner.pending()) == 1  # claimed: not judged twice at once
+        clock.advance(dt.timedelta(seconds=61))
+        runner.run_due()
+        assert runner.pending() == [], runner.pending()
+
+
+def test_a_round_of_pending_turns_claims_only_the_turn_it_is_judging(tmp_path, pg_dsn):
+    """Before: a round claimed its whole batch (up to 100 turns) for 5 minutes before
+    judging the first; a round stopped where it could not give them back (the server
+    restarting under it) left them all claimed. Now it claims each turn as it judges it."""
+    import psycopg
+
+    dsn = pg_server.fresh_schema(pg_dsn)
+    with Memory(dsn, offline=True) as agent:
+        turns = [store_of(agent).add_turn("default", f"I use tool{i} for builds.", "") for i in range(4)]
+        store_of(agent).release_turns(turns)  # queued, nobody judging them
+    with (
+        FakeOpenAI(Judge(), delay=1.0) as slow,
+        Memory(dsn, policy=policy_file(tmp_path, slow.base_url)) as runner,
+    ):
+        thread = threading.Thread(target=runner.run_due)
+        thread.start()
+        try:
+            deadline = time.monotonic() + 60
+            while not slow.requests and time.monotonic() < deadline:
+                time.sleep(0.05)  # the round has started judging its first turn
+            with psycopg.connect(dsn, autocommit=True) as db:
+                claimed = db.execute("SELECT count(*) FROM inbox WHERE claimed_by IS NOT NULL").fetchone()[0]
+        finally:
+            thread.join(120)
+        assert claimed == 1, claimed
+        assert runner.pending() == []

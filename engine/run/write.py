@@ -145,11 +145,21 @@ class Writer:
         row = self.ctx.store.turn(turn_id)
         if row is None:
             raise LetheError(f"no inbox turn #{turn_id} in namespace '{self.ctx.namespace}'")
+        try:
+            return self._judge(row, raise_errors)
+        except BaseException:
+            # whatever stopped it (the server gone, a lost lease, an interrupt): the turn
+            # stays pending and its claim is given back, so any worker may take it at once
+            # (when the server cannot be told, the claim runs out: CLAIM in the store)
+            self.ctx.store.release_turns([turn_id])
+            raise
+
+    def _judge(self, row, raise_errors: bool) -> Written:
         paid = json.loads(row["judged"] or "{}")  # what an earlier attempt was told
         try:
             with self.ctx.store.saying(row["created_at"]):  # when it was said: docs/time.md
                 items = self.judging.judge_turn(row["user_text"], row["assistant_text"], paid)
-                out = self.finish(turn_id, timeline.in_said_order(self, row["created_at"], items))
+                out = self.finish(row["id"], timeline.in_said_order(self, row["created_at"], items))
         except JudgeUnavailable as exc:
             self.turn_failed(row, str(exc), outage=True, paid=paid)
             return Written(pending=str(exc), outage=True)
@@ -198,16 +208,25 @@ class Writer:
         return out
 
     def retry_pending(self, limit: int = 100) -> int:
-        """Judge the pending turns whose time has come, oldest first; return how many this
-        round judged (not turns that stay pending or were queued meanwhile). A turn that
-        fails is recorded and the next tried; an outage stops the round, the rest given back."""
-        judged = 0
-        with self.ctx.store.claimed_turns(self.ctx.namespace, limit) as claimed:
-            for turn_id in claimed:
-                written = self.process(turn_id)
-                if written.outage:
-                    break
-                judged += written.pending is None
+        """Judge up to `limit` pending turns whose time has come, oldest first; return how
+        many this round judged (not turns that stay pending or were queued meanwhile). A
+        turn that fails is recorded and the next tried; an outage stops the round.
+
+        The round judges the turns pending as it starts (those queued meanwhile are the next
+        round's), each claimed as its judging starts, one at a time: a round claims only the
+        turn it is judging, so however it stops (an outage, the server gone, a lost lease,
+        a kill) it leaves at most that one claimed, never a backlog waiting out its claims."""
+        judged, tried = 0, set[int]()
+        this_round = set(self.ctx.store.pending_ids(self.ctx.namespace, limit))
+        while this_round - tried:
+            with self.ctx.store.claimed_turns(self.ctx.namespace, 1) as claimed:
+                if not claimed or claimed[0] in tried or claimed[0] not in this_round:
+                    break  # none left, one this round left pending, or the next round's
+                tried.add(claimed[0])
+                written = self.process(claimed[0])
+            if written.outage:
+                break
+            judged += written.pending is None
         return judged
 
     def add(self, content: str, fields: dict) -> int:

@@ -35,7 +35,9 @@ from engine.store.shared import KEEP_AFTER
 from engine.store.shared_schema import POSTGRES_TYPES, migrations_table
 from engine.store.shared_sql import Row
 
-CLAIM = dt.timedelta(minutes=5)  # how long a worker may judge a claimed turn
+# how long a claim keeps other workers off a turn whose holder could not give it back (the
+# server gone when it tried): it is given back whenever its judging ends, however it ends
+CLAIM = dt.timedelta(minutes=1)
 _LOCK_MIGRATE = 4_211_001  # advisory transaction lock keys (proxy-safe: one transaction)
 
 
