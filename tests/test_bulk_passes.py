@@ -2,6 +2,7 @@
 in its own transaction (engine.store.sqlite.bulk), and ends up exactly where moving each index
 entry would have."""
 
+import contextlib
 import datetime as dt
 import shutil
 import sqlite3
@@ -266,3 +267,55 @@ def test_a_rank_refresh_over_most_of_the_file_reads_it_in_id_order(tmp_path, big
         ).fetchone()[0]
         == 0
     )
+
+
+def test_a_pass_that_archives_most_of_the_file_makes_the_active_index_again(tmp_path, big, monkeypatch):
+    """A year on, lifecycle's archive takes most memories out of the active ones: the index
+    of the active memories is dropped before that UPDATE and made again after it
+    (bulk.leaving_active), and the pass ends where one moving each entry ends (batch: N,
+    whose ranges are too small for it): the same rows, ranks, events and indexes."""
+    a_year_on = START + dt.timedelta(days=365)
+    seen = []
+    real = bulk.leaving_active
+
+    @contextlib.contextmanager
+    def spy(db, rows):
+        with real(db, rows) as did:
+            inside = [n for n, _ in indexes_of(db)]
+            yield did
+        seen.append((rows, did, bulk.ACTIVE_INDEX in inside))
+
+    monkeypatch.setattr(bulk, "leaving_active", spy)
+    a, b = str(tmp_path / "remade.db"), str(tmp_path / "moved.db")
+    shutil.copy(big, a)
+    shutil.copy(big, b)
+    with Memory(a, policy=f"{POLICIES}/lifecycle.yaml", clock=lambda: a_year_on, offline=True) as one:
+        before = indexes(a)
+        results = one.run(["expiry", "decay"])
+    remade = [(rows, held) for rows, did, held in seen if did]
+    assert remade and all(rows * bulk.LEAVING_SHARE > N and not held for rows, held in remade)
+    assert results[1].events["archived"] == remade[0][0]
+    seen.clear()
+    with Memory(b, policy=batched_policy(tmp_path), clock=lambda: a_year_on, offline=True) as many:
+        many.run(["expiry", "decay"])
+    assert seen and not any(did for _, did, _ in seen)
+    assert state(a) == state(b)
+    assert indexes(a) == before == indexes(b)
+    assert sqlite3.connect(a).execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def indexes_of(db):
+    return db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index'").fetchall()
+
+
+def test_the_active_index_is_made_again_only_for_a_large_share_of_the_file():
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE memory_rows (id INTEGER PRIMARY KEY, namespace TEXT, status TEXT)")
+    db.execute("CREATE INDEX memories_active ON memory_rows(namespace, status) WHERE status = 'active'")
+    db.execute("INSERT INTO memory_rows (id, namespace, status) VALUES (40000, 'default', 'active')")
+    share = 40_000 // bulk.LEAVING_SHARE
+    for rows, remade in ((share + 1, True), (share, False), (bulk.BULK_MIN_ROWS, False), (0, False)):
+        with bulk.leaving_active(db, rows) as did:
+            assert did is remade
+            assert (bulk.ACTIVE_INDEX not in [n for n, _ in indexes_of(db)]) is remade
+        assert dict(indexes_of(db))[bulk.ACTIVE_INDEX].endswith("WHERE status = 'active'")

@@ -127,6 +127,8 @@ def rule_statements(
                 rule=label,
             )
         )
+    status = rule.set.get("status")
+    leaves = isinstance(status, X.Const) and status.value != "active"
     if rule.set:
         if kept:
             set_sql, set_params = _kept_assignments(policy, rule.set, d)
@@ -138,6 +140,7 @@ def rule_statements(
                     kind=Kind.WRITE_MEMORIES,
                     rule=label,
                     counts_kept=True,
+                    leaves_active=leaves,
                 )
             )
         else:
@@ -149,6 +152,7 @@ def rule_statements(
                     set_params + guarded[1],
                     kind=Kind.WRITE_MEMORIES,
                     rule=label,
+                    leaves_active=leaves,
                 )
             )
     return out

@@ -42,6 +42,8 @@ class Statement:
     rule: str | None = field(default=None, kw_only=True)  # a pass's rule it belongs to: "decay.rules[0]"
     counts_skipped: bool = False  # a SELECT count(*) of the rows a rule leaves alone
     counts_kept: bool = False  # an UPDATE that counts the rows it keeps (Dialect.kept)
+    # an UPDATE that sets a status other than active: the rows it changes leave the active ones
+    leaves_active: bool = False
     # the same SELECT over the head of the ranking only (`rank >= :floor`), which a store
     # whose recall index holds only the head runs first (engine.store.sqlite.recall_head)
     head: "Statement | None" = None

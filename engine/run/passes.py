@@ -178,22 +178,29 @@ def _apply(
     meant: int | None = None,
 ) -> None:
     # meant: rows the current rule is for (when its values can come out unusable)
+    # recorded: the rule whose events were just inserted, and how many: the rows its
+    # UPDATE changes, which leave the active ones when it sets another status
+    recorded: tuple[str | None, int] = (None, 0)
     for st in statements:
         if st.counts_skipped:
             meant = _count(ctx, st, now, progress, id_range)
             continue
         if progress:
             progress(st.label)
+        leaving = recorded[1] if st.leaves_active and recorded[0] == st.rule else 0
         if st.counts_kept:  # an UPDATE that keeps, and counts, the rows it cannot score
-            n, kept = ctx.store.run_rule(st, ctx.namespace, now, id_range=id_range or (0, 0))
+            with ctx.store.leaving_active(leaving):
+                n, kept = ctx.store.run_rule(st, ctx.namespace, now, id_range=id_range or (0, 0))
             result.changed += n
             if kept:
                 result.skipped += kept
                 _note_skipped(result, st.rule)
             continue
-        n = ctx.store.run(st, ctx.namespace, now, id_range=id_range or (0, 0))
+        with ctx.store.leaving_active(leaving):
+            n = ctx.store.run(st, ctx.namespace, now, id_range=id_range or (0, 0))
         if st.kind is Kind.INSERT_EVENTS:
             result.events[st.event] = result.events.get(st.event, 0) + n
+            recorded = (st.rule, n)
             continue
         result.changed += n
         if meant is not None and meant > n:

@@ -66,6 +66,7 @@ class Statements(Protocol):
     def rewriting(
         self, reach, columns, namespace: str, now: str, id_range=(0, 0)
     ) -> AbstractContextManager[int | None]: ...
+    def leaving_active(self, rows: int) -> AbstractContextManager[Any]: ...
 
 
 class Memories(Protocol):

@@ -234,6 +234,11 @@ class StoreCommon:
         """Around a pass's one transaction (SQLite: interrupted when a writer waits)."""
         return _nothing()
 
+    def leaving_active(self, rows: int) -> contextlib.AbstractContextManager[Any]:
+        """Around an UPDATE of a pass that takes `rows` memories out of the active ones
+        (SQLite: re-creates its index of the active memories after it when that is cheaper)."""
+        return _nothing()
+
     def writer_waits(self) -> bool:
         """Whether a writer waits for the lock now (SQLite's waiters file)."""
         return False

@@ -356,6 +356,12 @@ class SqliteStore(Waiting, VectorIndex, Inspecting, AsOf):
             yield bulk.most_of_the_table(self.db, rows)
         head.check(self.db, namespace, now)
 
+    def leaving_active(self, rows: int):
+        """Around a pass's UPDATE that takes `rows` memories out of the active ones: when
+        they are a large part of the file, the index of the active memories is made again
+        after it instead of losing an entry a row (engine.store.sqlite.bulk)."""
+        return bulk.leaving_active(self.db, rows)
+
     # -- the inbox: turns saved before any model is asked -------------------------------
     def add_turn(self, namespace: str, user: str, assistant: str, said_at=None) -> int:
         """Save a turn; `said_at`: when it was said, if not now (its memories' created_at)."""
