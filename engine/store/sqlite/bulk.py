@@ -24,7 +24,8 @@ from engine.store.sqlite.text_apart import rows_table
 BULK_MIN_ROWS = 1_000
 # partial indexes over a small part of the table (m017: memories with an expiry date) or
 # over columns a pass rarely changes (m019: active memories by namespace): a pass moves
-# the few entries it touches there for less than a rebuild's scan of the table. Recall's
+# the few entries it touches there for less than a rebuild's scan of the table (an UPDATE
+# that takes many rows out of the active ones makes m019's again: `leaving_active`). Recall's
 # index joins them while it holds only the head of the ranking (engine.store.sqlite.recall_head).
 KEPT_IN_PLACE = {"memories_expiry", "memories_active"}
 
