@@ -511,15 +511,10 @@ def run_soak(tmp_path, seconds: float, backend: str) -> dict:
     return figures
 
 
-# Open (issue 42): on PostgreSQL, turns are still claimed and pending a minute after the
-# faults end, while a `lethe run` is still in the middle of judging them (its model calls
-# in progress 120 s on); docs/guarantees.md, "The soak run".
-PG_OPEN = pytest.mark.xfail(reason="PostgreSQL: turns still claimed a minute after the faults", strict=False)
 BACKENDS = [
     "sqlite",
     pytest.param(
-        "postgres",
-        marks=[pytest.mark.skipif(not pg_server.available(), reason=pg_server.HOW_TO_ENABLE), PG_OPEN],
+        "postgres", marks=pytest.mark.skipif(not pg_server.available(), reason=pg_server.HOW_TO_ENABLE)
     ),
 ]
 
