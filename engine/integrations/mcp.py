@@ -144,8 +144,8 @@ class Tools:
         )
 
     def run_passes(self) -> PassesRun:
-        """Run what the policy has due now: pending turns first, then every pass whose
-        schedule has come round (expiry, decay, compression, ...), under the store's lease
+        """Run what the policy has due now: every pass whose schedule has come round
+        (expiry, decay, compression, ...), then the pending turns, under the store's lease
         so no other scheduler runs them at the same time."""
         if self._scheduler is None:
             self._scheduler = Scheduler(self.memory)

@@ -1,5 +1,5 @@
-"""Running what a policy schedules: pending turns first, then the passes that are due,
-compression's judges after its rules.
+"""Running what a policy schedules: the passes that are due (compression's judges after its
+rules), then the pending turns.
 
 `run` and `run_due` are the one code path of every runner: the scheduler (and `lethe
 daemon`), `lethe run`, `Memory.run()` / `run_due()` and experiments. Each takes the
@@ -55,8 +55,8 @@ def start_schedules(ctx: Context) -> list[str]:
 def run_due(
     ctx: Context, progress: Progress = None, terms: LeaseTerms | None = None, retry_failed: bool = False
 ) -> list[P.PassResult]:
-    """Under the lease: retry pending turns (with `retry_failed`, the parked ones too),
-    then run every pass whose schedule has come round. Raises LeaseBusy when another
+    """Under the lease: run every pass whose schedule has come round, then retry pending
+    turns (with `retry_failed`, the parked ones too). Raises LeaseBusy when another
     runner keeps the lease longer than `terms.wait` (not when there is nothing to do)."""
     if _idle(ctx, retry_failed):
         return []
@@ -65,11 +65,14 @@ def run_due(
             held.store.requeue_turns(held.namespace, None)
         schedule = held.store.schedule(held.namespace)  # read under the lease: it decides
         before = schedule.pending
+        # the due passes first: a backlog of turns (each a few model calls, after an
+        # outage or under a slow model) never holds back expiry and the rest; a runner
+        # stopped while it judges has run them
+        hook = _hook(held, progress)
+        results = _run_all(held, P.due(held, held.clock(), schedule), hook)
         if before:  # changes turns only, not what the schedule says
             judged = write.Writer(held).retry_pending()
         embedded = vectors.backfill(held)  # memories stored while the embedding model was down
-        hook = _hook(held, progress)
-        results = _run_all(held, P.due(held, held.clock(), schedule), hook)
         back = P.went_back(schedule, held.clock())
         for r in results:  # said once per pass that ran: the clock reads before its last run
             if r.name in back:
