@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from engine import FixedClock, Memory
 from engine.base.errors import LetheError
 from engine.cli import main
+from engine.run import timeline
 from tests.helpers import START, run_sql, store_of, writer_of
 from tests.helpers.fake_openai import FakeOpenAI
 from tests.helpers.judge import Judge, pick, policy_file, shown
@@ -133,6 +134,31 @@ def test_a_late_turn_asks_about_the_memories_said_after_it_up_to_the_first_that_
             assert (porto.status, porto.contradicted_by) == ("superseded", lisbon)
     asked = [p for p in judge.prompts["contradiction"] if pick(p, "Porto")]
     assert len(asked) == 1 and "Lisbon" in asked[0], asked
+
+
+def test_a_late_turn_asks_about_a_bounded_number_of_the_memories_said_after_it(db_path, clock, tmp_path):
+    """However many memories were said after a late turn, its judges ask about the first
+    ASKED of them (a model call each). Before: up to 20 calls a turn, and after the soak's
+    faults the daemon could not judge the turns left by killed agents within a minute."""
+
+    def contradiction(prompt):
+        return {"supersedes": [], "confirms": []}  # no later memory replaces it
+
+    judge = Judge(contradiction=contradiction, expiry={"expires_at": None})
+    with FakeOpenAI(judge) as fake:
+        with Memory(db_path, policy=policy_file(tmp_path, fake.base_url), clock=clock) as mem:
+            for day in range(12, 0, -1):
+                mem.remember(f"I live in city number {day} now.", said_at=START - dt.timedelta(days=day))
+            late = store_of(mem).add_turn(
+                mem.namespace, "I live in Porto.", "", (START - dt.timedelta(days=14)).isoformat()
+            )
+            writer_of(mem).process(late)
+    asked = [
+        p
+        for p in judge.prompts["contradiction"]
+        if pick(p, "Porto") and not re.search(r"^New memory: .*Porto", p, re.M)
+    ]
+    assert 1 <= len(asked) <= timeline.ASKED, len(asked)
 
 
 def test_the_rules_judges_resolve_a_late_turns_dates_from_its_day(memory, clock):

@@ -16,7 +16,8 @@ from engine.base.inputs import INT64
 from engine.judges import JudgeUnavailable
 from engine.run.context import number
 
-AFTER = 20  # memories said after a late turn asked about besides those its search found
+AFTER = 20  # memories said after a late turn looked at besides those its search found
+ASKED = 5  # of those, the earliest asked whether they replace it (a model call each)
 
 
 def in_said_order(writer, said: str | None, items: list) -> list:
@@ -52,11 +53,12 @@ def in_said_order(writer, said: str | None, items: list) -> list:
         named = [r for r in later if r["id"] in judged.supersedes]
         judged.supersedes = [i for i in judged.supersedes if i not in after]
         if not named:  # the judges read it as the newer: ask whether a later one replaces it,
-            # in said order, up to the first that does (the earliest is the one that counts)
-            first = next(
-                (r for r in later if r["id"] not in judged.confirms and _replaces(writer, r, judged, said)),
-                None,
-            )
+            # in said order, up to the first that does (the earliest is the one that counts);
+            # only the first ASKED: a backlog of late turns after an outage costs a few
+            # calls a turn, not twenty (an old fact left active beside its successor is
+            # found again by recall's judges; nothing is lost)
+            asked = [r for r in later if r["id"] not in judged.confirms][:ASKED]
+            first = next((r for r in asked if _replaces(writer, r, judged, said)), None)
             named = [first] if first is not None else []
         if named:
             first = named[0]
