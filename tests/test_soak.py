@@ -22,6 +22,7 @@ import json
 import os
 import random
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -179,7 +180,7 @@ class Soak:
         )
 
     def start_mcp(self) -> None:
-        self.mcp_started = time.monotonic()
+        self.mcp_up: float | None = None  # when its port first answered (see `serving`)
         self.mcp = self._spawn(
             "mcp",
             lethe("mcp", *self.store, "--transport", "http", "--port", self.mcp_port, "--token", TOKEN),
@@ -197,6 +198,18 @@ class Soak:
                     + ["--stop-file", self.stop_file],
                 )
             )
+
+    def serving(self) -> float:
+        """Seconds the MCP server has listened (0 while it starts: under load a killed
+        server takes tens of seconds to serve again, and one killed before it listens
+        served no client)."""
+        if self.mcp_up is None:
+            try:
+                socket.create_connection(("127.0.0.1", self.mcp_port), timeout=0.05).close()
+            except OSError:
+                return 0.0
+            self.mcp_up = time.monotonic()
+        return time.monotonic() - self.mcp_up
 
     def start_run(self) -> None:
         self.figures["runs_started"] += 1
@@ -230,7 +243,7 @@ class Soak:
         # the MCP server once it has served a while
         working = [n for n in self.agents if (self.tmp / f"agent{n}.jsonl").exists()]
         working = [n for n in working if (self.tmp / f"agent{n}.jsonl").stat().st_size]
-        served = time.monotonic() - self.mcp_started > 45
+        served = self.serving() > 45
         weights = {"agent": 4 * bool(working), "daemon": 2, "mcp": served, "run": 3 * bool(self.runs)}
         what = self.rng.choices(list(weights), weights=list(weights.values()))[0]
         self.figures["kills"][what] += 1
@@ -269,9 +282,9 @@ class Soak:
         wait_for_port(self.mcp_port, self.mcp, seconds=180)
         self.start_clients()
         started = time.monotonic()
-        while time.monotonic() - started < 180 and not all(
-            (self.tmp / f"agent{n}.jsonl").exists() and (self.tmp / f"agent{n}.jsonl").stat().st_size
-            for n in self.agents
+        while time.monotonic() - started < 180 and not (
+            all(at_work(self.tmp / f"agent{n}.jsonl") for n in self.agents)
+            and all(at_work(self.tmp / f"mcp{n}.jsonl") for n in range(1, MCP_CLIENTS + 1))
         ):
             time.sleep(0.2)
         self.deadline = time.monotonic() + self.seconds
@@ -335,6 +348,16 @@ class Soak:
                     p.wait(timeout=60)
                 except subprocess.TimeoutExpired:
                     p.kill()
+
+
+def at_work(log) -> bool:
+    """Whether a log shows its agent or client at work: an answered call (an MCP client
+    that starts before its server listens logs refused connections first)."""
+    try:
+        with open(log, encoding="utf-8") as fh:
+            return any('"error"' not in line for line in fh)
+    except FileNotFoundError:
+        return False
 
 
 def stuck(p: subprocess.Popen) -> str:
@@ -522,13 +545,13 @@ BACKENDS = [
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_soak_briefly(tmp_path, backend):
     f = run_soak(tmp_path, 15, backend)
-    assert f["writes_acknowledged"] > 5 and sum(f["kills"].values()) >= 3
+    assert f["writes_acknowledged"] > 5 and sum(f["kills"].values()) >= 3 and f["mcp_calls"] > 0
 
 
 @pytest.mark.soak
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_soak_for_five_minutes(tmp_path, backend):
     f = run_soak(tmp_path, 300, backend)
-    assert f["writes_acknowledged"] > 200 and sum(f["kills"].values()) >= 75
+    assert f["writes_acknowledged"] > 200 and sum(f["kills"].values()) >= 75 and f["mcp_calls"] > 20
     assert f["server_restarts"] == (2 if backend == "postgres" else 0)
     assert len(f["faults"]) >= (2 if backend == "postgres" else 4)
