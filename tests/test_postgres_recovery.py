@@ -163,3 +163,31 @@ def test_a_round_of_pending_turns_claims_only_the_turn_it_is_judging(tmp_path, p
             thread.join(120)
         assert claimed == 1, claimed
         assert runner.pending() == []
+
+
+def test_a_claim_its_living_holder_could_not_give_back_is_given_back_at_its_next_call(pg_dsn):
+    """A give-back that met the server down (a restart) is made by the holder's next
+    inbox call that reaches the server: an agent that lives on gives its turn back at its
+    next `remember`, and a runner judges it at once. Before: it ran out only after the
+    claim's minute, and in the soak the daemon waited ~50 s of its minute for it."""
+    dsn = pg_server.fresh_schema(pg_dsn)
+    clock = FixedClock(NOW)
+    with Memory(dsn, clock=clock, offline=True) as agent, Memory(dsn, clock=clock, offline=True) as runner:
+        store = store_of(agent)
+        turn = store.add_turn("default", "I moved the API to Fly.io.", "Noted.")  # claimed, alive
+        real = type(store).db  # the server gone when the judging gives it back
+
+        class Gone:
+            def execute(self, *args):
+                raise StoreError("PostgreSQL dropped the connection")
+
+        type(store).db = property(lambda self: Gone())
+        try:
+            store.release_turns([turn])
+        finally:
+            type(store).db = real
+        store.add_turn("default", "I moved the docs to Netlify.", "Noted.")  # its next call
+        runner.run_due()
+        assert [t["user_text"] for t in runner.pending()] == ["I moved the docs to Netlify."], (
+            runner.pending()
+        )

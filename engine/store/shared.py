@@ -77,7 +77,7 @@ class StoreCommon:
     def claimed_turns(self, namespace: str, limit: int):
         """`claim_turns`, and every turn of them still claimed given back when the round
         ends, however it ends (an outage stops it at the first turn; an error, a lost
-        lease): the others are claimable at once, not after the claim's 5 minutes."""
+        lease): the others are claimable at once, not after the claim runs out."""
         ids = self.claim_turns(namespace, limit)
         try:
             yield ids

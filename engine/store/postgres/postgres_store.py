@@ -71,6 +71,7 @@ class PostgresStore(Inspecting, AsOf):
         self.holder = f"{processes.host()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         self._common: set[tuple[str, int]] = set()  # full-text queries known to pass a cap
         self._lease_db = None  # the leases' own connection, opened by the first lease
+        self._unreturned: set[int] = set()  # claims a give-back could not reach the server for
         # errors of the server itself (unreachable, a lock timeout): never a turn's fault
         self.busy_errors = (psycopg().OperationalError,)
         self._db = self._session(self.connect())
@@ -300,6 +301,7 @@ class PostgresStore(Inspecting, AsOf):
     def add_turn(self, namespace: str, user: str, assistant: str, said_at: str | None = None) -> int:
         """Save a turn, claimed by us: the writer judging it now is not raced by a retry."""
         refuse_nul((user, assistant))
+        self._give_back_unreturned()
         return self.db.execute(
             "INSERT INTO inbox (namespace, user_text, assistant_text, created_at, updated_at, "
             "claimed_by, claimed_until) VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
@@ -314,6 +316,7 @@ class PostgresStore(Inspecting, AsOf):
         for CLAIM (workers skip each other's rows and claims). A claim whose holder was a
         process of this host that has died (an agent killed in its `remember`) is taken at
         once, as a dead runner's lease is, not after CLAIM."""
+        self._give_back_unreturned()
         now = self.now()
         found = self.db.execute(
             "UPDATE inbox SET claimed_by = %s, claimed_until = %s WHERE id IN (SELECT id FROM inbox "
@@ -335,10 +338,23 @@ class PostgresStore(Inspecting, AsOf):
         return [h for (h,) in held if processes.holder_gone(h)]
 
     def release_turns(self, ids: list[int]) -> None:
-        """Give back this store's claims on these turns (those it did not judge)."""
-        with contextlib.suppress(*self.busy_errors, StoreError):  # a lost server drops them
+        """Give back this store's claims on these turns (those it did not judge). When the
+        server cannot be reached (it is restarting), they are given back by this store's
+        next inbox call that reaches it (`add_turn`, `claim_turns`), not left to run out:
+        an agent that met a restart gives its turn back at its next `remember`."""
+        ids = [*self._unreturned, *ids]
+        self._unreturned = set()
+        try:
             self.db.execute(
                 "UPDATE inbox SET claimed_by = NULL, claimed_until = NULL WHERE "
                 "claimed_by = %s AND id = ANY(%s)",
-                (self.holder, list(ids)),
+                (self.holder, ids),
             )
+        except (*self.busy_errors, StoreError):
+            self._unreturned.update(ids)  # only ours: a claim taken over meanwhile is not touched
+
+    def _give_back_unreturned(self) -> None:
+        """Give back what `release_turns` could not, when no transaction is open (a failed
+        give-back must not abort the caller's)."""
+        if self._unreturned and not self.db.info.transaction_status:
+            self.release_turns([])
