@@ -18,7 +18,7 @@ import pytest
 
 from engine.judges import invariants as guards
 from engine.run.matching import distinctive_query
-from tests.helpers import context_of
+from tests.helpers import context_of, store_of, writer_of
 from tests.helpers.judge import Judge, pick, served, shown
 from tests.helpers.rows import calls, event_types, events, memories, outcomes, seed
 
@@ -328,3 +328,32 @@ def test_an_end_date_of_today_needs_a_turn_that_says_today(fake_openai, lethe):
     assert memories(mem)[mid]["expires_at"] == "2026-03-31T23:59:59"  # the rules read the quarter
     [mid] = mem.remember("The office is closed today.", "ok")
     assert memories(mem)[mid]["expires_at"] == "2026-01-05T23:59:59"
+
+
+# ---- a turn judged late --------------------------------------------------------------------
+@pytest.mark.parametrize("ask", ["its own question", "the other way round"])
+def test_a_late_turn_is_never_retired_by_a_later_memory_about_another_thing(fake_openai, lethe, clock, ask):
+    """A turn judged after memories said later is stored superseded by the one that replaces
+    it (engine/run/timeline.py); the judge saying so about a memory of another identified
+    thing (order 1003 for order 1001) is refused, with an event, whichever way it was asked."""
+
+    def contradiction(prompt):
+        if ask == "its own question" and "Order 1001" in prompt.split("Existing memories", 1)[0]:
+            return {"supersedes": pick(prompt, "1003"), "confirms": []}
+        if ask == "the other way round" and pick(prompt, "1001"):
+            return {"supersedes": pick(prompt, "1001"), "confirms": []}
+        return {"supersedes": [], "confirms": []}
+
+    judge = Judge(contradiction=contradiction)
+    mem = lethe(served(fake_openai, judge).base_url)
+    later = mem.remember("Order 1003 is delayed.", "ok", said_at=clock() - dt.timedelta(days=5))
+    late = store_of(mem).add_turn(
+        mem.namespace, "Order 1001 is delayed.", "", (clock() - dt.timedelta(days=14)).isoformat()
+    )
+    written = writer_of(mem).process(late)
+    [new_id] = written.stored
+    rows = memories(mem)
+    assert rows[new_id]["status"] == "active" and rows[later[0]]["status"] == "active"
+    assert written.superseded == []
+    [why] = refused(mem, new_id)
+    assert why.startswith(f"superseded_by #{later[0]} refused: they are about different things"), why

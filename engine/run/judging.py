@@ -45,6 +45,7 @@ class Judged:
     shown: list[int] = field(default_factory=list)  # candidates the supersede steps were shown
     superseded_by: list = field(default_factory=list)  # [id, content, said, reason]: timeline
     more: list[dict] = field(default_factory=list)  # the gate's further memories of the turn
+    refused: list[tuple[str, int, str]] = field(default_factory=list)  # (what, id, why): guards
 
 
 class Judging:

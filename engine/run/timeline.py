@@ -7,6 +7,9 @@ memories said later. Judged in said order it could never supersede those, so her
 not either: when the judges say it replaces a memory said after it, or (asked the other
 way round) that such a memory replaces it, it is stored already superseded by the earliest
 of them, with the link and the event, as if the turns had been judged in the order said.
+A later memory about another identified thing (engine/judges/invariants.py
+`supersede_refusal`) never retires it, whatever the judges say; the refusal is an event on
+the late memory.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 from engine.base.errors import LetheError
 from engine.base.inputs import INT64
 from engine.judges import JudgeUnavailable
+from engine.judges import invariants as guards
 from engine.run.context import number
 
 AFTER = 20  # memories said after a late turn looked at besides those its search found
@@ -50,7 +54,7 @@ def in_said_order(writer, said: str | None, items: list) -> list:
         if not later:
             continue
         after = {r["id"] for r in later}
-        named = [r for r in later if r["id"] in judged.supersedes]
+        named = [r for r in later if r["id"] in judged.supersedes and _allowed(r, judged)]
         judged.supersedes = [i for i in judged.supersedes if i not in after]
         if not named:  # the judges read it as the newer: ask whether a later one replaces it,
             # in said order, up to the first that does (the earliest is the one that counts);
@@ -58,7 +62,10 @@ def in_said_order(writer, said: str | None, items: list) -> list:
             # calls a turn, not twenty (an old fact left active beside its successor is
             # found again by recall's judges; nothing is lost)
             asked = [r for r in later if r["id"] not in judged.confirms][:ASKED]
-            first = next((r for r in asked if _replaces(writer, r, judged, said)), None)
+            first = next(
+                (r for r in asked if _replaces(writer, r, judged, said) and _allowed(r, judged)),
+                None,
+            )
             named = [first] if first is not None else []
         if named:
             first = named[0]
@@ -69,6 +76,15 @@ def in_said_order(writer, said: str | None, items: list) -> list:
                 judged.reasons.pop(first["id"], None),
             ]
     return items
+
+
+def _allowed(later, judged) -> bool:
+    """Whether the guard (engine/judges/invariants.py `supersede_refusal`) lets the memory
+    said `later` retire the late one; a refusal is kept on the judgment, for its event."""
+    why = guards.supersede_refusal(later["content"], judged.content)
+    if why:
+        judged.refused.append(("superseded_by", later["id"], why))
+    return why is None
 
 
 def _replaces(writer, later, judged, said: str) -> bool:

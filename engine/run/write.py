@@ -304,11 +304,13 @@ class Writer:
 
     def screen(self, judged: Judged) -> list[tuple[str, int, str]]:
         """Keep the confirms and supersedes the guards let through (engine/judges/invariants.py); the
-        refused ones, as (what, id, why). A refused confirm stores the new memory."""
+        refused ones, as (what, id, why), with those refused before (a later memory's
+        supersession of a late one, engine/run/timeline.py). A refused confirm stores the new
+        memory."""
         judged.confirms, judged.supersedes, refused = guards.screen(
             judged.content, judged.confirms, judged.supersedes, self.text_of
         )
-        return refused
+        return judged.refused + refused
 
     def text_of(self, mid: int) -> str:
         row = self.ctx.store.get(mid, self.ctx.namespace)
