@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from engine import Memory
-from tests.helpers.fake_openai import closed_port_url
+from tests.helpers.fake_openai import FakeOpenAI, Reply, closed_port_url
 from tests.helpers.rows import memories
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
@@ -161,3 +161,34 @@ def test_the_day_a_past_event_happened_is_no_end_date(text, end):
     from engine.judges.rules import expiry
 
     assert expiry(text, "2026-04-10") == end  # a Friday
+
+
+# one word apart, each about another thing: a person, an order, a room, an invoice, a ticket
+ONE_WORD_APART = (
+    [f"The meeting with {name} is on Tuesday." for name in ("Alice", "Bob", "Carol", "Dmitri", "Esther")]
+    + [f"Order {n} is delayed." for n in (1001, 1002, 1003, 1017, 2040)]
+    + [f"Room {room} holds 12 people." for room in "ABCDE"]
+    + [f"The {month} invoice is paid." for month in ("March", "April", "May", "June", "July")]
+    + [f"Ticket OPS-{n} is blocked on the vendor." for n in (12, 19, 23, 31, 40)]
+    + [f"The {name} project is due in May." for name in ("Apollo", "Gemini", "Kepler", "Vega", "Orion")]
+)
+
+
+def test_thirty_facts_one_word_apart_said_while_the_server_fails_are_thirty_memories(lethe, db_path, clock):
+    """The model's server answers every request with a 503 (the OpenAI client over HTTP):
+    each turn stays pending, and judged afterwards by the rules each becomes a memory of
+    its own, still active: none is taken for a repeat of another, none retires another."""
+    assert len(set(ONE_WORD_APART)) == 30
+    with FakeOpenAI(lambda request: Reply(status=503, content="the model is loading")) as fake:
+        down = lethe(fake.base_url)
+        for text in ONE_WORD_APART:
+            assert down.remember(text, "Noted.") == []
+        assert len(down.pending()) == 30 and fake.requests
+    with Memory(db_path, policy=down.policy, offline=True, clock=clock) as mem:
+        mem.run_due()
+        assert mem.pending() == []
+        rows = memories(mem)
+    gone = sorted(r["content"] for r in rows.values() if r["status"] != "active")
+    assert len(rows) == 30 and gone == []
+    for text in ONE_WORD_APART:
+        assert sum(r["content"].rstrip(".") in text for r in rows.values()) <= 1
