@@ -328,6 +328,13 @@ def shortened(value, limit: int = PROMPT_TEXT):
         count, total = _texts(value)
         if total > PROMPT_TOTAL:
             limit = max(200, PROMPT_TOTAL // max(count, 1))
+    return _cut(value, limit)
+
+
+def _cut(value, limit: int):
+    """`value` with each text longer than `limit` cut to it (the limit chosen once, for the
+    whole of what `shortened` was given: counting again at every level cost a recall's
+    select prompt over 60 candidates a fifth of its time)."""
     if isinstance(value, str):
         return (
             value
@@ -335,9 +342,9 @@ def shortened(value, limit: int = PROMPT_TEXT):
             else f"{value[:limit]}… [{len(value) - limit:,} more characters not shown]"
         )
     if isinstance(value, dict):
-        return {k: shortened(v, limit) for k, v in value.items()}
+        return {k: _cut(v, limit) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(shortened(v, limit) for v in value)
+        return type(value)(_cut(v, limit) for v in value)
     return value
 
 
