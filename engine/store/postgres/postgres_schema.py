@@ -124,9 +124,11 @@ _statements(
           NEW.recorded_at := coalesce(NEW.recorded_at, NEW.created_at);
           NEW.recorded_floor := least(NEW.recorded_at, (SELECT recorded_floor FROM memories
             WHERE id > NEW.id ORDER BY id LIMIT 1));
-          IF NEW.recorded_at IS NOT NULL THEN
-            UPDATE memories SET recorded_floor = NEW.recorded_at WHERE id < NEW.id
-              AND (recorded_floor > NEW.recorded_at OR recorded_floor IS NULL);
+          IF NEW.recorded_at IS NOT NULL THEN  -- two statements: each reads the index
+            UPDATE memories SET recorded_floor = NEW.recorded_at
+              WHERE recorded_floor > NEW.recorded_at AND id < NEW.id;
+            UPDATE memories SET recorded_floor = NEW.recorded_at
+              WHERE recorded_floor IS NULL AND id < NEW.id;
           END IF;
           RETURN NEW;
         END $$""",

@@ -309,7 +309,8 @@ def m025_recorded_at(db):
         UPDATE {rows} SET recorded_at = {when}, recorded_floor = (SELECT min(v) FROM (
             SELECT {when} AS v UNION ALL SELECT * FROM (SELECT recorded_floor FROM {rows}
             WHERE id > NEW.id ORDER BY id LIMIT 1))) WHERE id = NEW.id;
-        UPDATE {rows} SET recorded_floor = {when} WHERE {when} IS NOT NULL AND id < NEW.id
-            AND (recorded_floor > {when} OR recorded_floor IS NULL); END""")
+        UPDATE {rows} SET recorded_floor = {when} WHERE recorded_floor > {when} AND id < NEW.id;
+        UPDATE {rows} SET recorded_floor = {when}
+            WHERE recorded_floor IS NULL AND {when} IS NOT NULL AND id < NEW.id; END""")
     if rows == text_apart.ROWS:
         text_apart.show_in_view(db, ("recorded_at",))
