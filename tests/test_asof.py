@@ -58,7 +58,8 @@ def test_as_of_reads_what_was_believed_then(memory, clock):
 # the time it was said when it has none; the as-of reads find them through recorded_floor
 RECORDED_BY = (
     "SELECT m.id FROM memories m WHERE m.namespace = ? AND m.created_at <= ? AND coalesce("
-    "(SELECT min(e.occurred_at) FROM memory_events e WHERE e.memory_id = m.id), m.created_at) <= ? "
+    "(SELECT min(e.occurred_at) FROM memory_events e WHERE e.memory_id = m.id "
+    "AND e.event_type <> 'normalised'), m.created_at) <= ? "
     "ORDER BY m.id DESC"
 )
 

@@ -297,10 +297,11 @@ def m024_model_support(db):
 
 @migration
 def m025_recorded_at(db):
-    """When Lethe first recorded each memory (`recorded_at`, shown by the view) and the
-    floor an as-of read starts below (`recorded_floor`, shared_schema.recorded), kept by a
-    trigger on every insert: the engine's (which gives the recording time), an import's, a
-    write through the view (no time given: the time it was said)."""
+    """When Lethe first recorded each memory (`recorded_at`) and the floor an as-of read
+    starts below (`recorded_floor`, shared_schema.recorded), both shown by the view as
+    PostgreSQL's table shows them, kept by a trigger on every insert: the engine's (which
+    gives the recording time), an import's, a write through the view (no time given: the
+    time it was said)."""
     rows = text_apart.rows_table(db)
     for sql in recorded(rows, SQLITE_TYPES):
         db.execute(sql)
@@ -313,4 +314,4 @@ def m025_recorded_at(db):
         UPDATE {rows} SET recorded_floor = {when}
             WHERE recorded_floor IS NULL AND {when} IS NOT NULL AND id < NEW.id; END""")
     if rows == text_apart.ROWS:
-        text_apart.show_in_view(db, ("recorded_at",))
+        text_apart.show_in_view(db, ("recorded_at", "recorded_floor"))
