@@ -86,6 +86,7 @@ def store_memory(
         "status": "active",
         "created_at": ctx.store.said_at or ctx.now(),
         "recorded_at": recorded,  # as its first event (docs/time.md)
+        "recorded_floor": recorded,  # the trigger lowers it if a row above is earlier
         "last_accessed": None,
         "expires_at": expires_at,
         "namespace": ctx.namespace,

