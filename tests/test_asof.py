@@ -54,6 +54,20 @@ def test_as_of_reads_what_was_believed_then(memory, clock):
     assert [e["event_type"] for e in story.events] == ["created"] and story.superseded_by is None
 
 
+def test_a_recall_judged_by_the_rules_renders_no_prompt(memory, clock, monkeypatch):
+    """The rules read the variables, never the prompt: an offline recall, as of T or not,
+    does not render the select prompt over its candidates (half its CPU at 1M)."""
+    import engine.prompts
+
+    mem = memory()
+    [kept] = mem.remember("I manage dependencies with poetry.")
+    rendered = []
+    monkeypatch.setattr(engine.prompts, "render", lambda *a, **k: rendered.append(a[0]) or "")
+    assert [m.id for m in mem.recall("which dependency manager?", as_of=START)] == [kept]
+    assert [m.id for m in mem.recall("which dependency manager?")] == [kept]
+    assert rendered == []
+
+
 # what "recorded by T" means (docs/time.md), read the long way: a memory's first event, or
 # the time it was said when it has none; the as-of reads find them through recorded_floor
 RECORDED_BY = (

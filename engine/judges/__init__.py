@@ -231,8 +231,11 @@ class Judges:
         Raises JudgeUnavailable when the model cannot be reached; never anything else for
         anything a model or server sends."""
         check_templates(self.policy)  # a policy loaded with templates=False: parse them now
-        prompt = prompts.render(judgment.prompt, self.policy.prompt_dirs, variables)
         scripted = self.scripted.take(step) if self.scripted else None
+        # the rules read the variables, never the prompt: rendering it for them was half
+        # the CPU of an offline recall (the select prompt over 60 candidates)
+        unread = scripted is None and self.provider(judgment.model) is self.rules
+        prompt = "" if unread else prompts.render(judgment.prompt, self.policy.prompt_dirs, variables)
         retry: list[dict] = []
         problem = "no answer"
         for attempt in range(self.retries(judgment.model) + 1):
