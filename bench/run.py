@@ -5,6 +5,7 @@
     python -m bench.run recall --sizes 1M
     python -m bench.run write | tokens | contention | peak   # rows 3-6 (see bench/RESULTS.md)
     python -m bench.run inspector --sizes 1M           # `lethe ui`'s pages (the ui extra)
+    python -m bench.run asof --sizes 1M                # as-of recall, 10 events a memory
 
 Data is cached under bench/data/ (gitignored). A goal in parentheses is shown for reference
 only (not counted as met or missed). Exit status 1 when results disagree (a correctness
@@ -127,7 +128,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "part",
         nargs="?",
-        choices=("all", "passes", "recall", "write", "tokens", "contention", "late", "peak", "inspector"),
+        choices=(
+            "all",
+            "passes",
+            "recall",
+            "write",
+            "tokens",
+            "contention",
+            "late",
+            "peak",
+            "inspector",
+            "asof",
+        ),
         default="all",
     )
     ap.add_argument(
@@ -202,6 +214,12 @@ def main(argv: list[str] | None = None) -> int:
         from . import inspector
 
         r, p = inspector.bench(args.sizes, log)
+        rows += r
+        problems += p
+    if args.part in ("all", "asof"):
+        from . import asof
+
+        r, p = asof.rows_for_run(args.sizes, log)
         rows += r
         problems += p
     elapsed = time.perf_counter() - t0
