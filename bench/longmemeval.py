@@ -46,6 +46,12 @@ def _args(argv):
     ap.add_argument("--limit", type=int, default=None, help="at most N questions of each type")
     ap.add_argument("--ids", default=None, help="only these question ids, comma-separated")
     ap.add_argument(
+        "--split",
+        choices=("dev", "held"),
+        default=None,
+        help="dev: questions whose sha1(question_id) ends in an even hex digit; held: the others",
+    )
+    ap.add_argument(
         "--policy",
         action="append",
         default=None,
@@ -119,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     types = None if args.types == "all" else [t.strip() for t in args.types.split(",")]
     ids = args.ids.split(",") if args.ids else None
     t0, load0 = time.perf_counter(), _load()
-    loaded = data.load(args.data, types, args.limit, ids)
+    loaded = data.load(args.data, types, args.limit, ids, args.split)
     cases = [c for c, _ in loaded]
     golds = {g.qid: g for _, g in loaded}
     names = systems(args, log)
@@ -140,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - t0
     cpu = sum(o.cpu for o in outcomes)
     header = (
-        f"{len(cases)} questions from {', '.join(os.path.basename(p) for p in args.data)}; "
+        f"{len(cases)} {args.split + ' ' if args.split else ''}questions from "
+        f"{', '.join(os.path.basename(p) for p in args.data)}; "
         f"{'offline (rules judges)' if args.offline else 'judges as each policy declares'}; "
         f"raw-turn baselines top {args.k}; QA "
         f"{'judged by ' + qa.judge + ', reader ' + qa.reader if qa else 'not run'}; "

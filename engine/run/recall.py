@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from engine.base.records import MemoryRecord
 from engine.base.text import fts_query
 from engine.judges import JudgeUnavailable
+from engine.judges.rules.reading import read
+from engine.judges.rules.words import GENERIC
 from engine.run import neighbours as vectors
 from engine.run.context import Context
 from engine.run.matching import distinctive_query
@@ -135,7 +137,40 @@ def choose(
         chosen = _select(ctx, rec, query, shown, top_n, similar)
     else:
         chosen = [c.id for c in shown[:top_n]]
-    return shown, chosen
+    return shown, newest_first(query, chosen, {c.id: c for c in shown})
+
+
+def newest_first(query: str | None, chosen: list[int], records: dict) -> list[int]:
+    """The chosen ids, where two of them are about the same thing, the newer first: a
+    memory's older value ranked above its newer one hands the agent what was true rather
+    than what is ("30 dozen eggs" above "20 dozen eggs now"). Two picks are about the same
+    thing when they share a word of the query (not a generic one), and so, transitively,
+    are the members of one group: each group keeps the places its members held, filled
+    newest first; a pick sharing no query word with another keeps its place."""
+    if not query or len(chosen) < 2:
+        return chosen
+    wanted = read(query).concepts - GENERIC
+    keys = [read(records[i].content).concepts & wanted for i in chosen]
+    group = list(range(len(chosen)))
+
+    def root(i: int) -> int:
+        while group[i] != i:
+            i = group[i]
+        return i
+
+    for i in range(len(chosen)):
+        for j in range(i + 1, len(chosen)):
+            if keys[i] & keys[j]:
+                group[root(j)] = root(i)
+    places: dict[int, list[int]] = {}
+    for i in range(len(chosen)):
+        places.setdefault(root(i), []).append(i)
+    out = list(chosen)
+    for members in places.values():
+        newest = sorted(members, key=lambda i: records[chosen[i]].created_at or "", reverse=True)
+        for place, i in zip(members, newest):
+            out[place] = chosen[i]
+    return out
 
 
 MATCHES = 20  # best full-text matches that join the head of recall's order (no embeddings)

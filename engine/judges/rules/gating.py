@@ -257,10 +257,20 @@ _HOLDS_NOW = re.compile(
 _NAME_INSIDE = re.compile(r"(?<=[a-z,] )(?!I\b)[A-Z][a-z]+")
 
 
+# a count spelled out is a value as much as its digits: "I attended five sessions", "we
+# have three kids" ('one' is left out: "the blue one", "pick one up")
+_COUNT_WORD = re.compile(
+    r"\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|"
+    r"fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|hundred|"
+    r"dozens?|twice|thrice)\b"
+)
+
+
 def _personal_value(sentence: str, norm: str) -> bool:
     if sentence.rstrip().endswith("?") or not _I_STATE.search(norm):
         return False
-    return bool(_NUMBER.search(norm) or _HOLDS_NOW.search(norm) or _NAME_INSIDE.search(sentence))
+    counted = _NUMBER.search(norm) or _COUNT_WORD.search(norm)
+    return bool(counted or _HOLDS_NOW.search(norm) or _NAME_INSIDE.search(sentence))
 
 
 def _fix_sentence(assistant: str) -> str | None:
@@ -308,8 +318,43 @@ def memories(user: str, assistant: str) -> dict:
 
 
 def _durable(user: str) -> list[tuple[str, list[str]]]:
-    """The user's sentences that state something durable, with what kinds of thing."""
-    return [(sentence, found) for sentence in sentences(user) if (found := _signals(sentence))]
+    """The user's sentences that state something durable, with what kinds of thing. A
+    question telling a fact as its grounds ("what time should I start my jog, considering
+    I wake up at 7:30 on Saturdays?") keeps the fact, said as a statement: asking is not
+    telling, and the question around it would keep the fact at a question's confidence."""
+    out = []
+    for sentence in sentences(user):
+        grounds = _grounds(sentence)
+        if grounds and (found := _signals(grounds)):
+            out.append((grounds, found))
+        elif found := _signals(sentence):
+            out.append((sentence, found))
+    return out
+
+
+# the grounds of a question, told by the user about themselves
+_GROUNDS = re.compile(
+    r"(?:^|[,;(]\s*|\s)(?:considering|given|since|because|as|seeing as|now that)(?: that)?\s+"
+    r"(?=(?:i|i'm|i've|i'd|my|we|we're|we've|our)\b)",
+    re.IGNORECASE,
+)
+
+
+def _grounds(sentence: str) -> str | None:
+    """The clause after 'considering / given that / since I ...' in a question, as a
+    statement ('I like to wake up at 7:30 am on Saturdays.'), or None."""
+    if not sentence.rstrip().endswith("?"):
+        return None
+    m = _GROUNDS.search(sentence)
+    if m is None or m.start() == 0:
+        return None
+    clause = sentence[m.end() :].rstrip(" ?").strip()
+    if len(clause.split()) < 3 or _POINTS_BACK.search(clause):
+        return None  # "since my old one broke": what broke is in the question
+    return clause[:1].upper() + clause[1:] + "."
+
+
+_POINTS_BACK = re.compile(r"\b(?:one|ones|it|its|this|that|these|those|they|them|there)\b", re.IGNORECASE)
 
 
 def _memory(content: str, kinds: list[str], assistant: str) -> dict:
