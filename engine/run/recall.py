@@ -135,13 +135,12 @@ def choose(
     shown, similar = _hybrid(ctx, query, shown)
     if rec.select is not None and shown:
         chosen = _select(ctx, rec, query, shown, top_n, similar)
-    else:
-        chosen = [c.id for c in shown[:top_n]]
-    return shown, newest_first(query, chosen, {c.id: c for c in shown})
+        return shown, newest_first(query, chosen, {c.id: c for c in shown})
+    return shown, [c.id for c in shown[:top_n]]  # the policy's own order, as written
 
 
 def newest_first(query: str | None, chosen: list[int], records: dict) -> list[int]:
-    """The chosen ids, where two of them are about the same thing, the newer first: a
+    """The select judge's picks, where two of them are about the same thing, the newer first: a
     memory's older value ranked above its newer one hands the agent what was true rather
     than what is ("30 dozen eggs" above "20 dozen eggs now"). Two picks are about the same
     thing when they share a word of the query (not a generic one), and so, transitively,
