@@ -216,3 +216,21 @@ def test_recall_explain_on_the_command_line(db_path, memory, clock):
     assert pg["rank"] == pytest.approx(8.0 * 0.9 * pg["decay"])
     assert 0 < pg["relevance"] < 1
     assert mem.get(pg["id"]).access_count == 0  # --explain records no access
+
+
+def test_of_two_picks_about_the_same_thing_the_newer_ranks_first():
+    """A select judge ranks by fit; of two picks sharing a word of the query, the older
+    value above the newer would hand the agent what was true rather than what is."""
+    from engine.base.records import MemoryRecord
+    from engine.run.recall import newest_first
+
+    at = {1: "2026-01-11T08:00:00", 2: "2026-03-15T12:00:00", 3: "2026-02-01T09:00:00"}
+    text = {
+        1: "We have 30 dozen eggs in the fridge.",
+        2: "We have 20 dozen eggs in the fridge now.",
+        3: "User likes tea.",
+    }
+    records = {i: MemoryRecord(i, text[i], created_at=at[i]) for i in at}
+    assert newest_first("How many dozen eggs do we have?", [1, 3, 2], records) == [2, 3, 1]
+    # nothing shared with the query: the judge's order stands
+    assert newest_first("What does the user drink?", [1, 3, 2], records) == [1, 3, 2]

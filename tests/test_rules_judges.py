@@ -9,6 +9,7 @@ import re
 import pytest
 
 from engine.judges import rules
+from engine.judges.rules import gating
 
 TODAY = dt.datetime(2026, 1, 5, 9, 0, 0)  # a Monday
 
@@ -1206,6 +1207,42 @@ def test_gate_keeps_habits_places_and_changed_values(user):
 @pytest.mark.parametrize("user", ["What should I eat tonight?", "Thanks, I'll take a look."])
 def test_gate_still_drops_questions_and_thanks(user):
     assert not rules.gate(user, "Sure.")["save"]
+
+
+@pytest.mark.parametrize(
+    "user, kind",
+    [
+        # how often, in words: a recurring habit
+        ("I've been doing yoga twice a week, which helps me relax.", "schedule"),
+        ("I go to the climbing gym three times a week.", "schedule"),
+        # a count spelled out is a value as much as its digits
+        ("I did attend three sessions of the support group, and it helped.", "fact"),
+        ("We have twelve chickens in the backyard coop.", "fact"),
+    ],
+)
+def test_gate_keeps_counts_in_words_how_often_and_what_the_user_did(user, kind):
+    verdict = rules.gate(user, "Noted.")
+    assert verdict["save"] and kind in verdict["tags"]
+
+
+@pytest.mark.parametrize(
+    "user",
+    ["I just wanted to say thanks today!", "I just checked and it works now.", "We went there yesterday."],
+)
+def test_gate_a_past_verb_with_a_time_alone_is_no_event(user):
+    assert not rules.gate(user, "Sure.")["save"]
+
+
+def test_gate_keeps_the_grounds_of_a_question_as_a_statement():
+    verdict = gating.memories(
+        "What time should I start my jog, considering I like to wake up at 7:30 am on Saturdays?", "Sure."
+    )
+    assert [m["content"] for m in verdict["memories"]] == ["User likes to wake up at 7:30 am on Saturdays."]
+    # grounds that point back into the question ('my old one') keep the question whole
+    whole = gating.memories("Can you recommend a good laptop, since my old one broke?", "Sure.")
+    assert [m["content"] for m in whole["memories"]] == [
+        "Can you recommend a good laptop, since their old one broke?"
+    ]
 
 
 @pytest.mark.parametrize(
