@@ -1218,6 +1218,10 @@ def test_gate_still_drops_questions_and_thanks(user):
         # a count spelled out is a value as much as its digits
         ("I did attend three sessions of the support group, and it helped.", "fact"),
         ("We have twelve chickens in the backyard coop.", "fact"),
+        # something the user did, told with when: it happened, and a later question asks when
+        ("I just signed a contract with my first client today.", "event"),
+        ("I got back from a road trip to the coast with friends last week.", "event"),
+        ("We adopted a rescue dog yesterday.", "event"),
     ],
 )
 def test_gate_keeps_counts_in_words_how_often_and_what_the_user_did(user, kind):

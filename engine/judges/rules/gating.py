@@ -21,7 +21,7 @@ from engine.judges.rules.reading import (
     sentences,
     summary,
 )
-from engine.judges.rules.words import GENERIC, normalise, stems
+from engine.judges.rules.words import GENERIC, canon, normalise, stems
 
 # What such a subject does: a present-tense verb (or a plain 'is').
 _WORK_VERBS = (
@@ -183,8 +183,39 @@ def _states_a_value(sentence: str, norm: str) -> bool:
     return dated or bool(_NUMBER.search(norm))
 
 
-# Kinds found outside the cue table: an imperative rule, and a recurring schedule.
-_EXTRA_WEIGHTS = {"directive": 7, "schedule": 5}
+# Kinds found outside the cue table: an imperative rule, a recurring schedule, an event.
+_EXTRA_WEIGHTS = {"directive": 7, "schedule": 5, "event": 5}
+# Something the user did, told with when: "I just signed a contract with my first client
+# today", "I got back from a road trip last week", "we adopted a cat yesterday". What the
+# user lived through is a fact about them that stays true (a past trip still happened),
+# and when it happened is what a later "how long ago" asks.
+_PAST_DEED = re.compile(
+    r"\b(?:i|we)(?: have| had)?(?: just| finally| actually| recently| also| already| only)* "
+    r"([a-z]+ed|got|bought|went|took|made|ran|met|won|wore|gave|began|sent|did|built|found|"
+    r"left|came|flew|drove|ate|sold|brought|spent|caught|taught|sang|swam|rode|paid|lost|"
+    r"threw|held|kept|shot|drew|grew|became|joined|moved|signed)\b"
+)
+_WHEN_DONE = re.compile(
+    r"\b(?:just|today|yesterday|tonight|recently|earlier|ago|last (?:week|weekend|month|year|"
+    r"night|time|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|this (?:morning|"
+    r"afternoon|evening|week|weekend|month|year)|the other day|on (?:monday|tuesday|"
+    r"wednesday|thursday|friday|saturday|sunday))\b"
+)
+_NOT_DEEDS = frozenset(lexicon("gating")["not_deeds"].split())
+
+
+def _did(sentence: str, norm: str) -> bool:
+    """The user telling of a deed of theirs with when it was done, about something."""
+    if sentence.rstrip().endswith("?") or not _WHEN_DONE.search(norm):
+        return False
+    deeds = [m[1] for m in _PAST_DEED.finditer(norm) if m[1] not in _NOT_DEEDS]
+    done = {canon(d) for d in deeds}
+    return bool(deeds) and bool(read(sentence).topic - done - _PROGRESS_VERBS - GENERIC - _VAGUE)
+
+
+_VAGUE = stems("there here it that this back around")
+
+
 _PROGRESS_VERBS = stems(lexicon("gating")["progress_verbs"])
 _OWNERSHIP = re.compile(r"\b(my|our|mine|ours|i am|we are|i have|we have|i use|we use)\b")
 _FIX = re.compile(
@@ -234,6 +265,8 @@ def _signals(sentence: str) -> list[str]:
         found.append("deadline")
     if not found and (_states_a_value(sentence, norm) or _personal_value(sentence, norm)):
         found.append("fact")  # nothing else to say for it, but a date, amount or id
+    if not found and _did(sentence, norm):
+        found.append("event")
     return found
 
 
