@@ -1250,6 +1250,40 @@ def test_gate_keeps_the_grounds_of_a_question_as_a_statement():
 
 
 @pytest.mark.parametrize(
+    "user, kept",
+    [
+        (
+            "By the way, I'm thinking of moving my gym sessions to five a week, do you think that's a lot?",
+            "By the way, User is thinking of moving their gym sessions to five a week.",
+        ),
+        (
+            "I adopted a second cat last month, any tips for introducing them?",
+            "User adopted a second cat last month.",
+        ),
+    ],
+)
+def test_gate_keeps_a_statement_followed_by_a_question_about_it(user, kept):
+    verdict = gating.memories(user, "Sure.")
+    assert [m["content"] for m in verdict["memories"]] == [kept]
+
+
+def test_gate_a_question_after_a_request_keeps_nothing():
+    assert not rules.gate("Can you help me with this, do you think?", "Sure.")["save"]
+
+
+def test_select_how_many_prefers_the_on_topic_memory_holding_a_count():
+    candidates = [
+        (1, "User posts Instagram stories to share their writing process with their followers."),
+        (2, "User will run a poll on Instagram asking their followers what they want to see."),
+        (3, "User is now at 600 followers, a nice milestone."),
+        (4, "User bought a new desk in 2023."),
+    ]
+    assert rules.select("How many Instagram followers do I currently have?", candidates, 6)[0] == 3
+    # a year is no count
+    assert rules.select("How many desks did I buy?", candidates, 6) == [4]
+
+
+@pytest.mark.parametrize(
     "old, new",
     [
         # a setting said as a phrase: 'turned ... off' is 'disabled'

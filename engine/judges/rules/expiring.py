@@ -12,10 +12,7 @@ from engine.judges.rules.words import normalise
 _NO_END = re.compile(r"\b(birthday|anniversary|born|date of birth)\b")
 RECURRING = re.compile(
     rf"\b(every|each|weekly|daily|nightly|monthly|yearly|annually|"
-    rf"biweekly|fortnightly|hourly|(?:{WEEKDAY_RE})s|"
-    # how often: "twice a week", "three times a month", "once per day"
-    r"(?:once|twice|thrice|(?:\d+|two|three|four|five|six|seven|several|a few) times) "
-    r"(?:a|an|per|each) (?:day|week|month|year|fortnight))\b"
+    rf"biweekly|fortnightly|hourly|(?:{WEEKDAY_RE})s)\b"
 )
 # Dateless states that still end. Horizons (days from today) are our choice, documented:
 _HORIZONS = (

@@ -217,6 +217,11 @@ _VAGUE = stems("there here it that this back around")
 
 
 _PROGRESS_VERBS = stems(lexicon("gating")["progress_verbs"])
+# how often, said as a count: "twice a week", "three times a month", "once per day"
+_HOW_OFTEN = re.compile(
+    r"\b(?:once|twice|thrice|(?:\d+|two|three|four|five|six|seven|several|a few) times) "
+    r"(?:a|an|per|each) (?:day|week|month|year|fortnight)\b"
+)
 _OWNERSHIP = re.compile(r"\b(my|our|mine|ours|i am|we are|i have|we have|i use|we use)\b")
 _FIX = re.compile(
     r"\b(fix|fixed|fixes|solution|solved?|resolved?|the (issue|problem|cause) "
@@ -241,7 +246,7 @@ def _signals(sentence: str) -> list[str]:
     if "progress" in found and not (read(sentence).topic - _PROGRESS_VERBS - GENERIC):
         found.remove("progress")  # 'fixed it!' says nothing about what
     if (
-        RECURRING.search(norm)
+        (RECURRING.search(norm) or _HOW_OFTEN.search(norm))
         and "deadline" not in found
         and (FIRST_PERSON.search(norm) or WORK_NOUN.search(norm))
     ):
@@ -354,10 +359,12 @@ def _durable(user: str) -> list[tuple[str, list[str]]]:
     """The user's sentences that state something durable, with what kinds of thing. A
     question telling a fact as its grounds ("what time should I start my jog, considering
     I wake up at 7:30 on Saturdays?") keeps the fact, said as a statement: asking is not
-    telling, and the question around it would keep the fact at a question's confidence."""
+    telling, and the question around it would keep the fact at a question's confidence.
+    Likewise a statement followed by a question about it ("I'm thinking of changing my
+    coffee limit to two cups, do you think that's a good idea?") keeps the statement."""
     out = []
     for sentence in sentences(user):
-        grounds = _grounds(sentence)
+        grounds = _grounds(sentence) or _told_then_asked(sentence)
         if grounds and (found := _signals(grounds)):
             out.append((grounds, found))
         elif found := _signals(sentence):
@@ -385,6 +392,29 @@ def _grounds(sentence: str) -> str | None:
     if len(clause.split()) < 3 or _POINTS_BACK.search(clause):
         return None  # "since my old one broke": what broke is in the question
     return clause[:1].upper() + clause[1:] + "."
+
+
+# a question about what was just said: "..., do you think that's a good idea?"
+_ASKED_AFTER = re.compile(
+    r",\s*(?:and\s+|so\s+|but\s+)?(?:do you think|what do you think|what would you|"
+    r"does (?:that|this|it) (?:sound|seem|make sense)|is (?:that|this|it) (?:a good|ok|okay|wise|normal|"
+    r"enough|too)|would (?:that|this|it) (?:be|work|help)|should i|any (?:tips|ideas|suggestions|advice|"
+    r"thoughts|recommendations)|can you|could you|how (?:do|can|should) i|what (?:should|can) i)\b[^,]*\?$",
+    re.IGNORECASE,
+)
+_TELLS = re.compile(r"^(?:[\w' ]+,\s*)?(?:i|i'm|i've|i'd|my|we|we're|we've|our)\b", re.IGNORECASE)
+
+
+def _told_then_asked(sentence: str) -> str | None:
+    """The statement before a question about it ("I'm thinking of two cups a day, do you
+    think that's a good idea?" -> "I'm thinking of two cups a day."), or None."""
+    m = _ASKED_AFTER.search(sentence.rstrip())
+    if m is None:
+        return None
+    head = sentence[: m.start()].strip()
+    if len(head.split()) < 4 or head.endswith("?") or not _TELLS.search(head):
+        return None
+    return head[:1].upper() + head[1:] + "."
 
 
 _POINTS_BACK = re.compile(r"\b(?:one|ones|it|its|this|that|these|those|they|them|there)\b", re.IGNORECASE)

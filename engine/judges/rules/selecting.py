@@ -23,7 +23,8 @@ def select(
     naming a slot ('which dependency manager', 'what database') also matches candidates
     holding a member of that slot (uv, PostgreSQL). Question words ask for a kind of
     answer: 'where do I live' / 'what city' match a memory of where the user lives or
-    moved to; 'when ...' favours on-topic memories holding a date. A broad question about
+    moved to; 'when ...' favours on-topic memories holding a date, 'how many / how much'
+    those holding a count or amount. A broad question about
     the user ('what do you know about me?') returns the top candidates, those about the
     user first, in the given order. Candidates scoring under a quarter of the best are
     dropped; ties keep the given order. [] when nothing is shared."""
@@ -67,7 +68,7 @@ def select(
         for name in sorted(asks):
             words, holds, topical = _SLOT_WORDS[name], _ASKED_SLOTS[name][1], name in _BOOSTS
             if holds(r) and not (wanted & r.concepts & words) and (score > 0 or not topical):
-                score += math.log(1 + total / holders[name]) * (0.5 if topical else 1.0)
+                score += math.log(1 + total / holders[name]) * _BOOSTS.get(name, 1.0)
         if score > 0:
             scored.append((-score, position, number))
     if similar:
@@ -145,8 +146,10 @@ def _spelled_from(abbreviation: str, found: list[str], i: int) -> bool:
 _PLACE_WORDS = stems(_LEXICON["place_words"])
 _TIME_WORDS = stems(_LEXICON["time_words"])
 _DATED_WORDS = stems(_LEXICON["dated_words"])
-_SLOT_WORDS = {"place": _PLACE_WORDS, "time": _TIME_WORDS}
-_BOOSTS = frozenset({"time"})  # a date only helps a memory already on topic
+_SLOT_WORDS = {"place": _PLACE_WORDS, "time": _TIME_WORDS, "amount": frozenset()}
+# a date or a count only helps a memory already on topic; a date, often said in passing,
+# by half its rarity, a count by all of it: a memory with no count cannot say how many
+_BOOSTS = {"time": 0.5, "amount": 1.0}
 # "moved to Lisbon", "moved from Berlin to Lisbon", "relocating back to Porto", "based in Oslo"
 _MOVED_TO = re.compile(
     r"\b(?:moved|relocated|moving|relocating)(?: back)?"
@@ -185,7 +188,29 @@ def _holds_time(r: Reading) -> bool:
     return bool(r.values) or bool(r.concepts & _DATED_WORDS)
 
 
-_ASKED_SLOTS = {"place": (_asks_place, _holds_place), "time": (_asks_time, _holds_time)}
+def _asks_amount(q: Reading) -> bool:
+    return bool(re.match(r"(how many|how much|what number of|what is the number of)\b", q.text))
+
+
+def _holds_amount(r: Reading) -> bool:
+    """A count or an amount ('600 followers', 'two cups', '$40'), not a year, a date, a time
+    of day or an ordinal ('first')."""
+    return any(not _YEAR.fullmatch(m[0]) for m in _COUNT.finditer(r.text))
+
+
+_COUNT = re.compile(
+    r"(?<![\d:/.-])\d+(?:[.,]\d+)*(?![\d:/-]|st\b|nd\b|rd\b|th\b|am\b|pm\b)|"
+    r"\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|"
+    r"forty|fifty|hundred|thousand|dozen|twice)\b"
+)
+_YEAR = re.compile(r"(?:19|20)\d\d")
+
+
+_ASKED_SLOTS = {
+    "place": (_asks_place, _holds_place),
+    "time": (_asks_time, _holds_time),
+    "amount": (_asks_amount, _holds_amount),
+}
 _ABOUT_WORDS = stems(_LEXICON["about_words"])
 _SELF_WORDS = stems(_LEXICON["self_words"])
 
