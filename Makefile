@@ -80,10 +80,19 @@ bench: $(STAMP)
 	  else echo "bench: no $(LME_DATA)/longmemeval_oracle.json: LongMemEval not run (LME_DATA=folder)"; fi
 
 # The oracle file's knowledge-update and temporal-reasoning questions: the lifecycle (and
-# lifecycle-local with the `local` extra) against archive, BM25 and embedding top-k
+# lifecycle-local with the `local` extra) against archive, BM25 and embedding top-k; then,
+# when the S file is there and LME_S is not 0, its 78 knowledge-update questions (about 240
+# user turns each) against archive and BM25 (embedding top-k left out: encoding every turn
+# of every haystack costs more than it tells beside BM25)
+LME_S ?= 1
+LME_S_ARGS ?= --types knowledge-update --offline --workers 2 --baseline archive --baseline bm25
 bench-longmemeval: $(STAMP)
 	$(BIN)/python -m bench.longmemeval --data $(LME_DATA)/longmemeval_oracle.json $(LME_ARGS) \
 	  --out bench/data/longmemeval
+	@if [ "$(LME_S)" != 0 ] && [ -f $(LME_DATA)/longmemeval_s_ku_tr.json ]; then \
+	  $(BIN)/python -m bench.longmemeval --data $(LME_DATA)/longmemeval_s_ku_tr.json $(LME_S_ARGS) \
+	    --out bench/data/longmemeval-s; \
+	  else echo "bench-longmemeval: the S file's knowledge-update questions not run (LME_S=$(LME_S))"; fi
 
 bench-judges: $(STAMP)
 	$(BIN)/python -m bench.judges
