@@ -143,17 +143,27 @@ def newest_first(query: str | None, chosen: list[int], records: dict) -> list[in
     """The select judge's picks, where two of them are about the same thing, the newer first: a
     memory's older value ranked above its newer one hands the agent what was true rather
     than what is ("30 dozen eggs" above "20 dozen eggs now"). Two picks are about the same
-    thing when they hold the same words of the query (not generic ones): each such group
-    keeps the places its members held, filled newest first; the judge's order between
-    picks that match the query differently stands (it says which fits better)."""
+    thing when they share a word of the query (not a generic one), and so, transitively,
+    are the members of one group: each group keeps the places its members held, filled
+    newest first; a pick sharing no query word with another keeps its place."""
     if not query or len(chosen) < 2:
         return chosen
     wanted = read(query).concepts - GENERIC
-    places: dict[frozenset, list[int]] = {}
-    for i, number in enumerate(chosen):
-        key = frozenset(read(records[number].content).concepts & wanted)
-        if key:
-            places.setdefault(key, []).append(i)
+    keys = [read(records[i].content).concepts & wanted for i in chosen]
+    group = list(range(len(chosen)))
+
+    def root(i: int) -> int:
+        while group[i] != i:
+            i = group[i]
+        return i
+
+    for i in range(len(chosen)):
+        for j in range(i + 1, len(chosen)):
+            if keys[i] & keys[j]:
+                group[root(j)] = root(i)
+    places: dict[int, list[int]] = {}
+    for i in range(len(chosen)):
+        places.setdefault(root(i), []).append(i)
     out = list(chosen)
     for members in places.values():
         newest = sorted(members, key=lambda i: records[chosen[i]].created_at or "", reverse=True)
