@@ -1,5 +1,5 @@
-"""The gate and contradiction prompts alone against a served model, on labelled cases: a
-quick measure of a prompt change (a few dozen calls, against the ~200 of a
+"""The gate, contradiction and expiry prompts alone against a served model, on labelled
+cases: a quick measure of a prompt change (a few dozen calls, against the ~200 of a
 `make check-real-model` run).
 
     OPENAI_BASE_URL=http://127.0.0.1:8093/v1 python -m bench.real_probe --split dev
@@ -8,8 +8,9 @@ quick measure of a prompt change (a few dozen calls, against the ~200 of a
 Each case of bench/real_probe.yaml is rendered with the shipped template (or the one in
 `--prompts`), sent with the step's JSON schema and the engine's system message, and its
 answer compared with the label: the gate's number of memories (0 when it saves nothing),
-contradiction's superseded and confirmed numbers. The answers are not checked by the
-engine here: this measures what the model says, not what Lethe keeps.
+contradiction's superseded and confirmed numbers, expiry's end date (null when none). The
+answers are not checked by the engine here: this measures what the model says, not what
+Lethe keeps.
 """
 
 from __future__ import annotations
@@ -68,6 +69,16 @@ def contradiction(client, model, dirs, case: dict) -> tuple[bool, str]:
     return got == want, f"contradiction: {case['new'][:60]!r} wanted supersedes/confirms {want}, given {got}"
 
 
+def expiry(client, model, dirs, case: dict) -> tuple[bool, str]:
+    variables = {"user": case["user"], "memory": {"content": case["user"]}, "today": TODAY}
+    answer = ask(client, model, "expiry", render("expiry.j2", dirs, variables))
+    got, want = answer.get("expires_at"), case.get("expires_at")
+    return got == want, f"expiry: {case['user'][:60]!r} wanted {want}, given {got}"
+
+
+STEPS = ("gate", "contradiction", "expiry")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--split", choices=["dev", "held", "all"], default="dev")
@@ -84,14 +95,14 @@ def main(argv=None) -> int:
     client, model = OpenAI(base_url=base_url, api_key="x", timeout=900), served_model(base_url)
     data = yaml.safe_load(CASES.read_text(encoding="utf-8"))
     splits = ["dev", "held"] if args.split == "all" else [args.split]
-    jobs = [(step, case) for s in splits for step in ("gate", "contradiction") for case in data[s][step]]
-    probe = {"gate": gate, "contradiction": contradiction}
+    jobs = [(step, case) for s in splits for step in STEPS for case in data[s].get(step, [])]
+    probe = {"gate": gate, "contradiction": contradiction, "expiry": expiry}
     started = time.perf_counter()
     with cf.ThreadPoolExecutor(args.parallel) as pool:
         results = list(pool.map(lambda j: (j[0], *probe[j[0]](client, model, (args.prompts,), j[1])), jobs))
     for _, ok, line in results:
         print(("ok    " if ok else "wrong ") + line)
-    for step in ("gate", "contradiction"):
+    for step in STEPS:
         mine = [ok for s, ok, _ in results if s == step]
         print(f"{model} {'+'.join(splits)} {step}: {sum(mine)}/{len(mine)} as labelled")
     print(f"{len(jobs)} calls in {time.perf_counter() - started:.0f} s")

@@ -1,5 +1,5 @@
-"""bench/real_probe.py scores what a served model answers to the gate and contradiction
-prompts against bench/real_probe.yaml's labels (here a fake OpenAI server answers)."""
+"""bench/real_probe.py scores what a served model answers to the gate, contradiction and
+expiry prompts against bench/real_probe.yaml's labels (here a fake OpenAI server answers)."""
 
 from __future__ import annotations
 
@@ -18,10 +18,16 @@ MEMORY = {
 }
 ANSWERS = {  # what the fake model answers each step, and which labelled cases that is right for
     "nothing": (
-        {"gate": {"save": False, "memories": []}, "contradiction": {"supersedes": [], "confirms": []}},
+        {
+            "gate": {"save": False, "memories": []},
+            "contradiction": {"supersedes": [], "confirms": []},
+            "expiry": {"expires_at": None},
+        },
         lambda step, case: (
             (case["memories"] == 0)
             if step == "gate"
+            else case["expires_at"] is None
+            if step == "expiry"
             else not (case.get("supersedes") or case.get("confirms"))
         ),
     ),
@@ -29,10 +35,13 @@ ANSWERS = {  # what the fake model answers each step, and which labelled cases t
         {
             "gate": {"save": True, "memories": [MEMORY]},
             "contradiction": {"supersedes": [{"n": 1, "reason": "r"}], "confirms": []},
+            "expiry": {"expires_at": "2026-03-20"},
         },
         lambda step, case: (
             (case["memories"] == 1)
             if step == "gate"
+            else case["expires_at"] == "2026-03-20"
+            if step == "expiry"
             else case.get("supersedes") == [1] and not case.get("confirms")
         ),
     ),
@@ -49,9 +58,9 @@ def test_each_answer_is_scored_against_its_label(fake_openai, monkeypatch, capsy
     assert real_probe.main(["--split", "all"]) == 0
     out = capsys.readouterr().out
     cases = yaml.safe_load(real_probe.CASES.read_text(encoding="utf-8"))
-    for step in ("gate", "contradiction"):
+    for step in real_probe.STEPS:
         labelled = cases["dev"][step] + cases["held"][step]
         assert f"dev+held {step}: {sum(right(step, c) for c in labelled)}/{len(labelled)} as labelled" in out
     assert len(fake_openai.requests) == sum(
-        len(cases[s][t]) for s in ("dev", "held") for t in ("gate", "contradiction")
+        len(cases[s][t]) for s in ("dev", "held") for t in real_probe.STEPS
     )
