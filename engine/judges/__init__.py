@@ -233,8 +233,12 @@ class Judges:
         check_templates(self.policy)  # a policy loaded with templates=False: parse them now
         scripted = self.scripted.take(step) if self.scripted else None
         # the rules read the variables, never the prompt: rendering it for them was half
-        # the CPU of an offline recall (the select prompt over 60 candidates)
-        unread = scripted is None and self.provider(judgment.model) is self.rules
+        # the CPU of an offline recall (the select prompt over 60 candidates). A write or
+        # pass step renders it still, so a broken or hostile template is an error there
+        # (the turn stays pending) whoever judges
+        kind = steps.KINDS.get(step)
+        read = kind is not None and kind.phase == "recall"
+        unread = read and scripted is None and self.provider(judgment.model) is self.rules
         prompt = "" if unread else prompts.render(judgment.prompt, self.policy.prompt_dirs, variables)
         retry: list[dict] = []
         problem = "no answer"
