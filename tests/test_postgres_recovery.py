@@ -191,3 +191,28 @@ def test_a_claim_its_living_holder_could_not_give_back_is_given_back_at_its_next
         assert [t["user_text"] for t in runner.pending()] == ["I moved the docs to Netlify."], (
             runner.pending()
         )
+
+
+def test_a_claim_its_holder_could_not_give_back_is_given_back_when_it_closes(pg_dsn):
+    """An agent that met a restart and then stops (closes its Memory) gives back what it
+    could not, instead of leaving it claimed for the rest of its minute."""
+    dsn = pg_server.fresh_schema(pg_dsn)
+    clock = FixedClock(NOW)
+    with Memory(dsn, clock=clock, offline=True) as runner:
+        agent = Memory(dsn, clock=clock, offline=True)
+        store = store_of(agent)
+        turn = store.add_turn("default", "I moved the API to Fly.io.", "Noted.")
+        real = type(store).db
+
+        class Gone:
+            def execute(self, *args):
+                raise StoreError("PostgreSQL dropped the connection")
+
+        type(store).db = property(lambda self: Gone())
+        try:
+            store.release_turns([turn])
+        finally:
+            type(store).db = real
+        agent.close()
+        runner.run_due()
+        assert runner.pending() == [], runner.pending()

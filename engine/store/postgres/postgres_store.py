@@ -109,6 +109,8 @@ class PostgresStore(Inspecting, AsOf):
     def close(self) -> None:
         with contextlib.suppress(*self.busy_errors):  # a server gone keeps what it lost
             self.flush_deferred()
+        with contextlib.suppress(*self.busy_errors, StoreError):  # claims run out then
+            self._give_back_unreturned()
         self._closed = True
         if self._lease_db is not None:
             self._lease_db.close()
