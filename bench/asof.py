@@ -48,8 +48,6 @@ def with_events(n: int, events: int, log=print, in_time_order: bool = False):
     live store's are; the generator's created_at is random against the id)."""
     import sqlite3
 
-    from engine.store.shared_schema import recorded_again
-
     path = D.work_copy(D.adopted(n, log), f"asof{events}{'-ordered' if in_time_order else ''}")
     conn = sqlite3.connect(str(path))
     t0 = time.perf_counter()
@@ -81,8 +79,6 @@ def with_events(n: int, events: int, log=print, in_time_order: bool = False):
             "WHEN 'active' THEN '{\"bump\": 0.0}' END, ? FROM memory_rows ORDER BY id",
             (D.GEN_NOW.isoformat(),),
         )
-        for sql in recorded_again("memory_rows"):  # as the events say (the engine's writes keep it)
-            conn.execute(sql)
     total = conn.execute("SELECT count(*) FROM memory_events").fetchone()[0]
     conn.execute("ANALYZE")
     conn.close()

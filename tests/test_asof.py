@@ -17,7 +17,7 @@ from engine.apps.scenario import Player, Script
 from engine.apps.scenario import load as load_scenario
 from engine.cli import main
 from engine.store.transfer import copy_store
-from tests.helpers import START, pg_server, run_sql, shipped_scenarios, store_of
+from tests.helpers import START, pg_server, shipped_scenarios, store_of
 
 pytestmark = pytest.mark.both_backends
 
@@ -66,82 +66,6 @@ def test_a_recall_judged_by_the_rules_renders_no_prompt(memory, clock, monkeypat
     assert [m.id for m in mem.recall("which dependency manager?", as_of=START)] == [kept]
     assert [m.id for m in mem.recall("which dependency manager?")] == [kept]
     assert rendered == []
-
-
-# what "recorded by T" means (docs/time.md), read the long way: a memory's first event, or
-# the time it was said when it has none; the as-of reads find them through recorded_floor
-RECORDED_BY = (
-    "SELECT m.id FROM memories m WHERE m.namespace = ? AND m.created_at <= ? AND coalesce("
-    "(SELECT min(e.occurred_at) FROM memory_events e WHERE e.memory_id = m.id "
-    "AND e.event_type <> 'normalised'), m.created_at) <= ? "
-    "ORDER BY m.id DESC"
-)
-
-
-def test_as_of_reads_what_was_recorded_by_then_whatever_the_clock_did(memory, clock):
-    """Memories written while the clock ran ahead and went back (a --now, hosts' clocks)
-    and in two namespaces: as of each instant, the memories read are those recorded by
-    then by their events, newest first, with or without a query; the floor an as-of read
-    starts below never decreases with the id."""
-    rng = random.Random(41)
-    mems = [memory(), memory(namespace="other")]
-    days = [rng.choice([1, 2, 3, 5, 8, 13, 21, 2, 3, 1]) for _ in range(40)]
-    for i, day in enumerate(days):
-        clock.set(START + dt.timedelta(days=day, minutes=i))
-        mid = mems[i % 2].add(f"Tool number {i} is in use", judged=False)
-        if i % 7 == 3:
-            clock.set(START + dt.timedelta(days=day + 2))
-            mems[i % 2].forget(mid, "gone")
-    store = store_of(mems[0])
-    floors = [r[0] for r in run_sql(store, f"SELECT recorded_floor FROM {store.rows} ORDER BY id")]
-    assert floors == sorted(floors) and len(set(floors)) > 3, floors
-    for at in [START + dt.timedelta(days=d, hours=12) for d in range(-1, 26)]:
-        for k, mem in enumerate(mems):
-            when = at.isoformat(timespec="seconds")
-            want = [r[0] for r in run_sql(store, RECORDED_BY, (mem.namespace, when, when))]
-            assert [m.id for m in mem.memories("all", None, as_of=at)] == want, at
-            found = store.recorded_by(mem.namespace, when, "number", 100)
-            assert [r["id"] for r in found] == want, at
-            got = mem.get(want[0], as_of=at) if want else None
-            assert got is None or got.id == want[0]
-            later = [m for m in range(1, 41) if (m - 1) % 2 == k and m not in want]
-            assert all(mem.get(m, as_of=at) is None for m in later), at
-
-
-@pytest.mark.sqlite_only  # counts the store's statements (SQLite's trace)
-def test_an_as_of_read_starts_at_what_was_recorded_then(memory, clock):
-    """A store in time order, as a live one is: an as-of read of a common word early in
-    its life reads the matches recorded by then, not every match recorded since."""
-    mem = memory()
-    for i in range(500):
-        clock.set(START + dt.timedelta(hours=i))
-        mem.add(f"Tool number {i} is in use", judged=False)
-    store, read = store_of(mem), []
-    store.db.set_trace_callback(lambda sql: read.append(sql) if "memories_fts MATCH" in sql else None)
-    try:
-        found = store.recorded_by(mem.namespace, (START + dt.timedelta(hours=9)).isoformat(), "number", 5)
-    finally:
-        store.db.set_trace_callback(None)
-    assert [r["id"] for r in found] == [10, 9, 8, 7, 6]
-    assert len(read) == 1, read  # one batch of matches, not the 490 recorded after
-
-
-@pytest.mark.sqlite_only  # a write through the view: the seed article's own loop
-def test_a_memory_written_through_the_view_is_recorded_when_said(memory, clock):
-    mem = memory()
-    mem.add("User prefers tabs", judged=False)
-    store = store_of(mem)
-    with store.transaction():
-        store.db.execute(
-            "INSERT INTO memories (content, created_at, namespace) VALUES (?, ?, 'default')",
-            ("User likes tea", "2020-01-01T00:00:00"),
-        )
-    rows = run_sql(store, "SELECT id, recorded_at, recorded_floor FROM memory_rows ORDER BY id").fetchall()
-    assert [tuple(r) for r in rows] == [
-        (1, START.isoformat(timespec="seconds"), "2020-01-01T00:00:00"),
-        (2, "2020-01-01T00:00:00", "2020-01-01T00:00:00"),
-    ]
-    assert [m.id for m in mem.memories("all", None, as_of=dt.datetime(2021, 1, 1))] == [2]
 
 
 def test_the_cli_reads_as_of(tmp_path):

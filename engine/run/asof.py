@@ -329,8 +329,8 @@ def get(ctx: Context, memory_id: int, at: dt.datetime) -> MemoryRecord | None:
 
 
 def _recorded(ctx: Context, row, at: dt.datetime) -> bool:
-    """Whether the memory had been recorded by `at` (as engine.store.asof_reads reads it)."""
-    return row["recorded_at"] is not None and row["recorded_at"] <= iso(at)
+    events = ctx.store.events_by([row["id"]], iso(at))
+    return bool(events) or (not ctx.store.events(row["id"]) and (row["created_at"] or "") <= iso(at))
 
 
 def _sortable(value):

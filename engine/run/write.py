@@ -74,7 +74,6 @@ def store_memory(
 ) -> int:
     """Insert one memory with its rank and its creation event, in the caller's transaction.
     A number that is not finite (from any source) is refused before anything is written."""
-    recorded = ctx.store.now()
     row = {
         "content": content,
         "summary": summary if summary else content[:120],
@@ -85,8 +84,6 @@ def store_memory(
         "decay_score": float(decay_score),
         "status": "active",
         "created_at": ctx.store.said_at or ctx.now(),
-        "recorded_at": recorded,  # as its first event (docs/time.md)
-        "recorded_floor": recorded,  # the trigger lowers it if a row above is earlier
         "last_accessed": None,
         "expires_at": expires_at,
         "namespace": ctx.namespace,
@@ -107,7 +104,6 @@ def store_memory(
             "expires_at": expires_at,
             **(detail or {}),
         },
-        at=recorded,
     )
     return new_id
 

@@ -147,36 +147,3 @@ def replacement_indexes(rows: str) -> list[str]:
         "WHERE merged_into IS NOT NULL",
         "CREATE INDEX IF NOT EXISTS model_calls_time ON model_calls(namespace, occurred_at)",
     ]
-
-
-# m025: when Lethe first recorded each memory, and the floor that bounds an as-of read
-RECORDED_FLOOR_INDEX = "memories_recorded_floor"
-
-
-def recorded(rows: str, t: Types) -> list[str]:
-    """m025's statements both backends run on `rows` (the table of memories' rows): a
-    memory's `recorded_at` (its first event's time; a row that came with none, the time it
-    was said: an upgrade's `normalised` event fixes a value, it does not record the memory,
-    and its time, the upgrade's, depends on when the file was adopted), and
-    `recorded_floor`, the earliest `recorded_at` of this memory and of every memory with a
-    larger id. The floor never decreases with the id, so the largest id whose floor is at
-    most T, found in its index, is above every memory recorded by T: an as-of read walks
-    down from there (engine.store.asof_reads). Each backend keeps both columns on insert
-    with a trigger of its own."""
-    return [
-        f"ALTER TABLE {rows} ADD COLUMN recorded_at {t.text}",
-        f"ALTER TABLE {rows} ADD COLUMN recorded_floor {t.text}",
-        *recorded_again(rows),
-        f"CREATE INDEX IF NOT EXISTS {RECORDED_FLOOR_INDEX} ON {rows} (recorded_floor, id)",
-    ]
-
-
-def recorded_again(rows: str) -> list[str]:
-    """Every memory's `recorded_at` and `recorded_floor` computed from its events (m025;
-    a benchmark that writes events in bulk)."""
-    return [
-        f"UPDATE {rows} SET recorded_at = coalesce((SELECT min(e.occurred_at) FROM memory_events e "
-        f"WHERE e.memory_id = {rows}.id AND e.event_type <> 'normalised'), {rows}.created_at)",
-        f"UPDATE {rows} SET recorded_floor = f.floor FROM (SELECT id, min(recorded_at) OVER "
-        f"(ORDER BY id DESC) AS floor FROM {rows}) AS f WHERE f.id = {rows}.id",
-    ]

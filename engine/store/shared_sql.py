@@ -67,22 +67,14 @@ class SharedQueries(StoreCommon):
         ).rowcount
 
     # -- memories and their events ------------------------------------------------------
-    def event(
-        self,
-        memory_id: int | None,
-        event_type: str,
-        detail=None,
-        said_at: str | None = None,
-        at: str | None = None,
-    ) -> None:
-        """Append an event, recorded `at` (the clock's time when not given)."""
+    def event(self, memory_id: int | None, event_type: str, detail=None, said_at: str | None = None) -> None:
         if detail is not None and not isinstance(detail, str):
             detail = json.dumps(detail, ensure_ascii=False, sort_keys=True)
         p = self.p
         self._x(
             "INSERT INTO memory_events (memory_id, event_type, detail, occurred_at, said_at) "
             f"VALUES ({p}, {p}, {p}, {p}, {p})",
-            (memory_id, event_type, detail, at or self.now(), said_at or self.said_at),
+            (memory_id, event_type, detail, self.now(), said_at or self.said_at),
         )
 
     def events(self, memory_id: int) -> list[Row]:

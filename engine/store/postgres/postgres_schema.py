@@ -11,14 +11,7 @@ from typing import Callable
 
 from engine.plan.dialect import PG_SEARCH_CONFIG as SEARCH_CONFIG
 from engine.store.odd_values import COLUMNS, NUMBERS, fix_row
-from engine.store.shared_schema import (
-    EXPIRY_INDEX,
-    POSTGRES_TYPES,
-    columns,
-    recorded,
-    replacement_indexes,
-    tables,
-)
+from engine.store.shared_schema import EXPIRY_INDEX, POSTGRES_TYPES, columns, replacement_indexes, tables
 
 PG_MIGRATIONS: list[Callable] = []
 TEXT = POSTGRES_TYPES.text
@@ -111,36 +104,6 @@ _OWN = {
     "m006_inbox": [_add("inbox", f"claimed_by {TEXT}"), _add("inbox", f"claimed_until {TEXT}")],
     "m008_leases": [_add("leases", "token BIGINT NOT NULL DEFAULT 1")],
 }
-
-# a memory's recording time and the floor as-of reads start below (shared_schema.recorded),
-# kept by a trigger under a lock held to the commit: two writers inserting at once would
-# each miss the other's row and leave the floor out of order
-_statements(
-    "m025_recorded_at",
-    *recorded("memories", POSTGRES_TYPES),
-    """CREATE OR REPLACE FUNCTION memories_recorded() RETURNS trigger LANGUAGE plpgsql
-        SET enable_seqscan = off AS $$
-        BEGIN
-          PERFORM pg_advisory_xact_lock(hashtext('lethe.memories_recorded'));
-          NEW.recorded_at := coalesce(NEW.recorded_at, NEW.created_at);
-          NEW.recorded_floor := least(NEW.recorded_at, (SELECT recorded_floor FROM memories
-            WHERE id > NEW.id ORDER BY id LIMIT 1));
-          -- two statements, each reading the floor's index: `id + 0` keeps the planner
-          -- off the primary key, enable_seqscan off off the table (a plan made while the
-          -- table was small read every row before: an import of 20k memories took 60 s,
-          -- 5 s with no trigger)
-          IF NEW.recorded_at IS NOT NULL THEN
-            UPDATE memories SET recorded_floor = NEW.recorded_at
-              WHERE recorded_floor > NEW.recorded_at AND id + 0 < NEW.id;
-            UPDATE memories SET recorded_floor = NEW.recorded_at
-              WHERE recorded_floor IS NULL AND id + 0 < NEW.id;
-          END IF;
-          RETURN NEW;
-        END $$""",
-    "CREATE TRIGGER memories_recorded BEFORE INSERT ON memories "
-    "FOR EACH ROW EXECUTE FUNCTION memories_recorded()",
-)
-
 _TABLES, _ADDED = tables(POSTGRES_TYPES), columns(POSTGRES_TYPES)
 for _name in sorted({*_TABLES, *_ADDED}):  # those both backends share (shared_schema.py)
     _added = (_add(t, f"{c} {d}") for t, c, d in _ADDED.get(_name, []))

@@ -14,14 +14,7 @@ import sqlite3
 from typing import Callable
 
 from engine.store.odd_values import COLUMNS, NUMBERS, TEXTS, fix_row
-from engine.store.shared_schema import (
-    EXPIRY_INDEX,
-    SQLITE_TYPES,
-    columns,
-    recorded,
-    replacement_indexes,
-    tables,
-)
+from engine.store.shared_schema import EXPIRY_INDEX, SQLITE_TYPES, columns, replacement_indexes, tables
 from engine.store.sqlite import text_apart
 
 MIGRATIONS: list[Callable] = []
@@ -293,34 +286,3 @@ def m023_wall_runs(db):
 def m024_model_support(db):
     """What a model at an endpoint was found not to accept (a response format, a
     temperature), so a new process does not pay the refused request again."""
-
-
-@migration
-def m025_recorded_at(db):
-    """When Lethe first recorded each memory (`recorded_at`) and the floor an as-of read
-    starts below (`recorded_floor`, shared_schema.recorded), both shown by the view as
-    PostgreSQL's table shows them, kept by a trigger on every insert: the engine's (which
-    gives the recording time), an import's, a write through the view (no time given: the
-    time it was said)."""
-    rows = text_apart.rows_table(db)
-    for sql in recorded(rows, SQLITE_TYPES):
-        db.execute(sql)
-    when = "coalesce(NEW.recorded_at, NEW.created_at)"
-    # each fires only when its UPDATE has something to do: an insert at the end in time
-    # order (the engine's, which gives both columns; an import of a live store) costs
-    # two index probes, not three UPDATEs (an import of 20k memories 4.5 -> 3.7 s; 2.9 s
-    # with no trigger, under load)
-    db.execute(f"""CREATE TRIGGER memory_rows_recorded AFTER INSERT ON {rows}
-        WHEN NEW.recorded_at IS NULL OR NEW.recorded_floor IS NOT NEW.recorded_at
-            OR EXISTS (SELECT 1 FROM {rows} WHERE id > NEW.id) BEGIN
-        UPDATE {rows} SET recorded_at = {when}, recorded_floor = (SELECT min(v) FROM (
-            SELECT {when} AS v UNION ALL SELECT * FROM (SELECT recorded_floor FROM {rows}
-            WHERE id > NEW.id ORDER BY id LIMIT 1))) WHERE id = NEW.id; END""")
-    db.execute(f"""CREATE TRIGGER memory_rows_floor AFTER INSERT ON {rows}
-        WHEN EXISTS (SELECT 1 FROM {rows} WHERE recorded_floor > {when} AND id < NEW.id)
-            OR EXISTS (SELECT 1 FROM {rows} WHERE recorded_floor IS NULL AND id < NEW.id) BEGIN
-        UPDATE {rows} SET recorded_floor = {when} WHERE recorded_floor > {when} AND id < NEW.id;
-        UPDATE {rows} SET recorded_floor = {when}
-            WHERE recorded_floor IS NULL AND {when} IS NOT NULL AND id < NEW.id; END""")
-    if rows == text_apart.ROWS:
-        text_apart.show_in_view(db, ("recorded_at", "recorded_floor"))

@@ -292,24 +292,6 @@ def _move_index(db, name: str, sql: str) -> None:
     )
 
 
-def show_in_view(db, names: tuple[str, ...]) -> None:
-    """Columns added to memory_rows after m020 shown by `memories` too, after the others it
-    shows: the view and its INSTEAD OF triggers are made again (a migration's)."""
-    shown = [r[1] for r in db.execute('PRAGMA table_info("memories")')]
-    shown += [n for n in names if n not in shown]
-    row_cols = [
-        (r[1], r[2], r[3], r[4])
-        for r in db.execute(f'PRAGMA table_xinfo("{ROWS}")')
-        if r[1] in shown and r[1] != "id"
-    ]
-    db.execute("DROP VIEW memories")  # its triggers with it
-    picked = ", ".join(f"t.{c} AS {c}" if c in TEXT_COLUMNS else f"r.{_q(c)} AS {_q(c)}" for c in shown)
-    db.execute(
-        f"CREATE VIEW memories AS SELECT {picked} FROM {ROWS} AS r LEFT JOIN {TEXTS} AS t ON t.id = r.id"
-    )
-    _view_triggers(db, row_cols)
-
-
 def _view_triggers(db, row_cols: list[tuple]) -> None:
     """Writes through the view (a user's own script, the seed article's loop) go to the
     two tables. The engine itself writes the tables: a write through a view's trigger
