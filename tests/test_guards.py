@@ -357,3 +357,24 @@ def test_a_late_turn_is_never_retired_by_a_later_memory_about_another_thing(fake
     assert written.superseded == []
     [why] = refused(mem, new_id)
     assert why.startswith(f"superseded_by #{later[0]} refused: they are about different things"), why
+
+
+def test_a_cluster_of_different_identified_things_is_never_merged(fake_openai, lethe, clock):
+    """A cluster judge grouping memories about different things (order 1001 and order
+    1003) would have them written as one memory that blurs them: the merge is refused,
+    the originals stay active, each with an event, and the merge model is not asked."""
+    judge = Judge(
+        cluster=lambda p: {"clusters": [pick(p, "Order 10")]},
+        merge=lambda p: {"content": "Order 1003 is delayed", "summary": "order", "tags": []},
+    )
+    mem = lethe(served(fake_openai, judge).base_url)
+    ids = [seed(mem, "Order 1001 is delayed"), seed(mem, "Order 1003 is delayed")]
+    for text in ("User lives in Lisbon", "User's cat is called Miso", "User likes tea"):
+        seed(mem, text)
+    clock.advance(dt.timedelta(days=7))
+    [result] = mem.run(["compression"])
+    rows = memories(mem)
+    assert all(r["status"] == "active" for r in rows.values()) and len(rows) == 5
+    assert any("different things" in n for n in result.notes), result.notes
+    assert all("different things" in refused(mem, i)[0] for i in ids)
+    assert judge.prompts.get("merge", []) == []

@@ -6,9 +6,12 @@ while it waited on a model writes nothing."""
 
 from __future__ import annotations
 
+import itertools
+
 from engine.base.errors import LetheError
 from engine.base.records import parse_tags
 from engine.judges import JudgeUnavailable
+from engine.judges import invariants as guards
 from engine.plan import DEFAULT_CANDIDATES
 from engine.policy import Judgment, Pass
 from engine.run.context import Context, vector_store
@@ -72,6 +75,10 @@ def _merge_group(
     ctx: Context, p: Pass, merge: Judgment, members: list[dict], result: PassResult, notes: list[str]
 ) -> int | None:
     ctx.check_lease()  # a lease lost while the last model answered: stop before the next
+    apart = _different_things(members)
+    if apart:
+        _refuse(ctx, [m["id"] for m in members], apart, result)
+        return None
     now = ctx.clock()
     try:
         merged, note = ctx.judges.ask("merge", merge, {"memories": members, "now": now, "today": today(now)})
@@ -85,10 +92,7 @@ def _merge_group(
     notes = notes + ([note] if note else [])
     expiry = _expiry(ctx, ids)
     if isinstance(expiry, _Conflict):
-        with ctx.transaction():
-            for mid in ids:
-                ctx.store.event(mid, "refused", f"merge of {ids} refused: {expiry}")
-        result.notes.append(f"merge of {ids} refused, originals kept: {expiry}")
+        _refuse(ctx, ids, str(expiry), result)
         return None
     try:
         with ctx.transaction():
@@ -101,6 +105,26 @@ def _merge_group(
     result.changed += len(ids) + 1
     result.events["compressed"] = result.events.get("compressed", 0) + len(ids)
     return new_id
+
+
+def _refuse(ctx: Context, ids: list[int], why: str, result: PassResult) -> None:
+    """A merge the engine refuses whatever the judges said: the originals stay, each with
+    an event saying why."""
+    with ctx.transaction():
+        for mid in ids:
+            ctx.store.event(mid, "refused", f"merge of {ids} refused: {why}")
+    result.notes.append(f"merge of {ids} refused, originals kept: {why}")
+
+
+def _different_things(members: list[dict]) -> str | None:
+    """Why a cluster may not be merged: two of its members are about different identified
+    things (order 1001 and order 1003, room A and room B; engine/judges/invariants.py
+    `supersede_refusal`), which one memory would blur into one."""
+    for a, b in itertools.permutations(members, 2):
+        why = guards.supersede_refusal(a["content"], b["content"])
+        if why:
+            return f"#{a['id']} and #{b['id']}: {why}"
+    return None
 
 
 def _expiry(ctx: Context, ids: list[int]) -> str | None | _Conflict:

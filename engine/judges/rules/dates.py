@@ -270,6 +270,7 @@ _FOR_SPAN = re.compile(
     rf"{_AMOUNT_RE}\s+(?:more\s+|other\s+)?(day|week|month)s?\b"
 )
 _PAST_MARKERS = re.compile(r"\b(have|has|had|been|was|were|ago|past|last|over the)\b")
+_ARRANGING = frozenset(words(_LEXICON["arranging_verbs"]))
 
 
 # A relative date ('today', 'on Friday', 'this weekend') in a clause told in the past tense
@@ -277,11 +278,10 @@ _PAST_MARKERS = re.compile(r"\b(have|has|had|been|was|were|ago|past|last|over th
 # (A span is not a time: 'paused it for two weeks' runs on from now; see _FOR_SPAN.)
 # 'The meeting was moved to Friday' or 'I booked a table for tonight' name a time ahead
 # (a date after these words is the target of the deed, not its time).
+_PHRASING = lexicon("phrasing")
+_IRREGULAR_PAST = set(words(_PHRASING["irregular_past"])) - set(words(_PHRASING["past_like_present"]))
 _PAST_VERB = re.compile(
-    r"\b(?:[a-z]{3,}ed|got|saw|did|went|had|made|took|came|ran|met|bought|caught|found|gave|"
-    r"heard|left|lost|won|wrote|ate|drank|spent|sent|brought|began|flew|drove|rode|swam|sang|"
-    r"sat|slept|wore|chose|fell|felt|kept|built|paid|sold|told|taught|thought|fought|threw|"
-    r"grew|knew|drew|became|stood|understood|held|led|fed|spoke|broke|woke|forgot)\b"
+    r"\b(?:[a-z]{3,}ed|" + "|".join(sorted(_IRREGULAR_PAST, key=len, reverse=True)) + r")\b"
 )
 _NO_DEED = frozenset(
     "need speed seed breed proceed exceed succeed indeed embed hundred sacred naked wicked".split()
@@ -296,6 +296,7 @@ _AHEAD = re.compile(
     r"has to|must|should|would like)\b"
 )
 _TARGET_BEFORE = re.compile(r"\b(?:for|to|until|till|by|before|through|due|on or before)\s+(?:the\s+)?$")
+_CLAUSE_END = re.compile(r"[,;:.!?]|\b(?:and|but|so|while|because|then)\b")
 _CLAUSE_START = re.compile(r".*(?:[,;:.!?]|\b(?:and|but|so|while|because|then))\s", re.S)
 
 
@@ -303,23 +304,33 @@ def told_as_past(text: str, at: int) -> bool:
     """Is the clause of (normalised) `text` that leads to position `at` told in the past
     tense: a past-tense verb, nothing in it that looks ahead, and the date not the target
     of a deed ('moved to Friday', 'booked for tonight')?"""
+    return past_deed(text, at) is not None
+
+
+def past_deed(text: str, at: int, end: int | None = None) -> str | None:
+    """The past-tense verb of the clause leading to position `at` when that clause is
+    told in the past (see `told_as_past`), else None. A date that opens its clause
+    ('yesterday I sold the car', 'today we finally moved') dates the verb after it: with
+    `end` (where the date ends) that clause is read instead."""
     before = text[:at]
     if _TARGET_BEFORE.search(before):
-        return False
+        return None
     m = _CLAUSE_START.match(before)
     clause = before[m.end() :] if m else before
+    if end is not None and not _PAST_VERB.search(clause) and len(clause.split()) <= 2:
+        clause = _CLAUSE_END.split(text[end:], maxsplit=1)[0]
     if m and re.match(r"\s*[a-z]+ing\b", clause):  # 'ran a 10K, finishing in 52 minutes'
         m2 = _CLAUSE_START.match(before[: m.end() - 1])
         clause = before[m2.end() if m2 else 0 :]
     if _AHEAD.search(clause):
-        return False
+        return None
     for verb in _PAST_VERB.finditer(clause):
         if verb[0] in _NO_DEED:
             continue
         if verb[0].endswith("ed") and _PRESENT_BEFORE.search(clause[: verb.start()]):
             continue
-        return True
-    return False
+        return verb[0]
+    return None
 
 
 def _amount(word: str) -> int | None:
@@ -366,9 +377,7 @@ def date_mentions(original: str) -> tuple[DateMention, ...]:
             continue
         if _START_BEFORE.search(text[max(0, mention.start - 25) : mention.start]):
             mention = mention._replace(is_start=True)  # 'since March 3' ends nothing
-        elif (
-            not mention.absolute and not _FOR_SPAN.match(mention.label) and told_as_past(text, mention.start)
-        ):
+        elif _ends_nothing(text, mention):
             mention = mention._replace(is_past=True)  # 'I ran a 5K today' ends nothing
         chosen.append(mention)
         starts.insert(i, mention.start)
@@ -378,6 +387,26 @@ def date_mentions(original: str) -> tuple[DateMention, ...]:
             (m._replace(resolve=_within_range(m.resolve)) for m in _qualified(chosen)), key=lambda m: m.start
         )
     )
+
+
+_HAS_YEAR = re.compile(r"\d{4}|\d/\d+/\d")
+
+
+def _ends_nothing(text: str, mention: DateMention) -> bool:
+    """A date told in the past is when something happened, not when a fact ends: a
+    relative date ('I ran a 5K today') or a calendar date without a year ('attended the
+    festival on February 26th', 'adopted in January') in a clause told in the past. A span
+    after a past deed is how long it lasted ('attended for a week'), unless the deed
+    arranges something that runs on from now ('paused it for two weeks'). Dates with a
+    year, and ends named by their own words ('until the 12th', 'q3'), keep their end."""
+    if _FOR_SPAN.match(mention.label):
+        deed = past_deed(text, mention.start)
+        return deed is not None and deed not in _ARRANGING
+    if mention.absolute and (
+        mention.label.startswith(("day-", "q")) or _HAS_YEAR.search(text[mention.start : mention.end])
+    ):
+        return False
+    return past_deed(text, mention.start, mention.end) is not None
 
 
 _YEAR_WORD = re.compile(r"(this|next) year")

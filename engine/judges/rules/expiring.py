@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import date, datetime, timedelta
 
-from engine.judges.rules.dates import WEEKDAY_RE, date_mentions
+from engine.judges.rules.dates import WEEKDAY_RE, date_mentions, past_deed
 from engine.judges.rules.reading import sentences
 from engine.judges.rules.words import normalise
 
@@ -66,12 +66,24 @@ def expiry(content: str, today: datetime | date | str) -> str | None:
     day = today.date() if isinstance(today, datetime) else today
     content = content or ""
     parts = sentences(content)
+    if any(_tells_a_past_deed(clause, day) for part in parts for clause in _CLAUSES.split(normalise(part))):
+        # a deed told in the past ('bought a racket today, and will try it on Saturday')
+        # stays true: the memory does not end with the plan beside it
+        return None
     if len(parts) > 1 and any(_end(part, day) is None for part in parts):
         # several facts in one memory, one of them with no end ("has got five tops from
         # H&M so far" beside "plans to go to the mall this weekend"): the memory does not
         # end with its plan, or the lasting fact would be lost with it
         return None
     return _end(content, day)
+
+
+_CLAUSES = re.compile(r"[;,]\s+|\s+(?:and|but|so|then|while|because)\s+")
+
+
+def _tells_a_past_deed(clause: str, day: date) -> bool:
+    """A clause told in the past with no end of its own ahead of `day`."""
+    return past_deed(clause, len(clause)) is not None and _end(clause, day) is None
 
 
 def _end(content: str, day: date) -> str | None:

@@ -12,14 +12,16 @@ from engine.judges.rules.words import GENERIC, WORD_RE, canon, normalise
 _LEXICON = lexicon("phrasing")
 _VERB_ADVERBS = "|".join(words(_LEXICON["verb_adverbs"]))
 _NOT_VERBS = frozenset(words(_LEXICON["not_verbs"]))
-_KEEP_VERB = frozenset(words(_LEXICON["same_verbs"]))
+PAST_FORMS = frozenset(words(_LEXICON["irregular_past"]))
+_KEEP_VERB = frozenset(words(_LEXICON["same_verbs"])) | PAST_FORMS
 _IRREGULAR: dict[str, str] = dict(_LEXICON["irregular"])
 
 
 def _third(verb: str) -> str:
-    if verb in _IRREGULAR:
-        return _IRREGULAR[verb]
-    if verb in _KEEP_VERB or verb in _NOT_VERBS or verb.endswith("ed"):
+    head, _, last = verb.rpartition("-")  # 'pre-order': the last part conjugates
+    if last in _IRREGULAR:
+        return head + "-" * bool(head) + _IRREGULAR[last]
+    if last in _KEEP_VERB or verb in _NOT_VERBS or verb.endswith("ed"):
         return verb
     if verb.endswith(("s", "sh", "ch", "x", "z", "o")):
         return verb + "es"
@@ -40,7 +42,8 @@ def third_person(sentence: str) -> str:
     def conjugate(m: re.Match) -> str:
         return "User" + m[1] + " " + _third(m[2])
 
-    text = re.sub(rf"\b[Ii]((?:\s+(?:{_VERB_ADVERBS}))*)\s+([a-z]+)\b(?!')", conjugate, text)
+    # a hyphenated verb is one word: 'I pre-ordered' stays past, 'I re-read' is conjugated whole
+    text = re.sub(rf"\b[Ii]((?:\s+(?:{_VERB_ADVERBS}))*)\s+([a-z]+(?:-[a-z]+)*)\b(?!['-])", conjugate, text)
     text = re.sub(r"\b[Ii]\b(?![/'.])", "User", text)
     text = re.sub(r"^My\b", "User's", text)
     text = re.sub(r"\b[Mm]y\b", "their", text)

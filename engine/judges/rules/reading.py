@@ -99,6 +99,7 @@ class Reading(NamedTuple):
     weak_change: bool
     additive: bool
     progression: bool
+    past: frozenset[str] = frozenset()  # the values that date a deed told in the past
 
 
 def side_words(pattern: re.Pattern, text: str) -> frozenset[str]:
@@ -185,6 +186,7 @@ def read(text: str) -> Reading:
         bool(_WEAK_CHANGE.search(norm)),
         bool(_ADDITIVE.search(norm)),
         bool(_PROGRESSION.search(norm)),
+        frozenset(m.label for m in date_mentions(text) if m.is_past),
     )
 
 

@@ -145,7 +145,13 @@ def _changed(n: Reading, o: Reading, similarity: float | None, nearest: bool = F
         return False
     # a value or a setting of the same thing: words in common beyond the common verbs,
     # and numbers counting the same unit ("32 GB of RAM" and "8 CPU cores" are two)
-    values = bool(n.values - o.values) and bool(o.values - n.values) and bool(shared) and same_units(n, o)
+    values = (
+        bool(n.values - o.values)
+        and bool(o.values - n.values)
+        and bool(shared)
+        and same_units(n, o)
+        and not _dates_apart(n, o)
+    )
     mine, theirs = _settings(n), _settings(o)
     flipped = bool(shared) and any(
         (a in mine and b in theirs and b not in mine) or (b in mine and a in theirs and a not in mine)
@@ -163,6 +169,14 @@ def _changed(n: Reading, o: Reading, similarity: float | None, nearest: bool = F
     ):
         return False
     return _acts_on(n, o, whole_text_close=similarity is not None)
+
+
+def _dates_apart(n: Reading, o: Reading) -> bool:
+    """Do the two memories' differing values date different kinds of thing: on one side
+    only when a past deed happened ('got engaged on May 15th'), on the other only a time
+    ahead ('a getaway in August')? A plan's date is no new value of an event's."""
+    mine, theirs = n.values - o.values, o.values - n.values
+    return (theirs <= o.past and not mine & n.past) or (mine <= n.past and not theirs & o.past)
 
 
 def _acts_on(n: Reading, o: Reading, whole_text_close: bool) -> bool:

@@ -1,0 +1,87 @@
+"""A deed told in the past is a fact that stays true: the rules judges never give it an
+end date, never conjugate its verb, and never take the date it happened for a value a
+later plan replaces. (LongMemEval's knowledge-update and temporal-reasoning questions lost
+answers to each of these; the cases here are our own.)"""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from engine.judges.rules.expiring import expiry
+from engine.judges.rules.phrasing import third_person
+from engine.judges.rules.superseding import contradiction
+
+SAID = date(2026, 5, 20)  # a Wednesday
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        # how long a past thing lasted, not how long it runs on
+        "User volunteered at the food bank for two weeks and loved it.",
+        "User stayed with their aunt in Leeds for a month.",
+        "User studied Portuguese for three months before the trip.",
+        # a calendar date without a year in a clause told in the past: when it happened
+        "User ran the Bristol half marathon on April 12th in 1:58.",
+        "User's brother bought a flat in Glasgow in February.",
+        "User caught a cold on 4/30 and missed two days of work.",
+        # a past deed beside a plan: the deed stays true after the plan's day
+        "User adopted a rescue cat yesterday, and User is taking her to the vet on Friday.",
+        "User finished the quarterly report and will present it next week.",
+    ],
+)
+def test_a_deed_told_in_the_past_never_ends(content):
+    assert expiry(content, SAID) is None
+
+
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        # a deed that arranges something running on from now: the span ends ahead
+        ("User paused the newspaper delivery for two weeks.", "2026-06-03"),
+        ("User borrowed their neighbour's ladder for a week.", "2026-05-27"),
+        ("User is in Oslo for three more weeks.", "2026-06-10"),
+        # dates that are targets, or carry their year, keep their end
+        ("The review was moved to June 2.", "2026-06-02"),
+        ("User renewed the parking permit until the 30th.", "2026-05-30"),
+        ("User booked the venue on 2026-07-18.", "2026-07-18"),
+        # a plan alone still expires
+        ("User is repainting the hallway this weekend.", "2026-05-24"),
+    ],
+)
+def test_ends_ahead_are_kept(content, expected):
+    assert expiry(content, SAID) == expected
+
+
+@pytest.mark.parametrize(
+    "first_person, expected",
+    [
+        ("I sold my old bike last week.", "User sold their old bike last week."),
+        ("I caught the early train.", "User caught the early train."),
+        ("I swore off sugar.", "User swore off sugar."),
+        ("I pre-ordered the new console.", "User pre-ordered the new console."),
+        ("I re-do my budget every month.", "User re-does their budget every month."),
+        ("I cycle to work.", "User cycles to work."),
+    ],
+)
+def test_third_person_leaves_past_forms_as_they_are(first_person, expected):
+    assert third_person(first_person) == expected
+
+
+def test_a_plans_date_does_not_replace_the_date_an_event_happened():
+    old = "User's friend Priya got married on March 8th, and User is planning her housewarming gift."
+    new = "For Priya's housewarming gift, User is planning to order a custom print in July."
+    assert contradiction(new, [(1, old)])["supersedes"] == []
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("The offsite is on June 4.", "The offsite moved to June 11."),
+        ("User's dentist appointment is on the 3rd of June.", "User's dentist appointment is now on June 9."),
+    ],
+)
+def test_a_moved_date_still_supersedes(old, new):
+    assert contradiction(new, [(1, old)])["supersedes"] == [1]
