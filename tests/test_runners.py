@@ -74,13 +74,19 @@ def other_lease(db_path, clock, holder: str):
     return SqliteLease(db_path, "default", clock, dt.timedelta(minutes=15), holder)
 
 
-def seed(db_path, policy, n: int, clock=None) -> None:
+def seed(db_path, policy, n: int, clock=None, texts: list[str] | None = None) -> None:
     with Memory(db_path, policy=policy, offline=True, clock=clock or FixedClock(START)) as mem:
         with store_of(mem).transaction():
             for i in range(n):
+                content = texts[i] if texts else f"fact {i}"
                 store_of(mem).insert_memory(
-                    {"content": f"fact {i}", "namespace": "default", "decay_score": 1.0, "status": "active"}
+                    {"content": content, "namespace": "default", "decay_score": 1.0, "status": "active"}
                 )
+
+
+# one thing said three ways: a cluster the engine lets a merge judge merge ('fact 0' and
+# 'fact 1' are two numbered things, which it refuses to merge before any judge is asked)
+ONE_THING = ["User drinks green tea.", "User likes green tea.", "User drinks green tea daily."]
 
 
 # ---- finding 1: the lease holds while its holder waits on a model ----------------------
@@ -138,7 +144,7 @@ class StealDuringMerge:
             with open_store(self.db_path) as store:
                 run_sql(store, "UPDATE leases SET holder = 'thief:1'")
                 store.db.commit()
-            return {"content": "facts 0 and 1", "summary": "facts 0 and 1", "tags": []}
+            return {"content": "User drinks green tea daily.", "summary": "green tea", "tags": []}
         return None
 
 
@@ -148,7 +154,7 @@ def test_a_holder_whose_lease_was_taken_over_commits_nothing(tmp_path, db_path):
     a runner that no longer held the lease."""
     policy = tmp_path / "compress.yaml"
     policy.write_text(COMPRESS_THEN_DECAY)
-    seed(db_path, str(policy), 3)
+    seed(db_path, str(policy), 3, texts=ONE_THING)
     mem = Memory(
         db_path, policy=str(policy), offline=True, clock=FixedClock(START), scripted=StealDuringMerge(db_path)
     )

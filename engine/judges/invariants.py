@@ -143,14 +143,18 @@ def subject(text: str) -> list[tuple[str, str]]:
 
 
 def _subject_parts(text: str) -> tuple[set[str], set[str]]:
-    """The subject's identifiers and its words. A capitalised first word may be a name
-    ("Bob's meeting") or not ("Order 1003"): it counts as both."""
+    """The subject's identifiers and its words. A sentence's capitalised first word is a
+    name only when written as one's ("Bob's meeting", "Sara's birthday"): "Readable code
+    matters" and "Always write readable code" name nothing. It counts as a word too."""
     toks = subject(text)
     ids = identifiers(" ".join(s for s, _ in toks))
     words = {n for s, n in toks if n and n not in _STOP and n not in ids and n not in _NEGATIONS}
-    if toks and toks[0][0][:1].isupper() and toks[0][1] not in _STOP:
+    if toks and toks[0][0][:1].isupper() and toks[0][1] not in _STOP and _POSSESSIVE.match(text.lstrip()):
         ids.add(toks[0][1])
     return ids, words
+
+
+_POSSESSIVE = re.compile(r"[A-Z][\w-]*['\u2019]s\b")
 
 
 def supersede_refusal(new: str, old: str) -> str | None:
