@@ -3,6 +3,8 @@ the deterministic functions of this package, returned in each step's answer shap
 
 from __future__ import annotations
 
+from datetime import date
+
 from engine.judges.rules.compression import cluster, merge
 from engine.judges.rules.expiring import expiry
 from engine.judges.rules.gating import gate, memories
@@ -10,6 +12,7 @@ from engine.judges.rules.hedging import confidence
 from engine.judges.rules.scenes import extract_cells, summarise_scene
 from engine.judges.rules.selecting import select
 from engine.judges.rules.superseding import contradiction
+from engine.judges.rules.when import day_of
 
 
 def _pairs(candidates) -> list[tuple[int, str]]:
@@ -19,6 +22,12 @@ def _pairs(candidates) -> list[tuple[int, str]]:
 def _similar(candidates) -> dict[int, float]:
     """Each candidate's similarity to the new memory or query, where embeddings gave one."""
     return {c["n"]: c["similarity"] for c in candidates or [] if c.get("similarity") is not None}
+
+
+def _said(candidates) -> dict[int, date]:
+    """The day each candidate was said, where it has one."""
+    days = {c["n"]: day_of(c.get("created_at")) for c in candidates or []}
+    return {n: d for n, d in days.items() if d is not None}
 
 
 def _pair_similar(candidates) -> dict[tuple[int, int], float]:
@@ -52,7 +61,12 @@ def answer(step: str, v: dict) -> object:
     if step == "select":
         return {
             "ids": select(
-                v["query"], _pairs(v.get("candidates")), v.get("top_n", 6), _similar(v.get("candidates"))
+                v["query"],
+                _pairs(v.get("candidates")),
+                v.get("top_n", 6),
+                _similar(v.get("candidates")),
+                _said(v.get("candidates")),
+                day_of(v.get("now")),
             )
         }
     if step == "extract":

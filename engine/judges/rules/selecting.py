@@ -5,17 +5,24 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from datetime import date
 
 from engine.judges.lexicon import lexicon
 from engine.judges.lexicon.slots import MEMBER_OF
 from engine.judges.rules.reading import FIRST_PERSON, Reading, clearly_nearest, read
+from engine.judges.rules.when import asked_window
 from engine.judges.rules.words import GENERIC, SLOT_OF, STANCE, STOPWORDS, canon, is_value, normalise, stems
 
 _LEXICON = lexicon("recall")
 
 
 def select(
-    query: str, candidates: list[tuple[int, str]], top_n: int, similar: dict[int, float] | None = None
+    query: str,
+    candidates: list[tuple[int, str]],
+    top_n: int,
+    similar: dict[int, float] | None = None,
+    said: dict[int, date] | None = None,
+    today: date | None = None,
 ) -> list[int]:
     """Which recall candidates fit the query, best first, at most `top_n`.
 
@@ -53,6 +60,12 @@ def select(
     # user lives in or moved to; 'when is the demo' prefers memories holding a date
     asks = {name for name, (asked, _) in _ASKED_SLOTS.items() if asked(q)}
     holders = {name: sum(1 for _, r in readings if _ASKED_SLOTS[name][1](r)) for name in asks}
+    window = asked_window(query or "", today) if today is not None and said else None
+    in_window = (
+        {n for n, _ in candidates if (d := (said or {}).get(n)) is not None and window[0] <= d <= window[1]}
+        if window
+        else set()
+    )
     linked = _abbreviations(query or "", [text or "" for _, text in candidates])
     linking = Counter(a for held in linked for a in held)  # an abbreviation's df
     scored = []
@@ -69,6 +82,8 @@ def select(
             words, holds, topical = _SLOT_WORDS[name], _ASKED_SLOTS[name][1], name in _BOOSTS
             if holds(r) and not (wanted & r.concepts & words) and (score > 0 or not topical):
                 score += math.log(1 + total / holders[name]) * _BOOSTS.get(name, 1.0)
+        if number in in_window:
+            score += WINDOW_WEIGHT * math.log(1 + total / len(in_window))
         if score > 0:
             scored.append((-score, position, number))
     if similar:
@@ -80,6 +95,7 @@ def select(
     return [number for score, _, number in scored if -score >= floor][:top_n]
 
 
+WINDOW_WEIGHT = 2.0  # said within the time a question names: as much as two rare words
 SIM_FLOOR = 0.25  # a cosine below this fits no query, whatever the words say
 SIM_WEIGHT = 4.0  # a close meaning (cosine 0.6) weighs about two shared rare words
 SIM_NEAR = 0.20  # the nearest candidate fits when at least this close ...
