@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 from engine.base import tracing
-from engine.base.errors import LetheError
+from engine.base.errors import LeaseBusy, LetheError
 from engine.base.lazy import lazy
 from engine.run import neighbours as vectors
 from engine.run import passes as P
@@ -57,37 +57,61 @@ def run_due(
 ) -> list[P.PassResult]:
     """Under the lease: run every pass whose schedule has come round, then retry pending
     turns (with `retry_failed`, the parked ones too). Raises LeaseBusy when another
-    runner keeps the lease longer than `terms.wait` (not when there is nothing to do)."""
+    runner keeps the lease longer than `terms.wait` (not when there is nothing to do).
+
+    On a store that claims turns (PostgreSQL, `claims_turns`) pending turns are judged
+    outside the lease, once it is given back, and by a runner that found it held too
+    (before it raises LeaseBusy): a claim keeps other workers off the turn being judged
+    and `Writer.finish` applies a turn once, whoever judged it, so every runner drains the
+    inbox, not only a holder that may be killed before it gets there."""
     if _idle(ctx, retry_failed):
         return []
-    with hold(ctx, terms) as held:
-        if retry_failed:
-            held.store.requeue_turns(held.namespace, None)
-        schedule = held.store.schedule(held.namespace)  # read under the lease: it decides
-        before = schedule.pending
-        # the due passes first: a backlog of turns (each a few model calls, after an
-        # outage or under a slow model) never holds back expiry and the rest; a runner
-        # stopped while it judges has run them
-        hook = _hook(held, progress)
-        results = _run_all(held, P.due(held, held.clock(), schedule), hook)
-        if before:  # changes turns only, not what the schedule says
-            judged = write.Writer(held).retry_pending()
-        embedded = vectors.backfill(held)  # memories stored while the embedding model was down
-        back = P.went_back(schedule, held.clock())
-        for r in results:  # said once per pass that ran: the clock reads before its last run
-            if r.name in back:
-                r.notes.append(f"the clock went back: it last ran at {back[r.name]}")
-        if embedded:
-            results.insert(0, P.PassResult("embeddings", held.now(), embedded))
-        if before:
-            # the turns this run judged: `before - left` would count turns other processes
-            # queued (or judged) meanwhile, down to a negative number
-            left = held.store.pending_count(held.namespace)
-            results.insert(
-                0,
-                P.PassResult("pending", held.now(), judged, notes=[f"{left} still pending"] if left else []),
-            )
-        return results
+    if not ctx.store.claims_turns:
+        with hold(ctx, terms) as held:
+            return _due(held, progress, retry_failed, judge_pending=True)
+    try:
+        with hold(ctx, terms) as held:
+            results = _due(held, progress, retry_failed, judge_pending=False)
+    except LeaseBusy as busy:
+        judged = _pending(ctx)
+        if not judged or not judged[0].changed:
+            raise
+        raise LeaseBusy(f"{busy}; this runner judged {judged[0].changed} pending turns meanwhile") from None
+    return _pending(ctx) + results
+
+
+def _due(held: Context, progress: Progress, retry_failed: bool, judge_pending: bool) -> list[P.PassResult]:
+    """What run_due does under the lease: the due passes, then (`judge_pending`) pending
+    turns, then vectors for memories stored without one."""
+    if retry_failed:
+        held.store.requeue_turns(held.namespace, None)
+    schedule = held.store.schedule(held.namespace)  # read under the lease: it decides
+    # the due passes first: a backlog of turns (each a few model calls, after an outage or
+    # under a slow model) never holds back expiry and the rest; a runner stopped while it
+    # judges has run them
+    results = _run_all(held, P.due(held, held.clock(), schedule), _hook(held, progress))
+    pending = _pending(held, schedule.pending) if judge_pending else []
+    embedded = vectors.backfill(held)  # memories stored while the embedding model was down
+    back = P.went_back(schedule, held.clock())
+    for r in results:  # said once per pass that ran: the clock reads before its last run
+        if r.name in back:
+            r.notes.append(f"the clock went back: it last ran at {back[r.name]}")
+    if embedded:
+        results.insert(0, P.PassResult("embeddings", held.now(), embedded))
+    return pending + results
+
+
+def _pending(ctx: Context, before: int | None = None) -> list[P.PassResult]:
+    """Judge the pending turns whose time has come: a `pending` result saying how many
+    this round judged (and how many are left), or none when none was pending (`before`,
+    when the caller has just read it)."""
+    if not (ctx.store.pending_count(ctx.namespace) if before is None else before):
+        return []
+    judged = write.Writer(ctx).retry_pending()
+    # the turns this round judged: `before - left` would count turns other processes
+    # queued (or judged) meanwhile, down to a negative number
+    left = ctx.store.pending_count(ctx.namespace)
+    return [P.PassResult("pending", ctx.now(), judged, notes=[f"{left} still pending"] if left else [])]
 
 
 def _idle(ctx: Context, retry_failed: bool) -> bool:

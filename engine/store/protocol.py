@@ -101,6 +101,9 @@ class Memories(Protocol):
 class Inbox(Protocol):
     """Turns saved before any model is asked, claimed, judged, retried or parked."""
 
+    # whether a claim keeps other workers off a turn being judged (any runner may judge)
+    claims_turns: bool
+
     def add_turn(self, namespace: str, user: str, assistant: str, said_at: str | None = None) -> int: ...
     def turn(self, turn_id: int) -> Row | None: ...
     def turn_failed(

@@ -96,6 +96,10 @@ class StoreCommon:
     takes_copy_stream = False
     # its catalog is information_schema, not SQLite's PRAGMAs (engine.store.transfer_source)
     information_schema = False
+    # `claim_turns` keeps other workers off a turn while one judges it (PostgreSQL's
+    # claims), so any runner judges pending turns, not only the lease's holder
+    # (engine.run.runner.run_due); else the holder alone does
+    claims_turns = False
 
     def fts_ids(self, text: str, every: bool) -> tuple[str, str] | None:
         """A SELECT of the ids (one column) of the memories matching `text` in full text,

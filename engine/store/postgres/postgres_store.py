@@ -36,8 +36,16 @@ from engine.store.shared_schema import POSTGRES_TYPES, migrations_table
 from engine.store.shared_sql import Row
 
 # how long a claim keeps other workers off a turn whose holder could not give it back (the
-# server gone when it tried): it is given back whenever its judging ends, however it ends
+# server gone when it tried) and whose connection lives on: it is given back whenever its
+# judging ends, however it ends, and is free at once when its connection is gone
 CLAIM = dt.timedelta(minutes=1)
+# a server connection, named as a claim names it: its backend's pid, and when the server
+# started (microseconds since the epoch): a restart makes every earlier session gone
+_SESSION = "SELECT pg_backend_pid(), (extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint"
+_SESSIONS = (
+    "SELECT (extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint, "
+    "array(SELECT pid FROM pg_stat_activity WHERE pid IS NOT NULL)"
+)
 _LOCK_MIGRATE = 4_211_001  # advisory transaction lock keys (proxy-safe: one transaction)
 
 
@@ -59,6 +67,7 @@ class PostgresStore(Inspecting, AsOf):
     ids_from_sequences = True  # identity columns (an import moves them on)
     takes_copy_stream = True  # an import writes by COPY
     information_schema = True
+    claims_turns = True  # any runner judges pending turns (engine.run.runner.run_due)
 
     def __init__(self, dsn: str, clock: Clock | None = None, timeout: float = 30.0, read_only: bool = False):
         self._dsn = str(dsn)
@@ -67,8 +76,10 @@ class PostgresStore(Inspecting, AsOf):
         self.clock = clock or system_clock
         self.timeout = timeout
         self.read_only = read_only
-        # who claims inbox turns through this connection: host:pid:random, as a lease holder
+        # who claims inbox turns: host:pid:random, as a lease holder; each claim names the
+        # store's connection too (`claimer`: holder:backend-pid.server-start)
         self.holder = f"{processes.host()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+        self.claimer = self.holder
         self._common: set[tuple[str, int]] = set()  # full-text queries known to pass a cap
         self._lease_db = None  # the leases' own connection, opened by the first lease
         self._unreturned: set[int] = set()  # claims a give-back could not reach the server for
@@ -86,8 +97,11 @@ class PostgresStore(Inspecting, AsOf):
         return self._db
 
     def _session(self, conn):
+        """The store's connection, and the name its claims take on it (`claimer`)."""
         if self.read_only:
             conn.execute("SET default_transaction_read_only = on")
+        pid, started = conn.execute(_SESSION).fetchone()
+        self.claimer = f"{self.holder}:{pid}.{started}"
         return conn
 
     def connect(self):
@@ -304,10 +318,11 @@ class PostgresStore(Inspecting, AsOf):
         """Save a turn, claimed by us: the writer judging it now is not raced by a retry."""
         refuse_nul((user, assistant))
         self._give_back_unreturned()
-        return self.db.execute(
+        db = self.db  # (re)connected first: the claim names this connection
+        return db.execute(
             "INSERT INTO inbox (namespace, user_text, assistant_text, created_at, updated_at, "
             "claimed_by, claimed_until) VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
-            (namespace, user, assistant, said_at or self.now(), self.now(), self.holder, self._claim()),
+            (namespace, user, assistant, said_at or self.now(), self.now(), self.claimer, self._claim()),
         ).fetchone()[0]
 
     def _claim(self) -> str:
@@ -315,29 +330,46 @@ class PostgresStore(Inspecting, AsOf):
 
     def claim_turns(self, namespace: str, limit: int) -> list[int]:
         """Pending turns that may be tried now and nobody is judging, oldest first, claimed
-        for CLAIM (workers skip each other's rows and claims). A claim whose holder was a
-        process of this host that has died (an agent killed in its `remember`) is taken at
-        once, as a dead runner's lease is, not after CLAIM."""
+        for CLAIM (workers skip each other's rows and claims). A claim whose connection is
+        gone (its process killed, the server restarted since) or whose holder was a process
+        of this host that has died (an agent killed in its `remember`) is taken at once, as
+        a dead runner's lease is, not after CLAIM."""
+        db = self.db  # (re)connected first: the claims name this connection
         self._give_back_unreturned()
         now = self.now()
-        found = self.db.execute(
+        found = db.execute(
             "UPDATE inbox SET claimed_by = %s, claimed_until = %s WHERE id IN (SELECT id FROM inbox "
             "WHERE namespace = %s AND status = 'pending' AND (next_retry_at IS NULL OR "
             "next_retry_at <= %s) AND (claimed_until IS NULL OR claimed_until <= %s OR "
-            "claimed_by = %s OR claimed_by = ANY(%s)) ORDER BY created_at, id LIMIT %s "
+            "claimed_by = ANY(%s)) ORDER BY created_at, id LIMIT %s "
             "FOR UPDATE SKIP LOCKED) RETURNING id, created_at",
-            (self.holder, self._claim(), namespace, now, now, self.holder, self._gone(namespace, now), limit),
+            (self.claimer, self._claim(), namespace, now, now, self._free(namespace, now), limit),
         ).fetchall()
         return [r[0] for r in sorted(found, key=lambda r: (r[1] or "", r[0]))]  # as said
 
-    def _gone(self, namespace: str, now: str) -> list[str]:
-        """Holders of the namespace's live claims that were processes of this host and died."""
-        held = self.db.execute(
-            "SELECT DISTINCT claimed_by FROM inbox WHERE namespace = %s AND status = 'pending' "
-            "AND claimed_until > %s AND claimed_by IS NOT NULL",
-            (namespace, now),
-        ).fetchall()
-        return [h for (h,) in held if processes.holder_gone(h)]
+    def _free(self, namespace: str, now: str) -> list[str]:
+        """The claimants of the namespace's live claims that may be taken now: this store
+        (on any of its connections), a connection the server no longer has, a process of
+        this host that died."""
+        held = [
+            h
+            for (h,) in self.db.execute(
+                "SELECT DISTINCT claimed_by FROM inbox WHERE namespace = %s AND status = 'pending' "
+                "AND claimed_until > %s AND claimed_by IS NOT NULL",
+                (namespace, now),
+            ).fetchall()
+        ]
+        others = [h for h in held if not self._ours(h)]
+        gone = [h for h in others if processes.holder_gone(h)]
+        named = [h for h in others if h not in gone and _session_of(h) is not None]
+        if named:
+            started, pids = self.db.execute(_SESSIONS).fetchone()
+            alive = {f"{pid}.{started}" for pid in pids}
+            gone += [h for h in named if _session_of(h) not in alive]
+        return [h for h in held if self._ours(h)] + gone
+
+    def _ours(self, claimant: str) -> bool:
+        return claimant == self.holder or claimant.startswith(self.holder + ":")
 
     def release_turns(self, ids: list[int]) -> None:
         """Give back this store's claims on these turns (those it did not judge). When the
@@ -349,8 +381,8 @@ class PostgresStore(Inspecting, AsOf):
         try:
             self.db.execute(
                 "UPDATE inbox SET claimed_by = NULL, claimed_until = NULL WHERE "
-                "claimed_by = %s AND id = ANY(%s)",
-                (self.holder, ids),
+                "(claimed_by = %s OR left(claimed_by, %s) = %s) AND id = ANY(%s)",
+                (self.holder, len(self.holder) + 1, self.holder + ":", ids),
             )
         except (*self.busy_errors, StoreError):
             self._unreturned.update(ids)  # only ours: a claim taken over meanwhile is not touched
@@ -360,3 +392,10 @@ class PostgresStore(Inspecting, AsOf):
         give-back must not abort the caller's)."""
         if self._unreturned and not self.db.info.transaction_status:
             self.release_turns([])
+
+
+def _session_of(claimant: str) -> str | None:
+    """The connection a claim names (`backend-pid.server-start`), None for a claim that
+    names none (a claim made before claims named their connection)."""
+    parts = claimant.split(":")
+    return parts[3] if len(parts) == 4 else None
