@@ -195,10 +195,11 @@ class Memory(Reader):
     def run_due(
         self, progress=None, *, wait: float = 0.0, lease_ttl=None, retry_failed: bool = False
     ) -> list[P.PassResult]:
-        """Retry pending turns (with `retry_failed`, also those parked as failed), then run
-        every pass whose schedule has come round, under the namespace's pass lease. Raises
+        """Run every pass whose schedule has come round, under the namespace's pass lease,
+        then retry pending turns (with `retry_failed`, also those parked as failed). Raises
         LeaseBusy when another runner holds it for longer than `wait` seconds: that runner
-        is doing the work."""
+        is running the passes (on PostgreSQL this one judged the pending turns first: the
+        message says how many)."""
         return runner.run_due(
             self._context,
             I.callback(progress, "progress"),
