@@ -85,3 +85,18 @@ def test_a_plans_date_does_not_replace_the_date_an_event_happened():
 )
 def test_a_moved_date_still_supersedes(old, new):
     assert contradiction(new, [(1, old)])["supersedes"] == [1]
+
+
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        # a clause with its own subject is a fact of its own: the memory ends only if it does
+        ("User has a vet appointment on Friday, but their dog Rex is already twelve.", None),
+        ("User is selling the old desk this weekend, and they own three monitors.", None),
+        # one subject doing two things this weekend: both end with it
+        ("User is moving the sofa this weekend and painting the hallway.", "2026-05-24"),
+        ("User has a dentist appointment on Friday and a haircut on Saturday.", "2026-05-23"),
+    ],
+)
+def test_a_memory_ends_only_when_each_fact_in_it_ends(content, expected):
+    assert expiry(content, SAID) == expected

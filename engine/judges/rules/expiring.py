@@ -70,6 +70,7 @@ def expiry(content: str, today: datetime | date | str) -> str | None:
         # a deed told in the past ('bought a racket today, and will try it on Saturday')
         # stays true: the memory does not end with the plan beside it
         return None
+    parts = [c for part in parts for c in _OWN_SUBJECT.split(part) if c.strip()]
     if len(parts) > 1 and any(_end(part, day) is None for part in parts):
         # several facts in one memory, one of them with no end ("has got five tops from
         # H&M so far" beside "plans to go to the mall this weekend"): the memory does not
@@ -78,6 +79,10 @@ def expiry(content: str, today: datetime | date | str) -> str | None:
     return _end(content, day)
 
 
+_OWN_SUBJECT = re.compile(
+    r"(?:,\s*|\s+)(?:and|but|so|while|though|although)\s+(?=(?:user|they|she|he|we|it|their|her|his|our)\b)",
+    re.I,
+)
 _CLAUSES = re.compile(r"[;,]\s+|\s+(?:and|but|so|then|while|because)\s+")
 
 
