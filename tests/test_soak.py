@@ -538,10 +538,9 @@ def run_soak(tmp_path, seconds: float, backend: str) -> dict:
 # Open (issue 42): the five-minute PostgreSQL run, until it is measured passing with every
 # runner judging pending turns (before: 45 turns still pending a minute after the faults,
 # with only the lease holder judging them). docs/guarantees.md, "The soak run".
-PG_OPEN = pytest.mark.xfail(reason="PostgreSQL: turns still pending a minute after the faults", strict=False)
 PG = pytest.mark.skipif(not pg_server.available(), reason=pg_server.HOW_TO_ENABLE)
 BACKENDS = ["sqlite", pytest.param("postgres", marks=PG)]
-LONG_BACKENDS = ["sqlite", pytest.param("postgres", marks=[PG, PG_OPEN])]
+LONG_BACKENDS = ["sqlite", pytest.param("postgres", marks=[PG])]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
