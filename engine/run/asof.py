@@ -329,8 +329,11 @@ def get(ctx: Context, memory_id: int, at: dt.datetime) -> MemoryRecord | None:
 
 
 def _recorded(ctx: Context, row, at: dt.datetime) -> bool:
-    events = ctx.store.events_by([row["id"]], iso(at))
-    return bool(events) or (not ctx.store.events(row["id"]) and (row["created_at"] or "") <= iso(at))
+    """Whether the memory had been recorded by `at` as engine.store.asof_reads reads it: said
+    by then, and its first event (when it has one) recorded by then."""
+    if row["created_at"] is None or row["created_at"] > iso(at):
+        return False
+    return bool(ctx.store.events_by([row["id"]], iso(at))) or not ctx.store.events(row["id"])
 
 
 def _sortable(value):

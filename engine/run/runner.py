@@ -37,7 +37,9 @@ def run(
             known = ", ".join(ctx.policy.passes) or "(none)"
             raise LetheError(f"policy '{ctx.policy.name}' has no pass '{name}'; it has: {known}")
     with hold(ctx, terms) as held:
-        return _run_all(held, names, _hook(held, progress))
+        results = _run_all(held, names, _hook(held, progress))
+        held.store.mark_recorded()
+        return results
 
 
 def start_schedules(ctx: Context) -> list[str]:
@@ -92,6 +94,7 @@ def _due(held: Context, progress: Progress, retry_failed: bool, judge_pending: b
     results = _run_all(held, P.due(held, held.clock(), schedule), _hook(held, progress))
     pending = _pending(held, schedule.pending) if judge_pending else []
     embedded = vectors.backfill(held)  # memories stored while the embedding model was down
+    held.store.mark_recorded()  # what an as-of read skips (engine.store.asof_marks)
     back = P.went_back(schedule, held.clock())
     for r in results:  # said once per pass that ran: the clock reads before its last run
         if r.name in back:

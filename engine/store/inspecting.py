@@ -93,17 +93,6 @@ class Inspecting(SharedQueries):
         self._floor = self.head_floor()
         return self._floor is not None
 
-    def _most_of_the_file(self, namespace: str) -> bool:
-        """Whether `namespace` holds over half the memories (counted once per store): then
-        a page in id order walks the ids, reading about as many rows as it shows, where
-        the namespace's index ((namespace, scene), the only one that holds every row) would
-        read all its rows to sort them. A small namespace in a big file is read through it."""
-        shares = self.__dict__.setdefault("_shares", {})
-        if namespace not in shares:
-            held = self.namespace_counts()
-            shares.update({ns: n * 2 > sum(held.values()) for ns, n in held.items()})
-        return shares.get(namespace, False)
-
     def _browse_where(self, namespace: str, filters: dict) -> tuple[list[str], list]:
         where, args = [f"namespace = {self.p}"], [namespace]
         for column in ("status", "kind", "scene"):

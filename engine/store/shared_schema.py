@@ -1,6 +1,6 @@
 """The schema both backends spell alike but for their types, written once: the article's
 tables (m001), the inbox and the lease (m006, m008), the bookkeeping tables (m005, m007,
-m009, m024), the columns added to tables later (m002, m010 ... m023) and their indexes.
+m009, m024, m025), the columns added to tables later (m002, m010 ... m023) and their indexes.
 sqlite_schema.py and postgres_schema.py run them with their own `Types`, each migration
 under its own name, its columns first; what differs (full text, triggers, partial indexes,
 the inbox's claims, the lease's fencing token) each backend writes itself."""
@@ -109,6 +109,15 @@ def tables(t: Types) -> dict[str, list[str]]:
         "m024_model_support": [
             f"CREATE TABLE IF NOT EXISTS model_support (base_url {text} NOT NULL, model {text} NOT NULL, "
             f"facts {text} NOT NULL, learned_at {text}, PRIMARY KEY (base_url, model))"
+        ],
+        # the marks that bound an as-of read, written by a runner (engine.store.asof_marks)
+        "m025_asof_marks": [
+            f"CREATE TABLE IF NOT EXISTS asof_segments (segment {integer} PRIMARY KEY, "
+            f"floor {text} NOT NULL, reach {text} NOT NULL)",
+            "CREATE INDEX IF NOT EXISTS asof_segments_reach ON asof_segments (reach, segment)",
+            f"CREATE TABLE IF NOT EXISTS asof_cover (one {integer} PRIMARY KEY CHECK (one = 1), "
+            f"memories_upto {integer} NOT NULL, events_upto {integer} NOT NULL, "
+            f"next_memories {integer}, next_events {integer}, next_after {integer})",
         ],
     }
 

@@ -47,6 +47,7 @@ _SESSIONS = (
     "array(SELECT pid FROM pg_stat_activity WHERE pid IS NOT NULL)"
 )
 _LOCK_MIGRATE = 4_211_001  # advisory transaction lock keys (proxy-safe: one transaction)
+_LOCK_MARKS = 4_211_002
 
 
 def refuse_nul(values) -> None:
@@ -202,6 +203,19 @@ class PostgresStore(Inspecting, AsOf):
 
     def _has_table(self, name: str) -> bool:
         return self.db.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is not None
+
+    # -- the as-of marks (engine.store.asof_marks): one runner marks, after what it saw ends
+    marks_wait_for_transactions = True
+
+    def _marking(self) -> bool:
+        return bool(self.db.execute("SELECT pg_try_advisory_xact_lock(%s)", (_LOCK_MARKS,)).fetchone()[0])
+
+    def _running_after(self) -> int | None:
+        return self.db.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint").fetchone()[0]
+
+    def _ended(self, after: int | None) -> bool:
+        sql = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint >= %s"
+        return after is not None and bool(self.db.execute(sql, (after,)).fetchone()[0])
 
     # -- what SharedQueries asks of a backend ---------------------------------------------
     def _in(self, column: str) -> str:

@@ -286,3 +286,11 @@ def m023_wall_runs(db):
 def m024_model_support(db):
     """What a model at an endpoint was found not to accept (a response format, a
     temperature), so a new process does not pay the refused request again."""
+
+
+@migration
+@_shared
+def m025_asof_marks(db):
+    """Marks that bound an as-of read: for each segment of ids, the earliest time one of its
+    memories counts as recorded, and what the marks cover (engine.store.asof_marks). A
+    runner writes them after its passes; no insert reads or writes them."""
