@@ -6,7 +6,8 @@
 The memories are the article generator's (bench.datasets.raw), adopted; each gets a
 `created` event at its created_at (with its importance and confidence), then E-1 events
 spread between its created_at and the generator's now (reinforcements, which the as-of
-fold reads), and a status event for the ones not active, written in one INSERT ... SELECT.
+fold reads), and a status event for the ones not active, written in one INSERT ... SELECT;
+then the as-of marks a runner's run writes (engine.store.asof_marks).
 T is a time in the middle of the 400 days the rows span. Median and p99 of CALLS as-of
 recalls with queries drawn from the generator's vocabulary (offline select judge).
 Goal: median at most 5 ms at 1M memories / 10M events.
@@ -48,6 +49,8 @@ def with_events(n: int, events: int, log=print, in_time_order: bool = False):
     live store's are; the generator's created_at is random against the id)."""
     import sqlite3
 
+    from engine.store import open_store
+
     path = D.work_copy(D.adopted(n, log), f"asof{events}{'-ordered' if in_time_order else ''}")
     conn = sqlite3.connect(str(path))
     t0 = time.perf_counter()
@@ -83,6 +86,11 @@ def with_events(n: int, events: int, log=print, in_time_order: bool = False):
     conn.execute("ANALYZE")
     conn.close()
     log(f"  {D.label(n)} memories: {total:,} events written in {time.perf_counter() - t0:.0f} s")
+    t0 = time.perf_counter()
+    with open_store(str(path)) as store:  # as a runner's run leaves them (engine.store.asof_marks)
+        segments = store.mark_recorded()
+    took = time.perf_counter() - t0
+    log(f"  {D.label(n)} memories: the as-of marks ({segments:,} segments) written in {took:.1f} s")
     return path, total
 
 
