@@ -10,6 +10,7 @@ import random
 
 import pytest
 
+from engine.store import asof_marks
 from tests.helpers import START, run_sql, store_of
 
 pytestmark = pytest.mark.both_backends
@@ -27,18 +28,23 @@ def iso(t: dt.datetime) -> str:
     return t.isoformat(timespec="seconds")
 
 
-def test_as_of_reads_what_was_recorded_by_then_whatever_the_clock_did(memory, clock):
+@pytest.mark.parametrize("most", [2, asof_marks.MOST_SEGMENTS])
+def test_as_of_reads_what_was_recorded_by_then_whatever_the_clock_did(memory, clock, monkeypatch, most):
     """Memories over two namespaces and several segments, written mostly in time order but
     with the clock running ahead and going back, some said long before they were recorded,
     some forgotten after the clock went back (which makes them count as recorded earlier);
     marks written at random points. As of each instant, before and after each mark, the
-    memories read are those recorded by then, newest first, with or without a query."""
+    memories read are those recorded by then, newest first, with or without a query; also
+    when each mark covers only a few new segments (a big store's first marks)."""
+    monkeypatch.setattr(asof_marks, "MOST_SEGMENTS", most)
     rng = random.Random(41)
     mems = [memory(), memory(namespace="other")]
     store = store_of(mems[0])
     late: list[int] = []
     for i in range(900):
-        hours = i + rng.choice([0, 0, 0, 0, 0, 0, -200, 300])  # ahead of time, or behind it
+        jump = rng.choice([0, 0, 0, 0, 0, 0, -200, 300])  # ahead of time, or behind it
+        hours = i + (jump if i < 250 or i > 700 else 0)  # the second segment in time order
+        hours = 100 if i == 850 else hours  # before all the second and third segments hold
         clock.set(START + dt.timedelta(hours=hours))
         mem = mems[i % 2]
         if i % 50 == 7:  # said long before it was recorded: it counts from its recording
@@ -51,14 +57,16 @@ def test_as_of_reads_what_was_recorded_by_then_whatever_the_clock_did(memory, cl
                 mem.forget(mid, "gone")
         if i in (300, 301, 650, 651):  # PostgreSQL's marks cover what the previous one saw
             store.mark_recorded()
-        if i == 700:  # the clock goes back: forgetting them makes them count from then
-            for mid in late[:6]:
-                clock.set(START + dt.timedelta(hours=mid - 50))
+        if i == 700:  # the clock goes back: forgetting them makes them count from then,
+            # before anything else their segment holds (the marks must learn it)
+            for mid in [m for m in late if 256 < m < 420]:
+                clock.set(START + dt.timedelta(hours=mid - 150))
                 mems[(mid - 1) % 2].forget(mid, "gone")
             check(mems, store)
     check(mems, store)
-    store.mark_recorded(), store.mark_recorded()
-    assert run_sql(store, "SELECT count(*) FROM asof_segments").fetchone()[0] >= 3
+    for _ in range(6):
+        store.mark_recorded()
+    assert run_sql(store, "SELECT count(*) FROM asof_segments").fetchone()[0] == 4  # 900 ids
     check(mems, store)
 
 
