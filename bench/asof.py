@@ -50,6 +50,7 @@ def with_events(n: int, events: int, log=print, in_time_order: bool = False):
     import sqlite3
 
     from engine.store import open_store
+    from engine.store.asof_marks import MOST_SEGMENTS, SEGMENT
 
     path = D.work_copy(D.adopted(n, log), f"asof{events}{'-ordered' if in_time_order else ''}")
     conn = sqlite3.connect(str(path))
@@ -87,8 +88,8 @@ def with_events(n: int, events: int, log=print, in_time_order: bool = False):
     conn.close()
     log(f"  {D.label(n)} memories: {total:,} events written in {time.perf_counter() - t0:.0f} s")
     t0 = time.perf_counter()
-    with open_store(str(path)) as store:  # as a runner's run leaves them (engine.store.asof_marks)
-        segments = store.mark_recorded()
+    with open_store(str(path)) as store:  # as a runner's runs leave them (engine.store.asof_marks)
+        segments = sum(store.mark_recorded() for _ in range(n // (MOST_SEGMENTS * SEGMENT) + 1))
     took = time.perf_counter() - t0
     log(f"  {D.label(n)} memories: the as-of marks ({segments:,} segments) written in {took:.1f} s")
     return path, total
