@@ -67,7 +67,8 @@ ACCEPTED = [
     ),
     ("gate", "  \n" + GATE_OK + "\n\n", GATE_VALUE, None),
     ("gate", '{"save": false}', {"save": False}, None),
-    ("gate", '{"save": "false", "content": "hi there"}', {"save": False}, "save 'false' read as false"),
+    ("gate", '{"save": "false", "content": ""}', {"save": False}, "save 'false' read as false"),
+    ("gate", '{"save": false, "memories": [{"content": "  "}]}', {"save": False}, None),
     (
         "gate",
         '{"save": " TRUE ", "content": "User uses uv", "importance": 5}',
@@ -295,6 +296,13 @@ def test_a_fused_answer_is_each_of_its_parts():
 
 # (step, answer text, words of the refusal)
 REFUSED = [
+    # keeps nothing, and gives memories (a 0.5B answered so to 45 of 46 turns)
+    ("gate", '{"save": "false", "content": "hi there"}', "save is false but memories with content"),
+    (
+        "gate",
+        '{"save": false, "memories": [{"content": "Order 1001 is delayed.", "importance": 8}]}',
+        "save is false but memories with content",
+    ),
     ("gate", '{"save": 1, "content": "x"}', "save must be true or false"),
     ("gate", '{"save": "no"}', "save must be true or false"),
     ("gate", '{"save": null}', "save must be true or false"),

@@ -176,6 +176,12 @@ def gate(obj, check: Check) -> dict:
     answer that saves with no usable item is a bad answer."""
     obj = _object(obj, "gate", GATE_KEYS, required=("save",))
     if not _bool(obj["save"], "save", check):
+        if _says_something(obj):
+            # one half of the answer keeps nothing, the other gives memories: taking either
+            # half would lose a fact or keep small talk, so it is asked again
+            raise BadAnswer(
+                "save is false but memories with content were given (an empty list goes with false)"
+            )
         return {"save": False}
     items = _gate_items(obj, check)
     memories: list[dict] = []
@@ -200,6 +206,13 @@ def gate(obj, check: Check) -> dict:
         check.repaired(f"kept the first {MAX_MEMORIES} of {len(memories)} memories")
         memories = memories[:MAX_MEMORIES]
     return {"save": True, "memories": memories}
+
+
+def _says_something(obj: dict) -> bool:
+    """Does a gate answer hold a memory with content, in either shape?"""
+    items = obj.get("memories") if isinstance(obj.get("memories"), list) else []
+    found = [obj.get("content")] + [i.get("content") for i in items if isinstance(i, dict)]
+    return any(isinstance(c, str) and c.strip() for c in found)
 
 
 def _gate_items(obj: dict, check: Check) -> list:
