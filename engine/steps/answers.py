@@ -210,7 +210,8 @@ def gate(obj, check: Check) -> dict:
 
 def _says_something(obj: dict) -> bool:
     """Does a gate answer hold a memory with content, in either shape?"""
-    items = obj.get("memories") if isinstance(obj.get("memories"), list) else []
+    given = obj.get("memories")
+    items: list = given if isinstance(given, list) else []
     found = [obj.get("content")] + [i.get("content") for i in items if isinstance(i, dict)]
     return any(isinstance(c, str) and c.strip() for c in found)
 
