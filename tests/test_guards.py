@@ -378,3 +378,17 @@ def test_a_cluster_of_different_identified_things_is_never_merged(fake_openai, l
     assert any("different things" in n for n in result.notes), result.notes
     assert all("different things" in refused(mem, i)[0] for i in ids)
     assert judge.prompts.get("merge", []) == []
+
+
+def test_an_undecided_gate_is_not_asked_again_and_the_rules_keep_the_facts(fake_openai, lethe):
+    """`save: false` beside memories with content (Qwen2.5-Coder 0.5B's answer to 45 of 46
+    turns): taking the `false` lost the fact, and asked again the model only empties its
+    list; the rules judge the turn instead, at once."""
+    judge = Judge(
+        gate=lambda p: {"save": False, "memories": [{"content": "Order 1001 is delayed.", "importance": 8}]}
+    )
+    mem = lethe(served(fake_openai, judge).base_url)
+    written = mem.remember(TWO_FACTS, "Noted.")
+    assert outcomes(mem, "gate") == ["bad_answer", "fallback"]
+    stored = " ".join(memories(mem)[i]["content"] for i in written.stored)
+    assert "passport" in stored and "dentist" in stored

@@ -246,6 +246,8 @@ class Judges:
             ok, value, a, problem = self._attempt(step, judgment, prompt, variables, scripted, retry, attempt)
             if ok:
                 return value, None
+            if problem.startswith(answers.UNDECIDED):
+                break  # an undecided model, asked again, only makes its answer agree with itself
             retry, scripted = retry_messages(a, problem), None
         return self.fallback(step, judgment, variables, problem), f"{step}: {problem}"
 

@@ -166,6 +166,9 @@ def _summary(obj: dict, content: str, check: Check) -> str:
 MEMORY_KEYS = {"content", "summary", "tags", "importance"}
 GATE_KEYS = {"save", "memories"} | MEMORY_KEYS
 MAX_MEMORIES = 12  # memories one turn may yield; more is a sweep, cut and said
+# a gate answer that both keeps nothing and gives memories: not asked again (a model asked
+# again empties the list to agree with its `false`), the step's fallback judges the turn
+UNDECIDED = "save is false but memories with content were given"
 
 
 def gate(obj, check: Check) -> dict:
@@ -178,7 +181,7 @@ def gate(obj, check: Check) -> dict:
     if not _bool(obj["save"], "save", check):
         if _says_something(obj):
             # one half of the answer keeps nothing, the other gives memories: taking either
-            # half would lose a fact or keep small talk, so it is asked again
+            # half would lose a fact or keep small talk
             raise BadAnswer(
                 "save is false but memories with content were given (an empty list goes with false)"
             )
