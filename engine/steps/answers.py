@@ -182,9 +182,7 @@ def gate(obj, check: Check) -> dict:
         if _says_something(obj):
             # one half of the answer keeps nothing, the other gives memories: taking either
             # half would lose a fact or keep small talk
-            raise BadAnswer(
-                "save is false but memories with content were given (an empty list goes with false)"
-            )
+            raise BadAnswer(UNDECIDED)
         return {"save": False}
     items = _gate_items(obj, check)
     memories: list[dict] = []
