@@ -104,6 +104,7 @@ GATE = {
 GATE_TEXT = json.dumps(GATE)
 GATE_STORED = ("User thinks the deadline moved to April 1", 7.0, ["deadline"])
 REFUSED = ["bad_answer", "bad_answer", "fallback"]
+UNDECIDED = ["bad_answer", "fallback"]
 
 # (step, the model's answer, expected outcomes, the stored effect or REFUSED_EFFECT, repair mark)
 REFUSED_EFFECT = object()  # whatever the rules judge decides for an unusable answer
@@ -126,7 +127,9 @@ WRITE_MATRIX = [
         GATE_STORED,
         "reasoning field set aside",
     ),
-    ("gate", json.dumps({**GATE, "save": "false"}), ["repaired"], None, "save 'false' read as false"),
+    ("gate", json.dumps({"save": "false"}), ["repaired"], None, "save 'false' read as false"),
+    # keeps nothing and gives a memory: not asked again, the rules judge the turn
+    ("gate", json.dumps({**GATE, "save": False}), UNDECIDED, REFUSED_EFFECT, "memories with content"),
     ("gate", json.dumps({**GATE, "save": "true"}), ["repaired"], GATE_STORED, "save 'true' read as true"),
     ("gate", json.dumps({**GATE, "importance": "7"}), ["repaired"], GATE_STORED, "importance '7'"),
     ("gate", json.dumps({**GATE, "tags": "deadline"}), ["repaired"], GATE_STORED, "tags given as text"),
@@ -257,9 +260,11 @@ def test_write_steps_over_http(tmp_path, clock, fallback_effects, step, answer, 
     if stored is REFUSED_EFFECT:
         assert run.value == fallback_effects(step)
         assert mark in run.details[0]
-        # the retry told the model why its answer was refused
         retries = [r for r in run.fake.requests if step_of(r) == step][1:]
-        assert retries and mark in retries[0]["messages"][-1]["content"]
+        if outcomes == UNDECIDED:
+            assert not retries  # not asked again: the rules judged at once
+        else:  # the retry told the model why its answer was refused
+            assert retries and mark in retries[0]["messages"][-1]["content"]
         noted = [e[2] for e in run.events if e[1] == "judge_fallback"]
         stored_any = run.count > 1 or [e for e in run.events if e[0] == 1][-1][1] != "created"
         assert not stored_any or any(n.startswith(f"{step}: ") for n in noted)  # said so
@@ -285,7 +290,8 @@ FUSED_MATRIX = [
         ("superseded", 0.7, "2026-04-01T23:59:59"),
         "'#1' read as 1",
     ),
-    (json.dumps({**FUSED_OK, "save": "false"}), ["repaired"], None, "save 'false'"),
+    (json.dumps({"save": "false"}), ["repaired"], None, "save 'false'"),
+    (json.dumps({**FUSED_OK, "save": False}), UNDECIDED, REFUSED_EFFECT, "memories with content"),
     (
         json.dumps({k: v for k, v in FUSED_OK.items() if k != "expires_at"}),
         ["repaired"],
