@@ -28,6 +28,16 @@ PINNED = {
         "superseded": 0,
         "reinforced": 0,
     },
+    # recorded on 2026-12-06 with the shipped prompts: the 0.5B answered `save: false`
+    # beside the turn's fact to 45 of 46 gates (the rules judged those turns), gave
+    # lasting facts today's date as an end, and answered every contradiction empty
+    "qwen2.5-coder-0.5b-instruct-lifecycle.jsonl": {
+        "policy": "lifecycle",
+        "policy_file": os.path.join(ROOT, "policies", "lifecycle.yaml"),
+        "stored": 39,
+        "superseded": 0,
+        "reinforced": 0,
+    },
 }
 
 
@@ -37,7 +47,8 @@ def test_a_real_models_answers_replayed_lose_nothing(tmp_path, recording):
     data = yaml.safe_load(open(TURNS, encoding="utf-8"))
     row = play(
         pinned["policy"],
-        os.path.join(RECORDED, f"{pinned['policy']}-recorded.yaml"),  # the prompts it was recorded with
+        # the prompts it was recorded with
+        pinned.get("policy_file") or os.path.join(RECORDED, f"{pinned['policy']}-recorded.yaml"),
         data,
         str(tmp_path / "replayed.db"),
         replay=os.path.join(RECORDED, recording),
