@@ -165,6 +165,22 @@ def test_a_round_of_pending_turns_claims_only_the_turn_it_is_judging(tmp_path, p
         assert runner.pending() == []
 
 
+def release_with_the_server_gone(store, turn: int) -> None:
+    """The store gives `turn` back while the server is gone (every statement fails), so
+    the claim stays with a holder that could not return it."""
+    real = type(store).db
+
+    class Gone:
+        def execute(self, *args):
+            raise StoreError("PostgreSQL dropped the connection")
+
+    type(store).db = property(lambda self: Gone())
+    try:
+        store.release_turns([turn])
+    finally:
+        type(store).db = real
+
+
 def test_a_claim_its_living_holder_could_not_give_back_is_given_back_at_its_next_call(pg_dsn):
     """A give-back that met the server down (a restart) is made by the holder's next
     inbox call that reaches the server: an agent that lives on gives its turn back at its
@@ -175,17 +191,7 @@ def test_a_claim_its_living_holder_could_not_give_back_is_given_back_at_its_next
     with Memory(dsn, clock=clock, offline=True) as agent, Memory(dsn, clock=clock, offline=True) as runner:
         store = store_of(agent)
         turn = store.add_turn("default", "I moved the API to Fly.io.", "Noted.")  # claimed, alive
-        real = type(store).db  # the server gone when the judging gives it back
-
-        class Gone:
-            def execute(self, *args):
-                raise StoreError("PostgreSQL dropped the connection")
-
-        type(store).db = property(lambda self: Gone())
-        try:
-            store.release_turns([turn])
-        finally:
-            type(store).db = real
+        release_with_the_server_gone(store, turn)
         store.add_turn("default", "I moved the docs to Netlify.", "Noted.")  # its next call
         runner.run_due()
         assert [t["user_text"] for t in runner.pending()] == ["I moved the docs to Netlify."], (
@@ -202,17 +208,7 @@ def test_a_claim_its_holder_could_not_give_back_is_given_back_when_it_closes(pg_
         agent = Memory(dsn, clock=clock, offline=True)
         store = store_of(agent)
         turn = store.add_turn("default", "I moved the API to Fly.io.", "Noted.")
-        real = type(store).db
-
-        class Gone:
-            def execute(self, *args):
-                raise StoreError("PostgreSQL dropped the connection")
-
-        type(store).db = property(lambda self: Gone())
-        try:
-            store.release_turns([turn])
-        finally:
-            type(store).db = real
+        release_with_the_server_gone(store, turn)
         agent.close()
         runner.run_due()
         assert runner.pending() == [], runner.pending()
