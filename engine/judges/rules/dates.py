@@ -275,7 +275,8 @@ _ARRANGING = frozenset(words(_LEXICON["arranging_verbs"]))
 
 # A relative date ('today', 'on Friday', 'this weekend') in a clause told in the past tense
 # is when that event happened, at or before the time the turn was said: never an end date.
-# (A span is not a time: 'paused it for two weeks' runs on from now; see _FOR_SPAN.)
+# (A span after a past deed is how long it lasted, unless the deed arranges what runs on:
+# 'paused it for two weeks'; see _ends_nothing.)
 # 'The meeting was moved to Friday' or 'I booked a table for tonight' name a time ahead
 # (a date after these words is the target of the deed, not its time).
 _PHRASING = lexicon("phrasing")

@@ -12,8 +12,7 @@ from engine.judges.rules.words import GENERIC, WORD_RE, canon, normalise
 _LEXICON = lexicon("phrasing")
 _VERB_ADVERBS = "|".join(words(_LEXICON["verb_adverbs"]))
 _NOT_VERBS = frozenset(words(_LEXICON["not_verbs"]))
-PAST_FORMS = frozenset(words(_LEXICON["irregular_past"]))
-_KEEP_VERB = frozenset(words(_LEXICON["same_verbs"])) | PAST_FORMS
+_KEEP_VERB = frozenset(words(_LEXICON["same_verbs"])) | frozenset(words(_LEXICON["irregular_past"]))
 _IRREGULAR: dict[str, str] = dict(_LEXICON["irregular"])
 
 
