@@ -236,8 +236,11 @@ _RELATIVE: tuple[tuple[str, Callable[[re.Match], Callable[[date], date | None]]]
     (r"\bday after tomorrow\b", lambda m: lambda t: t + timedelta(days=2)),
     (r"\btomorrow\b", lambda m: lambda t: t + timedelta(days=1)),
     (
-        r"\b(today|tonight|this (morning|afternoon|evening|session|conversation)|later today|"
-        r"eod|end of (the )?day)\b",
+        # 'this session' is a time only after a word that makes it one ('for this
+        # session'); 'have this conversation with my partner' names a talk, not today
+        r"\b(today|tonight|this (morning|afternoon|evening)|later today|eod|end of (the )?day|"
+        r"(?:(?<=\bfor )|(?<=\bin )|(?<=\bduring )|(?<=\bthrough )|(?<=\buntil )|(?<=\bof ))"
+        r"this (session|conversation))\b",
         lambda m: lambda t: t,
     ),
     (r"\bend of next week\b|\bnext weekend\b", lambda m: lambda t: _week_end(t, 1)),
@@ -297,8 +300,10 @@ _AHEAD = re.compile(
     r"has to|must|should|would like)\b"
 )
 _TARGET_BEFORE = re.compile(r"\b(?:for|to|until|till|by|before|through|due|on or before)\s+(?:the\s+)?$")
-_CLAUSE_END = re.compile(r"[,;:.!?]|\b(?:and|but|so|while|because|then)\b")
-_CLAUSE_START = re.compile(r".*(?:[,;:.!?]|\b(?:and|but|so|while|because|then))\s", re.S)
+# a spaced dash joins two clauses as a comma does ('boots that need polishing - I last
+# polished them in November')
+_CLAUSE_END = re.compile(r"[,;:.!?]|\s[-\u2013\u2014]\s|\b(?:and|but|so|while|because|then)\b")
+_CLAUSE_START = re.compile(r".*(?:[,;:.!?]|\s[-\u2013\u2014]|\b(?:and|but|so|while|because|then))\s", re.S)
 
 
 def told_as_past(text: str, at: int) -> bool:

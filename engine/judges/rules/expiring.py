@@ -9,10 +9,18 @@ from engine.judges.rules.dates import WEEKDAY_RE, date_mentions, past_deed
 from engine.judges.rules.reading import sentences
 from engine.judges.rules.words import normalise
 
-_NO_END = re.compile(r"\b(birthday|anniversary|born|date of birth)\b")
+# yearly facts, and a change said to last ('from now on', 'going forward'): no end
+_NO_END = re.compile(
+    r"\b(birthday|anniversary|born|date of birth|from now on|going forward|from here on|for good|"
+    r"permanently)\b"
+)
+# a habit names days it repeats on, not a date: "every Monday", "on Saturday mornings",
+# "on weekends", "usually ... on Friday"
 RECURRING = re.compile(
     rf"\b(every|each|weekly|daily|nightly|monthly|yearly|annually|"
-    rf"biweekly|fortnightly|hourly|(?:{WEEKDAY_RE})s)\b"
+    rf"biweekly|fortnightly|hourly|(?:{WEEKDAY_RE})s|weekends|weekdays|usually|typically|"
+    rf"normally|routine|"
+    rf"(?:{WEEKDAY_RE}) (?:mornings|afternoons|evenings|nights))\b"
 )
 # Dateless states that still end. Horizons (days from today) are our choice, documented:
 _HORIZONS = (
