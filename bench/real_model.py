@@ -82,6 +82,18 @@ def served_model(base_url: str) -> str:
         return json.load(r)["data"][0]["id"]
 
 
+def served() -> tuple[str, str] | None:
+    """OPENAI_BASE_URL and the model served there, or None (saying how to start one)."""
+    base_url = os.environ.get("OPENAI_BASE_URL")
+    if not base_url:
+        print(
+            "OPENAI_BASE_URL is not set: start a model with ../shared/tools/real-model/serve.sh",
+            file=sys.stderr,
+        )
+        return None
+    return base_url, served_model(base_url)
+
+
 def policy_file(folder: Path, name: str, base_url: str, model: str, timeout: float) -> str:
     shipped = ROOT / "policies" / f"{name}.yaml"
     models = {
@@ -218,14 +230,10 @@ def main(argv=None) -> int:
     ap.add_argument("--parallel", type=int, default=3)
     ap.add_argument("--turns", type=int, default=None, help="only the first N turns")
     args = ap.parse_args(argv)
-    base_url = os.environ.get("OPENAI_BASE_URL")
-    if not base_url:
-        print(
-            "OPENAI_BASE_URL is not set: start a model with ../shared/tools/real-model/serve.sh",
-            file=sys.stderr,
-        )
+    found = served()
+    if found is None:
         return 2
-    model = served_model(base_url)
+    base_url, model = found
     data = yaml.safe_load(TURNS.read_text(encoding="utf-8"))
     if args.turns:
         data["turns"] = data["turns"][: args.turns]

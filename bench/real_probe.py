@@ -18,15 +18,13 @@ from __future__ import annotations
 import argparse
 import concurrent.futures as cf
 import json
-import os
-import sys
 import time
 from pathlib import Path
 
 import yaml
 from openai import OpenAI
 
-from bench.real_model import served_model
+from bench.real_model import served
 from engine.judges.providers import SYSTEM
 from engine.prompts import render
 from engine.steps.kinds import SCHEMAS
@@ -85,14 +83,11 @@ def main(argv=None) -> int:
     ap.add_argument("--prompts", default=str(ROOT / "prompts"), help="the folder of the templates to probe")
     ap.add_argument("--parallel", type=int, default=2)
     args = ap.parse_args(argv)
-    base_url = os.environ.get("OPENAI_BASE_URL")
-    if not base_url:
-        print(
-            "OPENAI_BASE_URL is not set: start a model with ../shared/tools/real-model/serve.sh",
-            file=sys.stderr,
-        )
+    found = served()
+    if found is None:
         return 2
-    client, model = OpenAI(base_url=base_url, api_key="x", timeout=900), served_model(base_url)
+    base_url, model = found
+    client = OpenAI(base_url=base_url, api_key="x", timeout=900)
     data = yaml.safe_load(CASES.read_text(encoding="utf-8"))
     splits = ["dev", "held"] if args.split == "all" else [args.split]
     jobs = [(step, case) for s in splits for step in STEPS for case in data[s].get(step, [])]
