@@ -25,7 +25,9 @@ import datetime as dt
 import json
 import os
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from .lme import data, metrics, play, report, retrieval
 from .lme import qa as QA
@@ -64,12 +66,19 @@ def _args(argv):
         help="archive, bm25, embed, or none (repeatable; default all three)",
     )
     ap.add_argument("--offline", action="store_true", help="rules judges, no network")
+    ap.add_argument(
+        "--served",
+        action="store_true",
+        help="the named shipped policies with every model the one served at OPENAI_BASE_URL "
+        "(../shared/tools/real-model/serve.sh; bench/real_model.py's policy files)",
+    )
     ap.add_argument("--k", type=int, default=play.K, help="raw-turn baselines' top k (default 6)")
     ap.add_argument("--workers", type=int, default=2, help="processes (default 2)")
     ap.add_argument("--out", default=None, help="folder for results.json, results.md, longmemeval.html")
     ap.add_argument("--qa-base-url", default=None, help="OpenAI-compatible endpoint for QA")
     ap.add_argument("--reader-model", default=None)
     ap.add_argument("--judge-model", default=None, help="default: the reader model")
+    ap.set_defaults(served_as=None)  # what --served put in place of the policies' models
     return ap.parse_args(argv)
 
 
@@ -125,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     types = None if args.types == "all" else [t.strip() for t in args.types.split(",")]
     ids = args.ids.split(",") if args.ids else None
     t0, load0 = time.perf_counter(), _load()
+    if args.served and not _serve(args):
+        return 2
     loaded = data.load(args.data, types, args.limit, ids, args.split)
     cases = [c for c, _ in loaded]
     golds = {g.qid: g for _, g in loaded}
@@ -148,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     header = (
         f"{len(cases)} {args.split + ' ' if args.split else ''}questions from "
         f"{', '.join(os.path.basename(p) for p in args.data)}; "
-        f"{'offline (rules judges)' if args.offline else 'judges as each policy declares'}; "
+        f"{'offline (rules judges)' if args.offline else args.served_as or 'judges as policies declare'}; "
         f"raw-turn baselines top {args.k}; QA "
         f"{'judged by ' + qa.judge + ', reader ' + qa.reader if qa else 'not run'}; "
         f"{elapsed:.0f} s with {args.workers} worker(s) ({cpu:.0f} CPU s playing); "
@@ -163,6 +174,31 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         _write(args.out, rows, header, grades, outcomes, cases, golds)
     return 1 if errors else 0
+
+
+def _serve(args) -> bool:
+    """Point args.policy at copies of the named shipped policies whose models are the
+    served one (False, having said why, when there is none or --offline was given too)."""
+    from .real_model import ROOT, policy_file, served
+
+    if args.offline:
+        print("--served and --offline: the one asks the served model, the other no model", file=sys.stderr)
+        return False
+    found = served()
+    if found is None:
+        return False
+    names = [p for p in (args.policy or DEFAULT_POLICIES) if p != "none"]
+    unknown = [p for p in names if not (ROOT / "policies" / f"{p}.yaml").is_file()]
+    if unknown:
+        print(f"--served takes shipped policies by name, not {', '.join(unknown)}", file=sys.stderr)
+        return False
+    args.served_as = f"every model {found[1]} at {found[0]}"
+    folder = Path(tempfile.mkdtemp(prefix="lethe-lme-served-"))
+    args.policy = [
+        p if p == "none" else policy_file(folder, p, *found, timeout=900)
+        for p in (args.policy or DEFAULT_POLICIES)
+    ]
+    return True
 
 
 def _qa(judge, grades, outcomes, cases, golds, log) -> None:

@@ -258,3 +258,28 @@ def test_a_gate_that_kept_another_clause_is_told_from_not_recalled():
     assert metrics.grade(out, gold).miss == "active"
     out.fates = {(1, 0): "expired"}
     assert metrics.grade(out, gold).miss == "expired"
+
+
+def test_served_points_every_model_of_the_named_policies_at_the_served_one(tmp_path, fake_openai, monkeypatch):
+    """--served: the shipped policy by name, every model of it the one the endpoint at
+    OPENAI_BASE_URL serves (the real-model slice of issue 39), and the table says which."""
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)
+    served = fake_openai.models[0]
+    argv = ["--data", str(SLICE), "--types", "knowledge-update", "--limit", "1", "--served"]
+    argv += ["--policy", "lifecycle", "--baseline", "none", "--workers", "1", "--out", str(tmp_path)]
+    assert longmemeval.main(argv) == 0
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert f"every model {served} at {fake_openai.base_url}" in res["header"]
+    assert {r["system"] for r in res["rows"]} == {"lifecycle"}
+    assert fake_openai.requests and {r["model"] for r in fake_openai.requests} == {served}
+    assert res["rows"][0]["calls"] > 0
+
+
+def test_served_refuses_offline_and_a_policy_file(fake_openai, monkeypatch, capsys):
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)
+    base = ["--data", str(SLICE), "--served", "--baseline", "none"]
+    assert longmemeval.main(base + ["--offline"]) == 2
+    assert longmemeval.main(base + ["--policy", "policies/lifecycle.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert "--offline" in err and "shipped policies by name" in err
+    assert not fake_openai.requests
