@@ -260,7 +260,7 @@ def test_a_gate_that_kept_another_clause_is_told_from_not_recalled():
     assert metrics.grade(out, gold).miss == "expired"
 
 
-def test_served_points_every_model_of_the_named_policies_at_the_served_one(tmp_path, fake_openai, monkeypatch):
+def test_served_points_the_named_policies_models_at_the_served_one(tmp_path, fake_openai, monkeypatch):
     """--served: the shipped policy by name, every model of it the one the endpoint at
     OPENAI_BASE_URL serves (the real-model slice of issue 39), and the table says which."""
     monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)
