@@ -287,16 +287,14 @@ _IRREGULAR_PAST = set(words(_PHRASING["irregular_past"])) - set(words(_PHRASING[
 _PAST_VERB = re.compile(
     r"\b(?:[a-z]{3,}ed|" + "|".join(sorted(_IRREGULAR_PAST, key=len, reverse=True)) + r")\b"
 )
-_NO_DEED = frozenset(
-    "need speed seed breed proceed exceed succeed indeed embed hundred sacred naked wicked".split()
-)
+NOT_PAST_ED = frozenset(words(_PHRASING["not_past_ed"]))  # 'need', 'feed': -ed, not past
 # an -ed word after these says how something is, not what was done: 'is closed', 'am tired'
 _PRESENT_BEFORE = re.compile(
     r"\b(?:am|is|are|be|being|get|gets|getting|feel|feels|feeling|seem|seems|looks?)\s+(?:\w+\s+)?$"
 )
 _AHEAD = re.compile(
     r"\b(?:will|shall|going to|gonna|plan|plans|planning|about to|want to|wants to|hope to|"
-    r"hoping to|intend|intends|intending|upcoming|later|soon|tomorrow|next|need to|have to|"
+    r"hoping to|intend|intends|intending|upcoming|later|soon|tomorrow|next|needs? to|have to|"
     r"has to|must|should|would like)\b"
 )
 _TARGET_BEFORE = re.compile(r"\b(?:for|to|until|till|by|before|through|due|on or before)\s+(?:the\s+)?$")
@@ -331,7 +329,7 @@ def past_deed(text: str, at: int, end: int | None = None) -> str | None:
     if _AHEAD.search(clause):
         return None
     for verb in _PAST_VERB.finditer(clause):
-        if verb[0] in _NO_DEED:
+        if verb[0] in NOT_PAST_ED:
             continue
         if verb[0].endswith("ed") and _PRESENT_BEFORE.search(clause[: verb.start()]):
             continue

@@ -6,6 +6,7 @@ import re
 
 from engine.judges.lexicon import lexicon, words
 from engine.judges.lexicon.slots import MEMBER_OF
+from engine.judges.rules.dates import NOT_PAST_ED
 from engine.judges.rules.reading import as_sentence, read
 from engine.judges.rules.words import GENERIC, WORD_RE, canon, normalise
 
@@ -20,7 +21,7 @@ def _third(verb: str) -> str:
     head, _, last = verb.rpartition("-")  # 'pre-order': the last part conjugates
     if last in _IRREGULAR:
         return head + "-" * bool(head) + _IRREGULAR[last]
-    if last in _KEEP_VERB or verb in _NOT_VERBS or verb.endswith("ed"):
+    if last in _KEEP_VERB or verb in _NOT_VERBS or (verb.endswith("ed") and last not in NOT_PAST_ED):
         return verb
     if verb.endswith(("s", "sh", "ch", "x", "z", "o")):
         return verb + "es"
