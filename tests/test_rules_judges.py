@@ -630,6 +630,56 @@ def test_cluster_is_deterministic_whatever_the_input_order():
     assert rules.cluster(a) == rules.cluster(list(reversed(a))) == [[1, 3], [2, 5]]
 
 
+def _labelled_texts() -> list[str]:
+    """Every memory-like text of the labelled sets (bench/judges_cases.yaml), in order."""
+    import pathlib
+
+    import yaml
+
+    found: list[str] = []
+
+    def walk(node) -> None:
+        if isinstance(node, str) and len(node.split()) >= 3:
+            found.append(node)
+        elif isinstance(node, dict):
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(yaml.safe_load((pathlib.Path(__file__).parent.parent / "bench" / "judges_cases.yaml").read_text()))
+    return list(dict.fromkeys(found))
+
+
+def test_cluster_scores_only_pairs_that_share_a_word_and_finds_the_same_groups(monkeypatch):
+    """A weekly compression over a few hundred memories compared every pair (LongMemEval's
+    S haystacks spent 60% of their time there); pairs whose gists share no word score 0,
+    so only the others are scored, and the groups are those of scoring every pair."""
+    import itertools
+    import random
+
+    from engine.judges.rules import compression
+
+    texts = _labelled_texts()
+    assert len(texts) > 300
+    scored = []
+    pair = compression._pair
+    monkeypatch.setattr(compression, "_pair", lambda a, b, c: scored.append(1) or pair(a, b, c))
+    rng = random.Random(7)
+    for trial in range(12):
+        sample = rng.sample(texts, 60)
+        sample += rng.sample(sample, 5)  # repeats: groups to find
+        candidates = list(enumerate(sample, 1))
+        scored.clear()
+        found = rules.cluster(candidates)
+        assert len(scored) < 60 * 65 / 2 / 2  # not every pair
+        with monkeypatch.context() as m:
+            m.setattr(compression, "_sharing", lambda t: set(itertools.combinations(sorted(t), 2)))
+            assert found == rules.cluster(candidates), trial
+        assert found, trial  # the repeated texts at least
+
+
 @pytest.mark.parametrize(
     "a, b",
     [

@@ -27,13 +27,15 @@ def cluster(
     the closest pair of groups merges while its mean similarity reaches `threshold`."""
     texts = {number: text or "" for number, text in candidates}
     groups = [[number] for number in sorted(texts)]
+    similar = similar or {}
+    # only pairs that can score: sharing a word of their gists (the words similarity
+    # compares) or measured alike by embeddings; every other pair is 0
     sim = {
-        (a, b): _pair(texts[a], texts[b], (similar or {}).get((a, b)))
-        for a, b in combinations(sorted(texts), 2)
+        (a, b): _pair(texts[a], texts[b], similar.get((a, b))) for a, b in _sharing(texts) | similar.keys()
     }
 
     def link(g: list[int], h: list[int]) -> float:
-        pairs = [sim[(min(a, b), max(a, b))] for a in g for b in h]
+        pairs = [sim.get((min(a, b), max(a, b)), 0.0) for a in g for b in h]
         return sum(pairs) / len(pairs)
 
     while True:
@@ -48,6 +50,16 @@ def cluster(
         _, i, j = best
         groups[i] = sorted(groups[i] + groups.pop(j))
     return sorted(g for g in groups if len(g) >= 2)
+
+
+def _sharing(texts: dict[int, str]) -> set[tuple[int, int]]:
+    """The pairs (a < b) whose gists share a word, a clipping ('prod', 'production')
+    included: they share the word's first four letters (all of a shorter word)."""
+    holders: dict[str, list[int]] = {}
+    for number in sorted(texts):
+        for key in {w[:4] for w in gist(read(texts[number]))}:
+            holders.setdefault(key, []).append(number)
+    return {pair for numbers in holders.values() for pair in combinations(numbers, 2)}
 
 
 MEANING = 0.72  # cosine at which two memories say the same thing (all-MiniLM-L6-v2 scale)
