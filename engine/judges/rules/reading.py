@@ -164,12 +164,18 @@ def _values(text: str, original: str) -> frozenset[str]:
     return frozenset(values)
 
 
+# words that link a text to the talk, not to a thing ("By the way, my laptop ..."), with
+# the comma after them
+OPENERS = re.compile(r"\b(?:by the way|speaking of(?: which)?|on that note|oh|anyway)\b,?\s*")
+
+
 @lru_cache(maxsize=4096)
 def read(text: str) -> Reading:
     """Read `text` once; every judge works from this."""
     norm = normalise(text)
-    # words read in one notation: '6pm' and '18:00', '3k' and '3000' are the same words
-    concepts = frozenset(token_tuple(notation(norm)))
+    # words read in one notation: '6pm' and '18:00', '3k' and '3000' are the same words;
+    # words that link the text to the talk ('by the way') are none of what it says
+    concepts = frozenset(token_tuple(notation(OPENERS.sub(" ", norm))))
     members = frozenset((cat, w) for w in concepts for cat in MEMBER_OF.get(w, ()))
     slots = frozenset(cat for w in concepts for cat in SLOT_OF.get(w, ()))
     topic = frozenset(w for w in concepts if w not in STANCE and w not in CUE_WORDS and not is_value(w))
