@@ -29,10 +29,9 @@ def cluster(
     groups = [[number] for number in sorted(texts)]
     similar = similar or {}
     # only pairs that can score: sharing a word of their gists (the words similarity
-    # compares) or measured alike by embeddings; every other pair is 0
-    sim = {
-        (a, b): _pair(texts[a], texts[b], similar.get((a, b))) for a, b in _sharing(texts) | similar.keys()
-    }
+    # compares) or close in meaning by embeddings (see _pair); every other pair is 0
+    close = {pair for pair, cosine in similar.items() if cosine >= MEANING}
+    sim = {(a, b): _pair(texts[a], texts[b], similar.get((a, b))) for a, b in _sharing(texts) | close}
 
     def link(g: list[int], h: list[int]) -> float:
         pairs = [sim.get((min(a, b), max(a, b)), 0.0) for a in g for b in h]
