@@ -30,7 +30,7 @@ def cluster(
     similar = similar or {}
     # only pairs that can score: sharing a word of their gists (the words similarity
     # compares) or close in meaning by embeddings (see _pair); every other pair is 0
-    close = {pair for pair, cosine in similar.items() if cosine >= MEANING}
+    close = {(min(pair), max(pair)) for pair, cosine in similar.items() if cosine >= MEANING}
     sim = {(a, b): _pair(texts[a], texts[b], similar.get((a, b))) for a, b in _sharing(texts) | close}
 
     def link(g: list[int], h: list[int]) -> float:

@@ -70,10 +70,9 @@ _WORD = re.compile(r"\$?\d[\d.,:\-]*%?|[a-z][a-z0-9'\-]*|[:;,.!?()]")
 _NUMBER = re.compile(r"\$?\d[\d.,:\-]*%?|v\d+")
 
 
-def _words(r: Reading, text: str | None = None) -> list[str]:
-    """The text's words in order (or `text`'s, a part of it), values in one notation,
-    punctuation kept as words."""
-    return [w.rstrip(".,") or w for w in _WORD.findall(notation(r.text if text is None else text))]
+def _words(text: str) -> list[str]:
+    """A (read) text's words in order, values in one notation, punctuation kept as words."""
+    return [w.rstrip(".,") or w for w in _WORD.findall(notation(text))]
 
 
 def _is_number(word: str) -> bool:
@@ -82,7 +81,7 @@ def _is_number(word: str) -> bool:
 
 def _value_words(r: Reading) -> frozenset[str]:
     """The words that belong to the text's numbers: labels, units, what a unit is of."""
-    said, found = _words(r), set()
+    said, found = _words(r.text), set()
     for i, word in enumerate(said):
         if not _is_number(word):
             continue
@@ -106,7 +105,7 @@ def _lead(r: Reading) -> tuple[str | None, tuple[frozenset[str], ...], tuple[str
     it ("service 7", "ticket 4512"). It ends at the first small word, verb of the lexicon,
     change word or value; a text that opens with a value or a verb ("Two reviewers ...",
     "Upgraded the service ...") has none."""
-    said, i, owner = _words(r, OPENERS.sub("", r.text)), 0, None  # "By the way, my ...": "my"
+    said, i, owner = _words(OPENERS.sub("", r.text)), 0, None  # "By the way, my ...": "my"
     while i < len(said) and (
         said[i] in STOPWORDS or said[i] in _PLAIN or (is_value(canon(said[i])) and not _is_number(said[i]))
     ):
