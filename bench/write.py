@@ -159,6 +159,28 @@ class Responder:
         return "{}"
 
 
+class RealLike(Responder):
+    """As a real model answers: the gate states the turn in its own words, as two facts
+    (each then judged on its own: 1 + 2 x 3 calls a turn); nothing of them is the user's
+    text, so their vectors are not the one asked beside the gate."""
+
+    def __call__(self, request: dict) -> str:
+        out = super().__call__(request)
+        if self.step_of(request["messages"][-1]["content"]) != "gate":
+            return out
+        said = json.loads(out)["content"].rstrip(".")
+        memories = [
+            {"content": f"The user says: {said}.", "summary": said[:120], "tags": ["bench"], "importance": 6},
+            {
+                "content": f"Noted from the user: {said}.",
+                "summary": said[:120],
+                "tags": ["bench"],
+                "importance": 5,
+            },
+        ]
+        return json.dumps({"save": True, "memories": memories})
+
+
 def policy_file(tmp: Path, parent: str, base_url: str, embed: bool = False) -> Path:
     """A policy in ``tmp`` that extends ``parent`` with every model at ``base_url`` (and,
     with ``embed``, an OpenAI embedding model there too)."""
@@ -245,16 +267,19 @@ def latency(
         seq_policy = policy_file(Path(tmp), "lifecycle", fake.base_url)
         fused_policy = policy_file(Path(tmp), "fused", fake.base_url)
         results: dict[str, list[float]] = {}
-        expect = {"sequential": 4, "fused": 1, "sequential+embed": 4, "fused+embed": 1}
+        expect = {"sequential": 4, "fused": 1, "sequential+embed": 4, "fused+embed": 1, "real-like": 7}
+        seq_embed = policy_file(Path(tmp), "lifecycle", fake.base_url, True)
         runs = [
             ("sequential", seq_policy, n),
             ("fused", fused_policy, n),
-            ("sequential+embed", policy_file(Path(tmp), "lifecycle", fake.base_url, True), n),
+            ("sequential+embed", seq_embed, n),
             ("fused+embed", policy_file(Path(tmp), "fused", fake.base_url, True), n),
+            ("real-like", seq_embed, n),
         ]
         if big:
             runs.append(("fused@big", fused_policy, big))
         for mode, pol, size in runs:
+            fake.responder = RealLike() if mode == "real-like" else responder
             copy = D.work_copy(D.adopted(size, log), f"write-{mode}")
             mem = Memory(str(copy), policy=str(pol), clock=FixedClock(D.T))
             pool = ThreadPoolExecutor(max_workers=4)
@@ -349,6 +374,19 @@ def latency(
                 "before its one call, so two round trips)",
             )
         )
+    rows.append(
+        dict(
+            measure="remember: lifecycle, a real model's turn (s)",
+            n=n,
+            value=med["real-like"],
+            baseline=one,
+            goal=LIFECYCLE_GOAL,
+            note="as the row above, answered as a real model answers: the gate states the "
+            "turn in its own words, as two memories (7 calls); both memories' questions go "
+            "in one round trip, their candidates found with the turn's vector (asked beside "
+            "the gate) and their own vectors asked beside the second wave",
+        )
+    )
     rows.append(
         dict(
             measure="remember: fused vs lifecycle (s)",

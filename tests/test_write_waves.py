@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from bench.write import Responder
+from bench.write import RealLike, Responder
 from engine import FixedClock, Memory
 from engine.judges.embeddings import pack
 from tests.helpers import store_of
@@ -111,3 +111,31 @@ def test_a_rewritten_memory_stores_the_vector_of_its_own_words(tmp_path, fake, p
         content = store_of(mem).get(new, "default")["content"]
         assert content.startswith("Noted: ")
         assert stored_vector(mem, new) == pack(word_vector(content))
+
+
+@pytest.mark.parametrize("responder", [Rewriting, RealLike], ids=["rewritten", "two-memories"])
+def test_a_rewritten_or_split_turn_is_two_waves(tmp_path, fake, responder):
+    """Before: the contradiction step waited for the rewritten words' vector (a third
+    wave), and a turn the gate split into two memories asked the three steps for one,
+    then for the other (a third). Now every memory's questions go in one wave, the turn's
+    vector (asked beside the gate) finds the candidates, and each memory's own vector is
+    asked beside that wave, and stored."""
+    fake.responder = responder()
+    with memory(tmp_path, fake, "lifecycle") as mem:
+        remember(mem, fake, "We run CI on Jenkins for the billing service.")
+        fake.spans.clear()
+        written = mem.remember("We moved CI for the billing service from Jenkins to GitHub Actions.", "Ok.")
+        spans = list(fake.spans)
+        assert written.stored, written.pending
+        assert waves(spans) == 2, spans
+        store = store_of(mem)
+        for new in written.stored:
+            content = store.get(new, "default")["content"]
+            assert content.startswith(("Noted: ", "The user says: ", "Noted from the user: "))
+            assert stored_vector(mem, new) == pack(word_vector(content))
+        calls = store.db.execute(
+            "SELECT step, count(*) FROM model_calls WHERE outcome = 'ok' GROUP BY step"
+        ).fetchall()
+        asked = dict(map(tuple, calls))
+        # the old memory is a candidate of each new one: contradiction asked for each
+        assert asked.get("contradiction", 0) >= len(written.stored), asked

@@ -43,6 +43,8 @@ def cosine(a: bytes, b: bytes) -> float:
 class OpenAIEmbedder:
     """`POST /v1/embeddings` through the openai client; failures are EmbeddingUnavailable."""
 
+    remote = True  # a vector is a round trip away
+
     def __init__(self, spec: Embed):
         self.spec, self.name = spec, spec.name
         self.recent: dict[str, object] = {}
@@ -144,6 +146,8 @@ def _installed(module: str) -> bool:
 
 class LocalEmbedder:
     """sentence-transformers on the CPU, loaded once per process per model."""
+
+    remote = False
 
     def __init__(self, spec: Embed):
         self.spec, self.name = spec, spec.name

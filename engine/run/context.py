@@ -45,6 +45,7 @@ class Embedder(Protocol):
 
     name: str
     recent: dict[str, bytes]
+    remote: bool  # asked over the network: a vector not yet given is a round trip away
 
     def embed(self, texts: list[str]) -> list[bytes]: ...
 

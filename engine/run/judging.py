@@ -23,6 +23,8 @@ from engine.run.matching import distinctive_query
 from engine.steps import kinds as steps
 from engine.steps.answers import today
 
+MAX_ASKED = 16  # questions of one wave asked at once, at most
+
 
 @dataclass
 class Judged:
@@ -69,29 +71,32 @@ class Judging:
             if first[1].step == "extract":
                 items = self.extract(first[1], turn, paid, f"{first[0]}")
                 continue
-            for i, judged in enumerate(items):
-                if judged.save:
-                    self.run_steps(group, judged, turn, paid, i)
+            self.run_steps(group, [(i, j) for i, j in enumerate(items) if j.save], turn, paid)
             items = [each for judged in items for each in (judged, *_further(judged))]
         return [j for j in items if j.save and j.content.strip()]
 
-    def run_steps(self, group: list, judged: Judged, turn: dict, paid: dict, item: int) -> None:
-        """Ask a group of steps about one memory, at once when they can be; fold the answers
-        in in the policy's order. Every answer received is kept in `paid`, even when another
-        step of the group found its model unreachable (that error is raised after)."""
-        keyed = [(f"{n}:{item}", step) for n, step in group]
-        if len(keyed) == 1 or not self.ctx.judges.remote(*(s.judgment.model for _, s in keyed)):
-            for key, step in keyed:
+    def run_steps(self, group: list, items: list[tuple[int, Judged]], turn: dict, paid: dict) -> None:
+        """Ask a group of steps about each of a turn's memories (item number, judgment), every
+        question at once when they can be (one round trip, however many memories the gate
+        found); fold the answers in in the policy's order. Every answer received is kept in
+        `paid`, even when another question found its model unreachable (that error is
+        raised after)."""
+        keyed = [(f"{n}:{i}", step, judged) for i, judged in items for n, step in group]
+        remote = self.ctx.judges.remote(*(s.judgment.model for _, s in group))
+        if remote:  # the memories' own vectors (to store), asked beside this wave, not before
+            vectors.ahead(self.ctx, [judged.content for _, judged in items])
+        if len(keyed) <= 1 or not remote:
+            for key, step, judged in keyed:
                 self.run_step(step, judged, turn, paid=paid, key=key)
             return
-        asked = [(key, step, self.prepare(step, judged, turn)) for key, step in keyed]
-        with ThreadPoolExecutor(max_workers=len(asked)) as pool:
+        asked = [(key, step, judged, self.prepare(step, judged, turn)) for key, step, judged in keyed]
+        with ThreadPoolExecutor(max_workers=min(len(asked), MAX_ASKED)) as pool:
             answers = [
                 pool.submit(contextvars.copy_context().run, self.answer, step, prepared, paid, key)
-                for key, step, prepared in asked
+                for key, step, _, prepared in asked
             ]  # its spans' parent
             errors = [f.exception() for f in answers]
-        for (_key, step, prepared), f, error in zip(asked, answers, errors):
+        for (_key, step, judged, prepared), f, error in zip(asked, answers, errors):
             if error is None:
                 self.fold(step, judged, f.result(), prepared[1])
         unreachable = next((e for e in errors if e is not None), None)
@@ -229,9 +234,14 @@ class Judging:
         text = judged.content if step.step == "contradiction" else f"{turn.get('user', '')} {judged.content}"
         query = distinctive_query(self.ctx, text)
         k = step.judgment.candidates.k if step.judgment.candidates else 20
-        vector = vectors.vector_of(self.ctx, text)
-        if step.step == "contradiction":
-            judged.vector = vector  # the new memory's own vector: stored with it
+        if vectors.at_hand(self.ctx, text) or not self.ctx.judges.remote(step.judgment.model):
+            vector = vectors.vector_of(self.ctx, text)
+            if step.step == "contradiction":
+                judged.vector = vector  # the new memory's own vector: stored with it
+        else:  # words the gate rewrote: their vector is a round trip away, and waiting for
+            # it would put the model's question a wave later. The turn's own (asked beside
+            # the gate) finds the neighbours; the memory's is asked beside this wave (`ahead`)
+            vector = vectors.vector_of(self.ctx, (turn.get("user") or "").strip())
         started = vectors.search(self.ctx, step.step, vector, k)  # beside the full-text query
         rows = (
             self.ctx.store.fetch(

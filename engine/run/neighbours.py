@@ -46,19 +46,33 @@ def prefetch(ctx: Context, user: str, write: list) -> None:
     write will want if the gate keeps the user's words: the memory's own (what the
     contradiction step searches with and what is stored) and, for a step like `fused`,
     the turn's with it; in one request. `vector_of` then waits for it instead of asking
-    after the gate, a round trip more. A rewritten text is asked for then, as before; a
-    failure here is left to `vector_of` to meet and log. Not for `extract` (its cells'
-    texts are the model's)."""
+    after the gate, a round trip more (a text the gate rewrote is asked for beside the
+    next wave: Judging.run_steps). Not for `extract` (its cells' texts are the
+    model's)."""
     embedder = ctx.embedder
     if embedder is None or not user.strip() or any(s.step == "extract" for s in write):
         return
-    content, recent, inflight = user.strip(), embedder.recent, _inflight(embedder)
-    texts = [content] + [
-        f"{user} {content}"
-        for s in write
-        if s.step != "contradiction" and steps.kind(s.step).shows_candidates
-    ]
-    wanted = [t for t in dict.fromkeys(texts) if t not in recent and t not in inflight]
+    content = user.strip()
+    ahead(
+        ctx,
+        [content]
+        + [
+            f"{user} {content}"
+            for s in write
+            if s.step != "contradiction" and steps.kind(s.step).shows_candidates
+        ],
+    )
+
+
+def ahead(ctx: Context, texts: list[str]) -> None:
+    """Start asking the embedding model, in one request beside whatever the caller asks
+    next, for the vectors of `texts` not known or asked for already; `vector_of` waits for
+    them instead of asking again. A failure here is left to `vector_of` to meet and log."""
+    embedder = ctx.embedder
+    if embedder is None:
+        return
+    recent, inflight = embedder.recent, _inflight(embedder)
+    wanted = [t for t in dict.fromkeys(texts) if t.strip() and t not in recent and t not in inflight]
     if not wanted:
         return
 
@@ -74,9 +88,16 @@ def prefetch(ctx: Context, user: str, write: list) -> None:
             for text in wanted:
                 inflight.pop(text, None)
 
-    thread = threading.Thread(target=ask, name="lethe-embed-prefetch", daemon=True)
+    thread = threading.Thread(target=ask, name="lethe-embed-ahead", daemon=True)
     inflight.update(dict.fromkeys(wanted, thread))
     thread.start()
+
+
+def at_hand(ctx: Context, text: str) -> bool:
+    """Whether `text`'s vector costs no round trip now: no embedding model, a local one,
+    or one that gave it already."""
+    embedder = ctx.embedder
+    return embedder is None or not embedder.remote or text in embedder.recent
 
 
 def _inflight(embedder: Embedder) -> dict[str, threading.Thread]:
