@@ -86,3 +86,19 @@ def test_compression_merges_paraphrases_in_other_notation(tmp_path, policy):
         mem.run(["compression"])
         assert mem.get(a).merged_into and mem.get(a).merged_into == mem.get(b).merged_into
         assert all(mem.get(i).status == "active" for i in rest)
+
+
+def test_an_instant_gate_has_no_vector_asked_for_words_it_rewrote(tmp_path, policy):
+    """With the rules judging, nothing is asked beside the gate (it waits for nothing):
+    the user's words were encoded before for a vector the gate's rewrite never used (a
+    third of lifecycle-local's CPU on LongMemEval's S haystacks). What is stored still has
+    the vector of its own words."""
+    with memory(tmp_path, policy) as mem:
+        said = "I moved to Lisbon last spring and I work from a coworking space there."
+        written = mem.remember(said, "Nice!")
+        assert written.stored, written.pending
+        content = mem.get(written.stored[0]).content
+        assert content != said  # the rules gate words it its own way
+        embedder = writer_of(mem).ctx.embedder
+        assert said not in embedder.recent and said.strip() not in embedder.recent
+        assert content in embedder.recent  # asked for what is stored, and only that

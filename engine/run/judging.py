@@ -64,7 +64,11 @@ class Judging:
         `paid` holds answers already received, by step and item; new ones are added."""
         paid = {} if paid is None else paid
         items = [Judged(content=user.strip())]
-        vectors.prefetch(self.ctx, user, self.ctx.policy.write)  # beside the gate's call
+        write = self.ctx.policy.write
+        if write and self.ctx.judges.remote(write[0].judgment.model):  # beside the gate's call
+            # (an instant gate, the rules', hides nothing: the vector is asked when wanted,
+            # never for words it rewrote)
+            vectors.prefetch(self.ctx, user, write)
         turn = {"user": user, "assistant": assistant}
         for group in _groups(self.ctx.policy.write):
             first = group[0]
