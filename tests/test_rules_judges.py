@@ -1245,6 +1245,36 @@ def test_confidence_reads_the_hedge_in_the_users_own_words():
 
 
 @pytest.mark.parametrize(
+    "said, sure, hedged",
+    [
+        (
+            "I might buy a new chair, not sure yet. My new monitor arrived yesterday and works great.",
+            "User's new monitor arrived yesterday and works great.",
+            "User might buy a new chair.",
+        ),
+        (
+            "I think the offsite is in Porto, but I'm not certain. The team budget for the offsite "
+            "was approved on Monday.",
+            "The team budget for the offsite was approved on Monday.",
+            "User thinks the offsite is in Porto.",
+        ),
+        (
+            "Perhaps we should drop Jenkins someday. We moved the API tests to GitHub Actions "
+            "and the tests run twice as fast.",
+            "The API tests were moved to GitHub Actions and run twice as fast.",
+            "Perhaps the team should drop Jenkins someday.",
+        ),
+    ],
+)
+def test_a_hedge_in_another_sentence_sharing_a_word_stays_with_its_own_fact(said, sure, hedged):
+    """The sentences a memory came from are those it shares the most words with: one
+    word in common ("new", "offsite", "tests") with a hedged sentence beside its own no
+    longer makes a plain fact doubtful."""
+    assert rules.confidence(sure, said) == 1.0
+    assert rules.confidence(hedged, said) <= 0.7
+
+
+@pytest.mark.parametrize(
     "user",
     [
         "The landlord increased our rent to 2100 a month.",

@@ -61,10 +61,15 @@ def confidence(content: str, said: str | None = None) -> float:
 
 
 def _source(content: str, said: str | None) -> str:
-    """The sentences of what the user said that this memory came from: those sharing a
-    content word with it (a turn may hold several facts, each with its own hedges)."""
+    """The sentences of what the user said that this memory came from: those sharing the
+    most content words with it, or at least half as many (a turn may hold several facts,
+    each with its own hedges: "I'm not sure which tripod to choose. I've been getting
+    great shots with my new lens" shares "new" between its two, and the lens is no
+    less sure for the tripod)."""
     mine = set(token_tuple(content))
-    return " ".join(s for s in sentences(said or "") if mine & set(token_tuple(s)))
+    shared = [(len(mine & set(token_tuple(s))), s) for s in sentences(said or "")]
+    most = max((n for n, _ in shared), default=0)
+    return " ".join(s for n, s in shared if n and 2 * n >= most)
 
 
 def _hedged(text: str) -> float:
