@@ -11,7 +11,17 @@ from engine.judges.lexicon import lexicon
 from engine.judges.lexicon.slots import MEMBER_OF
 from engine.judges.rules.reading import FIRST_PERSON, Reading, clearly_nearest, read
 from engine.judges.rules.when import asked_window
-from engine.judges.rules.words import GENERIC, SLOT_OF, STANCE, STOPWORDS, canon, is_value, normalise, stems
+from engine.judges.rules.words import (
+    GENERIC,
+    SLOT_OF,
+    STANCE,
+    STOPWORDS,
+    canon,
+    is_value,
+    normalise,
+    stems,
+    tokens,
+)
 
 _LEXICON = lexicon("recall")
 
@@ -66,12 +76,18 @@ def select(
         if window
         else set()
     )
+    # "what type of camera lens did I buy": lens, when it tells the candidates apart (a
+    # head most of them share, "which trip did I take first", says nothing of which one)
+    head = {w for w in asked_head(query or "") & wanted if _df(readings, w) * HEAD_SHARE <= total}
     linked = _abbreviations(query or "", [text or "" for _, text in candidates])
     linking = Counter(a for held in linked for a in held)  # an abbreviation's df
     scored = []
     for position, (number, r) in enumerate(readings):
         # sorted, so float sums (and hence ties) do not depend on set order
-        score = sum(math.log(1 + total / _df(readings, w)) for w in sorted(wanted & r.concepts))
+        score = sum(
+            math.log(1 + total / _df(readings, w)) * (HEAD_WEIGHT if w in head else 1.0)
+            for w in sorted(wanted & r.concepts)
+        )
         score += sum(
             math.log(1 + total / linking[a]) for a in sorted(linked[position] - (wanted & r.concepts))
         )
@@ -93,6 +109,31 @@ def select(
         return []
     floor = -scored[0][0] / 4
     return [number for score, _, number in scored if -score >= floor][:top_n]
+
+
+HEAD_WEIGHT = 2.0  # a word of the thing a question asks about, against one of its asking
+HEAD_SHARE = 4  # ... when at most a quarter of the candidates hold it
+# "what|which [type|kind|brand|... of] X did/do/is ...", "what was the X that ...": X, the
+# thing asked about; the words around it ("purchase", "recently") only say how it is asked
+_KIND_OF = r"(?:type|kind|sort|brand|make|model|style|colou?r|size|name|pair|piece|set)s?\s+of\s+"
+_HEAD = re.compile(
+    r"\b(?:what|which)\s+(?:" + _KIND_OF + r")?"
+    r"((?:[\w'-]+\s+){0,2}?[\w'-]+)\s+(?:did|do|does|is|are|was|were|have|has|had|am|will|would|"
+    r"should|can|could)\b"
+    r"|\b(?:what|which)\s+(?:is|was|are|were)\s+(?:the|my|our)\s+"
+    r"(?:" + _KIND_OF + r"(?:the|my|our)?\s*)?"
+    r"((?:[\w'-]+\s+){0,2}?[\w'-]+)\s+(?:that|which|i|we|you|of|in|on|at|for|from|with|did|do)\b",
+    re.IGNORECASE,
+)
+
+
+def asked_head(query: str) -> frozenset[str]:
+    """The tokens of what a question asks about ("which airline did I fly", "what was the
+    book I read"), or none when it does not say so in one of those shapes."""
+    found: set[str] = set()
+    for m in _HEAD.finditer(query):
+        found |= set(tokens(m[1] or m[2]))
+    return frozenset(found)
 
 
 WINDOW_WEIGHT = 2.0  # said within the time a question names: as much as two rare words
