@@ -382,9 +382,9 @@ def latency(
             baseline=one,
             goal=LIFECYCLE_GOAL,
             note="as 'lifecycle, embedding model as slow', answered as a real model answers: "
-            "the gate states the turn in its own words, as two memories (7 calls); both memories' questions go "
-            "in one round trip, their candidates found with the turn's vector (asked beside "
-            "the gate) and their own vectors asked beside the second wave",
+            "the gate states the turn in its own words, as two memories (7 calls); both "
+            "memories' questions go in one round trip, their candidates found with the turn's "
+            "vector (asked beside the gate) and their own vectors asked beside the second wave",
         )
     )
     rows.append(
