@@ -6,10 +6,13 @@ what a split run cannot see, a snapshot folder whose test file is gone, is check
 first. Files are dealt by the seconds they took when last recorded (tests/durations.json;
 the heaviest first, each to the lighter half; a file not recorded counts as the average), so
 the halves end together. The first half prints as it runs, the second when it ends. Extra
-arguments go to both halves. Every run writes its files' seconds to tests/.durations-last.json
-(not committed); `--record-durations` also rewrites tests/durations.json from this run.
+arguments go to both halves. `--beside "COMMAND"` (make test: the type checker) runs a
+command of its own beside them, its minute of CPU spread over theirs rather than before
+them; its output is printed at the end, and its failure fails the run. Every run writes
+its files' seconds to tests/.durations-last.json (not committed); `--record-durations`
+also rewrites tests/durations.json from this run.
 
-    python tests/run_in_two.py [--record-durations] [pytest arguments]
+    python tests/run_in_two.py [--record-durations] [--beside "COMMAND"] [pytest arguments]
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -60,6 +64,10 @@ def recorded() -> dict[str, float]:
 def main(extra: list[str]) -> int:
     record = "--record-durations" in extra
     extra = [a for a in extra if a != "--record-durations"]
+    beside: list[str] = []
+    if "--beside" in extra:
+        at = extra.index("--beside")
+        beside, extra = shlex.split(extra[at + 1]), extra[:at] + extra[at + 2 :]
     orphans = orphan_snapshots()
     if orphans:
         print(
@@ -73,7 +81,15 @@ def main(extra: list[str]) -> int:
     plugin = ["-p", "tests.helpers.file_durations"]
     with tempfile.TemporaryDirectory() as tmp:
         envs = [dict(os.environ, LETHE_FILE_DURATIONS=f"{tmp}/{i}.json") for i in (0, 1)]
-        with open(f"{tmp}/second.out", "w+", encoding="utf-8") as second_out:
+        with (
+            open(f"{tmp}/second.out", "w+", encoding="utf-8") as second_out,
+            open(f"{tmp}/beside.out", "w+", encoding="utf-8") as beside_out,
+        ):
+            other = (
+                subprocess.Popen(beside, stdout=beside_out, stderr=subprocess.STDOUT, cwd=TESTS.parent)
+                if beside
+                else None
+            )
             second = subprocess.Popen(
                 [python, "-m", "pytest", "-p", "no:cacheprovider", *plugin, *halves[1], *extra],
                 stdout=second_out,
@@ -90,9 +106,14 @@ def main(extra: list[str]) -> int:
                 )
             finally:
                 second_code = second.wait()
+                beside_code = other.wait() if other else 0
             second_out.seek(0)
             print("\n---- the second half ----", flush=True)
             sys.stdout.write(second_out.read())
+            if other:
+                beside_out.seek(0)
+                print(f"\n---- beside them: {' '.join(beside)} ----", flush=True)
+                sys.stdout.write(beside_out.read())
         seconds: dict[str, float] = {}
         for i in (0, 1):
             try:
@@ -105,10 +126,14 @@ def main(extra: list[str]) -> int:
             path.write_text(text, encoding="utf-8")
     # pytest's 5 = no test collected in a half (a -k or -m that selects none there)
     codes = [c for c in (first, second_code) if c not in (0, 5)]
-    if not codes and first == 5 and second_code == 5:
+    if not codes and first == 5 and second_code == 5 and beside_code == 0:
         return 5
-    print(f"\nmake test: first half exit {first}, second half exit {second_code}", flush=True)
-    return codes[0] if codes else 0
+    print(
+        f"\nmake test: first half exit {first}, second half exit {second_code}"
+        + (f", {beside[0]} exit {beside_code}" if beside else ""),
+        flush=True,
+    )
+    return codes[0] if codes else (beside_code and 1)
 
 
 if __name__ == "__main__":

@@ -30,3 +30,26 @@ def test_alternate_dealing_would_fail_this():
     seconds = dict(zip(files, [100.0, 1.0, 100.0, 1.0], strict=True))
     halves = deal(files, seconds)
     assert [sum(seconds[f] for f in h) for h in halves] == [101.0, 101.0]
+
+
+def test_a_command_beside_the_halves_fails_the_run_when_it_fails(tmp_path, monkeypatch, capsys):
+    """`make test` runs the type checker beside the halves: its failure is the run's, and
+    what it said is printed."""
+    import os
+    import sys
+
+    import tests.run_in_two as two
+
+    root = str(two.TESTS.parent)  # the durations plugin is imported from the repository
+    monkeypatch.setenv("PYTHONPATH", root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    monkeypatch.setattr(two, "TESTS", tmp_path / "tests")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_ok.py").write_text("def test_ok():\n    pass\n", encoding="utf-8")
+    monkeypatch.setattr(two, "LAST", tmp_path / "last.json")
+    monkeypatch.setattr(two, "DURATIONS", tmp_path / "durations.json")
+    failing = f"{sys.executable} -c \"print('beside said no'); raise SystemExit(3)\""
+    assert two.main(["--beside", failing]) == 1
+    out = capsys.readouterr().out
+    assert "beside said no" in out and "exit 3" in out
+    passing = f"{sys.executable} -c \"print('beside is fine')\""
+    assert two.main(["--beside", passing]) == 0
