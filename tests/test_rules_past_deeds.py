@@ -10,6 +10,7 @@ from datetime import date
 import pytest
 
 from engine.judges.rules.expiring import expiry
+from engine.judges.rules.gating import gate
 from engine.judges.rules.phrasing import third_person
 from engine.judges.rules.superseding import contradiction
 
@@ -100,3 +101,39 @@ def test_a_moved_date_still_supersedes(old, new):
 )
 def test_a_memory_ends_only_when_each_fact_in_it_ends(content, expected):
     assert expiry(content, SAID) == expected
+
+
+# An event of the user's own on the day they tell it ("I'm playing in the charity match
+# today") is something they live through, as a past deed with a time is: the gate keeps it
+# and its "today" ends nothing. A work event, a plain state and a question are unchanged.
+# (LongMemEval's temporal-reasoning questions ask about such days weeks later; the gate
+# dropped the turn, and had it kept it, expiry would have ended it that night.)
+@pytest.mark.parametrize(
+    "user",
+    [
+        "I'm running in the city half marathon today, wish me luck.",
+        "We're hosting a small dinner party tonight for my sister's birthday.",
+        "My daughter and I are going to the county fair today.",
+        "I have my first pottery class tonight at the community centre.",
+    ],
+)
+def test_an_own_event_told_on_its_day_is_kept_and_never_ends(user):
+    answer = gate(user, "")
+    assert answer["save"], answer
+    assert expiry(answer["content"], SAID) is None, answer["content"]
+
+
+@pytest.mark.parametrize(
+    "user, saved, ends",
+    [
+        ("I have a call with the auditors today.", True, "2026-05-20"),
+        ("The product launch is tonight.", True, "2026-05-20"),
+        ("I'm exhausted today.", False, None),
+        ("Is the street festival on tonight?", False, None),
+    ],
+)
+def test_other_days_are_as_before(user, saved, ends):
+    answer = gate(user, "")
+    assert answer["save"] is saved, answer
+    if saved:
+        assert expiry(answer["content"], SAID) == ends, answer["content"]

@@ -394,6 +394,18 @@ def date_mentions(original: str) -> tuple[DateMention, ...]:
 
 
 _HAS_YEAR = re.compile(r"\d{4}|\d/\d+/\d")
+OWN_EVENT = re.compile(r"\b(?:%s)s?\b" % "|".join(words(_LEXICON["own_events"])))
+_SOMEONE = re.compile(r"\b(?:i|we|user|my|our)\b")
+
+
+def takes_part_today(text: str, mention: DateMention) -> bool:
+    """'I'm playing in the charity tournament today', 'User is going to a wedding
+    tonight': a person's own event on the day it is told (not 'the release is today')."""
+    if mention.label not in ("today", "tonight"):
+        return False
+    m = _CLAUSE_START.match(text[: mention.start])
+    clause = text[m.end() if m else 0 : mention.start]
+    return bool(_SOMEONE.search(clause) and OWN_EVENT.search(clause))
 
 
 def _ends_nothing(text: str, mention: DateMention) -> bool:
@@ -402,7 +414,10 @@ def _ends_nothing(text: str, mention: DateMention) -> bool:
     festival on February 26th', 'adopted in January') in a clause told in the past. A span
     after a past deed is how long it lasted ('attended for a week'), unless the deed
     arranges something that runs on from now ('paused it for two weeks'). Dates with a
-    year, and ends named by their own words ('until the 12th', 'q3'), keep their end."""
+    year, and ends named by their own words ('until the 12th', 'q3'), keep their end. Nor
+    does the day of an event the user takes part in (`takes_part_today`)."""
+    if takes_part_today(text, mention):
+        return True
     if _FOR_SPAN.match(mention.label):
         deed = past_deed(text, mention.start)
         return deed is not None and deed not in _ARRANGING

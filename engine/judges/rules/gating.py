@@ -6,7 +6,7 @@ import re
 
 from engine.judges.lexicon import lexicon
 from engine.judges.rules.cues import EVENT, WORK_NOUN, WORK_NOUNS, is_request, is_small_talk
-from engine.judges.rules.dates import DAY_RE, date_mentions
+from engine.judges.rules.dates import DAY_RE, date_mentions, takes_part_today
 from engine.judges.rules.directives import directive
 from engine.judges.rules.exemptions import subject_ids
 from engine.judges.rules.expiring import RECURRING
@@ -204,6 +204,14 @@ _WHEN_DONE = re.compile(
 _NOT_DEEDS = frozenset(lexicon("gating")["not_deeds"].split())
 
 
+def _own_event_today(sentence: str, norm: str) -> bool:
+    """The user telling of an event of their own on the day they tell it: "I'm playing in
+    the charity tournament today" (what "I'm tired today" is not)."""
+    if sentence.rstrip().endswith("?") or not FIRST_PERSON.search(norm):
+        return False
+    return any(takes_part_today(norm, m) for m in date_mentions(sentence))
+
+
 def _did(sentence: str, norm: str) -> bool:
     """The user telling of a deed of theirs with when it was done, about something."""
     if sentence.rstrip().endswith("?") or not _WHEN_DONE.search(norm):
@@ -270,7 +278,7 @@ def _signals(sentence: str) -> list[str]:
         found.append("deadline")
     if not found and (_states_a_value(sentence, norm) or _personal_value(sentence, norm)):
         found.append("fact")  # nothing else to say for it, but a date, amount or id
-    if not found and _did(sentence, norm):
+    if not found and (_did(sentence, norm) or _own_event_today(sentence, norm)):
         found.append("event")
     return found
 
