@@ -370,14 +370,38 @@ def _durable(user: str) -> list[tuple[str, list[str]]]:
     telling, and the question around it would keep the fact at a question's confidence.
     Likewise a statement followed by a question about it ("I'm thinking of changing my
     coffee limit to two cups, do you think that's a good idea?") keeps the statement."""
-    out = []
+    out: list[tuple[str, list[str]]] = []
+    before, kept = "", False  # the sentence before this one; whether it ends out[-1]
     for sentence in sentences(user):
+        if _CONTINUES.match(sentence) and before and not before.endswith("?"):
+            # "We bought a used Volvo last spring. It needs new brakes.": what "it" is
+            # lives in the sentence before, so the two are one memory
+            if kept:
+                joined = f"{out[-1][0]} {sentence}"
+                out[-1] = (joined, _signals(joined) or out[-1][1])
+                before = sentence
+                continue
+            joined = f"{before} {sentence}"
+            if _signals(sentence) and (found := _signals(joined)):
+                out.append((joined, found))
+                before, kept = sentence, True
+                continue
         grounds = _grounds(sentence) or _told_then_asked(sentence)
+        before, kept = sentence, True
         if grounds and (found := _signals(grounds)):
             out.append((grounds, found))
         elif found := _signals(sentence):
             out.append((sentence, found))
+        else:
+            kept = False
     return out
+
+
+# a sentence whose subject is what the one before it spoke of: "It needs new brakes",
+# "They moved it to Friday", "By the way, she starts on Monday"
+_CONTINUES = re.compile(
+    r"^(?:(?:and|but|so|also|plus|by the way|btw),?\s+)?(?:it|they|she|he)\b(?!'s\b)", re.IGNORECASE
+)
 
 
 # the grounds of a question, told by the user about themselves
