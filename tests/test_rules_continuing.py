@@ -41,3 +41,36 @@ def test_a_pronoun_subject_joins_the_sentence_it_points_back_to(user, words):
 )
 def test_other_sentences_are_judged_as_before(user, n):
     assert len(contents(user)) == n, contents(user)
+
+
+@pytest.mark.parametrize(
+    "user, words",
+    [
+        # an opener before the pronoun ("For Sophia, it was ...")
+        (
+            "I keep a list of where I met my clients. For Marta, it was the climbing gym on Elm Street.",
+            ("Marta", "climbing"),
+        ),
+    ],
+)
+def test_an_opener_before_the_pronoun_still_points_back(user, words):
+    (one,) = contents(user)
+    assert all(w in one for w in words), one
+
+
+@pytest.mark.parametrize(
+    "user, word",
+    [
+        ("The new rug is from Dunelm.", "Dunelm"),
+        ("The replacement kettle came from Argos, and it works fine.", "Argos"),
+        ("The couch is from West Elm.", "West Elm"),
+    ],
+)
+def test_a_definite_subject_with_a_name_for_its_value_is_kept(user, word):
+    (one,) = contents(user)
+    assert word in one, one
+
+
+@pytest.mark.parametrize("user", ["The weather is lovely today.", "The movie was great."])
+def test_a_definite_subject_with_no_value_is_not(user):
+    assert contents(user) == []

@@ -172,15 +172,17 @@ _STATES = re.compile(
     r"is|are|was|were|has|have|did|does) "
 )
 _NUMBER = re.compile(r"\d")
+_NAMED = re.compile(r"(?<=[a-z,] )(?!I\b)[A-Z][A-Za-z]+")  # a name inside: "... from IKEA"
 
 
 def _states_a_value(sentence: str, norm: str) -> bool:
     """A definite subject (or one named by an id: "Order 1003", "Room B"), a verb, and a
-    value (a number, an id, a date other than today)."""
+    value (a number, an id, a date other than today, a name: "The new bookshelf is from
+    IKEA")."""
     if not (_DEFINITE.match(norm) or subject_ids(sentence)) or not _STATES.search(norm + " "):
         return False
     dated = any(m.label not in ("today", "tonight") for m in date_mentions(sentence))
-    return dated or bool(_NUMBER.search(norm))
+    return dated or bool(_NUMBER.search(norm) or _NAMED.search(sentence))
 
 
 # Kinds found outside the cue table: an imperative rule, a recurring schedule, an event.
@@ -398,9 +400,10 @@ def _durable(user: str) -> list[tuple[str, list[str]]]:
 
 
 # a sentence whose subject is what the one before it spoke of: "It needs new brakes",
-# "They moved it to Friday", "By the way, she starts on Monday"
+# "They moved it to Friday", "By the way, she starts on Monday", "For Sophia, it was a
+# coffee shop"
 _CONTINUES = re.compile(
-    r"^(?:(?:and|but|so|also|plus|by the way|btw),?\s+)?(?:it|they|she|he)\b(?!'s\b)", re.IGNORECASE
+    r"^(?:(?:and|but|so|also|plus)\s+|[\w' ]{1,30},\s*)?(?:it|they|she|he)\b(?!'s\b)", re.IGNORECASE
 )
 
 
