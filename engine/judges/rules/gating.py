@@ -378,9 +378,9 @@ def _durable(user: str) -> list[tuple[str, list[str]]]:
         if _CONTINUES.match(sentence) and before and not before.endswith("?"):
             # "We bought a used Volvo last spring. It needs new brakes.": what "it" is
             # lives in the sentence before, so the two are one memory
-            if kept:
-                joined = f"{out[-1][0]} {sentence}"
-                out[-1] = (joined, _signals(joined) or out[-1][1])
+            if kept:  # its kinds join the memory's (read alone: a turn stays linear)
+                text, kinds = out[-1]
+                out[-1] = (f"{text} {sentence}", list(dict.fromkeys(kinds + _signals(sentence))))
                 before = sentence
                 continue
             joined = f"{before} {sentence}"
