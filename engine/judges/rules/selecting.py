@@ -81,6 +81,7 @@ def select(
     head = {w for w in asked_head(query or "") & wanted if _df(readings, w) * HEAD_SHARE <= total}
     linked = _abbreviations(query or "", [text or "" for _, text in candidates])
     linking = Counter(a for held in linked for a in held)  # an abbreviation's df
+    kin = {w: RELATED.get(w, frozenset()) - wanted for w in wanted}
     scored = []
     for position, (number, r) in enumerate(readings):
         # sorted, so float sums (and hence ties) do not depend on set order
@@ -91,6 +92,9 @@ def select(
         score += sum(
             math.log(1 + total / linking[a]) for a in sorted(linked[position] - (wanted & r.concepts))
         )
+        for w in sorted(wanted - r.concepts):  # 'my kid' fits the daughter, at less weight
+            if kin[w] & r.concepts:
+                score += RELATED_WEIGHT * math.log(1 + total / _df_any(readings, kin[w]))
         for category in sorted(namers.keys() & {c for c, _ in r.members}):
             if not namers[category] & r.concepts:  # a word already matched counts once
                 score += math.log(1 + total / _df_slot(readings, category))
@@ -111,6 +115,35 @@ def select(
     return [number for score, _, number in scored if -score >= floor][:top_n]
 
 
+RELATED_WEIGHT = 0.5  # a word of the query's family ('kid' for 'daughter'): half the word itself
+
+
+def _related() -> dict[str, frozenset[str]]:
+    """Each token of recall.yaml's `related` rows -> the tokens it fits: the words naming
+    its row's thing and, for those, the row's kinds; one level more each way through a
+    kind that names a row of its own ('computer' -> 'laptop' -> 'thinkpad', and back).
+    Generic words fit nothing."""
+    names: dict[str, set[str]] = {}  # token -> the words naming the things it is a kind of
+    kinds: dict[str, set[str]] = {}  # token -> the kinds of the thing it names
+    for row in _LEXICON["related"]:
+        left, _, right = row.partition(":")
+        named, kind = stems(left) - GENERIC - STANCE, stems(right) - GENERIC - STANCE
+        for token in named:
+            names.setdefault(token, set()).update(named)
+            kinds.setdefault(token, set()).update(kind)
+        for token in kind:
+            names.setdefault(token, set()).update(named)
+    out = {}
+    for token in names.keys() | kinds.keys():
+        up, down = names.get(token, set()), kinds.get(token, set())
+        fits = up | down
+        fits |= {k for w in down for k in kinds.get(w, set()) | names.get(w, set())}
+        fits |= {n for w in up - {token} for n in names.get(w, set())}
+        out[token] = frozenset(fits - {token})
+    return out
+
+
+RELATED = _related()
 HEAD_WEIGHT = 2.0  # a word of the thing a question asks about, against one of its asking
 HEAD_SHARE = 4  # ... when at most a quarter of the candidates hold it
 # "what|which [type|kind|brand|... of] X did/do/is ...", "what was the X that ...": X, the
@@ -285,6 +318,10 @@ def _about_the_user(q: Reading) -> bool:
 
 def _df(readings: list[tuple[int, Reading]], word: str) -> int:
     return sum(1 for _, r in readings if word in r.concepts)
+
+
+def _df_any(readings: list[tuple[int, Reading]], family: frozenset[str]) -> int:
+    return sum(1 for _, r in readings if family & r.concepts)
 
 
 def _df_slot(readings: list[tuple[int, Reading]], category: str) -> int:

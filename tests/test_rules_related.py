@@ -1,0 +1,69 @@
+"""Recall's rules select fits a question to a memory in the words of the same family
+(recall.yaml `related`): "what pet do I have" finds the beagle, "what computer" the
+MacBook, "when do I go to Japan" the flight to Kyoto, though they share no word (issue 40:
+the rules judges missed synonyms and kinds). A kind fits the thing it is a kind of, never
+another kind of it, and a word the question says outranks one of its family."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine import FixedClock, Memory
+from engine.judges import rules
+from engine.judges.rules.selecting import RELATED
+from engine.judges.rules.words import canon
+
+FILLER = [
+    "User prefers window seats on trains.",
+    "The quarterly planning review is on the first Monday.",
+    "User volunteers at the food bank on Saturdays.",
+    "User is learning Portuguese with an app.",
+    "The staging server runs Debian 12.",
+    "User's favourite band is Radiohead.",
+]
+
+
+@pytest.mark.parametrize(
+    "question, memory",
+    [
+        ("what pet do I have?", "User has a beagle called Rufus."),
+        ("what computer do I code on?", "User codes on a MacBook Air from 2022."),
+        ("when do I go to Japan?", "User flies to Kyoto on May 3."),
+        ("how much is my mortgage?", "User's home loan costs 1,200 euros a month."),
+        ("what bike do I ride?", "User commutes on a Brompton bicycle."),
+        ("which instrument is Ana learning?", "Ana started cello lessons in September."),
+        ("who is my family doctor?", "User's GP is Dr. Okafor on Mill Lane."),
+        ("what does my kid like to eat?", "User's daughter only eats pasta with butter."),
+    ],
+)
+def test_a_question_fits_a_memory_of_its_family(question, memory):
+    candidates = list(enumerate([*FILLER[:3], memory, *FILLER[3:]], 1))
+    assert rules.select(question, candidates, 3)[:1] == [4]
+
+
+def test_through_the_public_api(tmp_path):
+    mem = Memory(tmp_path / "m.db", policy="lifecycle", clock=FixedClock("2026-03-02T09:00:00"))
+    for text in [*FILLER, "User has a beagle called Rufus."]:
+        mem.add(text)
+    assert [m.content for m in mem.recall("what pet do I have?")][:1] == ["User has a beagle called Rufus."]
+
+
+def test_two_kinds_of_one_thing_do_not_fit_each_other():
+    # a son is a kind of child, a daughter too: asking about the son is not asking about her
+    candidates = list(enumerate([*FILLER, "User's daughter Lea loves her art class."], 1))
+    assert rules.select("what does my son love?", candidates, 3) == []
+    assert canon("daughter") not in RELATED[canon("son")]
+    assert canon("son") in RELATED[canon("kid")]  # ... while 'my kid' asks about either
+
+
+def test_the_word_itself_outranks_its_family():
+    candidates = list(
+        enumerate([*FILLER, "User orders a latte every afternoon.", "User drinks filter coffee at home."], 1)
+    )
+    picked = rules.select("what kind of coffee do I like?", candidates, 3)
+    assert picked[:2] == [8, 7]
+
+
+def test_generic_words_belong_to_no_family():
+    # 'work' and 'project' are in too many memories to say which one a question means
+    assert canon("work") not in RELATED and canon("project") not in RELATED
