@@ -2,7 +2,7 @@
 (recall.yaml `related`): "what pet do I have" finds the beagle, "what computer" the
 MacBook, "when do I go to Japan" the flight to Kyoto, though they share no word (issue 40:
 the rules judges missed synonyms and kinds). A kind fits the thing it is a kind of, never
-another kind of it, and a word the question says outranks one of its family."""
+another kind of it, and only for a word no memory says itself."""
 
 from __future__ import annotations
 
@@ -56,12 +56,13 @@ def test_two_kinds_of_one_thing_do_not_fit_each_other():
     assert canon("son") in RELATED[canon("kid")]  # ... while 'my kid' asks about either
 
 
-def test_the_word_itself_outranks_its_family():
-    candidates = list(
-        enumerate([*FILLER, "User orders a latte every afternoon.", "User drinks filter coffee at home."], 1)
-    )
-    picked = rules.select("what kind of coffee do I like?", candidates, 3)
-    assert picked[:2] == [8, 7]
+def test_a_memory_saying_the_word_itself_needs_no_family():
+    # 'coffee' is said by a memory: the latte (a kind of coffee) is no answer beside it
+    latte, coffee = "User orders a latte every afternoon.", "User drinks filter coffee at home."
+    asked = "what kind of coffee do I like?"
+    assert rules.select(asked, list(enumerate([*FILLER, latte, coffee], 1)), 3) == [8]
+    # ... while with no memory saying it, the kind is what the question asks for
+    assert rules.select(asked, list(enumerate([*FILLER, latte], 1)), 3) == [7]
 
 
 def test_generic_words_belong_to_no_family():

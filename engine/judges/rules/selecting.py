@@ -81,7 +81,10 @@ def select(
     head = {w for w in asked_head(query or "") & wanted if _df(readings, w) * HEAD_SHARE <= total}
     linked = _abbreviations(query or "", [text or "" for _, text in candidates])
     linking = Counter(a for held in linked for a in held)  # an abbreviation's df
-    kin = {w: RELATED.get(w, frozenset()) - wanted for w in wanted}
+    # a word of the query's family speaks for a query word no candidate says itself ('what
+    # pet': no memory says 'pet', one says 'beagle'); where one does, it is the answer
+    held = frozenset().union(*(r.concepts for _, r in readings))
+    kin = {w: RELATED.get(w, frozenset()) - wanted for w in wanted - held}
     scored = []
     for position, (number, r) in enumerate(readings):
         # sorted, so float sums (and hence ties) do not depend on set order
@@ -92,7 +95,7 @@ def select(
         score += sum(
             math.log(1 + total / linking[a]) for a in sorted(linked[position] - (wanted & r.concepts))
         )
-        for w in sorted(wanted - r.concepts):  # 'my kid' fits the daughter, at less weight
+        for w in sorted(kin):  # 'my kid' fits the daughter, at less weight
             if kin[w] & r.concepts:
                 score += RELATED_WEIGHT * math.log(1 + total / _df_any(readings, kin[w]))
         for category in sorted(namers.keys() & {c for c, _ in r.members}):
