@@ -44,7 +44,7 @@ NEGATION = re.compile(
 )
 STRONG_CHANGE = re.compile(
     r"\b(switch(ed|ing)?|migrat(ed|ing|e)|moved|moving|replac(ed|ing|e)|instead|no longer|"
-    r"anymore|stopped|quit|ditched|dropped|abandoned|gave up|changed|swapped|rather than|"
+    r"anymore|stopped|quit|ditched|dropped|abandoned|gave up|changed|swapped|traded|rather than|"
     r"pushed|postponed|delayed|rescheduled|bumped|brought forward|cancel+ed|went back to|"
     r"converted|transitioned|upgraded|downgraded|is now|are now|now (uses?|prefers?|on)|"
     r"slipped|slid|rewr(o|i)te|rewritten|increased|decreased|raised|lowered|reduced|"
@@ -68,7 +68,7 @@ _PROGRESSION = re.compile(
 # What comes after these words is the thing being left behind ("stopped using poetry").
 OLD_SIDE = re.compile(
     r"\b(?:from|instead of|rather than|no longer(?: use| using| uses| on)?|"
-    r"stopped(?: using| with)?|replaced|ditched|dropped|quit|abandoned|"
+    r"stopped(?: using| with)?|replaced|traded(?: in)?|ditched|dropped|quit|abandoned|"
     r"gave up(?: on)?|not using|away from|left|resigned from|"
     r"(?:not|never|nobody|no one) miss(?:es|ed)?)\s+([\w.+#\- ]+)"
 )

@@ -306,8 +306,9 @@ def _same_context(n: Reading, o: Reading, category: str) -> bool:
     """Without a change cue, a swap counts only when both texts speak of the same use."""
     mine, theirs = _contexts(n, o, category)
     if CATEGORIES[category].exclusive:
-        # one editor at a time: same stance, or neither says anything else
-        return bool(mine & theirs) or not (mine - STANCE or theirs - STANCE)
+        # one editor at a time: same stance, or neither says anything else ("went vegan"
+        # says no more than "is vegan": a light verb is no use of its own)
+        return bool(mine & theirs) or not (mine - STANCE - LIGHT_VERBS or theirs - STANCE - LIGHT_VERBS)
     mine, theirs = mine - STANCE, theirs - STANCE
     return bool(mine & theirs) and jaccard(mine, theirs) >= 0.5
 

@@ -61,7 +61,7 @@ _PROJECT_WORDS = re.compile(
 )
 _KIND_CUE_WORDS = stems(_LEXICON["kind_cues"])
 _SCENE_SKIP = frozenset(words(_LEXICON["scene_skip"]))
-_SCENE_OF_CATEGORY: dict[str, str] = dict(_LEXICON["scene_of_category"])
+_SCENE_OF_CATEGORY: dict[str, str | None] = dict(_LEXICON["scene_of_category"])
 _THEMES = tuple((scene, stems(theme)) for scene, theme in _LEXICON["themes"].items())
 _THEME_RANK = {scene: rank for rank, (scene, _) in enumerate(_THEMES)}
 _ORDINALS = frozenset(words(_LEXICON["ordinals"]))
@@ -83,12 +83,10 @@ def _scene(sentence: str) -> str:
     word of the sentence (verbs, ordinals, dates and stance words skipped)."""
     r = read(sentence)
     hits: dict[str, float] = {}
-    for category, _ in r.members:
+    for category, weight in [(c, 2) for c, _ in r.members] + [(c, 1) for c in r.slots]:
         scene = _SCENE_OF_CATEGORY.get(category, category)
-        hits[scene] = hits.get(scene, 0) + 2
-    for category in r.slots:
-        scene = _SCENE_OF_CATEGORY.get(category, category)
-        hits[scene] = hits.get(scene, 0) + 1
+        if scene is not None:
+            hits[scene] = hits.get(scene, 0) + weight
     if hits:
         return min(hits, key=lambda c: (-hits[c], c))
     for scene, theme in _THEMES:
