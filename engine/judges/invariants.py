@@ -60,7 +60,10 @@ live costs cost takes take took starts start started ends end ended moved moves 
 prefers prefer likes like wants want works work deploys deploy ships ship lands land
 belongs belong sits sit seats seat fits fit contains contain includes include owes owe
 falls fall happens happen goes go went got gets get meets meet opens open closes close
-begins begin began stays stay says said thinks think should've""".split()
+begins begin began stays stay says said thinks think should've
+owns own sold sells sell bought buys drives drove keeps kept plays reads eats ate drinks drank
+pays paid earns makes made gave gives leaves came comes saw sees wrote writes found finds
+knows knew teaches taught studies visits attends loves hates enjoys finishes completes""".split()
 )
 
 

@@ -36,7 +36,7 @@ from engine.judges.rules.replacements import (
     team_move,
     value_change,
 )
-from engine.judges.rules.words import GENERIC, STOPWORDS, WORD_RE, canon, token_tuple
+from engine.judges.rules.words import CUE_WORDS, GENERIC, STOPWORDS, WORD_RE, canon, token_tuple
 
 _LEXICON = lexicon("superseding")
 
@@ -73,7 +73,7 @@ def contradiction(
             continue
         elif not fresh.additive and _count_moved(fresh, old):
             supersedes.append(number)  # "4 painting projects" -> "my 5th painting project"
-        elif _left_elsewhere(fresh, old) or _other_subject(fresh, old):
+        elif _left_elsewhere(fresh, old) or _other_subject(fresh, old) or _one_of_many(fresh, old):
             continue
         elif _replaces(fresh, old) or _changed(fresh, old, similar.get(number), number == nearest):
             supersedes.append(number)
@@ -302,9 +302,37 @@ def _count_moved(n: Reading, o: Reading) -> bool:
         if a == b or words_a != words_b:
             continue
         shared = (n.topic & o.topic) - GENERIC - LIGHT_VERBS - {noun}
-        if shared and not _other_subject_count(n, o):
+        # or nothing but the count of what one has: "owns 3 bikes" -> "I own 2 bikes now"
+        owned = not (o.topic - {noun} - GENERIC - LIGHT_VERBS - _OWNING - _NUMBERS) and all(
+            _USER_OWNS.search(r.text) for r in (n, o)
+        )
+        if (shared or owned) and not _other_subject_count(n, o):
             return True
     return False
+
+
+_OWNING = frozenset(canon(w) for w in ("own", "owns", "owned", "has", "have", "got"))
+_NUMBERS = frozenset(canon(w) for w in NUMBER_WORDS)  # "three" in "owns three bikes"
+# the user as the owner: "I own", "we now have", "User has" (not "my sister has")
+_USER_OWNS = re.compile(
+    r"(?:^|[,;] (?:so |and )?|\bso )(?:i|we|user)(?: now| still| currently)? (?:own|owns|have|has|got)\b"
+)
+# "one of my bikes", "two of the cars", "some of our plants": a part of a set
+_PART_OF = re.compile(
+    r"\b(?:one|two|three|four|five|some|several|a few|a couple|\d+) of "
+    r"(?:my|our|the|his|her|their|its|these|those) (?:(?:two|three|four|five|six|\d+) )?([a-z]+)"
+)
+
+
+def _one_of_many(n: Reading, o: Reading) -> bool:
+    """The new memory acts on one of several things ("I sold one of my bikes") and the old
+    one is about one such thing ("User's bike is a Brompton"): which one is not said, so
+    it is not this one, unless the new memory names something of it ("... the Brompton").
+    A count of them ("owns 3 bikes") moves on by `_count_moved` instead."""
+    parts = {canon(m[1]) for m in _PART_OF.finditer(n.text)} & o.concepts
+    if not parts:
+        return False
+    return not ((n.topic & o.topic) - parts - GENERIC - LIGHT_VERBS - CUE_WORDS)
 
 
 def _other_subject_count(n: Reading, o: Reading) -> bool:
