@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 
 from engine.judges.lexicon import lexicon, words
+from engine.judges.rules.dates import WEEKDAY_RE
 from engine.judges.rules.words import WORD_RE, canon, count
 
 _DATES, _WORDS, _SUPERSEDING = lexicon("dates"), lexicon("words"), lexicon("superseding")
@@ -72,6 +73,7 @@ _ON_DAYS = re.compile(rf"\b(?:on|at)\s+(?P<unit>{_DAYS})s\b")  # "on Mondays", "
 _ADVERB_ALONE = re.compile(rf"\b(?P<adverb>{_ADVERB})\b")  # "daily", "fortnightly"
 _READINGS = (_COUNTED, _EVERY, _RATE, _ON_DAYS, _ADVERB_ALONE)
 _ANY_PERIOD = re.compile(rf"\b(?:{_UNIT}|{_ADVERB})")
+_WEEKDAY = re.compile(rf"(?:{WEEKDAY_RE})s?")
 _PART = re.compile(rf"\b({_alternatives(_PARTS)})\b")
 # "on", "off", "yes" are a setting only as a state ("dark mode is on in the editor",
 # "turned the alerts off", "leave it on."), never as the preposition of "is on Mondays"
@@ -94,6 +96,16 @@ def contrasts(norm: str, concepts: frozenset[str]) -> frozenset[tuple[str, str]]
     held = concepts | {next(filter(None, m.groups())) for m in _STATE.finditer(norm)}
     found |= {(f"{a}|{b}", a if a in held else b) for a, b in _PAIRS if (a in held) != (b in held)}
     return frozenset(found)
+
+
+def contrast_words(norm: str) -> frozenset[str]:
+    """The tokens of the phrases a cadence or a part of the day is read from ('every
+    morning', 'daily', 'twice a week'): the contrast says what they say, and compares it
+    ('daily' and 'every day' alike, 'weekly' apart)."""
+    spans = [m for pattern in _READINGS for m in pattern.finditer(norm)] if _ANY_PERIOD.search(norm) else []
+    spans += list(_PART.finditer(norm))
+    # a day of the week is a value both texts can share ("on Thursdays"), not only a cadence
+    return frozenset(canon(w) for m in spans for w in WORD_RE.findall(m[0]) if not _WEEKDAY.fullmatch(w))
 
 
 def _cadences(norm: str) -> set[str]:

@@ -13,11 +13,12 @@ from typing import NamedTuple
 
 from engine.judges.lexicon import lexicon, words
 from engine.judges.lexicon.slots import MEMBER_OF
-from engine.judges.rules.contrasts import contrast, contrasts
+from engine.judges.rules.contrasts import contrast, contrast_words, contrasts
 from engine.judges.rules.dates import WEEKDAY_RE, date_mentions
 from engine.judges.rules.words import (
     CUE_WORDS,
     GENERIC,
+    HYPHENATED,
     SLOT_OF,
     STANCE,
     STOPWORDS,
@@ -254,8 +255,23 @@ _TAIL_WEIGHT = 0.5
 
 
 def _weights(reading: Reading) -> dict[str, float]:
-    """The gist of a text, each word weighted 1 in the main part and less in a tail."""
+    """The gist of a text, each word weighted 1 in the main part and less in a tail. The
+    words of a cadence or a part of the day are left to the contrasts, which compare them
+    ('every morning' and 'daily at 9:30 am' are one cadence, in other words), and a
+    hyphenated word counts once, joined ('stand-up' is 'standup', not also 'stand')."""
     words_of = gist(reading)
+    said: dict[str, float] = {}
+    if reading.contrasts:
+        words_of -= contrast_words(reading.text)
+        # ... which count as one word of half weight each: a habit is more than its cadence
+        said = {f"~{k}:{v}": _TAIL_WEIGHT for k, v in reading.contrasts if k in ("every", "part")}
+    joined = [m for m in HYPHENATED.findall(reading.text) if canon("".join(m)) in words_of]
+    words_of -= {canon(part) for m in joined for part in m}
+    return said | _gist_weights(reading, words_of)
+
+
+def _gist_weights(reading: Reading, words_of: frozenset[str]) -> dict[str, float]:
+    """Each word 1 in the main part, _TAIL_WEIGHT in a tail."""
     m = _TAIL.search(reading.text)
     if not m or not set(token_tuple(reading.text[: m.start()])) & words_of:
         return dict.fromkeys(words_of, 1.0)
