@@ -85,6 +85,7 @@ def select(
     # pet': no memory says 'pet', one says 'beagle'); where one does, it is the answer
     held = frozenset().union(*(r.concepts for _, r in readings))
     kin = {w: RELATED.get(w, frozenset()) - wanted for w in wanted - held}
+    kin_df = {w: df for w, family in kin.items() if (df := _df_any(readings, family))}
     scored = []
     for position, (number, r) in enumerate(readings):
         # sorted, so float sums (and hence ties) do not depend on set order
@@ -95,9 +96,9 @@ def select(
         score += sum(
             math.log(1 + total / linking[a]) for a in sorted(linked[position] - (wanted & r.concepts))
         )
-        for w in sorted(kin):  # 'my kid' fits the daughter, at less weight
+        for w in sorted(kin_df):  # 'my kid' fits the daughter, at less weight
             if kin[w] & r.concepts:
-                score += RELATED_WEIGHT * math.log(1 + total / _df_any(readings, kin[w]))
+                score += RELATED_WEIGHT * math.log(1 + total / kin_df[w])
         for category in sorted(namers.keys() & {c for c, _ in r.members}):
             if not namers[category] & r.concepts:  # a word already matched counts once
                 score += math.log(1 + total / _df_slot(readings, category))
