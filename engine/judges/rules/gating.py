@@ -388,7 +388,7 @@ def _durable(user: str) -> list[tuple[str, list[str]]]:
                 out.append((joined, found))
                 before, kept = sentence, True
                 continue
-        grounds = _grounds(sentence) or _told_then_asked(sentence)
+        grounds = _grounds(sentence) or _told_then_asked(sentence) or _had_in_question(sentence)
         before, kept = sentence, True
         if grounds and (found := _signals(grounds)):
             out.append((grounds, found))
@@ -450,6 +450,34 @@ def _told_then_asked(sentence: str) -> str | None:
     if len(head.split()) < 4 or head.endswith("?") or not _TELLS.search(head):
         return None
     return head[:1].upper() + head[1:] + "."
+
+
+# a thing the user has, named inside a question: "... work well with the Philips LED bulb
+# I have in my bedside lamp?", "... for the Brompton that we keep in the hall?"
+_HAD = re.compile(
+    r"\b(?:the|a|an)\s+((?:(?!(?:the|a|an|for|with|to|of)\b)[\w'-]+\s+){0,4}?[\w'-]+)\s+"
+    r"(?:that\s+|which\s+)?(i|we)\s+(?:already\s+|currently\s+|still\s+)?(have|own|keep|use)"
+    r"((?:\s+(?:in|on|at|for)\s+(?:my|our|the)\s+(?:[\w'-]+\s+){0,2}?[\w'-]+)?)"
+    r"(?=\s*[?,.]|\s+(?:and|but|so)\b)",
+    re.IGNORECASE,
+)
+
+
+def _had_in_question(sentence: str) -> str | None:
+    """A thing the user has, named inside a question, as a statement ("... with the
+    Philips LED bulb I have in my bedside lamp?" -> "I have a Philips LED bulb in my bedside
+    lamp."), or None: asking is not telling, but the question names what the user has. The
+    thing must be named (a capital or a number in it), not pointed back to ("the one I
+    have")."""
+    if not sentence.rstrip().endswith("?"):
+        return None
+    for m in _HAD.finditer(sentence):
+        thing = m[1]
+        if _POINTS_BACK.search(thing) or not re.search(r"[A-Z0-9]", thing):
+            continue
+        article = "an" if thing[:1].lower() in "aeiou" else "a"
+        return f"{m[2].capitalize()} {m[3].lower()} {article} {thing}{m[4]}."
+    return None
 
 
 _POINTS_BACK = re.compile(r"\b(?:one|ones|it|its|this|that|these|those|they|them|there)\b", re.IGNORECASE)
