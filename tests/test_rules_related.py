@@ -68,3 +68,17 @@ def test_a_memory_saying_the_word_itself_needs_no_family():
 def test_generic_words_belong_to_no_family():
     # 'work' and 'project' are in too many memories to say which one a question means
     assert canon("work") not in RELATED and canon("project") not in RELATED
+
+
+def test_a_word_names_one_family_only():
+    # two rows naming one token (or two words stemmed alike: 'career' and 'car') would join
+    # their families: a question about a price would reach the budget, one about a car a job
+    from engine.judges.lexicon import lexicon, words
+    from engine.judges.rules.words import GENERIC
+
+    named: dict[str, list[str]] = {}
+    for row in lexicon("recall")["related"]:
+        for token in {canon(w) for w in words(row.partition(":")[0])} - GENERIC:
+            named.setdefault(token, []).append(row[:40])
+    assert {token: rows for token, rows in named.items() if len(rows) > 1} == {}
+    assert canon("car") not in RELATED[canon("occupation")]
