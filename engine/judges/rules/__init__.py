@@ -20,6 +20,7 @@ bottom up:
   expiring     the expiry judge
   directives   standing instructions in the imperative
   phrasing     third-person rewriting and tags
+  asking       the statement a user's question tells (its grounds, a named thing they have)
   gating       the gate judge
   compression  the cluster and merge judges
   recall       the select judge

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from engine.judges.lexicon import lexicon
+from engine.judges.rules.asking import told_in_question
 from engine.judges.rules.cues import EVENT, WORK_NOUN, WORK_NOUNS, is_request, is_small_talk
 from engine.judges.rules.dates import DAY_RE, date_mentions, takes_part_today
 from engine.judges.rules.directives import directive
@@ -371,7 +372,8 @@ def _durable(user: str) -> list[tuple[str, list[str]]]:
     I wake up at 7:30 on Saturdays?") keeps the fact, said as a statement: asking is not
     telling, and the question around it would keep the fact at a question's confidence.
     Likewise a statement followed by a question about it ("I'm thinking of changing my
-    coffee limit to two cups, do you think that's a good idea?") keeps the statement."""
+    coffee limit to two cups, do you think that's a good idea?") keeps the statement, and so
+    does a named thing the user has, inside a question (asking.py)."""
     out: list[tuple[str, list[str]]] = []
     before, kept = "", False  # the sentence before this one; whether it ends out[-1]
     for sentence in sentences(user):
@@ -388,7 +390,7 @@ def _durable(user: str) -> list[tuple[str, list[str]]]:
                 out.append((joined, found))
                 before, kept = sentence, True
                 continue
-        grounds = _grounds(sentence) or _told_then_asked(sentence) or _had_in_question(sentence)
+        grounds = told_in_question(sentence)
         before, kept = sentence, True
         if grounds and (found := _signals(grounds)):
             out.append((grounds, found))
@@ -405,82 +407,6 @@ def _durable(user: str) -> list[tuple[str, list[str]]]:
 _CONTINUES = re.compile(
     r"^(?:(?:and|but|so|also|plus)\s+|[\w' ]{1,30},\s*)?(?:it|they|she|he)\b(?!'s\b)", re.IGNORECASE
 )
-
-
-# the grounds of a question, told by the user about themselves
-_GROUNDS = re.compile(
-    r"(?:^|[,;(]\s*|\s)(?:considering|given|since|because|as|seeing as|now that)(?: that)?\s+"
-    r"(?=(?:i|i'm|i've|i'd|my|we|we're|we've|our)\b)",
-    re.IGNORECASE,
-)
-
-
-def _grounds(sentence: str) -> str | None:
-    """The clause after 'considering / given that / since I ...' in a question, as a
-    statement ('I like to wake up at 7:30 am on Saturdays.'), or None."""
-    if not sentence.rstrip().endswith("?"):
-        return None
-    m = _GROUNDS.search(sentence)
-    if m is None or m.start() == 0:
-        return None
-    clause = sentence[m.end() :].rstrip(" ?").strip()
-    if len(clause.split()) < 3 or _POINTS_BACK.search(clause):
-        return None  # "since my old one broke": what broke is in the question
-    return clause[:1].upper() + clause[1:] + "."
-
-
-# a question about what was just said: "..., do you think that's a good idea?"
-_ASKED_AFTER = re.compile(
-    r",\s*(?:and\s+|so\s+|but\s+)?(?:do you think|what do you think|what would you|"
-    r"does (?:that|this|it) (?:sound|seem|make sense)|is (?:that|this|it) (?:a good|ok|okay|wise|normal|"
-    r"enough|too)|would (?:that|this|it) (?:be|work|help)|should i|any (?:tips|ideas|suggestions|advice|"
-    r"thoughts|recommendations)|can you|could you|how (?:do|can|should) i|what (?:should|can) i)\b[^,]*\?$",
-    re.IGNORECASE,
-)
-_TELLS = re.compile(r"^(?:[\w' ]+,\s*)?(?:i|i'm|i've|i'd|my|we|we're|we've|our)\b", re.IGNORECASE)
-
-
-def _told_then_asked(sentence: str) -> str | None:
-    """The statement before a question about it ("I'm thinking of two cups a day, do you
-    think that's a good idea?" -> "I'm thinking of two cups a day."), or None."""
-    m = _ASKED_AFTER.search(sentence.rstrip())
-    if m is None:
-        return None
-    head = sentence[: m.start()].strip()
-    if len(head.split()) < 4 or head.endswith("?") or not _TELLS.search(head):
-        return None
-    return head[:1].upper() + head[1:] + "."
-
-
-# a thing the user has, named inside a question: "... work well with the Philips LED bulb
-# I have in my bedside lamp?", "... for the Brompton that we keep in the hall?"
-_HAD = re.compile(
-    r"\b(?:the|a|an)\s+((?:(?!(?:the|a|an|for|with|to|of)\b)[\w'-]+\s+){0,4}?[\w'-]+)\s+"
-    r"(?:that\s+|which\s+)?(i|we)\s+(?:already\s+|currently\s+|still\s+)?(have|own|keep|use)"
-    r"((?:\s+(?:in|on|at|for)\s+(?:my|our|the)\s+(?:[\w'-]+\s+){0,2}?[\w'-]+)?)"
-    r"(?=\s*[?,.]|\s+(?:and|but|so)\b)",
-    re.IGNORECASE,
-)
-
-
-def _had_in_question(sentence: str) -> str | None:
-    """A thing the user has, named inside a question, as a statement ("... with the
-    Philips LED bulb I have in my bedside lamp?" -> "I have a Philips LED bulb in my bedside
-    lamp."), or None: asking is not telling, but the question names what the user has. The
-    thing must be named (a capital or a number in it), not pointed back to ("the one I
-    have")."""
-    if not sentence.rstrip().endswith("?"):
-        return None
-    for m in _HAD.finditer(sentence):
-        thing = m[1]
-        if _POINTS_BACK.search(thing) or not re.search(r"[A-Z0-9]", thing):
-            continue
-        article = "an" if thing[:1].lower() in "aeiou" else "a"
-        return f"{m[2].capitalize()} {m[3].lower()} {article} {thing}{m[4]}."
-    return None
-
-
-_POINTS_BACK = re.compile(r"\b(?:one|ones|it|its|this|that|these|those|they|them|there)\b", re.IGNORECASE)
 
 
 def _memory(content: str, kinds: list[str], assistant: str) -> dict:
