@@ -14,6 +14,7 @@ words in `lexicon/words.yaml`, settings and scales in `lexicon/superseding.yaml`
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from engine.judges.lexicon import lexicon, words
 from engine.judges.rules.dates import WEEKDAY_RE
@@ -98,6 +99,7 @@ def contrasts(norm: str, concepts: frozenset[str]) -> frozenset[tuple[str, str]]
     return frozenset(found)
 
 
+@lru_cache(maxsize=4096)
 def contrast_words(norm: str) -> frozenset[str]:
     """The tokens of the phrases a cadence or a part of the day is read from ('every
     morning', 'daily', 'twice a week'): the contrast says what they say, and compares it
