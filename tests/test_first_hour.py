@@ -420,7 +420,7 @@ def test_5_the_schema_defaults_are_the_ones_the_engine_uses():
     assert pol.recall.top_n == schema.default("recall", "top_n")
     assert pol.recall.match == schema.default("recall", "match")
     assert pol.recall.candidates.limit == schema.default("candidates", "limit")
-    assert set(schema.TIME_WORD_DOCS) == set(X.TIME_WORDS)
+    assert set(reference.TIME_WORD_DOCS) == set(X.TIME_WORDS)
     # a model entry's defaults, as documented, are the ones a Model gets
     given = {f.name: f.default for f in dataclasses.fields(Model) if f.name != "name"}
     documented = {k.name: k.default for k in schema.section("model").keys}

@@ -36,7 +36,7 @@ def test_recall_order_and_filtering_per_policy(name, memory, clock, json_snapsho
     assert seen == json_snapshot
 
 
-def test_recall_never_returns_what_is_gone(memory, clock):
+def test_recall_never_returns_what_is_gone(memory, clock, tmp_path):
     mem = memory("lifecycle")
     ids = seed_store(mem, clock)
     statuses = {k: mem.get(i).status for k, i in ids.items()}
@@ -49,21 +49,30 @@ def test_recall_never_returns_what_is_gone(memory, clock):
         "blocked": "expired",
         "uv": "active",
     }
-    got = {
-        q: [m.id for m in mem.recall(q)]
-        for q in (
-            "weather in Lisbon",
-            "release blocked security review",
-            "editor Neovim",
-            "poetry dependencies",
-        )
-    }
+    asked = (
+        "weather in Lisbon",
+        "what did I ask about the weather in Lisbon?",
+        "is the release blocked by the security review?",
+        "what blocked the release?",
+        "editor Neovim",
+        "poetry dependencies",
+        "which dependency manager did we use before?",
+    )
+    got = {q: [(m.id, m.status) for m in mem.recall(q)] for q in asked}
     assert got == {
         "weather in Lisbon": [],
-        "release blocked security review": [],
-        "editor Neovim": [],  # faded below the recall floor
-        "poetry dependencies": [ids["uv"]],
-    }  # what replaced it
+        # a question about what was, and nothing current fits: recall.fallback finds the
+        # archived and the expired memory, each with its status
+        "what did I ask about the weather in Lisbon?": [(ids["weather"], "archived")],
+        "is the release blocked by the security review?": [],  # what is now: not the past
+        "what blocked the release?": [(ids["blocked"], "expired")],
+        "editor Neovim": [],  # faded below the recall floor, not yet archived
+        "poetry dependencies": [(ids["uv"], "active")],  # what replaced it
+        # never the superseded memory: it was replaced, not forgotten
+        "which dependency manager did we use before?": [(ids["uv"], "active")],
+    }
+    without = memory(write_policy(tmp_path, "no-fallback", "recall:\n  fallback: null\n"), offline=True)
+    assert without.policy.recall.past is None
 
 
 def test_recalled_memory_lives_120_days_unrecalled_one_is_archived(memory, clock):
@@ -80,6 +89,12 @@ def test_recalled_memory_lives_120_days_unrecalled_one_is_archived(memory, clock
     assert mem.get(kept).status == "active" and mem.get(kept).access_count == 5
     assert mem.get(dropped).status == "archived"
     assert [m.id for m in mem.recall("weather in Lisbon")] == []
+    # asked about what was, with nothing current fitting: recall.fallback finds it, as
+    # archived, and it stays so: no access is recorded for the past (a look back at what
+    # faded does not make it fresh)
+    asked = "what did I want to know about the weather in Lisbon?"
+    assert [(m.id, m.status) for m in mem.recall(asked)] == [(dropped, "archived")]
+    assert mem.get(dropped).status == "archived" and mem.get(dropped).access_count == 0
 
 
 def write_policy(tmp_path, name, body) -> str:

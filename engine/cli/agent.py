@@ -49,7 +49,10 @@ def recall(db, policy, namespace, now, offline, record, replay, query, top_n, ex
         if explain:
             return show_explanation(mem, query, top_n, json_)
         records = mem.recall(query, top_n, as_of=as_of)
-        lines = [f"#{r.id} (conf {r.confidence:.2f} fresh {r.decay_score:.2f}) {r.content}" for r in records]
+        lines = [
+            f"#{r.id} (conf {r.confidence:.2f} fresh {r.decay_score:.2f}{_past(r.status)}) {r.content}"
+            for r in records
+        ]
         # printed before the store closes: an access kept while a pass holds the lock is
         # written at close, which waits for the lock; the answer does not
         emit([r.as_dict() for r in records], json_, lines or ["(nothing recalled)"], elsewhere(mem, records))
@@ -72,10 +75,13 @@ def explanation_lines(ex) -> list[str]:
     ]
     for c in ex.candidates:
         m, key = c.memory, c.order_keys[0] if c.order_keys else None
+        if c.past and (c.position == 1 or not ex.candidates[c.position - 2].past):
+            lines.append("  nothing above was picked: recall.fallback's best matches (their status shown)")
         lines.append(
             f"  {c.position:>3} {'#' + str(m.id):>6}  {'yes' if c.chosen else '-':<4}  "
             f"{m.rank or 0:7.3f} {m.importance:6.1f} {m.confidence:5.2f} {m.decay_score:5.2f} "
-            f"{m.relevance or 0:5.2f}  {_num(key):>9}  {(m.summary or m.content)[:60]}"
+            f"{m.relevance or 0:5.2f}  {_num(key):>9}  {f'[{m.status}] ' if c.past else ''}"
+            f"{(m.summary or m.content)[:60]}"
         )
     if not ex.candidates:
         lines.append("  (no candidates)")
@@ -89,6 +95,11 @@ def explanation_lines(ex) -> list[str]:
         f"{ex.not_chosen} candidates not picked"
     )
     return lines
+
+
+def _past(status: str) -> str:
+    """A recalled memory that is not active came from `recall.fallback`: its status says why."""
+    return f", {status}" if status != "active" else ""
 
 
 def _num(v) -> str:

@@ -103,7 +103,9 @@ class Tools:
     def recall(self, query: str, limit: int = 6, as_of: str | None = None) -> Recalled:
         """Recall what the agent should know for a query: the policy's candidates (active,
         fresh enough, ranked), picked by its select judge; superseded, expired and archived
-        memories are left out. Their access is recorded, which keeps them fresh. `as_of`
+        memories are left out, but for a policy's `recall.fallback`: when nothing current
+        fits, archived or expired ones that match, each with its status. The access of active
+        ones is recorded, which keeps them fresh. `as_of`
         (ISO time): what recall would have returned then, rebuilt from the events."""
         found = self.memory.recall(query, top_n=limit, as_of=as_of)
         return Recalled(query=query, memories=[out.memory_out(m) for m in found])

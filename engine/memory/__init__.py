@@ -239,11 +239,14 @@ class Memory(Reader):
 
     def recall_context(self, query: str, top_n: int | None = None) -> str:
         """The text an agent puts in its prompt: the summaries of the scenes the recalled
-        memories belong to, then the memories themselves."""
+        memories belong to, then the memories themselves (one from `recall.fallback` with its
+        status: "(archived) ...")."""
         records = self.recall(query, top_n)
         scenes = dict.fromkeys((r.scene, r.scene_summary) for r in records if r.scene_summary)
         lines = [f"[{scene}] {summary}" for scene, summary in scenes]
-        lines += [f"- {r.content}" for r in records]
+        lines += [
+            f"- {r.content}" if r.status == "active" else f"- ({r.status}) {r.content}" for r in records
+        ]
         return "\n".join(lines)
 
     # -- editing the record (the inspector, `lethe ui`)

@@ -15,6 +15,8 @@ from engine.base.errors import PolicyError
 from engine.plan.dialect import DIALECTS, Dialect
 from engine.plan.explain import order_keys_statement, reasons_statement
 from engine.plan.head_form import with_head
+from engine.plan.nearest import neighbours_statement, similarity_sql
+from engine.plan.past import forgotten_statement
 from engine.plan.rules import (
     assignments,
     due_statement,
@@ -23,7 +25,7 @@ from engine.plan.rules import (
     pass_writes,
     reach_statement,
 )
-from engine.plan.statement import IDS, LIMIT, NAMESPACE, QUERY, VECTOR, Kind, Statement
+from engine.plan.statement import IDS, LIMIT, NAMESPACE, QUERY, Kind, Statement
 from engine.plan.writes import (
     absorb_events_statement,
     absorb_statement,
@@ -77,6 +79,9 @@ class Plan:
     # recall's candidates beyond the head of its order: the best full-text matches of the
     # query's distinctive words among every memory recall may return (K bound at run time)
     recall_matches: Statement | None = None
+    # recall.fallback: the best matches among the memories it names, when nothing else fits
+    recall_past: Statement | None = None
+    recall_forgotten: Statement | None = None
 
 
 def compile_policy(policy: Policy, dialect: str | Dialect = "sqlite") -> Plan:
@@ -103,6 +108,10 @@ def compile_policy(policy: Policy, dialect: str | Dialect = "sqlite") -> Plan:
         recall_matches=write_candidates_statement(
             "recall", rec.candidates, d, model, "recall (best matches)"
         ),
+        recall_past=write_candidates_statement("recall", rec.past, d, None, "recall (fallback)")
+        if rec.past
+        else None,
+        recall_forgotten=forgotten_statement(d) if rec.past else None,
         rank_refresh=rank_refresh_statement(policy, d),
         rank_refresh_ids=rank_refresh_statement(policy, d, by_ids=True),
         rank_refresh_ranged=rank_refresh_statement(policy, d, ranged=True),
@@ -163,36 +172,11 @@ def neighbour_statements(policy: Policy, d: Dialect, model: str) -> dict[str, St
         if steps.kind(s.step).shows_candidates
     }
     out["recall"] = neighbours_statement("recall neighbours", policy.recall.candidates, d, model)
+    if policy.recall.past:
+        out["recall fallback"] = neighbours_statement(
+            "recall fallback neighbours", policy.recall.past, d, model
+        )
     return out
-
-
-def _similarity(d: Dialect, joined: bool) -> tuple[str, list]:
-    """`similarity`: cosine of the memory's vector (alias v) to the bound one; 0 without
-    one, for one of another size (a corrupt row), and where the cosine is NULL (a zero
-    vector): never NULL, which a formula or a prompt could not use."""
-    if not joined:
-        return "0.0", []
-    p = d.placeholder
-    return (
-        f"coalesce(CASE WHEN length(v.vector) = length({p}) "
-        f"THEN 1.0 - vec_distance_cosine(v.vector, {p}) END, 0.0)",
-        [VECTOR, VECTOR],
-    )
-
-
-def neighbours_statement(label: str, c: Candidates, d: Dialect, model: str) -> Statement:
-    """The nearest neighbours the store's vector index found (ids bound as a JSON array),
-    kept only when they pass the step's candidate `where`, most similar first."""
-    sim = _similarity(d, True)
-    where_sql, where_params = d.render(c.where, relevance_sql="0.0", similarity=sim)
-    sql = (
-        f"SELECT memories.*, 0.0 AS relevance, {sim[0]} AS similarity\n"
-        f"FROM memory_vectors AS v CROSS JOIN memories ON memories.id = v.memory_id\n"
-        f"WHERE v.memory_id {d.ids_in()} AND v.model = {d.placeholder} "
-        f'AND memories."namespace" = {d.placeholder} AND {where_sql}\n'
-        f"ORDER BY similarity DESC, memories.id DESC\nLIMIT {d.placeholder}"
-    )
-    return Statement(label, sql, [*sim[1], IDS, model, NAMESPACE, *where_params, LIMIT], kind=Kind.READ)
 
 
 def DEFAULT_CANDIDATES() -> Candidates:
@@ -278,7 +262,7 @@ def candidates_statement(
     if query and keep_unmatched and not uses_relevance and not similar:
         return _scored_in_recall_order(label, c, d)
     rel = d.relevance_sql if query else d.no_relevance
-    sim = _similarity(d, similar)
+    sim = similarity_sql(d, similar)
     where_sql, where_params = d.render(c.where, relevance_sql=rel, similarity=sim)
     o_sql, o_params = order_sql(c.order, d, rel, sim)
     fts = f"({d.fts_matches(chr(10) + '      ')}) AS fts"
@@ -439,6 +423,9 @@ def render_plan(plan: Plan) -> str:
     blocks.append(_show(plan.recall_scored))
     if plan.recall_matches:
         blocks.append(_show(plan.recall_matches))
+    if plan.recall_past and plan.recall_forgotten:
+        blocks.append(_show(plan.recall_past))
+        blocks.append(_show(plan.recall_forgotten))
     if plan.access:
         blocks.append(_show(plan.access))
     blocks.append(_show(plan.rank_refresh))

@@ -218,6 +218,14 @@ class Builder(PassBuilder):
             rec.top_n = spec["top_n"]
         if spec.get("on_access") is not None:
             rec.on_access = self.collect(self.rule, spec["on_access"], p + ("on_access",), need_when=False)
+        if spec.get("fallback") is not None:
+            past = spec["fallback"]
+            past = {"where": S.PAST, **past} if isinstance(past, dict) else past
+            rec.past = self.collect(self.candidates, past, p + ("fallback",), allow_relevance=False)
+            if rec.select is None:  # asked when the select step picks nothing: never without one
+                self.note(
+                    p + ("fallback",), "a fallback needs a `select` step (it is asked when that picks none)"
+                )
         return rec
 
 

@@ -34,6 +34,7 @@ RESPONSE_FORMATS = ("json_schema", "json_object", "none")
 # what a judgment without `candidates:` is shown (plan.DEFAULT_CANDIDATES)
 JUDGMENT_CANDIDATES = {"limit": 80, "k": 20}
 MATCHES = ("score", "filter")
+PAST = "status = 'archived' or status = 'expired'"  # recall.fallback's default `where`
 
 # what every model call takes; the sections of model calls extend it
 JUDGMENT = Section(
@@ -443,6 +444,15 @@ _SECTIONS = (
                 choices=MATCHES,
             ),
             Key("top_n", WHOLE, 6, "At most this many recalled (wins over `select.top_n`).", minimum=1),
+            Key(
+                "fallback",
+                MAPPING,
+                None,
+                "When the select step picks none of the candidates: the memories searched next "
+                f"(`where`, default {PAST!r}), their `k` best matches shown to it; what it picks "
+                "is recalled with its status, and no access is recorded.",
+                section="candidates",
+            ),
         ),
     ),
     Section(
@@ -466,23 +476,6 @@ ENGINE_PARAMS = {
         "At most this many memories one new memory may supersede (an answer naming more is refused).",
     ),
 }
-
-# what each formula word means, for the reference page (expr has the names and types)
-TIME_WORD_DOCS = {
-    "now": "The clock's time (the injected clock, or --now).",
-    "idle_days": "Days since the memory was last accessed, or since it was created.",
-    "age_days": "Days since the memory was created.",
-    "days_to_expiry": "Days from now until `expires_at` (negative once past; null without one).",
-}
-SIMILARITY_DOC = (
-    "How alike a memory and the new memory (or the recall query) are, 0-1 "
-    "(cosine of their embeddings); only with `embed:`, in write-step candidates "
-    "and recall `where`/`order`."
-)
-RELEVANCE_DOC = (
-    "How well a memory matches the recall query, 0-1 (bm25 over content, summary "
-    "and tags); only in `recall.where`/`recall.order` and scores recall uses."
-)
 
 
 def section(name: str) -> Section:

@@ -141,6 +141,7 @@ class Recall:
     top_n: int = 6
     on_access: Rule | None = None
     match: str = "score"  # score: every candidate, scored by relevance; filter: matches only
+    past: Candidates | None = None  # `fallback`: searched when the select step picks nothing
 
 
 @dataclass

@@ -114,9 +114,10 @@ VARIABLES: dict[str, dict[str, tuple[str, object]]] = {
         **_CLOCK,
         "query": ("what recall was asked", "which database do we use?"),
         "top_n": ("pick at most this many", 6),
+        "past": ("whether the candidates are recall.fallback's (archived or expired: none current)", False),
         "candidates": (
             "recall's candidates in recall order, numbered n (n, id, summary, "
-            "content, confidence, decay_score, created_at)",
+            "content, confidence, decay_score, created_at, status)",
             [
                 {
                     "n": 1,
@@ -126,6 +127,7 @@ VARIABLES: dict[str, dict[str, tuple[str, object]]] = {
                     "confidence": 0.9,
                     "decay_score": 1.0,
                     "created_at": "2025-12-01T09:00:00",
+                    "status": "active",
                 }
             ],
         ),

@@ -276,11 +276,11 @@ def _func(name: str, args: list):
 
 # ---- the reads ------------------------------------------------------------------------
 def candidates(
-    ctx: Context, query: str | None, at: dt.datetime, limit: int | None = None
+    ctx: Context, query: str | None, at: dt.datetime, limit: int | None = None, rec=None
 ) -> list[MemoryRecord]:
-    """Recall's candidates at T: the memories recorded by T (matching `query` in full text
-    when given) that its `where` keeps at T, in its order at T."""
-    rec = ctx.policy.recall.candidates
+    """Recall's candidates at T (or `rec`'s, recall.fallback's): the memories recorded by T
+    (matching `query` in full text when given) that its `where` keeps at T, in its order."""
+    rec = rec or ctx.policy.recall.candidates
     limit = rec.limit if limit is None else limit
     rows = ctx.store.recorded_by(ctx.namespace, iso(at), query, min(limit * SCAN, 5000))
     where = _fn(rec.where)
@@ -317,6 +317,15 @@ def recall(ctx: Context, query: str, at: dt.datetime, top_n: int | None = None) 
         chosen = R._select(ctx, rec, query, shown, top_n, {})
     else:
         chosen = [c.id for c in shown[:top_n]]
+    if not chosen and rec.past is not None and rec.select is not None:  # as recall.fallback
+        shown = candidates(ctx, query, at, rec.past.k, rec.past)
+        if shown and ctx.plan.recall_forgotten:
+            gone = {
+                r[0]
+                for r in ctx.store.fetch(ctx.plan.recall_forgotten, ctx.namespace, ids=[c.id for c in shown])
+            }
+            shown = [c for c in shown if c.id not in gone]
+        chosen = R._select(ctx, rec, query, shown, top_n, {}, past=True) if shown else []
     by_id = {c.id: c for c in shown}
     return [by_id[i] for i in chosen]
 

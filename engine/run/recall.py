@@ -63,12 +63,14 @@ def get(ctx: Context, memory_id: int) -> MemoryRecord | None:
 def recall(ctx: Context, query: str, top_n: int | None = None) -> list[MemoryRecord]:
     """What the agent should know for `query`: the policy's candidates, picked by its
     select judge (at most top_n), with their access recorded."""
-    shown, chosen = choose(ctx, query, top_n, relevance=False)
+    shown, chosen, past = _choose(ctx, query, top_n, relevance=False)
+    by_id = {c.id: c for c in shown}
+    if past:
+        return _from_the_past(ctx, chosen, by_id)
     if chosen and ctx.plan.access is not None:
         live = record_access(ctx, chosen)
     else:
         live = still_active(ctx, chosen)
-    by_id = {c.id: c for c in shown}
     out: list[MemoryRecord] = []
     seen: set[int] = set()
     for mid in chosen:
@@ -81,6 +83,19 @@ def recall(ctx: Context, query: str, top_n: int | None = None) -> list[MemoryRec
             continue
         fresh.relevance = by_id[mid].relevance
         out.append(fresh)
+    return out
+
+
+def _from_the_past(ctx: Context, chosen: list[int], shown: dict[int, MemoryRecord]) -> list[MemoryRecord]:
+    """The picks of `recall.fallback` as they are now, each with the status it had when it
+    was shown (one superseded or merged meanwhile is left out). Its access is not recorded:
+    the policy's `on_access` is for the memories it keeps current, and the past stays put."""
+    out = []
+    for mid in chosen:
+        fresh = get(ctx, mid)
+        if fresh is not None and fresh.status == shown[mid].status:
+            fresh.relevance = shown[mid].relevance
+            out.append(fresh)
     return out
 
 
@@ -128,15 +143,56 @@ def choose(
     ctx: Context, query: str, top_n: int | None = None, relevance: bool = True
 ) -> tuple[list, list[int]]:
     """The candidates in the policy's recall order (each with its relevance to `query`),
-    and the ids the select judge picks among them (the first `top_n` without a judge)."""
+    and the ids the select judge picks among them (the first `top_n` without a judge);
+    when it picks none and the policy has a `recall.fallback`, the fallback's candidates
+    follow and the picks are among those."""
+    shown, chosen, _ = _choose(ctx, query, top_n, relevance)
+    return shown, chosen
+
+
+def _choose(ctx: Context, query: str, top_n: int | None, relevance: bool) -> tuple[list, list[int], int]:
+    """choose(), and how many of the candidates, at the end, came from `recall.fallback`
+    (the picks are among those when it is not 0)."""
     rec = ctx.policy.recall
     top_n = top_n or rec.top_n
     shown = candidates(ctx, query, scored=True, relevance=relevance)
     shown, similar = _hybrid(ctx, query, shown)
+    chosen = _pick(ctx, query, shown, top_n, similar)
+    if chosen or rec.past is None or not query:
+        return shown, chosen, 0
+    past, similar = _past(ctx, query, {c.id for c in shown})
+    return shown + past, _pick(ctx, query, past, top_n, similar, past=True), len(past)
+
+
+def _pick(
+    ctx: Context, query: str, shown: list, top_n: int, similar: dict[int, float], past: bool = False
+) -> list[int]:
+    rec = ctx.policy.recall
     if rec.select is not None and shown:
-        chosen = _select(ctx, rec, query, shown, top_n, similar)
-        return shown, newest_first(query, chosen, {c.id: c for c in shown})
-    return shown, [c.id for c in shown[:top_n]]  # the policy's own order, as written
+        chosen = _select(ctx, rec, query, shown, top_n, similar, past)
+        return newest_first(query, chosen, {c.id: c for c in shown})
+    return [c.id for c in shown[:top_n]]  # the policy's own order, as written
+
+
+def _past(ctx: Context, query: str, seen: set[int]) -> tuple[list, dict[int, float]]:
+    """`recall.fallback`: the best full-text matches of the query's distinctive words among
+    the memories it names (archived or expired ones: what the agent no longer keeps at
+    hand), and with an embedding model their nearest neighbours to the query, `k` of each.
+    Asked only when nothing current fits, so a recall that finds something pays nothing."""
+    k = ctx.policy.recall.past.k if ctx.policy.recall.past else 0
+    fts = distinctive_query(ctx, query, MATCH_BUDGET, MATCH_BUDGET, every_word=False)
+    rows = ctx.store.fetch(ctx.plan.recall_past, ctx.namespace, query=fts, limit=k) if fts and k else []
+    past = [m for m in MemoryRecord.from_rows(rows) if m.id not in seen]
+    vector = vectors.vector_of(ctx, query) if ctx.policy.embed else None
+    near = vectors.neighbours(ctx, "recall fallback", vector, k, [m.id for m in past])
+    similar = {r["id"]: r["similarity"] for r in near}
+    have = seen | {m.id for m in past}
+    past += [MemoryRecord.from_row(r) for r in near if r["id"] not in have][:k]
+    if past and ctx.plan.recall_forgotten:  # archived by `forget`: the user said so, it stays out
+        rows = ctx.store.fetch(ctx.plan.recall_forgotten, ctx.namespace, ids=[m.id for m in past])
+        gone = {r[0] for r in rows}
+        past = [m for m in past if m.id not in gone]
+    return past, similar
 
 
 def newest_first(query: str | None, chosen: list[int], records: dict) -> list[int]:
@@ -225,7 +281,7 @@ def text_matches(ctx: Context, query: str, shown: list) -> list:
 
 
 def _select(
-    ctx: Context, rec, query: str, candidates: list, top_n: int, similar: dict[int, float]
+    ctx: Context, rec, query: str, candidates: list, top_n: int, similar: dict[int, float], past: bool = False
 ) -> list[int]:
     shown = [
         {
@@ -236,12 +292,14 @@ def _select(
             "confidence": c.confidence,
             "decay_score": c.decay_score,
             "created_at": c.created_at,
+            "status": c.status,
             "similarity": similar.get(c.id),
         }
         for i, c in enumerate(candidates, 1)
     ]
     now = ctx.clock()
     variables = {"query": query, "candidates": shown, "top_n": top_n, "now": now, "today": today(now)}
+    variables["past"] = past  # the candidates are recall.fallback's: none of them is current
     try:
         picked, _ = ctx.judges.ask("select", rec.select, variables)
     except JudgeUnavailable as exc:  # recall must answer: the rules judge picks instead
@@ -261,6 +319,7 @@ class Explained:
     position: int  # 1-based, in the policy's recall order
     chosen: bool
     order_keys: list = field(default_factory=list)  # the value of each `order` term
+    past: bool = False  # shown from `recall.fallback`: nothing current fitted
 
     def as_dict(self) -> dict:
         m = self.memory
@@ -276,6 +335,7 @@ class Explained:
             "order_keys": self.order_keys,
             "access_count": m.access_count,
             "summary": m.summary or m.content[:120],
+            **({"fallback": m.status} if self.past else {}),
         }
 
 
@@ -333,10 +393,13 @@ def explain(ctx: Context, query: str, top_n: int | None = None) -> Explanation:
     the recall floor, beyond the candidate limit). Records no access: explaining a recall
     does not change what the next one returns."""
     rec = ctx.policy.recall
-    shown, picks = choose(ctx, query, top_n)
+    shown, picks, past = _choose(ctx, query, top_n, relevance=True)
     fts = fts_query(query) if query else None
     keys = _order_keys(ctx, fts, [c.id for c in shown])
-    explained = [Explained(c, i, c.id in picks, keys.get(c.id, [])) for i, c in enumerate(shown, 1)]
+    current = len(shown) - past
+    explained = [
+        Explained(c, i, c.id in picks, keys.get(c.id, []), i > current) for i, c in enumerate(shown, 1)
+    ]
     counts = _reasons(ctx, fts)
     eligible = counts.pop("eligible", 0)
     src = rec.candidates.source

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import re
 
+from engine.judges.rules.dates import past_deed
+from engine.judges.rules.words import normalise
+
 
 def told_in_question(sentence: str) -> str | None:
     """The statement a question tells, as a sentence of its own, or None."""
@@ -90,3 +93,30 @@ def _had_in_question(sentence: str) -> str | None:
 
 
 _POINTS_BACK = re.compile(r"\b(?:one|ones|it|its|this|that|these|those|they|them|there)\b", re.IGNORECASE)
+
+
+# a question about what was: asked in the past tense ('when did I', 'what was'), or
+# counting back from now ('how many months ago', 'how long since')
+_ASKED_IN_THE_PAST = re.compile(r"\b(?:did|didn't|was|wasn't|were|had|ago|how long since|last time)\b")
+
+
+def asks_about_the_past(question: str) -> bool:
+    """Does `question` ask about what was rather than what is? "How many months ago did I
+    attend the film festival?", "Which happened first, ...?": yes; "What should I use for the
+    frontend?", "Which bank am I with?", "How many countries have I visited?" (so far: a
+    count as it stands now): no. Recall's fallback (archived and expired memories) is for
+    the first kind only: what faded is no answer to what is now."""
+    text = normalise(question)
+    if _ASKED_IN_THE_PAST.search(text):
+        return True
+    if _ASKED_IN_THE_PRESENT.match(text):  # "is the release blocked?": how it is now
+        return False
+    if _PRESENT_PERFECT.search(text):  # "how many countries have I visited?": so far, now
+        return False
+    return any(past_deed(text, m.start()) for m in re.finditer(r"[,;:.!?]|$", text))
+
+
+_PRESENT_PERFECT = re.compile(r"\b(?:have|has|haven't|hasn't|i've|we've)\b")
+_ASKED_IN_THE_PRESENT = re.compile(
+    r"\s*(?:is|isn't|are|aren't|am|do|does|don't|can|will|should|shall|must)\b"
+)

@@ -284,8 +284,9 @@ _ARRANGING = frozenset(words(_LEXICON["arranging_verbs"]))
 # (a date after these words is the target of the deed, not its time).
 _PHRASING = lexicon("phrasing")
 _IRREGULAR_PAST = set(words(_PHRASING["irregular_past"])) - set(words(_PHRASING["past_like_present"]))
+# (-ed after three letters or more: "bed", "need" are no past; "died", "tied" are: a short -ied)
 _PAST_VERB = re.compile(
-    r"\b(?:[a-z]{3,}ed|" + "|".join(sorted(_IRREGULAR_PAST, key=len, reverse=True)) + r")\b"
+    r"\b(?:[a-z]{3,}ed|[a-z]ied|" + "|".join(sorted(_IRREGULAR_PAST, key=len, reverse=True)) + r")\b"
 )
 NOT_PAST_ED = frozenset(words(_PHRASING["not_past_ed"]))  # 'need', 'feed': -ed, not past
 # an -ed word after these says how something is, not what was done: 'is closed', 'am tired'

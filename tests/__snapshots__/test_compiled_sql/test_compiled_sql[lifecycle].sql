@@ -182,6 +182,22 @@ ORDER BY coalesce(-fts.score / (1.0 - fts.score), 0.0) DESC, "rank" DESC, "id" D
 LIMIT ?;
 -- params: [':query', ':limit', ':namespace', 'active', 0.15, ':limit', ':namespace', 'active',
 --   0.15, ':limit']
+-- recall (fallback)
+WITH matched AS MATERIALIZED (SELECT rowid AS fts_id, bm25(memories_fts) AS score FROM memories_fts WHERE memories_fts MATCH ?),
+best AS MATERIALIZED (SELECT fts_id, score FROM matched ORDER BY score LIMIT 4 * ?)
+SELECT memories.*, coalesce(-fts.score / (1.0 - fts.score), 0.0) AS relevance
+FROM (SELECT * FROM matched AS fts WHERE (SELECT count(*) FROM best AS fts CROSS JOIN memories ON memories.id = fts.fts_id WHERE "namespace" = ? AND (("status" = ?) OR ("status" = ?))) < ?
+      OR coalesce(-fts.score / (1.0 - fts.score), 0.0) >= (SELECT min(coalesce(-fts.score / (1.0 - fts.score), 0.0)) FROM best AS fts)) AS fts
+CROSS JOIN memories ON memories.id = fts.fts_id
+WHERE "namespace" = ? AND (("status" = ?) OR ("status" = ?))
+ORDER BY coalesce(-fts.score / (1.0 - fts.score), 0.0) DESC, "rank" DESC, "id" DESC
+LIMIT ?;
+-- params: [':query', ':limit', ':namespace', 'archived', 'expired', ':limit', ':namespace',
+--   'archived', 'expired', ':limit']
+-- recall (fallback): forgotten ones left out
+SELECT DISTINCT memory_id FROM memory_events
+WHERE memory_id IN (SELECT value FROM json_each(?)) AND event_type = ?;
+-- params: [':ids', 'forgotten']
 -- recall on_access
 UPDATE memory_rows AS memories
 SET "access_count" = ("access_count" + ?),

@@ -105,6 +105,19 @@ WHERE "namespace" = %s AND (("status" = %s::text) AND ("decay_score" > %s::doubl
 ORDER BY coalesce(fts.score / (1.0 + fts.score), 0.0) DESC, "rank" DESC, "id" DESC
 LIMIT %s;
 -- params: [':query', ':namespace', 'active', 0.15, ':limit']
+-- recall (fallback)
+SELECT memories.*, coalesce(fts.score / (1.0 + fts.score), 0.0) AS relevance
+FROM (SELECT id AS fts_id, ts_rank(tsv, q)::float8 AS score FROM memories_fts, websearch_to_tsquery('lethe_english', %s) AS q
+      WHERE tsv @@ q) AS fts
+JOIN memories ON memories.id = fts.fts_id
+WHERE "namespace" = %s AND (("status" = %s::text) OR ("status" = %s::text))
+ORDER BY coalesce(fts.score / (1.0 + fts.score), 0.0) DESC, "rank" DESC, "id" DESC
+LIMIT %s;
+-- params: [':query', ':namespace', 'archived', 'expired', ':limit']
+-- recall (fallback): forgotten ones left out
+SELECT DISTINCT memory_id FROM memory_events
+WHERE memory_id IN (SELECT value::bigint FROM json_array_elements_text(%s::json)) AND event_type = %s;
+-- params: [':ids', 'forgotten']
 -- recall on_access
 UPDATE memories
 SET "access_count" = ("access_count" + %s::bigint),
