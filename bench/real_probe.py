@@ -1,4 +1,4 @@
-"""The gate, contradiction and expiry prompts alone against a served model, on labelled
+"""The gate, contradiction, expiry and select prompts alone against a served model, on labelled
 cases: a quick measure of a prompt change (a few dozen calls, against the ~200 of a
 `make check-real-model` run).
 
@@ -8,7 +8,9 @@ cases: a quick measure of a prompt change (a few dozen calls, against the ~200 o
 Each case of bench/real_probe.yaml is rendered with the shipped template (or the one in
 `--prompts`), sent with the step's JSON schema and the engine's system message, and its
 answer compared with the label: the gate's number of memories (0 when it saves nothing),
-contradiction's superseded and confirmed numbers, expiry's end date (null when none). The
+contradiction's superseded and confirmed numbers, expiry's end date (null when none), and
+the numbers select picks among recall.fallback's archived memories (none for a question
+about what is now). The
 answers are not checked by the engine here: this measures what the model says, not what
 Lethe keeps.
 """
@@ -74,7 +76,21 @@ def expiry(client, model, dirs, case: dict) -> tuple[bool, str]:
     return got == want, f"expiry: {case['user'][:60]!r} wanted {want}, given {got}"
 
 
-STEPS = ("gate", "contradiction", "expiry")
+def select(client, model, dirs, case: dict) -> tuple[bool, str]:
+    """recall.fallback's second select call: archived or expired memories (`past`), to be
+    picked for a question about what was and left for one about what is now."""
+    shown = [
+        {"n": n, "id": n, "summary": c, "content": c, "confidence": 1.0, "decay_score": 0.0}
+        | {"created_at": "2025-09-01T10:00:00", "status": "archived"}
+        for n, c in enumerate(case["shown"], 1)
+    ]
+    variables = {"query": case["query"], "candidates": shown, "top_n": 6, "past": True, "today": TODAY}
+    answer = ask(client, model, "select", render("select.j2", dirs, variables))
+    got, want = sorted(set(answer.get("ids", []))), sorted(case.get("picks", []))
+    return got == want, f"select (past): {case['query'][:60]!r} wanted {want}, given {got}"
+
+
+STEPS = ("gate", "contradiction", "expiry", "select")
 
 
 def main(argv=None) -> int:
@@ -91,7 +107,7 @@ def main(argv=None) -> int:
     data = yaml.safe_load(CASES.read_text(encoding="utf-8"))
     splits = ["dev", "held"] if args.split == "all" else [args.split]
     jobs = [(step, case) for s in splits for step in STEPS for case in data[s].get(step, [])]
-    probe = {"gate": gate, "contradiction": contradiction, "expiry": expiry}
+    probe = {"gate": gate, "contradiction": contradiction, "expiry": expiry, "select": select}
     started = time.perf_counter()
     with cf.ThreadPoolExecutor(args.parallel) as pool:
         results = list(pool.map(lambda j: (j[0], *probe[j[0]](client, model, (args.prompts,), j[1])), jobs))

@@ -1,5 +1,5 @@
-"""bench/real_probe.py scores what a served model answers to the gate, contradiction and
-expiry prompts against bench/real_probe.yaml's labels (here a fake OpenAI server answers)."""
+"""bench/real_probe.py scores what a served model answers to the gate, contradiction,
+expiry and select prompts against bench/real_probe.yaml's labels (here a fake OpenAI server answers)."""
 
 from __future__ import annotations
 
@@ -22,12 +22,15 @@ ANSWERS = {  # what the fake model answers each step, and which labelled cases t
             "gate": {"save": False, "memories": []},
             "contradiction": {"supersedes": [], "confirms": []},
             "expiry": {"expires_at": None},
+            "select": {"ids": []},
         },
         lambda step, case: (
             (case["memories"] == 0)
             if step == "gate"
             else case["expires_at"] is None
             if step == "expiry"
+            else not case["picks"]
+            if step == "select"
             else not (case.get("supersedes") or case.get("confirms"))
         ),
     ),
@@ -36,12 +39,15 @@ ANSWERS = {  # what the fake model answers each step, and which labelled cases t
             "gate": {"save": True, "memories": [MEMORY]},
             "contradiction": {"supersedes": [{"n": 1, "reason": "r"}], "confirms": []},
             "expiry": {"expires_at": "2026-03-20"},
+            "select": {"ids": [1]},
         },
         lambda step, case: (
             (case["memories"] == 1)
             if step == "gate"
             else case["expires_at"] == "2026-03-20"
             if step == "expiry"
+            else case["picks"] == [1]
+            if step == "select"
             else case.get("supersedes") == [1] and not case.get("confirms")
         ),
     ),
