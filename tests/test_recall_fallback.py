@@ -10,6 +10,7 @@ from engine.cli import main
 from engine.judges.rules.asking import asks_about_the_past
 from engine.policy import load as load_policy
 from tests.helpers import POLICIES
+from tests.helpers.judge import Judge, served
 from tests.helpers.recall import DAY, add
 
 pytestmark = pytest.mark.both_backends  # SQLite and PostgreSQL; see conftest.py
@@ -182,3 +183,21 @@ def test_a_model_is_told_the_candidates_are_not_current():
 )
 def test_what_asks_about_the_past(asked, past):
     assert asks_about_the_past(asked) is past
+
+
+def test_a_model_that_picks_everything_never_gets_the_past_for_a_question_about_now(
+    fake_openai, lethe, clock
+):
+    """A served 0.5B model picked archived memories for "which laptop should I buy?": the
+    engine asks the past only for a question about what was, whatever judge answers."""
+    judge = Judge(select=lambda prompt: {"ids": [1]})  # the first it is shown, whatever it is
+    mem = lethe(served(fake_openai, judge).base_url)
+    ids = seeded(mem, clock)
+    mem.forget(ids["kayak"], "not needed")  # nothing current: every select is the fallback's
+    assert mem.recall("Which laptop should I buy for video editing?") == []
+    assert mem.recall("Should I go to a festival this summer?") == []
+    assert "select" not in judge.asked  # nothing current to pick from, and no past asked
+    got = mem.recall("Who did I go to the Glastonbury festival with?")
+    assert judge.asked.count("select") == 1 and got and all(m.status == "archived" for m in got)
+    assert "None of these memories is current" in judge.last("select")
+    assert ids["kayak"] not in [m.id for m in got]  # forgotten, whatever the model picks

@@ -22,6 +22,7 @@ from typing import Callable
 from engine.base.clock import iso, parse_time
 from engine.base.errors import FormulaError
 from engine.base.records import FIELD_NAMES, MemoryRecord, parse_tags
+from engine.judges.rules.asking import asks_about_the_past
 from engine.policy import expr as X
 from engine.policy.formula_compiler import compile_formula
 from engine.run import recall as R
@@ -317,14 +318,9 @@ def recall(ctx: Context, query: str, at: dt.datetime, top_n: int | None = None) 
         chosen = R._select(ctx, rec, query, shown, top_n, {})
     else:
         chosen = [c.id for c in shown[:top_n]]
-    if not chosen and rec.past is not None and rec.select is not None:  # as recall.fallback
-        shown = candidates(ctx, query, at, rec.past.k, rec.past)
-        if shown and ctx.plan.recall_forgotten:
-            gone = {
-                r[0]
-                for r in ctx.store.fetch(ctx.plan.recall_forgotten, ctx.namespace, ids=[c.id for c in shown])
-            }
-            shown = [c for c in shown if c.id not in gone]
+    # recall.fallback, as recall does it
+    if not chosen and rec.past is not None and rec.select is not None and asks_about_the_past(query):
+        shown = R.not_forgotten(ctx, candidates(ctx, query, at, rec.past.k, rec.past))
         chosen = R._select(ctx, rec, query, shown, top_n, {}, past=True) if shown else []
     by_id = {c.id: c for c in shown}
     return [by_id[i] for i in chosen]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from engine.base.records import MemoryRecord
 from engine.base.text import fts_query
 from engine.judges import JudgeUnavailable
+from engine.judges.rules.asking import asks_about_the_past
 from engine.judges.rules.reading import read
 from engine.judges.rules.words import GENERIC
 from engine.run import neighbours as vectors
@@ -158,8 +159,8 @@ def _choose(ctx: Context, query: str, top_n: int | None, relevance: bool) -> tup
     shown = candidates(ctx, query, scored=True, relevance=relevance)
     shown, similar = _hybrid(ctx, query, shown)
     chosen = _pick(ctx, query, shown, top_n, similar)
-    if chosen or rec.past is None or not query:
-        return shown, chosen, 0
+    if chosen or rec.past is None or not query or not asks_about_the_past(query):
+        return shown, chosen, 0  # what faded is no answer to what is now, whoever judges
     past, similar = _past(ctx, query, {c.id for c in shown})
     return shown + past, _pick(ctx, query, past, top_n, similar, past=True), len(past)
 
@@ -178,7 +179,10 @@ def _past(ctx: Context, query: str, seen: set[int]) -> tuple[list, dict[int, flo
     """`recall.fallback`: the best full-text matches of the query's distinctive words among
     the memories it names (archived or expired ones: what the agent no longer keeps at
     hand), and with an embedding model their nearest neighbours to the query, `k` of each.
-    Asked only when nothing current fits, so a recall that finds something pays nothing."""
+    Asked only when nothing current fits and the query asks about what was (the rules'
+    reading, `asks_about_the_past`, whatever judge the policy has: a served 0.5B model
+    picked archived memories for "which laptop should I buy?"), so a recall that finds
+    something, or asks about now, pays nothing."""
     k = ctx.policy.recall.past.k if ctx.policy.recall.past else 0
     fts = distinctive_query(ctx, query, MATCH_BUDGET, MATCH_BUDGET, every_word=False)
     rows = ctx.store.fetch(ctx.plan.recall_past, ctx.namespace, query=fts, limit=k) if fts and k else []
@@ -188,11 +192,15 @@ def _past(ctx: Context, query: str, seen: set[int]) -> tuple[list, dict[int, flo
     similar = {r["id"]: r["similarity"] for r in near}
     have = seen | {m.id for m in past}
     past += [MemoryRecord.from_row(r) for r in near if r["id"] not in have][:k]
-    if past and ctx.plan.recall_forgotten:  # archived by `forget`: the user said so, it stays out
-        rows = ctx.store.fetch(ctx.plan.recall_forgotten, ctx.namespace, ids=[m.id for m in past])
-        gone = {r[0] for r in rows}
-        past = [m for m in past if m.id not in gone]
-    return past, similar
+    return not_forgotten(ctx, past), similar
+
+
+def not_forgotten(ctx: Context, past: list[MemoryRecord]) -> list[MemoryRecord]:
+    """`past` without the memories archived by `forget`: the user said so, they stay out."""
+    if not past or ctx.plan.recall_forgotten is None:
+        return past
+    gone = {r[0] for r in ctx.store.fetch(ctx.plan.recall_forgotten, ctx.namespace, ids=[m.id for m in past])}
+    return [m for m in past if m.id not in gone]
 
 
 def newest_first(query: str | None, chosen: list[int], records: dict) -> list[int]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from datetime import date
 
-from engine.judges.rules.asking import asks_about_the_past
 from engine.judges.rules.compression import cluster, merge
 from engine.judges.rules.expiring import expiry
 from engine.judges.rules.gating import gate, memories
@@ -60,8 +59,6 @@ def answer(step: str, v: dict) -> object:
     if step == "merge":
         return merge([m["content"] for m in v["memories"]])
     if step == "select":
-        if v.get("past") and not asks_about_the_past(v["query"]):
-            return {"ids": []}  # what faded is no answer to what is now
         return {
             "ids": select(
                 v["query"],
