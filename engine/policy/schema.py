@@ -448,9 +448,9 @@ _SECTIONS = (
                 "fallback",
                 MAPPING,
                 None,
-                "When the select step picks none of the candidates: the memories searched next "
-                f"(`where`, default {PAST!r}), their `k` best matches shown to it; what it picks "
-                "is recalled with its status, and no access is recorded.",
+                "When the select step picks none of the candidates and the query asks about what "
+                f"was: the memories searched next (`where`, default {PAST!r}), their `k` best "
+                "matches shown to it; what it picks is recalled with its status, no access recorded.",
                 section="candidates",
             ),
         ),

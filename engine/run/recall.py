@@ -63,7 +63,8 @@ def get(ctx: Context, memory_id: int) -> MemoryRecord | None:
 
 def recall(ctx: Context, query: str, top_n: int | None = None) -> list[MemoryRecord]:
     """What the agent should know for `query`: the policy's candidates, picked by its
-    select judge (at most top_n), with their access recorded."""
+    select judge (at most top_n), with their access recorded; or, from `recall.fallback`,
+    archived or expired memories with their status and no access recorded."""
     shown, chosen, past = _choose(ctx, query, top_n, relevance=False)
     by_id = {c.id: c for c in shown}
     if past:
@@ -89,12 +90,13 @@ def recall(ctx: Context, query: str, top_n: int | None = None) -> list[MemoryRec
 
 def _from_the_past(ctx: Context, chosen: list[int], shown: dict[int, MemoryRecord]) -> list[MemoryRecord]:
     """The picks of `recall.fallback` as they are now, each with the status it had when it
-    was shown (one superseded or merged meanwhile is left out). Its access is not recorded:
-    the policy's `on_access` is for the memories it keeps current, and the past stays put."""
+    was shown, or restored since (one superseded or merged meanwhile is left out). Its
+    access is not recorded: the policy's `on_access` is for the memories it keeps current,
+    and the past stays put."""
     out = []
     for mid in chosen:
         fresh = get(ctx, mid)
-        if fresh is not None and fresh.status == shown[mid].status:
+        if fresh is not None and fresh.status in (shown[mid].status, "active"):
             fresh.relevance = shown[mid].relevance
             out.append(fresh)
     return out
