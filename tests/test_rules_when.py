@@ -74,3 +74,19 @@ def test_recall_finds_the_turn_said_on_the_day_the_question_names(tmp_path):
         clock.set(start + dt.timedelta(days=30, hours=2))
         recalled = [m.content for m in mem.recall("Which kitchen gadget did I get 10 days ago?")]
         assert recalled and "dehydrator" in recalled[0]
+
+
+# what a memory tells of its own time: said on one day, about an earlier one
+FENCE = "User repainted the garden fence two weeks ago."  # said yesterday, done two weeks before
+DOOR = "User repainted the bathroom door."  # said yesterday, about yesterday
+SAID_YESTERDAY = {1: date(2026, 9, 17), 2: date(2026, 9, 17)}
+
+
+def test_a_memory_counts_from_the_day_it_tells_not_the_day_it_was_said():
+    for query in ("What did I repaint 15 days ago?", "What did I repaint 16 days ago?"):
+        assert select(query, [(1, DOOR), (2, FENCE)], 2, said=SAID_YESTERDAY, today=TODAY)[0] == 2
+
+
+def test_a_memory_without_a_time_of_its_own_counts_from_the_day_it_was_said():
+    query = "What did I repaint yesterday?"
+    assert select(query, [(1, FENCE), (2, DOOR)], 2, said=SAID_YESTERDAY, today=TODAY)[0] == 2

@@ -72,7 +72,7 @@ def select(
     holders = {name: sum(1 for _, r in readings if _ASKED_SLOTS[name][1](r)) for name in asks}
     window = asked_window(query or "", today) if today is not None and said else None
     in_window = (
-        {n for n, _ in candidates if (d := (said or {}).get(n)) is not None and window[0] <= d <= window[1]}
+        {n for n, text in candidates if (d := (said or {}).get(n)) is not None and _within(window, text, d)}
         if window
         else set()
     )
@@ -178,6 +178,14 @@ SIM_FLOOR = 0.25  # a cosine below this fits no query, whatever the words say
 SIM_WEIGHT = 4.0  # a close meaning (cosine 0.6) weighs about two shared rare words
 SIM_NEAR = 0.20  # the nearest candidate fits when at least this close ...
 SIM_LEAD = 0.10  # ... and this far ahead of the next: it is what the query means
+
+
+def _within(window: tuple[date, date], text: str | None, said: date) -> bool:
+    """Did what a memory tells happen within the question's window? On the day it was
+    said, or on the day it names relative to that ("cleaned my sneakers last month", said
+    on May 30, happened in April): the memory's own phrase read as a question's is."""
+    first, last = asked_window(text or "", said) or (said, said)
+    return first <= window[1] and window[0] <= last
 
 
 def _with_similarity(scored: list, similar: dict[int, float], order: list[int]) -> list:
