@@ -11,19 +11,28 @@ import calendar
 import re
 from datetime import date, timedelta
 from functools import lru_cache, partial
-from typing import Callable, NamedTuple
+from typing import Callable
 
 from engine.judges.lexicon import lexicon, words
+from engine.judges.rules.calendar_days import calendar_mentions, weeks_of
+from engine.judges.rules.date_parts import (
+    FULL_MONTH_RE,
+    LEXICON,
+    MONTH_RE,
+    MONTHS,
+    WEEKDAY_RE,
+    WEEKDAYS,
+    DateMention,
+    add_months,
+    month_end,
+    month_of,
+    next_on_or_after,
+)
 from engine.judges.rules.words import count, normalise
 
-_LEXICON = lexicon("dates")
-MONTHS: dict[str, int] = dict(_LEXICON["months"])
-WEEKDAYS: tuple[str, ...] = tuple(words(_LEXICON["weekdays"]))
+_LEXICON = LEXICON
 _NUMBER_WORDS: dict[str, int] = dict(_LEXICON["number_words"])
 
-_MONTH_RE = "|".join(sorted(MONTHS, key=len, reverse=True))
-FULL_MONTH_RE = "|".join(m for m in MONTHS if len(m) > 3 or m == "may")
-WEEKDAY_RE = "|".join(WEEKDAYS)
 DAY_RE = WEEKDAY_RE + "|tomorrow|tonight|today|next week|end of"
 _AMOUNT_RE = r"(\d+|" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + ")"
 # A date right after these words is a start, not an end ("since March", "from May 2").
@@ -31,34 +40,6 @@ _START_BEFORE = re.compile(
     r"(since|as of|starting|started|start|began|beginning|from|joined|"
     r"born|founded|effective|last|every|each)\s+(on\s+|in\s+|the\s+)?$"
 )
-
-
-class DateMention(NamedTuple):
-    """A date found in text: where it is, a comparable label, and how to resolve it."""
-
-    start: int
-    end: int
-    label: str  # e.g. '03-15', 'friday', 'next week'
-    resolve: Callable[[date], date | None]  # today -> the date meant
-    absolute: bool = True  # a calendar date, not 'tomorrow'
-    is_start: bool = False  # 'since March 3': begins, does not end
-    is_past: bool = False  # 'I ran a 5K today': when a past event happened, ends nothing
-
-
-def _month_end(year: int, month: int) -> date:
-    return date(year, month, calendar.monthrange(year, month)[1])
-
-
-def _next_on_or_after(today: date, month: int, day: int) -> date | None:
-    """A day without a year means its next occurrence on or after today."""
-    for year in range(today.year, today.year + 5):  # 5 years reach the next February 29th
-        try:
-            candidate = date(year, month, day)
-        except ValueError:
-            continue  # February 29th outside a leap year; February 30th never matches
-        if candidate >= today:
-            return candidate
-    return None
 
 
 def _absolute(year: str | None, month: int, day: int) -> Callable[[date], date | None]:
@@ -71,29 +52,17 @@ def _absolute(year: str | None, month: int, day: int) -> Callable[[date], date |
                 return None
 
         return fixed
-    return lambda today: _next_on_or_after(today, month, day)
+    return lambda today: next_on_or_after(today, month, day)
 
 
 def _next_day_of_month(today: date, day: int) -> date | None:
     for months in range(0, 3):  # short months lack a 31st: look a little further
-        first = _add_months(today.replace(day=1), months)
+        first = add_months(today.replace(day=1), months)
         if day <= calendar.monthrange(first.year, first.month)[1]:
             candidate = first.replace(day=day)
             if candidate >= today:
                 return candidate
     return None
-
-
-def _month_of(year: str | None, month: int) -> Callable[[date], date]:
-    """A month without a day ends with the month: 'by June' -> June 30."""
-
-    def end(today: date) -> date:
-        if year:
-            return _month_end(int(year), month)
-        y = today.year if month >= today.month else today.year + 1
-        return _month_end(y, month)
-
-    return end
 
 
 def _full_year(text: str | None) -> str | None:
@@ -134,27 +103,27 @@ def _absolute_mentions(text: str, original: str) -> list[DateMention]:
             )
         )
     for m in re.finditer(
-        rf"\b({_MONTH_RE})\.?\s+(\d{{1,2}})\b(?!:)"
+        rf"\b({MONTH_RE})\.?\s+(\d{{1,2}})\b(?!:)"
         rf"(?:\s*[-\u2013]\s*(\d{{1,2}})\b)?(?:,?\s+(\d{{4}}))?",
         text,
     ):
         # a range 'Mar 3-5' ends on its last day
         month, day = MONTHS[m[1]], int(m[3] or m[2])
         found.append(DateMention(m.start(), m.end(), f"{month:02d}-{day:02d}", _absolute(m[4], month, day)))
-    for m in re.finditer(rf"\b(\d{{1,2}})\s+(?:of\s+)?({_MONTH_RE})\b\.?(?:,?\s+(\d{{4}}))?", text):
+    for m in re.finditer(rf"\b(\d{{1,2}})\s+(?:of\s+)?({MONTH_RE})\b\.?(?:,?\s+(\d{{4}}))?", text):
         month, day = MONTHS[m[2]], int(m[1])
         found.append(DateMention(m.start(), m.end(), f"{month:02d}-{day:02d}", _absolute(m[3], month, day)))
     found += _slash_mentions(text)
     found += _month_mentions(text, original)
     for m in re.finditer(r"\b(?:by|in|until|till|before|during|end of)\s+(20\d\d)\b", text):
-        found.append(DateMention(m.start(1), m.end(), m[1], _month_of(m[1], 12)))
+        found.append(DateMention(m.start(1), m.end(), m[1], month_of(m[1], 12)))
     return found
 
 
 def _month_mentions(text: str, original: str) -> list[DateMention]:
     found = []
-    for m in re.finditer(rf"\b({_MONTH_RE})\s+(\d{{4}})\b", text):
-        found.append(DateMention(m.start(), m.end(), f"{MONTHS[m[1]]:02d}", _month_of(m[2], MONTHS[m[1]])))
+    for m in re.finditer(rf"\b({MONTH_RE})\s+(\d{{4}})\b", text):
+        found.append(DateMention(m.start(), m.end(), f"{MONTHS[m[1]]:02d}", month_of(m[2], MONTHS[m[1]])))
     pattern = (
         rf"\b(?:in|by|until|till|before|after|during|through|for|to|from|since|"
         rf"around|this|next|last|end of|early|mid|late)"
@@ -165,7 +134,7 @@ def _month_mentions(text: str, original: str) -> list[DateMention]:
     for m in re.finditer(pattern, text):
         if m[1] == "may" and not may_is_month:
             continue
-        found.append(DateMention(m.start(1), m.end(), f"{MONTHS[m[1]]:02d}", _month_of(None, MONTHS[m[1]])))
+        found.append(DateMention(m.start(1), m.end(), f"{MONTHS[m[1]]:02d}", month_of(None, MONTHS[m[1]])))
     for m in re.finditer(
         r"\b(?:until|till|by|before|on|after|due|through|thru|ends?|ending|"
         r"closes?|expires?) the (\d{1,2})\b" + _DAY_ENDS,
@@ -177,7 +146,7 @@ def _month_mentions(text: str, original: str) -> list[DateMention]:
         )
     for m in re.finditer(r"\bq([1-4])(?:\s+(\d{4}))?\b", text):
         quarter_end = int(m[1]) * 3
-        found.append(DateMention(m.start(), m.end(), f"q{m[1]}", _month_of(m[2], quarter_end)))
+        found.append(DateMention(m.start(), m.end(), f"q{m[1]}", month_of(m[2], quarter_end)))
     return found
 
 
@@ -195,18 +164,12 @@ def _week_end(today: date, weeks_ahead: int = 0) -> date:
 def _quarter_end(today: date, ahead: int = 0) -> date:
     index = (today.month - 1) // 3 + ahead
     year, quarter = today.year + index // 4, index % 4
-    return _month_end(year, quarter * 3 + 3)
-
-
-def _add_months(today: date, months: int) -> date:
-    year, month = divmod(today.month - 1 + months, 12)
-    year += today.year
-    return date(year, month + 1, min(today.day, calendar.monthrange(year, month + 1)[1]))
+    return month_end(year, quarter * 3 + 3)
 
 
 def _month_end_after(today: date, months: int) -> date:
-    shifted = _add_months(today.replace(day=1), months)
-    return _month_end(shifted.year, shifted.month)
+    shifted = add_months(today.replace(day=1), months)
+    return month_end(shifted.year, shifted.month)
 
 
 def _after(amount: int | None, unit: str) -> Callable[[date], date | None]:
@@ -214,7 +177,7 @@ def _after(amount: int | None, unit: str) -> Callable[[date], date | None]:
         return lambda today: None
     unit = unit.rstrip("s")
     if unit == "month":
-        return lambda today: _add_months(today, amount)
+        return lambda today: add_months(today, amount)
     if unit == "hour":
         return lambda today: today + timedelta(days=amount // 24)
     days = {"day": 1, "week": 7, "year": 365}[unit] * amount
@@ -250,7 +213,7 @@ _RELATIVE: tuple[tuple[str, Callable[[re.Match], Callable[[date], date | None]]]
         lambda m: lambda t: _week_end(t),
     ),
     (r"\bend of next month\b|\bnext month\b", lambda m: lambda t: _month_end_after(t, 1)),
-    (r"\b(this month|end of (the )?month|eom)\b", lambda m: lambda t: _month_end(t.year, t.month)),
+    (r"\b(this month|end of (the )?month|eom)\b", lambda m: lambda t: month_end(t.year, t.month)),
     (r"\bnext quarter\b", lambda m: lambda t: _quarter_end(t, 1)),
     (r"\b(this quarter|end of (the )?quarter|eoq)\b", lambda m: lambda t: _quarter_end(t)),
     (r"\bnext year\b", lambda m: lambda t: date(t.year + 1, 12, 31)),
@@ -369,12 +332,15 @@ def _relative_mentions(text: str) -> list[DateMention]:
 @lru_cache(maxsize=2048)
 def date_mentions(original: str) -> tuple[DateMention, ...]:
     """Every date `original` mentions, in order; absolute dates win over overlapping
-    relative words ('Friday March 3' is one date)."""
+    relative words ('Friday March 3' is one date), and calendar words (calendar_days:
+    'mid-April', 'until Christmas', 'the last Friday of March') win over both."""
     text = normalise(original)
     chosen: list[DateMention] = []
     starts: list[int] = []  # of the chosen, which never overlap: sorted, so are their ends
     ends: list[int] = []
-    for mention in _absolute_mentions(text, original) + _relative_mentions(text):
+    for mention in (
+        calendar_mentions(text, original) + _absolute_mentions(text, original) + _relative_mentions(text)
+    ):
         # overlapping a chosen one: only the last chosen to start before this one ends can
         # (a search, not a scan of all: a text with thousands of dates stays linear)
         i = bisect.bisect_left(starts, mention.end)
@@ -389,7 +355,8 @@ def date_mentions(original: str) -> tuple[DateMention, ...]:
         ends.insert(i, mention.end)
     return tuple(
         sorted(
-            (m._replace(resolve=_within_range(m.resolve)) for m in _qualified(chosen)), key=lambda m: m.start
+            (m._replace(resolve=_within_range(m.resolve)) for m in _qualified(weeks_of(text, chosen))),
+            key=lambda m: m.start,
         )
     )
 

@@ -19,7 +19,7 @@ _NO_END = re.compile(
 RECURRING = re.compile(
     rf"\b(every|each|weekly|daily|nightly|monthly|yearly|annually|"
     rf"biweekly|fortnightly|hourly|(?:{WEEKDAY_RE})s|weekends|weekdays|usually|typically|"
-    rf"normally|routine|"
+    rf"normally|routine|(?:{WEEKDAY_RE}) of the month|"
     rf"(?:{WEEKDAY_RE}) (?:mornings|afternoons|evenings|nights))\b"
 )
 # Dateless states that still end. Horizons (days from today) are our choice, documented:

@@ -11,7 +11,10 @@ from __future__ import annotations
 import re
 from datetime import date, datetime, timedelta
 
-from engine.judges.rules.dates import WEEKDAYS, _amount, _month_end
+from engine.judges.rules.asking import asks_about_the_past
+from engine.judges.rules.calendar_days import HOLIDAY_RE, SEASONS, holiday_on, season_span
+from engine.judges.rules.date_parts import MONTHS, WEEKDAYS, month_end
+from engine.judges.rules.dates import _amount
 from engine.judges.rules.words import normalise
 
 # how far either side of a named distance a thing said still counts: people round
@@ -59,7 +62,61 @@ def asked_window(query: str, today: date) -> tuple[date, date] | None:
     m = _LAST.search(text)
     if m:
         return _last(m[1], today)
+    m = _NAMED.search(text)
+    # ('may' is a month only as 'May': "what may I have missed?" names none)
+    if m and (m[3] != "may" or re.search(r"\bMay\b", query)) and asks_about_the_past(query):
+        try:
+            return _named(m[1], m[2], m[3], today)
+        except (ValueError, OverflowError, StopIteration):  # a day near year 1 or 9999
+            return None
     return None
+
+
+# a month, season or named day a question about the past asks of ("what did I buy in
+# March?", "where did we go last summer?", "what did I cook on Thanksgiving?")
+_NAMED = re.compile(
+    r"\b(last|this past|in|during|over|on|at|around|for|since)\s+(?:the\s+)?(?:(early|mid|late)[\s-]+)?"
+    rf"({'|'.join(sorted(MONTHS, key=len, reverse=True))}|{'|'.join(SEASONS)}|{HOLIDAY_RE})\b"
+)
+# how far either side of a named day or span a thing said still counts
+_NAMED_SLACK = {"day": 2, "month": 3, "season": 7}
+
+
+def _named(opener: str, part: str | None, name: str, today: date) -> tuple[date, date]:
+    """The days of the latest month, season or named day of that name that has begun
+    by `today` ('last': that has ended), each with a little slack; the early, mid or
+    late part of a month is its first, second or last ten days."""
+    ended = opener in ("last", "this past")
+    if name in MONTHS:
+        month = MONTHS[name]
+        year = today.year if (month < today.month or month == today.month and not ended) else today.year - 1
+        first, last = _month_part(date(year, month, 1), part)
+        slack = _NAMED_SLACK["month"]
+    elif name in SEASONS:
+        first, last = next(
+            span
+            for begins in (today.year, today.year - 1, today.year - 2)
+            if (span := season_span(name, begins))[0] <= today and (span[1] < today or not ended)
+        )
+        slack = _NAMED_SLACK["season"]
+    else:
+        first = last = next(
+            day
+            for year in (today.year, today.year - 1)
+            if (day := holiday_on(name, year)) is not None and day <= today and (day < today or not ended)
+        )
+        slack = _NAMED_SLACK["day"]
+    return first - timedelta(days=slack), last + timedelta(days=slack)
+
+
+def _month_part(first: date, part: str | None) -> tuple[date, date]:
+    """A month's days, or its early (1-10), mid (11-20) or late (21-end) part."""
+    last = month_end(first.year, first.month)
+    if part == "early":
+        return first, first.replace(day=10)
+    if part == "mid":
+        return first.replace(day=11), first.replace(day=20)
+    return (first.replace(day=21) if part == "late" else first), last
 
 
 def _last(unit: str, today: date) -> tuple[date, date]:
@@ -70,7 +127,7 @@ def _last(unit: str, today: date) -> tuple[date, date]:
         return saturday - timedelta(days=1), saturday + timedelta(days=2)
     if unit == "month":
         first = (today.replace(day=1) - timedelta(days=1)).replace(day=1)
-        return first - timedelta(days=5), _month_end(first.year, first.month) + timedelta(days=5)
+        return first - timedelta(days=5), month_end(first.year, first.month) + timedelta(days=5)
     return date(today.year - 1, 1, 1), date(today.year - 1, 12, 31)
 
 
