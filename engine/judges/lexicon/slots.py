@@ -63,13 +63,33 @@ def _synonym_groups() -> dict[str, tuple[str, ...]]:
 _SYNONYMS = _synonym_groups()
 
 
+def _given_up() -> dict[str, tuple[str, ...]]:
+    """superseding.yaml's kinds a person gives up: each word naming one ('caffeine',
+    'drinking') and each state that ends some ('vegan') -> the members it ends ('coffee',
+    'latte', ...): "I gave up caffeine" is news to "drinks two coffees every morning"."""
+    data = lexicon("superseding")
+    kinds: dict[str, tuple[str, ...]] = {}
+    for row in data["given_up"]:
+        left, _, right = row.partition(":")
+        for name in words(left):
+            kinds[name] = tuple(words(right))
+    out = dict(kinds)
+    for state, ended in data["given_up_as"].items():
+        out[state] = tuple(m for kind in words(ended) for m in kinds[kind])
+    return out
+
+
+_GIVEN_UP = _given_up()
+
+
 def related_words(word: str) -> list[str]:
     """Words a replacement of `word` may use instead: the other members of its lexicon
     categories, the words naming the slot (mysql -> postgresql, sqlite, ..., database),
-    and the other words of its noun synonym group (job -> work, employed). Empty for
-    words outside the lexicon."""
+    the other words of its noun synonym group (job -> work, employed), and what giving it
+    up ends (caffeine -> coffee, espresso, ...). Empty for words outside the lexicon."""
     name = ALIASES.get(word.lower(), word.lower())
     out: list[str] = [w for w in _SYNONYMS.get(name, ()) if w != name]
+    out += [w for w in _GIVEN_UP.get(name, ()) if w != name]
     for category in sorted(MEMBER_OF.get(name, ())):
         slot = CATEGORIES[category]
         out += [n for n in slot.members if n != name] + list(slot.names)

@@ -76,7 +76,21 @@ def guarded(n: Reading, o: Reading, new: str, old: str) -> bool:
         and _HYPOTHETICAL.search(undated(new))
     ):
         return True  # "if we get the grant, we might move the lab to Boston instead"
+    if _someone_elses(n.text) and not _someone_elses(o.text):
+        return True  # "User's sister quit smoking" is no change to "User smokes a pack a day"
     return _other_item(n, o, new, old)
+
+
+# a memory about another person: "User's sister ...", "my husband ...", "she ..."
+_SOMEONE = re.compile(
+    r"^\s*(?:(?:user|my|our|his|her|their)\s+(?:[a-z]+\s+)?(?:%s)\b|(?:he|she|they)\b)"
+    % "|".join(words(_LEXICON["people"]))
+)
+
+
+def _someone_elses(text: str) -> bool:
+    """Is the (normalised) memory about someone other than the user, by its subject?"""
+    return bool(_SOMEONE.match(text))
 
 
 def _ids(text: str) -> dict[str, str]:

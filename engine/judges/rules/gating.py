@@ -66,7 +66,8 @@ _GATE_SIGNALS = tuple(
             r"\b(switched|switching|migrated|migrating|ported|porting|"
             r"mov(e|ed|ing) (\w+ ){0,3}"
             r"(from|to|over|away)|"
-            r"replaced|stopped|no longer|anymore|ditched|dropped|upgraded|"
+            r"replaced|stopped|no longer|anymore|ditched|dropped|upgraded|gave up|given up|"
+            r"quit|cut out|swore off|"
             r"downgraded|instead of)\b",
         ),
         (

@@ -11,7 +11,8 @@ from engine.judges.rules.reading import as_sentence, read
 from engine.judges.rules.words import GENERIC, WORD_RE, canon, normalise
 
 _LEXICON = lexicon("phrasing")
-_VERB_ADVERBS = "|".join(words(_LEXICON["verb_adverbs"]))
+# (and two words that stand where one adverb does: "I no longer eat meat")
+_VERB_ADVERBS = "|".join(words(_LEXICON["verb_adverbs"])) + r"|no\s+longer|not\s+only|not\s+just"
 _NOT_VERBS = frozenset(words(_LEXICON["not_verbs"]))
 _KEEP_VERB = frozenset(words(_LEXICON["same_verbs"])) | frozenset(words(_LEXICON["irregular_past"]))
 _IRREGULAR: dict[str, str] = dict(_LEXICON["irregular"])

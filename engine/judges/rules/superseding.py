@@ -8,6 +8,7 @@ from collections import Counter
 
 from engine.judges.lexicon import lexicon
 from engine.judges.rules.exemptions import change_clause, change_said, guarded, other_item
+from engine.judges.rules.giving_up import given_up, gives_up_something_else
 from engine.judges.rules.reading import (
     NUMBER_WORDS,
     OLD_SIDE,
@@ -73,6 +74,10 @@ def contradiction(
             continue
         elif not fresh.additive and _count_moved(fresh, old):
             supersedes.append(number)  # "4 painting projects" -> "my 5th painting project"
+        elif given_up(fresh, old):
+            supersedes.append(number)  # "gave up caffeine" -> "drinks two coffees every morning"
+        elif gives_up_something_else(fresh, old):
+            continue
         elif _left_elsewhere(fresh, old) or _other_subject(fresh, old) or _one_of_many(fresh, old):
             continue
         elif _replaces(fresh, old) or _changed(fresh, old, similar.get(number), number == nearest):
@@ -129,7 +134,7 @@ def _changed(n: Reading, o: Reading, similarity: float | None, nearest: bool = F
     ended = bool(_ENDED.search(n.text))  # "no more Webflow, we wrote our own"
     if n.additive or (n.progression and not ended) or not n.topic or not o.topic:
         return False
-    shared = (n.topic & o.topic) - GENERIC
+    shared = (n.topic & o.topic) - GENERIC - _NUMBERS  # 'two weeks' / 'two coffees': no subject
     if not shared - LIGHT_VERBS:
         shared = frozenset()  # only a common verb in common
     sizes = sorted((len(n.topic - GENERIC) or 1, len(o.topic - GENERIC) or 1))
@@ -232,8 +237,10 @@ _FROM = re.compile(r"\b(?:from|instead of|rather than|away from)\s+([\w.+#\- ]+)
 def _replaces(n: Reading, o: Reading) -> bool:
     if not n.topic or not o.topic:
         return False
-    if n.strong_change and not o.negative and side_words(OLD_SIDE, n.text) & o.topic:
-        return True  # the new text names what it left behind, and the old one held it
+    if n.strong_change and not o.negative and side_words(OLD_SIDE, n.text) & o.topic - _NUMBERS:
+        # the new text names what it left behind, and the old one held it (a number word
+        # they share is no thing: "quit smoking two weeks ago" / "drinks two coffees")
+        return True
     if n.additive:
         return False
     return any(
