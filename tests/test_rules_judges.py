@@ -1521,18 +1521,18 @@ SHELF = [
 
 def test_select_picks_the_clearly_nearest_even_when_no_word_is_shared():
     near = {1: 0.24, 2: 0.12, 3: 0.09, 4: 0.10, 5: 0.08}
-    assert rules.select("which antibiotics should we avoid", SHELF, 6, near) == [1]
+    assert rules.select("which injections should we avoid", SHELF, 6, near) == [1]
 
 
 def test_select_the_clearly_nearest_stands_beside_a_word_match():
     # 'support tickets' match two words of 4, but 1 is what the query means
     near = {1: 0.40, 2: 0.10, 3: 0.12, 4: 0.27, 5: 0.05}
-    assert 1 in rules.select("support tickets about antibiotics", SHELF, 6, near)
+    assert 1 in rules.select("support tickets about injections", SHELF, 6, near)
 
 
 def test_select_nearest_without_a_clear_lead_adds_nothing():
     near = {1: 0.24, 2: 0.21, 3: 0.18, 4: 0.10, 5: 0.08}
-    assert rules.select("which antibiotics should we avoid", SHELF, 6, near) == []
+    assert rules.select("which injections should we avoid", SHELF, 6, near) == []
 
 
 # ---- cluster: a clipped word is the word it clips; 'daily' is 'every day' -----------------

@@ -34,6 +34,14 @@ FILLER = [
         ("which instrument is Ana learning?", "Ana started cello lessons in September."),
         ("who is my family doctor?", "User's GP is Dr. Okafor on Mill Lane."),
         ("what does my kid like to eat?", "User's daughter only eats pasta with butter."),
+        ("how do I stay fit?", "User runs 5K every morning before work."),
+        ("what music do I like?", "User listens mostly to jazz, especially Coltrane."),
+        ("who is my favourite artist?", "User's favourite singer is Adele."),
+        ("when is my physiotherapy?", "User's physio session is on Thursday at 5pm."),
+        ("any fears I have?", "User is afraid of flying."),
+        ("which medicines should I avoid?", "User is allergic to penicillin."),
+        ("what am I growing?", "User planted tomatoes and basil on the balcony."),
+        ("do I have any medical conditions?", "User has type 2 diabetes."),
     ],
 )
 def test_a_question_fits_a_memory_of_its_family(question, memory):
@@ -82,3 +90,23 @@ def test_a_word_names_one_family_only():
             named.setdefault(token, []).append(row[:40])
     assert {token: rows for token, rows in named.items() if len(rows) > 1} == {}
     assert canon("car") not in RELATED[canon("occupation")]
+
+
+@pytest.mark.parametrize(
+    "question, memory",
+    [
+        ("which plants do I look after?", "User repots the houseplants every spring."),
+        ("do I need a new brush?", "User's electric toothbrush needs a new head."),
+        ("when is my checkup?", "User's annual check-up is booked with Dr. Lee."),
+    ],
+)
+def test_a_word_found_whole_inside_a_longer_one_fits_it(question, memory):
+    # a compound's last part ('houseplant'), a longer form: what no family row lists
+    candidates = list(enumerate([*FILLER[:3], memory, *FILLER[3:]], 1))
+    assert rules.select(question, candidates, 3)[:1] == [4]
+
+
+def test_a_short_word_inside_a_longer_one_is_no_match():
+    # 'art' in 'start', 'bike' in 'motorbike': under five letters, a part says too little
+    candidates = list(enumerate([*FILLER, "User will start the new job on Monday."], 1))
+    assert 7 not in rules.select("what art do I like?", candidates, 3)

@@ -84,7 +84,7 @@ def select(
     # a word of the query's family speaks for a query word no candidate says itself ('what
     # pet': no memory says 'pet', one says 'beagle'); where one does, it is the answer
     held = frozenset().union(*(r.concepts for _, r in readings))
-    kin = {w: RELATED.get(w, frozenset()) - wanted for w in wanted - held}
+    kin = {w: (RELATED.get(w, frozenset()) | _compounds(w, held)) - wanted for w in wanted - held}
     kin_df = {w: df for w, family in kin.items() if (df := _df_any(readings, family))}
     scored = []
     for position, (number, r) in enumerate(readings):
@@ -120,6 +120,21 @@ def select(
 
 
 RELATED_WEIGHT = 0.5  # a word of the query's family ('kid' for 'daughter'): half the word itself
+CLIPPED = 5  # letters a word must have to be found inside another ('plant' in 'houseplant')
+
+
+def _compounds(word: str, held: frozenset[str]) -> frozenset[str]:
+    """Words of the candidates that hold `word` whole, as a compound's last part or a
+    longer form ('plant': 'houseplant'; 'physio': 'physiotherapi'), or that it holds as its
+    clipping ('photograph' for 'photo...'): a family of the word, as kin are."""
+    if len(word) < CLIPPED:
+        return frozenset()
+    return frozenset(
+        c
+        for c in held
+        if c != word
+        and (c.endswith(word) or c.startswith(word) or (len(c) >= CLIPPED and word.startswith(c)))
+    )
 
 
 def _related() -> dict[str, frozenset[str]]:
