@@ -137,3 +137,29 @@ def test_other_days_are_as_before(user, saved, ends):
     assert answer["save"] is saved, answer
     if saved:
         assert expiry(answer["content"], SAID) == ends, answer["content"]
+
+
+@pytest.mark.parametrize(
+    "turn, kept",
+    [
+        # 'had' as the deed itself, with when: an illness, a fall, an operation lived through
+        ("I recently had a nasty ear infection that kept me off work.", "ear infection"),
+        ("We had a burst pipe in the kitchen last month.", "burst pipe"),
+        # the user's own thing, new: where it came from is what a later question asks
+        ("I'm thrilled with my new road bike, which I found at a garage sale.", "road bike"),
+        ("Our brand new sofa arrived from a shop in Leeds.", "sofa"),
+    ],
+)
+def test_a_thing_lived_through_or_newly_had_is_kept(turn, kept):
+    assert kept in gate(turn, "Glad to hear it.")["content"]
+
+
+@pytest.mark.parametrize(
+    "turn",
+    [
+        "I had to leave early yesterday.",  # 'had to': no deed
+        "Can you help me set up my new router?",  # a request
+    ],
+)
+def test_had_to_and_a_request_about_a_new_thing_keep_nothing(turn):
+    assert gate(turn, "Sure.")["save"] is False

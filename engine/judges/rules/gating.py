@@ -197,7 +197,7 @@ _PAST_DEED = re.compile(
     r"\b(?:i|we)(?: have| had)?(?: just| finally| actually| recently| also| already| only)* "
     r"([a-z]+ed|got|bought|went|took|made|ran|met|won|wore|gave|began|sent|did|built|found|"
     r"left|came|flew|drove|ate|sold|brought|spent|caught|taught|sang|swam|rode|paid|lost|"
-    r"threw|held|kept|shot|drew|grew|became|joined|moved|signed)\b"
+    r"threw|held|kept|shot|drew|grew|became|joined|moved|signed|had(?! to\b))\b"
 )
 _WHEN_DONE = re.compile(
     r"\b(?:just|today|yesterday|tonight|recently|earlier|ago|last (?:week|weekend|month|year|"
@@ -234,6 +234,8 @@ _HOW_OFTEN = re.compile(
     r"\b(?:once|twice|thrice|(?:\d+|two|three|four|five|six|seven|several|a few) times) "
     r"(?:a|an|per|each) (?:day|week|month|year|fortnight)\b"
 )
+# a thing of the user's that is new: "my new tennis racket", "our brand new car"
+_NEW_THING = re.compile(r"\b(?:my|our) (?:brand )?new [a-z]+")
 _OWNERSHIP = re.compile(r"\b(my|our|mine|ours|i am|we are|i have|we have|i use|we use)\b")
 _FIX = re.compile(
     r"\b(fix|fixed|fixes|solution|solved?|resolved?|the (issue|problem|cause) "
@@ -280,6 +282,8 @@ def _signals(sentence: str) -> list[str]:
     # today ("I'll be out next week"; "I'm tired today" is not news worth keeping)
     if "deadline" not in found and ends and (EVENT.search(norm) or mine and set(ends) - {"today", "tonight"}):
         found.append("deadline")
+    if not found and _NEW_THING.search(norm) and not sentence.rstrip().endswith("?"):
+        found.append("fact")  # "I'm really happy with my new tennis racket": the user's own, new
     if not found and (_states_a_value(sentence, norm) or _personal_value(sentence, norm)):
         found.append("fact")  # nothing else to say for it, but a date, amount or id
     if not found and (_did(sentence, norm) or _own_event_today(sentence, norm)):
