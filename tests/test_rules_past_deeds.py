@@ -163,3 +163,9 @@ def test_a_thing_lived_through_or_newly_had_is_kept(turn, kept):
 )
 def test_had_to_and_a_request_about_a_new_thing_keep_nothing(turn):
     assert gate(turn, "Sure.")["save"] is False
+
+
+def test_a_second_deed_after_and_is_the_users_too():
+    # 'figured out' says nothing kept; what the user made after it does
+    turn = "I recently figured out how to use the slow cooker and made a delicious beef stew."
+    assert "beef stew" in gate(turn, "Nice!")["content"]

@@ -193,12 +193,17 @@ _EXTRA_WEIGHTS = {"directive": 7, "schedule": 5, "event": 5}
 # today", "I got back from a road trip last week", "we adopted a cat yesterday". What the
 # user lived through is a fact about them that stays true (a past trip still happened),
 # and when it happened is what a later "how long ago" asks.
-_PAST_DEED = re.compile(
-    r"\b(?:i|we)(?: have| had)?(?: just| finally| actually| recently| also| already| only)* "
+_DEED_VERBS = (
     r"([a-z]+ed|got|bought|went|took|made|ran|met|won|wore|gave|began|sent|did|built|found|"
     r"left|came|flew|drove|ate|sold|brought|spent|caught|taught|sang|swam|rode|paid|lost|"
     r"threw|held|kept|shot|drew|grew|became|joined|moved|signed|had(?! to\b))\b"
 )
+# the user's deed, or a second one after 'and' in a sentence the user's first one opens
+# ("I figured out the slow cooker and made a delicious beef stew")
+_PAST_DEED = re.compile(
+    r"\b(?:i|we)(?: have| had)?(?: just| finally| actually| recently| also| already| only)* " + _DEED_VERBS
+)
+_AND_DEED = re.compile(r"\band (?:then |also |finally |just )?" + _DEED_VERBS)
 _WHEN_DONE = re.compile(
     r"\b(?:just|today|yesterday|tonight|recently|earlier|ago|last (?:week|weekend|month|year|"
     r"night|time|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|this (?:morning|"
@@ -220,7 +225,9 @@ def _did(sentence: str, norm: str) -> bool:
     """The user telling of a deed of theirs with when it was done, about something."""
     if sentence.rstrip().endswith("?") or not _WHEN_DONE.search(norm):
         return False
-    deeds = [m[1] for m in _PAST_DEED.finditer(norm) if m[1] not in _NOT_DEEDS]
+    first = _PAST_DEED.search(norm)
+    after = _AND_DEED.finditer(norm, first.end()) if first else ()
+    deeds = [m[1] for m in (*_PAST_DEED.finditer(norm), *after) if m[1] not in _NOT_DEEDS]
     done = {canon(d) for d in deeds}
     return bool(deeds) and bool(read(sentence).topic - done - _PROGRESS_VERBS - GENERIC - _VAGUE)
 
