@@ -12,6 +12,7 @@ deed ("had a steak last night" stays true) and not a denial ("doesn't drink beer
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from engine.judges.lexicon import lexicon, words
 from engine.judges.rules.dates import past_deed
@@ -62,6 +63,7 @@ _HAVING = re.compile(
 _USE = stems("eat eating drink drinking smoke smoking vape vaping bet betting gamble gambling have take use")
 
 
+@lru_cache(maxsize=4096)  # asked again for every candidate of one new memory
 def ended_kinds(n: Reading, states: bool = True) -> frozenset[str]:
     """The kinds the user says they gave up, or (`states`) now are without ('vegan')."""
     found: set[str] = set()
