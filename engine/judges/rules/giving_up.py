@@ -48,6 +48,7 @@ _NOW_AM = re.compile(
 )
 # what stands before the user's own giving up: I, we or User and adverbs, or nothing
 # ('quit gambling for good' is said of the user)
+_REACH = 80  # characters before a giving up read for its subject
 _OWN_BEFORE = re.compile(
     r"(?:^|\b(?:i|we|user))(?:\s+(?:[a-z]+ly|just|finally|also|have|has|had|now|already))*\s*$"
 )
@@ -68,7 +69,10 @@ def ended_kinds(n: Reading, states: bool = True) -> frozenset[str]:
     """The kinds the user says they gave up, or (`states`) now are without ('vegan')."""
     found: set[str] = set()
     for m in _GIVING_UP.finditer(n.text):
-        if not _OWN_BEFORE.search(n.text[: m.start()]):
+        # (the words just before it: a whole long text's prefix for each match is quadratic;
+        # a cut prefix starts with '.', which the anchor '^' then cannot pass)
+        before = n.text[: m.start()] if m.start() <= _REACH else "." + n.text[m.start() - _REACH : m.start()]
+        if not _OWN_BEFORE.search(before):
             continue  # someone else's ('my sister quit smoking'); none is the user's
         named = [w for w in m[1].split() if w in _KINDS]
         # 'stopped drinking coffee': the coffee; 'stopped drinking': the drinking
