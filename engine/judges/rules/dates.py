@@ -268,6 +268,9 @@ _CLAUSE_END = re.compile(r"[,;:.!?]|\s[-\u2013\u2014]\s|\b(?:and|but|so|while|be
 _CLAUSE_START = re.compile(r".*(?:[,;:.!?]|\s[-\u2013\u2014]|\b(?:and|but|so|while|because|then))\s", re.S)
 
 
+CLAUSE_REACH = 400  # characters: longer than any clause a person says
+
+
 def told_as_past(text: str, at: int) -> bool:
     """Is the clause of (normalised) `text` that leads to position `at` told in the past
     tense: a past-tense verb, nothing in it that looks ahead, and the date not the target
@@ -279,14 +282,16 @@ def past_deed(text: str, at: int, end: int | None = None) -> str | None:
     """The past-tense verb of the clause leading to position `at` when that clause is
     told in the past (see `told_as_past`), else None. A date that opens its clause
     ('yesterday I sold the car', 'today we finally moved') dates the verb after it: with
-    `end` (where the date ends) that clause is read instead."""
-    before = text[:at]
+    `end` (where the date ends) that clause is read instead. A clause is read within
+    CLAUSE_REACH characters either side: a text of thousands of dates is read in time
+    proportional to its length, not to its length times its dates."""
+    before = text[max(0, at - CLAUSE_REACH) : at]
     if _TARGET_BEFORE.search(before):
         return None
     m = _CLAUSE_START.match(before)
     clause = before[m.end() :] if m else before
     if end is not None and not _PAST_VERB.search(clause) and len(clause.split()) <= 2:
-        clause = _CLAUSE_END.split(text[end:], maxsplit=1)[0]
+        clause = _CLAUSE_END.split(text[end : end + CLAUSE_REACH], maxsplit=1)[0]
     if m and re.match(r"\s*[a-z]+ing\b", clause):  # 'ran a 10K, finishing in 52 minutes'
         m2 = _CLAUSE_START.match(before[: m.end() - 1])
         clause = before[m2.end() if m2 else 0 :]
