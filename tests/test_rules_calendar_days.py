@@ -82,6 +82,15 @@ def test_a_season_said_inside_it_and_next_year():
     assert rules.expiry("The ski lodge job lasts until the end of winter.", TODAY) == "2027-02-28"
 
 
+def test_said_inside_a_span_of_named_days_it_ends_on_the_coming_one():
+    assert rules.expiry("The office is closed between Christmas and New Year.", "2026-12-26") == "2027-01-01"
+
+
+def test_a_window_outside_the_calendar_is_none():
+    assert asked_window("what did I do last Sunday?", date(1, 1, 1)) is None
+    assert asked_window("What did I do last year?", date(1, 1, 1)) is None
+
+
 def test_a_named_day_past_this_year_is_next_years():
     assert rules.expiry("The lights stay up until Halloween.", "2026-11-02") == "2027-10-31"
 

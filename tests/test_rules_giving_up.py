@@ -28,7 +28,6 @@ def superseded(new: str, olds: list[str]) -> list[int]:
         ("I stopped drinking coffee.", "User drinks two coffees every morning."),
         ("I quit smoking two weeks ago!", "User smokes a pack a day."),
         ("I cut out sugar and dairy.", "User's favourite dessert is chocolate cake."),
-        ("We're off booze for the whole of dry January.", "We always have wine with dinner."),
         ("I no longer eat fish.", "User orders sushi every Friday."),
         ("Quit gambling for good.", "User plays poker online most nights."),
         ("I quit coffee.", "Drinks coffee every morning"),
@@ -51,6 +50,13 @@ def test_giving_up_a_kind_supersedes_having_one_of_it(new, old):
         ("I quit smoking two weeks ago!", "User drinks two coffees every morning."),  # a number
         ("I quit my job.", "User drinks two coffees every morning."),
         ("I gave up on the guitar.", "User loves a cold beer on Fridays."),
+        ("I'm not vegan.", "User eats chicken most days."),  # a denial is no diet
+        ("I am no longer vegan.", "User eats chicken most days."),
+        ("I gave up meat.", "User has a dog that eats chicken."),  # the dog's
+        ("I gave up alcohol.", "User has a wine cellar."),  # a thing the user has
+        ("I gave up caffeine for Lent.", "User drinks two coffees every morning."),  # a while
+        ("We're off booze for the whole of dry January.", "We always have wine with dinner."),
+        ("I gave up caffeine for a week last year.", "User drinks two coffees every morning."),
     ],
 )
 def test_what_giving_up_does_not_end(new, old):
@@ -80,6 +86,18 @@ def test_through_remember_the_old_memory_is_found_without_a_shared_word(tmp_path
 )
 def test_someone_elses_change_is_no_change_of_the_users(new, old):
     assert superseded(new, [old]) == []
+
+
+@pytest.mark.parametrize(
+    "new, old",
+    [
+        ("My wife and I switched to Linux.", "User uses Windows."),
+        ("My husband and I quit smoking.", "User smokes a pack a day."),
+        ("My manager switched us to Python.", "User codes in Java."),
+    ],
+)
+def test_a_change_the_user_is_part_of_is_the_users(new, old):
+    assert superseded(new, [old]) == [1]
 
 
 def test_someone_elses_change_still_supersedes_what_was_said_of_them():

@@ -274,13 +274,10 @@ def _int(text: str | None) -> int | None:
 
 
 def _after_first(first: str, then: str) -> Callable[[date], date | None]:
-    """'between Christmas and New Year': the second named day after the first one."""
-
-    def resolve(today: date) -> date | None:
-        start = _holiday(_HOLIDAYS[first])(today)
-        return _holiday(_HOLIDAYS[then])(start) if start else None
-
-    return resolve
+    """'between Christmas and New Year': the span ends on the second named day's next
+    occurrence (said on December 26, inside the span, that is the coming New Year)."""
+    del first  # the span's start ends nothing
+    return _holiday(_HOLIDAYS[then])
 
 
 _WEEK_OF = re.compile(r"\b(?:the\s+)?week\s+of\s+(?:the\s+)?$")

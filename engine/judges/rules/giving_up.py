@@ -44,7 +44,12 @@ _GIVING_UP = re.compile(
 )
 _NOW_AM = re.compile(
     r"\b(?:i|we|user)\s+(?:am|are|is|went|have gone|has gone|became|have become|turned)\s+"
-    r"(?:[a-z]+\s+){0,2}?(%s)\b" % "|".join(_STATES)
+    r"(?:(?!not\b|no\b|never\b|longer\b)[a-z]+\s+){0,2}?(%s)\b" % "|".join(_STATES)
+)
+# a giving up for a while: 'for Lent', 'for a week', 'until the race', 'temporarily'
+_FOR_A_WHILE = re.compile(
+    r"\bfor (?:lent|now|a while|(?:a|an|one|two|three|four|a few|a couple of) (?:day|week|month)s?)\b|"
+    r"\buntil\b|\btemporarily\b"
 )
 # what stands before the user's own giving up: I, we or User and adverbs, or nothing
 # ('quit gambling for good' is said of the user)
@@ -56,7 +61,7 @@ _OWN_BEFORE = re.compile(
 # favourite dessert is chocolate cake'), not of something the user has ('User's cat food
 # has chicken in it')
 _HAVING = re.compile(
-    r"^\s*(?:(?:user|i|we)(?:\s+(?:[a-z]+ly|always|often|still|now|also|just))?\s+)?(?:eats?|eating|drinks?|drinking|has|have|having|"
+    r"^\s*(?:(?:user|i|we)(?:\s+(?:[a-z]+ly|always|often|still|now|also|just))?\s+)?(?:eats?|eating|drinks?|drinking|"
     r"loves?|likes?|enjoys?|orders?|cooks?|grabs?|smokes?|vapes?|craves?|snacks?|prefers?|bets?|"
     r"plays?|is addicted|am addicted)\b|\b(?:user|my|our)\s+favou?rite\b"
 )
@@ -68,6 +73,8 @@ _USE = stems("eat eating drink drinking smoke smoking vape vaping bet betting ga
 def ended_kinds(n: Reading, states: bool = True) -> frozenset[str]:
     """The kinds the user says they gave up, or (`states`) now are without ('vegan')."""
     found: set[str] = set()
+    if _FOR_A_WHILE.search(n.text):
+        return frozenset()  # 'gave up caffeine for Lent' ends nothing that lasts
     for m in _GIVING_UP.finditer(n.text):
         # (the words just before it: a whole long text's prefix for each match is quadratic;
         # a cut prefix starts with '.', which the anchor '^' then cannot pass)

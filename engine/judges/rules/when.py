@@ -31,7 +31,15 @@ _LAST = re.compile(r"\b(?:last|this past|the past)\s+(week|weekend|month|year)\b
 
 def asked_window(query: str, today: date) -> tuple[date, date] | None:
     """The days (first, last) a question's relative time names, or None when it names
-    none. The first match in the question wins."""
+    none (or when they fall outside the calendar: asked in the year 1). The first match
+    in the question wins."""
+    try:
+        return _window(query, today)
+    except (OverflowError, ValueError, StopIteration):
+        return None
+
+
+def _window(query: str, today: date) -> tuple[date, date] | None:
     text = normalise(query or "")
     if re.search(r"\byesterday\b", text):
         return today - timedelta(days=2), today - timedelta(days=1)
@@ -65,10 +73,7 @@ def asked_window(query: str, today: date) -> tuple[date, date] | None:
     m = _NAMED.search(text)
     # ('may' is a month only as 'May': "what may I have missed?" names none)
     if m and (m[3] != "may" or re.search(r"\bMay\b", query)) and asks_about_the_past(query):
-        try:
-            return _named(m[1], m[2], m[3], today)
-        except (ValueError, OverflowError, StopIteration):  # a day near year 1 or 9999
-            return None
+        return _named(m[1], m[2], m[3], today)
     return None
 
 
