@@ -92,7 +92,7 @@ def _someone_elses(text: str) -> bool:
     """Is the (normalised) memory about someone other than the user, by its subject, with
     the user nowhere in it after that ('my wife and I switched', 'my manager moved us')?"""
     m = _SOMEONE.match(text)
-    return bool(m) and not _USER_TOO.search(text, m.end())
+    return m is not None and not _USER_TOO.search(text, m.end())
 
 
 _USER_TOO = re.compile(r"\b(?:i|me|we|us|our|ours|user)\b")
