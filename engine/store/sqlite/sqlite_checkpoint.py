@@ -20,8 +20,9 @@ The WAL starts over from its beginning at the first write after a checkpoint tha
 all of it, and is then cut back to CHECKPOINT_BYTES (`journal_size_limit`). Writes that
 come faster than the thread copies never let it start over. Once this connection's own
 commits have grown the WAL by BEHIND_BYTES since it last started over, the committing
-connection checkpoints itself, as SQLite's default would, so a burst cannot grow the WAL
-without bound (tests/test_checkpoints.py). Only its own growth counts (the size from
+connection checkpoints itself, as SQLite's default would, and again at each commit until
+the WAL has started over (a reader's snapshot can keep it from starting over after a
+checkpoint), so a burst cannot grow the WAL without bound (tests/test_checkpoints.py). Only its own growth counts (the size from
 `began`, under the write lock, to after the commit): a WAL made large by someone else,
 such as a pass in another process that spilled 200 MB and then gave way to this writer,
 is the thread's to copy. Checkpointing it inside the writer's commit cost that writer
@@ -104,12 +105,15 @@ class Checkpointer:
             except Exception as exc:  # the commit stands; the thread tries
                 self.failed = str(exc)
                 busy = 0
-            if busy:
-                # the thread's checkpoint holds the checkpoint lock (a slow one, on a busy
-                # machine): asking again at the next commit costs nothing, and forgetting
-                # this growth let the WAL grow a second BEHIND_BYTES
-                return
-            self._seen = self._own = 0
+            if not busy:
+                self._seen = size
+            # the count starts again only when the WAL is seen to start over (above), not
+            # here: a checkpoint that copied all of it lets the next write start the WAL
+            # over only if no reader holds a snapshot of it then (the thread's connection
+            # reading the schema is one), and a WAL that went on growing from its end
+            # instead grew a second BEHIND_BYTES unchecked. So, until it has started over,
+            # every commit asks again: a checkpoint with nothing to copy costs nothing, and
+            # one refused (the thread's slow one holds the lock) is asked for again
             return
         if size - self._seen < CHECKPOINT_BYTES and self._commits % EVERY_COMMITS:
             return
