@@ -782,19 +782,19 @@ def test_an_interrupted_batched_pass_resumes_with_its_own_now_on_postgres(tmp_pa
 # ---- every shipped policy under every shipped scenario: the same store as on SQLite ------
 # A server round trip costs what a SQLite call does not (a simulated day is 24 expiry runs
 # of ~20 statements each), so `make test` plays lifecycle on one scenario per path it takes:
-# the gate's refusal, additive facts, decay to archive, the access bonus, a supersession by
+# the gate's refusal, additive facts, decay to archive, a supersession by
 # a new value and by a tool of the same family, an end date and "for now" expiring, and
 # compression; and the fused and scene write paths on the scenarios that exercise them (a
 # replacement, a tool change, an expiry; scene cells). The other lifecycle pairs take the
 # same paths as one of these (editor-switch, poetry-to-uv: a tool replaced; python-upgrade,
 # standup-moved: a value; waiting-on-alice: a wait ending, under fused here; agent-build:
-# scenes' scenario) and `make soak` plays every pair.
+# scenes' scenario) and `make soak` plays every pair. The access bonus (preference-in-use:
+# half a year of hourly passes, 20 s on a server) is `make soak`'s and CI's (.ci/run).
 QUICK = {
     "lifecycle": {
         "small-talk",
         "additive-and-progression",
         "bun-curiosity",
-        "preference-in-use",
         "deadline-moved",
         "postgres-to-mysql",
         "temporary-workaround",

@@ -22,11 +22,12 @@ come faster than the thread copies never let it start over. Once this connection
 commits have grown the WAL by BEHIND_BYTES since it last started over, the committing
 connection checkpoints itself, as SQLite's default would, and again at each commit until
 the WAL has started over (a reader's snapshot can keep it from starting over after a
-checkpoint), so a burst cannot grow the WAL without bound (tests/test_checkpoints.py). Only its own growth counts (the size from
-`began`, under the write lock, to after the commit): a WAL made large by someone else,
-such as a pass in another process that spilled 200 MB and then gave way to this writer,
-is the thread's to copy. Checkpointing it inside the writer's commit cost that writer
-170-300 ms, the fsync of the pass's frames (bench/RESULTS.md, sixteenth round).
+checkpoint), so a burst cannot grow the WAL without bound (tests/test_checkpoints.py).
+Only its own growth counts (the size from `began`, under the write lock, to after the
+commit): a WAL made large by someone else, such as a pass in another process that
+spilled 200 MB and then gave way to this writer, is the thread's to copy. Checkpointing
+it inside the writer's commit cost that writer 170-300 ms, the fsync of the pass's frames
+(bench/RESULTS.md, sixteenth round).
 """
 
 from __future__ import annotations
