@@ -134,6 +134,14 @@ ASKED = date(2026, 5, 20)
         ("What did I cook on Thanksgiving?", date(2025, 11, 25), date(2025, 11, 29)),
         ("What did I do over Christmas?", date(2025, 12, 23), date(2025, 12, 27)),
         ("Where was I on Easter Sunday?", date(2026, 4, 3), date(2026, 4, 7)),
+        # a day of the month is that day, not the month; a year said is that year's
+        ("What did I do on May 5?", date(2026, 5, 3), date(2026, 5, 7)),
+        ("Where did I eat on June 30th?", date(2025, 6, 28), date(2025, 7, 2)),  # last year's
+        ("What did I buy in March 2025?", date(2025, 2, 26), date(2025, 4, 3)),
+        ("What did I cook on Christmas 2024?", date(2024, 12, 23), date(2024, 12, 27)),
+        ("Where did we go in the summer of 2024?", date(2024, 5, 25), date(2024, 9, 7)),
+        ("What did I do on May 5, 2025?", date(2025, 5, 3), date(2025, 5, 7)),
+        ("What did I eat in March at 7 pm?", date(2026, 2, 26), date(2026, 4, 3)),  # a time, not a day
     ],
 )
 def test_a_question_about_a_named_past_time_is_its_days(query, first, last):
@@ -162,3 +170,32 @@ def test_what_was_said_in_the_named_month_is_picked_without_a_shared_word():
     query = "What kitchen thing did I buy in March?"
     assert select(query, candidates, 2, said=said, today=ASKED)[0] == 2
     assert 2 not in select(query, candidates, 2)  # without the times: words only
+
+
+@pytest.mark.parametrize(
+    "content, today, expected",
+    [
+        # a year beside a yearly name picks the year (was: the next occurrence, a year early)
+        ("We're closed until Christmas 2027.", TODAY, "2027-12-25"),
+        ("The pilot runs until Thanksgiving 2027.", TODAY, "2027-11-25"),
+        ("The exhibit stays until Easter 2028.", TODAY, "2028-04-16"),
+        ("The lease runs until the summer of 2027.", TODAY, "2027-08-31"),
+        ("The lease runs until summer, 2027.", TODAY, "2027-08-31"),
+        ("Grandma stays with us until Christmas next year.", TODAY, "2027-12-25"),
+        ("The trial lasts until late spring next year.", TODAY, "2027-05-31"),
+        ("The office is closed over Christmas this year.", TODAY, "2026-12-25"),
+        # a part of a month already past this year is next year's
+        ("The promo runs until mid-March.", "2026-03-20", "2027-03-15"),
+        ("The discount lasts until early March.", "2026-03-20", "2027-03-10"),
+        ("The discount lasts until the end of March.", "2026-03-20", "2026-03-31"),
+        # a named day written with its abbreviation's period
+        ("I'm off work until St. Patrick's Day.", "2026-03-02", "2026-03-17"),
+    ],
+)
+def test_the_year_a_calendar_word_means(content, today, expected):
+    assert rules.expiry(content, today) == expected
+
+
+def test_a_weekday_of_this_month_that_has_passed_is_not_next_months():
+    # said on March 30: this month's last Friday was the 27th; April's is not what was said
+    assert rules.expiry("The sale ends the last Friday of this month.", "2026-03-30") != "2026-04-24"

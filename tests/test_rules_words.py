@@ -4,6 +4,8 @@ is found offline by its own words, as full-text search finds it."""
 import pytest
 
 from engine import Memory
+from engine.judges import rules
+from engine.judges.rules.reading import sentences
 from engine.judges.rules.words import WORD_RE
 
 
@@ -31,3 +33,29 @@ def test_offline_recall_finds_a_memory_by_a_word_of_its_own_script(tmp_path, que
         ids = [mem.add(t, judged=False) for t in texts]
         got = [m.id for m in mem.recall(query)]
     assert got and got[0] == ids[wanted], (query, got, ids)
+
+
+@pytest.mark.parametrize(
+    "user, kept",
+    [
+        ("The standup moved to 9 a.m. every Monday.", "9 a.m. every Monday"),
+        ("I always buy my work shirts at J. Crew downtown.", "at J. Crew downtown"),
+        ("My dentist is Dr. Flores at Smile Studio on Elm Street.", "Dr. Flores at Smile Studio"),
+        ("For tests we use a runner, e.g. pytest, on every push.", "e.g. pytest, on every push"),
+    ],
+)
+def test_a_period_inside_a_sentence_does_not_cut_it(user, kept):
+    # a title, a dotted abbreviation or an initial ends no sentence: the gate kept 'The
+    # standup moved to 9 a.m.' and 'We order the team uniforms from J.'
+    assert kept in rules.gate(user, "Noted.")["content"]
+
+
+def test_sentences_end_where_they_end():
+    assert sentences("I moved to Lyon. I work remotely now!  Fine; thanks.\nBye") == [
+        "I moved to Lyon.",
+        "I work remotely now!",
+        "Fine",
+        "thanks.",
+        "Bye",
+    ]
+    assert sentences("Mrs. Dalloway buys the flowers. Done.") == ["Mrs. Dalloway buys the flowers.", "Done."]

@@ -26,12 +26,12 @@ from engine.judges.lexicon import words
 from engine.judges.rules.date_parts import (
     LEXICON,
     MONTH_RE,
-    MONTHS,
     WEEKDAY_RE,
     WEEKDAYS,
     DateMention,
     add_months,
     month_end,
+    month_number,
     month_of,
     next_on_or_after,
 )
@@ -51,6 +51,8 @@ _OPENER = rf"(?:{_PREP}|this|next)\s+(?:the\s+)?"
 _PART = r"(early|mid|middle|late|start|beginning|end)"
 # the day a part of a month ends on (late and end: the month's last day)
 _DAY_OF_PART = {"early": 10, "start": 1, "beginning": 1, "mid": 15, "middle": 15}
+# the year said after a calendar word: 'Christmas 2027', 'the summer of 2027', 'mid-March, 2027'
+_YEAR = r"(?:,?\s+(?:of\s+)?(\d{4})\b)?"
 
 
 def _easter(year: int) -> date:
@@ -90,6 +92,12 @@ def _holiday_in(rule: str, year: int) -> date | None:
 def holiday_on(name: str, year: int) -> date | None:
     """The day a named day (as normalise() writes it: 'new year eve') falls on in `year`."""
     return _holiday_in(_HOLIDAYS[name], year)
+
+
+def _holiday_of(rule: str, year: int, today: date) -> date | None:
+    """A named day in the year said ('Christmas 2027'), whatever today is."""
+    del today
+    return _holiday_in(rule, year)
 
 
 def season_span(name: str, begins: int) -> tuple[date, date]:
@@ -142,28 +150,31 @@ def _month_part(part: str, month: int, year: str | None) -> Callable[[date], dat
 
     def resolve(today: date) -> date:
         end = month_of(year, month)(today)  # this month's end, or next year's
-        return end if day is None else end.replace(day=day)
+        if day is None:
+            return end
+        # 'until mid-March' said on March 20: next year's (a year said is kept as said)
+        said = end.replace(day=day)
+        return said if year or said >= today else date(end.year + 1, month, day)
 
     return resolve
 
 
 def _nth_of(
-    nth: int, weekday: int, month: int | None, ahead: int, year: str | None
+    nth: int, weekday: int, month: int | None, ahead: int | None, year: str | None
 ) -> Callable[[date], date | None]:
-    """'the last Friday of March' (`month`), '... of next month' (`ahead` 1) or '... of
-    the month' (this month's, or the next month's once it has passed)."""
+    """'the last Friday of March' (`month`: its next one), '... of this month' or '... of
+    next month' (`ahead` 0 or 1: that month's, even one already past) or '... of the
+    month' (this month's, or the next month's once it has passed)."""
 
     def resolve(today: date) -> date | None:
         if year is not None and month is not None:
             return nth_weekday(int(year), month, nth, weekday)
         for step in range(0, 13):
-            first = add_months(today.replace(day=1), ahead + step)
+            first = add_months(today.replace(day=1), (ahead or 0) + step)
             if month is not None and first.month != month:
                 continue
             day = nth_weekday(first.year, first.month, nth, weekday)
-            if day is not None and day >= today:
-                return day
-            if ahead:
+            if ahead is not None or (day is not None and day >= today):
                 return day
         return None
 
@@ -189,60 +200,53 @@ def _safe(year: int, month: int, day: int) -> date | None:
         return None
 
 
-def _month_number(name: str, original: str) -> int | None:
-    """A month's number; 'may' is one only when written 'May' (else it is the verb)."""
-    if name == "may" and not re.search(r"\bMay\b", original):
-        return None
-    return MONTHS[name]
-
-
 def calendar_mentions(text: str, original: str) -> list[DateMention]:
     """The calendar words of normalised `text` (`original` as written), in any order;
     date_mentions puts them before plain dates, so 'mid-April' is read whole."""
     found: list[DateMention] = []
     for m in re.finditer(rf"\bbetween\s+(?:the\s+)?({HOLIDAY_RE})\s+and\s+(?:the\s+)?({HOLIDAY_RE})\b", text):
         found.append(DateMention(m.start(), m.end(), m[2], _after_first(m[1], m[2]), False))
-    for m in re.finditer(rf"\b{_OPENER}({HOLIDAY_RE})\b", text):
-        rule = _HOLIDAYS[m[1]]
+    for m in re.finditer(rf"\b{_OPENER}({HOLIDAY_RE})\b{_YEAR}", text):
+        rule, year = _HOLIDAYS[m[1]], _int(m[2])
         label = rule if re.fullmatch(r"\d\d-\d\d", rule) else m[1]
-        found.append(DateMention(m.start(1), m.end(), label, _holiday(rule), False))
+        resolve = _holiday(rule) if year is None else partial(_holiday_of, rule, year)
+        found.append(DateMention(m.start(1), m.end(), label, resolve, False, yearly=year is None))
     for m in re.finditer(
         rf"\b(?:{_PREP}\s+(?:the\s+)?(?:(this|next)\s+)?|(this|next)\s+)(?:{_PART}[\s-]+(?:of\s+)?(?:the\s+)?)?"
-        rf"({_SEASON_RE})\b(?:\s+(\d{{4}}))?",
+        rf"({_SEASON_RE})\b{_YEAR}",
         text,
     ):
-        which, part, name = m[1] or m[2], m[3], m[4]
-        if not m[5] and _names_a_thing(text[m.end() :]):
+        which, part, name, year = m[1] or m[2], m[3], m[4], _int(m[5])
+        if year is None and _names_a_thing(text[m.end() :]):
             continue  # 'for spring break this week', 'summer camp': the season names a thing
         label = f"{part} {name}" if part else name
-        found.append(
-            DateMention(m.start(), m.end(), label, _season(name, part, which == "next", _int(m[5])), False)
-        )
-    for m in re.finditer(
-        rf"\b(?:{_PART}[\s-]+|(?:the\s+)?{_PART}\s+of\s+)({MONTH_RE})\b\.?(?:,?\s+(\d{{4}}))?", text
-    ):
-        part, month = m[1] or m[2], _month_number(m[3], original)
+        resolve = _season(name, part, which == "next", year)
+        yearly = year is None and not which  # 'this summer', 'next summer': the year is said
+        found.append(DateMention(m.start(), m.end(), label, resolve, False, yearly=yearly))
+    for m in re.finditer(rf"\b(?:{_PART}[\s-]+|(?:the\s+)?{_PART}\s+of\s+)({MONTH_RE})\b\.?{_YEAR}", text):
+        part, month = m[1] or m[2], month_number(m[3], original)
         if month is None:
             continue
         day = _DAY_OF_PART.get(part)
         label = f"{month:02d}-{day:02d}" if day else f"{month:02d}"
-        found.append(DateMention(m.start(), m.end(), label, _month_part(part, month, m[4])))
+        found.append(DateMention(m.start(), m.end(), label, _month_part(part, month, m[4]), yearly=not m[4]))
     for m in re.finditer(
         rf"\b(?:the\s+)?({_NTH_RE})\s+({WEEKDAY_RE})\s+(?:of|in)\s+"
         rf"(?:(this|next)\s+month|the\s+month|({MONTH_RE})\b(?:,?\s+(\d{{4}}))?)",
         text,
     ):
         nth = _NTH.get(m[1]) or int(m[1])
-        month = _month_number(m[4], original) if m[4] else None
+        month = month_number(m[4], original) if m[4] else None
         if m[4] and month is None:
             continue
-        resolve = _nth_of(nth, WEEKDAYS.index(m[2]), month, int(m[3] == "next"), m[5])
+        resolve = _nth_of(nth, WEEKDAYS.index(m[2]), month, {"this": 0, "next": 1}.get(m[3]), m[5])
         label = f"{m[1]} {m[2]} {m[4] or m[3] or 'month'}"
         # 'the first Monday of the month' comes back every month: a name, not a date
-        found.append(DateMention(m.start(), m.end(), label, resolve, bool(m[3] or m[4])))
+        yearly = bool(m[4] and not m[5])
+        found.append(DateMention(m.start(), m.end(), label, resolve, bool(m[3] or m[4]), yearly=yearly))
     for m in re.finditer(rf"\b({MONTH_RE})\s*[-\u2013]\s*({MONTH_RE})\b(?:,?\s+(\d{{4}}))?", text):
         # 'June-August': the span ends with its last month
-        if _month_number(m[1], original) and (month := _month_number(m[2], original)):
+        if month_number(m[1], original) and (month := month_number(m[2], original)):
             found.append(DateMention(m.start(), m.end(), f"{month:02d}", month_of(m[3], month)))
     for m in re.finditer(
         r"\b(?:from\s+)?(?:the\s+)?(\d{1,2})\s*(?:-|\u2013|to|through|thru|until|till)\s*(?:the\s+)?(\d{1,2})"
@@ -250,7 +254,7 @@ def calendar_mentions(text: str, original: str) -> list[DateMention]:
         text,
     ):
         day = int(m[2])
-        month = _month_number(m[4], original) if m[4] else None
+        month = month_number(m[4], original) if m[4] else None
         if m[4] and month is None:
             continue
         label = f"{month:02d}-{day:02d}" if month else f"day-{day}"

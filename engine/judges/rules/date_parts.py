@@ -6,6 +6,7 @@ months. Nothing here reads the clock: "today" is always passed in.
 from __future__ import annotations
 
 import calendar
+import re
 from datetime import date
 from typing import Callable, NamedTuple
 
@@ -29,6 +30,16 @@ class DateMention(NamedTuple):
     absolute: bool = True  # a calendar date, not 'tomorrow'
     is_start: bool = False  # 'since March 3': begins, does not end
     is_past: bool = False  # 'I ran a 5K today': when a past event happened, ends nothing
+    yearly: bool = False  # a named day, season or part of a month without its year: a
+    # 'this year' or 'next year' beside it picks the year (dates._qualified)
+
+
+def month_number(name: str, original: str) -> int | None:
+    """A month word's number. 'may' is usually the modal verb: it is the month only when
+    written 'May' after a word of its sentence ('until May', 'mid-May', not 'May I ...')."""
+    if name == "may" and not re.search(r"(?<![.!?]\s)(?<=[\s(\-\u2013])May\b", original):
+        return None
+    return MONTHS[name]
 
 
 def month_end(year: int, month: int) -> date:

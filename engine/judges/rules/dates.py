@@ -25,6 +25,7 @@ from engine.judges.rules.date_parts import (
     DateMention,
     add_months,
     month_end,
+    month_number,
     month_of,
     next_on_or_after,
 )
@@ -129,12 +130,9 @@ def _month_mentions(text: str, original: str) -> list[DateMention]:
         rf"around|this|next|last|end of|early|mid|late)"
         rf"[\s-]+(?:the\s+end\s+of\s+)?({FULL_MONTH_RE})\b"
     )
-    # 'may' is usually the modal verb: it is a month only when written 'May' mid-sentence
-    may_is_month = bool(re.search(r"(?<![.!?]\s)(?<=\s)May\b", original))
     for m in re.finditer(pattern, text):
-        if m[1] == "may" and not may_is_month:
-            continue
-        found.append(DateMention(m.start(1), m.end(), f"{MONTHS[m[1]]:02d}", month_of(None, MONTHS[m[1]])))
+        if (month := month_number(m[1], original)) is not None:
+            found.append(DateMention(m.start(1), m.end(), f"{month:02d}", month_of(None, month)))
     for m in re.finditer(
         r"\b(?:until|till|by|before|on|after|due|through|thru|ends?|ending|"
         r"closes?|expires?) the (\d{1,2})\b" + _DAY_ENDS,
@@ -405,10 +403,11 @@ _YEAR_WORD = re.compile(r"(this|next) year")
 
 
 def _qualified(chosen: list[DateMention]) -> list[DateMention]:
-    """'on October 8 this year': a year word beside a calendar date qualifies it (next
-    year's October 8) rather than being an end of its own (December 31)."""
+    """'on October 8 this year', 'until Christmas next year': a year word beside a calendar
+    date or a yearly name (DateMention.yearly) qualifies it (next year's October 8) rather
+    than being an end of its own (December 31)."""
     years = [m for m in chosen if _YEAR_WORD.fullmatch(m.label)]
-    dated = [m for m in chosen if m.absolute and re.fullmatch(r"\d\d(-\d\d)?", m.label)]
+    dated = [m for m in chosen if m.yearly or (m.absolute and re.fullmatch(r"\d\d(-\d\d)?", m.label))]
     if not years or not dated:
         return chosen
     ahead = any(m.label.startswith("next") for m in years)

@@ -318,10 +318,27 @@ def clearly_nearest(similar: dict[int, float], at_least: float, lead: float) -> 
     return first if best >= at_least and best - second >= lead else None
 
 
+# a period that ends a word, not a sentence: a title ('Dr. Flores', 'St. Patrick's Day'),
+# a dotted abbreviation ('9 a.m. every Monday', 'e.g. pytest') or an initial ('J. Crew')
+_NOT_AN_END = re.compile(
+    r"(?:^|(?<=[\s(\"']))(?:(?i:dr|mr|mrs|ms|mx|prof|st|mt|jr|sr|vs|approx|dept|fig)|[A-Za-z](?:\.[A-Za-z])+|[A-Z])\.$"
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
+
+
 def sentences(text: str) -> list[str]:
     """The sentences of a text; a clause ended by ';' is a sentence of its own, without
-    the ';' ("Priya moved to the search team; Tom owns billing now." is two)."""
-    parts = re.split(r"(?<=[.!?;])\s+|\n+", (text or "").strip())
+    the ';' ("Priya moved to the search team; Tom owns billing now." is two). A period
+    after a title, a dotted abbreviation or an initial ends no sentence."""
+    text = (text or "").strip()
+    parts, begin = [], 0
+    for m in _SENTENCE_END.finditer(text):
+        word = text[max(begin, m.start() - 12) : m.start()]
+        if word.endswith(".") and _NOT_AN_END.search(word):
+            continue
+        parts.append(text[begin : m.start()])
+        begin = m.end()
+    parts.append(text[begin:])
     return [p.strip().rstrip(";").strip() for p in parts if p.strip().rstrip(";").strip()]
 
 

@@ -13,7 +13,7 @@ from datetime import date, datetime, timedelta
 
 from engine.judges.rules.asking import asks_about_the_past
 from engine.judges.rules.calendar_days import HOLIDAY_RE, SEASONS, holiday_on, season_span
-from engine.judges.rules.date_parts import MONTHS, WEEKDAYS, month_end
+from engine.judges.rules.date_parts import MONTHS, WEEKDAYS, month_end, month_number
 from engine.judges.rules.dates import _amount
 from engine.judges.rules.words import normalise
 
@@ -72,46 +72,66 @@ def _window(query: str, today: date) -> tuple[date, date] | None:
         return _last(m[1], today)
     m = _NAMED.search(text)
     # ('may' is a month only as 'May': "what may I have missed?" names none)
-    if m and (m[3] != "may" or re.search(r"\bMay\b", query)) and asks_about_the_past(query):
-        return _named(m[1], m[2], m[3], today)
+    if m and (m[3] != "may" or month_number(m[3], query)) and asks_about_the_past(query):
+        of_month = int(m[4]) if m[4] and m[3] in MONTHS else None
+        return _named(m[1], m[2], m[3], today, of_month, int(m[5]) if m[5] else None)
     return None
 
 
 # a month, season or named day a question about the past asks of ("what did I buy in
-# March?", "where did we go last summer?", "what did I cook on Thanksgiving?")
+# March?", "where did we go last summer?", "what did I cook on Thanksgiving?"), with the
+# day of the month and the year when said ("on May 5", "in March 2025", "Christmas 2025")
 _NAMED = re.compile(
     r"\b(last|this past|in|during|over|on|at|around|for|since)\s+(?:the\s+)?(?:(early|mid|late)[\s-]+)?"
     rf"({'|'.join(sorted(MONTHS, key=len, reverse=True))}|{'|'.join(SEASONS)}|{HOLIDAY_RE})\b"
+    r"(?:\s+(?:the\s+)?(\d{1,2})\b(?!\s*(?::|am\b|pm\b|\d)))?(?:,?\s+(?:of\s+)?(\d{4})\b)?"
 )
 # how far either side of a named day or span a thing said still counts
 _NAMED_SLACK = {"day": 2, "month": 3, "season": 7}
 
 
-def _named(opener: str, part: str | None, name: str, today: date) -> tuple[date, date]:
+def _named(
+    opener: str, part: str | None, name: str, today: date, day: int | None = None, year: int | None = None
+) -> tuple[date, date]:
     """The days of the latest month, season or named day of that name that has begun
-    by `today` ('last': that has ended), each with a little slack; the early, mid or
-    late part of a month is its first, second or last ten days."""
+    by `today` ('last': that has ended), or of the `year` said, each with a little slack;
+    the early, mid or late part of a month is its first, second or last ten days, and a
+    `day` of it that day."""
     ended = opener in ("last", "this past")
     if name in MONTHS:
         month = MONTHS[name]
-        year = today.year if (month < today.month or month == today.month and not ended) else today.year - 1
-        first, last = _month_part(date(year, month, 1), part)
-        slack = _NAMED_SLACK["month"]
+        if day is not None:  # 'on May 5': the latest May 5 by today
+            said = date(year or today.year, month, day)
+            if year is None and said > today:
+                said = date(today.year - 1, month, day)
+            first = last = said
+            slack = _NAMED_SLACK["day"]
+        else:
+            if year is None:
+                begun = month < today.month or month == today.month and not ended
+                year = today.year if begun else today.year - 1
+            first, last = _month_part(date(year, month, 1), part)
+            slack = _NAMED_SLACK["month"]
     elif name in SEASONS:
-        first, last = next(
-            span
-            for begins in (today.year, today.year - 1, today.year - 2)
-            if (span := season_span(name, begins))[0] <= today and (span[1] < today or not ended)
-        )
+        first, last = season_span(name, year) if year else _latest_season(name, today, ended)
         slack = _NAMED_SLACK["season"]
     else:
         first = last = next(
-            day
-            for year in (today.year, today.year - 1)
-            if (day := holiday_on(name, year)) is not None and day <= today and (day < today or not ended)
+            d
+            for y in ((year,) if year else (today.year, today.year - 1))
+            if (d := holiday_on(name, y)) is not None and (year or d <= today and (d < today or not ended))
         )
         slack = _NAMED_SLACK["day"]
     return first - timedelta(days=slack), last + timedelta(days=slack)
+
+
+def _latest_season(name: str, today: date, ended: bool) -> tuple[date, date]:
+    """The latest season of that name begun by today ('last summer': ended by today)."""
+    return next(
+        span
+        for begins in (today.year, today.year - 1, today.year - 2)
+        if (span := season_span(name, begins))[0] <= today and (span[1] < today or not ended)
+    )
 
 
 def _month_part(first: date, part: str | None) -> tuple[date, date]:
