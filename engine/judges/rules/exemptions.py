@@ -15,6 +15,7 @@ from types import MappingProxyType
 from engine.judges.lexicon import lexicon, words
 from engine.judges.lexicon.slots import MEMBER_OF
 from engine.judges.rules.dates import FULL_MONTH_RE
+from engine.judges.rules.expiring import RECURRING
 from engine.judges.rules.reading import NUMBER_WORDS, STRONG_CHANGE, Reading, undated
 from engine.judges.rules.words import GENERIC, STANCE, STOPWORDS, canon, is_value
 
@@ -78,6 +79,8 @@ def guarded(n: Reading, o: Reading, new: str, old: str) -> bool:
         return True  # "if we get the grant, we might move the lab to Boston instead"
     if _someone_elses(n.text) and not _someone_elses(o.text):
         return True  # "User's sister quit smoking" is no change to "User smokes a pack a day"
+    if _one_deed_beside_a_habit(n.text, o.text):
+        return True  # "I sold 30 cookies at the bake sale" ends no "bakes cookies every weekend"
     return _other_item(n, o, new, old)
 
 
@@ -86,6 +89,28 @@ _SOMEONE = re.compile(
     r"^\s*(?:(?:user|my|our|his|her|their)\s+(?:[a-z]+\s+)?(?:%s)\b|(?:he|she|they)\b)"
     % "|".join(words(_LEXICON["people"]))
 )
+
+
+# a deed the user did once, and the words that say a habit ended or changed
+_ONE_DEED = re.compile(
+    r"\b(?:i|we)\s+(?:just\s+|finally\s+|also\s+)?(?:sold|gave|made|took|brought|had|[a-z]{3,}ed)\b"
+)
+_HABIT_ENDS = re.compile(
+    r"\b(?:stopped|quit|no longer|any ?more|gave up|switched|moved|changed|instead|now|these days|"
+    r"nowadays|from now on|cancel+ed|ditched|dropped|(?:sold|got rid of|gave away) (?:my|our))\b"
+)
+
+
+def _one_deed_beside_a_habit(new: str, old: str) -> bool:
+    """Is the new memory a deed done once (no habit in it, nothing said to have ended)
+    and the old one a habit? Doing something once changes no habit: 'we baked bread for
+    the party' is no change of 'bakes sourdough every Sunday'."""
+    return bool(
+        RECURRING.search(old)
+        and not RECURRING.search(new)
+        and _ONE_DEED.search(new)
+        and not _HABIT_ENDS.search(new)
+    )
 
 
 def _someone_elses(text: str) -> bool:
@@ -112,9 +137,9 @@ def _names(text: str) -> set[str]:
     lexicon (a tool is what fills a slot - what a change replaces - not another item)."""
     found = set()
     for m in _NAME.findall(text):
-        kept = " ".join(
-            canon(w) for w in m.lower().split() if not is_value(canon(w)) and canon(w) not in MEMBER_OF
-        )
+        # (a sentence's last word comes with its period: 'on Fridays.')
+        said = [w.strip(".") for w in m.lower().split()]
+        kept = " ".join(canon(w) for w in said if w and not is_value(canon(w)) and canon(w) not in MEMBER_OF)
         if kept and kept not in ("user", "i"):
             found.add(kept)
     return found

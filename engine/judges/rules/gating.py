@@ -166,11 +166,12 @@ _DID_WORK = re.compile(
 # A plain statement of a value about something definite: "The code freeze starts on March
 # 13.", "The API rate limit is 100 requests per second.", "My order 4417 has not arrived".
 _DEFINITE = re.compile(r"^(?:the|our|my|this|their|his|her)\s+[a-z]")
+_SOMEONES = re.compile(r"^[A-Z][a-z]+(?:'s|s'|\u2019s)\s+[a-z]")  # "Karen's birthday is in June"
 # a definite subject's value, or its change: "the landlord raised the rent to 1850"
 _STATES = re.compile(
     rf"\b(?:{_WORK_VERBS}|[a-z]{{3,}}ed|starts?|begins?|opens?|closes?|"
     r"arrives?|lands?|expires?|renews?|lasts?|allows?|caps?|limits?|weighs?|holds?|seats?|"
-    r"fits?|leaves|departs?|"
+    r"fits?|leaves|departs?|went|rose|fell|grew|got|became|came|comes|goes|runs|ships?|costs?|pays|"
     r"is|are|was|were|has|have|did|does) "
 )
 _NUMBER = re.compile(r"\d")
@@ -181,7 +182,8 @@ def _states_a_value(sentence: str, norm: str) -> bool:
     """A definite subject (or one named by an id: "Order 1003", "Room B"), a verb, and a
     value (a number, an id, a date other than today, a name: "The new bookshelf is from
     IKEA")."""
-    if not (_DEFINITE.match(norm) or subject_ids(sentence)) or not _STATES.search(norm + " "):
+    definite = _DEFINITE.match(norm) or _SOMEONES.match(sentence.strip()) or subject_ids(sentence)
+    if not definite or not _STATES.search(norm + " "):
         return False
     dated = any(m.label not in ("today", "tonight") for m in date_mentions(sentence))
     return dated or bool(_NUMBER.search(norm) or _NAMED.search(sentence))

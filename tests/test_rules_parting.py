@@ -1,0 +1,55 @@
+"""Changes the rules judges missed or took wrongly (issue 40), each class with sentences
+of its own that fail on the commit before: parting with a thing ('sold the Civic', 'gave
+my Kindle away', 'relocated'), a weekday at a sentence's end read as a name ('on
+Fridays.'), a deed done once beside a habit ('sold 30 cookies' is no change of 'bakes
+cookies every weekend'), and facts the gate dropped for want of 'I' ('The rent went up to
+1550', "Karen's birthday is in June")."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.judges import rules
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("User's car is a Honda Civic.", "I sold the Civic and bought a Tesla Model 3."),
+        ("User reads on a Kindle.", "I gave my Kindle away, I only read paper books now."),
+        ("User plays a Yamaha upright piano.", "We got rid of the Yamaha piano when we moved flats."),
+        ("User lives in Denver.", "We relocated to Austin in the spring."),
+        ("The newsletter goes out on Mondays.", "The newsletter now ships on Fridays."),
+        ("The book club meets on Tuesdays.", "The book club now meets on Thursdays."),
+        ("User bikes to work every day.", "I sold my bike last week."),
+    ],
+)
+def test_a_change_is_a_change(old, new):
+    assert rules.contradiction(new, [(1, old)])["supersedes"] == [1]
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("User bakes cookies every weekend.", "I sold 30 cookies at the bake sale."),
+        ("User bakes cookies every weekend.", "I sold the cookies at the bake sale."),
+        ("User bakes sourdough every Sunday.", "We baked sourdough for the party on Saturday."),
+        ("User knits scarves every winter.", "I gave the scarves away to my nieces."),
+        ("The newsletter goes out on Mondays.", "The podcast comes out on Fridays."),
+    ],
+)
+def test_no_change_is_no_change(old, new):
+    assert rules.contradiction(new, [(1, old)])["supersedes"] == []
+
+
+@pytest.mark.parametrize(
+    "user",
+    [
+        "The rent went up to 1550.",
+        "Karen's birthday is in June.",
+        "The podcast comes out on Fridays.",
+        "The kids' school bus comes at 7:15.",
+    ],
+)
+def test_a_value_of_a_named_thing_is_kept_without_an_i(user):
+    assert rules.gate(user, "Noted.")["save"] is True
