@@ -3,7 +3,7 @@ of its own that fail on the commit before: parting with a thing ('sold the Civic
 my Kindle away', 'relocated'), a weekday at a sentence's end read as a name ('on
 Fridays.'), a deed done once beside a habit ('sold 30 cookies' is no change of 'bakes
 cookies every weekend'), and facts the gate dropped for want of 'I' ('The rent went up to
-1550', "Karen's birthday is in June")."""
+1550', "Karen's birthday is in June"); 'noon' and 'midnight' are times."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from engine.judges import rules
         ("The newsletter goes out on Mondays.", "The newsletter now ships on Fridays."),
         ("The book club meets on Tuesdays.", "The book club now meets on Thursdays."),
         ("User bikes to work every day.", "I sold my bike last week."),
+        ("User goes to bed around midnight.", "I've been going to bed at 10 these days."),
     ],
 )
 def test_a_change_is_a_change(old, new):
@@ -53,3 +54,9 @@ def test_no_change_is_no_change(old, new):
 )
 def test_a_value_of_a_named_thing_is_kept_without_an_i(user):
     assert rules.gate(user, "Noted.")["save"] is True
+
+
+def test_noon_and_midnight_are_times():
+    # 'noon' is 12:00 and '12pm' too: the same time said again, not a change
+    said_again = rules.contradiction("The standup is at 12pm.", [(1, "The standup is at noon.")])
+    assert said_again == {"supersedes": [], "confirms": [1]}

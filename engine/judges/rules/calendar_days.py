@@ -205,7 +205,7 @@ def calendar_mentions(text: str, original: str) -> list[DateMention]:
     date_mentions puts them before plain dates, so 'mid-April' is read whole."""
     found: list[DateMention] = []
     for m in re.finditer(rf"\bbetween\s+(?:the\s+)?({HOLIDAY_RE})\s+and\s+(?:the\s+)?({HOLIDAY_RE})\b", text):
-        found.append(DateMention(m.start(), m.end(), m[2], _after_first(m[1], m[2]), False))
+        found.append(DateMention(m.start(), m.end(), m[2], _span_end(m[2]), False))
     for m in re.finditer(rf"\b{_OPENER}({HOLIDAY_RE})\b{_YEAR}", text):
         rule, year = _HOLIDAYS[m[1]], _int(m[2])
         label = rule if re.fullmatch(r"\d\d-\d\d", rule) else m[1]
@@ -277,10 +277,10 @@ def _int(text: str | None) -> int | None:
     return int(text) if text else None
 
 
-def _after_first(first: str, then: str) -> Callable[[date], date | None]:
+def _span_end(then: str) -> Callable[[date], date | None]:
     """'between Christmas and New Year': the span ends on the second named day's next
-    occurrence (said on December 26, inside the span, that is the coming New Year)."""
-    del first  # the span's start ends nothing
+    occurrence (said on December 26, inside the span, that is the coming New Year); its
+    start ends nothing."""
     return _holiday(_HOLIDAYS[then])
 
 

@@ -135,9 +135,11 @@ def _clock(m: re.Match) -> str:
 
 
 def notation(text: str) -> str:
-    """One notation for equal values: '6pm', '6 pm' and '18:00' read '18:00'; '10,000',
-    '10k' and 'ten thousand' read '10000'; '30s' reads '30'."""
+    """One notation for equal values: '6pm', '6 pm' and '18:00' read '18:00', 'noon'
+    '12:00' and 'midnight' '00:00'; '10,000', '10k' and 'ten thousand' read '10000'; '30s'
+    reads '30'."""
     text = re.sub(r"\b(\d{1,2})(?::(\d{2}))?\s*(am|pm)\b", _clock, text)
+    text = re.sub(r"\b(?:noon|midday)\b", "12:00", re.sub(r"\bmidnight\b", "00:00", text))
     text = re.sub(r"\b(\d{1,2}):(\d{2})\b", lambda m: f"{int(m[1]):02d}:{m[2]}", text)
     text = re.sub(r"\b(\d{1,3}(?:,\d{3})+)\b", lambda m: m[1].replace(",", ""), text)
     text = re.sub(
