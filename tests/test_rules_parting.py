@@ -7,8 +7,11 @@ cookies every weekend'), and facts the gate dropped for want of 'I' ('The rent w
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
+from engine import FixedClock, Memory
 from engine.judges import rules
 
 
@@ -37,6 +40,7 @@ def test_a_change_is_a_change(old, new):
         ("User bakes sourdough every Sunday.", "We baked sourdough for the party on Saturday."),
         ("User knits scarves every winter.", "I gave the scarves away to my nieces."),
         ("The newsletter goes out on Mondays.", "The podcast comes out on Fridays."),
+        ("User's brother lives in Glasgow.", "We relocated to Austin in the spring."),
     ],
 )
 def test_no_change_is_no_change(old, new):
@@ -60,3 +64,18 @@ def test_noon_and_midnight_are_times():
     # 'noon' is 12:00 and '12pm' too: the same time said again, not a change
     said_again = rules.contradiction("The standup is at 12pm.", [(1, "The standup is at noon.")])
     assert said_again == {"supersedes": [], "confirms": [1]}
+
+
+def test_a_move_reaches_where_the_user_lived_and_not_where_someone_else_lives(tmp_path):
+    # 'relocated' shares no word with 'lives in Denver': the write path's candidates ask for
+    # the words a home is said with (superseding.yaml news_to), and a move of the user's
+    # is no change of where the user's brother lives
+    others = [f"User's note {i}: the {w} report is filed." for i, w in enumerate("abcdefghij")]
+    with Memory(str(tmp_path / "m.db"), offline=True, clock=FixedClock(dt.datetime(2026, 3, 10, 9))) as mem:
+        for text in others:
+            mem.add(text, judged=False)
+        denver = mem.add("User lives in Denver.", judged=False)
+        brother = mem.add("User's brother lives in Glasgow.", judged=False)
+        assert mem.remember("We relocated to Austin in the spring.", "Noted.").stored
+        gone = {m.id for m in mem.memories("superseded", limit=100)}
+    assert gone == {denver} and brother not in gone

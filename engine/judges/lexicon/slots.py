@@ -82,14 +82,29 @@ def _given_up() -> dict[str, tuple[str, ...]]:
 _GIVEN_UP = _given_up()
 
 
+def _news_to() -> dict[str, tuple[str, ...]]:
+    """superseding.yaml `news_to`: a change word -> the words its old value is said with."""
+    out: dict[str, tuple[str, ...]] = {}
+    for row in lexicon("superseding")["news_to"]:
+        left, _, right = row.partition(":")
+        for name in words(left):
+            out[name] = tuple(words(right))
+    return out
+
+
+_NEWS_TO = _news_to()
+
+
 def related_words(word: str) -> list[str]:
     """Words a replacement of `word` may use instead: the other members of its lexicon
     categories, the words naming the slot (mysql -> postgresql, sqlite, ..., database),
     the other words of its noun synonym group (job -> work, employed), and what giving it
-    up ends (caffeine -> coffee, espresso, ...). Empty for words outside the lexicon."""
+    up ends (caffeine -> coffee, espresso, ...), and the words an old value of a change is
+    said with (relocated -> live, based, ...). Empty for words outside the lexicon."""
     name = ALIASES.get(word.lower(), word.lower())
     out: list[str] = [w for w in _SYNONYMS.get(name, ()) if w != name]
     out += [w for w in _GIVEN_UP.get(name, ()) if w != name]
+    out += [w for w in _NEWS_TO.get(name, ()) if w != name]
     for category in sorted(MEMBER_OF.get(name, ())):
         slot = CATEGORIES[category]
         out += [n for n in slot.members if n != name] + list(slot.names)

@@ -79,6 +79,8 @@ def guarded(n: Reading, o: Reading, new: str, old: str) -> bool:
         return True  # "if we get the grant, we might move the lab to Boston instead"
     if _someone_elses(n.text) and not _someone_elses(o.text):
         return True  # "User's sister quit smoking" is no change to "User smokes a pack a day"
+    if _someone_elses(o.text) and not _someone_elses(n.text) and _USER_FIRST.match(n.text):
+        return True  # "We relocated to Austin" is no change to "User's brother lives in Glasgow"
     if _one_deed_beside_a_habit(n.text, o.text):
         return True  # "I sold 30 cookies at the bake sale" ends no "bakes cookies every weekend"
     return _other_item(n, o, new, old)
@@ -120,6 +122,7 @@ def _someone_elses(text: str) -> bool:
     return m is not None and not _USER_TOO.search(text, m.end())
 
 
+_USER_FIRST = re.compile(r"\s*(?:i|we|user)\b")
 _USER_TOO = re.compile(r"\b(?:i|me|we|us|our|ours|user)\b")
 
 
