@@ -176,3 +176,24 @@ def test_a_wal_grown_by_another_connection_is_the_threads_to_copy(tmp_path):
     finally:
         other.close()
         mem.close()
+
+
+def test_a_count_that_missed_a_start_over_does_not_checkpoint_every_commit(tmp_path, monkeypatch):
+    """The writer counts its own growth since the WAL last started over, seen as the file
+    shrinking; another process can start it over and grow it back unseen. A checkpoint that
+    copied all of it then lets the count ask again a CHECKPOINT_BYTES later, not at every
+    commit (a checkpoint's fsync each)."""
+    _without_thread(monkeypatch)
+    path = tmp_path / "m.db"
+    mem = Memory(str(path), offline=True)
+    try:
+        mem.add("We deploy on Fridays.", judged=False)
+        store_of(mem)._checkpoints._own = C.BEHIND_BYTES  # starts-over it never saw
+        asked: list[str] = []
+        store_of(mem).db.set_trace_callback(lambda sql: "wal_checkpoint" in sql and asked.append(sql))
+        for i in range(40):
+            mem.add(f"small note {i}", judged=False)
+        store_of(mem).db.set_trace_callback(None)
+    finally:
+        mem.close()
+    assert 1 <= len(asked) <= 2, asked

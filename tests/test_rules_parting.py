@@ -25,6 +25,11 @@ from engine.judges import rules
         ("The newsletter goes out on Mondays.", "The newsletter now ships on Fridays."),
         ("The book club meets on Tuesdays.", "The book club now meets on Thursdays."),
         ("User bikes to work every day.", "I sold my bike last week."),
+        # a change said ends a habit: only a deed done once, or parting with what the
+        # habit makes, leaves it
+        ("User bikes to work every day.", "I sold the bike and started taking the train."),
+        ("User's standup is every Monday at 9.", "We rescheduled the standup to 10 on Tuesday."),
+        ("User's team uses Jenkins for CI every day.", "We migrated CI from Jenkins to GitHub Actions."),
         ("User goes to bed around midnight.", "I've been going to bed at 10 these days."),
     ],
 )
@@ -58,6 +63,14 @@ def test_no_change_is_no_change(old, new):
 )
 def test_a_value_of_a_named_thing_is_kept_without_an_i(user):
     assert rules.gate(user, "Noted.")["save"] is True
+
+
+@pytest.mark.parametrize(
+    "user",
+    ["Today's weather is nice, it rose to 20 degrees.", "That's funny, it costs 3 dollars there!"],
+)
+def test_a_days_or_a_things_value_in_small_talk_is_not_someones(user):
+    assert rules.gate(user, "Ha.")["save"] is False
 
 
 def test_noon_and_midnight_are_times():

@@ -52,7 +52,8 @@ _PART = r"(early|mid|middle|late|start|beginning|end)"
 # the day a part of a month ends on (late and end: the month's last day)
 _DAY_OF_PART = {"early": 10, "start": 1, "beginning": 1, "mid": 15, "middle": 15}
 # the year said after a calendar word: 'Christmas 2027', 'the summer of 2027', 'mid-March, 2027'
-_YEAR = r"(?:,?\s+(?:of\s+)?(\d{4})\b)?"
+# ('until Christmas, 2027 will be busy': a year after a comma only where the clause ends)
+_YEAR = r"(?:(?:\s+(?:of\s+)?|,\s*(?=\d{4}\s*(?:[.;!?),]|$)))(\d{4})\b)?"
 
 
 def _easter(year: int) -> date:

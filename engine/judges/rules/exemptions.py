@@ -93,26 +93,27 @@ _SOMEONE = re.compile(
 )
 
 
-# a deed the user did once, and the words that say a habit ended or changed
+# a deed the user did once; parting with a thing; a habit of making things
 _ONE_DEED = re.compile(
     r"\b(?:i|we)\s+(?:just\s+|finally\s+|also\s+)?(?:sold|gave|made|took|brought|had|[a-z]{3,}ed)\b"
 )
-_HABIT_ENDS = re.compile(
-    r"\b(?:stopped|quit|no longer|any ?more|gave up|switched|moved|changed|instead|now|these days|"
-    r"nowadays|from now on|cancel+ed|ditched|dropped|(?:sold|got rid of|gave away) (?:my|our))\b"
+_PARTING = re.compile(r"(?:sold|got rid of|donated|gave(?: away)?|returned)\b.*")
+_MAKING = re.compile(
+    r"\b(?:bakes?|makes?|grows?|knits?|brews?|cooks?|sews?|paints?|builds?|crafts?|roasts?|"
+    r"writes?|prints?|carves?|draws?|weaves?|quilts?|crochets?)\b"
 )
 
 
 def _one_deed_beside_a_habit(new: str, old: str) -> bool:
-    """Is the new memory a deed done once (no habit in it, nothing said to have ended)
-    and the old one a habit? Doing something once changes no habit: 'we baked bread for
-    the party' is no change of 'bakes sourdough every Sunday'."""
-    return bool(
-        RECURRING.search(old)
-        and not RECURRING.search(new)
-        and _ONE_DEED.search(new)
-        and not _HABIT_ENDS.search(new)
-    )
+    """Is the new memory a deed done once and the old one a habit it does not end? Doing
+    something once changes no habit ('we baked bread for the party' / 'bakes sourdough every
+    Sunday'), nor does parting with what a habit makes ('sold 30 cookies at the bake sale' /
+    'bakes cookies every weekend'); a change said ('rescheduled', 'migrated', 'sold the
+    bike') ends one."""
+    if not RECURRING.search(old) or RECURRING.search(new) or not _ONE_DEED.search(new):
+        return False
+    said = [m[0] for pattern in (STRONG_CHANGE, _CHANGE) for m in pattern.finditer(new)]
+    return all(_PARTING.fullmatch(w) for w in said) and (not said or bool(_MAKING.search(old)))
 
 
 def _someone_elses(text: str) -> bool:

@@ -22,7 +22,7 @@ from engine.judges.rules.reading import (
     sentences,
     summary,
 )
-from engine.judges.rules.words import GENERIC, canon, normalise, stems
+from engine.judges.rules.words import GENERIC, canon, is_value, normalise, stems
 
 # What such a subject does: a present-tense verb (or a plain 'is').
 _WORK_VERBS = (
@@ -166,7 +166,12 @@ _DID_WORK = re.compile(
 # A plain statement of a value about something definite: "The code freeze starts on March
 # 13.", "The API rate limit is 100 requests per second.", "My order 4417 has not arrived".
 _DEFINITE = re.compile(r"^(?:the|our|my|this|their|his|her)\s+[a-z]")
-_SOMEONES = re.compile(r"^[A-Z][a-z]+(?:'s|s'|\u2019s)\s+[a-z]")  # "Karen's birthday is in June"
+# a person's thing as the subject: "Karen's birthday is in June" (not "Today's weather")
+_SOMEONES = re.compile(r"^([A-Z][a-z]+)(?:'s|s'|\u2019s)\s+[a-z]")
+_NOT_SOMEONE = frozenset(
+    "that what it there here today tonight yesterday tomorrow everyone everybody nobody "
+    "someone somebody this who where let he she".split()
+)
 # a definite subject's value, or its change: "the landlord raised the rent to 1850"
 _STATES = re.compile(
     rf"\b(?:{_WORK_VERBS}|[a-z]{{3,}}ed|starts?|begins?|opens?|closes?|"
@@ -182,7 +187,10 @@ def _states_a_value(sentence: str, norm: str) -> bool:
     """A definite subject (or one named by an id: "Order 1003", "Room B"), a verb, and a
     value (a number, an id, a date other than today, a name: "The new bookshelf is from
     IKEA")."""
-    definite = _DEFINITE.match(norm) or _SOMEONES.match(sentence.strip()) or subject_ids(sentence)
+    someones = _SOMEONES.match(sentence.strip())
+    if someones and (someones[1].lower() in _NOT_SOMEONE or is_value(canon(someones[1].lower()))):
+        someones = None  # "That's", "Today's", "Monday's": no one's
+    definite = _DEFINITE.match(norm) or someones or subject_ids(sentence)
     if not definite or not _STATES.search(norm + " "):
         return False
     dated = any(m.label not in ("today", "tonight") for m in date_mentions(sentence))

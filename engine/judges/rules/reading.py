@@ -324,23 +324,41 @@ def clearly_nearest(similar: dict[int, float], at_least: float, lead: float) -> 
     return first if best >= at_least and best - second >= lead else None
 
 
-# a period that ends a word, not a sentence: a title ('Dr. Flores', 'St. Patrick's Day'),
-# a dotted abbreviation ('9 a.m. every Monday', 'e.g. pytest') or an initial ('J. Crew')
-_NOT_AN_END = re.compile(
-    r"(?:^|(?<=[\s(\"']))(?:(?i:dr|mr|mrs|ms|mx|prof|st|mt|jr|sr|vs|approx|dept|fig)|[A-Za-z](?:\.[A-Za-z])+|[A-Z])\.$"
-)
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
+_TITLES = frozenset(("dr", "mr", "mrs", "ms", "mx", "prof"))
+_ABBREVIATIONS = frozenset(("vs", "approx", "dept", "fig", "etc"))
+_DOTTED = re.compile(r"[A-Za-z](?:\.[A-Za-z])+")
+
+
+def _ends_a_word(text: str, end: re.Match) -> bool:
+    """Is the period before `end` (a match of _SENTENCE_END) a word's, not the sentence's?
+    A title's ('Dr. Flores'; 'St. Patrick's Day' but not 'Main St. The rent'), a middle
+    initial's ('Michael J. Fox'), a dotted abbreviation's before a word in lower case or a
+    number ('9 a.m. every Monday', 'e.g. pytest'; not 'at 5 p.m. Bring snacks')."""
+    before = text[max(0, end.start() - 40) : end.start()]
+    said = before[:-1].split() if before.endswith(".") else []
+    if not said:
+        return False
+    last, previous = said[-1].lstrip("(\"'"), said[-2] if len(said) > 1 else ""
+    after = text[end.end() : end.end() + 1]
+    if last.lower() in _TITLES:
+        return True
+    if last.lower() == "st":
+        return not previous[:1].isupper()
+    if len(last) == 1 and last.isupper():
+        return previous[:1].isupper() and after.isupper()
+    abbreviation = last.lower() in _ABBREVIATIONS or bool(_DOTTED.fullmatch(last))
+    return abbreviation and (after.islower() or after.isdigit())
 
 
 def sentences(text: str) -> list[str]:
     """The sentences of a text; a clause ended by ';' is a sentence of its own, without
-    the ';' ("Priya moved to the search team; Tom owns billing now." is two). A period
-    after a title, a dotted abbreviation or an initial ends no sentence."""
+    the ';' ("Priya moved to the search team; Tom owns billing now." is two). A period of
+    a title, an initial or an abbreviation ends no sentence (_ends_a_word)."""
     text = (text or "").strip()
     parts, begin = [], 0
     for m in _SENTENCE_END.finditer(text):
-        word = text[max(begin, m.start() - 12) : m.start()]
-        if word.endswith(".") and _NOT_AN_END.search(word):
+        if _ends_a_word(text, m):
             continue
         parts.append(text[begin : m.start()])
         begin = m.end()

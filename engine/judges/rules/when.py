@@ -78,13 +78,16 @@ def _window(query: str, today: date) -> tuple[date, date] | None:
     return None
 
 
+# what makes a number after a month a count, not its day: 'in March 3 times'
+_UNITS = r"(?:times?|x|days?|weeks?|months?|years?|hours?|minutes?|nights?|people|of)\b"
 # a month, season or named day a question about the past asks of ("what did I buy in
 # March?", "where did we go last summer?", "what did I cook on Thanksgiving?"), with the
 # day of the month and the year when said ("on May 5", "in March 2025", "Christmas 2025")
 _NAMED = re.compile(
     r"\b(last|this past|in|during|over|on|at|around|for|since)\s+(?:the\s+)?(?:(early|mid|late)[\s-]+)?"
     rf"({'|'.join(sorted(MONTHS, key=len, reverse=True))}|{'|'.join(SEASONS)}|{HOLIDAY_RE})\b"
-    r"(?:\s+(?:the\s+)?(\d{1,2})\b(?!\s*(?::|am\b|pm\b|\d)))?(?:,?\s+(?:of\s+)?(\d{4})\b)?"
+    r"(?:\s+(?:the\s+)?(\d{1,2})\b(?!\s*(?::|am\b|pm\b|%|\d{1,3}\b|" + _UNITS + r")))?"
+    r"(?:,?\s+(?:of\s+)?(\d{4})\b)?"
 )
 # how far either side of a named day or span a thing said still counts
 _NAMED_SLACK = {"day": 2, "month": 3, "season": 7}
@@ -101,10 +104,7 @@ def _named(
     if name in MONTHS:
         month = MONTHS[name]
         if day is not None:  # 'on May 5': the latest May 5 by today
-            said = date(year or today.year, month, day)
-            if year is None and said > today:
-                said = date(today.year - 1, month, day)
-            first = last = said
+            first = last = _latest_day(month, day, year, today)
             slack = _NAMED_SLACK["day"]
         else:
             if year is None:
@@ -123,6 +123,19 @@ def _named(
         )
         slack = _NAMED_SLACK["day"]
     return first - timedelta(days=slack), last + timedelta(days=slack)
+
+
+def _latest_day(month: int, day: int, year: int | None, today: date) -> date:
+    """That day of `year`, or its latest by today (a February 29th: of the last leap year);
+    ValueError when there is none (a 31st of a month of 30 days)."""
+    for y in (year,) if year else range(today.year, today.year - 8, -1):
+        try:
+            said = date(y, month, day)
+        except ValueError:
+            continue
+        if year or said <= today:
+            return said
+    raise ValueError(f"no day {day} of month {month}")
 
 
 def _latest_season(name: str, today: date, ended: bool) -> tuple[date, date]:

@@ -102,19 +102,24 @@ class Checkpointer:
         # back to, which the file's size does not show: with them, past BEHIND_BYTES
         if self._own >= BEHIND_BYTES - CHECKPOINT_BYTES:
             try:
-                busy = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[0]
+                busy, log, copied = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
             except Exception as exc:  # the commit stands; the thread tries
                 self.failed = str(exc)
-                busy = 0
+                busy, log, copied = 1, 0, -1
             if not busy:
                 self._seen = size
-            # the count starts again only when the WAL is seen to start over (above), not
-            # here: a checkpoint that copied all of it lets the next write start the WAL
-            # over only if no reader holds a snapshot of it then (the thread's connection
-            # reading the schema is one), and a WAL that went on growing from its end
-            # instead grew a second BEHIND_BYTES unchecked. So, until it has started over,
-            # every commit asks again: a checkpoint with nothing to copy costs nothing, and
-            # one refused (the thread's slow one holds the lock) is asked for again
+            if not busy and log == copied:
+                # all of it copied: the next write starts it over, or, if a reader keeps it
+                # from that, asks again a CHECKPOINT_BYTES later, not at every commit (a
+                # count that missed a start-over made by another process stays bounded too)
+                self._own = min(self._own, BEHIND_BYTES - 2 * CHECKPOINT_BYTES)
+            # the count starts again only when the WAL is seen to start over (above): a
+            # checkpoint that copied all of it lets the next write start the WAL over only
+            # if no reader holds a snapshot of it then (the thread's connection reading the
+            # schema is one), and a WAL that went on growing from its end grew a second
+            # BEHIND_BYTES unchecked when the count started again here. One refused (the
+            # thread's slow one holds the lock) or stopped by a reader is asked again at
+            # the next commit
             return
         if size - self._seen < CHECKPOINT_BYTES and self._commits % EVERY_COMMITS:
             return
