@@ -21,13 +21,15 @@ EMBED = "openai:text-embedding-3-small"
 
 
 def waves(spans) -> int:
-    """How many requests had to wait for every request before them to end."""
-    count, end = 0, None
-    for _, start, stop in sorted(spans, key=lambda s: s[1]):
-        if end is None or start >= end:
-            count += 1
-        end = stop if end is None else max(end, stop)
-    return count
+    """The round trips a turn waited for one after another: the longest chain of requests
+    each started after the one before it ended. (Counting the requests that started after
+    every earlier one had ended read 1 on a loaded machine, where the embedding request
+    asked beside the gate started late and was still running when the second wave began.)"""
+    spans = sorted(spans, key=lambda s: s[1])
+    chain: list[int] = []
+    for _, start, _ in spans:
+        chain.append(1 + max((n for n, (_, _, stop) in zip(chain, spans) if stop <= start), default=0))
+    return max(chain, default=0)
 
 
 class Rewriting(Responder):
