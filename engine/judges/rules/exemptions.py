@@ -16,7 +16,7 @@ from engine.judges.lexicon import lexicon, words
 from engine.judges.lexicon.slots import MEMBER_OF
 from engine.judges.rules.dates import FULL_MONTH_RE
 from engine.judges.rules.expiring import RECURRING
-from engine.judges.rules.reading import NUMBER_WORDS, STRONG_CHANGE, Reading, undated
+from engine.judges.rules.reading import NUMBER_WORDS, PARTING, STRONG_CHANGE, Reading, undated
 from engine.judges.rules.words import GENERIC, STANCE, STOPWORDS, canon, is_value
 
 _LEXICON = lexicon("superseding")
@@ -97,7 +97,7 @@ _SOMEONE = re.compile(
 _ONE_DEED = re.compile(
     r"\b(?:i|we)\s+(?:just\s+|finally\s+|also\s+)?(?:sold|gave|made|took|brought|had|[a-z]{3,}ed)\b"
 )
-_PARTING = re.compile(r"(?:sold|got rid of|donated|gave(?: away)?|returned)\b.*")
+_PARTING = re.compile(rf"(?:{PARTING}|gave)\b.*")
 _MAKING = re.compile(
     r"\b(?:bakes?|makes?|grows?|knits?|brews?|cooks?|sews?|paints?|builds?|crafts?|roasts?|"
     r"writes?|prints?|carves?|draws?|weaves?|quilts?|crochets?)\b"

@@ -43,6 +43,10 @@ NEGATION = re.compile(
     r"nobody|nothing|neither|nor|out of|away from|unable|"
     r"intoleran\w*)\b"
 )
+# parting with a thing of one's own ('sold the Civic', 'gave my Kindle away'): a change, and
+# what follows is the thing left behind
+PARTING = r"sold|got rid of|donated|gave away|returned"
+_OWNED = r"my|our|the|his|her|their"
 STRONG_CHANGE = re.compile(
     r"\b(switch(ed|ing)?|migrat(ed|ing|e)|moved|moving|replac(ed|ing|e)|instead|no longer|"
     r"anymore|stopped|quit|ditched|dropped|abandoned|gave up|changed|swapped|traded|rather than|"
@@ -50,8 +54,7 @@ STRONG_CHANGE = re.compile(
     r"converted|transitioned|upgraded|downgraded|is now|are now|now (uses?|prefers?|on)|"
     r"slipped|slid|rewr(o|i)te|rewritten|increased|decreased|raised|lowered|reduced|"
     r"extended|left(?![- ](side|hand|panel|column|sidebar|corner|over|click))|resigned|"
-    r"relocat(ed|ing)|(sold|got rid of|donated|gave away|returned) (my|our|the|his|her|their)|"
-    r"gave (my|our|the|his|her|their) ([\w-]+ ){0,2}away|"
+    rf"relocat(ed|ing)|({PARTING}) ({_OWNED})|gave ({_OWNED}) ([\w-]+ ){{0,2}}away|"
     r"(not|never|nobody|no one) miss(es|ed)?)\b"
 )
 _WEAK_CHANGE = re.compile(
@@ -73,8 +76,7 @@ OLD_SIDE = re.compile(
     r"\b(?:from|instead of|rather than|no longer(?: use| using| uses| on)?|"
     r"stopped(?: using| with)?|replaced|traded(?: in)?|ditched|dropped|quit|abandoned|"
     r"gave up(?: on)?|not using|away from|left|resigned from|"
-    r"(?:sold|got rid of|donated|gave away|returned)(?=\s+(?:my|our|the|his|her|their) )|"
-    r"gave(?=\s+(?:my|our|the|his|her|their) (?:[\w-]+ ){0,2}away\b)|"
+    rf"(?:{PARTING})(?=\s+(?:{_OWNED}) )|gave(?=\s+(?:{_OWNED}) (?:[\w-]+ ){{0,2}}away\b)|"
     r"(?:not|never|nobody|no one) miss(?:es|ed)?)\s+([\w.+#\- ]+)"
 )
 # What comes after these words is the new value ("moved to Berlin").
