@@ -95,16 +95,33 @@ def _news_to() -> dict[str, tuple[str, ...]]:
 _NEWS_TO = _news_to()
 
 
+def _kinds() -> dict[str, tuple[str, ...]]:
+    """words.yaml `implies`: each thing of a kind -> the kind and the kind's other things
+    ('pixel' -> phone, iphone, galaxy, smartphone): "I'm on a Pixel now" is news to "User's
+    phone is an iPhone"."""
+    out: dict[str, tuple[str, ...]] = {}
+    for kind, raw in lexicon("words")["implies"].items():
+        things = tuple(words(raw))
+        for thing in things:
+            out[thing] = (kind, *things)
+    return out
+
+
+_KINDS = _kinds()
+
+
 def related_words(word: str) -> list[str]:
     """Words a replacement of `word` may use instead: the other members of its lexicon
     categories, the words naming the slot (mysql -> postgresql, sqlite, ..., database),
     the other words of its noun synonym group (job -> work, employed), and what giving it
     up ends (caffeine -> coffee, espresso, ...), and the words an old value of a change is
-    said with (relocated -> live, based, ...). Empty for words outside the lexicon."""
+    said with (relocated -> live, based, ...), and the kind of thing it is with that kind's
+    other things (pixel -> phone, iphone, ...). Empty for words outside the lexicon."""
     name = ALIASES.get(word.lower(), word.lower())
     out: list[str] = [w for w in _SYNONYMS.get(name, ()) if w != name]
     out += [w for w in _GIVEN_UP.get(name, ()) if w != name]
     out += [w for w in _NEWS_TO.get(name, ()) if w != name]
+    out += [w for w in _KINDS.get(name, ()) if w != name]
     for category in sorted(MEMBER_OF.get(name, ())):
         slot = CATEGORIES[category]
         out += [n for n in slot.members if n != name] + list(slot.names)

@@ -252,6 +252,46 @@ def _before(text: str) -> Mapping[str, str]:
     )
 
 
+@lru_cache(maxsize=4096)
+def qualifiers(text: str, after_only: bool = False) -> Mapping[str, frozenset[str]]:
+    """Each noun of a (read) text with the words that say which one it is: the word in
+    front ("the trip budget"), unless `after_only`, and the noun after "for", "of" or
+    "to", values between skipped ("budget for the trip", "budgets 300 a month for
+    groceries", "flight to Lisbon"). Read-only: it is cached."""
+    tokens = re.findall(r"[a-z][a-z0-9-]*|\d[\d.,:]*", text)
+    changed = next((i for i, w in enumerate(tokens) if STRONG_CHANGE.fullmatch(w)), len(tokens))
+    found: dict[str, set[str]] = {}
+    for i, word in enumerate(tokens):
+        head = canon(word)
+        if word in STOPWORDS or is_value(head) or not word[:1].isalpha():
+            continue
+        before = tokens[i - 1] if i else ""
+        if not after_only and before[:1].isalpha() and _qualifies(before) and not before.endswith("ed"):
+            found.setdefault(head, set()).add(canon(before))
+        rest = tokens[i + 1 : i + 7]
+        for j, after in enumerate(rest[:5]):
+            if after in ("for", "of") or (after == "to" and i < changed):
+                # ("moved my flight to May 5": after a change, "to" says where it went)
+                said = [w for w in rest[j + 1 :] if w not in STOPWORDS and w not in _PLAIN_MODIFIERS][:1]
+                if said and said[0][:1].isalpha() and _qualifies(said[0]):
+                    found.setdefault(head, set()).add(canon(said[0]))
+                break
+            if not (after[:1].isdigit() or after in STOPWORDS or is_value(canon(after))):
+                break
+    return MappingProxyType({head: frozenset(words) for head, words in found.items()})
+
+
+def _qualifies(word: str) -> bool:
+    return (
+        word not in STOPWORDS
+        and word not in _PLAIN_MODIFIERS
+        and word not in NUMBER_WORDS
+        and word != "user"
+        and not is_value(canon(word))
+        and canon(word) not in STANCE
+    )
+
+
 def _modifiers_differ(n: Reading, o: Reading) -> bool:
     """A shared head noun with a different word in front: 'kitchen renovation' and
     'bathroom renovation', 'Pro plan' and 'Team plan' are two things."""

@@ -66,6 +66,10 @@ _OWN = frozenset(words(_LEXICON["own_words"]))
 _OTHERS = frozenset(words(_LEXICON["others_words"]))
 _PLAIN = frozenset(words(_LEXICON["plain_modifiers"]))
 _CHANGE_WORDS = frozenset(canon(w) for w in words(_LEXICON["change_words"]))
+# a sentence opening with one of these has no noun phrase ahead of its verb
+_ADVERB = re.compile(r"^\s*[a-z]+ly\b(?:,\s*|\s+(?=[a-z]+ed\b))")
+_SUBJECTS = frozenset({"i", "we", "they", "he", "she", "you"})
+_DETERMINERS = frozenset({"the", "a", "an", "my", "our", "his", "her", "their", "its", "this", "that"})
 _WORD = re.compile(r"\$?\d[\d.,:\-]*%?|[a-z][a-z0-9'\-]*|[:;,.!?()]")
 _NUMBER = re.compile(r"\$?\d[\d.,:\-]*%?|v\d+")
 
@@ -87,6 +91,8 @@ def _value_words(r: Reading) -> frozenset[str]:
             continue
         if i and said[i - 1] in _LABELS:
             found.add(said[i - 1])
+        if ":" in word:
+            continue  # a time of day has no unit: "the 6:50 train" is the thing it times
         rest = said[i + 1 : i + 5]
         if rest and rest[0] == "of":
             rest = rest[1:]  # "ten of the engineers"
@@ -105,7 +111,8 @@ def _lead(r: Reading) -> tuple[str | None, tuple[frozenset[str], ...], tuple[str
     it ("service 7", "ticket 4512"). It ends at the first small word, verb of the lexicon,
     change word or value; a text that opens with a value or a verb ("Two reviewers ...",
     "Upgraded the service ...") has none."""
-    said, i, owner = _words(OPENERS.sub("", r.text)), 0, None  # "By the way, my ...": "my"
+    # "By the way, my ...": "my"; "Finally upgraded, ...", "Recently, my ...": no noun
+    said, i, owner = _words(_ADVERB.sub("", OPENERS.sub("", r.text))), 0, None
     while i < len(said) and (
         said[i] in STOPWORDS or said[i] in _PLAIN or (is_value(canon(said[i])) and not _is_number(said[i]))
     ):
@@ -114,6 +121,8 @@ def _lead(r: Reading) -> tuple[str | None, tuple[frozenset[str], ...], tuple[str
         elif said[i] in _OTHERS and owner is None:
             owner = "other"
         i += 1
+    if i and said[i - 1] in _SUBJECTS:
+        return owner, (), ()  # "we refinanced, ...": a pronoun, then its verb
     phrase: list[frozenset[str]] = []
     ids: list[str] = []
     for j, word in enumerate(said[i:], start=i):
@@ -134,6 +143,8 @@ def _lead(r: Reading) -> tuple[str | None, tuple[frozenset[str], ...], tuple[str
             or token in _CHANGE_WORDS
             or (is_value(token) and phrase)
         ):
+            if token in _CHANGE_WORDS and said[j + 1 : j + 2] and said[j + 1] in _DETERMINERS:
+                return owner, (), ()  # "the airline moved my flight": who changed it, not what
             break
         if is_value(token) or word in _PLAIN:
             continue
@@ -363,7 +374,7 @@ _CHANGE_VERB = (
     r"(?:switched|migrated|moved|replaced|changed|swapped|converted|rewrote|"
     r"rewritten|upgraded|downgraded|pushed|postponed|delayed|rescheduled|"
     r"cancell?ed|dropped|ditched|abandoned|increased|decreased|raised|lowered|"
-    r"reduced|extended)"
+    r"reduced|extended|cut|trimmed|halved|doubled|shortened)"
 )
 _ACTIVE_OBJECT = re.compile(
     _CHANGE_VERB + r"\s+(?:(?:the|a|an|our|my|their|its|this|"

@@ -7,7 +7,7 @@ import re
 from collections import Counter
 
 from engine.judges.lexicon import lexicon
-from engine.judges.rules.exemptions import change_clause, change_said, guarded, other_item
+from engine.judges.rules.exemptions import change_clause, change_said, guarded, other_item, qualifiers
 from engine.judges.rules.giving_up import given_up, gives_up_something_else
 from engine.judges.rules.reading import (
     NUMBER_WORDS,
@@ -80,6 +80,8 @@ def contradiction(
             continue
         elif _left_elsewhere(fresh, old) or _other_subject(fresh, old) or _one_of_many(fresh, old):
             continue
+        elif _another_one_changed(fresh, old):
+            continue
         elif _replaces(fresh, old) or _changed(fresh, old, similar.get(number), number == nearest):
             supersedes.append(number)
         elif _same_thing(fresh, old, new or "", text or "") and _restates(fresh, old):
@@ -111,6 +113,33 @@ def _unmatched(a: frozenset[str], b: frozenset[str]) -> set[str]:
         if w not in b
         and not any(len(x) >= 4 and len(w) >= 4 and (x.startswith(w) or w.startswith(x)) for x in b)
     }
+
+
+def _another_one_changed(n: Reading, o: Reading) -> bool:
+    """The change acts on a thing the old memory also names, but each says which one with
+    a word the other never says ("raised the trip budget" leaves "budgets 300 a month for
+    groceries", "moved my Lisbon flight" leaves "the flight to Madrid"), or the old memory
+    names it only to say which of another thing it means, a thing the new one never names
+    ("moved all my accounts to Ally" leaves "uses a password manager for every account";
+    "upgraded the service to Python 3.12" moves "Python 3.11 for the service", and a new
+    date for the report "the deadline for the report")."""
+    mine, theirs = qualifiers(n.text), qualifiers(o.text)
+    heads = changed_heads(n.text) & o.topic
+    if any(
+        mine.get(head) and theirs.get(head) and not mine[head] & o.concepts and not theirs[head] & n.concepts
+        for head in heads
+    ):
+        return True
+    if n.values and o.values and all(_WHEN.fullmatch(v) for v in n.values | o.values):
+        return False  # a new date for the report is a new date for its deadline
+    # which of a thing the new memory never names ("staging" alone names the staging server)
+    after = qualifiers(o.text, after_only=True)
+    only_which = {word for head, said in after.items() if head not in n.concepts for word in said - {head}}
+    return bool(heads) and heads <= only_which - theirs.keys()
+
+
+# a value that says when: a weekday or month, a date, a time of day, a day of the month
+_WHEN = re.compile(r"[a-z]+|\d{4}-\d\d(?:-\d\d)?|\d\d-\d\d|\d\d?:\d\d|\d\d?")
 
 
 def _other_subject(n: Reading, o: Reading) -> bool:
