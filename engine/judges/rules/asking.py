@@ -49,7 +49,9 @@ _ASKED_AFTER = re.compile(
     r"thoughts|recommendations)|can you|could you|how (?:do|can|should) i|what (?:should|can) i)\b[^,]*\?$",
     re.IGNORECASE,
 )
-_TELLS = re.compile(r"^(?:[\w' ]+,\s*)?(?:i|i'm|i've|i'd|my|we|we're|we've|our)\b", re.IGNORECASE)
+_TELLS = re.compile(r"^(?:[\w' ]+[,:]\s*)?(?:i|i'm|i've|i'd|my|we|we're|we've|our)\b", re.IGNORECASE)
+# a few words before a colon that only open the turn: "Quick one: ...", "Random question: ..."
+_LEAD_IN = re.compile(r"^[\w' ]{1,30}:\s*")
 
 
 def _told_then_asked(sentence: str) -> str | None:
@@ -61,6 +63,7 @@ def _told_then_asked(sentence: str) -> str | None:
     head = sentence[: m.start()].strip()
     if len(head.split()) < 4 or head.endswith("?") or not _TELLS.search(head):
         return None
+    head = _LEAD_IN.sub("", head)
     return head[:1].upper() + head[1:] + "."
 
 

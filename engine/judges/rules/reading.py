@@ -54,7 +54,7 @@ STRONG_CHANGE = re.compile(
     r"converted|transitioned|upgraded|downgraded|is now|are now|now (uses?|prefers?|on)|"
     r"slipped|slid|rewr(o|i)te|rewritten|increased|decreased|raised|lowered|reduced|"
     r"extended|left(?![- ](side|hand|panel|column|sidebar|corner|over|click))|resigned|"
-    rf"relocat(ed|ing)|({PARTING}) ({_OWNED})|gave ({_OWNED}) ([\w-]+ ){{0,2}}away|"
+    rf"relocat(ed|ing)|transferred to|ported|({PARTING}) ({_OWNED})|gave ({_OWNED}) ([\w-]+ ){{0,2}}away|"
     r"(not|never|nobody|no one) miss(es|ed)?)\b"
 )
 _WEAK_CHANGE = re.compile(

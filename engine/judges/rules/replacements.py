@@ -10,7 +10,7 @@ import re
 
 from engine.judges.lexicon import lexicon, words
 from engine.judges.lexicon.slots import CATEGORIES, MEMBER_OF
-from engine.judges.rules.exemptions import NEW_ONE
+from engine.judges.rules.exemptions import NEW_ONE, change_clause
 from engine.judges.rules.reading import (
     NEGATION,
     NEW_SIDE,
@@ -326,11 +326,12 @@ def _same_context(n: Reading, o: Reading, category: str) -> bool:
 
 def value_change(n: Reading, o: Reading) -> bool:
     """Same subject, different date or amount ("release on May 3" -> "release May 10")."""
-    if not n.values or not o.values or not (n.values - o.values) or not same_units(n, o):
-        return False
+    if not o.values or not (n.values - o.values - _EVENT_TIMES) or not same_units(n, o):
+        return False  # "this month" tells when the change happened, it is no value of it
     shared = (n.topic & o.topic) - GENERIC
     if n.strong_change:
-        return bool(shared)
+        # in the clause that says the change: "..., so I'm looking for hiking groups" is not it
+        return bool((read(change_clause(n)).topic & o.topic) - GENERIC)
     if n.progression or not (o.values - n.values):
         return False
     return bool(shared) and jaccard(n.topic, o.topic) >= 0.5
@@ -414,6 +415,24 @@ def relocation(n: Reading, o: Reading) -> bool:
     if not m or m[1] in STOPWORDS or canon(m[1]) in MEMBER_OF:
         return False
     return canon("live") in o.topic and canon(m[1]) not in o.topic
+
+
+_WORKPLACES = r"(office|branch|campus|site|store|plant|lab|clinic|hospital|school|warehouse|studio)"
+_MOVED_TO_PLACE = re.compile(
+    r"\b(?:i|we|user)(?: have| has| just| recently| finally)* (?:moved|relocated|transferred|"
+    r"switched) (?:over )?to (?:the|our|a|another) ([a-z][\w-]*) " + _WORKPLACES
+)
+_AT_PLACE = re.compile(
+    r"\b(?:work|works|working|based|sits|is|am|are) (?:from|at|in|out of) (?:the|our|a) "
+    r"([a-z][\w-]*) " + _WORKPLACES
+)
+
+
+def workplace_move(n: Reading, o: Reading) -> bool:
+    """ "I transferred to the Denver office" replaces "works from the Chicago office": the
+    same kind of place, another one."""
+    moved = {(m[1], m[2]) for m in _MOVED_TO_PLACE.finditer(n.text)}
+    return any(kind == m[2] and name != m[1] for m in _AT_PLACE.finditer(o.text) for name, kind in moved)
 
 
 _ABOUT_USER = re.compile(r"\b(?:user|i|my|we|our)\b")

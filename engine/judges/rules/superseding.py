@@ -36,6 +36,7 @@ from engine.judges.rules.replacements import (
     slot_change,
     team_move,
     value_change,
+    workplace_move,
 )
 from engine.judges.rules.words import CUE_WORDS, GENERIC, STOPWORDS, WORD_RE, canon, token_tuple
 
@@ -280,6 +281,7 @@ def _replaces(n: Reading, o: Reading) -> bool:
             polarity_flip,
             slot_change,
             relocation,
+            workplace_move,
             resolution,
             opposite,
             handover,
