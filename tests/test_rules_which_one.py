@@ -69,3 +69,17 @@ def test_a_thing_of_a_kind_finds_the_memory_about_that_kind(tmp_path):
         old = mem.add("User's phone is an iPhone 13.", judged=False)
         assert mem.remember("Finally upgraded, I'm on a Pixel 9 now.", "Noted.").stored
         assert old in {r.id for r in mem.memories("superseded")}
+
+
+@pytest.mark.parametrize(
+    "old, new, replaced",
+    [
+        # a place in a sequence is a value, as "3rd" is: not which grade or floor it is
+        ("User's daughter is in seventh grade.", "My daughter started eighth grade this fall.", True),
+        ("User's office is on the fourth floor.", "Our office is on the ninth floor now.", True),
+        ("User's daughter is in fifth grade.", "My son is in sixth grade.", False),
+        ("User's office is on the fourth floor.", "The gym is on the ninth floor.", False),
+    ],
+)
+def test_an_ordinal_is_a_value(old, new, replaced):
+    assert supersedes(new, old) is replaced

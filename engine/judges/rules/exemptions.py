@@ -16,7 +16,7 @@ from engine.judges.lexicon import lexicon, words
 from engine.judges.lexicon.slots import MEMBER_OF
 from engine.judges.rules.dates import FULL_MONTH_RE
 from engine.judges.rules.expiring import RECURRING
-from engine.judges.rules.reading import NUMBER_WORDS, PARTING, STRONG_CHANGE, Reading, undated
+from engine.judges.rules.reading import NUMBER_WORDS, ORDINAL_WORDS, PARTING, STRONG_CHANGE, Reading, undated
 from engine.judges.rules.words import GENERIC, STANCE, STOPWORDS, canon, is_value
 
 _LEXICON = lexicon("superseding")
@@ -247,6 +247,7 @@ def _before(text: str) -> Mapping[str, str]:
             and a not in _PLAIN_MODIFIERS
             and not is_value(a)
             and a not in NUMBER_WORDS
+            and a not in ORDINAL_WORDS  # "third grade" / "fourth grade": a value, not which one
             and canon(a) not in STANCE
         }
     )
@@ -286,6 +287,7 @@ def _qualifies(word: str) -> bool:
         word not in STOPWORDS
         and word not in _PLAIN_MODIFIERS
         and word not in NUMBER_WORDS
+        and word not in ORDINAL_WORDS
         and word != "user"
         and not is_value(canon(word))
         and canon(word) not in STANCE

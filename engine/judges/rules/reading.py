@@ -152,7 +152,19 @@ def notation(text: str) -> str:
     text = re.sub(
         r"\b(\d+)k\b", lambda m: (m[1].lstrip("0") + "000").lstrip("0") or "0", text
     )  # as str(int(n) * 1000), with no int() of a number of any length
+    text = _ORDINAL.sub(lambda m: ORDINAL_WORDS[m[1]], text)
     return re.sub(r"\b(\d+)(?:s|sec|secs|mb|gb|kb|km|kg|min|mins)\b", r"\1", text)
+
+
+# "third grade" reads as "3rd grade" does (normalised to "3 grade"): a place in a sequence is
+# a value. "first" and "second" are left as words ("first, ...", "a second opinion").
+ORDINAL_WORDS = {
+    w: str(n)
+    for n, w in enumerate(
+        "third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth".split(), start=3
+    )
+}
+_ORDINAL = re.compile(r"\b(%s)\b(?= [a-z])" % "|".join(ORDINAL_WORDS))
 
 
 def undated(original: str) -> str:
