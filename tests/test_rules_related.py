@@ -42,6 +42,10 @@ FILLER = [
         ("which medicines should I avoid?", "User is allergic to penicillin."),
         ("what am I growing?", "User planted tomatoes and basil on the balcony."),
         ("do I have any medical conditions?", "User has type 2 diabetes."),
+        # who mends what, and who is over whom
+        ("the bathroom pipe is dripping, who do I call?", "User's plumber is Tomasz, 555-0199."),
+        ("a socket stopped working, who fixes that?", "User's electrician is Ana Ruiz."),
+        ("who is my boss?", "User's department head is Ms. Ortiz."),
     ],
 )
 def test_a_question_fits_a_memory_of_its_family(question, memory):
