@@ -66,3 +66,30 @@ def test_a_port_or_a_transfer_supersedes(old, new):
 )
 def test_what_the_rest_of_the_turn_says_changes_nothing(old, new):
     assert not supersedes(new, old)
+
+
+@pytest.mark.parametrize(
+    "turn, kept",
+    [
+        # a time of day is no lead-in before a colon
+        (
+            "My flight is at 7:45 tomorrow morning, any tips for sleeping on the plane?",
+            "User's flight is at 7:45 tomorrow morning.",
+        ),
+        ("I wake at 5:15 on weekdays, is that too early?", "User wakes at 5:15 on weekdays."),
+    ],
+)
+def test_a_time_before_the_request_stays_in_the_memory(turn, kept):
+    assert rules.gate(turn, "Sure.")["content"] == kept
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        # ending the thing ends what was for it; a new time for it is a new time for its deadline
+        ("User has a membership for the climbing gym.", "Finally cancelled the climbing gym."),
+        ("Deadline for the grant report is May 30.", "Pushed the grant report to next month."),
+    ],
+)
+def test_ending_or_moving_the_thing_moves_what_was_for_it(old, new):
+    assert supersedes(new, old)

@@ -1328,7 +1328,7 @@ def test_gate_keeps_the_grounds_of_a_question_as_a_statement():
     # grounds that point back into the question ('my old one') keep the question whole
     whole = gating.memories("Can you recommend a good laptop, since my old one broke?", "Sure.")
     assert [m["content"] for m in whole["memories"]] == [
-        "Can you recommend a good laptop, since their old one broke?"
+        "Can you recommend a good laptop, since User's old one broke?"
     ]
 
 

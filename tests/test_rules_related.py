@@ -114,3 +114,8 @@ def test_a_short_word_inside_a_longer_one_is_no_match():
     # 'art' in 'start', 'bike' in 'motorbike': under five letters, a part says too little
     candidates = list(enumerate([*FILLER, "User will start the new job on Monday."], 1))
     assert 7 not in rules.select("what art do I like?", candidates, 3)
+
+
+def test_a_department_head_is_a_boss_and_a_head_is_not():
+    candidates = list(enumerate([*FILLER[:3], "User hit their head on a kitchen cabinet.", *FILLER[3:]], 1))
+    assert 4 not in rules.select("who is my boss?", candidates, 3)

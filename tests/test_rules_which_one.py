@@ -83,3 +83,31 @@ def test_a_thing_of_a_kind_finds_the_memory_about_that_kind(tmp_path):
 )
 def test_an_ordinal_is_a_value(old, new, replaced):
     assert supersedes(new, old) is replaced
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        # someone else's change of their own thing, said with their name
+        ("User's dentist appointment is Wednesday.", "Tom moved his dentist appointment to Friday."),
+        ("Our barbecue is on Saturday.", "The Smiths moved their barbecue to Sunday."),
+        ("User's phone is an iPhone 13.", "Tom switched to a Pixel last week."),
+        ("User's app uses PostgreSQL.", "Priya switched to MySQL for her side project."),
+        ("User works from the Chicago office.", "I transferred to the Denver office."),  # control
+        # a word that is no phone, and a fraction that is no place in a sequence
+        ("User's phone is an iPhone 15.", "I switched to pixel art for the game sprites."),
+        ("User's rent is 1800 a month.", "I now spend a third of my salary on rent."),
+    ],
+)
+def test_someone_elses_change_and_lookalikes_leave_the_old_memory(old, new):
+    assert supersedes(new, old) is ("Chicago" in old)
+
+
+def test_a_gate_memory_says_whose_thing_a_change_moved():
+    """The gate writes "my" as "User's" when the user was not named before it: "The airline
+    moved their flight" would be the airline's flight."""
+    assert rules.gate("The airline moved my Oslo flight to June 9.", "Ok.")["content"] == (
+        "The airline moved User's Oslo flight to June 9."
+    )
+    moved = "The airline moved User's Oslo flight to June 9."
+    assert supersedes(moved, "User's flight to Oslo is on June 3.")

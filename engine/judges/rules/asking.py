@@ -49,9 +49,12 @@ _ASKED_AFTER = re.compile(
     r"thoughts|recommendations)|can you|could you|how (?:do|can|should) i|what (?:should|can) i)\b[^,]*\?$",
     re.IGNORECASE,
 )
-_TELLS = re.compile(r"^(?:[\w' ]+[,:]\s*)?(?:i|i'm|i've|i'd|my|we|we're|we've|our)\b", re.IGNORECASE)
 # a few words before a colon that only open the turn: "Quick one: ...", "Random question: ..."
-_LEAD_IN = re.compile(r"^[\w' ]{1,30}:\s*")
+# (letters only: "7:45" is a time)
+_LEAD_IN = re.compile(r"^[A-Za-z' ]{1,30}:\s+")
+_TELLS = re.compile(
+    r"^(?:[\w' ]+,\s*|[A-Za-z' ]{1,30}:\s+)?(?:i|i'm|i've|i'd|my|we|we're|we've|our)\b", re.IGNORECASE
+)
 
 
 def _told_then_asked(sentence: str) -> str | None:

@@ -81,6 +81,8 @@ def guarded(n: Reading, o: Reading, new: str, old: str) -> bool:
         return True  # "User's sister quit smoking" is no change to "User smokes a pack a day"
     if _someone_elses(o.text) and not _someone_elses(n.text) and _USER_FIRST.match(n.text):
         return True  # "We relocated to Austin" is no change to "User's brother lives in Glasgow"
+    if _named_ones_own_change(new, old):
+        return True  # "Tom switched to a Pixel" is no change to "User's phone is an iPhone"
     if _one_deed_beside_a_habit(n.text, o.text):
         return True  # "I sold 30 cookies at the bake sale" ends no "bakes cookies every weekend"
     return _other_item(n, o, new, old)
@@ -102,6 +104,23 @@ _MAKING = re.compile(
     r"\b(?:bakes?|makes?|grows?|knits?|brews?|cooks?|sews?|paints?|builds?|crafts?|roasts?|"
     r"writes?|prints?|carves?|draws?|weaves?|quilts?|crochets?)\b"
 )
+
+
+# someone named, switching to something with no object of the change: their own switch
+_NAMED_SWITCH = re.compile(
+    r"^\s*([A-Z][a-z]+)(?: [A-Z][a-z]+)?\s+(?:just |recently |finally |also |has |have )*"
+    r"(?:switched|migrated|changed|upgraded|downgraded|went)(?: over| back)? to\b"
+)
+_NOT_NAMES = frozenset({"i", "we", "user", "the", "our", "my", "they", "he", "she", "you", "everyone"})
+
+
+def _named_ones_own_change(new: str, old: str) -> bool:
+    """ "Tom switched to MySQL" tells what Tom uses now: no change of a memory that is not
+    about Tom ("User's app uses PostgreSQL"). A named thing ("Postgres") is no person."""
+    m = _NAMED_SWITCH.match(new)
+    if m is None or m[1].lower() in _NOT_NAMES or canon(m[1].lower()) in MEMBER_OF:
+        return False
+    return not re.search(rf"\b{re.escape(m[1])}\b", old, re.IGNORECASE)
 
 
 def _one_deed_beside_a_habit(new: str, old: str) -> bool:
@@ -259,7 +278,7 @@ def qualifiers(text: str, after_only: bool = False) -> Mapping[str, frozenset[st
     front ("the trip budget"), unless `after_only`, and the noun after "for", "of" or
     "to", values between skipped ("budget for the trip", "budgets 300 a month for
     groceries", "flight to Lisbon"). Read-only: it is cached."""
-    tokens = re.findall(r"[a-z][a-z0-9-]*|\d[\d.,:]*", text)
+    tokens = [t.rstrip(".,:") for t in re.findall(r"[a-z0-9][a-z0-9.,:-]*", text)]  # "401k": one word
     changed = next((i for i, w in enumerate(tokens) if STRONG_CHANGE.fullmatch(w)), len(tokens))
     found: dict[str, set[str]] = {}
     for i, word in enumerate(tokens):

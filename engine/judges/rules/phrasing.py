@@ -47,7 +47,9 @@ def third_person(sentence: str) -> str:
     text = re.sub(rf"\b[Ii]((?:\s+(?:{_VERB_ADVERBS}))*)\s+([a-z]+(?:-[a-z]+)*)\b(?!['-])", conjugate, text)
     text = re.sub(r"\b[Ii]\b(?![/'.])", "User", text)
     text = re.sub(r"^My\b", "User's", text)
-    text = re.sub(r"\b[Mm]y\b", "their", text)
+    # "their" once the user is named before it ("User moved their desk"); else whose it is
+    # would be lost ("The airline moved their flight": the airline's?)
+    text = re.sub(r"\b[Mm]y\b", lambda m: "their" if "User" in text[: m.start()] else "User's", text)
     text = re.sub(r"\bmyself\b", "themselves", text)
     text = re.sub(r"\bme\b", "the user", text)
     return as_sentence(text)

@@ -136,6 +136,18 @@ def _clock(m: re.Match) -> str:
     return f"{hour:02d}:{minute:02d}"
 
 
+# "third grade" reads as "3rd grade" does (normalised to "3 grade"): a place in a sequence is
+# a value. "first" and "second" are left as words ("first, ...", "a second opinion").
+ORDINAL_WORDS = {
+    w: str(n)
+    for n, w in enumerate(
+        "third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth".split(), start=3
+    )
+}
+# ... never a fraction: "a third of my salary", "two fifths"
+_ORDINAL = re.compile(r"(?<!\ba )(?<!\bone )\b(%s)\b(?= (?!of\b)[a-z])" % "|".join(ORDINAL_WORDS))
+
+
 def notation(text: str) -> str:
     """One notation for equal values: '6pm', '6 pm' and '18:00' read '18:00', 'noon'
     '12:00' and 'midnight' '00:00'; '10,000', '10k' and 'ten thousand' read '10000'; '30s'
@@ -154,17 +166,6 @@ def notation(text: str) -> str:
     )  # as str(int(n) * 1000), with no int() of a number of any length
     text = _ORDINAL.sub(lambda m: ORDINAL_WORDS[m[1]], text)
     return re.sub(r"\b(\d+)(?:s|sec|secs|mb|gb|kb|km|kg|min|mins)\b", r"\1", text)
-
-
-# "third grade" reads as "3rd grade" does (normalised to "3 grade"): a place in a sequence is
-# a value. "first" and "second" are left as words ("first, ...", "a second opinion").
-ORDINAL_WORDS = {
-    w: str(n)
-    for n, w in enumerate(
-        "third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth".split(), start=3
-    )
-}
-_ORDINAL = re.compile(r"\b(%s)\b(?= [a-z])" % "|".join(ORDINAL_WORDS))
 
 
 def undated(original: str) -> str:

@@ -7,6 +7,7 @@ a kind. The contradiction judge (`superseding`) asks them in turn.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from engine.judges.lexicon import lexicon, words
 from engine.judges.lexicon.slots import CATEGORIES, MEMBER_OF
@@ -67,9 +68,14 @@ _OTHERS = frozenset(words(_LEXICON["others_words"]))
 _PLAIN = frozenset(words(_LEXICON["plain_modifiers"]))
 _CHANGE_WORDS = frozenset(canon(w) for w in words(_LEXICON["change_words"]))
 # a sentence opening with one of these has no noun phrase ahead of its verb
-_ADVERB = re.compile(r"^\s*[a-z]+ly\b(?:,\s*|\s+(?=[a-z]+ed\b))")
-_SUBJECTS = frozenset({"i", "we", "they", "he", "she", "you"})
-_DETERMINERS = frozenset({"the", "a", "an", "my", "our", "his", "her", "their", "its", "this", "that"})
+_ADVERB = re.compile(
+    r"^\s*(?:recently|finally|eventually|officially|apparently|luckily|sadly|unfortunately|"
+    r"fortunately|honestly|lately|suddenly)\b(?:,\s*|\s+(?=[a-z]+ed\b))"
+)
+_SUBJECTS = frozenset({"i", "we"})
+# after a change word, what the change acts on: the user's or the one thing ("the airline
+# moved my flight"), not someone else's ("Tom moved his appointment")
+_DETERMINERS = frozenset({"the", "a", "an", "my", "our", "user", "this", "that"})  # "User's": my
 _WORD = re.compile(r"\$?\d[\d.,:\-]*%?|[a-z][a-z0-9'\-]*|[:;,.!?()]")
 _NUMBER = re.compile(r"\$?\d[\d.,:\-]*%?|v\d+")
 
@@ -388,6 +394,7 @@ _PASSIVE_SUBJECT = re.compile(
 _OBJECT_BREAK = SIDE_BREAK | frozenset(words(_LEXICON["object_break"]))
 
 
+@lru_cache(maxsize=4096)
 def changed_heads(text: str) -> frozenset[str]:
     """The nouns a change cue acts on: the last word of its object, or its passive subject."""
     heads = set()
@@ -432,9 +439,12 @@ def workplace_move(n: Reading, o: Reading) -> bool:
     """ "I transferred to the Denver office" replaces "works from the Chicago office": the
     same kind of place, another one."""
     moved = {(m[1], m[2]) for m in _MOVED_TO_PLACE.finditer(n.text)}
+    if not moved or not _USER_FIRST.match(o.text):
+        return False  # "Sarah works at the Chicago office" is hers
     return any(kind == m[2] and name != m[1] for m in _AT_PLACE.finditer(o.text) for name, kind in moved)
 
 
+_USER_FIRST = re.compile(r"\s*(?:user|i|we)\b")
 _ABOUT_USER = re.compile(r"\b(?:user|i|my|we|our)\b")
 
 

@@ -133,6 +133,8 @@ def _another_one_changed(n: Reading, o: Reading) -> bool:
         return True
     if n.values and o.values and all(_WHEN.fullmatch(v) for v in n.values | o.values):
         return False  # a new date for the report is a new date for its deadline
+    if _ENDED.search(n.text):
+        return False  # "cancelled the gym" ends "a membership for the gym" too
     # which of a thing the new memory never names ("staging" alone names the staging server)
     after = qualifiers(o.text, after_only=True)
     only_which = {word for head, said in after.items() if head not in n.concepts for word in said - {head}}
@@ -140,7 +142,7 @@ def _another_one_changed(n: Reading, o: Reading) -> bool:
 
 
 # a value that says when: a weekday or month, a date, a time of day, a day of the month
-_WHEN = re.compile(r"[a-z]+|\d{4}-\d\d(?:-\d\d)?|\d\d-\d\d|\d\d?:\d\d|\d\d?")
+_WHEN = re.compile(r"[a-z][a-z ]*|q[1-4]|\d{4}-\d\d(?:-\d\d)?|\d\d-\d\d|\d\d?:\d\d|\d\d?")
 
 
 def _other_subject(n: Reading, o: Reading) -> bool:
