@@ -79,6 +79,13 @@ def expiry(content: str, today: datetime | date | str) -> str | None:
         # stays true: the memory does not end with the plan beside it
         return None
     parts = [c for part in parts for c in _OWN_SUBJECT.split(part) if c.strip()]
+    held = [_end(state, day) for part in parts for state in _state_beside_a_plan(part)]
+    if held:
+        # "has 12 vintage cameras now and is going to a camera fair on Saturday", "is on
+        # their 5th book, which they plan to finish by Friday": the count outlives the plan
+        # ("read 7 books this year" lasts the year)
+        whole = _end(content, day)
+        return None if None in held else max(e for e in (*held, whole) if e is not None)
     if len(parts) > 1 and any(_end(part, day) is None for part in parts):
         # several facts in one memory, one of them with no end ("has got five tops from
         # H&M so far" beside "plans to go to the mall this weekend"): the memory does not
@@ -91,6 +98,34 @@ _OWN_SUBJECT = re.compile(
     r"(?:,\s*|\s+)(?:and|but|so|while|though|although)\s+(?=(?:user|they|she|he|we|it|their|her|his|our)\b)",
     re.I,
 )
+# a plan or goal joined to a statement without a subject of its own
+# ("..., which they plan to finish by Friday", "..., hoping to hit 300 by May", "..., with Peru
+# next in April", "... and is going to a fair on Saturday"; not "..., which is on April 4":
+# that is when the thing itself is)
+_PLAN_BESIDE = re.compile(
+    r",\s*(?:which (?:user|they|i|we|she|he) (?:plans?|hopes?|wants?|intends?|aims?)|hoping|planning|"
+    r"aiming|with\b(?=[^,.;]*\bnext\b))|\s+and\s+(?=(?:is|are|am) (?:going|planning|hoping)\b|"
+    r"(?:will|plans?|hopes?|wants?)\b)",
+    re.I,
+)
+# what holds now: a count of things ("12 vintage cameras", "5th book", "fifth book") or a
+# word that says so ("now", "currently", "so far")
+_HOLDS_NOW = re.compile(
+    r"\b(?:now|currently|so far|by now|these days|\d+(?:st|nd|rd|th)?\s+(?!am\b|pm\b|a\.m|p\.m)[a-z]+|"
+    r"(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth)\s+[a-z]+)\b",
+    re.I,
+)
+
+
+def _state_beside_a_plan(part: str) -> list[str]:
+    """The statement before a plan or goal joined to it, when it says what holds now (a
+    count, "now", "so far"); none otherwise."""
+    pieces = _PLAN_BESIDE.split(part, maxsplit=1)
+    if len(pieces) < 2 or not _HOLDS_NOW.search(pieces[0]):
+        return []
+    return [pieces[0]]
+
+
 _CLAUSES = re.compile(r"[;,]\s+|\s+(?:and|but|so|then|while|because)\s+")
 
 
