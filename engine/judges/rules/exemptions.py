@@ -259,16 +259,7 @@ def _before(text: str) -> Mapping[str, str]:
     the new memory's text is read again for every candidate it is compared with)."""
     tokens = re.findall(r"[a-z][a-z0-9-]*", text)
     return MappingProxyType(
-        {
-            canon(b): a
-            for a, b in zip(tokens, tokens[1:])
-            if a not in STOPWORDS
-            and a not in _PLAIN_MODIFIERS
-            and not is_value(a)
-            and a not in NUMBER_WORDS
-            and a not in ORDINAL_WORDS  # "third grade" / "fourth grade": a value, not which one
-            and canon(a) not in STANCE
-        }
+        {canon(b): a for a, b in zip(tokens, tokens[1:]) if _says_which(a) and not is_value(a)}
     )
 
 
@@ -302,13 +293,18 @@ def qualifiers(text: str, after_only: bool = False) -> Mapping[str, frozenset[st
 
 
 def _qualifies(word: str) -> bool:
+    return _says_which(word) and word != "user" and not is_value(canon(word))
+
+
+def _says_which(word: str) -> bool:
+    """Can this word in front of a noun say which one it is? Not a small word, a plain
+    modifier ("my old laptop"), a number or an ordinal ("third grade" / "fourth grade": a
+    value, not which one), nor a stance."""
     return (
         word not in STOPWORDS
         and word not in _PLAIN_MODIFIERS
         and word not in NUMBER_WORDS
         and word not in ORDINAL_WORDS
-        and word != "user"
-        and not is_value(canon(word))
         and canon(word) not in STANCE
     )
 
